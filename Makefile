@@ -1,0 +1,42 @@
+# Two commands do all set-up on a fresh machine:
+#   make demo   install (venv, Python deps, WordNet 3.0) and run the main job on the embedded default
+#   make test   install and run the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+OUT    ?= out
+
+.PHONY: install wordnet demo test lint clean
+
+install: $(STAMP) wordnet
+
+$(STAMP): pyproject.toml tools/requirements-lock.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -c tools/requirements-lock.txt -e '.[dev]'
+	touch $(STAMP)
+
+# WordNet 3.0: an nltk corpus if one is installed, else Debian's wordnet-base (apt-get as root).
+wordnet: $(STAMP)
+	@if ! $(BIN)/python -c "from imagenet_zsl.hierarchy.wordnet import locate_wordnet; locate_wordnet()" 2>/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing WordNet 3.0 (Debian wordnet-base)"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base >/dev/null; \
+	  else \
+	    echo "WordNet 3.0 missing: run 'sudo apt-get install wordnet-base' or '$(BIN)/python -m nltk.downloader wordnet'"; exit 1; \
+	  fi; \
+	fi
+	@$(BIN)/python -c "from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns as l; n=l(); print(f'WordNet 3.0 ready: {len(n.wnids):,} noun synsets')"
+
+demo: install
+	$(BIN)/imagenet-zsl splits build configs/default.yaml --out $(OUT)/splits
+
+test: install
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check imagenet_zsl tests tools
+
+clean:
+	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache

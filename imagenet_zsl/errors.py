@@ -1,0 +1,19 @@
+"""One exception type for bad user input, so the CLI can print one clear line and exit 2."""
+
+from __future__ import annotations
+
+
+class UserInputError(Exception):
+    """Bad input from the user: the message names the file/wnid/field and what to do.
+
+    The CLI prints ``error: <message>`` on one line and exits with status 2; library
+    callers can catch it like any exception.
+    """
+
+
+def preview(items, limit: int = 8) -> str:
+    """Short comma-separated preview of offending items for an error message."""
+    items = list(items)
+    shown = ", ".join(str(x) for x in items[:limit])
+    more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+    return shown + more

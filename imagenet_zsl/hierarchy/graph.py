@@ -1,0 +1,248 @@
+"""ClassGraph: the is-a DAG over the ImageNet-21K classes and their ancestors, as sparse matrices.
+
+Every query the toolkit makes at 21K scale is one scipy.sparse / csgraph call on the whole graph:
+ancestor sets come from a sparse transitive closure, distances from multi-source BFS
+(``csgraph.dijkstra(..., min_only=True)``), never from a Python loop over pairs.
+
+Distances are undirected shortest-path lengths (number of is-a edges) — the distance Hascoet et
+al. use for hop splits and the structural ratio.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from imagenet_zsl.errors import UserInputError, preview
+
+
+class ClassGraph:
+    """Directed is-a graph (edges parent → child) with fast ancestry and distance queries.
+
+    Node order is ``wnids``; ``index`` maps a wnid to its row in every matrix.
+    """
+
+    def __init__(self, wnids: Sequence[str], parents: np.ndarray, children: np.ndarray,
+                 source: str = "custom"):
+        self.wnids: list[str] = list(wnids)
+        self.index: dict[str, int] = {w: i for i, w in enumerate(self.wnids)}
+        if len(self.index) != len(self.wnids):
+            raise ValueError("duplicate nodes in ClassGraph")
+        n = len(self.wnids)
+        parents = np.asarray(parents, dtype=np.int64)
+        children = np.asarray(children, dtype=np.int64)
+        ones = np.ones(len(parents), dtype=np.int8)
+        #: child_to_parent[c, p] = 1 for each edge p → c
+        self.child_to_parent = sp.csr_matrix((ones, (children, parents)), shape=(n, n))
+        self.child_to_parent.sum_duplicates()
+        self.child_to_parent.data[:] = 1
+        self.parent_to_child = self.child_to_parent.T.tocsr()
+        self.source = source
+
+    # ----------------------------------------------------------------- construction
+    @classmethod
+    def from_edges(cls, edges: Iterable[tuple[str, str]], nodes: Iterable[str] | None = None,
+                   source: str = "custom") -> ClassGraph:
+        """Graph from (parent, child) pairs; ``nodes`` adds isolated nodes and fixes the order."""
+        edges = list(edges)
+        order: dict[str, None] = dict.fromkeys(nodes or ())
+        for parent, child in edges:
+            order.setdefault(parent)
+            order.setdefault(child)
+        wnids = list(order)
+        index = {w: i for i, w in enumerate(wnids)}
+        parents = np.array([index[p] for p, _ in edges], dtype=np.int64)
+        children = np.array([index[c] for _, c in edges], dtype=np.int64)
+        return cls(wnids, parents, children, source=source)
+
+    # ----------------------------------------------------------------- basic lookups
+    def __len__(self) -> int:
+        return len(self.wnids)
+
+    def __contains__(self, wnid: str) -> bool:
+        return wnid in self.index
+
+    def indices(self, wnids: Iterable[str], what: str = "wnids") -> np.ndarray:
+        """Row indices of ``wnids``; a clear error lists any that are not nodes of this graph."""
+        wnids = list(wnids)
+        missing = [w for w in wnids if w not in self.index]
+        if missing:
+            raise UserInputError(
+                f"{len(missing)} {what} are not nodes of the {self.source} class graph: "
+                f"{preview(missing)}"
+            )
+        return np.fromiter((self.index[w] for w in wnids), dtype=np.int64, count=len(wnids))
+
+    def parents(self, wnid: str) -> list[str]:
+        row = self.child_to_parent[self.index[wnid]]
+        return [self.wnids[j] for j in row.indices]
+
+    def children(self, wnid: str) -> list[str]:
+        row = self.parent_to_child[self.index[wnid]]
+        return [self.wnids[j] for j in row.indices]
+
+    @property
+    def roots(self) -> list[str]:
+        has_parent = np.diff(self.child_to_parent.indptr) > 0
+        return [w for w, p in zip(self.wnids, has_parent, strict=True) if not p]
+
+    # ----------------------------------------------------------------- ancestry
+    @functools.cached_property
+    def ancestor_matrix(self) -> sp.csr_matrix:
+        """Bool (n, n): ``[i, j]`` is True iff node j is a proper ancestor of node i.
+
+        Transitive closure by repeated sparse products (one per level of depth).
+        """
+        step = self.child_to_parent.astype(bool).tocsr()
+        closure = step.copy()
+        frontier = step
+        for _ in range(len(self)):
+            frontier = (frontier @ step).astype(bool)
+            grown = (closure + frontier).astype(bool).tocsr()
+            if grown.nnz == closure.nnz:
+                break
+            closure = grown
+        else:  # pragma: no cover - only for cyclic input
+            raise ValueError("class graph has a cycle")
+        if closure.diagonal().any():
+            raise ValueError("class graph has a cycle")
+        closure.sort_indices()
+        return closure
+
+    @functools.cached_property
+    def descendant_matrix(self) -> sp.csr_matrix:
+        """Bool (n, n): ``[i, j]`` is True iff node j is a proper descendant of node i."""
+        return self.ancestor_matrix.T.tocsr()
+
+    def ancestors(self, wnid: str) -> set[str]:
+        row = self.ancestor_matrix[self.index[wnid]]
+        return {self.wnids[j] for j in row.indices}
+
+    def descendants(self, wnid: str) -> set[str]:
+        row = self.descendant_matrix[self.index[wnid]]
+        return {self.wnids[j] for j in row.indices}
+
+    def is_ancestor(self, ancestor: str, node: str) -> bool:
+        """True iff ``ancestor`` is a proper ancestor of ``node``."""
+        return bool(self.ancestor_matrix[self.index[node], self.index[ancestor]])
+
+    def related_pairs(self, a: Sequence[str], b: Sequence[str] | None = None) -> list[tuple[str, str]]:
+        """(ancestor, descendant) pairs with one in ``a`` and the other in ``b`` (or both in ``a``).
+
+        Hascoet et al.'s "structural flaws": within a test set (b=None) or between test and train.
+        """
+        ia = self.indices(a)
+        ib = ia if b is None else self.indices(b)
+        anc = self.ancestor_matrix
+        pairs = set()
+        # rows: descendants in one set, columns: ancestors in the other
+        for rows, cols in ((ia, ib), (ib, ia)) if b is not None else ((ia, ia),):
+            sub = anc[rows][:, cols].tocoo()
+            pairs.update(
+                (self.wnids[cols[j]], self.wnids[rows[i]])
+                for i, j in zip(sub.row, sub.col, strict=True)
+            )
+        return sorted(pairs)
+
+    # ----------------------------------------------------------------- distances
+    @functools.cached_property
+    def adjacency(self) -> sp.csr_matrix:
+        """Undirected adjacency (n, n), int8, symmetric."""
+        adj = (self.child_to_parent + self.parent_to_child).astype(bool).astype(np.int8)
+        return adj.tocsr()
+
+    @functools.cached_property
+    def _edge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        coo = self.adjacency.tocoo()
+        return coo.row.astype(np.int64), coo.col.astype(np.int64)
+
+    def distances_from(self, sources: Iterable[str]) -> np.ndarray:
+        """(n,) float: undirected distance of every node to its nearest source (inf: unreachable)."""
+        idx = self.indices(sources, "sources")
+        if len(idx) == 0:
+            return np.full(len(self), np.inf)
+        return csgraph.dijkstra(self.adjacency, directed=False, indices=idx,
+                                unweighted=True, min_only=True)
+
+    def _voronoi(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        dist, _, nearest = csgraph.dijkstra(
+            self.adjacency, directed=False, indices=idx, unweighted=True, min_only=True,
+            return_predecessors=True,
+        )
+        return dist, nearest
+
+    def nearest_distance(self, wnids: Sequence[str], targets: Iterable[str]) -> np.ndarray:
+        """(len(wnids),) distance of each of ``wnids`` to the nearest member of ``targets``."""
+        return self.distances_from(targets)[self.indices(wnids)]
+
+    def nearest_other_distance(self, members: Sequence[str]) -> np.ndarray:
+        """(len(members),) distance of each member to the nearest *other* member.
+
+        One multi-source BFS assigns every node to its nearest member (a graph Voronoi
+        partition); the nearest other member of s is then reached through an edge (u, v)
+        leaving s's cell, at length d(u) + 1 + d(v). Exact, and O(edges) instead of one BFS
+        per member.
+        """
+        idx = self.indices(members, "members")
+        out = np.full(len(idx), np.inf)
+        if len(idx) < 2:
+            return out
+        dist, nearest = self._voronoi(idx)
+        u, v = self._edge_arrays
+        cell_u, cell_v = nearest[u], nearest[v]
+        crossing = (cell_u >= 0) & (cell_v >= 0) & (cell_u != cell_v)
+        length = dist[u[crossing]] + 1 + dist[v[crossing]]
+        best = np.full(len(self), np.inf)
+        np.minimum.at(best, cell_u[crossing], length)
+        out[:] = best[idx]
+        # a member listed twice is at distance 0 from "another" member
+        _, first, counts = np.unique(idx, return_index=True, return_counts=True)
+        if (counts > 1).any():
+            dup = np.isin(idx, idx[first[counts > 1]])
+            out[dup] = 0
+        return out
+
+    def distance(self, a: str, b: str) -> float:
+        """Undirected shortest-path length between two nodes (inf if disconnected)."""
+        return float(self.distances_from([a])[self.index[b]])
+
+    def pairwise_distances(self, wnids: Sequence[str], block: int = 256, dtype: type = np.uint8,
+                           limit: float | None = None) -> np.ndarray:
+        """(m, m) distances among ``wnids``; unreachable (or beyond ``limit``) → dtype's max.
+
+        With ``limit`` each BFS stops at that radius, which is ~5-50x faster on this graph.
+        """
+        idx = self.indices(wnids)
+        m = len(idx)
+        out = np.empty((m, m), dtype=dtype)
+        cap = np.iinfo(dtype).max
+        weights = self.adjacency.astype(np.float64)
+        radius = np.inf if limit is None else float(limit) + 0.5
+        for start in range(0, m, block):
+            rows = csgraph.dijkstra(weights, directed=False, indices=idx[start:start + block],
+                                    limit=radius)[:, idx]
+            rows[~np.isfinite(rows)] = cap
+            out[start:start + block] = np.minimum(rows, cap).astype(dtype)
+        return out
+
+    @functools.cached_property
+    def depths(self) -> np.ndarray:
+        """(n,) length of the shortest is-a path from a root down to each node."""
+        roots = self.indices(self.roots)
+        return csgraph.dijkstra(self.parent_to_child, directed=True, indices=roots,
+                                unweighted=True, min_only=True)
+
+    def depth(self, wnid: str) -> int:
+        return int(self.depths[self.index[wnid]])
+
+    def subgraph_nodes(self, wnids: Iterable[str]) -> list[str]:
+        """``wnids`` and all their ancestors, in graph order."""
+        idx = self.indices(wnids)
+        keep = np.zeros(len(self), bool)
+        keep[idx] = True
+        keep[self.ancestor_matrix[idx].indices] = True
+        return [w for w, k in zip(self.wnids, keep, strict=True) if k]

@@ -1,0 +1,79 @@
+"""The ImageNet-21K class universe and the class graph built over it."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from imagenet_zsl.data import fall11_counts, ilsvrc2012_wnids, imagenet_isa_edges
+from imagenet_zsl.hierarchy.graph import ClassGraph
+
+GRAPH_SOURCES = ("wordnet", "imagenet")
+
+
+def universe_wnids() -> list[str]:
+    """fall11's 21,841 synsets plus the one ILSVRC-2012 class outside it: 21,842 classes."""
+    counts = fall11_counts()
+    return list(counts) + [w for w in ilsvrc2012_wnids() if w not in counts]
+
+
+def training_wnids() -> list[str]:
+    """The 1,000 ILSVRC-2012 classes (devkit order): the seen classes of every ImageNet split."""
+    return list(ilsvrc2012_wnids())
+
+
+def candidate_wnids() -> list[str]:
+    """The 20,842 fall11 synsets that are not ILSVRC-2012 classes: zero-shot candidates (sorted)."""
+    train = set(ilsvrc2012_wnids())
+    return sorted(w for w in fall11_counts() if w not in train)
+
+
+def _ancestor_closure(edges: list[tuple[str, str]], seeds: list[str]) -> set[str]:
+    parents: dict[str, list[str]] = {}
+    for parent, child in edges:
+        parents.setdefault(child, []).append(parent)
+    keep, stack = set(seeds), list(seeds)
+    while stack:
+        for parent in parents.get(stack.pop(), ()):
+            if parent not in keep:
+                keep.add(parent)
+                stack.append(parent)
+    return keep
+
+
+@functools.cache
+def load_class_graph(source: str = "wordnet", include_instances: bool = False) -> ClassGraph:
+    """The is-a DAG induced on the 21,842 classes and all their ancestors.
+
+    source="wordnet": WordNet 3.0 noun hypernyms (instance hypernyms only if asked: ImageNet
+    holds a few instance synsets, which are otherwise roots of their own).
+    source="imagenet": ImageNet's released is-a tree (with its synthetic ``fall11`` root and
+    ``fa11misc`` catch-all); the 29 fall11 synsets missing from it hang under their WordNet
+    hypernyms.
+    """
+    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+
+    if source not in GRAPH_SOURCES:
+        raise ValueError(f"graph source must be one of {GRAPH_SOURCES}, got {source!r}")
+    nouns = load_wordnet_nouns()
+    universe = universe_wnids()
+    wn_edges = nouns.edges(include_instances=include_instances)
+    if source == "wordnet":
+        edges = wn_edges
+    else:
+        edges = imagenet_isa_edges()
+        covered = {c for _, c in edges} | {p for p, _ in edges}
+        missing = [w for w in universe if w not in covered]
+        wn_keep = _ancestor_closure(wn_edges, missing)
+        edges = edges + [(p, c) for p, c in wn_edges if c in wn_keep]
+        # WordNet's root joins ImageNet's synthetic root so the graph stays connected
+        edges.append(("fall11", nouns.wnids[0]))
+    nodes = _ancestor_closure(edges, universe)
+    order = sorted(nodes)
+    index = {w: i for i, w in enumerate(order)}
+    kept = sorted({(p, c) for p, c in edges if p in nodes and c in nodes})
+    parents = np.array([index[p] for p, _ in kept], dtype=np.int64)
+    children = np.array([index[c] for _, c in kept], dtype=np.int64)
+    name = source + ("+instances" if include_instances else "")
+    return ClassGraph(order, parents, children, source=name)

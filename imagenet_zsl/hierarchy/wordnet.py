@@ -1,0 +1,185 @@
+"""Find WordNet 3.0 and open it with nltk, whatever way it was installed.
+
+Loader order (first that works wins):
+1. ``IMAGENET_ZSL_WORDNET_DIR``: a directory holding WordNet 3.0 dict files (``data.noun`` ...).
+2. an nltk ``wordnet`` corpus already installed (e.g. by ``nltk.download('wordnet')``).
+3. Debian's ``wordnet-base`` (``/usr/share/wordnet``). nltk cannot read it as it is: it needs
+   plain files (no symlinks) under a registered nltk data path, and the ``lexnames`` file that
+   Debian omits. We copy the files into ``<cache>/nltk_data/corpora/wordnet/`` once, add the
+   packaged ``lexnames``, and register that path.
+Otherwise a clear error says how to get WordNet.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+from imagenet_zsl.errors import UserInputError
+
+DEBIAN_WORDNET = Path("/usr/share/wordnet")
+#: files nltk's reader opens
+WORDNET_FILES = (
+    "data.noun", "data.verb", "data.adj", "data.adv",
+    "index.noun", "index.verb", "index.adj", "index.adv",
+    "noun.exc", "verb.exc", "adj.exc", "adv.exc", "cntlist.rev",
+)
+OPTIONAL_FILES = ("index.sense", "lexnames")
+
+HOW_TO_GET_WORDNET = (
+    "WordNet 3.0 not found. Install it with one of: `apt-get install wordnet-base` (Debian/Ubuntu, "
+    "what `make demo` does), `python -m nltk.downloader wordnet`, or set IMAGENET_ZSL_WORDNET_DIR "
+    "to a folder holding WordNet 3.0's dict files (data.noun, index.noun, ...)"
+)
+
+
+def cache_dir() -> Path:
+    """Where derived data is cached: ``$IMAGENET_ZSL_CACHE`` or ``$XDG_CACHE_HOME/imagenet-zsl``."""
+    if os.environ.get("IMAGENET_ZSL_CACHE"):
+        root = Path(os.environ["IMAGENET_ZSL_CACHE"])
+    else:
+        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        root = Path(xdg) / "imagenet-zsl"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _is_dict_dir(path: Path) -> bool:
+    return all((path / name).is_file() for name in ("data.noun", "index.noun"))
+
+
+def _nltk_search_paths() -> list[Path]:
+    """nltk's default data path, computed without importing nltk (its import costs ~1 s)."""
+    import sys
+
+    paths = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+    paths.append(Path.home() / "nltk_data")
+    paths += [Path(sys.prefix) / sub for sub in ("nltk_data", "share/nltk_data", "lib/nltk_data")]
+    paths += [Path(p) for p in ("/usr/share/nltk_data", "/usr/local/share/nltk_data",
+                                "/usr/lib/nltk_data", "/usr/local/lib/nltk_data")]
+    return paths
+
+
+def _nltk_installed_wordnet() -> Path | None:
+    for base in _nltk_search_paths():
+        path = base / "corpora" / "wordnet"
+        if _is_dict_dir(path):
+            return path
+        if (base / "corpora" / "wordnet.zip").is_file():
+            return _prepare_nltk_copy_from_zip(base / "corpora" / "wordnet.zip")
+    return None
+
+
+def _prepare_nltk_copy_from_zip(archive: Path) -> Path:
+    """nltk.download() leaves a zip; unpack its dict files once so every reader path is the same."""
+    import zipfile
+
+    target = cache_dir() / "nltk_zip" / "wordnet"
+    if not _is_dict_dir(target):
+        target.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(archive) as zf:
+            for member in zf.namelist():
+                name = Path(member).name
+                if name in WORDNET_FILES + OPTIONAL_FILES:
+                    (target / name).write_bytes(zf.read(member))
+    return _prepare_nltk_copy(target)
+
+
+def _prepare_nltk_copy(source: Path) -> Path:
+    """Copy dict files as plain files into an nltk-readable corpus dir; return that dir."""
+    from imagenet_zsl.data import data_path
+
+    target_root = cache_dir() / "nltk_data"
+    target = target_root / "corpora" / "wordnet"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in WORDNET_FILES + OPTIONAL_FILES:
+        src = source / name
+        if name == "lexnames" and not src.exists():
+            src = data_path("lexnames")
+        if not src.exists():
+            if name in OPTIONAL_FILES:
+                continue
+            raise UserInputError(f"{source}: WordNet file {name} is missing. {HOW_TO_GET_WORDNET}")
+        dst = target / name
+        if not dst.exists() or dst.stat().st_size != src.stat().st_size:
+            tmp = dst.with_suffix(dst.suffix + ".tmp")
+            shutil.copyfile(src.resolve(), tmp)  # resolve: plain copies, never symlinks
+            os.replace(tmp, dst)
+    return target
+
+
+def locate_wordnet() -> Path:
+    """Directory of an nltk-readable WordNet 3.0 (see module docstring for the order)."""
+    override = os.environ.get("IMAGENET_ZSL_WORDNET_DIR")
+    if override:
+        path = Path(override)
+        if not _is_dict_dir(path):
+            raise UserInputError(
+                f"IMAGENET_ZSL_WORDNET_DIR={override}: no data.noun/index.noun there. "
+                f"{HOW_TO_GET_WORDNET}"
+            )
+        return _prepare_nltk_copy(path)
+    installed = _nltk_installed_wordnet()
+    if installed is not None:
+        return installed
+    if _is_dict_dir(DEBIAN_WORDNET):
+        return _prepare_nltk_copy(DEBIAN_WORDNET)
+    raise UserInputError(HOW_TO_GET_WORDNET)
+
+
+def _reader_class():
+    from nltk.corpus.reader.wordnet import WordNetCorpusReader
+
+    class OfflineWordNetReader(WordNetCorpusReader):
+        """nltk's reader without the mapping to Open English WordNet (a download we never need)."""
+
+        def map_wn(self, version="oewn"):  # noqa: ARG002 - nltk's signature
+            return None
+
+    return OfflineWordNetReader
+
+
+@functools.cache
+def get_wordnet():
+    """An nltk WordNetCorpusReader over WordNet 3.0 (checked)."""
+    import nltk
+
+    root = locate_wordnet()
+    data_root = root.parent.parent  # .../nltk_data/corpora/wordnet -> .../nltk_data
+    if str(data_root) not in nltk.data.path:
+        nltk.data.path.insert(0, str(data_root))
+    from nltk.data import FileSystemPathPointer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "multilingual functions are not available"
+        reader = _reader_class()(FileSystemPathPointer(str(root)), None)
+    version = reader.get_version()
+    if version != "3.0":
+        raise UserInputError(
+            f"{root}: WordNet version {version}; imagenet-zsl needs WordNet 3.0 (ImageNet's wnids "
+            "are WordNet 3.0 offsets)"
+        )
+    return reader
+
+
+def wordnet_digest(root: Path | None = None) -> str:
+    """sha256 over the WordNet files that shape the derived graph (cache key)."""
+    root = root or locate_wordnet()
+    digest = hashlib.sha256()
+    for name in ("data.noun", "index.noun", "cntlist.rev"):
+        path = Path(root) / name
+        if path.exists():
+            digest.update(name.encode())
+            with open(path, "rb") as handle:
+                while block := handle.read(1 << 20):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def synset_wnid(synset) -> str:
+    """ImageNet's id of a noun synset: 'n' + 8-digit WordNet 3.0 offset."""
+    return f"{synset.pos()}{synset.offset():08d}"

@@ -1,0 +1,65 @@
+"""The one interface every zero-shot model implements (scikit-learn style).
+
+A model is fitted on seen classes only. Afterwards the score of image ``x`` for class ``c`` is
+``embed_images(x) @ class_prototypes([c]).T`` — a dot product — so evaluation runs one faiss
+inner-product search for every model and never special-cases one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from imagenet_zsl.hierarchy.graph import ClassGraph
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+
+@dataclass
+class SeenData:
+    """Training data of the seen classes.
+
+    features: (N, D) float32 image features; labels: (N,) int64 index into ``seen_wnids``;
+    logits: optional (N, K) backbone logits over ``logit_classes`` (e.g. the ILSVRC 1K head).
+    """
+
+    features: np.ndarray
+    labels: np.ndarray
+    seen_wnids: list[str]
+    logits: np.ndarray | None = None
+    logit_classes: list[str] | None = None
+
+
+class ZSLModel(ABC):
+    """Base class: hyper-parameters in ``__init__`` (stored in ``self.params``), then fit/embed."""
+
+    name: ClassVar[str] = ""
+    #: hyper-parameter name -> default; ``imagenet-zsl models`` lists these
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, **params: Any):
+        unknown = set(params) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"{self.name}: unknown hyper-parameters {sorted(unknown)}")
+        self.params: dict[str, Any] = {**self.defaults, **params}
+
+    @abstractmethod
+    def fit(
+        self,
+        data: SeenData,
+        semantics: ClassVectors,
+        graph: ClassGraph | None = None,
+    ) -> ZSLModel:
+        """Learn from seen classes only; returns self."""
+
+    @abstractmethod
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        """(N, D) image features (and optional logits) → (N, E) float32 query vectors."""
+
+    @abstractmethod
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        """Any list of wnids (seen or unseen) → (C, E) float32 prototypes, in that order."""

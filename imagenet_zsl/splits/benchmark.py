@@ -1,0 +1,290 @@
+"""A structurally consistent test set of maximal structural ratio (Hascoet et al., CVPR 2019).
+
+Objective: choose N classes T from a pool so that no member is an ancestor/descendant of another
+member or of a training class, maximising R(T) = mean_c d(c, train) / d(c, T \\ {c}).
+
+Optimiser (seeded, deterministic):
+1. shortlists: the pool classes farthest from the training set (numerators are fixed, so far
+   classes are where high ratios live), ties broken by a seeded permutation. Steps 3-4 run on
+   nested shortlists of ``shortlist_factors`` x N classes and the best exact R wins: on the real
+   graph a tighter shortlist often beats a wider one, because single swaps cannot seed a new
+   cluster of close test classes far from the training set.
+2. one BFS per shortlisted class, stopped at radius ``horizon``, gives their pairwise distances D
+   (uint8, K x K). A member with no other member within the horizon counts as ratio 0 while
+   optimising (conservative); the reported R is always recomputed exactly on the whole graph.
+3. greedy construction: repeatedly add the allowed class with the largest gain in sum of ratios,
+   all candidates scored at once from D and the members' nearest-member distances.
+4. swap local search: for members in order of increasing ratio, find the best replacement among
+   all allowed candidates (one vectorised evaluation per member, using each node's nearest and
+   second-nearest member so that removing a member is O(1) per node); accept improving swaps
+   until a full pass finds none or ``max_passes`` is reached.
+If no shortlist can hold N consistent classes, the whole pool is used.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.hierarchy.graph import ClassGraph
+
+log = logging.getLogger(__name__)
+FAR = 255  # uint8 "no other member"
+
+
+@dataclass
+class BenchmarkSelection:
+    """The chosen classes (sorted) with the optimiser's account of itself."""
+
+    wnids: list[str]
+    ratio: float
+    greedy_ratio: float
+    swaps: int
+    passes: int
+    shortlist: int
+    dropped_related_to_train: int
+    branch_counts: dict[str, int] = field(default_factory=dict)
+
+
+class _State:
+    """Members plus, for every shortlisted node, its nearest and second-nearest member distance."""
+
+    def __init__(self, dist: np.ndarray, numer: np.ndarray):
+        self.dist = dist
+        self.numer = numer
+        self.members: list[int] = []
+        k = len(numer)
+        self.m1 = np.full(k, FAR, dtype=np.int16)
+        self.m1_arg = np.full(k, -1, dtype=np.int64)
+        self.m2 = np.full(k, FAR, dtype=np.int16)
+
+    def refresh(self) -> None:
+        k = len(self.numer)
+        if not self.members:
+            self.m1[:] = FAR
+            self.m1_arg[:] = -1
+            self.m2[:] = FAR
+            return
+        cols = np.asarray(self.members)
+        sub = self.dist[:, cols].astype(np.int16)  # (K, t)
+        if len(cols) == 1:
+            self.m1 = sub[:, 0].copy()
+            self.m1_arg = np.full(k, cols[0])
+            self.m2 = np.full(k, FAR, dtype=np.int16)
+            return
+        part = np.argpartition(sub, 1, axis=1)[:, :2]
+        first = np.take_along_axis(sub, part, axis=1)
+        swap = first[:, 1] < first[:, 0]
+        part[swap] = part[swap][:, ::-1]
+        first[swap] = first[swap][:, ::-1]
+        self.m1, self.m2 = first[:, 0].copy(), first[:, 1].copy()
+        self.m1_arg = cols[part[:, 0]]
+
+    def add(self, y: int) -> None:
+        """Incremental update for a new member (removals call ``refresh``)."""
+        self.members.append(y)
+        d = self.dist[:, y].astype(np.int16)
+        d[y] = FAR
+        closer = d < self.m1
+        self.m2 = np.where(closer, self.m1, np.minimum(self.m2, d))
+        self.m1_arg = np.where(closer, y, self.m1_arg)
+        self.m1 = np.where(closer, d, self.m1)
+
+    def ratios(self) -> np.ndarray:
+        m = np.asarray(self.members)
+        return self.numer[m] * INVERSE[self.m1[m]]
+
+
+def _allowed(state: _State, conflicts: np.ndarray, in_set: np.ndarray, branch_ok: np.ndarray) -> np.ndarray:
+    return (~in_set) & (conflicts == 0) & branch_ok
+
+
+#: 1 / distance, with "no other member within the horizon" (FAR) and 0 contributing nothing
+INVERSE = np.concatenate([[0.0], 1.0 / np.arange(1, FAR), [0.0]])
+
+
+def _ratio_sum(numer: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise numer / b via the reciprocal table (b are small integers)."""
+    return numer * INVERSE[b]
+
+
+def select_max_ratio(
+    graph: ClassGraph,
+    pool: Sequence[str],
+    train: Sequence[str],
+    size: int,
+    seed: int = 0,
+    shortlist_factors: Sequence[float] = (1.5, 2, 3),
+    max_passes: int = 4,
+    horizon: int = 10,
+    branch_of: Mapping[str, str] | None = None,
+    branch_quota: Mapping[str, int] | None = None,
+    max_branch_share: float | None = None,
+    progress: bool = True,
+) -> BenchmarkSelection:
+    """Choose ``size`` classes from ``pool``: structurally consistent, maximal ratio R."""
+    if size < 2:
+        raise UserInputError(f"benchmark size must be >= 2, got {size}")
+    pool = sorted(set(pool) - set(train))
+    if not pool:
+        raise UserInputError("benchmark: the candidate pool is empty; loosen the pool filters")
+    # structural consistency with the training set is part of the definition: enforce it here
+    train_idx = graph.indices(train, "training classes")
+    related = np.zeros(len(graph), dtype=bool)
+    related[graph.ancestor_matrix[train_idx].indices] = True
+    related[graph.descendant_matrix[train_idx].indices] = True
+    to_train = graph.distances_from(train)
+    pool_idx = graph.indices(pool)
+    keep = ~related[pool_idx] & np.isfinite(to_train[pool_idx])
+    dropped = int((~keep).sum())
+    pool = [w for w, k in zip(pool, keep, strict=True) if k]
+    if len(pool) < size:
+        raise UserInputError(
+            f"benchmark: asks for {size} classes but the pool holds only {len(pool)} classes "
+            "unrelated to the training set; lower 'size' or loosen the pool filters"
+        )
+    numer_all = to_train[graph.indices(pool)]
+    rng = np.random.default_rng(seed)
+    tiebreak = rng.permutation(len(pool))
+    order = np.lexsort((tiebreak, -numer_all))  # far from train first, seeded ties
+    quota = _quota(size, branch_of, branch_quota, max_branch_share)
+    sizes = sorted({min(len(pool), int(f * size)) for f in shortlist_factors} | {len(pool)})
+    widest = sizes[-2] if len(sizes) > 1 else sizes[-1]
+    top = [pool[i] for i in order[:widest]]
+    dist = graph.pairwise_distances(top, limit=horizon)
+    np.fill_diagonal(dist, FAR)
+    best: BenchmarkSelection | None = None
+    for k in sizes:
+        if k == len(pool) and (best is not None or k != widest):
+            if best is not None:
+                break
+            log.info("no shortlist holds %d consistent classes; using the whole pool", size)
+            top = [pool[i] for i in order]
+            dist = graph.pairwise_distances(top, limit=horizon)
+            np.fill_diagonal(dist, FAR)
+        chosen = top[:k]
+        result = _optimise(graph, chosen, dist[:k, :k], numer_all[order[:k]], size, branch_of,
+                           quota, max_passes, progress)
+        if result is None:
+            continue
+        wnids, greedy_ratio, swaps, passes = result
+        ratio = _exact_ratio(graph, wnids, train)
+        if best is None or ratio > best.ratio:
+            branches: dict[str, int] = {}
+            for w in wnids:
+                name = branch_of.get(w, "?") if branch_of is not None else "?"
+                branches[name] = branches.get(name, 0) + 1
+            best = BenchmarkSelection(sorted(wnids), ratio, greedy_ratio, swaps, passes, k,
+                                      dropped, dict(sorted(branches.items())))
+    if best is not None:
+        return best
+    raise UserInputError(
+        f"benchmark: no structurally consistent set of {size} classes exists in this pool of "
+        f"{len(pool)} (ancestor/descendant conflicts{' or branch quotas' if quota else ''}); "
+        "lower 'size' or loosen the pool filters/quotas"
+    )
+
+
+def _exact_ratio(graph: ClassGraph, wnids: Sequence[str], train: Sequence[str]) -> float:
+    from imagenet_zsl.splits.structure import structural_ratio
+
+    return structural_ratio(graph, wnids, train)
+
+
+def _quota(size: int, branch_of, branch_quota, max_branch_share) -> dict[str, int] | None:
+    if branch_of is None or (not branch_quota and max_branch_share is None):
+        return None
+    caps: dict[str, int] = {}
+    if max_branch_share is not None:
+        if not 0 < max_branch_share <= 1:
+            raise UserInputError(f"max_branch_share must be in (0, 1], got {max_branch_share}")
+        cap = math.ceil(max_branch_share * size)
+        caps = {b: cap for b in set(branch_of.values())}
+    caps.update({str(b): int(n) for b, n in (branch_quota or {}).items()})
+    return caps
+
+
+def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, progress):
+    k = len(chosen)
+    idx = graph.indices(chosen)
+    anc = graph.ancestor_matrix[idx][:, idx]
+    rel = (anc + anc.T).astype(bool).toarray()
+    numer = numer.astype(np.float64)
+    branch_names = sorted({branch_of.get(w, "?") for w in chosen}) if quota else []
+    branch_id = (np.array([branch_names.index(branch_of.get(w, "?")) for w in chosen])
+                 if quota else np.zeros(k, dtype=np.int64))
+    caps = np.array([quota.get(b, size) for b in branch_names]) if quota else np.array([size])
+    state = _State(dist, numer)
+    in_set = np.zeros(k, dtype=bool)
+    conflicts = np.zeros(k, dtype=np.int64)
+    counts = np.zeros(len(caps), dtype=np.int64)
+
+    def add(y: int) -> None:
+        state.add(y)
+        in_set[y] = True
+        conflicts[:] += rel[y]
+        counts[branch_id[y]] += 1
+
+    def remove(x: int) -> None:
+        state.members.remove(x)
+        in_set[x] = False
+        conflicts[:] -= rel[x]
+        counts[branch_id[x]] -= 1
+
+    bar = tqdm(total=size, desc="benchmark: greedy", disable=not progress, leave=False)
+    while len(state.members) < size:
+        allowed = _allowed(state, conflicts, in_set, counts[branch_id] < caps[branch_id])
+        cand = np.flatnonzero(allowed)
+        if len(cand) == 0:
+            bar.close()
+            return None
+        m = np.asarray(state.members, dtype=np.int64)
+        current = _ratio_sum(numer[m], state.m1[m]).sum() if len(m) else 0.0
+        if len(m):
+            new_b = np.minimum(state.m1[m][:, None], dist[np.ix_(m, cand)])
+            members_sum = numer[m] @ INVERSE[new_b]
+        else:
+            members_sum = np.zeros(len(cand))
+        gain = members_sum + _ratio_sum(numer[cand], state.m1[cand]) - current
+        # ties: larger numerator, then shortlist order (already seeded)
+        best = cand[np.lexsort((cand, -numer[cand], -gain))[0]]
+        add(int(best))
+        bar.update(1)
+    bar.close()
+    greedy_ratio = float(state.ratios().mean())
+
+    swaps = passes = 0
+    total = state.ratios().sum()
+    for passes in range(1, max_passes + 1):
+        improved = False
+        members_by_ratio = [state.members[i] for i in np.argsort(state.ratios(), kind="stable")]
+        for x in tqdm(members_by_ratio, desc=f"benchmark: swap pass {passes}",
+                      disable=not progress, leave=False):
+            if x not in state.members:
+                continue
+            others = np.asarray([c for c in state.members if c != x], dtype=np.int64)
+            branch_free = counts[branch_id] - (branch_id == branch_id[x]) < caps[branch_id]
+            allowed = (~in_set) & (conflicts - rel[x] == 0) & branch_free
+            cand = np.flatnonzero(allowed)
+            if len(cand) == 0:
+                continue
+            b_wo_x = np.where(state.m1_arg == x, state.m2, state.m1)
+            new_b = np.minimum(b_wo_x[others][:, None], dist[np.ix_(others, cand)])
+            totals = numer[others] @ INVERSE[new_b] + _ratio_sum(numer[cand], b_wo_x[cand])
+            j = int(np.argmax(totals))
+            if totals[j] > total + 1e-9:
+                remove(x)
+                state.refresh()
+                add(int(cand[j]))
+                total = state.ratios().sum()
+                swaps += 1
+                improved = True
+        if not improved:
+            break
+    return [chosen[i] for i in state.members], greedy_ratio, swaps, passes

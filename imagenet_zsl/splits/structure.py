@@ -1,0 +1,55 @@
+"""Hascoet et al.'s structural analysis of a test set: flaws, consistency, structural ratio.
+
+For a test class c with training set C_tr and test set C_te:
+    r(c) = d(c, C_tr) / d(c, C_te \\ {c})        R(C_te) = mean_c r(c)
+with d the undirected is-a distance to the nearest member of the set. A high R means the
+test classes lie closer to each other than to any training class — the hard, honest case.
+A set is *structurally consistent* when no test class is an ancestor or descendant of another
+test class or of a training class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from imagenet_zsl.hierarchy.graph import ClassGraph
+
+
+def structural_ratios(graph: ClassGraph, test: Sequence[str], train: Sequence[str]) -> np.ndarray:
+    """(len(test),) r(c) per test class; inf where no other test class is reachable."""
+    to_train = graph.nearest_distance(test, train)
+    to_test = graph.nearest_other_distance(test)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return to_train / to_test
+
+
+def structural_ratio(graph: ClassGraph, test: Sequence[str], train: Sequence[str]) -> float:
+    """R(C_te): mean of the finite per-class ratios (NaN for fewer than two test classes)."""
+    ratios = structural_ratios(graph, test, train)
+    finite = ratios[np.isfinite(ratios)]
+    return float(finite.mean()) if len(finite) else float("nan")
+
+
+@dataclass
+class StructureStats:
+    n_classes: int
+    structural_ratio: float
+    pairs_within: int
+    pairs_with_train: int
+
+    @property
+    def consistent(self) -> bool:
+        return self.pairs_within == 0 and self.pairs_with_train == 0
+
+
+def structure_stats(graph: ClassGraph, test: Sequence[str], train: Sequence[str]) -> StructureStats:
+    """Ratio plus Hascoet's structural flaws: ancestor/descendant pairs inside and with train."""
+    return StructureStats(
+        n_classes=len(test),
+        structural_ratio=structural_ratio(graph, test, train),
+        pairs_within=len(graph.related_pairs(test)),
+        pairs_with_train=len(graph.related_pairs(test, train)),
+    )
