@@ -79,7 +79,9 @@ def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, An
                   "| filter | parameters | before | after | removed |", "|---|---|---:|---:|---:|"]
         for step in s.pool_steps:
             params = ", ".join(f"{k}={v}" for k, v in step.params.items()) or "-"
-            lines.append(f"| {step.filter} | {params} | {step.before:,} | {step.after:,} | {step.removed:,} |")
+            lines.append(
+                f"| {step.filter} | {params} | {step.before:,} | {step.after:,} | {step.removed:,} |"
+            )
         dist = manifest["splits"][s.name]["ratio_distribution"]
         lines += [
             "",

@@ -1,0 +1,82 @@
+"""The splits CLI: stats output, and bad input → one clear line, exit 2, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from imagenet_zsl.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_stats_json_on_the_committed_benchmark(capsys):
+    assert main(["splits", "stats", str(REPO / "splits" / "benchmark.txt"), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert set(stats) == {"n_classes", "n_images", "structural_ratio", "pairs_within",
+                          "pairs_with_train", "consistent"}
+    assert stats["n_classes"] == 500 and stats["consistent"] is True
+
+
+def test_stats_counts_flaws_of_a_flawed_list(tmp_path, capsys):
+    # dog (n02084071) is an ancestor of many ILSVRC classes; hound (n02087551) is a dog
+    wnids = tmp_path / "flawed.txt"
+    wnids.write_text("n02084071\nn02087551\n")
+    assert main(["splits", "stats", str(wnids), "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["pairs_within"] == 1 and stats["pairs_with_train"] > 100
+    assert stats["consistent"] is False
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("n02084071\ndog\n", "bad.txt:2: 'dog' is not a wnid"),
+        ("n99999999\n", "not WordNet 3.0 noun synsets: n99999999"),
+        ("n01440764\n", "are training classes: n01440764"),
+        ("n02087551\nn02087551\n", "bad.txt:2: n02087551 already listed on line 1"),
+        ("", "empty"),
+    ],
+)
+def test_stats_bad_input(tmp_path, capsys, content, message):
+    path = tmp_path / "bad.txt"
+    path.write_text(content)
+    assert main(["splits", "stats", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_build_with_empty_pool_fails_cleanly(tmp_path, capsys):
+    config = tmp_path / "empty.yaml"
+    config.write_text(
+        "splits:\n"
+        "  - {name: hop1, kind: hops, k: 1}\n"
+        "  - name: benchmark\n    kind: benchmark\n    size: 10\n"
+        "    pool: [{filter: min_images, min: 100000}]\n"
+    )
+    out = tmp_path / "out"
+    assert main(["splits", "build", str(config), "--out", str(out), "--no-progress"]) == 2
+    assert "candidate pool is empty" in capsys.readouterr().err
+    assert not out.exists() and list(tmp_path.iterdir()) == [config]
+
+
+def test_build_with_unknown_filter_names_it(tmp_path, capsys):
+    config = tmp_path / "bad.yaml"
+    config.write_text("splits:\n  - {name: b, kind: benchmark, size: 5, pool: [{filter: nope}]}\n")
+    assert main(["splits", "build", str(config), "--out", str(tmp_path / "o")]) == 2
+    assert "unknown pool filter 'nope'" in capsys.readouterr().err
+
+
+def test_build_small_config_writes_files_and_manifest(tmp_path, capsys):
+    config = tmp_path / "small.yaml"
+    config.write_text("splits:\n  - {name: hop1, kind: hops, k: 1}\n"
+                      "  - {name: lp500, kind: population, n: 500, most: false}\n")
+    out = tmp_path / "out"
+    assert main(["splits", "build", str(config), "--out", str(out), "--no-progress"]) == 0
+    assert "| hop1 |" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == [
+        "hop1.txt", "lp500.txt", "manifest.json", "report.md", "structural_ratios.png"]
+    lines = (out / "hop1.txt").read_text().splitlines()
+    assert lines == sorted(lines) and len(lines) == 1_548
