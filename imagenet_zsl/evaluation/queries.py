@@ -1,0 +1,141 @@
+"""Where query vectors and prototypes come from: a fitted model directory or a prototype file.
+
+Both sources expose the same small interface so the search loop never special-cases one:
+``encode(features, logits) -> (n, E)`` and ``prototypes(wnids) -> (C, E)``, scored by dot product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import MANIFEST_NAME, sha256_file
+
+
+def l2_normalize(matrix: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero), float32."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
+class QuerySource:
+    """Base: ``describe()`` goes into metrics.json; ``digest`` keys the resumable search cache."""
+
+    uses_logits = False
+    digest = ""
+
+    def __init__(self, l2: bool = False):
+        self.l2 = l2
+
+    def _embed(self, features: np.ndarray, logits: np.ndarray | None) -> np.ndarray:
+        raise NotImplementedError
+
+    def _class_vectors(self, wnids: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def encode(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        queries = np.asarray(self._embed(features, logits), dtype=np.float32)
+        return l2_normalize(queries) if self.l2 else queries
+
+    def prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        protos = np.asarray(self._class_vectors(list(wnids)), dtype=np.float32)
+        return l2_normalize(protos) if self.l2 else protos
+
+    def describe(self) -> dict:
+        raise NotImplementedError
+
+
+class PrototypeFile(QuerySource):
+    """A ClassVectors npz (wnids + matrix) scored against the raw image features.
+
+    With ``l2=True`` both features and prototypes are L2-normalised (cosine similarity), which
+    suits e.g. class-mean features; otherwise the plain inner product is used.
+    """
+
+    def __init__(self, path: str | Path, l2: bool = False):
+        from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+        super().__init__(l2)
+        self.path = Path(path)
+        self.vectors = ClassVectors.load(self.path)
+        self.sha256 = sha256_file(self.path)
+        self.digest = hashlib.sha256(f"prototypes:{self.sha256}:l2={l2}".encode()).hexdigest()
+        self.name = self.path.stem + (" (cosine)" if l2 else "")
+
+    def check_dim(self, feature_dim: int, where: str) -> None:
+        if self.vectors.dim != feature_dim:
+            raise UserInputError(
+                f"{self.path}: prototypes are {self.vectors.dim}-d but the features in {where} are "
+                f"{feature_dim}-d; --prototypes must live in feature space (use --model otherwise)"
+            )
+
+    def _embed(self, features, logits):
+        return features
+
+    def _class_vectors(self, wnids):
+        return self.vectors.get(wnids)
+
+    def describe(self) -> dict:
+        return {"kind": "prototypes", "path": str(self.path), "sha256": self.sha256,
+                "name": self.name, "l2_normalize": self.l2}
+
+
+def _directory_digest(path: Path) -> str:
+    """sha256 over the model directory's manifest (or, lacking one, over all its files)."""
+    manifest = path / MANIFEST_NAME
+    if manifest.exists():
+        return sha256_file(manifest)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(f"{file.relative_to(path)}:{sha256_file(file)}\n".encode())
+    return digest.hexdigest()
+
+
+class ModelDirectory(QuerySource):
+    """A fitted model saved by ``imagenet-zsl fit``: queries = ``embed_images``, prototypes =
+    ``class_prototypes`` (optionally both L2-normalised)."""
+
+    def __init__(self, path: str | Path, l2: bool = False):
+        super().__init__(l2)
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise UserInputError(f"{self.path}: model directory not found (train one with "
+                                 "'imagenet-zsl fit')")
+        from imagenet_zsl.models.registry import load_model
+
+        self.model = load_model(self.path)
+        self.model_digest = _directory_digest(self.path)
+        self.digest = hashlib.sha256(f"model:{self.model_digest}:l2={l2}".encode()).hexdigest()
+        #: the directory's name identifies the fitted model in reports; the class is its type
+        self.model_type = getattr(self.model, "name", "") or type(self.model).__name__
+        self.name = self.path.name + (" (cosine)" if l2 else "")
+        self.uses_logits = True
+
+    def _embed(self, features, logits):
+        return self.model.embed_images(features, logits)
+
+    def _class_vectors(self, wnids):
+        return self.model.class_prototypes(wnids)
+
+    def probe(self, features: np.ndarray, logits: np.ndarray | None, where: str) -> int:
+        """Embed one row to learn the query dimension; turn a failure into one clear line."""
+        try:
+            return int(self.encode(features[:1], None if logits is None else logits[:1]).shape[1])
+        except UserInputError:
+            raise
+        except Exception as err:
+            raise UserInputError(
+                f"{self.path}: model cannot embed the {features.shape[1]}-d features of {where} "
+                f"({type(err).__name__}: {err}); evaluate it on the features it was fitted on"
+            ) from err
+
+    def describe(self) -> dict:
+        return {"kind": "model", "path": str(self.path), "name": self.name,
+                "type": self.model_type,
+                "manifest_sha256": self.model_digest, "params": getattr(self.model, "params", {}),
+                "l2_normalize": self.l2}

@@ -1,0 +1,236 @@
+"""Human-readable outputs: one run's report.md, and the cross-run table of ``imagenet-zsl report``.
+
+The cross-run table mirrors the papers' tables: one row per (split, model, features), columns
+ZSL hit@K (flat, the ImageNet convention), per-class top-1 (Xian et al.), and GZSL seen / unseen /
+H / AUSUC with the validation-calibrated H. Best value per split in bold.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import atomic_write_text
+
+METRICS_NAME = "metrics.json"
+
+
+def _pct(value: float | None, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{100 * value:.{digits}f}"
+
+
+def _by_k(block: dict) -> list[tuple[int, dict | float]]:
+    return sorted(((int(k), v) for k, v in block.items()), key=lambda kv: kv[0])
+
+
+def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def render_run_report(metrics: dict) -> str:
+    """report.md of one evaluation run, from its metrics.json content."""
+    inputs = metrics["inputs"]
+    model = metrics["model"]
+    zsl = metrics["zsl"]
+    out = [
+        f"# Evaluation: {model['name']} on {inputs['split']['name']}",
+        "",
+        f"- model: {model['kind']} `{model['path']}`",
+        f"- split: `{inputs['split']['path']}` ({inputs['split']['classes']} classes, "
+        f"sha256 {inputs['split']['sha256'][:12]})",
+        f"- features: `{inputs['features']['path']}` ({zsl['images']} test images"
+        f"{', simulated' if inputs['features'].get('simulated') else ''})",
+        f"- tie rule: {metrics['parameters']['tie_rule']}",
+        "",
+        "## ZSL (test classes only)",
+        "",
+    ]
+    ks = [k for k, _ in _by_k(zsl["flat"])]
+    out.append(_md_table(
+        ["", *[f"hit@{k}" for k in ks]],
+        [["flat (per image)", *[_pct(zsl["flat"][str(k)]) for k in ks]],
+         ["per-class mean", *[_pct(zsl["per_class"][str(k)]) for k in ks]]],
+    ))
+    out += ["", "![hit@K](hit_at_k.png)", ""]
+    gzsl = metrics.get("gzsl")
+    if gzsl:
+        images = gzsl["images"]
+        out += ["## Generalized ZSL (test + seen classes)", "",
+                f"{images['unseen']} unseen-class and {images['seen']} seen-class test images; "
+                "accuracies are per-class means (Xian et al.) with flat per-image values below; "
+                "direct stacking is γ = 0.", ""]
+        rows = []
+        for mode in ("per_class", "flat"):
+            for k, v in _by_k(gzsl[mode]):
+                rows.append([mode.replace("_", "-"), f"hit@{k}", _pct(v["seen"]), _pct(v["unseen"]),
+                             _pct(v["H"]), _pct(v["ausuc"])])
+        out.append(_md_table(["", "K", "seen", "unseen", "H", "AUSUC"], rows))
+        cal = gzsl.get("calibration")
+        if cal:
+            test = cal["test"]["per_class"][str(cal["k"])]
+            out += ["", f"Calibrated stacking: γ = {cal['gamma']:.6g}, chosen on the validation "
+                    f"split `{cal['validation_split']}` to maximise per-class H@{cal['k']} "
+                    f"(validation H {_pct(cal['validation_H'])}); on test: seen "
+                    f"{_pct(test['seen'])}, unseen {_pct(test['unseen'])}, "
+                    f"**H {_pct(test['H'])}**."]
+        out += ["", "![SUC](suc_curve.png)", ""]
+    hier = metrics.get("hierarchy")
+    if hier:
+        out += ["## Hierarchy-aware errors (top-1)", "",
+                f"Graph: {hier['graph']}. Relation of the top-1 prediction to the true class "
+                "(share of misclassified images).", ""]
+        shares = hier["error_shares"]
+        out.append(_md_table(list(shares), [[_pct(v, 1) for v in shares.values()]]))
+        out += ["", f"Strict top-1 {_pct(hier['strict_top1'])}%; semantically correct between "
+                f"{_pct(hier['semantic_lower_bound'])}% (prediction is the class or one of its "
+                f"ancestors) and {_pct(hier['semantic_upper_bound'])}% (also descendants).", "",
+                "![errors](error_breakdown.png)", ""]
+    props = metrics.get("class_properties")
+    if props and props.get("spearman_hit1"):
+        out += ["## Accuracy by class property", "",
+                "Spearman correlation of per-class ZSL hit@1 with each property "
+                "(per-class values in `per_class.csv`).", ""]
+        out.append(_md_table(["property", "Spearman ρ", "classes"],
+                             [[name, f"{v['rho']:.3f}", v["classes"]]
+                              for name, v in props["spearman_hit1"].items()]))
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+# ----------------------------------------------------------------------------- cross-run table
+
+
+def load_metrics(run_dir: str | Path) -> dict:
+    path = Path(run_dir) / METRICS_NAME
+    if not path.exists():
+        raise UserInputError(f"{run_dir}: no {METRICS_NAME}; pass directories written by "
+                             "'imagenet-zsl evaluate'")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise UserInputError(f"{path}: not valid JSON ({err})") from err
+
+
+def run_row(metrics: dict) -> dict:
+    """One table row (values are fractions; NaN where a run lacks a figure)."""
+    nan = float("nan")
+    row: dict = {
+        "split": metrics["inputs"]["split"]["name"],
+        "model": metrics["model"]["name"],
+        "features": Path(metrics["inputs"]["features"]["path"]).name,
+    }
+    zsl = metrics["zsl"]
+    for k, v in _by_k(zsl["flat"]):
+        row[f"hit@{k}"] = v
+    row["per-class top-1"] = zsl["per_class"].get("1", nan)
+    gzsl = metrics.get("gzsl") or {}
+    direct = gzsl.get("per_class", {}).get("1", {})
+    row["GZSL S"] = direct.get("seen", nan)
+    row["GZSL U"] = direct.get("unseen", nan)
+    row["GZSL H"] = direct.get("H", nan)
+    row["AUSUC"] = direct.get("ausuc", nan)
+    cal = gzsl.get("calibration")
+    row["calibrated H"] = cal["test"]["per_class"][str(cal["k"])]["H"] if cal else nan
+    return row
+
+
+def aggregate_runs(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    """Table of every run (rows sorted by split, then model, then features)."""
+    if not run_dirs:
+        raise UserInputError("no run directories given")
+    rows = [run_row(load_metrics(d)) for d in run_dirs]
+    table = pd.DataFrame(rows)
+    id_cols = ["split", "model", "features"]
+    hit_cols = sorted((c for c in table.columns if c.startswith("hit@")),
+                      key=lambda c: int(c[4:]))
+    rest = [c for c in table.columns if c not in id_cols and c not in hit_cols]
+    table = table[id_cols + hit_cols + rest]
+    return table.sort_values(id_cols, kind="stable").reset_index(drop=True)
+
+
+def _value_columns(table: pd.DataFrame) -> list[str]:
+    return [c for c in table.columns if c not in ("split", "model", "features")]
+
+
+def _best_mask(table: pd.DataFrame) -> pd.DataFrame:
+    """True where a value is the best (max) of its column within its split, for ≥ 2 runs."""
+    cols = _value_columns(table)
+    best = pd.DataFrame(False, index=table.index, columns=cols)
+    for _, group in table.groupby("split", sort=False):
+        if len(group) < 2:
+            continue
+        for col in cols:
+            values = group[col]
+            if values.notna().any():
+                best.loc[group.index, col] = values == values.max()
+    return best
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    best = _best_mask(table)
+    cols = _value_columns(table)
+    rows = []
+    for i, row in table.iterrows():
+        cells = [row["split"], row["model"], row["features"]]
+        for col in cols:
+            text = _pct(row[col])
+            cells.append(f"**{text}**" if best.loc[i, col] else text)
+        rows.append(cells)
+    note = ("\n\nValues in %. hit@K: flat ZSL hit@K over test classes; per-class top-1: Xian et "
+            "al.; GZSL S/U/H: per-class hit@1 under direct stacking; calibrated H: γ chosen on "
+            "validation. Best per split in bold.\n")
+    return _md_table(["split", "model", "features", *cols], rows) + note
+
+
+def _tex_escape(text: str) -> str:
+    for char, repl in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"),
+                       ("#", r"\#"), ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):
+        text = text.replace(char, repl)
+    return text
+
+
+def to_latex(table: pd.DataFrame) -> str:
+    best = _best_mask(table)
+    cols = _value_columns(table)
+    lines = [
+        r"\begin{tabular}{lll" + "r" * len(cols) + "}",
+        r"\toprule",
+        " & ".join(["Split", "Model", "Features", *(_tex_escape(c) for c in cols)]) + r" \\",
+        r"\midrule",
+    ]
+    previous = None
+    for i, row in table.iterrows():
+        if previous is not None and row["split"] != previous:
+            lines.append(r"\midrule")
+        previous = row["split"]
+        cells = [_tex_escape(str(row[c])) for c in ("split", "model", "features")]
+        for col in cols:
+            text = _pct(row[col]).replace("–", "--")
+            cells.append(rf"\textbf{{{text}}}" if best.loc[i, col] else text)
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def write_report_tables(table: pd.DataFrame, out: str | Path) -> list[Path]:
+    """Write ``out`` with .md, .csv and .tex suffixes (values in the CSV are percentages)."""
+    out = Path(out)
+    stem = out.with_suffix("") if out.suffix in (".md", ".csv", ".tex") else out
+    csv_table = table.copy()
+    for col in _value_columns(csv_table):
+        csv_table[col] = (100 * csv_table[col]).round(4)
+    paths = [
+        atomic_write_text(stem.with_suffix(".md"), to_markdown(table)),
+        atomic_write_text(stem.with_suffix(".csv"), csv_table.to_csv(index=False)),
+        atomic_write_text(stem.with_suffix(".tex"), to_latex(table)),
+    ]
+    return paths

@@ -1,0 +1,188 @@
+"""Lampert et al.'s attribute-classifier baselines DAP and IAP ("Attribute-based classification for
+zero-shot visual object categorization", TPAMI 2013) as dot-product ZSL models.
+
+Both estimate attribute posteriors p(a_m | x) and score class z by Lampert's MAP rule
+
+    log p(z | x) = sum_m [ s_zm log(p_m / pi_m) + (1 - s_zm) log((1 - p_m) / (1 - pi_m)) ] + const
+
+with binary class signatures s_z and attribute priors pi_m (the empirical mean over seen classes,
+as in the paper; ``prior="uniform"`` drops them). The rule is linear in s_z, hence:
+
+    embed_images(x)      = [log p - log pi, log(1 - p) - log(1 - pi)]        (N, 2A)
+    class_prototypes(z)  = [s_z, 1 - s_z]                                    (C, 2A)
+
+* DAP: one L2-regularised logistic regression per attribute on seen images (fitted jointly: one
+  linear layer with A sigmoid outputs, full-batch L-BFGS).
+* IAP: a softmax classifier over seen classes; p(a_m | x) = sum_k p(y_k | x) s_km.
+
+Binarisation: 0/1 semantics are used as given (xlsa17's ``binaryAtt``, which the attribute protocol
+passes to these models). Real-valued semantics are thresholded at the mean of the whole semantic
+matrix handed to ``fit``, the rule that reproduces xlsa17's released binaryAtt from original_att.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.common import check_features, check_seen_data
+
+if TYPE_CHECKING:
+    from imagenet_zsl.hierarchy.graph import ClassGraph
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+
+def _fit_linear(
+    features: np.ndarray,
+    targets: np.ndarray,
+    loss: str,
+    reg: float,
+    max_iter: int,
+    num_classes: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Full-batch L-BFGS for a linear layer: ``loss`` "bce" (targets (N, A) in [0, 1]) or "ce"
+    (targets (N,) ids among ``num_classes``). Returns weights (D, K), bias (K,) float32 numpy."""
+    import torch
+
+    x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
+    if loss == "bce":
+        y = torch.from_numpy(np.ascontiguousarray(targets, dtype=np.float32))
+        outputs = y.shape[1]
+    else:
+        y = torch.from_numpy(np.asarray(targets, dtype=np.int64))
+        outputs = num_classes
+    weight = torch.zeros(x.shape[1], outputs, dtype=torch.float32, requires_grad=True)
+    bias = torch.zeros(outputs, dtype=torch.float32, requires_grad=True)
+    optimiser = torch.optim.LBFGS(
+        [weight, bias], lr=1.0, max_iter=max_iter, history_size=20,
+        line_search_fn="strong_wolfe", tolerance_grad=1e-6, tolerance_change=1e-9,
+    )
+
+    def closure() -> torch.Tensor:
+        optimiser.zero_grad()
+        logits = x @ weight + bias
+        if loss == "bce":
+            value = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
+            value = value * outputs  # sum over attributes: each one is its own regression
+        else:
+            value = torch.nn.functional.cross_entropy(logits, y)
+        value = value + reg * (weight * weight).sum()
+        value.backward()
+        return value
+
+    optimiser.step(closure)
+    return weight.detach().numpy().copy(), bias.detach().numpy().copy()
+
+
+class _AttributePosteriorModel(ZSLModel):
+    """Shared parts: validation, feature standardisation, signatures, priors, log embedding."""
+
+    defaults: ClassVar[dict[str, Any]] = {
+        "reg": 1e-3, "max_iter": 100, "prior": "empirical", "eps": 1e-4,
+    }
+    #: these models read binary class signatures (the attribute protocol passes binaryAtt)
+    semantics_kind: ClassVar[str] = "binary"
+    #: hyper-parameter grid searched on validation classes
+    grid: ClassVar[dict[str, list[Any]]] = {"reg": [1e-4, 1e-3, 1e-2, 1e-1, 1.0]}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        if float(self.params["reg"]) < 0:
+            raise ValueError(f"{self.name}: reg must be >= 0")
+        if self.params["prior"] not in ("empirical", "uniform"):
+            raise ValueError(f"{self.name}: prior must be 'empirical' or 'uniform'")
+        if not 0 < float(self.params["eps"]) < 0.5:
+            raise ValueError(f"{self.name}: eps must be in (0, 0.5)")
+
+    # ---------------------------------------------------------------- signatures
+    def _signatures(self, wnids: Sequence[str]) -> np.ndarray:
+        matrix = self._semantics.get(list(wnids)).astype(np.float64)
+        return (matrix > self._threshold).astype(np.float64)
+
+    def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[np.ndarray, np.ndarray]:
+        features, _ = check_seen_data(self.name, data)
+        self._semantics = semantics
+        matrix = semantics.matrix
+        is_binary = np.isin(matrix, (0.0, 1.0)).all()
+        self._threshold = 0.5 if is_binary else float(matrix.mean())
+        signatures = self._signatures(data.seen_wnids)
+        eps = float(self.params["eps"])
+        if self.params["prior"] == "empirical":
+            prior = signatures.mean(axis=0)
+        else:
+            prior = np.full(signatures.shape[1], 0.5)
+        self._log_prior = np.log(np.clip(prior, eps, 1 - eps))
+        self._log_not_prior = np.log(np.clip(1 - prior, eps, 1 - eps))
+        self._mean = features.mean(axis=0)
+        self._scale = np.maximum(features.std(axis=0), 1e-6)
+        return (features - self._mean) / self._scale, signatures
+
+    # ---------------------------------------------------------------- scoring
+    def attribute_posteriors(self, features: np.ndarray) -> np.ndarray:
+        """(N, D) features → (N, A) p(a_m = 1 | x), clipped to [eps, 1 - eps]."""
+        if not hasattr(self, "_mean"):
+            raise RuntimeError(f"{self.name}: call fit() first")
+        features = check_features(self.name, features, self._mean.shape[0])
+        eps = float(self.params["eps"])
+        return np.clip(self._posteriors((features - self._mean) / self._scale), eps, 1 - eps)
+
+    def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        p = self.attribute_posteriors(features).astype(np.float64)
+        positive = np.log(p) - self._log_prior
+        negative = np.log1p(-p) - self._log_not_prior
+        return np.concatenate([positive, negative], axis=1).astype(np.float32)
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        if not hasattr(self, "_semantics"):
+            raise RuntimeError(f"{self.name}: call fit() first")
+        signatures = self._signatures(wnids)
+        return np.concatenate([signatures, 1 - signatures], axis=1).astype(np.float32)
+
+
+class DAP(_AttributePosteriorModel):
+    """Direct Attribute Prediction: per-attribute logistic regressions on seen images."""
+
+    name: ClassVar[str] = "dap"
+
+    def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> DAP:
+        standardised, signatures = self._prepare(data, semantics)
+        targets = signatures[np.asarray(data.labels, dtype=np.int64)]
+        self._weight, self._bias = _fit_linear(
+            standardised, targets, "bce", float(self.params["reg"]), int(self.params["max_iter"])
+        )
+        return self
+
+    def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
+        logits = standardised @ self._weight + self._bias
+        return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
+
+
+class IAP(_AttributePosteriorModel):
+    """Indirect Attribute Prediction: seen-class posteriors mapped through seen signatures."""
+
+    name: ClassVar[str] = "iap"
+
+    def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> IAP:
+        standardised, signatures = self._prepare(data, semantics)
+        self._weight, self._bias = _fit_linear(
+            standardised, np.asarray(data.labels, dtype=np.int64), "ce",
+            float(self.params["reg"]), int(self.params["max_iter"]), len(data.seen_wnids),
+        )
+        self._seen_signatures = signatures
+        return self
+
+    def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
+        logits = (standardised @ self._weight + self._bias).astype(np.float64)
+        logits -= logits.max(axis=1, keepdims=True)
+        probabilities = np.exp(logits)
+        probabilities /= probabilities.sum(axis=1, keepdims=True)
+        return probabilities @ self._seen_signatures
+
+
+MODELS: dict[str, type[ZSLModel]] = {"dap": DAP, "iap": IAP}

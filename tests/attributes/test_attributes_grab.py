@@ -1,0 +1,161 @@
+"""GRAB splits on the real attribute matrices, checked against orderings computed here by loops."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir
+from imagenet_zsl.attributes.grab import (
+    ccs_order,
+    gcs_order,
+    make_split,
+    mas_order,
+    pca_components,
+    write_split_dir,
+)
+from imagenet_zsl.attributes.xlsa17 import load_att_splits
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import sha256_file
+
+DATASETS = ("APY", "AWA1", "AWA2", "CUB", "SUN")
+
+
+def _class_rows(name: str) -> list[list[float]]:
+    att = load_att_splits(packaged_dir(name) / "att_splits.mat").att
+    return [list(map(float, att[:, c])) for c in range(att.shape[1])]
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_gcs_sorts_classes_by_attribute_sum(name):
+    rows = _class_rows(name)
+    expected = sorted(range(len(rows)), key=lambda c: (-math.fsum(rows[c]), c))
+    order = gcs_order(np.array(rows))
+    # equal up to float ties: the sums along our order never increase and the sets agree
+    sums = [math.fsum(rows[c]) for c in order]
+    assert all(a >= b - 1e-12 for a, b in zip(sums, sums[1:], strict=False))
+    assert order.tolist()[:10] == expected[:10]
+    assert sorted(order.tolist()) == list(range(len(rows)))
+
+
+@pytest.mark.parametrize("name", ("APY", "AWA2", "CUB"))
+def test_ccs_sorts_classes_by_summed_distance(name):
+    rows = _class_rows(name)
+    totals = [sum(math.dist(a, b) for b in rows) for a in rows]
+    expected = sorted(range(len(rows)), key=lambda c: (totals[c], c))
+    order = ccs_order(np.array(rows)).tolist()
+    assert order[:15] == expected[:15] and order[-5:] == expected[-5:]
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_mas_keeps_the_least_co_occurring_attributes(name):
+    split = load_att_splits(packaged_dir(name) / "att_splits.mat")
+    binary = split.binary()  # (A, C)
+    having = [set(np.flatnonzero(binary[a] > 0).tolist()) for a in range(binary.shape[0])]
+    scores = {}
+    for i, with_i in enumerate(having):
+        if with_i:
+            scores[i] = sum(Fraction(len(with_i & with_j), len(with_i))
+                            for j, with_j in enumerate(having) if j != i)
+    least = sorted(scores, key=lambda a: (scores[a], a))
+    most = sorted(scores, key=lambda a: (-scores[a], a))
+    empty = [a for a in range(len(having)) if not having[a]]
+    assert mas_order(binary.T).tolist() == least + empty
+    assert mas_order(binary.T, inverse=True).tolist() == most + empty
+    if name == "CUB":  # the global-mean rule leaves CUB attributes that no class has
+        assert len(empty) == 27
+
+
+@pytest.mark.parametrize("name", ("APY", "AWA2", "SUN"))
+def test_pas_matches_an_eigendecomposition_of_the_covariance(name):
+    att = load_att_splits(packaged_dir(name) / "att_splits.mat").att.T  # (C, A)
+    k = 5
+    scores, components, ratio = pca_components(att, k)
+    centred = att - att.mean(axis=0)
+    values, vectors = np.linalg.eigh(centred.T @ centred)
+    top = np.argsort(values)[::-1][:k]
+    for j, column in enumerate(top):
+        vector = vectors[:, column]
+        assert abs(abs(vector @ components[j]) - 1) < 1e-8  # same axis (sign is a convention)
+        np.testing.assert_allclose(np.abs(scores[:, j]), np.abs(centred @ vector), atol=1e-8)
+        assert components[j][np.abs(components[j]).argmax()] > 0
+    np.testing.assert_allclose(ratio, values[top] / values.sum(), rtol=1e-8)
+
+
+def test_gcs_split_file_describes_itself_and_loads(tmp_path, xlsa17_root):
+    ds = load_dataset("AWA2", xlsa17_root)
+    result = make_split(ds, "gcs", seed=1)
+    path = write_split_dir(result, ds, tmp_path / "gcs")
+    rows = _class_rows("AWA2")
+    top40 = sorted(sorted(range(50), key=lambda c: (-math.fsum(rows[c]), c))[:40])
+    new = load_dataset("AWA2", xlsa17_root, att_splits=path)
+    task = new.task("ps")
+    assert task.seen.tolist() == top40
+    np.testing.assert_array_equal(new.split.seen_classes, top40)
+    assert new.split.split_info["method"] == "gcs" and new.split.split_info["seed"] == 1
+    labels = ds.images.labels
+    # every image placed once; unseen images are exactly the unseen classes' images
+    everything = np.concatenate([task.train, task.test_seen, task.test_unseen])
+    assert np.array_equal(np.sort(everything), np.arange(ds.images.num_images))
+    np.testing.assert_array_equal(task.test_unseen, np.flatnonzero(~np.isin(labels, top40)))
+    # seen test images re-drawn in the original proportion, from every seen class
+    share = task.test_seen.size / (task.test_seen.size + task.train.size)
+    assert abs(share - 5882 / (5882 + 23527)) < 0.005
+    assert set(labels[task.test_seen]) == set(top40)
+    # validation splits come with the file and partition the new seen classes
+    for k in (1, 2, 3):
+        val = new.val_task("ps", k)
+        assert val.unseen.size == 13 and set(val.seen) | set(val.unseen) == set(top40)
+    assert (tmp_path / "gcs" / "trainclasses2.txt").is_file()
+    # same seed, same bytes; another seed re-draws the seen test images only
+    again = write_split_dir(make_split(ds, "gcs", seed=1), ds, tmp_path / "gcs2")
+    assert sha256_file(path) == sha256_file(again)
+    other = make_split(ds, "gcs", seed=2).split
+    assert np.array_equal(other.seen_classes, top40)
+    assert not np.array_equal(other.locs["test_seen_loc"], new.split.locs["test_seen_loc"])
+
+
+def test_inverse_ccs_and_random_splits(xlsa17_root):
+    ds = load_dataset("APY", xlsa17_root)
+    rows = _class_rows("APY")
+    totals = [sum(math.dist(a, b) for b in rows) for a in rows]
+    by_distance = sorted(range(32), key=lambda c: (totals[c], c))
+    tight = make_split(ds, "ccs").split
+    loose = make_split(ds, "ccs", inverse=True).split
+    assert tight.seen_classes.tolist() == sorted(by_distance[:20])
+    assert loose.seen_classes.tolist() == sorted(by_distance[-20:])
+    first, second = (make_split(ds, "random", seed=s).split for s in (0, 1))
+    assert first.seen_classes.size == 20 and first.unseen_classes.size == 12
+    assert not np.array_equal(first.seen_classes, second.seen_classes)
+    np.testing.assert_array_equal(first.seen_classes, make_split(ds, "random", seed=0).split.seen_classes)
+
+
+def test_attribute_subsets_keep_the_class_split(tmp_path, xlsa17_root):
+    ds = load_dataset("AWA2", xlsa17_root)
+    mas = make_split(ds, "mas", k=20)
+    keep = np.sort(mas_order(ds.split.binary().T)[:20])
+    np.testing.assert_array_equal(mas.split.original_att, ds.split.original_att[keep])
+    np.testing.assert_allclose(np.linalg.norm(mas.split.att, axis=0), 1.0)
+    np.testing.assert_array_equal(mas.split.binary_att, ds.split.binary()[keep])
+    for key in ("trainval_loc", "test_seen_loc", "test_unseen_loc"):
+        np.testing.assert_array_equal(mas.split.locs[key], ds.split.locs[key])
+    loaded = load_dataset("AWA2", xlsa17_root, att_splits=write_split_dir(mas, ds, tmp_path / "m"))
+    assert loaded.split.att.shape == (20, 50)
+    np.testing.assert_array_equal(loaded.split.binary(), ds.split.binary()[keep])
+    assert sorted(loaded.ps_lists.val[2]) == sorted(ds.ps_lists.val[2])
+    pas = make_split(ds, "pas", k=7).split
+    assert pas.att.shape == (7, 50) and pas.split_info["k"] == 7
+    assert np.all(np.diff(pas.split_info["explained_variance_ratio"]) <= 0)
+
+
+def test_bad_split_requests_are_user_errors(xlsa17_root):
+    ds = load_dataset("APY", xlsa17_root)
+    with pytest.raises(UserInputError, match="--inverse applies to gcs, ccs, mas"):
+        make_split(ds, "pas", inverse=True)
+    with pytest.raises(UserInputError, match="--k must be between 1 and 31"):
+        make_split(ds, "pas", k=40)
+    with pytest.raises(UserInputError, match="--k applies to mas and pas"):
+        make_split(ds, "gcs", k=3)

@@ -1,0 +1,142 @@
+"""The GBU protocol end to end on aPY (real class structure, generated features)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.attributes import protocol
+from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir
+from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
+from imagenet_zsl.attributes.table import ranking_matrix, results_frame, zsl_table
+from imagenet_zsl.cli import main
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.metrics import harmonic_mean
+from imagenet_zsl.models.registry import load_model
+
+
+def _per_class(predicted: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean([np.mean(predicted[labels == c] == c) for c in np.unique(labels)]))
+
+
+def test_ridge_run_matches_an_independent_evaluation(tmp_path, apy_root, monkeypatch):
+    ds = load_dataset("APY", apy_root)
+    task = ds.task("ps")
+    test_images = set(task.test_seen.tolist()) | set(task.test_unseen.tolist())
+    fitted_on: list[np.ndarray] = []
+    real_fit = protocol.fit_model
+
+    def recording_fit(cls, params, ds_, task_, semantics):
+        fitted_on.append(task_.train)
+        return real_fit(cls, params, ds_, task_, semantics)
+
+    monkeypatch.setattr(protocol, "fit_model", recording_fit)
+    config = RunConfig("APY", "ridge", grid={"alpha": [1e-3, 1.0, 1e7]})
+    results = run_to_directory(ds, config, tmp_path / "run")
+
+    # hyper-parameters: three validation fits that never see a test image, then one final fit
+    assert len(fitted_on) == 4
+    assert all(not (set(rows.tolist()) & test_images) for rows in fitted_on[:3])
+    np.testing.assert_array_equal(fitted_on[3], task.train)
+    grid = results["validation"]["grid"]
+    best = max(grid, key=lambda row: row["val_top1_per_class"])
+    assert results["params"] == best["params"] and best["params"]["alpha"] != 1e7
+
+    # recompute every headline number from the saved model
+    model = load_model(tmp_path / "run" / "model")
+    features, labels = ds.images.features, ds.images.labels
+    unseen_scores = model.embed_images(features[task.test_unseen]) @ model.class_prototypes(
+        [ds.class_names[c] for c in task.unseen]).T
+    zsl = _per_class(task.unseen[unseen_scores.argmax(axis=1)], labels[task.test_unseen])
+    assert results["zsl"]["top1_per_class"] == pytest.approx(zsl, abs=1e-9)
+    assert zsl > 0.3  # far above chance (1/12): attributes carry the planted signal
+
+    classes = np.arange(32)
+    prototypes = model.class_prototypes(ds.class_names)
+    gz = results["gzsl"]
+    for gamma, suffix in ((0.0, ""), (gz["gamma"], "_cs")):
+        shift = np.where(np.isin(classes, task.seen), gamma, 0.0)
+        seen_pred = (model.embed_images(features[task.test_seen]) @ prototypes.T - shift).argmax(1)
+        unseen_pred = (model.embed_images(features[task.test_unseen]) @ prototypes.T - shift).argmax(1)
+        s = _per_class(seen_pred, labels[task.test_seen])
+        u = _per_class(unseen_pred, labels[task.test_unseen])
+        assert gz["seen" + suffix] == pytest.approx(s, abs=1e-6)
+        assert gz["unseen" + suffix] == pytest.approx(u, abs=1e-6)
+        assert gz["H" + suffix] == pytest.approx(harmonic_mean(s, u), abs=1e-6)
+    assert 0 < gz["ausuc"] <= 1 and gz["seen"] > gz["unseen"]
+
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["parameters"]["model"] == "ridge" and len(manifest["inputs"]) == 2
+    assert len((tmp_path / "run" / "per_class.csv").read_text().splitlines()) == 33
+
+    # a finished run with the same configuration is kept, not recomputed
+    monkeypatch.setattr(protocol, "run_protocol", lambda *a, **k: pytest.fail("recomputed"))
+    again = run_to_directory(ds, config, tmp_path / "run")
+    assert again["zsl"] == results["zsl"]
+
+
+def test_cli_runs_splits_and_tables(tmp_path, apy_root, capsys):
+    out = tmp_path / "runs"
+    common = ["--dataset", "APY", "--root", str(apy_root)]
+    dap = ["--model", "dap", "--param", "max_iter=15", "--grid", "reg=0.1,10"]
+    assert main(["attributes", "run", *common, *dap, "--out", str(out / "dap")]) == 0
+    assert main(["attributes", "run", *common, "--model", "ridge", "--grid", "alpha=1",
+                 "--val-split", "2", "--out", str(out / "ridge")]) == 0
+    # Standard Split from user class lists (aPY's SS classes equal its PS classes)
+    ss = tmp_path / "standard_split" / "APY"
+    shutil.copytree(packaged_dir("APY"), ss, ignore=shutil.ignore_patterns("*.mat"))
+    assert main(["attributes", "run", *common, "--model", "ridge", "--grid", "alpha=1",
+                 "--split", "ss", "--ss-dir", str(ss), "--out", str(out / "ridge_ss")]) == 0
+    ss_result = json.loads((out / "ridge_ss" / "results.json").read_text())
+    assert ss_result["gzsl"] is None and ss_result["images"]["test_unseen"] == 7924
+    # a GRAB split, then the same model on it
+    assert main(["attributes", "split", *common, "--method", "ccs", "--out",
+                 str(tmp_path / "ccs")]) == 0
+    assert main(["attributes", "run", *common, "--model", "ridge", "--grid", "alpha=1",
+                 "--att-splits", str(tmp_path / "ccs"), "--out", str(out / "ridge_ccs")]) == 0
+    capsys.readouterr()
+    assert main(["attributes", "table", str(out), "--out", str(tmp_path / "table")]) == 0
+    printed = capsys.readouterr().out
+    assert "APY SS" in printed and "APY PS" in printed and "dap" in printed
+    assert "Ranking matrix" in printed
+    assert (tmp_path / "table" / "ranking_zsl.png").read_bytes()[:4] == b"\x89PNG"
+    # bad input: one clear line, exit status 2
+    assert main(["attributes", "run", *common, "--model", "nope", "--out", str(out / "x")]) == 2
+    assert "unknown model 'nope'" in capsys.readouterr().err
+    assert main(["attributes", "run", *common, "--model", "ridge", "--param", "beta=1",
+                 "--out", str(out / "x")]) == 2
+    assert "unknown hyper-parameters" in capsys.readouterr().err
+
+
+def test_ranking_matrix_and_table_by_hand():
+    def result(dataset, model, val_split, zsl, h=None):
+        gz = None if h is None else {"seen": 0.5, "unseen": 0.5, "H": h}
+        return {"dataset": dataset, "model": model, "split": "ps", "val_split": val_split,
+                "zsl": {"top1_per_class": zsl}, "gzsl": gz}
+
+    runs = [
+        result("AWA2", "a", 1, 0.5, 0.3), result("AWA2", "b", 1, 0.4, 0.2),
+        result("AWA2", "c", 1, 0.4, 0.1),
+        result("AWA2", "a", 2, 0.5), result("AWA2", "b", 2, 0.1), result("AWA2", "c", 2, 0.6),
+        result("CUB", "a", 1, 0.2), result("CUB", "b", 1, 0.3), result("CUB", "c", 1, 0.1),
+    ]
+    frame = results_frame(runs)
+    ranks = ranking_matrix(frame, "zsl")
+    # ties share the better rank: AWA2/1 → a 1, b 2, c 2; AWA2/2 → c, a, b; CUB → b, a, c
+    assert ranks.loc["a", [1, 2, 3]].tolist() == [1, 2, 0]
+    assert ranks.loc["b", [1, 2, 3]].tolist() == [1, 1, 1]
+    assert ranks.loc["c", [1, 2, 3]].tolist() == [1, 1, 1]
+    assert ranks["mean rank"].to_dict() == pytest.approx({"a": 5 / 3, "b": 2.0, "c": 2.0})
+    assert list(ranks.index)[0] == "a"
+    table = zsl_table(frame)
+    assert table.loc["a", "AWA2 PS"] == pytest.approx(50.0)
+    assert table.loc["c", "AWA2 PS"] == pytest.approx(50.0)  # mean over validation splits
+    assert ranking_matrix(frame, "H").loc["a", 1] == 1
+
+
+def test_missing_run_directory_is_reported(tmp_path):
+    with pytest.raises(UserInputError, match="no results.json"):
+        protocol.load_results([tmp_path])

@@ -1,0 +1,204 @@
+"""Metrics against values worked out by hand on tiny cases."""
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.metrics import (
+    GZSLTopK,
+    ausuc,
+    calibrated_topk,
+    choose_gamma,
+    gzsl_accuracies,
+    gzsl_from_scores,
+    gzsl_metrics,
+    gzsl_thresholds,
+    harmonic_mean,
+    hit_at_k,
+    metrics_from_scores,
+    per_class_hit_at_k,
+    ranks_from_scores,
+    seen_unseen_curve,
+    true_rank,
+)
+
+# ------------------------------------------------------------------ ZSL
+# image 0: true class 0 listed first alone                    -> rank 0
+# image 1: true class 1 listed first but tied with class 0   -> rank 1 (tie counts against)
+# image 2: true class 2 not in the list                      -> rank 3 (= m)
+# image 3: true class 0 tied with class 1 behind class 2     -> rank 2
+IDS = np.array([[0, 1, 2], [1, 0, 2], [0, 1, 3], [2, 0, 1]])
+SCORES = np.array([[3, 2, 1], [3, 3, 1], [5, 4, 3], [4, 2, 2]], np.float32)
+LABELS = np.array([0, 1, 2, 0])
+
+
+def test_true_rank_counts_ties_against_the_model():
+    assert true_rank(IDS, LABELS, SCORES).tolist() == [0, 1, 3, 2]
+    # without scores the list order is the ranking
+    assert true_rank(IDS, LABELS).tolist() == [0, 0, 3, 1]
+
+
+def test_flat_and_per_class_hit_at_k_by_hand():
+    assert hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES) == {1: 0.25, 2: 0.5}
+    # classes: 0 -> images 0, 3; 1 -> image 1; 2 -> image 2
+    per_class = per_class_hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES)
+    assert per_class[1] == pytest.approx((0.5 + 0 + 0) / 3)
+    assert per_class[2] == pytest.approx((0.5 + 1 + 0) / 3)
+    # classes without images do not dilute the mean
+    assert per_class_hit_at_k(IDS, LABELS, [2], num_classes=10, topk_scores=SCORES)[2] == \
+        pytest.approx(0.5)
+
+
+def test_k_equal_to_list_length_needs_one_more_result():
+    # true class at the last place: a class outside the list could tie with it
+    with pytest.raises(UserInputError, match="top-4"):
+        hit_at_k(IDS, LABELS, [3], topk_scores=SCORES)
+    # ... unless the list holds the whole label space
+    assert hit_at_k(IDS, LABELS, [3], topk_scores=SCORES, num_classes=3)[3] == 0.75
+
+
+def test_ranks_from_full_scores():
+    scores = np.array([[1, 1, 0], [0, 2, 2], [3, 1, 2]], np.float32)
+    assert ranks_from_scores(scores, np.array([0, 2, 0])).tolist() == [1, 1, 0]
+    out = metrics_from_scores(scores, np.array([0, 2, 0]), ks=[1, 2])
+    assert out["flat"] == {1: pytest.approx(1 / 3), 2: 1.0}
+    assert out["per_class"] == {1: pytest.approx(0.25), 2: 1.0}  # class 0: 1/2, class 2: 0
+
+
+def test_harmonic_mean():
+    assert harmonic_mean(0.5, 1.0) == pytest.approx(2 / 3)
+    assert harmonic_mean(0.0, 0.0) == 0.0
+    assert harmonic_mean(0.0, 0.7) == 0.0
+
+
+def test_labels_outside_label_space_and_empty_input():
+    with pytest.raises(UserInputError, match="outside the label space"):
+        hit_at_k(IDS, np.array([0, 1, 2, 7]), [1], num_classes=5)
+    with pytest.raises(UserInputError, match="no images"):
+        hit_at_k(np.zeros((0, 3), int), np.zeros(0, int), [1])
+
+
+# ------------------------------------------------------------------ GZSL
+# joint classes: 0, 1 unseen; 2, 3 seen. Full scores per image [u0, u1, s2, s3]:
+FULL = np.array([
+    [5, 3, 6, 2],   # A, class 0: unseen rank 0; best seen 6, 2nd seen 2
+    [1, 4, 3, 5],   # B, class 1: unseen rank 0; best seen 5, 2nd seen 3
+    [4, 1, 7, 3],   # C, class 2: seen rank 0; best unseen 4, 2nd unseen 1
+    [2, 6, 1, 4],   # D, class 3: seen rank 0; best unseen 6, 2nd unseen 2
+], np.float32)
+GZ_LABELS = np.array([0, 1, 2, 3])
+SEEN_MASK = np.array([False, False, True, True])
+
+
+def gz_example() -> GZSLTopK:
+    return gzsl_from_scores(FULL, GZ_LABELS, SEEN_MASK, m=3)
+
+
+def test_thresholds_by_hand():
+    gz = gz_example()
+    # hit@1: A iff γ > 6-5, B iff γ > 5-4, C iff γ < 7-4, D iff γ < 4-6
+    assert gzsl_thresholds(gz, 1).tolist() == [1, 1, 3, -2]
+    # hit@2: A iff γ > 2-5, B iff γ > 3-4, C iff γ < 7-1, D iff γ < 4-2
+    assert gzsl_thresholds(gz, 2).tolist() == [-3, -1, 6, 2]
+
+
+def test_direct_stacking_and_harmonic_mean():
+    gz = gz_example()
+    # γ = 0, hit@1: A, B lose to a seen class; C wins; D loses to u1
+    assert gzsl_accuracies(gz, 1, 0.0, per_class=True) == {"seen": 0.5, "unseen": 0.0, "H": 0.0}
+    # γ = 2: A (seen best 4 < 5) and B (3 < 4) now win, C still wins (5 > 4)
+    assert gzsl_accuracies(gz, 1, 2.0, per_class=True) == {
+        "seen": 0.5, "unseen": 1.0, "H": pytest.approx(2 / 3)}
+    # γ exactly at a breakpoint: A's calibrated seen score 6-1 = 5 ties its true score -> miss
+    assert gzsl_accuracies(gz, 1, 1.0, per_class=True)["unseen"] == 0.0
+
+
+def test_seen_unseen_curve_and_ausuc_by_hand():
+    gz = gz_example()
+    curve = seen_unseen_curve(gz, 1)
+    assert curve.breakpoints.tolist() == [-2, 1, 3]
+    # intervals (-inf,-2), (-2,1), (1,3), (3,inf)
+    assert curve.unseen.tolist() == [0, 0, 1, 1]
+    assert curve.seen.tolist() == [1, 0.5, 0.5, 0]
+    # points (0,1) (0,.5) (1,.5) (1,0): area = 1 * 0.5
+    assert curve.ausuc == pytest.approx(0.5)
+    assert ausuc(gz, 1) == pytest.approx(0.5)
+    # hit@2: seen 1 while unseen climbs 0 -> .5 -> 1, then seen falls: area 1
+    assert seen_unseen_curve(gz, 2).unseen.tolist() == [0, 0.5, 1, 1, 1]
+    assert ausuc(gz, 2) == pytest.approx(1.0)
+
+
+def test_choose_gamma_maximises_h_on_validation():
+    gamma, h = choose_gamma(gz_example(), k=1)
+    # best interval (1, 3): H = 2 * 0.5 * 1 / 1.5; γ = its midpoint
+    assert gamma == 2.0
+    assert h == pytest.approx(2 / 3)
+
+
+def test_choose_gamma_keeps_zero_when_calibration_does_not_help():
+    scores = np.array([[3, 0, 1], [0, 3, 1], [0, 1, 3]], np.float32)  # everything right at γ=0
+    gz = gzsl_from_scores(scores, np.array([0, 1, 2]), np.array([False, False, True]), m=2)
+    gamma, h = choose_gamma(gz)
+    assert gamma == 0.0 and h == 1.0
+
+
+def test_calibration_changes_the_top_k_set():
+    gz = gz_example()
+    # image B (true u1): at γ = 0 the top-2 is {s3, u1}; at γ = 5 seen classes drop out
+    _, ids0 = calibrated_topk(gz, 0.0, 2)
+    _, ids5 = calibrated_topk(gz, 5.0, 2)
+    assert ids0[1].tolist() == [3, 1]
+    assert ids5[1].tolist() == [1, 0]
+    # and the metric agrees: D is a hit@2 at γ=0 (its u1=6, s3=4, u0=2 -> rank 1) but not at γ=3
+    assert gzsl_accuracies(gz, 2, 0.0, per_class=False)["seen"] == 1.0
+    assert gzsl_accuracies(gz, 2, 3.0, per_class=False)["seen"] == 0.5
+
+
+def test_per_class_versus_flat_gzsl():
+    # unseen class 0 has two images (one hit, one miss), class 1 one hit; seen all hits
+    scores = np.array([[3, 0, 1], [0, 3, 1], [0, 3, 1], [0, 1, 3]], np.float32)
+    gz = gzsl_from_scores(scores, np.array([0, 1, 0, 2]), np.array([False, False, True]), m=2)
+    per_class = gzsl_accuracies(gz, 1, 0.0, per_class=True)
+    flat = gzsl_accuracies(gz, 1, 0.0, per_class=False)
+    assert per_class["unseen"] == pytest.approx((0.5 + 1) / 2)
+    assert flat["unseen"] == pytest.approx(2 / 3)
+    out = gzsl_metrics(gz, [1], gamma=0.5)
+    assert out["per_class"][1]["unseen"] == pytest.approx(0.75)
+    assert out["flat"][1]["seen"] == 1.0
+    assert out["calibrated"]["gamma"] == 0.5
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_curve_matches_recomputing_every_gamma(seed):
+    """Between and at every breakpoint the curve equals a brute-force re-ranking."""
+    rng = np.random.default_rng(seed)
+    n, c = 40, 9
+    scores = rng.integers(0, 5, (n, c)).astype(np.float32)
+    seen_mask = np.zeros(c, bool)
+    seen_mask[:4] = True
+    labels = np.r_[rng.integers(0, 4, n // 2), rng.integers(4, c, n - n // 2)]
+    k = 2
+    gz = gzsl_from_scores(scores, labels, seen_mask, m=k + 1)
+    curve = seen_unseen_curve(gz, k, per_class=True)
+    b = curve.breakpoints
+    gammas = np.r_[b, (b[1:] + b[:-1]) / 2, b[0] - 1, b[-1] + 1]
+    for gamma in gammas:
+        ranks = ranks_from_scores(scores.astype(np.float64) - gamma * seen_mask, labels)
+        hit = ranks < k
+        seen_img = seen_mask[labels]
+
+        def mean_per_class(group, hit=hit):
+            return np.mean([hit[group & (labels == cl)].mean() for cl in np.unique(labels[group])])
+
+        expected = (mean_per_class(seen_img), mean_per_class(~seen_img))
+        assert curve.at(gamma) == pytest.approx(expected)
+    for j in range(len(b) + 1):
+        lo, hi = curve.interval(j)
+        gamma = (lo + hi) / 2 if np.isfinite(lo + hi) else (hi - 1 if np.isfinite(hi) else lo + 1)
+        assert curve.at(gamma) == pytest.approx((curve.seen[j], curve.unseen[j]))
+
+
+def test_gzsl_needs_both_kinds_of_images():
+    gz = gzsl_from_scores(FULL[:2], GZ_LABELS[:2], SEEN_MASK, m=2)
+    with pytest.raises(UserInputError, match="both seen and unseen"):
+        gzsl_metrics(gz, [1])
