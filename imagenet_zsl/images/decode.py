@@ -1,0 +1,108 @@
+"""Image bytes → RGB, surviving ImageNet's reality.
+
+The fall11 archive holds CMYK and grayscale JPEGs, PNGs (and a few GIFs) named ``.JPEG``,
+zero-byte and truncated files. Everything that can be converted is converted to 8-bit RGB the way
+the standard ``ImageFolder`` loader does (``Image.convert("RGB")``; EXIF orientation is ignored, as
+in every published ImageNet pipeline). What cannot be decoded raises :class:`DecodeFailure` with a
+short reason, which the caller records and skips; a run never crashes on one bad file.
+
+Truncated JPEGs are *skipped*, not padded with grey (PIL's ``LOAD_TRUNCATED_IMAGES``): features of a
+half-grey picture would silently pollute a class.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+# Guard against decompression bombs well above ImageNet's largest images (~ 100 MP)
+MAX_PIXELS = 250_000_000
+
+
+class DecodeFailure(Exception):
+    """An image that cannot be decoded; ``str(err)`` is the reason recorded in the manifest."""
+
+
+def decode_rgb(data: bytes) -> Image.Image:
+    """Decode ``data`` (any format PIL reads) to a loaded 8-bit RGB image, or raise DecodeFailure."""
+    if not data:
+        raise DecodeFailure("empty file (0 bytes)")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # palette-transparency and EXIF warnings are harmless here
+        try:
+            image = Image.open(io.BytesIO(data))
+            if image.width * image.height > MAX_PIXELS:
+                raise DecodeFailure(f"too large ({image.width}x{image.height} pixels)")
+            image.load()
+            return to_rgb(image)
+        except DecodeFailure:
+            raise
+        except UnidentifiedImageError:
+            raise DecodeFailure(f"not an image ({_describe_start(data)})") from None
+        except (OSError, SyntaxError, ValueError) as err:
+            text = str(err)
+            if "truncated" in text.lower():
+                raise DecodeFailure(f"truncated image ({len(data)} bytes)") from None
+            raise DecodeFailure(f"decode error: {type(err).__name__}: {text[:120]}") from None
+        except Exception as err:  # noqa: BLE001 - any decoder bug is a skip, never a crash
+            raise DecodeFailure(f"decode error: {type(err).__name__}: {str(err)[:120]}") from None
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """8-bit RGB from any PIL mode (CMYK, L, LA, P, RGBA, 16-bit grey, float)."""
+    if image.mode == "RGB":
+        return image
+    if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
+        array = np.asarray(image, dtype=np.float64)
+        top = 65535.0 if image.mode.startswith("I;16") or array.max() > 255 else 255.0
+        grey = np.clip(array * (255.0 / top), 0, 255).round().astype(np.uint8)
+        return Image.fromarray(grey, mode="L").convert("RGB")
+    if image.mode == "P" and "transparency" in image.info:
+        image = image.convert("RGBA")
+    return image.convert("RGB")
+
+
+def _describe_start(data: bytes) -> str:
+    head = data[:16]
+    if head.lstrip().startswith((b"<", b"{")):
+        return "text/HTML content"
+    return f"starts with {head[:8].hex()}"
+
+
+# SOF markers of baseline (C0), extended (C1) and progressive (C2) Huffman JPEGs: what GPU
+# decoders (nvJPEG) handle. Arithmetic-coded, lossless and 12-bit JPEGs go to PIL instead.
+_GPU_SOF = (0xC0, 0xC1, 0xC2)
+_ALL_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def is_plain_ycbcr_jpeg(data: bytes) -> bool:
+    """True for a complete 8-bit, 3-component Huffman JPEG: safe to hand to a batched GPU decoder.
+
+    Everything else (CMYK, grayscale, PNG-named-JPEG, truncated: no EOI marker near the end) is
+    decoded by PIL on the CPU, which converts or rejects it with a reason.
+    """
+    if len(data) < 4 or data[:2] != b"\xff\xd8":
+        return False
+    if data.rfind(b"\xff\xd9", max(0, len(data) - 4096)) < 0:
+        return False
+    pos = 2
+    while pos + 4 <= len(data):
+        if data[pos] != 0xFF:
+            return False
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+            continue
+        length = int.from_bytes(data[pos + 2 : pos + 4], "big")
+        if marker in _ALL_SOF:
+            if pos + 10 > len(data):
+                return False
+            precision, components = data[pos + 4], data[pos + 9]
+            return marker in _GPU_SOF and precision == 8 and components == 3
+        if marker == 0xDA:  # start of scan before any frame header
+            return False
+        pos += 2 + length
+    return False
