@@ -1,0 +1,31 @@
+"""Semantics stage: word vectors, class vectors from WordNet lemmas, label frequency and polysemy.
+
+Main entry points (imported lazily so that ``import imagenet_zsl.semantics`` stays cheap):
+
+* ``load_class_vectors(config_or_name="glove-6b-50d") -> ClassVectors``: word-vector semantics of
+  all 21,842 ImageNet classes, cached on disk (``lemma_vectors``);
+* ``load_word_vectors(spec) -> gensim KeyedVectors``: any vector file or named set (``word_vectors``);
+* ``build_label_tables(config)``: the lemma/class tables behind ``imagenet-zsl labels build``.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "ClassVectors": "imagenet_zsl.semantics.class_vectors",
+    "load_class_vectors": "imagenet_zsl.semantics.lemma_vectors",
+    "build_class_vectors": "imagenet_zsl.semantics.lemma_vectors",
+    "load_word_vectors": "imagenet_zsl.semantics.word_vectors",
+    "load_label_config": "imagenet_zsl.semantics.config",
+    "build_label_tables": "imagenet_zsl.semantics.labels",
+    "PrimarySenseModel": "imagenet_zsl.semantics.senses",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,70 @@
+"""Class-vector files: npz (``ClassVectors.save``) or parquet (``wnid`` + one float column per dim).
+
+The parquet file holds only classes with a vector; the classes without one are listed in its
+schema metadata (``imagenet_zsl.missing``), so nothing is silently zero-filled either way.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import atomic_write_bytes
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+MISSING_KEY = b"imagenet_zsl.missing"
+SOURCE_KEY = b"imagenet_zsl.source"
+
+
+def save_class_vectors(vectors: ClassVectors, path: str | Path) -> Path:
+    """Write ``vectors`` as .npz or .parquet (by suffix), atomically."""
+    path = Path(path)
+    if path.suffix == ".npz":
+        return vectors.save(path)
+    if path.suffix != ".parquet":
+        raise UserInputError(f"{path}: class vectors are written as .npz or .parquet")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {"wnid": pa.array(vectors.wnids, type=pa.string())}
+    width = len(str(max(vectors.dim - 1, 0)))
+    for j in range(vectors.dim):
+        columns[f"e{j:0{width}d}"] = pa.array(vectors.matrix[:, j], type=pa.float32())
+    table = pa.table(columns).replace_schema_metadata({
+        MISSING_KEY: json.dumps(vectors.missing).encode(),
+        SOURCE_KEY: vectors.source.encode(),
+    })
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def load_class_vector_file(path: str | Path) -> ClassVectors:
+    """Read a file written by ``save_class_vectors``."""
+    path = Path(path)
+    if path.suffix == ".npz":
+        return ClassVectors.load(path)
+    if not path.is_file():
+        raise UserInputError(f"{path}: class-vector file not found")
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow raises several types on corrupt files
+        raise UserInputError(f"{path}: not a readable parquet file: {err}") from err
+    if "wnid" not in table.column_names:
+        raise UserInputError(f"{path}: a class-vector parquet needs a 'wnid' column")
+    meta = table.schema.metadata or {}
+    dims = [c for c in table.column_names if c != "wnid"]
+    columns = [table.column(c).to_numpy() for c in dims]
+    matrix = np.column_stack(columns) if columns else np.zeros((len(table), 0))
+    return ClassVectors(
+        wnids=[str(w) for w in table.column("wnid").to_pylist()],
+        matrix=matrix,
+        missing=json.loads(meta.get(MISSING_KEY, b"[]")),
+        source=meta.get(SOURCE_KEY, str(path).encode()).decode(),
+    )
