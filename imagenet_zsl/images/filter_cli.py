@@ -1,0 +1,91 @@
+"""`imagenet-zsl images filter`: drop ambiguous images with a cross-fitted classifier.
+
+Registered by the images stage's cli (``register_filter(sub)``); the heavy work lives in
+:mod:`imagenet_zsl.images.quality`, imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from imagenet_zsl.errors import UserInputError
+
+FINETUNE_UNAVAILABLE = (
+    "--finetune-last-block fine-tunes the backbone's last block from the images themselves: it "
+    "needs a CUDA GPU, the image store (--images DIR) and the backbone's pretrained weights, and "
+    "is not available in this version; run without it to train a softmax layer on the extracted "
+    "features (the default)"
+)
+
+
+def register_filter(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add the ``filter`` command to the ``images`` group's sub-parsers."""
+    parser = subparsers.add_parser(
+        "filter",
+        help="keep only images a cross-fitted classifier recognises (Hascoet et al.)",
+        description=(
+            "Train a classifier over the candidate classes on extracted features, cross-fitted "
+            "so every image is judged by a model that never saw it, and keep an image only if "
+            "it is classified correctly (under every seed). Classes with low held-out accuracy "
+            "or too few surviving images are dropped, with the reason. Writes kept.csv, "
+            "classes.csv, rejected.csv, report.md, class_accuracy.png and manifest.json."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--features", required=True, metavar="DIR",
+                        help="feature directory written by 'imagenet-zsl extract' or 'simulate'")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--folds", type=int, default=5, help="cross-fitting folds (per class)")
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="number of seeds (fold splits); an image must be right under all")
+    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument("--min-class-accuracy", type=float, default=0.0, metavar="A",
+                        help="drop classes whose held-out accuracy is below A")
+    parser.add_argument("--min-images", type=int, default=1, metavar="M",
+                        help="drop classes left with fewer than M images")
+    parser.add_argument("--classifier", choices=("softmax", "ridge"), default="softmax",
+                        help="softmax layer trained with AdamW, or closed-form ridge regression "
+                             "(one pass for all folds: much faster on CPU at scale)")
+    parser.add_argument("--epochs", type=int, default=10, help="softmax: passes over the data")
+    parser.add_argument("--batch-size", type=int, default=1024, help="softmax: mini-batch rows")
+    parser.add_argument("--lr", type=float, default=1e-3, help="softmax: AdamW learning rate")
+    parser.add_argument("--weight-decay", type=float, default=1e-4, help="softmax: AdamW decay")
+    parser.add_argument("--ridge-alpha", type=float, default=1e-2,
+                        help="ridge: penalty relative to the mean feature variance")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--finetune-last-block", action="store_true",
+                        help="fine-tune the backbone's last block from images (needs a GPU and "
+                             "--images; not available in this version)")
+    parser.add_argument("--images", metavar="DIR", default=None,
+                        help="image store, for --finetune-last-block")
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.set_defaults(func=run_filter_command)
+    return parser
+
+
+def run_filter_command(args: argparse.Namespace) -> int:
+    if args.finetune_last_block:
+        raise UserInputError(FINETUNE_UNAVAILABLE)
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UserInputError(f"--threads must be at least 1 (got {args.threads})")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    from imagenet_zsl.images.quality import FilterParams, filter_feature_dir
+
+    params = FilterParams(
+        folds=args.folds, seeds=args.seeds, seed=args.seed, classifier=args.classifier,
+        epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+        weight_decay=args.weight_decay, ridge_alpha=args.ridge_alpha,
+        min_class_accuracy=args.min_class_accuracy, min_images=args.min_images,
+        device=args.device,
+    )
+    summary = filter_feature_dir(args.features, args.out, params, progress=not args.no_progress)
+    print(
+        f"kept {summary['images_after']}/{summary['images_before']} images and "
+        f"{summary['classes_after']}/{summary['classes_before']} classes "
+        f"(held-out accuracy {summary['heldout_accuracy']:.4f}) -> {args.out}"
+    )
+    return 0
