@@ -52,6 +52,8 @@ def register(tree: CommandTree) -> None:
                          "WordNet when installed, else none)")
     ev.add_argument("--no-label-frequency", action="store_true",
                     help="skip the label-frequency column (needs WordNet)")
+    ev.add_argument("--kept-images", type=Path,
+                    help="output dir of 'imagenet-zsl images filter': evaluate only kept test images")
     ev.add_argument("--no-plots", action="store_true")
     ev.add_argument("--block-rows", type=int, default=32768,
                     help="images per search call (memory bound)")
@@ -84,6 +86,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         val_seen_features=args.val_seen_features, val_seen_fraction=args.val_seen_fraction,
         seed=args.seed, graph=args.graph, label_frequency=not args.no_label_frequency,
         plots=not args.no_plots, block_rows=args.block_rows, use_gpu=args.use_gpu,
+        kept_images=args.kept_images,
     )
     metrics = evaluate(cfg)
     zsl = metrics["zsl"]

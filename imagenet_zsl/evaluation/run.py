@@ -90,6 +90,8 @@ class EvaluationConfig:
     plots: bool = True
     block_rows: int = DEFAULT_BLOCK_ROWS
     use_gpu: bool | None = None
+    #: output of ``imagenet-zsl images filter``: evaluate only the test images it kept
+    kept_images: Path | None = None
 
 
 # ----------------------------------------------------------------------------- input checks
@@ -242,6 +244,7 @@ def search_set(
     cache: SearchCache,
     block_rows: int,
     progress: bool = True,
+    kept_ids: np.ndarray | None = None,
 ) -> SetResult:
     """Stream a feature directory's rows of the wanted classes through ``source`` and search
     each label space; memory is bounded by one shard (plus the kept top-k lists)."""
@@ -261,10 +264,12 @@ def search_set(
             CACHE_VERSION, source.digest, space_key, sorted(spaces), shard.get("sha256", {}),
             shard_rows, {s: sp.k for s, sp in spaces.items()}, int(lookup.sum()),
             hashlib.sha256(lookup.tobytes()).hexdigest(),
+            None if kept_ids is None else hashlib.sha256(kept_ids.tobytes()).hexdigest(),
         ], sort_keys=True).encode()).hexdigest()
         cached = cache.get(name, shard_name, key)
         if cached is None:
-            cached = _search_shard(fd, shard_name, lookup, source, spaces, block_rows, use_logits)
+            cached = _search_shard(fd, shard_name, lookup, source, spaces, block_rows, use_logits,
+                                   kept_ids)
             cached["rows"] = cached["rows"] + offset
             cache.put(name, shard_name, key, cached)
         labels_out.append(cached["labels"])
@@ -284,10 +289,15 @@ def search_set(
                      np.concatenate(rows_out).astype(np.int64), lists)
 
 
-def _search_shard(fd, shard_name, lookup, source, spaces, block_rows, use_logits) -> dict:
+def _search_shard(fd, shard_name, lookup, source, spaces, block_rows, use_logits,
+                  kept_ids=None) -> dict:
     labels = np.load(fd.path / f"{shard_name}.labels.npy", allow_pickle=False).astype(np.int64)
     target = lookup[labels]
-    keep = np.flatnonzero(target >= 0)
+    wanted = target >= 0
+    if kept_ids is not None:
+        ids = np.load(fd.path / f"{shard_name}.ids.npy", allow_pickle=False)
+        wanted &= np.isin(ids, kept_ids)
+    keep = np.flatnonzero(wanted)
     out = {"labels": target[keep], "rows": keep.astype(np.int64)}
     for s, sp in spaces.items():
         out[f"{s}.scores"] = np.empty((len(keep), sp.k), np.float32)
@@ -457,7 +467,15 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None,
     cache = SearchCache(out.parent / f".{out.name}.search-cache")
     search = {"progress": progress, "cache": cache, "block_rows": cfg.block_rows}
     test_spaces = {s: spaces[s] for s in ("unseen", "seen") if s in spaces}
-    test = search_set("test", fd, test_lookup, source, test_spaces, **search)
+    kept_ids = None
+    if cfg.kept_images is not None:
+        from imagenet_zsl.images.quality import kept_image_ids
+
+        kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
+    test = search_set("test", fd, test_lookup, source, test_spaces, kept_ids=kept_ids, **search)
+    if cfg.kept_images is not None and len(test.labels) == 0:
+        raise UserInputError(f"{cfg.kept_images}: none of the split's images are among the kept "
+                             "images; was the filter run on these features?")
     seen = val = val_seen = None
     if cfg.gzsl:
         seen_spaces = dict(test_spaces)
@@ -593,6 +611,8 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None,
     metrics["parameters"] = {
         "ks": ks, "kept_per_image": m, "l2_normalize": cfg.l2_normalize, "gzsl": cfg.gzsl,
         "tie_rule": TIE_RULE, "graph": None if graph_obj is None else graph_obj.source,
+        "kept_images": None if cfg.kept_images is None else {
+            "filter_dir": str(cfg.kept_images), "n_kept_ids": int(len(kept_ids))},
     }
     metrics["software"] = software_versions()
     metrics = _finite_or_none(_str_keys(metrics))

@@ -228,3 +228,21 @@ def test_val_split_without_seen_dir_holds_out_seen_images(bench, tmp_path):
                                        "seed": 3}
     assert VAL == json.loads((tmp_path / "run" / "topk" / "classes.json").read_text())[
         "val_unseen"]
+
+
+def test_kept_images_restricts_the_test_set(bench, graph, tmp_path):
+    # the ambiguous-image filter rejected the planted error (image 0 of n00000000): hit@1 = 1
+    filter_dir = tmp_path / "filter"
+    filter_dir.mkdir()
+    kept = [f"{CLASSES[c]}/{i}.JPEG" for i, c in enumerate(np.repeat(np.arange(6), 3)) if i != 0]
+    (filter_dir / "kept.csv").write_text("image_id,wnid\n" + "".join(
+        f"{image},{image.split('/')[0]}\n" for image in kept))
+    m = evaluate(config(bench, tmp_path / "run", kept_images=filter_dir), graph=graph,
+                 progress=False)
+    assert m["zsl"]["images"] == 17
+    assert m["zsl"]["flat"]["1"] == pytest.approx(1.0)
+    assert m["parameters"]["kept_images"]["n_kept_ids"] == 17
+    (filter_dir / "kept.csv").write_text("image_id,wnid\nnot/there.JPEG,n00000000\n")
+    with pytest.raises(UserInputError, match="none of the split's images"):
+        evaluate(config(bench, tmp_path / "run2", kept_images=filter_dir), graph=graph,
+                 progress=False)
