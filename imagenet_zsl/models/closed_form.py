@@ -1,0 +1,209 @@
+"""Linear compatibility models with closed-form solutions: ESZSL, SAE, ridge in both directions.
+
+Notation: X (N, D) prepared image features, S_y (N, E) the semantic vector of each image's class,
+S (Z, E) the seen classes' semantic vectors, Y (N, Z) the label matrix.
+
+* ESZSL (Romera-Paredes & Torr, ICML 2015): V = (XᵀX + γI)⁻¹ XᵀY S (SᵀS + λI)⁻¹, Y in {-1, 1};
+  score(x, c) = x V s_c.
+* SAE (Kodirov et al., CVPR 2017): W (E, D) solves the Sylvester equation
+  S_yᵀS_y W + λ W XᵀX = (1 + λ) S_yᵀX; "v2s" compares W x with s_c, "s2v" compares x with Wᵀ s_c
+  (cosine, as in the paper).
+* ridge (visual → semantic): W = (XᵀX + αI)⁻¹ XᵀS_y; score = x W s_c.
+* ridge_s2v (semantic → visual, Shigeto et al. 2015, less hubness): p_c = x̄ + (s_c - s̄) W with
+  W = (S̃ᵀS̃ + αI)⁻¹ S̃ᵀX̃ on centred data; ranked by Euclidean distance, written as a dot product:
+  [x, 1] · [p_c, -|p_c|²/2] = -|x - p_c|²/2 + |x|²/2, whose last term is constant per image.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.linalg
+
+from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.common import (
+    FEATURE_MODES,
+    SEMANTIC_MODES,
+    FeaturePrep,
+    check_choice,
+    check_features,
+    check_positive,
+    feature_statistics,
+    l2_normalize,
+    semantic_matrix,
+)
+from imagenet_zsl.models.common import check_seen_data as _check_seen_data
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+POWERS = [10.0**p for p in range(-3, 4)]
+
+
+class _LinearSemanticModel(ZSLModel):
+    """Shared parts: feature preparation, stored semantics, image map x ↦ prep(x) @ map."""
+
+    defaults: ClassVar[dict[str, Any]] = {"features": "none", "semantic_norm": "l2"}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_choice(self.name, "features", self.params["features"], FEATURE_MODES)
+        check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
+
+    def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(raw features float32 (N, D), labels (N,), S float64 (Z, E)); fits the feature map."""
+        features, labels = _check_seen_data(self.name, data)
+        self._prep = FeaturePrep(self.params["features"]).fit(features)
+        self._semantics = semantics
+        seen = semantic_matrix(semantics, data.seen_wnids, self.params["semantic_norm"])
+        return features, labels, seen.astype(np.float64)
+
+    def _statistics(self, data: SeenData, semantics: ClassVectors):  # noqa: ANN202
+        """(XᵀX, class sums (Z, D), counts (Z,), S (Z, E)) of the prepared features."""
+        features, labels, seen = self._prepare(data, semantics)
+        gram, sums, counts = feature_statistics(self._prep, features, labels, len(seen))
+        return gram, sums, counts, seen
+
+    def _semantic(self, wnids: Sequence[str]) -> np.ndarray:
+        return semantic_matrix(self._semantics, list(wnids), self.params["semantic_norm"])
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        features = check_features(self.name, features, self._prep.dim)
+        return (self._prep(features) @ self._map).astype(np.float32)
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        return self._semantic(wnids)
+
+
+def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a⁻¹ b, or the minimum-norm least-squares solution when ``a`` is singular (zero regularisation
+    with collinear inputs)."""
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(a, b, rcond=None)[0]
+
+
+class ESZSL(_LinearSemanticModel):
+    """Embarrassingly simple ZSL: a bilinear map with a closed form (γ: features, λ: semantics)."""
+
+    name: ClassVar[str] = "eszsl"
+    defaults: ClassVar[dict[str, Any]] = {"gamma": 1.0, "lam": 1.0, "features": "standard",
+                                          "semantic_norm": "l2"}
+    grid: ClassVar[dict[str, list[Any]]] = {"gamma": POWERS, "lam": POWERS}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_positive(self.name, self.params, ["gamma", "lam"], allow_zero=True)
+
+    def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> ESZSL:
+        gram, sums, _, s = self._statistics(data, semantics)
+        xty = 2.0 * sums.T - sums.sum(axis=0)[:, None]  # XᵀY with Y = 2·onehot − 1
+        gamma, lam = float(self.params["gamma"]), float(self.params["lam"])
+        left = _solve(gram + gamma * np.eye(len(gram)), xty @ s)  # (D, E)
+        self._map = _solve(s.T @ s + lam * np.eye(s.shape[1]), left.T).T  # left (SᵀS + λI)⁻¹
+        self.fit_info_ = {}
+        return self
+
+
+class SAE(_LinearSemanticModel):
+    """Semantic autoencoder: encoder W (image → semantic) tied to its transpose as decoder."""
+
+    name: ClassVar[str] = "sae"
+    defaults: ClassVar[dict[str, Any]] = {"lam": 1.0, "direction": "v2s", "features": "l2",
+                                          "semantic_norm": "l2"}
+    grid: ClassVar[dict[str, list[Any]]] = {"lam": [10.0**p for p in range(-2, 6)]}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_positive(self.name, self.params, ["lam"])
+        check_choice(self.name, "direction", self.params["direction"], ["v2s", "s2v"])
+
+    def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> SAE:
+        gram, sums, counts, s = self._statistics(data, semantics)
+        lam = float(self.params["lam"])
+        # S_yᵀS_y = Σ_c n_c s_c s_cᵀ and S_yᵀX = Σ_c s_c (Σ_{i in c} x_i)ᵀ
+        encoder = scipy.linalg.solve_sylvester((s.T * counts) @ s, lam * gram, (1.0 + lam) * s.T @ sums)
+        self._encoder = encoder.astype(np.float32)  # (E, D)
+        self._map = encoder.T.astype(np.float32)  # image side of "v2s": x ↦ W x
+        self.fit_info_ = {}
+        return self
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        if self.params["direction"] == "s2v":
+            features = check_features(self.name, features, self._prep.dim)
+            return self._prep(features)
+        return super().embed_images(features, logits)
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        semantic = self._semantic(wnids)
+        if self.params["direction"] == "s2v":
+            return l2_normalize(semantic @ self._encoder)  # decoder Wᵀ s, cosine ranking
+        return l2_normalize(semantic)
+
+
+class Ridge(_LinearSemanticModel):
+    """Ridge regression from image features to the class's semantic vector."""
+
+    name: ClassVar[str] = "ridge"
+    defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0, "features": "standard", "semantic_norm": "l2"}
+    grid: ClassVar[dict[str, list[Any]]] = {"alpha": POWERS}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_positive(self.name, self.params, ["alpha"], allow_zero=True)
+
+    def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> Ridge:
+        gram, sums, _, s = self._statistics(data, semantics)
+        alpha = float(self.params["alpha"])
+        self._map = _solve(gram + alpha * np.eye(len(gram)), sums.T @ s).astype(np.float32)  # XᵀS_y
+        self.fit_info_ = {}
+        return self
+
+
+class RidgeS2V(_LinearSemanticModel):
+    """Ridge regression from a class's semantic vector to its images (Euclidean ranking)."""
+
+    name: ClassVar[str] = "ridge_s2v"
+    defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0, "metric": "euclidean", "features": "standard",
+                                          "semantic_norm": "l2"}
+    grid: ClassVar[dict[str, list[Any]]] = {"alpha": POWERS}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_positive(self.name, self.params, ["alpha"], allow_zero=True)
+        check_choice(self.name, "metric", self.params["metric"], ["euclidean", "dot"])
+
+    def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> RidgeS2V:
+        _, sums, counts, s = self._statistics(data, semantics)
+        n = counts.sum()
+        self._x_mean = sums.sum(axis=0) / n
+        self._s_mean = counts @ s / n
+        # centred S̃ᵀS̃ and S̃ᵀX̃ from class-level sums
+        sts = (s.T * counts) @ s - n * np.outer(self._s_mean, self._s_mean)
+        stx = s.T @ sums - n * np.outer(self._s_mean, self._x_mean)
+        alpha = float(self.params["alpha"])
+        # least squares: with alpha = 0 and fewer classes than dimensions the system is singular
+        self._decoder = np.linalg.lstsq(sts + alpha * np.eye(s.shape[1]), stx, rcond=None)[0]
+        self.fit_info_ = {}
+        return self
+
+    def visual_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        """(C, D) predicted mean prepared feature of each class."""
+        return ((self._semantic(wnids) - self._s_mean) @ self._decoder + self._x_mean).astype(np.float32)
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        features = check_features(self.name, features, self._prep.dim)
+        x = self._prep(features)
+        if self.params["metric"] == "dot":
+            return x
+        return np.hstack([x, np.ones((len(x), 1), np.float32)])
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        p = self.visual_prototypes(wnids)
+        if self.params["metric"] == "dot":
+            return p
+        return np.hstack([p, -0.5 * np.sum(p.astype(np.float64) ** 2, axis=1, keepdims=True)]).astype(
+            np.float32
+        )

@@ -1,0 +1,189 @@
+"""Small pieces every baseline shares: input checks, feature/semantic normalisation, torch set-up.
+
+Kept apart from the models so that each model module reads as its paper's equations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.models.base import SeenData
+
+if TYPE_CHECKING:
+    import torch
+
+    from imagenet_zsl.hierarchy.graph import ClassGraph
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+FEATURE_MODES = ("none", "l2", "standard")
+#: rows per block when streaming over all training images (bounds temporaries to ~100 MB at D=2048)
+BLOCK_ROWS = 16384
+SEMANTIC_MODES = ("none", "l2")
+
+
+def check_seen_data(model: str, data: SeenData) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (features float32 (N, D), labels int64 (N,)); every seen class needs an image."""
+    features = np.asarray(data.features, dtype=np.float32)
+    labels = np.asarray(data.labels, dtype=np.int64)
+    if features.ndim != 2 or labels.shape != (features.shape[0],):
+        raise UserInputError(f"{model}: features {features.shape} and labels {labels.shape} disagree")
+    if len(labels) == 0:
+        raise UserInputError(f"{model}: no training images")
+    num_seen = len(data.seen_wnids)
+    if labels.min() < 0 or labels.max() >= num_seen:
+        raise UserInputError(f"{model}: labels must index the {num_seen} seen classes")
+    empty = np.flatnonzero(np.bincount(labels, minlength=num_seen) == 0)
+    if len(empty):
+        from imagenet_zsl.errors import preview
+
+        raise UserInputError(
+            f"{model}: {len(empty)} seen classes have no training image: "
+            f"{preview(data.seen_wnids[i] for i in empty)}; drop them from seen_wnids"
+        )
+    for start in range(0, len(features), BLOCK_ROWS):  # blockwise: no (N, D) temporary
+        if not np.isfinite(features[start : start + BLOCK_ROWS]).all():
+            raise UserInputError(f"{model}: training features contain NaN or Inf")
+    if data.logits is not None and len(data.logits) != len(labels):
+        raise UserInputError(f"{model}: logits have {len(data.logits)} rows for {len(labels)} images")
+    return features, labels
+
+
+def check_features(model: str, features: np.ndarray, dim: int) -> np.ndarray:
+    features = np.asarray(features, dtype=np.float32)
+    if features.ndim != 2 or features.shape[1] != dim:
+        raise UserInputError(f"{model}: features have shape {features.shape}, model expects (N, {dim})")
+    return features
+
+
+def require_graph(model: str, graph: ClassGraph | None) -> ClassGraph:
+    if graph is None:
+        raise UserInputError(
+            f"{model}: needs the class graph (fit(..., graph=load_class_graph())); it has no "
+            "meaning on datasets without a hierarchy"
+        )
+    return graph
+
+
+def l2_normalize(matrix: np.ndarray, eps: float = 1e-12) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.maximum(norms, eps)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    logits = np.asarray(logits, dtype=np.float64)
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    probabilities = np.exp(shifted)
+    probabilities /= probabilities.sum(axis=1, keepdims=True)
+    return probabilities
+
+
+class FeaturePrep:
+    """Image-feature normalisation learnt on training images: "none", "l2" (per image) or
+    "standard" (per dimension z-score). Stored with the model so test images get the same map."""
+
+    def __init__(self, mode: str = "none"):
+        if mode not in FEATURE_MODES:
+            raise ValueError(f"feature normalisation must be one of {FEATURE_MODES}, got {mode!r}")
+        self.mode = mode
+        self.dim = 0
+        self.mean = np.zeros(0, np.float32)
+        self.scale = np.zeros(0, np.float32)
+
+    def fit(self, features: np.ndarray) -> FeaturePrep:
+        self.dim = int(features.shape[1])
+        if self.mode == "standard":
+            total = np.zeros(self.dim)
+            squares = np.zeros(self.dim)
+            for start in range(0, len(features), BLOCK_ROWS):
+                block = features[start : start + BLOCK_ROWS].astype(np.float64)
+                total += block.sum(axis=0)
+                squares += (block**2).sum(axis=0)
+            mean = total / len(features)
+            variance = np.maximum(squares / len(features) - mean**2, 0.0)
+            self.mean = mean.astype(np.float32)
+            self.scale = np.maximum(np.sqrt(variance), 1e-6).astype(np.float32)
+        return self
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        if self.mode == "l2":
+            return l2_normalize(features)
+        if self.mode == "standard":
+            return ((features - self.mean) / self.scale).astype(np.float32)
+        return np.asarray(features, dtype=np.float32)
+
+
+def feature_statistics(prep: FeaturePrep, features: np.ndarray, labels: np.ndarray,
+                       num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sufficient statistics of the prepared features, streamed in blocks with float64 sums:
+    XᵀX (D, D), per-class sums (Z, D) and per-class counts (Z,). Every closed-form model needs only
+    these, so 1.28M x 2048 training images never get a float64 copy."""
+    import scipy.sparse as sp
+
+    dim = prep.dim
+    gram = np.zeros((dim, dim))
+    sums = np.zeros((num_classes, dim))
+    for start in range(0, len(features), BLOCK_ROWS):
+        block = prep(features[start : start + BLOCK_ROWS]).astype(np.float64)
+        rows = labels[start : start + BLOCK_ROWS]
+        gram += block.T @ block
+        onehot = sp.csr_matrix((np.ones(len(rows)), (rows, np.arange(len(rows)))),
+                               shape=(num_classes, len(rows)))
+        sums += onehot @ block
+    return gram, sums, np.bincount(labels, minlength=num_classes).astype(np.float64)
+
+
+def semantic_matrix(semantics: ClassVectors, wnids: Sequence[str], mode: str) -> np.ndarray:
+    """(C, E) float32 semantic vectors of ``wnids``; "l2" normalises each row."""
+    if mode not in SEMANTIC_MODES:
+        raise ValueError(f"semantic normalisation must be one of {SEMANTIC_MODES}, got {mode!r}")
+    matrix = semantics.get(list(wnids)).astype(np.float32)
+    return l2_normalize(matrix) if mode == "l2" else matrix
+
+
+def check_choice(model: str, name: str, value: Any, choices: Sequence[Any]) -> None:
+    if value not in choices:
+        raise ValueError(f"{model}: {name} must be one of {list(choices)}, got {value!r}")
+
+
+def check_positive(model: str, params: dict[str, Any], names: Sequence[str],
+                   allow_zero: bool = False) -> None:
+    for name in names:
+        value = float(params[name])
+        if value < 0 or (value == 0 and not allow_zero):
+            raise ValueError(f"{model}: {name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+# ----------------------------------------------------------------------------- torch
+def torch_device(choice: str) -> torch.device:
+    """"auto" → the GPU when torch sees one, else the CPU."""
+    import torch
+
+    if choice == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(choice)
+
+
+@contextlib.contextmanager
+def seeded_torch(seed: int, device: torch.device) -> Iterator[None]:
+    """Seed torch's RNGs inside the block only, so a fit is reproducible without touching the
+    caller's random state."""
+    import torch
+
+    devices = [device.index or 0] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(int(seed))
+        yield
+
+
+def minibatches(n: int, batch_size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """Seeded shuffled index blocks of one epoch."""
+    order = rng.permutation(n)
+    for start in range(0, n, batch_size):
+        yield order[start : start + batch_size]

@@ -1,0 +1,74 @@
+"""ConSE (Norouzi et al., ICLR 2014): convex combination of semantic embeddings.
+
+An image is embedded as the posterior-weighted average of the word vectors of its ``T`` most
+probable seen classes,
+
+    f(x) = (1 / Z) * sum_{t <= T} p(s_t | x) * v(s_t),      Z = sum_{t <= T} p(s_t | x),
+
+and classes are ranked by cosine similarity to f(x): the prototypes are L2-normalised word
+vectors, and dividing f(x) by its norm would not change an image's ranking.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.common import (
+    SEMANTIC_MODES,
+    check_choice,
+    check_features,
+    check_seen_data,
+    semantic_matrix,
+)
+from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+
+def convex_combination(posterior: np.ndarray, seen_vectors: np.ndarray, top: int,
+                       block: int = 8192) -> np.ndarray:
+    """(N, S) posteriors, (S, E) vectors → (N, E) ConSE embeddings (ties by lower class index)."""
+    top = min(int(top), posterior.shape[1])
+    out = np.empty((len(posterior), seen_vectors.shape[1]), np.float32)
+    for start in range(0, len(posterior), block):
+        p = posterior[start : start + block]
+        order = np.argsort(-p, axis=1, kind="stable")[:, :top]
+        weights = np.take_along_axis(p, order, axis=1)
+        weights = weights / np.maximum(weights.sum(axis=1, keepdims=True), 1e-300)
+        out[start : start + block] = np.einsum("nt,nte->ne", weights, seen_vectors[order])
+    return out
+
+
+class ConSE(ZSLModel):
+    """ConSE: top-T posterior-weighted average of seen word vectors, cosine to class vectors."""
+
+    name: ClassVar[str] = "conse"
+    defaults: ClassVar[dict[str, Any]] = {"top": 10, "semantic_norm": "l2", **CLASSIFIER_DEFAULTS}
+    grid: ClassVar[dict[str, list[Any]]] = {"top": [1, 2, 5, 10, 20]}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        if int(self.params["top"]) < 1:
+            raise ValueError(f"{self.name}: top must be >= 1")
+        check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
+
+    def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> ConSE:
+        features, labels = check_seen_data(self.name, data)
+        self._semantics = semantics
+        self._seen_vectors = semantic_matrix(semantics, data.seen_wnids, self.params["semantic_norm"])
+        self._classifier = fit_seen_classifier(self.params, data, features, labels)
+        self._dim = features.shape[1]
+        self.fit_info_ = self._classifier.info()
+        return self
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        features = check_features(self.name, features, self._dim)
+        posterior = self._classifier.posterior(features, logits)
+        return convex_combination(posterior, self._seen_vectors, int(self.params["top"]))
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        return semantic_matrix(self._semantics, list(wnids), "l2")

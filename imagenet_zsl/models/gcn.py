@@ -1,0 +1,294 @@
+"""Graph convolutional models that predict a classifier for every node of the class graph.
+
+The input of each node is its (normalised) word vector — zero for nodes without one, e.g. inner
+WordNet synsets — and the regression targets are the seen-class classifier weights ([W; b], L2-
+normalised, see :mod:`imagenet_zsl.models.seen_classifier`). After training, a class's prototype is
+its predicted classifier and an image is embedded as [x, 1], so the score is the classifier's logit.
+
+* GCNZ (Wang, Ye & Gupta, CVPR 2018): a 6-layer GCN on the undirected is-a graph with the
+  symmetric normalisation D^-1/2 (A + I) D^-1/2, LeakyReLU(0.2), dropout.
+* SGCN (Kampffmeyer et al., CVPR 2019, their single-hop baseline): a 2-layer GCN with the row
+  normalisation D^-1 (A + I).
+* DGP (Kampffmeyer et al., CVPR 2019): a 2-layer GCN on the *dense* graph where every node is linked
+  to all its ancestors and descendants. Edges are grouped by hop distance k (k = 0 is the node
+  itself); each group is row-normalised and weighted by learnt attention α = softmax(a):
+  H = σ(Σ_k α^a_k A^a_k σ(Σ_k α^d_k A^d_k X Θ_d) Θ_a) — descendants first, then ancestors.
+  (DGP's second stage, fine-tuning the CNN on the predicted classifiers, needs images and is out of
+  scope here: features are fixed.)
+
+Training: Adam, full-batch, loss = ½ mean over seen classes of |ŵ_c - w_c|² with both sides
+L2-normalised, sparse matrix products in plain torch (CPU or GPU). Predicted classifiers for every
+graph node are stored with the model, so loading it never needs the graph again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.common import (
+    SEMANTIC_MODES,
+    check_choice,
+    check_features,
+    check_positive,
+    check_seen_data,
+    l2_normalize,
+    require_graph,
+    seeded_torch,
+    semantic_matrix,
+    torch_device,
+)
+from imagenet_zsl.models.seen_classifier import augment
+from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+
+# ----------------------------------------------------------------------------- graph operators
+def normalized_adjacency(adjacency: sp.spmatrix, method: str) -> sp.csr_matrix:
+    """A + I normalised: "sym" D^-1/2 (A+I) D^-1/2 (Kipf & Welling), "row" D^-1 (A+I)."""
+    a = (sp.csr_matrix(adjacency, dtype=np.float64) != 0).astype(np.float64)
+    a = (a + sp.identity(a.shape[0], format="csr")).tocsr()
+    degree = np.asarray(a.sum(axis=1)).ravel()
+    if method == "sym":
+        scale = sp.diags(1.0 / np.sqrt(degree))
+        return (scale @ a @ scale).tocsr()
+    if method == "row":
+        return (sp.diags(1.0 / degree) @ a).tocsr()
+    raise ValueError(f"unknown normalisation {method!r}")
+
+
+def row_normalize(matrix: sp.spmatrix) -> sp.csr_matrix:
+    matrix = sp.csr_matrix(matrix, dtype=np.float64)
+    degree = np.asarray(matrix.sum(axis=1)).ravel()
+    inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
+    return (sp.diags(inverse) @ matrix).tocsr()
+
+
+def ancestor_hops(graph: ClassGraph, max_hops: int = 0) -> list[sp.csr_matrix]:
+    """[H_1, H_2, ...] bool csr: H_k[i, j] iff j is an ancestor of i whose shortest upward path has
+    k edges; with ``max_hops`` > 0 the hops >= max_hops are merged into the last matrix."""
+    step = (graph.child_to_parent != 0).astype(np.int8).tocsr()
+    reached = step.copy()
+    levels = [step]
+    while True:
+        nxt = ((levels[-1] @ step) != 0).astype(np.int8).tocsr()
+        nxt = (nxt - nxt.multiply(reached)).tocsr()
+        nxt.eliminate_zeros()
+        if nxt.nnz == 0:
+            break
+        reached = (reached + nxt).tocsr()
+        levels.append(nxt)
+        if len(levels) > len(graph):  # pragma: no cover - cyclic input
+            raise ValueError("class graph has a cycle")
+    if max_hops and len(levels) > max_hops:
+        merged = levels[max_hops - 1]
+        for extra in levels[max_hops:]:
+            merged = merged + extra
+        levels = levels[: max_hops - 1] + [merged.tocsr()]
+    return [(level != 0).tocsr() for level in levels]
+
+
+def _torch_sparse(matrix: sp.spmatrix, device):  # noqa: ANN001, ANN202 - torch objects
+    import torch
+
+    coo = sp.coo_matrix(matrix, dtype=np.float32)
+    indices = torch.from_numpy(np.vstack([coo.row, coo.col]).astype(np.int64))
+    values = torch.from_numpy(coo.data.astype(np.float32))
+    return torch.sparse_coo_tensor(indices, values, coo.shape, check_invariants=False).coalesce().to(device)
+
+
+def _build_network(layer_dims: list[int], operators: list[list[Any]], attention: bool,
+                   dropout: float, negative_slope: float):  # noqa: ANN202 - torch module
+    """A stack of graph convolutions: layer i aggregates with operators[i] (one matrix, or several
+    hop groups mixed by learnt softmax attention)."""
+    import torch
+    from torch import nn
+
+    class GraphConvolution(nn.Module):
+        def __init__(self, fan_in: int, fan_out: int, groups: list[Any]):
+            super().__init__()
+            self.linear = nn.Linear(fan_in, fan_out)
+            self.groups = groups
+            self.attention = nn.Parameter(torch.zeros(len(groups))) if attention else None
+
+        def forward(self, h: torch.Tensor) -> torch.Tensor:
+            h = self.linear(nn.functional.dropout(h, dropout, self.training))
+            if self.attention is None:
+                return torch.sparse.mm(self.groups[0], h)
+            alpha = torch.softmax(self.attention, dim=0)
+            return sum(alpha[k] * torch.sparse.mm(group, h) for k, group in enumerate(self.groups))
+
+    class GraphNetwork(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layers = nn.ModuleList(
+                GraphConvolution(layer_dims[i], layer_dims[i + 1], operators[i])
+                for i in range(len(layer_dims) - 1)
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for i, layer in enumerate(self.layers):
+                x = layer(x)
+                if i < len(self.layers) - 1:
+                    x = nn.functional.leaky_relu(x, negative_slope)
+            return nn.functional.normalize(x, dim=1)
+
+    return GraphNetwork()
+
+
+# ----------------------------------------------------------------------------- models
+_GCN_DEFAULTS: dict[str, Any] = {
+    "epochs": 3000, "lr": 1e-3, "weight_decay": 5e-4, "dropout": 0.5, "negative_slope": 0.2,
+    "semantic_norm": "l2", **CLASSIFIER_DEFAULTS,
+}
+
+
+class _GraphClassifierRegression(ZSLModel):
+    """Shared training loop: word vectors of all graph nodes in, seen classifiers as targets."""
+
+    needs_graph: ClassVar[bool] = True
+    #: seen classes without a word vector still get a target (their input row is zero)
+    seen_need_vectors: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {"hidden": [2048], **_GCN_DEFAULTS}
+    grid: ClassVar[dict[str, list[Any]]] = {"weight_decay": [0.0, 5e-4, 5e-3], "dropout": [0.0, 0.5]}
+    attention: ClassVar[bool] = False
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        self.params["hidden"] = [int(h) for h in self.params["hidden"]]
+        if any(h < 1 for h in self.params["hidden"]):
+            raise ValueError(f"{self.name}: hidden layer sizes must be >= 1")
+        check_positive(self.name, self.params, ["epochs", "lr"])
+        check_positive(self.name, self.params, ["weight_decay", "negative_slope"], allow_zero=True)
+        if not 0 <= float(self.params["dropout"]) < 1:
+            raise ValueError(f"{self.name}: dropout must be in [0, 1)")
+        check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
+
+    def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
+        """One list of propagation matrices per layer."""
+        raise NotImplementedError
+
+    def _node_inputs(self, graph: ClassGraph, semantics: ClassVectors) -> tuple[np.ndarray, int]:
+        have = np.fromiter((w in semantics for w in graph.wnids), bool, count=len(graph))
+        inputs = np.zeros((len(graph), semantics.dim), np.float32)
+        if have.any():
+            wnids = [w for w, h in zip(graph.wnids, have, strict=True) if h]
+            inputs[have] = semantic_matrix(semantics, wnids, self.params["semantic_norm"])
+        return inputs, int((~have).sum())
+
+    def fit(self, data: SeenData, semantics: ClassVectors,
+            graph: ClassGraph | None = None) -> _GraphClassifierRegression:
+        import torch
+        from tqdm import tqdm
+
+        graph = require_graph(self.name, graph)
+        seen_idx = graph.indices(data.seen_wnids, "seen classes")
+        features, labels = check_seen_data(self.name, data)
+        classifier = fit_seen_classifier(self.params, data, features, labels)
+        targets = l2_normalize(classifier.weights.T)  # (S, D + 1)
+        inputs, without_vector = self._node_inputs(graph, semantics)
+        layer_dims = [inputs.shape[1], *self.params["hidden"], targets.shape[1]]
+        device = torch_device(self.params["device"])
+        operators = [[_torch_sparse(m, device) for m in group]
+                     for group in self._operators(graph, len(layer_dims) - 1)]
+        x = torch.from_numpy(inputs).to(device)
+        y = torch.from_numpy(targets).to(device)
+        seen = torch.from_numpy(seen_idx).to(device)
+        losses: list[float] = []
+        with seeded_torch(int(self.params["seed"]), device):
+            network = _build_network(layer_dims, operators, self.attention,
+                                     float(self.params["dropout"]),
+                                     float(self.params["negative_slope"])).to(device)
+            optimiser = torch.optim.Adam(network.parameters(), lr=float(self.params["lr"]),
+                                         weight_decay=float(self.params["weight_decay"]))
+            network.train()
+            for _ in tqdm(range(int(self.params["epochs"])), desc=f"{self.name} epochs",
+                          disable=None, leave=False):
+                optimiser.zero_grad()
+                output = network(x)
+                loss = 0.5 * ((output[seen] - y) ** 2).sum(dim=1).mean()
+                loss.backward()
+                optimiser.step()
+                losses.append(float(loss.detach()))
+            network.eval()
+            with torch.no_grad():
+                outputs = network(x).cpu().numpy().astype(np.float32)
+                final = float(0.5 * ((outputs[seen_idx] - targets) ** 2).sum(axis=1).mean())
+        self._dim = features.shape[1]
+        self._node_wnids = np.asarray(graph.wnids, dtype=np.str_)
+        self._node_outputs = outputs
+        self.fit_info_ = {
+            **classifier.info(), "graph": graph.source, "nodes": len(graph),
+            "nodes_without_vector": without_vector, "loss_first_epoch": losses[0] if losses else None,
+            "loss_last_epoch": losses[-1] if losses else None, "loss_eval": final,
+        }
+        if self.attention:
+            self.fit_info_["attention"] = [
+                torch.softmax(layer.attention.detach(), 0).cpu().numpy().round(4).tolist()
+                for layer in network.layers
+            ]
+        return self
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        return augment(check_features(self.name, features, self._dim))
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        index = getattr(self, "_cache_index", None)
+        if index is None:
+            index = {str(w): i for i, w in enumerate(self._node_wnids)}
+            self._cache_index = index
+        wnids = list(wnids)
+        absent = [w for w in wnids if w not in index]
+        if absent:
+            raise UserInputError(
+                f"{self.name}: {len(absent)} classes are not nodes of the graph it was trained on: "
+                f"{preview(absent)}"
+            )
+        return self._node_outputs[[index[w] for w in wnids]]
+
+
+class GCNZ(_GraphClassifierRegression):
+    """GCNZ: 6-layer GCN on the is-a graph regressing the seen classifiers (Wang et al. 2018)."""
+
+    name: ClassVar[str] = "gcnz"
+    defaults: ClassVar[dict[str, Any]] = {"hidden": [2048, 2048, 1024, 1024, 512], **_GCN_DEFAULTS}
+
+    def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
+        return [[normalized_adjacency(graph.adjacency, "sym")]] * layers
+
+
+class SGCN(_GraphClassifierRegression):
+    """SGCN: 2-layer GCN with row-normalised is-a adjacency (Kampffmeyer et al. 2019)."""
+
+    name: ClassVar[str] = "sgcn"
+
+    def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
+        return [[normalized_adjacency(graph.adjacency, "row")]] * layers
+
+
+class DGP(_GraphClassifierRegression):
+    """DGP: dense ancestor/descendant propagation with hop-distance attention (Kampffmeyer 2019)."""
+
+    name: ClassVar[str] = "dgp"
+    attention: ClassVar[bool] = True
+    defaults: ClassVar[dict[str, Any]] = {"hidden": [2048], "max_hops": 0, **_GCN_DEFAULTS}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        if len(self.params["hidden"]) != 1:
+            raise ValueError(f"{self.name}: DGP has two layers: give one hidden size")
+        if int(self.params["max_hops"]) < 0:
+            raise ValueError(f"{self.name}: max_hops must be >= 0 (0: no limit)")
+
+    def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
+        identity = sp.identity(len(graph), format="csr")
+        ancestors = ancestor_hops(graph, int(self.params["max_hops"]))
+        from_ancestors = [identity] + [row_normalize(h) for h in ancestors]
+        from_descendants = [identity] + [row_normalize(h.T) for h in ancestors]
+        return [from_descendants, from_ancestors]

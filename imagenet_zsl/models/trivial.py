@@ -1,0 +1,129 @@
+"""The trivial baseline of Hascoet et al. (2019, §5): structure alone, no semantics.
+
+Each class is represented by the local (one-hot) code of its nearest training class(es) in the
+class graph — uniform over ties — and images by the seen-class posterior, so an image of an
+unseen class scores ``mean_{s in nearest(c)} p(s | x)``. On splits whose test classes sit one hop
+from a training class this already scores far above chance; it falls toward chance as test classes
+move away from the training classes. A benchmark where a real model does not beat it measures
+graph structure, not zero-shot transfer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse import csgraph
+
+from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.common import check_features, check_seen_data, require_graph
+from imagenet_zsl.models.seen_classifier import SeenClassifier
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+#: the seen-class classifier's hyper-parameters, shared by every model that needs one
+CLASSIFIER_DEFAULTS: dict[str, Any] = {
+    "classifier": "auto", "classifier_reg": 1e-4, "classifier_iter": 200,
+    "device": "cpu", "seed": 0,
+}
+
+
+def fit_seen_classifier(params: dict[str, Any], data: SeenData, features: np.ndarray,
+                        labels: np.ndarray) -> SeenClassifier:
+    return SeenClassifier(
+        source=params["classifier"], reg=float(params["classifier_reg"]),
+        max_iter=int(params["classifier_iter"]), device=params["device"], seed=int(params["seed"]),
+    ).fit(data, features, labels)
+
+
+def nearest_seen_sets(graph: ClassGraph, seen: Sequence[str]) -> tuple[sp.csr_matrix, np.ndarray]:
+    """(n_nodes, S) bool csr: [v, s] iff seen class s is among the nearest seen classes of node v;
+    and (n_nodes,) the distance to them (inf: no seen class reachable).
+
+    One multi-source BFS gives every node's distance d(v) to its nearest seen class; then, layer by
+    layer, nearest(v) = union of nearest(u) over neighbours u with d(u) = d(v) - 1 (every shortest
+    path to a nearest seen class leaves v through such a neighbour, and every such u's nearest
+    classes are at distance d(v) from v). Exact, and O(BFS layers) sparse products instead of one
+    BFS per seen class.
+    """
+    seen_idx = graph.indices(seen, "seen classes")
+    n, num_seen = len(graph), len(seen_idx)
+    dist = graph.distances_from(seen)
+    adjacency = graph.adjacency.astype(np.float32).tocsr()
+    layer_rows = [seen_idx]
+    blocks = [sp.csr_matrix((np.ones(num_seen, np.float32), (np.arange(num_seen), np.arange(num_seen))),
+                            shape=(num_seen, num_seen))]
+    # a seen class listed twice is its own nearest class under both positions
+    finite = dist[np.isfinite(dist)]
+    for level in range(1, int(finite.max()) + 1 if finite.size else 1):
+        rows = np.flatnonzero(dist == level)
+        if rows.size == 0:
+            continue
+        step = adjacency[rows][:, layer_rows[-1]]
+        block = (step @ blocks[-1]).tocsr()
+        block.data[:] = 1.0
+        layer_rows.append(rows)
+        blocks.append(block)
+    order = np.concatenate(layer_rows)
+    stacked = sp.vstack(blocks).tocsr()
+    position = np.full(n, -1, np.int64)
+    position[order] = np.arange(len(order))
+    reached = position >= 0
+    sets = sp.csr_matrix((n, num_seen), dtype=np.float32)
+    if reached.any():
+        permute = sp.csr_matrix((np.ones(reached.sum(), np.float32),
+                                 (np.flatnonzero(reached), position[reached])), shape=(n, len(order)))
+        sets = (permute @ stacked).tocsr()
+    return sets.astype(bool), dist
+
+
+def nearest_seen_matrix(graph: ClassGraph, seen: Sequence[str], wnids: Sequence[str]) -> np.ndarray:
+    """(len(wnids), len(seen)) float32: row c is uniform over the seen classes nearest to c in the
+    undirected is-a graph (hop distance); a class that reaches no seen class gets the uniform row."""
+    wanted = graph.indices(wnids)
+    sets, dist = nearest_seen_sets(graph, seen)
+    codes = sets[wanted].toarray().astype(np.float32)
+    codes[~np.isfinite(dist[wanted])] = 1.0
+    return codes / codes.sum(axis=1, keepdims=True)
+
+
+def nearest_seen_matrix_bfs(graph: ClassGraph, seen: Sequence[str], wnids: Sequence[str]) -> np.ndarray:
+    """Reference for :func:`nearest_seen_matrix`: full BFS distances from every seen class."""
+    seen_idx = graph.indices(seen, "seen classes")
+    wanted = graph.indices(wnids)
+    dist = csgraph.shortest_path(graph.adjacency, directed=False, unweighted=True, indices=seen_idx)
+    dist = dist[:, wanted].T
+    nearest = dist == dist.min(axis=1, keepdims=True)
+    return (nearest / nearest.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+class Trivial(ZSLModel):
+    """Hascoet et al.'s structural baseline: one-hot code of the nearest training class(es)."""
+
+    name: ClassVar[str] = "trivial"
+    defaults: ClassVar[dict[str, Any]] = dict(CLASSIFIER_DEFAULTS)
+    grid: ClassVar[dict[str, list[Any]]] = {}
+    needs_graph: ClassVar[bool] = True
+    needs_semantics: ClassVar[bool] = False
+    seen_need_vectors: ClassVar[bool] = False
+
+    def fit(self, data: SeenData, semantics: ClassVectors | None = None,
+            graph: ClassGraph | None = None) -> Trivial:
+        graph = require_graph(self.name, graph)
+        graph.indices(data.seen_wnids, "seen classes")
+        features, labels = check_seen_data(self.name, data)
+        self._classifier = fit_seen_classifier(self.params, data, features, labels)
+        self._dim = features.shape[1]
+        self._seen_wnids = list(data.seen_wnids)
+        self._graph = graph
+        self.fit_info_ = self._classifier.info()
+        return self
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        features = check_features(self.name, features, self._dim)
+        return self._classifier.posterior(features, logits).astype(np.float32)
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        return nearest_seen_matrix(self._graph, self._seen_wnids, list(wnids))

@@ -1,0 +1,90 @@
+"""GCNZ, SGCN and DGP: propagation matrices by hand, shapes, gradients, transfer on a hierarchy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.models.gcn import _build_network, _torch_sparse, ancestor_hops, normalized_adjacency
+from imagenet_zsl.models.registry import create
+from tests.models.problems import Problem, accuracy
+from tests.toy import TOY_EDGES
+
+FAST = {"epochs": 300, "lr": 0.003, "dropout": 0.0, "weight_decay": 0.0, "classifier": "softmax"}
+
+
+def test_normalised_adjacency_by_hand():
+    graph = ClassGraph.from_edges([("p", "a"), ("p", "b")])  # star: p has degree 2 (+1 self loop)
+    row = normalized_adjacency(graph.adjacency, "row").toarray()
+    p, a, b = (graph.index[w] for w in "pab")
+    assert row[p, p] == pytest.approx(1 / 3) and row[p, a] == pytest.approx(1 / 3)
+    assert row[a, a] == pytest.approx(1 / 2) and row[a, p] == pytest.approx(1 / 2) and row[a, b] == 0
+    sym = normalized_adjacency(graph.adjacency, "sym").toarray()
+    assert sym[p, a] == pytest.approx(1 / np.sqrt(3 * 2)) and sym[a, a] == pytest.approx(1 / 2)
+    np.testing.assert_allclose(sym, sym.T)
+
+
+def test_ancestor_hops_group_ancestors_by_shortest_upward_distance():
+    graph = ClassGraph.from_edges(TOY_EDGES)
+    hops = ancestor_hops(graph)
+    def at(k: int, node: str) -> set[str]:
+        return {graph.wnids[j] for j in hops[k - 1][graph.index[node]].indices}
+    assert at(1, "m") == {"a2", "b1"}
+    assert at(2, "m") == {"A", "B"}
+    assert at(3, "m") == {"root"}
+    assert at(1, "a31") == {"a3"} and at(3, "a31") == {"root"}
+    assert len(hops) == 3
+    merged = ancestor_hops(graph, max_hops=2)
+    assert len(merged) == 2
+    assert {graph.wnids[j] for j in merged[1][graph.index["m"]].indices} == {"A", "B", "root"}
+
+
+@pytest.mark.parametrize("attention", [False, True])
+def test_every_parameter_receives_a_gradient(attention):
+    graph = ClassGraph.from_edges(TOY_EDGES)
+    groups = [[_torch_sparse(normalized_adjacency(graph.adjacency, "row"), "cpu")]]
+    if attention:
+        groups = [[_torch_sparse(normalized_adjacency(graph.adjacency, "row"), "cpu"),
+                   _torch_sparse(np.eye(len(graph)), "cpu")]]
+    torch.manual_seed(0)
+    network = _build_network([5, 7, 3], groups * 2, attention, dropout=0.0, negative_slope=0.2)
+    output = network(torch.randn(len(graph), 5))
+    assert output.shape == (len(graph), 3)
+    np.testing.assert_allclose(output.norm(dim=1).detach().numpy(), 1.0, rtol=1e-5)
+    output[:4, 0].sum().backward()
+    for name, parameter in network.named_parameters():
+        assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("name,hidden", [("sgcn", [32]), ("dgp", [32]), ("gcnz", [32, 32, 16, 16, 16])])
+def test_gcn_models_transfer_on_a_simulated_hierarchy(name, hidden):
+    problem = Problem(groups=6, leaves=5)  # 6 unseen classes, one per group: chance 1/6
+    data = problem.seen_data()
+    model = create(name, hidden=hidden, **FAST).fit(data, problem.semantics, problem.graph)
+    prototypes = model.class_prototypes(problem.unseen + problem.seen)
+    assert prototypes.shape == (len(problem.leaves), data.features.shape[1] + 1)
+    np.testing.assert_allclose(np.linalg.norm(prototypes, axis=1), 1.0, rtol=1e-5)
+    assert model.embed_images(data.features[:3]).shape == (3, data.features.shape[1] + 1)
+    assert model.fit_info_["loss_last_epoch"] < 0.5 * model.fit_info_["loss_first_epoch"]
+    features, labels = problem.draw(problem.unseen)
+    assert accuracy(model, features, labels, problem.unseen) > 2 / 6
+    if name == "dgp":
+        for weights in model.fit_info_["attention"]:
+            assert sum(weights) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_gcn_is_deterministic_for_a_seed_and_rejects_unknown_classes(problem):
+    data = problem.seen_data()
+    params = {"hidden": [8], "epochs": 5, "dropout": 0.5, "classifier": "softmax", "seed": 3}
+    first = create("sgcn", **params).fit(data, problem.semantics, problem.graph)
+    second = create("sgcn", **params).fit(data, problem.semantics, problem.graph)
+    np.testing.assert_array_equal(first._node_outputs, second._node_outputs)
+    other = create("sgcn", **{**params, "seed": 4}).fit(data, problem.semantics, problem.graph)
+    assert not np.array_equal(first._node_outputs, other._node_outputs)
+    with pytest.raises(UserInputError, match="not nodes"):
+        first.class_prototypes(["nowhere"])
+    with pytest.raises(UserInputError, match="class graph"):
+        create("sgcn", **params).fit(data, problem.semantics, None)

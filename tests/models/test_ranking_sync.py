@@ -1,0 +1,66 @@
+"""DeViSE, ALE and SYNC: their losses by hand, and transfer on a generated problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from imagenet_zsl.models.registry import create
+from imagenet_zsl.models.sync import phantom_weights
+from tests.models.problems import accuracy
+
+
+def test_devise_and_ale_losses_by_hand():
+    scores = torch.tensor([[1.0, 0.5, 0.95, -2.0], [0.0, 3.0, 2.0, 1.5]])
+    labels = torch.tensor([0, 2])
+    # DeViSE, margin 0.1. image 0 (true score 1.0): max(0, 0.1 + s_j - 1.0) = [-, 0, 0.05, 0];
+    # image 1 (true score 2.0): [0, 1.1, -, 0]
+    devise = create("devise", margin=0.1)
+    assert float(devise._loss(scores, labels)) == pytest.approx((0.05 + 1.1) / 2)
+    ale = create("ale", margin=0.6)
+    # ALE, margin 0.6. image 0: [-, 0.1, 0.55, 0] sum 0.65, r = 2, weight β_2 / 2 = 1.5 / 2;
+    # image 1: [0, 1.6, -, 0.1] sum 1.7, r = 2
+    expected = (0.65 * 0.75 + 1.7 * 0.75) / 2
+    assert float(ale._loss(scores, labels)) == pytest.approx(expected, rel=1e-5)
+    # one violation only: β_1 / 1 = 1, so ALE equals the plain hinge sum
+    assert float(ale._loss(torch.tensor([[1.0, 0.9, -5.0]]), torch.tensor([0]))) == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("name", ["devise", "ale"])
+def test_ranking_models_transfer(problem, name):
+    model = create(name, epochs=30, lr=0.01, batch_size=32).fit(problem.seen_data(), problem.semantics)
+    assert model.fit_info_["loss_last_epoch"] < model.fit_info_["loss_first_epoch"]
+    features, labels = problem.draw(problem.unseen)
+    assert accuracy(model, features, labels, problem.unseen) >= 0.6  # chance: 1/3
+
+
+def test_ranking_models_are_deterministic_for_a_seed(problem):
+    data = problem.seen_data()
+    first = create("ale", epochs=2, seed=5).fit(data, problem.semantics)
+    second = create("ale", epochs=2, seed=5).fit(data, problem.semantics)
+    np.testing.assert_array_equal(first._map, second._map)
+
+
+def test_phantom_weights_are_a_softmax_of_negative_squared_distances():
+    semantic = np.array([[0.0, 0.0], [1.0, 0.0]])
+    phantoms = np.array([[0.0, 0.0], [0.0, 2.0]])
+    weights = phantom_weights(semantic, phantoms, bandwidth=2.0)
+    # row 0: distances² [0, 4] → softmax([0, -2]); row 1: [1, 5] → softmax([-0.5, -2.5])
+    np.testing.assert_allclose(weights[0], np.exp([0, -2]) / np.exp([0, -2]).sum())
+    np.testing.assert_allclose(weights[1], np.exp([-0.5, -2.5]) / np.exp([-0.5, -2.5]).sum())
+
+
+def test_sync_synthesises_classifiers_from_phantoms(problem):
+    data = problem.seen_data()
+    model = create("sync", lam=1e-4, sigma=0.5).fit(data, problem.semantics)
+    # a class's classifier is its phantom mixture times the phantom classifiers
+    unseen = problem.semantics.get(problem.unseen)
+    unit = unseen / np.linalg.norm(unseen, axis=1, keepdims=True)
+    mixing = phantom_weights(unit, model._phantoms, model._bandwidth)
+    np.testing.assert_allclose(model.class_prototypes(problem.unseen), mixing @ model._phantom_classifiers,
+                               rtol=1e-5)
+    features, labels = problem.draw(problem.seen)
+    assert accuracy(model, features, labels, problem.seen) > 0.9  # fits the seen classes
+    features, labels = problem.draw(problem.unseen)
+    assert accuracy(model, features, labels, problem.unseen) >= 0.6  # chance: 1/3

@@ -1,0 +1,74 @@
+"""The registry: every model by name, saved and loaded bit-for-bit, reproducible bytes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import sha256_file
+from imagenet_zsl.models.registry import MODELS, create, load_model, save_model
+
+QUICK = {
+    "sgcn": {"hidden": [8], "epochs": 3}, "dgp": {"hidden": [8], "epochs": 3},
+    "gcnz": {"hidden": [8, 8, 8, 8, 8], "epochs": 3}, "devise": {"epochs": 2}, "ale": {"epochs": 2},
+    "sync": {"max_iter": 5}, "dap": {"max_iter": 5}, "iap": {"max_iter": 5},
+}
+
+
+def test_registry_lists_every_baseline():
+    expected = {"trivial", "conse", "devise", "eszsl", "sae", "ale", "sync", "ridge", "ridge_s2v",
+                "gcnz", "sgcn", "dgp", "dap", "iap"}
+    assert expected <= set(MODELS)
+    for name, cls in MODELS.items():
+        assert cls.name == name
+        create(name)  # defaults are valid
+
+
+def test_unknown_models_and_parameters_are_user_errors():
+    with pytest.raises(UserInputError, match="unknown model 'nope'"):
+        create("nope")
+    with pytest.raises(UserInputError, match="unknown hyper-parameters"):
+        create("conse", topp=3)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_every_model_round_trips_through_a_directory(problem, tmp_path, name):
+    data = problem.seen_data(logits=name in ("trivial", "conse"))
+    model = create(name, **QUICK.get(name, {})).fit(data, problem.semantics, problem.graph)
+    saved = save_model(model, tmp_path / name)
+    manifest = json.loads((saved / "manifest.json").read_text())
+    assert manifest["model"] == name and manifest["params"] == json.loads(json.dumps(model.params))
+    assert {r["path"] for r in manifest["files"]} == {"config.json", "state.json", "weights.npz"}
+    loaded = load_model(saved)
+    assert type(loaded) is type(model) and loaded.params == model.params
+    features, _ = problem.draw(problem.unseen + problem.seen[:2], images=3)
+    logits = problem.bayes_logits(features) if data.logits is not None else None
+    wnids = problem.unseen + problem.seen
+    expected = model.embed_images(features, logits) @ model.class_prototypes(wnids).T
+    np.testing.assert_array_equal(loaded.embed_images(features, logits) @ loaded.class_prototypes(wnids).T,
+                                  expected)
+
+
+def test_same_fit_gives_the_same_bytes_and_tampering_is_detected(problem, tmp_path):
+    data = problem.seen_data()
+    for target in ("a", "b"):
+        save_model(create("eszsl").fit(data, problem.semantics), tmp_path / target)
+    for name in ("config.json", "state.json", "weights.npz", "manifest.json"):
+        assert sha256_file(tmp_path / "a" / name) == sha256_file(tmp_path / "b" / name), name
+    with open(tmp_path / "a" / "weights.npz", "r+b") as handle:
+        handle.seek(-20, 2)
+        handle.write(b"x" * 8)
+    with pytest.raises(UserInputError, match="weights.npz"):
+        load_model(tmp_path / "a")
+    with pytest.raises(UserInputError, match="no model manifest"):
+        load_model(tmp_path / "missing")
+
+
+def test_trivial_model_keeps_its_graph_for_unseen_classes_after_loading(problem, tmp_path):
+    model = create("trivial", classifier="softmax").fit(problem.seen_data(), None, problem.graph)
+    loaded = load_model(save_model(model, tmp_path / "trivial"))
+    np.testing.assert_array_equal(loaded.class_prototypes(["g0c3", "root"]),
+                                  model.class_prototypes(["g0c3", "root"]))

@@ -1,0 +1,63 @@
+"""Hyper-parameter selection on class-disjoint validation classes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.models.registry import select_hyperparameters
+from imagenet_zsl.models.selection import (
+    grid_points,
+    holdout_images,
+    search_hyperparameters,
+    split_seen_classes,
+)
+from tests.models.problems import Problem
+
+
+def test_validation_classes_are_disjoint_seeded_and_never_empty():
+    fit, val = split_seen_classes(1000, 0.2, seed=0)
+    assert len(val) == 200 and len(fit) == 800
+    assert not set(fit) & set(val) and set(fit) | set(val) == set(range(1000))
+    np.testing.assert_array_equal(val, split_seen_classes(1000, 0.2, seed=0)[1])
+    assert not np.array_equal(val, split_seen_classes(1000, 0.2, seed=1)[1])
+    fit, val = split_seen_classes(3, 0.01, seed=0)
+    assert len(val) == 1 and len(fit) == 2
+    with pytest.raises(UserInputError):
+        split_seen_classes(2, 0.5, seed=0)
+
+
+def test_holdout_takes_a_share_of_every_class():
+    labels = np.repeat([0, 1, 2], [10, 5, 1])
+    mask = holdout_images(labels, 0.2, seed=0)
+    assert [int(mask[labels == c].sum()) for c in range(3)] == [2, 1, 0]
+
+
+def test_grid_points_cover_the_product_in_a_stable_order():
+    assert grid_points({"b": [1, 2], "a": ["x"]}) == [{"a": "x", "b": 1}, {"a": "x", "b": 2}]
+    with pytest.raises(UserInputError, match="non-empty list"):
+        grid_points({"a": []})
+
+
+def test_selection_finds_the_planted_good_value_and_only_looks_at_seen_classes():
+    problem = Problem(groups=4, leaves=6)
+    data = problem.seen_data()
+    # an absurd regulariser maps every image to ~0: ties everywhere, the worst possible hit@1
+    result = search_hyperparameters("ridge", {"alpha": [1e9, 1.0]}, data, problem.semantics,
+                                    val_fraction=0.3, seed=0)
+    assert result.best_params["alpha"] == 1.0
+    assert result.rows[0]["score"] < result.rows[1]["score"]
+    assert set(result.val_wnids) <= set(problem.seen) and not set(result.val_wnids) & set(result.fit_wnids)
+    assert select_hyperparameters("ridge", {"alpha": [1e9, 1.0]}, data, problem.semantics,
+                                  val_fraction=0.3, seed=0) == {"alpha": 1.0}
+
+
+def test_gzsl_selection_reports_harmonic_mean_and_calibration():
+    problem = Problem(groups=4, leaves=6)
+    result = search_hyperparameters("eszsl", {"gamma": [1.0], "lam": [1.0]}, problem.seen_data(),
+                                    problem.semantics, val_fraction=0.3, seed=0, mode="gzsl",
+                                    base_params={"features": "none"})
+    assert result.mode == "gzsl" and result.gamma is not None
+    assert 0 < result.best_score <= 1 and result.best_params == {"gamma": 1.0, "lam": 1.0, "features": "none"}
+    assert result.rows[0]["gamma"] == result.gamma

@@ -1,0 +1,81 @@
+"""``imagenet-zsl train`` and ``imagenet-zsl models`` end to end on a small feature directory."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.cli import main
+from imagenet_zsl.features.shards import write_manifest, write_shard
+from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+from tests.models.problems import Problem
+
+
+@pytest.fixture()
+def workspace(tmp_path):
+    problem = Problem(groups=4, leaves=6)
+    features, labels = problem.draw(problem.seen)
+    feature_dir = tmp_path / "features"
+    feature_dir.mkdir()
+    ids = [f"{problem.seen[c]}/{i}" for i, c in enumerate(labels)]
+    half = len(labels) // 2
+    shards = [write_shard(feature_dir, "r000-s000000", features[:half], labels[:half], ids[:half]),
+              write_shard(feature_dir, "r000-s000001", features[half:], labels[half:], ids[half:])]
+    write_manifest(feature_dir, {"classes": problem.seen, "dim": features.shape[1], "shards": shards})
+    # one seen class lacks a vector: it must be reported, not silently kept or zero-filled
+    keep = [w for w in problem.wnids if w != problem.seen[0]]
+    ClassVectors(keep, problem.semantics.get(keep), missing=[problem.seen[0]], source="test").save(
+        tmp_path / "vectors.npz")
+    return problem, tmp_path
+
+
+def test_train_with_selection_writes_a_loadable_model(workspace, capsys):
+    problem, root = workspace
+    config = root / "eszsl.yaml"
+    config.write_text(
+        "model: eszsl\nparams: {features: standard}\n"
+        f"semantics: {root / 'vectors.npz'}\n"
+        "select: {grid: {gamma: [0.1, 10.0], lam: [1.0]}, val_fraction: 0.25, seed: 0}\n"
+    )
+    code = main(["train", "--config", str(config), "--features", str(root / "features"),
+                 "--out", str(root / "model"), "--set", "semantic_norm=l2"])
+    assert code == 0
+    assert "saved eszsl" in capsys.readouterr().out
+    manifest = json.loads((root / "model" / "manifest.json").read_text())
+    assert manifest["inputs"]["seen_classes_without_vector"] == [problem.seen[0]]
+    assert manifest["inputs"]["seen_classes"] == len(problem.seen) - 1
+    selection = manifest["selection"]
+    assert len(selection["grid"]) == 2 and problem.seen[0] not in selection["val_classes"]
+    assert manifest["params"]["gamma"] == selection["best_params"]["gamma"]
+    model = load_model(root / "model")
+    features, labels = problem.draw(problem.unseen)
+    scores = model.embed_images(features) @ model.class_prototypes(problem.unseen).T
+    assert np.mean(scores.argmax(axis=1) == labels) > 0.5  # chance: 1/4
+
+
+def test_bad_configs_exit_with_one_clear_line(workspace, capsys):
+    _, root = workspace
+    config = root / "bad.yaml"
+    config.write_text("model: eszsl\nparms: {}\n")
+    assert main(["train", "--config", str(config), "--features", str(root / "features"),
+                 "--out", str(root / "m")]) == 2
+    assert "unknown keys parms" in capsys.readouterr().err
+    config.write_text("model: eszsl\nparams: {gamma: -3}\n")
+    assert main(["train", "--config", str(config), "--features", str(root / "features"),
+                 "--out", str(root / "m")]) == 2
+    assert "gamma must be >= 0" in capsys.readouterr().err
+    assert not (root / "m").exists()
+
+
+def test_models_command_lists_names_and_hyperparameters(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name in ("trivial", "conse", "eszsl", "sgcn", "dgp", "gcnz"):
+        assert f"\n{name} " in "\n" + out
+    assert "gamma=1.0" in out and "grid:" in out
+    assert main(["models", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["conse"]["defaults"]["top"] == 10
