@@ -30,7 +30,18 @@ wordnet: $(STAMP)
 	@$(BIN)/python -c "from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns as l; n=l(); print(f'WordNet 3.0 ready: {len(n.wnids):,} noun synsets')"
 
 demo: install
-	$(BIN)/imagenet-zsl splits build configs/default.yaml --out $(OUT)/splits
+	@echo "== 1/5 ImageNet-21K splits on the real WordNet graph (configs/default.yaml)"
+	$(BIN)/imagenet-zsl splits build configs/default.yaml --out $(OUT)/splits --no-progress
+	@echo "== 2/5 label curation: GloVe class vectors, rare words, primary meanings"
+	$(BIN)/imagenet-zsl labels build configs/labels.yaml --out $(OUT)/labels
+	$(BIN)/imagenet-zsl labels sense cairn
+	@echo "== 3/5 Hascoet-style benchmark with curated labels (configs/hascoet.yaml)"
+	$(BIN)/imagenet-zsl splits build configs/hascoet.yaml --out $(OUT)/splits-hascoet --no-progress
+	@echo "== 4/5 baselines on SIMULATED features over the real graph"
+	$(BIN)/python tools/demo_models.py --splits-dir $(OUT)/splits --out $(OUT)/demo-models
+	@echo "== 5/5 GBU protocol on generated features with the real xlsa17 class structure"
+	$(BIN)/imagenet-zsl attributes demo --out $(OUT)/attributes-demo
+	@echo "demo outputs are in $(OUT)/ (split files, reports, plots, manifests)"
 
 test: install
 	$(BIN)/pytest -q

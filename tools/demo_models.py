@@ -31,7 +31,7 @@ from imagenet_zsl.errors import UserInputError  # noqa: E402
 MODELS = ("trivial", "conse", "eszsl", "sgcn")
 SPLITS = ("hop1", "benchmark")
 #: a CPU-sized schedule for the demo (the YAML keeps the paper's 3000 epochs x 2048 units)
-DEMO_OVERRIDES = {"sgcn": {"epochs": 100, "hidden": [64], "lr": 0.01, "dropout": 0.0, "device": "cpu"}}
+DEMO_OVERRIDES = {"sgcn": {"epochs": 300, "hidden": [256], "lr": 0.01, "dropout": 0.0, "device": "cpu"}}
 
 
 def split_images(test_dir: Path, classes: list[str]):  # noqa: ANN201 - (FeatureBlock, labels)
