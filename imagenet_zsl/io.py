@@ -40,19 +40,26 @@ def _temp_sibling(path: Path) -> Path:
     return Path(tmp)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` via a temp file in the same directory and a rename."""
-    path = Path(path)
+@contextlib.contextmanager
+def _atomic_file(path: Path) -> Iterator:
+    """Binary handle on a temp file beside ``path``; renamed over ``path`` only on success."""
     tmp = _temp_sibling(path)
     try:
         with open(tmp, "wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` via a temp file in the same directory and a rename."""
+    path = Path(path)
+    with _atomic_file(path) as handle:
+        handle.write(data)
     return path
 
 
@@ -86,16 +93,8 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
 def atomic_save_npy(path: str | os.PathLike, array: np.ndarray) -> Path:
     """np.save through a temp file + rename (never a truncated .npy on interrupt)."""
     path = Path(path)
-    tmp = _temp_sibling(path)
-    try:
-        with open(tmp, "wb") as handle:
-            np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with _atomic_file(path) as handle:
+        np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
     return path
 
 

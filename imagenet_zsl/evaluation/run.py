@@ -147,6 +147,31 @@ def class_lookup(fd: FeatureDir, wnids: Sequence[str], where: str) -> np.ndarray
     return lookup
 
 
+def representable_classes(source: QuerySource, wnids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split seen classes into those the model/prototype file can represent and those it cannot.
+
+    The GZSL label space is defined by the training set, but a semantic model cannot score a seen
+    class that has no word vector (it was also left out of its training). Such classes leave the
+    seen label space with their images, and the run reports them; the zero-shot split itself is
+    never changed (a test class without a prototype is an error).
+    """
+    try:
+        source.prototypes(wnids)
+        return list(wnids), []
+    except UserInputError:
+        pass
+    kept, excluded = [], []
+    for wnid in wnids:
+        try:
+            source.prototypes([wnid])
+            kept.append(wnid)
+        except UserInputError:
+            excluded.append(wnid)
+    if not kept:
+        raise UserInputError("no seen class has a prototype; check the model's class semantics")
+    return kept, excluded
+
+
 def present_classes(fd: FeatureDir) -> list[str]:
     """Classes of a feature directory that have at least one image (label-space order)."""
     counts = np.bincount(fd.labels(), minlength=len(fd.classes))
@@ -446,6 +471,17 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None,
         source = ModelDirectory(cfg.model, l2=cfg.l2_normalize)
     graph_obj = load_graph(graph if graph is not None else cfg.graph)
 
+    excluded_seen: list[str] = []
+    if cfg.gzsl:
+        seen_wnids, excluded_seen = representable_classes(source, seen_wnids)
+        if excluded_seen:
+            log.warning("%d seen classes have no prototype (e.g. no word vector) and are left out "
+                        "of the GZSL label space with their images: %s", len(excluded_seen),
+                        preview(excluded_seen))
+            seen_lookup = class_lookup(seen_fd, seen_wnids, "seen classes")
+            if val_seen_fd is not None:
+                val_seen_lookup = class_lookup(val_seen_fd, seen_wnids, "seen classes (validation)")
+
     spaces = {"unseen": TopKSearcher(source.prototypes(test_wnids), m, use_gpu=cfg.use_gpu)}
     if cfg.gzsl:
         spaces["seen"] = TopKSearcher(source.prototypes(seen_wnids), m, use_gpu=cfg.use_gpu)
@@ -518,6 +554,7 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None,
         gzsl = M.gzsl_metrics(gz, ks)
         gzsl["images"] = {"unseen": int(len(test.labels)), "seen": int(len(seen.labels))}
         gzsl["classes"] = {"unseen": n_test, "seen": n_seen}
+        gzsl["seen_classes_without_prototypes"] = excluded_seen
         if val is not None:
             gz_val = build_gzsl(val, val_seen, len(val_wnids), n_seen, "val_unseen")
             gamma, val_h = M.choose_gamma(gz_val, k=1, per_class=True)

@@ -158,22 +158,12 @@ def resolve_classes(specs: list[str], base_dir: Path | None = None) -> list[str]
 
 def resolve_class_vectors(spec: str):  # noqa: ANN201 - ClassVectors (lazy import)
     """Class semantics by name (the semantics stage's word-vector sets) or an npz path."""
-    import importlib
-
     from imagenet_zsl.semantics.class_vectors import ClassVectors
+    from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
 
     if str(spec).endswith(".npz") or Path(str(spec)).is_file():
         return ClassVectors.load(spec)
-    for module_name in ("imagenet_zsl.semantics.vectors", "imagenet_zsl.semantics.lemma_vectors"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if err.name != module_name:
-                raise
-            continue
-        if hasattr(module, "load_class_vectors"):
-            return module.load_class_vectors(spec)
-    raise UserInputError(f"semantics {spec!r}: no class-vector loader available; give an npz path")
+    return load_class_vectors(spec)
 
 
 # ----------------------------------------------------------------------------- class means

@@ -54,12 +54,7 @@ MODEL_MODULES = (
 def _discover() -> dict[str, type[ZSLModel]]:
     models: dict[str, type[ZSLModel]] = {}
     for module_name in MODEL_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if err.name != module_name:
-                raise
-            continue
+        module = importlib.import_module(module_name)
         for value in vars(module).values():
             if (isinstance(value, type) and issubclass(value, ZSLModel) and value.name
                     and value.__module__ == module.__name__):

@@ -27,7 +27,7 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 
 PoolFilter = Callable[..., list[str]]
 POOL_FILTERS: dict[str, PoolFilter] = {}
-#: modules whose import registers more filters (kept optional so the core works alone)
+#: modules whose import registers more filters (label curation, image quality)
 FILTER_MODULES = ("imagenet_zsl.semantics.pool_filters", "imagenet_zsl.images.pool_filters")
 
 
@@ -65,11 +65,7 @@ class PoolStep:
 
 def _load_filter_modules() -> None:
     for module in FILTER_MODULES:
-        try:
-            importlib.import_module(module)
-        except ModuleNotFoundError as err:
-            if err.name != module:
-                raise
+        importlib.import_module(module)
 
 
 def available_filters() -> list[str]:
