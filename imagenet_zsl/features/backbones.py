@@ -278,3 +278,29 @@ def build_backbone(name: str, weights: str | None = None, seed: int = 0) -> tupl
         _apply_state_dict(target, state, weights_path, name)
     net.eval()
     return net, info
+
+
+def last_block(net) -> Any:
+    """The backbone's last stage, the part ``images filter --finetune-last-block`` trains.
+
+    ResNets (torchvision): ``layer4``; the builtin test net: its last conv + BN + ReLU; timm
+    models: ``layer4``, ``stages[-1]``, ``blocks[-1]`` or ``layers[-1]``, whichever exists. The
+    returned module shares its parameters with ``net`` (setting ``requires_grad`` on it works).
+    """
+    from torch import nn
+
+    model = net.model
+    if net.kind == "builtin":
+        modules = list(model)
+        last_conv = max(i for i, m in enumerate(modules) if isinstance(m, nn.Conv2d))
+        return model[last_conv : last_conv + 3]  # conv, BN, ReLU: a view sharing the modules
+    if isinstance(getattr(model, "layer4", None), nn.Module):
+        return model.layer4
+    for name in ("stages", "blocks", "layers"):
+        stages = getattr(model, name, None)
+        if isinstance(stages, nn.Sequential | nn.ModuleList) and len(stages):
+            return stages[-1]
+    raise UserInputError(
+        f"--backbone {net.spec.name}: cannot tell which block is the last one (no layer4, stages, "
+        "blocks or layers); --finetune-last-block supports ResNets and timm models with stages"
+    )

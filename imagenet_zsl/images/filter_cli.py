@@ -10,13 +10,6 @@ import argparse
 
 from imagenet_zsl.errors import UserInputError
 
-FINETUNE_UNAVAILABLE = (
-    "--finetune-last-block fine-tunes the backbone's last block from the images themselves: it "
-    "needs a CUDA GPU, the image store (--images DIR) and the backbone's pretrained weights, and "
-    "is not available in this version; run without it to train a softmax layer on the extracted "
-    "features (the default)"
-)
-
 
 def register_filter(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Add the ``filter`` command to the ``images`` group's sub-parsers."""
@@ -54,19 +47,54 @@ def register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argument
                         help="ridge: penalty relative to the mean feature variance")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--finetune-last-block", action="store_true",
-                        help="fine-tune the backbone's last block from images (needs a GPU and "
-                             "--images; not available in this version)")
-    parser.add_argument("--images", metavar="DIR", default=None,
-                        help="image store, for --finetune-last-block")
+    tune = parser.add_argument_group(
+        "fine-tuning (--finetune-last-block)",
+        "Judge images by fine-tuning the backbone's last block (ResNet layer4) plus a new head over "
+        "the classes on the images themselves, per (seed, fold), instead of a classifier on the "
+        "features. Images are read from --images and preprocessed as at extraction; uses a CUDA GPU "
+        "(bf16) when present, runs (slowly) on CPU. The head learns at --finetune-lr, the block at "
+        "a tenth of it; BatchNorm statistics stay frozen.",
+    )
+    tune.add_argument("--finetune-last-block", action="store_true",
+                      help="fine-tune the backbone's last block from the images (needs --images)")
+    tune.add_argument("--images", metavar="STORE", default=None,
+                      help="the image store the features were extracted from (tars, class "
+                           "folders or val folder)")
+    tune.add_argument("--backbone", default=None,
+                      help="backbone to fine-tune; None: the one the features' manifest records")
+    tune.add_argument("--weights", default=None, metavar="PATH|random",
+                      help="its weights; None: as the features' manifest records")
+    tune.add_argument("--finetune-epochs", type=int, default=3, help="passes over the training folds")
+    tune.add_argument("--finetune-batch-size", type=int, default=64, help="images per step")
+    tune.add_argument("--finetune-lr", type=float, default=1e-3, help="AdamW learning rate of the head")
+    tune.add_argument("--workers", type=int, default=None,
+                      help="image decoding processes; None: 0 on CPU, 8 on CUDA")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run_filter_command)
     return parser
 
 
 def run_filter_command(args: argparse.Namespace) -> int:
+    finetune = None
     if args.finetune_last_block:
-        raise UserInputError(FINETUNE_UNAVAILABLE)
+        if args.images is None:
+            raise UserInputError(
+                "--finetune-last-block needs --images STORE: the image store the features were "
+                "extracted from (it trains on the images themselves)"
+            )
+        from imagenet_zsl.images.finetune import FinetuneParams
+
+        finetune = FinetuneParams(
+            images=args.images, backbone=args.backbone, weights=args.weights,
+            epochs=args.finetune_epochs, batch_size=args.finetune_batch_size, lr=args.finetune_lr,
+            workers=args.workers,
+        ).validate()
+    else:
+        given = [flag for flag, value in (("--images", args.images), ("--backbone", args.backbone),
+                                          ("--weights", args.weights)) if value is not None]
+        if given:
+            raise UserInputError(f"{', '.join(given)}: only used with --finetune-last-block; add it "
+                                 "or drop them")
     if args.threads is not None:
         if args.threads < 1:
             raise UserInputError(f"--threads must be at least 1 (got {args.threads})")
@@ -82,7 +110,8 @@ def run_filter_command(args: argparse.Namespace) -> int:
         min_class_accuracy=args.min_class_accuracy, min_images=args.min_images,
         device=args.device,
     )
-    summary = filter_feature_dir(args.features, args.out, params, progress=not args.no_progress)
+    summary = filter_feature_dir(args.features, args.out, params, progress=not args.no_progress,
+                                 finetune=finetune)
     print(
         f"kept {summary['images_after']}/{summary['images_before']} images and "
         f"{summary['classes_after']}/{summary['classes_before']} classes "

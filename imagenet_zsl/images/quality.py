@@ -15,6 +15,9 @@ k folds, S seeds):
    softmax layer on frozen features (``SoftmaxProbe``: mini-batch AdamW, float32 batches cast
    from the float16 store on the fly); ``--classifier ridge`` is a closed-form least-squares
    alternative that needs one pass over the data for all folds (much cheaper on CPU at scale).
+   ``--finetune-last-block --images STORE`` instead fine-tunes the backbone's last block plus a
+   new head on the images themselves for every (seed, fold) (:mod:`imagenet_zsl.images.finetune`;
+   GPU with bf16 autocast when present, correct but slow on CPU); same folds, outputs and resume.
 4. An image is kept when it is judged and correct under every seed; a class is kept when its
    held-out accuracy reaches ``min_class_accuracy`` and at least ``min_images`` images survive.
    Classes with fewer images than folds cannot be cross-fitted with stratified folds: they are
@@ -35,7 +38,7 @@ import io
 import logging
 import math
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +59,8 @@ from imagenet_zsl.io import (
 
 if TYPE_CHECKING:  # torch is imported lazily so that `imagenet-zsl --help` and pool filters stay fast
     import torch
+
+    from imagenet_zsl.images.finetune import FinetuneParams
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +150,8 @@ class LoadedFeatures:
     ids: np.ndarray
     classes: list[str]
     manifest_record: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)  # the feature directory's manifest
+    path: Path | None = None
 
     @property
     def dim(self) -> int:
@@ -262,7 +269,8 @@ def load_features(path: str | Path, progress: bool = False) -> LoadedFeatures:
             f"{preview(unique[counts > 1][:4].tolist(), 4)}); each image must be extracted once"
         )
     record = file_record(directory / MANIFEST_NAME)
-    return LoadedFeatures(features, labels, all_ids, list(fdir.classes), record)
+    return LoadedFeatures(features, labels, all_ids, list(fdir.classes), record,
+                          dict(fdir.manifest), directory)
 
 
 # --------------------------------------------------------------------------------------------
@@ -557,16 +565,22 @@ class CrossFitFilter:
     - ``predicted_`` (S, N) int32: held-out prediction, -1 where not judged
     - ``judged_`` (N,) bool, ``correct_`` (S, N) bool
     - ``keep_`` (N,) bool: judged and correct under every seed (the image-level decision)
+
+    ``fold_trainer`` replaces the feature classifier: ``fold_trainer(train_rows (n,), test_rows
+    (m,), seed) -> predictions (m,) int32`` (e.g. :class:`~imagenet_zsl.images.finetune.
+    LastBlockFinetuner`, which trains on the images); describe it in ``cache_key`` for resume.
     """
 
     def __init__(
         self, params: FilterParams | None = None, *, work_dir: Path | None = None,
         cache_key: dict[str, Any] | None = None, progress: bool = False,
+        fold_trainer: Callable[[np.ndarray, np.ndarray, int], np.ndarray] | None = None,
     ):
         self.params = (params or FilterParams()).validate()
         self.work_dir = work_dir
         self.cache_key = cache_key or {}
         self.progress = progress
+        self.fold_trainer = fold_trainer
 
     def fit(self, features: np.ndarray, labels: np.ndarray, num_classes: int) -> CrossFitFilter:
         import torch
@@ -587,7 +601,8 @@ class CrossFitFilter:
                 f"only {trainable} classes have at least --folds {params.folds} images; the "
                 "filter needs two or more: lower --folds or add images"
             )
-        _warn_if_slow(params, device, len(labels), features.shape[1], num_classes)
+        if self.fold_trainer is None:
+            _warn_if_slow(params, device, len(labels), features.shape[1], num_classes)
         store = torch.from_numpy(np.ascontiguousarray(features))
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
@@ -602,7 +617,8 @@ class CrossFitFilter:
         seeds = [params.seed + s for s in range(params.seeds)]
         self.folds_ = np.stack([stratified_folds(labels, num_classes, params.folds, s) for s in seeds])
         self.predicted_ = np.full(self.folds_.shape, -1, dtype=np.int32)
-        jobs = tqdm(total=len(seeds) * params.folds, desc=f"cross-fit {params.classifier}",
+        name = params.classifier if self.fold_trainer is None else "fine-tune"
+        jobs = tqdm(total=len(seeds) * params.folds, desc=f"cross-fit {name}",
                     unit="fold", disable=not self.progress)
         with _deterministic_torch():
             for s_index, seed in enumerate(seeds):
@@ -610,10 +626,10 @@ class CrossFitFilter:
                 held_out = [np.flatnonzero(fold == f) for f in range(params.folds)]
                 cached = [cache.get(seed, f, len(held_out[f])) for f in range(params.folds)]
                 todo = [f for f in range(params.folds) if cached[f] is None]
-                prepared = None
-                if todo and params.classifier == "softmax":
+                prepared = None  # a fold_trainer reads what it needs itself
+                if todo and self.fold_trainer is None and params.classifier == "softmax":
                     prepared = _fold_moments(store, fold, params.folds)
-                elif todo:
+                elif todo and self.fold_trainer is None:
                     prepared = _ridge_stats(store, labels, fold, params.folds, num_classes, device)
                 for f in range(params.folds):
                     predictions = cached[f]
@@ -632,8 +648,12 @@ class CrossFitFilter:
     def _fit_one(self, store, labels_t, fold, f, num_classes, prepared, device, seed) -> np.ndarray:
         import torch
 
+        fold_seed = int(np.random.SeedSequence([seed, f]).generate_state(1)[0])
+        if self.fold_trainer is not None:
+            train = np.flatnonzero((fold >= 0) & (fold != f))
+            predictions = self.fold_trainer(train, np.flatnonzero(fold == f), fold_seed)
+            return np.asarray(predictions, dtype=np.int32)
         if self.params.classifier == "softmax":
-            fold_seed = int(np.random.SeedSequence([seed, f]).generate_state(1)[0])
             return _train_softmax_fold(store, labels_t, fold, f, num_classes, prepared,
                                        self.params, device, fold_seed, progress=self.progress)
         weight, offset = _ridge_fold_model(prepared, f, self.params.ridge_alpha)
@@ -762,7 +782,7 @@ def _plot_histogram(path: Path, accuracies: np.ndarray, threshold: float) -> Non
 
 def _report_text(
     summary: dict[str, Any], outcomes: list[dict[str, Any]], params: FilterParams,
-    features_dir: str, plot_name: str,
+    features_dir: str, plot_name: str, classifier: str | None = None,
 ) -> str:
     from tabulate import tabulate
 
@@ -779,7 +799,7 @@ def _report_text(
         "",
         f"Features: `{features_dir}` ({summary['images_before']} images, "
         f"{summary['classes_before']} classes, {summary['dim']}-d). Classifier: "
-        f"{params.classifier}, cross-fitted over {params.folds} stratified folds x "
+        f"{classifier or params.classifier}, cross-fitted over {params.folds} stratified folds x "
         f"{params.seeds} seed(s) from seed {params.seed}; an image is kept when every model "
         "that never saw it classifies it correctly.",
         "",
@@ -837,10 +857,12 @@ def _check_output_dir(out: Path, features_dir: Path) -> None:
 
 def filter_feature_dir(
     features_dir: str | Path, out_dir: str | Path, params: FilterParams | None = None,
-    *, progress: bool = False,
+    *, progress: bool = False, finetune: FinetuneParams | None = None,
 ) -> dict[str, Any]:
     """Run the filter on a feature directory and write its output directory; return the summary.
 
+    ``finetune``: judge images by fine-tuning the backbone's last block on the image store
+    instead of a classifier on the features (:mod:`imagenet_zsl.images.finetune`).
     Nothing is written on bad input; the output directory appears in one rename on success.
     """
     params = (params or FilterParams()).validate()
@@ -848,10 +870,16 @@ def filter_feature_dir(
     _check_output_dir(out, features_dir)
     data = load_features(features_dir, progress=progress)
     work_dir = out.parent / f".{out.name}.work"
+    cache_key: dict[str, Any] = {"features_manifest_sha256": data.manifest_record["sha256"],
+                                 "images": len(data.labels)}
+    trainer = None
+    if finetune is not None:
+        from imagenet_zsl.images.finetune import LastBlockFinetuner
+
+        trainer = LastBlockFinetuner(data, finetune, resolve_device(params.device), progress=progress)
+        cache_key["finetune"] = trainer.describe()
     crossfit = CrossFitFilter(
-        params, work_dir=work_dir, progress=progress,
-        cache_key={"features_manifest_sha256": data.manifest_record["sha256"],
-                   "images": len(data.labels)},
+        params, work_dir=work_dir, progress=progress, cache_key=cache_key, fold_trainer=trainer,
     ).fit(data.features, data.labels, len(data.classes))
     outcomes = class_outcomes(data.labels, data.classes, crossfit, params)
     class_kept = np.array([o["kept"] for o in outcomes], dtype=bool)
@@ -886,15 +914,21 @@ def filter_feature_dir(
                                if o["heldout_accuracy"] is not None])
         _plot_histogram(tmp / plot_name, accuracies, params.min_class_accuracy)
         (tmp / "report.md").write_text(
-            _report_text(summary, outcomes, params, str(features_dir), plot_name)
+            _report_text(summary, outcomes, params, str(features_dir), plot_name,
+                         None if trainer is None else f"fine-tuned last block of {trainer.backbone}")
         )
         outputs = [file_record(tmp / name, root=tmp) for name in
                    ("kept.csv", "classes.csv", "rejected.csv", "report.md", plot_name)]
+        inputs = {"features": str(features_dir),
+                  "features_manifest_sha256": data.manifest_record["sha256"]}
+        parameters = {**asdict(params), "device": crossfit.device_.type}
+        if trainer is not None:
+            inputs["images"] = str(finetune.images)
+            parameters.update(classifier="finetune-last-block", finetune=trainer.describe())
         atomic_write_json(tmp / MANIFEST_NAME, {
             "format": OUTPUT_FORMAT,
-            "inputs": {"features": str(features_dir),
-                       "features_manifest_sha256": data.manifest_record["sha256"]},
-            "parameters": {**asdict(params), "device": crossfit.device_.type},
+            "inputs": inputs,
+            "parameters": parameters,
             "summary": summary,
             "outputs": outputs,
             "versions": software_versions(),

@@ -11,8 +11,10 @@ by pseudo-counts that follow WordNet's sense order::
 
     p_wordnet(i) = (n_i + prior_strength * o_i) / (N + prior_strength),   o_i ∝ order_decay ** rank_i
 
-With many SemCor tags the counts decide; with none (most ImageNet words) only the weak order prior
-is left (sense 1 is ``1/order_decay`` = 2× as likely as sense 2 by default).
+With many SemCor tags the counts decide; with few, the order prior weighs in (sense 1 is
+``1/order_decay`` = 2× as likely as sense 2 by default). WordNet orders senses by SemCor
+frequency only where they were tagged, so a word with no tag at all (most ImageNet words) gets a
+flat prior: there the embedding alone decides.
 
 Embedding evidence ``p_embedding(i) = softmax_i(cos(v_word, c_i) / temperature)``: ``v_word`` is
 the word's vector (lemma rules of ``lemma_vectors``) and ``c_i`` the sense's context, the sum of
@@ -26,12 +28,12 @@ corpus sense, so the most similar context marks the primary meaning *in the embe
 
 Decision: ``posterior(i) ∝ p_wordnet(i) · p_embedding(i)``; the primary meaning is the argmax and
 ``primary_confidence`` of a (word, class) pair is the class's posterior. Without SemCor counts
-the embedding overrules WordNet's order as soon as its likelihood ratio beats the prior's (by
-default: a cosine gap above ``temperature · ln 2``); with strong counts it needs a much larger
-gap. Words without a vector fall back to WordNet evidence alone. The temperature (0.16 for GloVe 6B
-50-d) is the maximum-likelihood fit of ``tools/bench_labels.py --calibrate`` on the 1,848 words
-whose SemCor counts name a clear most-frequent sense (not on ImageNet labels); there the embedding
-alone finds that sense for 55% of words (chance 31%). Refit it for other vector sets.
+the embedding decides; with a few counts it overrules WordNet as soon as its likelihood ratio
+beats the prior's; with strong counts it needs a much larger cosine gap. Words without a vector
+fall back to WordNet evidence alone. The temperature (0.16 for GloVe 6B 50-d) is the
+maximum-likelihood fit of ``tools/bench_labels.py --calibrate`` on the 1,848 words whose SemCor
+counts name a clear most-frequent sense (not on ImageNet labels); there the embedding alone finds
+that sense for 55% of words (chance 31%). Refit it for other vector sets.
 """
 
 from __future__ import annotations
@@ -210,10 +212,14 @@ class PrimarySenseModel:
 
     def _wordnet_prior(self, frame: pd.DataFrame, starts: np.ndarray) -> np.ndarray:
         sizes = np.diff(np.r_[starts, len(frame)])
-        decay = self.params["order_decay"] ** (frame["sense_rank"].to_numpy() - 1.0)
-        order = decay / np.repeat(np.add.reduceat(decay, starts), sizes)
         counts = frame["semcor_count"].to_numpy(dtype=np.float64)
         total = np.repeat(np.add.reduceat(counts, starts), sizes)
+        # WordNet orders senses by SemCor frequency only where they were tagged; the order of
+        # untagged senses carries no frequency information, so a word without any tag gets a
+        # flat prior and the embedding decides alone.
+        decay = np.where(total > 0,
+                         self.params["order_decay"] ** (frame["sense_rank"].to_numpy() - 1.0), 1.0)
+        order = decay / np.repeat(np.add.reduceat(decay, starts), sizes)
         beta = self.params["prior_strength"]
         return (counts + beta * order) / (total + beta)
 

@@ -120,7 +120,7 @@ def select_max_ratio(
     train: Sequence[str],
     size: int,
     seed: int = 0,
-    shortlist_factors: Sequence[float] = (1.5, 2, 3),
+    shortlist_factors: Sequence[float] = (1.6, 1.7, 1.8, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4, 2.5),
     max_passes: int = 4,
     horizon: int = 10,
     branch_of: Mapping[str, str] | None = None,

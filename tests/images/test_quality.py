@@ -425,6 +425,6 @@ def test_cli_filters_a_feature_directory(small_dir, tmp_path, capsys):
 def test_cli_finetune_option_says_what_it_needs(small_dir, tmp_path):
     args = parser().parse_args(["filter", "--features", str(small_dir), "--out",
                                 str(tmp_path / "out"), "--finetune-last-block"])
-    with pytest.raises(UserInputError, match="needs a CUDA GPU, the image store"):
+    with pytest.raises(UserInputError, match="needs --images STORE"):
         args.func(args)
     assert not (tmp_path / "out").exists()

@@ -52,10 +52,11 @@ def test_one_primary_per_word_and_posteriors_sum_to_one(evidence):
 
 
 def test_wordnet_prior_by_hand(evidence):
-    """(n_i + prior_strength * o_i) / (N + prior_strength), o ∝ 0.5 ** rank, prior_strength 1."""
+    """(n_i + prior_strength * o_i) / (N + prior_strength), o ∝ 0.5 ** rank, prior_strength 1;
+    a word without any SemCor tag gets a flat prior (the order of untagged senses is arbitrary)."""
     cairn = evidence[evidence["word"] == "cairn"]
     assert cairn["semcor_count"].tolist() == [0, 0]
-    np.testing.assert_allclose(cairn["p_wordnet"], [2 / 3, 1 / 3])
+    np.testing.assert_allclose(cairn["p_wordnet"], [1 / 2, 1 / 2])
     tiger = evidence[evidence["word"] == "tiger"]  # SemCor: 1 tag each
     assert tiger["semcor_count"].tolist() == [1, 1]
     np.testing.assert_allclose(tiger["p_wordnet"], [(1 + 2 / 3) / 3, (1 + 1 / 3) / 3])

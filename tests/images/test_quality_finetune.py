@@ -1,0 +1,211 @@
+"""`images filter --finetune-last-block`: fine-tune the last block on the images, cross-fitted.
+
+Store: 4 classes x 10 JPEGs (tree layout), each class a solid, clearly distinct colour plus noise,
+so the tiny random-initialised test backbone learns them in a few steps. One image of class 0's
+colour is planted in class 1's folder (a mislabelled image): the filter must reject it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.backbones import build_backbone, last_block
+from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+from imagenet_zsl.images import filter_cli
+from imagenet_zsl.images.finetune import FinetuneParams
+from imagenet_zsl.images.quality import FilterParams, filter_feature_dir
+
+CLASSES = ["n01440764", "n01443537", "n01484850", "n01491361"]
+COLOURS = [(220, 30, 30), (30, 200, 40), (40, 50, 220), (230, 220, 40)]
+PER_CLASS = 10
+PLANTED = f"{CLASSES[1]}/planted_from_{CLASSES[0]}.JPEG"
+FAST = {"epochs": 10, "batch_size": 8, "lr": 0.1}  # tiny random net: small features, high lr
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def colour_jpeg(rng: np.random.Generator, colour: tuple[int, int, int]) -> bytes:
+    pixels = np.clip(np.array(colour)[None, None, :] + rng.integers(-20, 21, (40, 40, 3)), 0, 255)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels.astype(np.uint8)).save(buffer, "JPEG", quality=90)
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> dict[str, Path]:
+    """A colour store with one planted image, and its features extracted with tiny-test."""
+    root = tmp_path_factory.mktemp("finetune")
+    store = root / "store"
+    rng = np.random.default_rng(0)
+    for wnid, colour in zip(CLASSES, COLOURS, strict=True):
+        (store / wnid).mkdir(parents=True)
+        for k in range(PER_CLASS):
+            (store / wnid / f"{wnid}_{k}.JPEG").write_bytes(colour_jpeg(rng, colour))
+    (store / PLANTED).write_bytes(colour_jpeg(rng, COLOURS[0]))
+    classes = root / "classes.txt"
+    classes.write_text("".join(f"{w}\n" for w in CLASSES))
+    features = root / "features"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("IMAGENET_ZSL_CACHE", str(root / "index-cache"))
+    run_extraction(ExtractConfig(
+        store=str(store), classes_file=str(classes), backbone="tiny-test", out=str(features),
+        weights="random", batch_size=8, shard_size=16, workers=0, device="cpu", progress=False,
+        resize=40, crop=32,
+    ))
+    mp.undo()
+    return {"store": store, "features": features, "root": root}
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def run(dataset, out: Path, seed: int = 0, **finetune) -> dict:
+    params = FinetuneParams(images=str(dataset["store"]), **{**FAST, **finetune})
+    return filter_feature_dir(dataset["features"], out, FilterParams(folds=5, seed=seed, device="cpu"),
+                              finetune=params)
+
+
+def test_last_block_of_the_test_backbone_and_resnet():
+    net, _ = build_backbone("tiny-test", "random")
+    block = last_block(net)
+    assert isinstance(block[0], torch.nn.Conv2d) and block[0].out_channels == 32
+    assert block[0] is [m for m in net.model if isinstance(m, torch.nn.Conv2d)][-1]
+    resnet, _ = build_backbone("resnet18", "random")
+    assert last_block(resnet) is resnet.model.layer4
+
+
+def test_finetune_rejects_the_planted_image_and_judges_every_image_out_of_fold(dataset, tmp_path):
+    calls = []
+    from imagenet_zsl.images import finetune as module
+
+    original = module.LastBlockFinetuner.__call__
+
+    def spy(self, train_rows, test_rows, seed):
+        calls.append((set(train_rows.tolist()), set(test_rows.tolist())))
+        return original(self, train_rows, test_rows, seed)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(module.LastBlockFinetuner, "__call__", spy)
+    try:
+        summary = run(dataset, tmp_path / "out")
+    finally:
+        mp.undo()
+    n = len(CLASSES) * PER_CLASS + 1
+    assert len(calls) == 5
+    judged = [row for _, test in calls for row in test]
+    assert sorted(judged) == list(range(n))  # every image judged exactly once
+    assert all(not (train & test) for train, test in calls)  # never by a model that saw it
+    rejected = read_csv(tmp_path / "out" / "rejected.csv")
+    assert [r["image_id"] for r in rejected] == [PLANTED]
+    assert rejected[0]["predicted_wnid"] == CLASSES[0]
+    kept = {r["image_id"] for r in read_csv(tmp_path / "out" / "kept.csv")}
+    assert len(kept) == n - 1 and PLANTED not in kept
+    assert summary["images_after"] == n - 1
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["parameters"]["classifier"] == "finetune-last-block"
+    assert manifest["parameters"]["finetune"]["backbone"] == "tiny-test"
+    assert manifest["parameters"]["finetune"]["weights"]["source"] == "random"
+    assert "fine-tuned last block of tiny-test" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_same_seed_same_bytes_and_resume(dataset, tmp_path):
+    run(dataset, tmp_path / "a", epochs=2)
+    run(dataset, tmp_path / "b", epochs=2)
+    for name in ("kept.csv", "rejected.csv", "classes.csv", "manifest.json", "report.md"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    # resume: per-fold results of an interrupted run are reused (same key), not retrained
+    from imagenet_zsl.images import finetune as module
+
+    work = tmp_path / ".c.work"
+    mp = pytest.MonkeyPatch()
+    original = module.LastBlockFinetuner.__call__
+    calls = []
+
+    def fail_after_two(self, train_rows, test_rows, seed):
+        calls.append(seed)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return original(self, train_rows, test_rows, seed)
+
+    mp.setattr(module.LastBlockFinetuner, "__call__", fail_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        run(dataset, tmp_path / "c", epochs=2)
+    mp.undo()
+    assert len(list(work.glob("seed0-fold*.npy"))) == 2 and not (tmp_path / "c").exists()
+    calls.clear()
+    mp.setattr(module.LastBlockFinetuner, "__call__",
+               lambda self, *a: (calls.append(a[2]), original(self, *a))[1])
+    run(dataset, tmp_path / "c", epochs=2)
+    mp.undo()
+    assert len(calls) == 3
+    assert (tmp_path / "c" / "kept.csv").read_bytes() == (tmp_path / "a" / "kept.csv").read_bytes()
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="imagenet-zsl images")
+    filter_cli.register_filter(top.add_subparsers(dest="cmd"))
+    return top
+
+
+def test_cli_runs_the_finetune_path(dataset, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = parser().parse_args([
+        "filter", "--features", str(dataset["features"]), "--out", str(out), "--device", "cpu",
+        "--finetune-last-block", "--images", str(dataset["store"]), "--backbone", "tiny-test",
+        "--weights", "random", "--finetune-epochs", "1", "--finetune-batch-size", "16",
+        "--no-progress", "--threads", "1",
+    ])
+    assert args.func(args) == 0
+    assert "images and" in capsys.readouterr().out
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["inputs"]["images"] == str(dataset["store"])
+    assert manifest["parameters"]["finetune"]["epochs"] == 1
+
+
+def cli_error(dataset, tmp_path, *extra: str) -> str:
+    args = parser().parse_args(["filter", "--features", str(dataset["features"]), "--out",
+                                str(tmp_path / "out"), "--device", "cpu", *extra])
+    with pytest.raises(UserInputError) as caught:
+        args.func(args)
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".out.work").exists()
+    message = str(caught.value)
+    assert "\n" not in message
+    return message
+
+
+def test_bad_input_gives_one_clear_line(dataset, tmp_path):
+    assert "needs --images STORE" in cli_error(dataset, tmp_path, "--finetune-last-block")
+    assert "only used with --finetune-last-block" in cli_error(
+        dataset, tmp_path, "--images", str(dataset["store"]))
+    assert "--backbone 'nope' is unknown" in cli_error(
+        dataset, tmp_path, "--finetune-last-block", "--images", str(dataset["store"]),
+        "--backbone", "nope")
+    assert "image store not found" in cli_error(
+        dataset, tmp_path, "--finetune-last-block", "--images", str(tmp_path / "nowhere"))
+    # a store that lacks some of the features' images (here: the planted one)
+    partial = tmp_path / "partial"
+    for wnid in CLASSES:
+        (partial / wnid).mkdir(parents=True)
+        for image in (dataset["store"] / wnid).glob(f"{wnid}_*.JPEG"):
+            (partial / wnid / image.name).write_bytes(image.read_bytes())
+    message = cli_error(dataset, tmp_path, "--finetune-last-block", "--images", str(partial))
+    assert "1 of the 41 images of the features are not in this store" in message
+    assert PLANTED in message
