@@ -32,17 +32,6 @@ NUM_CLASSES, PER_CLASS, DIM = 20, 60, 32
 FAST = {"min_steps": 150}  # enough AdamW steps for these small, well separated problems
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Tiny problems: one thread avoids OpenMP stalls on a busy shared CI machine."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def wnid(c: int) -> str:
     return f"n{10_000_000 + c:08d}"
 

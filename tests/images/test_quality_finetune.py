@@ -32,14 +32,6 @@ PLANTED = f"{CLASSES[1]}/planted_from_{CLASSES[0]}.JPEG"
 FAST = {"epochs": 10, "batch_size": 8, "lr": 0.1}  # tiny random net: small features, high lr
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def colour_jpeg(rng: np.random.Generator, colour: tuple[int, int, int]) -> bytes:
     pixels = np.clip(np.array(colour)[None, None, :] + rng.integers(-20, 21, (40, 40, 3)), 0, 255)
     buffer = io.BytesIO()
