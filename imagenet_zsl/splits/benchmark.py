@@ -14,10 +14,12 @@ Optimiser (seeded, deterministic):
    optimising (conservative); the reported R is always recomputed exactly on the whole graph.
 3. greedy construction: repeatedly add the allowed class with the largest gain in sum of ratios,
    all candidates scored at once from D and the members' nearest-member distances.
-4. swap local search: for members in order of increasing ratio, find the best replacement among
-   all allowed candidates (one vectorised evaluation per member, using each node's nearest and
-   second-nearest member so that removing a member is O(1) per node); accept improving swaps
-   until a full pass finds none or ``max_passes`` is reached.
+4. local search: (a) single swaps: for members in order of increasing ratio, the best
+   replacement among all allowed candidates (one vectorised evaluation per member, using each
+   node's nearest and second-nearest member so that removing a member is O(1) per node);
+   (b) pair moves: two of the weakest members out, the best close pair of candidates in (this
+   seeds a new cluster, which no single swap can). Improving moves are accepted until a full
+   pass finds none or ``max_passes`` is reached.
 If no shortlist can hold N consistent classes, the whole pool is used.
 """
 
@@ -120,7 +122,7 @@ def select_max_ratio(
     train: Sequence[str],
     size: int,
     seed: int = 0,
-    shortlist_factors: Sequence[float] = (1.6, 1.7, 1.8, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4, 2.5),
+    shortlist_factors: Sequence[float] = (2.0, 2.5, 3.0),
     max_passes: int = 4,
     horizon: int = 10,
     branch_of: Mapping[str, str] | None = None,
@@ -285,6 +287,68 @@ def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, pr
                 total = state.ratios().sum()
                 swaps += 1
                 improved = True
+        # pair move: two weak members out, a close pair of candidates in (seeds a new cluster,
+        # which no single swap can do)
+        while True:
+            move = _best_pair_move(state, dist, numer, rel, in_set, conflicts, counts, caps,
+                                   branch_id, total)
+            if move is None:
+                break
+            (x1, x2), (y1, y2) = move
+            remove(x1)
+            remove(x2)
+            state.refresh()
+            add(y1)
+            add(y2)
+            total = state.ratios().sum()
+            swaps += 1
+            improved = True
         if not improved:
             break
     return [chosen[i] for i in state.members], greedy_ratio, swaps, passes
+
+
+def _best_pair_move(state, dist, numer, rel, in_set, conflicts, counts, caps, branch_id, total,
+                    weakest: int = 4, pair_radius: int = 4, top_pairs: int = 256):
+    """The best improving (remove two of the ``weakest`` members, add a close candidate pair)."""
+    members = np.asarray(state.members, dtype=np.int64)
+    weak = members[np.argsort(state.ratios(), kind="stable")[:weakest]]
+    best_total, best_move = total + 1e-9, None
+    for i in range(len(weak)):
+        for j in range(i + 1, len(weak)):
+            x1, x2 = int(weak[i]), int(weak[j])
+            others = members[(members != x1) & (members != x2)]
+            b_others = (dist[:, others].min(axis=1).astype(np.int16) if len(others)
+                        else np.full(len(numer), FAR, dtype=np.int16))
+            free = (conflicts - rel[x1] - rel[x2] == 0) & ~in_set
+            removed = np.zeros(len(caps), dtype=np.int64)
+            np.add.at(removed, branch_id[[x1, x2]], 1)
+            room = caps - counts + removed  # free slots per branch after the removal
+            free &= room[branch_id] >= 1
+            cand = np.flatnonzero(free)
+            if len(cand) < 2:
+                continue
+            sub = dist[np.ix_(cand, cand)]
+            y1, y2 = np.nonzero(np.triu(sub <= pair_radius, k=1))
+            y1, y2 = cand[y1], cand[y2]
+            ok = ~rel[y1, y2]
+            same = branch_id[y1] == branch_id[y2]
+            ok &= ~same | (room[branch_id[y1]] >= 2)
+            y1, y2 = y1[ok], y2[ok]
+            if len(y1) == 0:
+                continue
+            d12 = dist[y1, y2].astype(np.int16)
+            # only the most promising pairs: their own ratios bound what they can add
+            potential = (numer[y1] + numer[y2]) * INVERSE[d12]
+            if len(potential) > top_pairs:
+                keep = np.argsort(-potential, kind="stable")[:top_pairs]
+                y1, y2, d12 = y1[keep], y2[keep], d12[keep]
+            new_b = np.minimum(b_others[others][:, None],
+                               np.minimum(dist[np.ix_(others, y1)], dist[np.ix_(others, y2)]))
+            totals = (numer[others] @ INVERSE[new_b]
+                      + numer[y1] * INVERSE[np.minimum(b_others[y1], d12)]
+                      + numer[y2] * INVERSE[np.minimum(b_others[y2], d12)])
+            k = int(np.argmax(totals))
+            if totals[k] > best_total:
+                best_total, best_move = totals[k], ((x1, x2), (int(y1[k]), int(y2[k])))
+    return best_move

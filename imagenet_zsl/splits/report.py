@@ -87,7 +87,8 @@ def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, An
             "",
             f"Optimiser: pool {d['pool_size']:,} classes, {d['dropped_related_to_train']:,} dropped as "
             f"ancestors/descendants of training classes; greedy R {d['greedy_ratio']:.3f} → "
-            f"{s.ratio:.3f} after {d['swaps']} swaps in {d['passes']} passes (shortlist of "
+            f"{s.ratio:.3f} after {d['swaps']} improving moves (single swaps and pair moves) in "
+            f"{d['passes']} passes (shortlist of "
             f"{d['shortlist']:,} classes farthest from training).",
             "",
             "Per-class ratio r(c): " + ", ".join(f"{k} {v:.2f}" for k, v in dist.items()),
