@@ -53,6 +53,7 @@ from imagenet_zsl.io import (
     sha256_file,
     software_versions,
 )
+from imagenet_zsl.splits.io import read_wnid_list
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -98,21 +99,10 @@ class EvaluationConfig:
 
 
 def read_class_list(path: str | Path, what: str = "split") -> list[str]:
-    """One wnid per line ('#' comments and blank lines ignored); no duplicates, not empty."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserInputError(f"{path}: {what} file not found")
-    wnids = [line.split("#", 1)[0].strip() for line in path.read_text().splitlines()]
-    wnids = [w for w in wnids if w]
+    """A wnid list (see ``splits.io.read_wnid_list``) that must not be empty."""
+    wnids = read_wnid_list(path)
     if not wnids:
         raise UserInputError(f"{path}: the {what} is empty; it needs one class wnid per line")
-    seen, dups = set(), []
-    for w in wnids:
-        if w in seen:
-            dups.append(w)
-        seen.add(w)
-    if dups:
-        raise UserInputError(f"{path}: {len(dups)} classes listed twice: {preview(dups)}")
     return wnids
 
 

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
 from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, atomic_write_json, file_record, software_versions
+from imagenet_zsl.splits.io import read_wnid_list
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +127,6 @@ def simulation_config_from_dict(raw: dict[str, Any], where: str = "simulation co
 
 
 # ----------------------------------------------------------------------------- classes
-def read_class_list(path: Path) -> list[str]:
-    """One wnid per line (blank lines and '#' comments ignored)."""
-    lines = [line.split("#")[0].strip() for line in path.read_text().splitlines()]
-    return [line for line in lines if line]
-
-
 def resolve_classes(specs: list[str], base_dir: Path | None = None) -> list[str]:
     """Class lists from keywords ('training', 'candidates') or split files, de-duplicated in order."""
     from imagenet_zsl.hierarchy.universe import candidate_wnids, training_wnids
@@ -151,7 +146,7 @@ def resolve_classes(specs: list[str], base_dir: Path | None = None) -> list[str]
                     f"{spec}: class list not found; build the split files with 'imagenet-zsl splits "
                     f"build' or use one of {CLASS_KEYWORDS}"
                 )
-            found = read_class_list(path)
+            found = read_wnid_list(path)
         wnids.update(dict.fromkeys(found))
     return list(wnids)
 

@@ -122,9 +122,10 @@ def load_graph(name: str):  # noqa: ANN201 - ClassGraph
 def train(config: TrainConfig, features_dir: str | Path, out_dir: str | Path,
           config_path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Path:
     """Fit ``config.model`` on the seen classes of ``features_dir`` and save it to ``out_dir``."""
-    from imagenet_zsl.features.simulate import read_class_list, resolve_class_vectors
+    from imagenet_zsl.features.simulate import resolve_class_vectors
     from imagenet_zsl.models.registry import create, model_class, save_model
     from imagenet_zsl.models.selection import search_hyperparameters
+    from imagenet_zsl.splits.io import read_wnid_list
 
     cls = model_class(config.model)
     params = {**config.params, **(overrides or {})}
@@ -134,7 +135,7 @@ def train(config: TrainConfig, features_dir: str | Path, out_dir: str | Path,
         seen_path = Path(config.seen)
         if not seen_path.exists():
             raise UserInputError(f"{seen_path}: seen-class list not found")
-        seen = read_class_list(seen_path)
+        seen = read_wnid_list(seen_path)
     data = load_seen_data(features_dir, seen)
     semantics = None if not getattr(cls, "needs_semantics", True) else resolve_class_vectors(config.semantics)
     graph = load_graph(config.graph) if getattr(cls, "needs_graph", False) else None
