@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.splits.structure import structural_ratio
 
 log = logging.getLogger(__name__)
 FAR = 255  # uint8 "no other member"
@@ -103,10 +104,6 @@ class _State:
         return self.numer[m] * INVERSE[self.m1[m]]
 
 
-def _allowed(state: _State, conflicts: np.ndarray, in_set: np.ndarray, branch_ok: np.ndarray) -> np.ndarray:
-    return (~in_set) & (conflicts == 0) & branch_ok
-
-
 #: 1 / distance, with "no other member within the horizon" (FAR) and 0 contributing nothing
 INVERSE = np.concatenate([[0.0], 1.0 / np.arange(1, FAR), [0.0]])
 
@@ -156,34 +153,35 @@ def select_max_ratio(
     tiebreak = rng.permutation(len(pool))
     order = np.lexsort((tiebreak, -numer_all))  # far from train first, seeded ties
     quota = _quota(size, branch_of, branch_quota, max_branch_share)
-    sizes = sorted({min(len(pool), int(f * size)) for f in shortlist_factors} | {len(pool)})
-    widest = sizes[-2] if len(sizes) > 1 else sizes[-1]
-    top = [pool[i] for i in order[:widest]]
-    dist = graph.pairwise_distances(top, limit=horizon)
-    np.fill_diagonal(dist, FAR)
-    best: BenchmarkSelection | None = None
-    for k in sizes:
-        if k == len(pool) and (best is not None or k != widest):
-            if best is not None:
-                break
+
+    def best_over(sizes: list[int]) -> BenchmarkSelection | None:
+        """Optimise on each nested shortlist (one distance matrix for all); keep the best R."""
+        top = [pool[i] for i in order[: sizes[-1]]]
+        dist = graph.pairwise_distances(top, limit=horizon)
+        np.fill_diagonal(dist, FAR)
+        best: BenchmarkSelection | None = None
+        for k in sizes:
+            result = _optimise(graph, top[:k], dist[:k, :k], numer_all[order[:k]], size,
+                               branch_of, quota, max_passes, progress)
+            if result is None:
+                continue
+            wnids, greedy_ratio, swaps, passes = result
+            ratio = structural_ratio(graph, wnids, train)
+            if best is None or ratio > best.ratio:
+                branches: dict[str, int] = {}
+                for w in wnids:
+                    name = branch_of.get(w, "?") if branch_of is not None else "?"
+                    branches[name] = branches.get(name, 0) + 1
+                best = BenchmarkSelection(sorted(wnids), ratio, greedy_ratio, swaps, passes, k,
+                                          dropped, dict(sorted(branches.items())))
+        return best
+
+    shortlists = sorted({int(f * size) for f in shortlist_factors if int(f * size) < len(pool)})
+    best = best_over(shortlists) if shortlists else None
+    if best is None:
+        if shortlists:
             log.info("no shortlist holds %d consistent classes; using the whole pool", size)
-            top = [pool[i] for i in order]
-            dist = graph.pairwise_distances(top, limit=horizon)
-            np.fill_diagonal(dist, FAR)
-        chosen = top[:k]
-        result = _optimise(graph, chosen, dist[:k, :k], numer_all[order[:k]], size, branch_of,
-                           quota, max_passes, progress)
-        if result is None:
-            continue
-        wnids, greedy_ratio, swaps, passes = result
-        ratio = _exact_ratio(graph, wnids, train)
-        if best is None or ratio > best.ratio:
-            branches: dict[str, int] = {}
-            for w in wnids:
-                name = branch_of.get(w, "?") if branch_of is not None else "?"
-                branches[name] = branches.get(name, 0) + 1
-            best = BenchmarkSelection(sorted(wnids), ratio, greedy_ratio, swaps, passes, k,
-                                      dropped, dict(sorted(branches.items())))
+        best = best_over([len(pool)])
     if best is not None:
         return best
     raise UserInputError(
@@ -191,12 +189,6 @@ def select_max_ratio(
         f"{len(pool)} (ancestor/descendant conflicts{' or branch quotas' if quota else ''}); "
         "lower 'size' or loosen the pool filters/quotas"
     )
-
-
-def _exact_ratio(graph: ClassGraph, wnids: Sequence[str], train: Sequence[str]) -> float:
-    from imagenet_zsl.splits.structure import structural_ratio
-
-    return structural_ratio(graph, wnids, train)
 
 
 def _quota(size: int, branch_of, branch_quota, max_branch_share) -> dict[str, int] | None:
@@ -241,8 +233,7 @@ def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, pr
 
     bar = tqdm(total=size, desc="benchmark: greedy", disable=not progress, leave=False)
     while len(state.members) < size:
-        allowed = _allowed(state, conflicts, in_set, counts[branch_id] < caps[branch_id])
-        cand = np.flatnonzero(allowed)
+        cand = np.flatnonzero(~in_set & (conflicts == 0) & (counts[branch_id] < caps[branch_id]))
         if len(cand) == 0:
             bar.close()
             return None
