@@ -10,7 +10,7 @@ import platform
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,18 @@ from typing import Any
 import numpy as np
 
 MANIFEST_NAME = "manifest.json"
+CACHE_ENV = "IMAGENET_ZSL_CACHE"
+
+
+def cache_dir() -> Path:
+    """Where derived data is cached (created on first use): ``$IMAGENET_ZSL_CACHE``, else
+    ``$XDG_CACHE_HOME/imagenet-zsl`` (default ``~/.cache/imagenet-zsl``)."""
+    if os.environ.get(CACHE_ENV):
+        root = Path(os.environ[CACHE_ENV]).expanduser()
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "imagenet-zsl"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -98,24 +110,99 @@ def atomic_save_npy(path: str | os.PathLike, array: np.ndarray) -> Path:
     return path
 
 
+def read_manifest(directory: str | os.PathLike) -> dict[str, Any] | None:
+    """The parsed ``manifest.json`` of ``directory``, or None if it has none (or it is unreadable)."""
+    path = Path(directory) / MANIFEST_NAME
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _inside(path: Path, other: Path) -> bool:
+    return path == other or other in path.parents
+
+
+def check_out_dir(
+    final: str | os.PathLike, tool: str, inputs: Iterable[str | os.PathLike | None] = ()
+) -> Path:
+    """Refuse an ``--out`` that would destroy data; returns it resolved.
+
+    The rule for every command that writes a directory:
+    - an ``--out`` that contains, or lies inside, one of the command's ``inputs`` is refused;
+    - an existing ``--out`` is replaced only if it is empty or its manifest says ``tool`` wrote it;
+    - an ``--out`` that is a file, or whose parent is not a writable directory, is refused.
+    """
+    from imagenet_zsl.errors import UserInputError
+
+    final = Path(final)
+    resolved = final.resolve()
+    for given in inputs:
+        if given is None:
+            continue
+        source = Path(given).resolve()
+        if _inside(resolved, source) or _inside(source, resolved):
+            raise UserInputError(
+                f"--out {final} overlaps the input {given}: writing there could destroy it; "
+                "choose an --out outside every input"
+            )
+    if resolved.exists() or resolved.is_symlink():
+        if not resolved.is_dir():
+            raise UserInputError(f"--out {final} exists and is not a directory; choose another path")
+        manifest = read_manifest(resolved)
+        empty = not any(resolved.iterdir())
+        if not empty and (manifest is None or manifest.get("tool") != tool):
+            short = tool.removeprefix("imagenet-zsl ")
+            raise UserInputError(
+                f"--out {final} exists and is not an output of '{short}'; choose another path or remove it"
+            )
+    parent = resolved.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserInputError(f"--out {final}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserInputError(f"--out {final}: {parent} is not writable; choose a writable location")
+    return resolved
+
+
+def remove_stale_temps(final: Path) -> None:
+    """Remove temp siblings (``.NAME.*.tmp``) that a killed run of the same output left behind."""
+    if not final.parent.is_dir():
+        return
+    for leftover in final.parent.glob(f".{final.name}.*.tmp"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
-def atomic_directory(final: str | os.PathLike, *, overwrite: bool = True) -> Iterator[Path]:
+def atomic_directory(
+    final: str | os.PathLike, *, tool: str, inputs: Iterable[str | os.PathLike | None] = ()
+) -> Iterator[Path]:
     """Yield a temp directory next to ``final``; on success it replaces ``final`` in one rename.
 
-    On any exception the temp directory is removed, so a failed run leaves no partial output.
+    ``tool`` is the command writing the directory (``"imagenet-zsl evaluate"``): its manifest must
+    carry it as ``"tool"``, and an existing ``final`` is only replaced if written by the same
+    tool (see :func:`check_out_dir`). On any exception the temp directory is removed, so a failed
+    run leaves no partial output and the previous output untouched.
     """
     final = Path(final)
+    check_out_dir(final, tool, inputs)
+    remove_stale_temps(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
     try:
         yield tmp
+        written = read_manifest(tmp)
+        if written is not None and written.get("tool") != tool:
+            raise ValueError(f"bug: manifest of {final} says tool {written.get('tool')!r}, not {tool!r}")
         if final.exists():
-            if not overwrite:
-                raise FileExistsError(f"{final} exists; pass overwrite=True or remove it")
-            backup = final.with_name(f".{final.name}.old")
-            if backup.exists():
-                shutil.rmtree(backup)
-            os.replace(final, backup)
+            check_out_dir(final, tool)  # still ours: nothing else wrote there meanwhile
+            backup = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old.tmp", dir=final.parent))
+            os.replace(final, backup / "old")
             os.replace(tmp, final)
             shutil.rmtree(backup, ignore_errors=True)
         else:

@@ -50,7 +50,7 @@ def split_images(test_dir: Path, classes: list[str]):  # noqa: ANN201 - (Feature
 
 def evaluate(model, block, classes: list[str], ks=(1, 5)) -> dict[int, float]:  # noqa: ANN001
     """Flat hit@k of ``model`` on ``block`` (labels index ``classes``) among ``classes`` only."""
-    from imagenet_zsl.evaluation.metrics import hit_at_k
+    from imagenet_zsl.scoring import hit_at_k
     from imagenet_zsl.evaluation.search import topk_inner_product
 
     queries = model.embed_images(block.features, block.logits)

@@ -241,12 +241,13 @@ def write_split_dir(result: SplitResult, ds: AttributeDataset, out: str | Path) 
         source="split",
     )
     out = Path(out)
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, tool="imagenet-zsl attributes split") as tmp:
         save_att_splits(tmp / "att_splits.mat", split)
         write_class_lists(tmp, lists, names)
         atomic_write_json(tmp / "split.json", result.info)
         atomic_write_json(tmp / MANIFEST_NAME, {
-            "kind": "imagenet-zsl/attribute-split",
+            "format": "imagenet-zsl/attribute-split",
+            "tool": "imagenet-zsl attributes split",
             "command": command_line(),
             "inputs": [file_record(p) for p in (ds.images.path, ds.split.path) if p is not None],
             "parameters": {k: v for k, v in result.split.split_info.items()},

@@ -13,7 +13,7 @@ For one (dataset, model, split, validation split):
 
 Models come from the shared model registry (the same estimators as ImageNet) and get the class
 attribute vectors as semantics (``att`` columns, or binary attributes for DAP/IAP); metrics come
-from :mod:`imagenet_zsl.evaluation.metrics`.
+from :mod:`imagenet_zsl.scoring`.
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ def score(model: ZSLModel, ds: AttributeDataset, images: np.ndarray, classes: np
 
 def zsl_accuracy(model: ZSLModel, ds: AttributeDataset, task: Task) -> dict[str, float]:
     """ZSL top-1 among the unseen classes: per class (GBU's number) and per image."""
-    from imagenet_zsl.evaluation.metrics import metrics_from_scores
+    from imagenet_zsl.scoring import metrics_from_scores
 
     scores = score(model, ds, task.test_unseen, task.unseen)
     labels = np.searchsorted(task.unseen, ds.images.labels[task.test_unseen])
@@ -126,7 +126,7 @@ def zsl_accuracy(model: ZSLModel, ds: AttributeDataset, task: Task) -> dict[str,
 
 def gzsl_topk(model: ZSLModel, ds: AttributeDataset, task: Task):
     """GZSL top-2 lists over seen ∪ unseen classes (ds class order) for the task's test images."""
-    from imagenet_zsl.evaluation.metrics import gzsl_from_scores
+    from imagenet_zsl.scoring import gzsl_from_scores
 
     classes = np.union1d(task.seen, task.unseen)
     images = np.concatenate([task.test_seen, task.test_unseen])
@@ -137,7 +137,7 @@ def gzsl_topk(model: ZSLModel, ds: AttributeDataset, task: Task):
 
 def per_class_table(model: ZSLModel, ds: AttributeDataset, task: Task, gamma: float) -> list[dict]:
     """Per-class accuracies: ZSL (unseen only) and GZSL at γ = 0 and the chosen γ."""
-    from imagenet_zsl.evaluation.metrics import ranks_from_scores
+    from imagenet_zsl.scoring import ranks_from_scores
 
     rows = []
     zsl_scores = score(model, ds, task.test_unseen, task.unseen)
@@ -214,7 +214,7 @@ def run_protocol(
     ds: AttributeDataset, config: RunConfig, progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The full protocol (see module doc) → results dict; writes nothing."""
-    from imagenet_zsl.evaluation.metrics import choose_gamma, gzsl_metrics
+    from imagenet_zsl.scoring import choose_gamma, gzsl_metrics
 
     cls = model_class(config.model)
     semantics = semantics_for(cls, ds)
@@ -273,7 +273,7 @@ def run_to_directory(
     results = run_protocol(ds, config, progress)
     model = results.pop("_model")
     per_class = results.pop("_per_class")
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, tool="imagenet-zsl attributes run") as tmp:
         atomic_write_json(tmp / RESULTS_NAME, results)
         _write_csv(tmp / "validation.csv", [
             {**{f"param_{k}": v for k, v in row["params"].items()},
@@ -284,7 +284,8 @@ def run_to_directory(
         _save_model(model, tmp / "model")
         inputs = [file_record(p) for p in (ds.images.path, ds.split.path) if p is not None]
         atomic_write_json(tmp / MANIFEST_NAME, {
-            "kind": "imagenet-zsl/attribute-run",
+            "format": "imagenet-zsl/attribute-run",
+            "tool": "imagenet-zsl attributes run",
             "command": command_line(),
             "inputs": inputs,
             "parameters": config.key(),

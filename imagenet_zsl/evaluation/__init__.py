@@ -11,7 +11,7 @@ Functional API (small, numpy in / numbers out) used by the CLI and by other stag
 """
 
 from imagenet_zsl.evaluation.hierarchy_errors import CATEGORIES, ErrorBreakdown, error_breakdown
-from imagenet_zsl.evaluation.metrics import (
+from imagenet_zsl.scoring import (
     DEFAULT_KS,
     GZSLTopK,
     SeenUnseenCurve,

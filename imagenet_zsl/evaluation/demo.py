@@ -58,7 +58,7 @@ def write_demo(out: str | Path, n_test: int = 300, n_val: int = 50, images: int 
     vectors = hierarchical_vectors(graph, dim, rng)
     classes = test + val + seen
     protos = vectors[graph.indices(classes)]
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, tool="imagenet-zsl demo") as tmp:
         ClassVectors(classes, protos, source="demo: hierarchical random vectors").save(
             tmp / "prototypes.npz")
         atomic_write_text(tmp / "split.txt", "\n".join(test) + "\n")

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.evaluation import metrics as M
+from imagenet_zsl import scoring as M
 from imagenet_zsl.evaluation.hierarchy_errors import error_breakdown
 from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher
@@ -644,7 +644,7 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None,
     metrics["software"] = software_versions()
     metrics = _finite_or_none(_str_keys(metrics))
 
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, tool="imagenet-zsl evaluate") as tmp:
         _write_run(tmp, metrics, table, test, seen, val, val_seen, test_wnids, seen_wnids,
                    val_wnids, curves, direct_points, calibrated_points, breakdown, cfg)
     shutil.rmtree(cache.root, ignore_errors=True)
@@ -709,7 +709,8 @@ def _write_run(tmp: Path, metrics, table, test, seen, val, val_seen, test_wnids,
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
     config["ks"] = list(config["ks"])
     atomic_write_json(tmp / MANIFEST_NAME, {
-        "kind": "imagenet-zsl/evaluation-v1",
+        "format": "imagenet-zsl/evaluation-v1",
+        "tool": "imagenet-zsl evaluate",
         "command": command_line(),
         "config": config,
         "inputs": metrics["inputs"],

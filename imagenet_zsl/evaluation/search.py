@@ -12,7 +12,7 @@ promise which tied classes it keeps, so we search k+1 classes and re-rank, from 
 row, the (rare) rows whose k-th and (k+1)-th scores are equal. Rows with fewer than ``k``
 classes available are padded with id ``-1`` and score ``-inf``. Metrics never rely on tie
 order: they judge ties from the scores (ties count against the model, see
-:mod:`imagenet_zsl.evaluation.metrics`).
+:mod:`imagenet_zsl.scoring`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.scoring import sort_topk, topk_from_scores  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
 # faiss logs which SIMD build it loads at INFO level; that is noise on every CLI run
@@ -59,17 +60,6 @@ def check_finite(name: str, matrix: np.ndarray, row_names: np.ndarray | None = N
             f"{name}: {len(bad)} rows contain NaN or Inf (first: {first}); "
             "re-extract those features or drop the images"
         )
-
-
-def sort_topk(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort each row by descending score, ties by ascending id; padding (-1, -inf) last."""
-    scores = np.where(ids < 0, -np.inf, scores).astype(np.float32, copy=False)
-    tie_ids = np.where(ids < 0, np.iinfo(np.int64).max, ids)
-    order = np.lexsort((tie_ids, -scores), axis=1)
-    return (
-        np.take_along_axis(scores, order, axis=1),
-        np.take_along_axis(ids.astype(np.int64, copy=False), order, axis=1),
-    )
 
 
 class TopKSearcher:
@@ -172,23 +162,3 @@ def topk_inner_product(
         if progress is not None:
             progress(len(block))
     return scores, ids
-
-
-def topk_from_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` of a full (N, C) score matrix in the same tie order as the faiss search.
-
-    For small label spaces (attribute datasets, C in the hundreds) where the caller already
-    holds every score. Padded with (-inf, -1) when ``k > C``.
-    """
-    scores = np.asarray(scores, dtype=np.float32)
-    if scores.ndim != 2:
-        raise ValueError(f"scores must be (N, C), got {scores.shape}")
-    n, c = scores.shape
-    take = min(k, c)
-    # a stable sort of -scores puts equal scores in ascending column order: the documented rule
-    order = np.argsort(-scores, axis=1, kind="stable")[:, :take]
-    top_scores = np.take_along_axis(scores, order, axis=1)
-    if take < k:
-        top_scores = np.hstack([top_scores, np.full((n, k - take), -np.inf, np.float32)])
-        order = np.hstack([order, np.full((n, k - take), -1, np.int64)])
-    return top_scores, order.astype(np.int64)

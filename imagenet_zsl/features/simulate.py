@@ -262,7 +262,7 @@ def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | Non
     missing = [w for w in train + test if w not in vectors]
     out_dir = Path(out_dir)
     parts = {}
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir, tool="imagenet-zsl simulate") as tmp:
         # one generator stream per part, so changing one part's size leaves the others' images unchanged
         streams = rng.spawn(3)
         parts["train"] = _write_part(tmp / "train", "train", train, train_means,
@@ -277,7 +277,7 @@ def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | Non
                                         config.test.images_per_class, noise, config, streams[2],
                                         test_head, train)
         manifest = {
-            "format": SIMULATION_FORMAT, "simulated": True, "WARNING": WARNING,
+            "format": SIMULATION_FORMAT, "tool": "imagenet-zsl simulate", "simulated": True, "WARNING": WARNING,
             "config": asdict(config), "graph": graph.source, "feature_scale": scale,
             "semantics": vectors.source,
             "classes_without_word_vector": {"count": len(missing), "examples": missing[:20]},

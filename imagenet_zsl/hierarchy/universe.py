@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import logging
+from pathlib import Path
 
 import numpy as np
 
 from imagenet_zsl.data import fall11_counts, ilsvrc2012_wnids, imagenet_isa_edges
 from imagenet_zsl.hierarchy.graph import ClassGraph
 
+log = logging.getLogger(__name__)
 GRAPH_SOURCES = ("wordnet", "imagenet")
 
 
@@ -77,3 +80,44 @@ def load_class_graph(source: str = "wordnet", include_instances: bool = False) -
     children = np.array([index[c] for _, c in kept], dtype=np.int64)
     name = source + ("+instances" if include_instances else "")
     return ClassGraph(order, parents, children, source=name)
+
+
+def resolve_graph(spec: str | Path | ClassGraph | None) -> ClassGraph | None:
+    """The one way to turn a user's graph choice into a ClassGraph.
+
+    ``None``/``"none"`` → None; a ClassGraph → itself; ``"wordnet"``/``"imagenet"`` (optionally
+    ``"wordnet+instances"``) → the packaged graph; ``"auto"`` → WordNet, or None with a warning
+    when WordNet is not installed; anything else is a ``parent<TAB>child`` edge file.
+    """
+    from imagenet_zsl.errors import UserInputError
+
+    if spec is None or isinstance(spec, ClassGraph):
+        return spec
+    name = str(spec)
+    if name == "none":
+        return None
+    if name == "auto":
+        try:
+            return resolve_graph("wordnet")
+        except UserInputError as err:
+            log.warning("no class graph: %s (or pass --graph FILE)", err)
+            return None
+    base, _, extra = name.partition("+")
+    if base in GRAPH_SOURCES and extra in ("", "instances"):
+        return load_class_graph(base, include_instances=extra == "instances")
+    path = Path(name)
+    if not path.is_file():
+        raise UserInputError(
+            f"graph {name!r}: use {', '.join(GRAPH_SOURCES)}, none, or a parent<TAB>child edge file"
+        )
+    edges = []
+    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        parts = line.split("\t")
+        if len(parts) != 2 or not all(p.strip() for p in parts):
+            raise UserInputError(f"{path}:{line_no}: expected 'parent<TAB>child'")
+        edges.append((parts[0].strip(), parts[1].strip()))
+    if not edges:
+        raise UserInputError(f"{path}: the edge file holds no edges")
+    return ClassGraph.from_edges(edges, source=path.name)

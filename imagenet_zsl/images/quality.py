@@ -901,7 +901,7 @@ def filter_feature_dir(
         else 0.0,
     }
     plot_name = "class_accuracy.png"
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, tool="imagenet-zsl images filter") as tmp:
         _write_image_table(tmp / "kept.csv",
                            {"image_id": data.ids[keep], "wnid": wnids[data.labels[keep]]})
         _write_image_table(tmp / "rejected.csv", {
@@ -927,6 +927,7 @@ def filter_feature_dir(
             parameters.update(classifier="finetune-last-block", finetune=trainer.describe())
         atomic_write_json(tmp / MANIFEST_NAME, {
             "format": OUTPUT_FORMAT,
+            "tool": "imagenet-zsl images filter",
             "inputs": inputs,
             "parameters": parameters,
             "summary": summary,

@@ -185,12 +185,13 @@ def save_model(model: ZSLModel, directory: str | Path, extra: dict[str, Any] | N
     arrays: dict[str, np.ndarray] = {}
     state = _encode_attributes(vars(model), "", arrays)
     directory = Path(directory)
-    with atomic_directory(directory) as tmp:
+    with atomic_directory(directory, tool="imagenet-zsl train") as tmp:
         (tmp / "weights.npz").write_bytes(_npz_bytes(arrays))
         (tmp / "state.json").write_text(canonical_json(state))
         (tmp / "config.json").write_text(canonical_json({"model": model.name, "params": model.params}))
         manifest = {
             "format": MODEL_FORMAT,
+            "tool": "imagenet-zsl train",
             "model": model.name,
             "class": f"{type(model).__module__}.{type(model).__qualname__}",
             "params": model.params,

@@ -11,7 +11,7 @@ on the validation classes:
   validation data. The chosen γ is returned with the result.
 
 Scores are the toolkit's one rule (dot products, ties count against the model) via
-:mod:`imagenet_zsl.evaluation.metrics`.
+:mod:`imagenet_zsl.scoring`.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def search_hyperparameters(
     """
     from tqdm import tqdm
 
-    from imagenet_zsl.evaluation.metrics import (
+    from imagenet_zsl.scoring import (
         choose_gamma,
         gzsl_from_scores,
         per_class_rates,

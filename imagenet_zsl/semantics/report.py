@@ -173,7 +173,7 @@ def render_report(tables: LabelTables) -> str:
 def write_label_outputs(tables: LabelTables, out_dir: str | Path, inputs: dict[str, Any]) -> Path:
     """All outputs into ``out_dir`` atomically (a failed run leaves the old folder untouched)."""
     out_dir = Path(out_dir)
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir, tool="imagenet-zsl labels build") as tmp:
         lemma_columns = list(LEMMA_COLUMNS) + [c for c in tables.lemmas.columns if c not in LEMMA_COLUMNS]
         tables.lemmas[lemma_columns].to_csv(tmp / "lemmas.csv", index=False, lineterminator="\n")
         tables.classes.to_csv(tmp / "classes.csv", index=False, lineterminator="\n")

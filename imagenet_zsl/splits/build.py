@@ -220,7 +220,7 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
         log.info("split %-10s %6d classes  R=%.3f", split.name, len(split.wnids), split.ratio)
         built.append(split)
     nouns = load_wordnet_nouns()
-    with atomic_directory(out_dir) as tmp:
+    with atomic_directory(out_dir, tool="imagenet-zsl splits build") as tmp:
         records = {}
         for split in built:
             path = write_wnid_list(tmp / f"{split.name}.txt", split.wnids)

@@ -14,7 +14,7 @@ from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
 from imagenet_zsl.attributes.table import ranking_matrix, results_frame, zsl_table
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.metrics import harmonic_mean
+from imagenet_zsl.scoring import harmonic_mean
 from imagenet_zsl.models.registry import load_model
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.metrics import (
+from imagenet_zsl.scoring import (
     GZSLTopK,
     ausuc,
     calibrated_topk,

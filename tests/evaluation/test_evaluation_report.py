@@ -5,7 +5,7 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation import plots
-from imagenet_zsl.evaluation.metrics import gzsl_from_scores, seen_unseen_curve
+from imagenet_zsl.scoring import gzsl_from_scores, seen_unseen_curve
 from imagenet_zsl.evaluation.report import aggregate_runs
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import CLASSES, DIM

@@ -10,7 +10,7 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation import run as run_module
-from imagenet_zsl.evaluation.metrics import hit_at_k
+from imagenet_zsl.scoring import hit_at_k
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.models.base import ZSLModel
 from imagenet_zsl.semantics.class_vectors import ClassVectors

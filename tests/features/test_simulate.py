@@ -110,7 +110,7 @@ def test_means_walk_down_the_dag():
 
 
 def test_trivial_baseline_shows_the_structural_bias(simulated):
-    from imagenet_zsl.evaluation.metrics import hit_at_k
+    from imagenet_zsl.scoring import hit_at_k
     from imagenet_zsl.models.registry import create
     from imagenet_zsl.models.training import load_seen_data
 

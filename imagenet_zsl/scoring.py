@@ -464,7 +464,6 @@ def gzsl_from_scores(
     scores: np.ndarray, labels: np.ndarray, seen_mask: np.ndarray, m: int
 ) -> GZSLTopK:
     """GZSL top-m lists from a full (N, C) score matrix and a (C,) seen-class mask."""
-    from imagenet_zsl.evaluation.search import topk_from_scores
 
     scores = np.asarray(scores, dtype=np.float32)
     seen_mask = np.asarray(seen_mask, dtype=bool)
@@ -504,3 +503,37 @@ def metrics_from_scores(
     ks = sorted({int(k) for k in ks})
     gz = gzsl_from_scores(scores, labels, seen_mask, max(ks) + 1)
     return gzsl_metrics(gz, ks, gamma)
+
+
+# ----------------------------------------------------------------------------- top-k order
+
+
+def sort_topk(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort each row by descending score, ties by ascending id; padding (-1, -inf) last."""
+    scores = np.where(ids < 0, -np.inf, scores).astype(np.float32, copy=False)
+    tie_ids = np.where(ids < 0, np.iinfo(np.int64).max, ids)
+    order = np.lexsort((tie_ids, -scores), axis=1)
+    return (
+        np.take_along_axis(scores, order, axis=1),
+        np.take_along_axis(ids.astype(np.int64, copy=False), order, axis=1),
+    )
+
+
+def topk_from_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` of a full (N, C) score matrix in the same tie order as the faiss search.
+
+    For small label spaces (attribute datasets, C in the hundreds) where the caller already
+    holds every score. Padded with (-inf, -1) when ``k > C``.
+    """
+    scores = np.asarray(scores, dtype=np.float32)
+    if scores.ndim != 2:
+        raise ValueError(f"scores must be (N, C), got {scores.shape}")
+    n, c = scores.shape
+    take = min(k, c)
+    # a stable sort of -scores puts equal scores in ascending column order: the documented rule
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :take]
+    top_scores = np.take_along_axis(scores, order, axis=1)
+    if take < k:
+        top_scores = np.hstack([top_scores, np.full((n, k - take), -np.inf, np.float32)])
+        order = np.hstack([order, np.full((n, k - take), -1, np.int64)])
+    return top_scores, order.astype(np.int64)

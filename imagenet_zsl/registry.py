@@ -1,0 +1,107 @@
+"""One registry mechanism for every named thing: models, pool filters, backbones, commands.
+
+timm's way: a thing registers itself where it is defined, and one ``create(name, **params)``
+builds it::
+
+    MODELS = Registry("model")
+
+    @MODELS.register("eszsl")
+    class ESZSL(ZSLModel): ...
+
+    model = MODELS.create("eszsl", lam=1.0)
+
+A registry lives in the stage that *consumes* the things (``splits`` owns the pool filters), and
+stages further down the flow register into it. So that the consumer never imports its clients,
+a registry also loads the Python entry points of its ``group`` (declared in ``pyproject.toml``,
+e.g. ``[project.entry-points."imagenet_zsl.pool_filters"]``) the first time it is asked for a name
+it does not hold: installing a package is enough to make its filters or models known.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterator
+from importlib import metadata
+from typing import Any, Generic, TypeVar
+
+from imagenet_zsl.errors import UserInputError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Name → object, filled by ``@register`` where each object is defined.
+
+    ``what`` names the kind of thing in error messages ("unknown model 'esszl'; did you mean
+    'eszsl'?"). ``group`` is the entry-point group whose modules are imported on first miss.
+    """
+
+    def __init__(self, what: str, group: str | None = None):
+        self.what = what
+        self.group = group
+        self._items: dict[str, T] = {}
+        self._plugins_loaded = group is None
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: register the decorated object under ``name`` (lower-case, unique)."""
+
+        def decorate(obj: T) -> T:
+            self.add(name, obj)
+            return obj
+
+        return decorate
+
+    def add(self, name: str, obj: T) -> None:
+        key = name.lower()
+        if key in self._items and self._items[key] is not obj:
+            raise ValueError(f"{self.what} {name!r} is registered twice")
+        self._items[key] = obj
+
+    def load_plugins(self) -> None:
+        """Import the modules this registry's entry-point group names (once)."""
+        if self._plugins_loaded:
+            return
+        self._plugins_loaded = True
+        for entry in sorted(metadata.entry_points(group=self.group), key=lambda e: e.name):
+            importlib.import_module(entry.value.split(":", 1)[0])
+
+    def get(self, name: str) -> T:
+        """The object registered as ``name``; a one-line error with the closest names otherwise."""
+        key = str(name).lower()
+        if key not in self._items:
+            self.load_plugins()
+        if key not in self._items:
+            raise UserInputError(self.unknown_message(name))
+        return self._items[key]
+
+    def unknown_message(self, name: str) -> str:
+        close = difflib.get_close_matches(str(name).lower(), self.names(), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown {self.what} {name!r}{hint} (available: {', '.join(self.names())})"
+
+    def create(self, name: str, **params: Any) -> Any:
+        """Call the registered factory/class with ``params``; bad parameters are a user error."""
+        factory = self.get(name)
+        try:
+            return factory(**params)  # type: ignore[operator]
+        except (TypeError, ValueError) as err:
+            raise UserInputError(f"{self.what} {name!r}: {err}") from err
+
+    def names(self) -> list[str]:
+        self.load_plugins()
+        return sorted(self._items)
+
+    def items(self) -> list[tuple[str, T]]:
+        self.load_plugins()
+        return sorted(self._items.items())
+
+    def __contains__(self, name: object) -> bool:
+        self.load_plugins()
+        return str(name).lower() in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
