@@ -48,6 +48,7 @@ test: install
 
 lint: $(STAMP)
 	$(BIN)/ruff check imagenet_zsl tests tools
+	$(BIN)/ruff format --check imagenet_zsl tests tools
 
 clean:
 	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache

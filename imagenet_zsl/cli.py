@@ -3,6 +3,10 @@
 A stage's ``cli`` module defines ``register(tree: CommandTree)``; it adds top-level commands
 with ``tree.command(...)`` or commands inside a group (``imagenet-zsl splits build``) with
 ``tree.group(...)``. Each command's handler is ``func(args) -> int | None``.
+
+The stages' ``cli`` modules are the entry points of the group ``imagenet_zsl.commands``
+(``pyproject.toml``), so this module never imports a stage: installing a package that declares
+an entry point there is enough to add its commands.
 """
 
 from __future__ import annotations
@@ -11,18 +15,24 @@ import argparse
 import importlib
 import logging
 import sys
+from importlib import metadata
 
 from imagenet_zsl import __version__
 from imagenet_zsl.errors import UserInputError
 
-COMMAND_MODULES = (
-    "imagenet_zsl.splits.cli",
-    "imagenet_zsl.semantics.cli",
-    "imagenet_zsl.images.cli",
-    "imagenet_zsl.features.cli",
-    "imagenet_zsl.models.cli",
-    "imagenet_zsl.evaluation.cli",
-    "imagenet_zsl.attributes.cli",
+COMMAND_GROUP = "imagenet_zsl.commands"
+#: ``--help`` lists the stages in flow order (entry-point names); unknown names follow, sorted
+COMMAND_ORDER = (
+    "splits",
+    "labels",
+    "images",
+    "image_filter",
+    "features",
+    "models",
+    "evaluation",
+    "batch",
+    "analysis",
+    "attributes",
 )
 
 
@@ -46,6 +56,19 @@ class CommandTree:
         return self._groups[name]
 
 
+def command_modules() -> list[str]:
+    """The modules of the ``imagenet_zsl.commands`` entry points, in ``COMMAND_ORDER``."""
+    found = metadata.entry_points(group=COMMAND_GROUP)
+    entries = {entry.name: entry.value.split(":", 1)[0] for entry in found}
+    if not entries:
+        raise RuntimeError(
+            f"no {COMMAND_GROUP!r} entry points: reinstall with `pip install -e .` (a stale "
+            "imagenet_zsl.egg-info in the working directory also hides the installed metadata)"
+        )
+    rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
+    return [entries[name] for name in sorted(entries, key=lambda n: (rank.get(n, len(rank)), n))]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="imagenet-zsl",
@@ -54,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"imagenet-zsl {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     tree = CommandTree(parser)
-    for module_name in COMMAND_MODULES:
+    for module_name in command_modules():
         importlib.import_module(module_name).register(tree)
     return parser
 

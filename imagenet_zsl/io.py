@@ -213,8 +213,19 @@ def atomic_directory(
 
 
 _VERSIONED_PACKAGES = (
-    "imagenet-zsl", "numpy", "scipy", "networkx", "nltk", "pandas", "gensim", "wordfreq",
-    "torch", "torchvision", "timm", "faiss-cpu", "faiss-gpu-cu12",
+    "imagenet-zsl",
+    "numpy",
+    "scipy",
+    "networkx",
+    "nltk",
+    "pandas",
+    "gensim",
+    "wordfreq",
+    "torch",
+    "torchvision",
+    "timm",
+    "faiss-cpu",
+    "faiss-gpu-cu12",
 )
 
 

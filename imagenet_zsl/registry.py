@@ -42,6 +42,7 @@ class Registry(Generic[T]):
         self.group = group
         self._items: dict[str, T] = {}
         self._plugins_loaded = group is None
+        self._loading = False
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: register the decorated object under ``name`` (lower-case, unique)."""
@@ -60,11 +61,15 @@ class Registry(Generic[T]):
 
     def load_plugins(self) -> None:
         """Import the modules this registry's entry-point group names (once)."""
-        if self._plugins_loaded:
+        if self._plugins_loaded or self._loading:
             return
-        self._plugins_loaded = True
-        for entry in sorted(metadata.entry_points(group=self.group), key=lambda e: e.name):
-            importlib.import_module(entry.value.split(":", 1)[0])
+        self._loading = True  # a plugin that looks a name up while importing must not recurse
+        try:
+            for entry in sorted(metadata.entry_points(group=self.group), key=lambda e: e.name):
+                importlib.import_module(entry.value.split(":", 1)[0])
+        finally:
+            self._loading = False
+        self._plugins_loaded = True  # only once every plugin imported: a failure surfaces again
 
     def get(self, name: str) -> T:
         """The object registered as ``name``; a one-line error with the closest names otherwise."""

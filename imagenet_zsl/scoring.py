@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -41,8 +42,7 @@ def _check_labels(labels: np.ndarray, n: int, num_classes: int | None = None) ->
     labels = labels.astype(np.int64, copy=False)
     if labels.min() < 0 or (num_classes is not None and labels.max() >= num_classes):
         raise UserInputError(
-            f"labels outside the label space [0, {num_classes}): "
-            f"min {labels.min()}, max {labels.max()}"
+            f"labels outside the label space [0, {num_classes}): min {labels.min()}, max {labels.max()}"
         )
     return labels
 
@@ -68,9 +68,7 @@ def check_ks(ks: Iterable[int], m: int, exact_limit: bool) -> list[int]:
     return ks
 
 
-def true_rank(
-    topk_ids: np.ndarray, labels: np.ndarray, topk_scores: np.ndarray | None = None
-) -> np.ndarray:
+def true_rank(topk_ids: np.ndarray, labels: np.ndarray, topk_scores: np.ndarray | None = None) -> np.ndarray:
     """0-based rank of each image's true class; ``m`` (the list length) when it is not listed.
 
     With ``topk_scores`` the tie rule applies (other listed classes with an equal score rank
@@ -100,7 +98,7 @@ def ranks_from_scores(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (scores >= true_score[:, None]).sum(axis=1).astype(np.int64) - 1
 
 
-def hit_rates(ranks: np.ndarray, ks: Sequence[int]) -> dict[int, float]:
+def _flat_rates(ranks: np.ndarray, ks: Sequence[int]) -> dict[int, float]:
     """Flat hit@K: the share of images whose true-class rank is < K."""
     ranks = np.asarray(ranks)
     if len(ranks) == 0:
@@ -108,66 +106,55 @@ def hit_rates(ranks: np.ndarray, ks: Sequence[int]) -> dict[int, float]:
     return {int(k): float(np.mean(ranks < k)) for k in ks}
 
 
-def per_class_hits(
+def _class_rates(
     ranks: np.ndarray, labels: np.ndarray, ks: Sequence[int], num_classes: int | None = None
-) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """Per-class image counts (C,) and hit@K rates {K: (C,)}; NaN for classes without images."""
+) -> dict[int, np.ndarray]:
+    """Per-class hit@K rates {K: (C,)}; NaN for classes without images."""
     labels = np.asarray(labels, dtype=np.int64)
     size = int(max(num_classes or 0, labels.max() + 1 if len(labels) else 0))
     counts = np.bincount(labels, minlength=size)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rates = {
-            int(k): np.bincount(labels, weights=(ranks < k), minlength=size) / counts for k in ks
-        }
-    return counts, rates
-
-
-def per_class_rates(
-    ranks: np.ndarray, labels: np.ndarray, ks: Sequence[int], num_classes: int | None = None
-) -> dict[int, float]:
-    """hit@K averaged over classes present (Xian et al.'s per-class accuracy for K=1)."""
-    counts, rates = per_class_hits(ranks, labels, ks, num_classes)
-    present = counts > 0
-    if not present.any():
-        raise UserInputError("no images to evaluate")
-    return {k: float(np.mean(rate[present])) for k, rate in rates.items()}
+        return {int(k): np.bincount(labels, weights=(ranks < k), minlength=size) / counts for k in ks}
 
 
 def hit_at_k(
-    topk_ids: np.ndarray,
+    ranks_or_ids: np.ndarray,
     labels: np.ndarray,
     ks: Sequence[int] = DEFAULT_KS,
     topk_scores: np.ndarray | None = None,
     num_classes: int | None = None,
-) -> dict[int, float]:
-    """Flat (per-image) hit@K from top-m ids (N, m) and true labels (N,) → {K: share in [0, 1]}.
+    *,
+    per_class: bool = False,
+    average: bool = True,
+) -> dict[int, Any]:
+    """hit@K → {K: share in [0, 1]}, like scikit-learn's ``top_k_accuracy_score``.
 
-    Pass ``topk_scores`` to apply the tie rule (then K < m unless the lists are complete).
+    ``ranks_or_ids``: either (N,) 0-based true-class ranks (:func:`ranks_from_scores`,
+    :func:`true_rank`) or (N, m) top-m class ids; labels: (N,) true classes. With top-m ids, pass
+    ``topk_scores`` (N, m) to apply the tie rule (then K < m unless the lists are complete).
+    ``per_class``: hit@K per class, averaged over the classes that have images (Xian et al.'s
+    per-class accuracy for K=1); with ``average=False`` the (C,) per-class rates themselves
+    (NaN for classes without images, C = ``num_classes`` or max label + 1).
     """
-    topk_ids = np.asarray(topk_ids)
-    if topk_scores is not None:
-        ks = check_ks(ks, topk_ids.shape[1], not _complete(topk_ids, num_classes))
+    ranks_or_ids = np.asarray(ranks_or_ids)
+    if ranks_or_ids.ndim == 2:
+        exact = topk_scores is not None and not _complete(ranks_or_ids, num_classes)
+        ks = check_ks(ks, ranks_or_ids.shape[1], exact)
+        labels = _check_labels(labels, len(ranks_or_ids), num_classes)
+        ranks = true_rank(ranks_or_ids, labels, topk_scores)
     else:
-        ks = check_ks(ks, topk_ids.shape[1], False)
-    _check_labels(labels, len(topk_ids), num_classes)
-    return hit_rates(true_rank(topk_ids, labels, topk_scores), ks)
-
-
-def per_class_hit_at_k(
-    topk_ids: np.ndarray,
-    labels: np.ndarray,
-    ks: Sequence[int] = DEFAULT_KS,
-    num_classes: int | None = None,
-    topk_scores: np.ndarray | None = None,
-) -> dict[int, float]:
-    """hit@K computed per class, then averaged over the classes that have images."""
-    topk_ids = np.asarray(topk_ids)
-    if topk_scores is not None:
-        ks = check_ks(ks, topk_ids.shape[1], not _complete(topk_ids, num_classes))
-    else:
-        ks = check_ks(ks, topk_ids.shape[1], False)
-    labels = _check_labels(labels, len(topk_ids), num_classes)
-    return per_class_rates(true_rank(topk_ids, labels, topk_scores), labels, ks, num_classes)
+        ks = sorted({int(k) for k in ks})
+        ranks = ranks_or_ids
+        labels = np.asarray(labels, dtype=np.int64)
+    if not per_class:
+        return _flat_rates(ranks, ks)
+    rates = _class_rates(ranks, labels, ks, num_classes)
+    if not average:
+        return rates
+    present = np.bincount(labels, minlength=len(next(iter(rates.values())))) > 0
+    if not present.any():
+        raise UserInputError("no images to evaluate")
+    return {k: float(np.mean(rate[present])) for k, rate in rates.items()}
 
 
 def harmonic_mean(seen: float, unseen: float) -> float:
@@ -198,15 +185,15 @@ class GZSLTopK:
     def __post_init__(self) -> None:
         self.seen_mask = np.asarray(self.seen_mask, dtype=bool)
         n = len(self.labels)
-        shapes = {a.shape for a in (self.seen_scores, self.seen_ids, self.unseen_scores,
-                                    self.unseen_ids)}
+        shapes = {a.shape for a in (self.seen_scores, self.seen_ids, self.unseen_scores, self.unseen_ids)}
         if len(shapes) != 1 or next(iter(shapes))[0] != n:
             raise ValueError(f"GZSL top-k lists must share one (N, m) shape with N={n}: {shapes}")
         self.labels = _check_labels(self.labels, n, len(self.seen_mask))
         for name, ids, want in (("seen", self.seen_ids, True), ("unseen", self.unseen_ids, False)):
             listed = ids[ids >= 0]
-            if len(listed) and (listed.max() >= len(self.seen_mask)
-                                or (self.seen_mask[listed] != want).any()):
+            if len(listed) and (
+                listed.max() >= len(self.seen_mask) or (self.seen_mask[listed] != want).any()
+            ):
                 raise ValueError(f"{name}_ids hold classes outside the {name} label space")
         if self.seen_mask.all() or not self.seen_mask.any():
             raise UserInputError("GZSL needs both seen and unseen classes in the label space")
@@ -220,14 +207,24 @@ class GZSLTopK:
         return self.seen_mask[self.labels]
 
     def subset(self, rows: np.ndarray) -> GZSLTopK:
-        return GZSLTopK(self.seen_scores[rows], self.seen_ids[rows], self.unseen_scores[rows],
-                        self.unseen_ids[rows], self.labels[rows], self.seen_mask)
+        return GZSLTopK(
+            self.seen_scores[rows],
+            self.seen_ids[rows],
+            self.unseen_scores[rows],
+            self.unseen_ids[rows],
+            self.labels[rows],
+            self.seen_mask,
+        )
 
     @classmethod
     def concat(cls, parts: Sequence[GZSLTopK]) -> GZSLTopK:
-        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in
-                     ("seen_scores", "seen_ids", "unseen_scores", "unseen_ids", "labels")),
-                   parts[0].seen_mask)
+        return cls(
+            *(
+                np.concatenate([getattr(p, f) for p in parts])
+                for f in ("seen_scores", "seen_ids", "unseen_scores", "unseen_ids", "labels")
+            ),
+            parts[0].seen_mask,
+        )
 
 
 def gzsl_thresholds(gz: GZSLTopK, k: int) -> np.ndarray:
@@ -341,9 +338,7 @@ def seen_unseen_curve(
     if not seen_img.any() or seen_img.all():
         raise UserInputError("GZSL needs test images of both seen and unseen classes")
     theta = gzsl_thresholds(gz, k) if thresholds is None else thresholds
-    weights = _group_weights(gz.labels, seen_img, per_class) + _group_weights(
-        gz.labels, ~seen_img, per_class
-    )
+    weights = _group_weights(gz.labels, seen_img, per_class) + _group_weights(gz.labels, ~seen_img, per_class)
     breakpoints, index = _breakpoint_index(theta)
     nb = len(breakpoints)
     # unseen image with θ = b_i is a hit in intervals j >= i+1; −inf: all; +inf: none
@@ -375,8 +370,7 @@ def choose_gamma(
     unbounded interval: its finite end moved by the median breakpoint gap). Among equally good
     intervals the one closest to 0 wins.
     """
-    curve = gz_val if isinstance(gz_val, SeenUnseenCurve) else seen_unseen_curve(gz_val, k,
-                                                                                 per_class)
+    curve = gz_val if isinstance(gz_val, SeenUnseenCurve) else seen_unseen_curve(gz_val, k, per_class)
     harmonic = curve.harmonic
     best = float(harmonic.max())
     candidates = np.flatnonzero(harmonic >= best - 1e-12)
@@ -434,7 +428,9 @@ def gzsl_metrics(
             curve = seen_unseen_curve(gz, k, per_class, thresholds)
             seen, unseen = curve.at(0.0)
             out[mode][k] = {
-                "seen": seen, "unseen": unseen, "H": harmonic_mean(seen, unseen),
+                "seen": seen,
+                "unseen": unseen,
+                "H": harmonic_mean(seen, unseen),
                 "ausuc": curve.ausuc,
             }
     if gamma is not None:
@@ -449,20 +445,15 @@ def calibrated_topk(gz: GZSLTopK, gamma: float, k: int) -> tuple[np.ndarray, np.
 
     Returns (scores float64 (N, k), ids (N, k)); ties by ascending class index.
     """
-    scores = np.hstack([gz.seen_scores.astype(np.float64) - gamma,
-                        gz.unseen_scores.astype(np.float64)])
-    ids = np.hstack([gz.seen_ids, gz.unseen_ids])
-    tie_ids = np.where(ids < 0, np.iinfo(np.int64).max, ids)
-    order = np.lexsort((tie_ids, -scores), axis=1)[:, :k]
-    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(ids, order, axis=1)
+    scores = np.hstack([gz.seen_scores.astype(np.float64) - gamma, gz.unseen_scores.astype(np.float64)])
+    scores, ids = sort_topk(scores, np.hstack([gz.seen_ids, gz.unseen_ids]))
+    return scores[:, :k], ids[:, :k]
 
 
 # ----------------------------------------------------------------------------- full score matrices
 
 
-def gzsl_from_scores(
-    scores: np.ndarray, labels: np.ndarray, seen_mask: np.ndarray, m: int
-) -> GZSLTopK:
+def gzsl_from_scores(scores: np.ndarray, labels: np.ndarray, seen_mask: np.ndarray, m: int) -> GZSLTopK:
     """GZSL top-m lists from a full (N, C) score matrix and a (C,) seen-class mask."""
 
     scores = np.asarray(scores, dtype=np.float32)
@@ -497,8 +488,8 @@ def metrics_from_scores(
         ks = check_ks(ks, scores.shape[1], False)
         labels = np.asarray(labels, dtype=np.int64)
         return {
-            "flat": hit_rates(ranks, ks),
-            "per_class": per_class_rates(ranks, labels, ks, scores.shape[1]),
+            "flat": hit_at_k(ranks, labels, ks),
+            "per_class": hit_at_k(ranks, labels, ks, num_classes=scores.shape[1], per_class=True),
         }
     ks = sorted({int(k) for k in ks})
     gz = gzsl_from_scores(scores, labels, seen_mask, max(ks) + 1)
@@ -509,8 +500,13 @@ def metrics_from_scores(
 
 
 def sort_topk(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort each row by descending score, ties by ascending id; padding (-1, -inf) last."""
-    scores = np.where(ids < 0, -np.inf, scores).astype(np.float32, copy=False)
+    """Sort each row by descending score, ties by ascending id; padding (-1, -inf) last.
+
+    (N, m) scores and ids → sorted (scores, ids int64). Float64 scores stay float64 (the
+    calibrated scores of :func:`calibrated_topk`); any other dtype becomes float32.
+    """
+    dtype = np.float64 if np.asarray(scores).dtype == np.float64 else np.float32
+    scores = np.where(ids < 0, -np.inf, scores).astype(dtype, copy=False)
     tie_ids = np.where(ids < 0, np.iinfo(np.int64).max, ids)
     order = np.lexsort((tie_ids, -scores), axis=1)
     return (

@@ -33,12 +33,40 @@ def pipeline(tmp_path_factory) -> Path:
     for name in ("eszsl", "trivial"):
         config = root / f"{name}.yaml"
         config.write_text(f"model: {name}\nsemantics: glove-6b-50d\ngraph: wordnet\n")
-        assert main(["train", "--config", str(config), "--features", str(root / "sim" / "train"),
-                     "--out", str(root / "models" / name)]) == 0
-        assert main(["evaluate", "--features", str(root / "sim" / "test"),
-                     "--split", str(root / "test.txt"), "--model", str(root / "models" / name),
-                     "--gzsl", "--seen-features", str(root / "sim" / "seen_test"),
-                     "--no-plots", "--out", str(root / "runs" / name)]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    "--config",
+                    str(config),
+                    "--features",
+                    str(root / "sim" / "train"),
+                    "--out",
+                    str(root / "models" / name),
+                ]
+            )
+            == 0
+        )
+        assert (
+            main(
+                [
+                    "evaluate",
+                    "--features",
+                    str(root / "sim" / "test"),
+                    "--split",
+                    str(root / "test.txt"),
+                    "--model",
+                    str(root / "models" / name),
+                    "--gzsl",
+                    "--seen-features",
+                    str(root / "sim" / "seen_test"),
+                    "--no-plots",
+                    "--out",
+                    str(root / "runs" / name),
+                ]
+            )
+            == 0
+        )
     return root
 
 
@@ -64,8 +92,18 @@ def test_models_beat_chance_on_hop1_and_gzsl_is_reported(pipeline):
 
 def test_report_aggregates_the_runs(pipeline, capsys):
     out = pipeline / "table.md"
-    assert main(["report", str(pipeline / "runs" / "eszsl"), str(pipeline / "runs" / "trivial"),
-                 "--out", str(out)]) == 0
+    assert (
+        main(
+            [
+                "report",
+                str(pipeline / "runs" / "eszsl"),
+                str(pipeline / "runs" / "trivial"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     table = out.read_text()
     assert "eszsl" in table and "trivial" in table
     assert out.with_suffix(".csv").exists() and out.with_suffix(".tex").exists()

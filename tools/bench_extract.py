@@ -37,10 +37,10 @@ def reference_loop(store_root: Path, backbone: str, device: str, batch_size: int
     import torch
     from PIL import Image
 
-    from imagenet_zsl.features.backbones import build_backbone
+    from imagenet_zsl.features.backbones import create_backbone
     from imagenet_zsl.features.transforms import Preprocessing
 
-    net, _ = build_backbone(backbone, "random")
+    net, _ = create_backbone(backbone, "random")
     net = net.to(device).eval()
     transform = Preprocessing().reference_transform()
     batch, done = [], 0
@@ -61,13 +61,28 @@ def reference_loop(store_root: Path, backbone: str, device: str, batch_size: int
     return done
 
 
-def toolkit_run(store_root: Path, classes: Path, out: Path, backbone: str, device: str,
-                decode: str, batch_size: int | None, workers: int | None) -> int:
+def toolkit_run(
+    store_root: Path,
+    classes: Path,
+    out: Path,
+    backbone: str,
+    device: str,
+    decode: str,
+    batch_size: int | None,
+    workers: int | None,
+) -> int:
     from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 
     config = ExtractConfig(
-        store=str(store_root), classes_file=str(classes), backbone=backbone, out=str(out),
-        weights="random", device=device, decode=decode, batch_size=batch_size, workers=workers,
+        store=str(store_root),
+        classes_file=str(classes),
+        backbone=backbone,
+        out=str(out),
+        weights="random",
+        device=device,
+        decode=decode,
+        batch_size=batch_size,
+        workers=workers,
         progress=False,
     )
     result = run_extraction(config)
@@ -81,8 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=500)
     parser.add_argument("--height", type=int, default=375)
     parser.add_argument("--backbone", default="resnet50")
-    parser.add_argument("--devices", default=None,
-                        help="comma-separated, default: cpu, plus cuda when available")
+    parser.add_argument(
+        "--devices", default=None, help="comma-separated, default: cpu, plus cuda when available"
+    )
     parser.add_argument("--decoders", default="pil", help="toolkit decoders to time: pil,torchvision")
     parser.add_argument("--batch-size", type=int, help="toolkit batch size (default: its own)")
     parser.add_argument("--workers", type=int, help="toolkit decode workers (default: its own)")
@@ -95,22 +111,24 @@ def main(argv: list[str] | None = None) -> int:
     from imagenet_zsl.data import ilsvrc2012_wnids
     from imagenet_zsl.features.synthetic_store import make_store
 
-    devices = (args.devices.split(",") if args.devices
-               else ["cpu"] + (["cuda"] if torch.cuda.is_available() else []))
+    devices = (
+        args.devices.split(",") if args.devices else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    )
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_extract."))
     os.environ.setdefault("IMAGENET_ZSL_CACHE", str(work / "index-cache"))
     wnids = sorted(ilsvrc2012_wnids())[: args.classes]
-    per_class = {w: args.images // len(wnids) + (i < args.images % len(wnids))
-                 for i, w in enumerate(wnids)}
+    per_class = {w: args.images // len(wnids) + (i < args.images % len(wnids)) for i, w in enumerate(wnids)}
     started = time.perf_counter()
-    store = make_store(work / "store", "tars", per_class, size=(args.width, args.height),
-                       oddities=False)
+    store = make_store(work / "store", "tars", per_class, size=(args.width, args.height), oddities=False)
     classes = work / "classes.txt"
     classes.write_text("".join(f"{w}\n" for w in wnids))
     megabytes = sum(p.stat().st_size for p in store.root.glob("*.tar")) / 1e6
-    print(f"generated {len(store.ids)} JPEGs ~{args.width}x{args.height} ({megabytes:.1f} MB of "
-          f"tars) in {time.perf_counter() - started:.1f} s; torch threads "
-          f"{torch.get_num_threads()}, CPUs {os.cpu_count()}", flush=True)
+    print(
+        f"generated {len(store.ids)} JPEGs ~{args.width}x{args.height} ({megabytes:.1f} MB of "
+        f"tars) in {time.perf_counter() - started:.1f} s; torch threads "
+        f"{torch.get_num_threads()}, CPUs {os.cpu_count()}",
+        flush=True,
+    )
 
     rows = []
     for device in devices:
@@ -118,26 +136,42 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         n = reference_loop(store.root, args.backbone, device)
         reference = n / (time.perf_counter() - start)
-        rows.append({"device": name, "pipeline": "reference (PIL, fp32, batch 32)",
-                     "images": n, "images_per_s": reference, "ratio": 1.0})
+        rows.append(
+            {
+                "device": name,
+                "pipeline": "reference (PIL, fp32, batch 32)",
+                "images": n,
+                "images_per_s": reference,
+                "ratio": 1.0,
+            }
+        )
         print(f"[{name}] reference: {reference:.1f} images/s", flush=True)
         for decode in args.decoders.split(","):
             out = work / f"out-{device.replace(':', '')}-{decode}"
             start = time.perf_counter()
-            n = toolkit_run(store.root, classes, out, args.backbone, device, decode,
-                            args.batch_size, args.workers)
+            n = toolkit_run(
+                store.root, classes, out, args.backbone, device, decode, args.batch_size, args.workers
+            )
             speed = n / (time.perf_counter() - start)
-            rows.append({"device": name, "pipeline": f"imagenet-zsl extract (decode {decode})",
-                         "images": n, "images_per_s": speed, "ratio": speed / reference})
-            print(f"[{name}] toolkit ({decode}): {speed:.1f} images/s = "
-                  f"{speed / reference:.2f}x reference", flush=True)
+            rows.append(
+                {
+                    "device": name,
+                    "pipeline": f"imagenet-zsl extract (decode {decode})",
+                    "images": n,
+                    "images_per_s": speed,
+                    "ratio": speed / reference,
+                }
+            )
+            print(
+                f"[{name}] toolkit ({decode}): {speed:.1f} images/s = {speed / reference:.2f}x reference",
+                flush=True,
+            )
 
     print(f"\n{args.backbone}, {len(store.ids)} images from tars, end to end:\n")
     print("| device | pipeline | images/s | vs reference |")
     print("|---|---|---:|---:|")
     for row in rows:
-        print(f"| {row['device']} | {row['pipeline']} | {row['images_per_s']:.1f} | "
-              f"{row['ratio']:.2f}x |")
+        print(f"| {row['device']} | {row['pipeline']} | {row['images_per_s']:.1f} | {row['ratio']:.2f}x |")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     if not args.keep:

@@ -28,6 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.features.shards import FeatureDir, shard_name, write_manifest, write_shard
+from imagenet_zsl.image_filter.folds import stratified_folds
+from imagenet_zsl.image_filter.outputs import kept_image_ids
+from imagenet_zsl.image_filter.params import FilterParams
+from imagenet_zsl.image_filter.quality import filter_feature_dir
+
 FULL_SCALE = (5000, 300, 2048)
 
 
@@ -37,8 +43,6 @@ def peak_rss_mib() -> float:
 
 def write_synthetic(path: Path, classes: int, per_class: int, dim: int, seed: int = 0) -> None:
     """Shards of 10,000 rows generated one at a time (the writer never holds everything)."""
-    from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
-
     rng = np.random.default_rng(seed)
     means = rng.normal(0.0, 1.0, (classes, dim)).astype(np.float32)
     n = classes * per_class
@@ -53,8 +57,10 @@ def write_synthetic(path: Path, classes: int, per_class: int, dim: int, seed: in
         x = means[truth[rows]] + rng.normal(0.0, 2.0, (len(truth[rows]), dim)).astype(np.float32)
         ids = [f"img{i:09d}" for i in range(rows.start, rows.stop)]
         records.append(write_shard(path, shard_name(0, k), x, labels[rows], ids))
-    write_manifest(path, {"classes": [f"n{c:08d}" for c in range(classes)], "dim": dim,
-                          "shards": records, "simulated": True})
+    write_manifest(
+        path,
+        {"classes": [f"n{c:08d}" for c in range(classes)], "dim": dim, "shards": records, "simulated": True},
+    )
     np.save(path.parent / "noisy.npy", noisy)
 
 
@@ -62,9 +68,6 @@ def reference_filter(features_dir: Path, folds: int, epochs: int, seed: int) -> 
     """Plain cross-fitted softmax: everything float32 in memory, full-batch L-BFGS per fold."""
     import torch
     import torch.nn.functional as F
-
-    from imagenet_zsl.features.shards import FeatureDir
-    from imagenet_zsl.images.quality import stratified_folds
 
     fdir = FeatureDir(features_dir)
     block = fdir.load()
@@ -101,9 +104,6 @@ def worker(mode: str, features_dir: Path, out: Path, args: argparse.Namespace) -
     import tabulate  # noqa: F401
     import torch
 
-    from imagenet_zsl.features.shards import FeatureDir
-    from imagenet_zsl.images.quality import FilterParams, filter_feature_dir, kept_image_ids
-
     torch.set_num_threads(args.threads)
     torch.zeros(1) @ torch.zeros(1)  # load the BLAS kernels before the baseline too
     baseline = peak_rss_mib()
@@ -112,8 +112,9 @@ def worker(mode: str, features_dir: Path, out: Path, args: argparse.Namespace) -
         correct = reference_filter(features_dir, args.folds, args.epochs, args.seed)
         seconds, peak = time.perf_counter() - start, peak_rss_mib()
     else:
-        params = FilterParams(folds=args.folds, epochs=args.epochs, classifier=mode,
-                              seed=args.seed, device="cpu")
+        params = FilterParams(
+            folds=args.folds, epochs=args.epochs, classifier=mode, seed=args.seed, device="cpu"
+        )
         filter_feature_dir(features_dir, out, params)
         seconds, peak = time.perf_counter() - start, peak_rss_mib()
         kept = kept_image_ids(out)
@@ -121,7 +122,8 @@ def worker(mode: str, features_dir: Path, out: Path, args: argparse.Namespace) -
         correct = np.isin(ids, sorted(kept))
     noisy = np.load(features_dir.parent / "noisy.npy")
     return {
-        "seconds": seconds, "peak_mib": peak - baseline,
+        "seconds": seconds,
+        "peak_mib": peak - baseline,
         "kept_fraction": float(correct.mean()),
         "recall": float((~correct & noisy).sum() / noisy.sum()),
         "clean_kept": float(correct[~noisy].mean()),
@@ -146,42 +148,58 @@ def main() -> None:
         print(json.dumps(worker(args.worker, root / "features", root / args.worker, args)))
         return
     n = args.classes * args.per_class
-    print(f"synthetic: {args.classes} classes x {args.per_class} images x {args.dim}-d "
-          f"({n} rows, {n * args.dim * 2 / 2**20:.0f} MiB as float16), {args.folds} folds, "
-          f"{args.epochs} epochs, {args.threads} threads")
+    print(
+        f"synthetic: {args.classes} classes x {args.per_class} images x {args.dim}-d "
+        f"({n} rows, {n * args.dim * 2 / 2**20:.0f} MiB as float16), {args.folds} folds, "
+        f"{args.epochs} epochs, {args.threads} threads"
+    )
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench_filter.") as tmp:
         write_synthetic(Path(tmp) / "features", args.classes, args.per_class, args.dim, args.seed)
-        forwarded = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-                     if k not in ("worker", "dir", "modes")]
+        forwarded = [
+            f"--{k.replace('_', '-')}={v}"
+            for k, v in vars(args).items()
+            if k not in ("worker", "dir", "modes")
+        ]
         for mode in args.modes.split(","):
             done = subprocess.run(
                 [sys.executable, __file__, "--worker", mode, "--dir", tmp, *forwarded],
-                check=True, capture_output=True, text=True,
+                check=True,
+                capture_output=True,
+                text=True,
             )
             results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
             r = results[mode]
-            print(f"{mode:>9}: {r['seconds']:8.1f} s  peak +{r['peak_mib']:7.0f} MiB  "
-                  f"kept {r['kept_fraction']:.3f}  recall(planted) {r['recall']:.3f}  "
-                  f"clean kept {r['clean_kept']:.3f}")
+            print(
+                f"{mode:>9}: {r['seconds']:8.1f} s  peak +{r['peak_mib']:7.0f} MiB  "
+                f"kept {r['kept_fraction']:.3f}  recall(planted) {r['recall']:.3f}  "
+                f"clean kept {r['clean_kept']:.3f}"
+            )
     if "reference" in results:
         ref = results["reference"]
         for mode in results.keys() - {"reference"}:
             r = results[mode]
-            print(f"{mode} vs reference: speed-up {ref['seconds'] / r['seconds']:.2f}x, "
-                  f"memory saving {ref['peak_mib'] / max(r['peak_mib'], 1):.2f}x (>1: ours better)")
+            print(
+                f"{mode} vs reference: speed-up {ref['seconds'] / r['seconds']:.2f}x, "
+                f"memory saving {ref['peak_mib'] / max(r['peak_mib'], 1):.2f}x (>1: ours better)"
+            )
     c, p, d = FULL_SCALE
     rows = c * p
-    print(f"extrapolated to {c}x{p}x{d}: float16 store {rows * d * 2 / 2**30:.1f} GiB "
-          f"(reference float32 + fold copy: "
-          f"{rows * d * 4 * (1 + (args.folds - 1) / args.folds) / 2**30:.1f} GiB)")
+    print(
+        f"extrapolated to {c}x{p}x{d}: float16 store {rows * d * 2 / 2**30:.1f} GiB "
+        f"(reference float32 + fold copy: "
+        f"{rows * d * 4 * (1 + (args.folds - 1) / args.folds) / 2**30:.1f} GiB)"
+    )
     # softmax work ~ rows x dim x classes per epoch; ridge ~ rows x dim x (dim + classes)
-    work = {"softmax": (rows * d * c) / (n * args.dim * args.classes),
-            "ridge": (rows * d * (d + c)) / (n * args.dim * (args.dim + args.classes))}
+    work = {
+        "softmax": (rows * d * c) / (n * args.dim * args.classes),
+        "ridge": (rows * d * (d + c)) / (n * args.dim * (args.dim + args.classes)),
+    }
     for mode, factor in work.items():
         if mode in results:
             hours = results[mode]["seconds"] * factor / 3600
             print(f"  {mode}: ~{hours:.1f} h on this machine with {args.threads} threads")
+
 
 if __name__ == "__main__":
     main()

@@ -18,6 +18,23 @@ import time
 
 import numpy as np
 
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.universe import universe_wnids
+from imagenet_zsl.semantics.labels import chosen_labels
+from imagenet_zsl.semantics.lemma_vectors import (
+    LemmaVectorizer,
+    class_vectors_from_lemmas,
+    vectorizer_for,
+)
+from imagenet_zsl.semantics.senses import (
+    CONTEXT_GROUPS,
+    PrimarySenseModel,
+    fit_temperature,
+    semcor_calibration_words,
+    word_key,
+)
+from imagenet_zsl.semantics.word_vectors import _load_npy_parquet, load_word_vectors, packaged_glove_dir
+
 
 def _timed(fn, *args, **kwargs):
     start = time.perf_counter()
@@ -28,8 +45,6 @@ def _timed(fn, *args, **kwargs):
 def bench_load() -> None:
     import pandas as pd
     from gensim.models import KeyedVectors
-
-    from imagenet_zsl.semantics.word_vectors import _load_npy_parquet, packaged_glove_dir
 
     folder = packaged_glove_dir()
     ours, t_ours = _timed(_load_npy_parquet, folder)
@@ -43,19 +58,13 @@ def bench_load() -> None:
 
     ref, t_ref = _timed(reference)
     assert ref.index_to_key == ours.index_to_key
-    print(f"load GloVe 6B 50d (400,000 words): {t_ours:.2f} s vs add_vectors {t_ref:.2f} s "
-          f"-> {t_ref / t_ours:.1f}x")
+    print(
+        f"load GloVe 6B 50d (400,000 words): {t_ours:.2f} s vs add_vectors {t_ref:.2f} s "
+        f"-> {t_ref / t_ours:.1f}x"
+    )
 
 
 def bench_class_vectors() -> None:
-    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-    from imagenet_zsl.hierarchy.universe import universe_wnids
-    from imagenet_zsl.semantics.lemma_vectors import (
-        LemmaVectorizer,
-        class_vectors_from_lemmas,
-        load_word_vectors,
-    )
-
     nouns = load_wordnet_nouns()
     wnids = universe_wnids()
     lemmas = [nouns.lemmas[nouns.index[w]] for w in wnids]
@@ -84,16 +93,13 @@ def bench_class_vectors() -> None:
     ref, t_ref = _timed(reference)
     assert sorted(ref) == sorted(ours.wnids)
     err = float(np.abs(ours.get(list(ref)) - np.stack(list(ref.values()))).max())
-    print(f"class vectors, 21,842 classes: {t_ours:.3f} s vs per-class loop {t_ref:.3f} s "
-          f"-> {t_ref / t_ours:.1f}x (max |diff| {err:.1e})")
+    print(
+        f"class vectors, 21,842 classes: {t_ours:.3f} s vs per-class loop {t_ref:.3f} s "
+        f"-> {t_ref / t_ours:.1f}x (max |diff| {err:.1e})"
+    )
 
 
 def bench_senses() -> None:
-    from imagenet_zsl.hierarchy.universe import universe_wnids
-    from imagenet_zsl.semantics.labels import chosen_labels
-    from imagenet_zsl.semantics.lemma_vectors import vectorizer_for
-    from imagenet_zsl.semantics.senses import CONTEXT_GROUPS, PrimarySenseModel, word_key
-
     vectorizer = vectorizer_for("glove-6b-50d")
     words = sorted({word_key(x) for x in chosen_labels(universe_wnids())})
     warm = PrimarySenseModel(vectorizer)
@@ -118,8 +124,12 @@ def bench_senses() -> None:
             excluded = warm._excluded_rows(row.word)
             context = np.zeros(kv.vector_size)
             for group in CONTEXT_GROUPS:
-                rows = [t for item in warm._group_items(warm.inventory.nouns.index[row.wnid], group)
-                        for t in item if t not in excluded]
+                rows = [
+                    t
+                    for item in warm._group_items(warm.inventory.nouns.index[row.wnid], group)
+                    for t in item
+                    if t not in excluded
+                ]
                 if rows:
                     context += unit(np.mean([unit(kv.vectors[r]) for r in rows], axis=0))
             sims.append(float(unit(context) @ v) if context.any() else np.nan)
@@ -128,27 +138,31 @@ def bench_senses() -> None:
     ref, t_ref = _timed(reference)
     ours = frame["similarity"].to_numpy()
     err = float(np.nanmax(np.abs(ours - ref)))
-    print(f"sense evidence, {len(words):,} labels / {len(frame):,} senses: {t_ours:.2f} s vs per-sense loop "
-          f"{t_ref:.2f} s -> {t_ref / t_ours:.1f}x (max |diff| {err:.1e})")
+    print(
+        f"sense evidence, {len(words):,} labels / {len(frame):,} senses: {t_ours:.2f} s vs per-sense loop "
+        f"{t_ref:.2f} s -> {t_ref / t_ours:.1f}x (max |diff| {err:.1e})"
+    )
 
 
 def calibrate(vectors: str) -> None:
-    from imagenet_zsl.semantics.lemma_vectors import vectorizer_for
-    from imagenet_zsl.semantics.senses import PrimarySenseModel, fit_temperature, semcor_calibration_words
-
     model = PrimarySenseModel(vectorizer_for(vectors))
     words = semcor_calibration_words(model)
     fit = fit_temperature(model, words)
-    print(f"calibration on {fit['words']:,} SemCor-labelled polysemous words: temperature "
-          f"{fit['temperature']:.3f}; embedding alone finds the SemCor-most-frequent sense in "
-          f"{fit['accuracy']:.1%} of words (chance {fit['chance']:.1%})")
+    print(
+        f"calibration on {fit['words']:,} SemCor-labelled polysemous words: temperature "
+        f"{fit['temperature']:.3f}; embedding alone finds the SemCor-most-frequent sense in "
+        f"{fit['accuracy']:.1%} of words (chance {fit['chance']:.1%})"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calibrate", action="store_true", help="also fit the sense-model temperature")
-    parser.add_argument("--vectors", default="glove-6b-50d",
-                        help="vector set to calibrate (name or path); put the result in polysemy.temperature")
+    parser.add_argument(
+        "--vectors",
+        default="glove-6b-50d",
+        help="vector set to calibrate (name or path); put the result in polysemy.temperature",
+    )
     args = parser.parse_args()
     bench_load()
     bench_class_vectors()

@@ -20,6 +20,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids  # noqa: E402
+from imagenet_zsl.models.base import SeenData, create  # noqa: E402
+from imagenet_zsl.models.trivial import nearest_seen_matrix, nearest_seen_matrix_bfs  # noqa: E402
+from imagenet_zsl.semantics.class_vectors import ClassVectors  # noqa: E402
+
 
 def best_of(repeat: int, func, *args):  # noqa: ANN001, ANN201
     times, result = [], None
@@ -37,9 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gcn-epochs", type=int, default=5, help="0 skips the GCN timing")
     args = parser.parse_args(argv)
 
-    from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
-    from imagenet_zsl.models.trivial import nearest_seen_matrix, nearest_seen_matrix_bfs
-
     graph = load_class_graph("wordnet")
     seen = training_wnids()
     classes = candidate_wnids()[: args.classes]
@@ -48,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     if not np.array_equal(fast, ref):
         print("MISMATCH between layered and reference prototypes", file=sys.stderr)
         return 1
-    print(f"trivial prototypes, {len(classes)} classes x {len(seen)} training classes, "
-          f"graph {len(graph)} nodes")
+    print(
+        f"trivial prototypes, {len(classes)} classes x {len(seen)} training classes, graph {len(graph)} nodes"
+    )
     print(f"  layered nearest sets : {fast_s * 1000:8.1f} ms")
     print(f"  BFS per training class: {ref_s * 1000:8.1f} ms   (reference)")
     print(f"  speed-up              : {ref_s / fast_s:8.1f}x  (identical prototypes)")
@@ -57,22 +60,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.gcn_epochs:
         import torch
 
-        from imagenet_zsl.models.base import SeenData
-        from imagenet_zsl.models.registry import create
-        from imagenet_zsl.semantics.class_vectors import ClassVectors
-
         rng = np.random.default_rng(0)
         vectors = ClassVectors(graph.wnids, rng.normal(size=(len(graph), 50)), source="random")
         labels = np.repeat(np.arange(len(seen)), 2)
         data = SeenData(rng.normal(size=(len(labels), 64)).astype(np.float32), labels, seen)
         for hidden in (64, 2048):
+
             def fit(epochs: int, hidden: int = hidden) -> None:
-                create("sgcn", hidden=[hidden], epochs=epochs, classifier="softmax",
-                       classifier_iter=5, device="cpu").fit(data, vectors, graph)
+                create(
+                    "sgcn",
+                    hidden=[hidden],
+                    epochs=epochs,
+                    classifier="softmax",
+                    classifier_iter=5,
+                    device="cpu",
+                ).fit(data, vectors, graph)
+
             one, _ = best_of(2, fit, 1)  # the first call also pays torch's one-off imports
             more, _ = best_of(1, fit, 1 + args.gcn_epochs)
-            print(f"SGCN full graph, hidden {hidden}: {(more - one) / args.gcn_epochs * 1000:.0f} ms/epoch "
-                  f"(CPU, {torch.get_num_threads()} threads)")
+            print(
+                f"SGCN full graph, hidden {hidden}: {(more - one) / args.gcn_epochs * 1000:.0f} ms/epoch "
+                f"(CPU, {torch.get_num_threads()} threads)"
+            )
     return 0
 
 

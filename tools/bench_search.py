@@ -50,8 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dim", type=int, default=2048)
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--gpu-queries", type=int, default=1_000_000,
-                        help="queries for the GPU timing (extrapolated to 12.9M)")
+    parser.add_argument(
+        "--gpu-queries",
+        type=int,
+        default=1_000_000,
+        help="queries for the GPU timing (extrapolated to 12.9M)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
@@ -61,16 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     queries = rng.standard_normal((args.queries, args.dim), dtype=np.float32)
     prototypes = rng.standard_normal((args.classes, args.dim), dtype=np.float32)
-    print(f"data: {args.queries} queries x {args.classes} classes x {args.dim}-d float32, "
-          f"top-{args.k}; faiss {faiss.__version__}, {faiss.omp_get_max_threads()} threads, "
-          f"{platform.processor() or platform.machine()}")
+    print(
+        f"data: {args.queries} queries x {args.classes} classes x {args.dim}-d float32, "
+        f"top-{args.k}; faiss {faiss.__version__}, {faiss.omp_get_max_threads()} threads, "
+        f"{platform.processor() or platform.machine()}"
+    )
     # warm-up (thread pools, page faults) on a slice
     _ = queries[:512] @ prototypes.T
     topk_inner_product(queries[:512], prototypes, args.k, use_gpu=False)
 
     t_matmul, _ = timed(lambda: queries @ prototypes.T, args.repeats)
     t_toolkit, (_, ids) = timed(
-        lambda: topk_inner_product(queries, prototypes, args.k, use_gpu=False), args.repeats)
+        lambda: topk_inner_product(queries, prototypes, args.k, use_gpu=False), args.repeats
+    )
 
     def naive():
         scores = queries @ prototypes.T
@@ -80,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     agree = float(np.mean(naive_ids == ids))
     gflop = 2 * args.queries * args.classes * args.dim / 1e9
     result = {
-        "queries": args.queries, "classes": args.classes, "dim": args.dim, "k": args.k,
+        "queries": args.queries,
+        "classes": args.classes,
+        "dim": args.dim,
+        "k": args.k,
         "threads": faiss.omp_get_max_threads(),
         "seconds": {"toolkit_topk": t_toolkit, "blas_matmul": t_matmul, "naive_argsort": t_naive},
         "toolkit_over_matmul": t_toolkit / t_matmul,
@@ -97,13 +107,19 @@ def main(argv: list[str] | None = None) -> int:
     if gpu_available():
         gpu_q = rng.standard_normal((args.gpu_queries, args.dim), dtype=np.float32)
         topk_inner_product(gpu_q[:4096], prototypes, args.k, use_gpu=True)
-        t_gpu, _ = timed(lambda: topk_inner_product(gpu_q, prototypes, args.k, use_gpu=True,
-                                                    block_rows=65536), 1)
+        t_gpu, _ = timed(
+            lambda: topk_inner_product(gpu_q, prototypes, args.k, use_gpu=True, block_rows=65536), 1
+        )
         projected = t_gpu * IMAGENET21K_TEST_IMAGES / args.gpu_queries
-        result["gpu"] = {"queries": args.gpu_queries, "seconds": t_gpu,
-                         "projected_imagenet21k_seconds": projected}
-        print(f"GPU top-{args.k}: {args.gpu_queries} queries in {t_gpu:.2f} s; projected "
-              f"{IMAGENET21K_TEST_IMAGES / 1e6:.1f}M images: {projected:.1f} s (target < 60 s)")
+        result["gpu"] = {
+            "queries": args.gpu_queries,
+            "seconds": t_gpu,
+            "projected_imagenet21k_seconds": projected,
+        }
+        print(
+            f"GPU top-{args.k}: {args.gpu_queries} queries in {t_gpu:.2f} s; projected "
+            f"{IMAGENET21K_TEST_IMAGES / 1e6:.1f}M images: {projected:.1f} s (target < 60 s)"
+        )
     else:
         result["gpu"] = None
         print("GPU: not measured (faiss sees no GPU)")

@@ -67,8 +67,9 @@ def main() -> None:
     train = training_wnids()
     test = read_wnid_list(REPO / "splits" / "benchmark.txt")
     und = nx.Graph()
-    und.add_edges_from((graph.wnids[p], graph.wnids[c])
-                       for c, p in zip(*graph.child_to_parent.nonzero(), strict=True))
+    und.add_edges_from(
+        (graph.wnids[p], graph.wnids[c]) for c, p in zip(*graph.child_to_parent.nonzero(), strict=True)
+    )
     _ = graph.ancestor_matrix, graph.adjacency  # warm caches, as in a build
 
     t_fast, r_fast = timed(lambda: structural_ratio(graph, test, train), repeat=5)
@@ -79,16 +80,20 @@ def main() -> None:
     assert abs(r_fast - r_bfs) < 1e-9, (r_fast, r_bfs)
     print(f"R of a {len(test)}-class set = {r_fast:.4f} (networkx agrees: {r_bfs:.4f})")
     print(f"  imagenet-zsl (multi-source BFS + Voronoi)   {t_fast * 1e3:9.1f} ms")
-    print(f"  networkx BFS per test class                 {t_bfs * 1e3:9.1f} ms"
-          f"   ratio {t_bfs / t_fast:8.0f}x")
-    print(f"  networkx shortest path per pair (extrap.)   {t_pair * 1e3:9.0f} ms"
-          f"   ratio {t_pair / t_fast:8.0f}x   [{len(sample)} classes timed]")
+    print(
+        f"  networkx BFS per test class                 {t_bfs * 1e3:9.1f} ms   ratio {t_bfs / t_fast:8.0f}x"
+    )
+    print(
+        f"  networkx shortest path per pair (extrap.)   {t_pair * 1e3:9.0f} ms"
+        f"   ratio {t_pair / t_fast:8.0f}x   [{len(sample)} classes timed]"
+    )
 
     if args.skip_build:
         return
     with tempfile.TemporaryDirectory() as tmp:
-        t_build, built = timed(lambda: build_splits(REPO / "configs" / "default.yaml",
-                                                    Path(tmp) / "splits", progress=False))
+        t_build, built = timed(
+            lambda: build_splits(REPO / "configs" / "default.yaml", Path(tmp) / "splits", progress=False)
+        )
     cands = candidate_wnids()
     hop_sample = cands[:: max(1, len(cands) // args.sample)][: args.sample]
 
@@ -100,8 +105,10 @@ def main() -> None:
     t_hops = t_hop_sample * len(cands) / len(hop_sample)
     print(f"default build ({len(built)} splits incl. the 500-class max-ratio benchmark, warm cache)")
     print(f"  imagenet-zsl splits build                   {t_build:9.1f} s")
-    print(f"  networkx per-pair hop distances only (extr.) {t_hops:8.0f} s"
-          f"   ratio {t_hops / t_build:8.0f}x   [{len(hop_sample)} classes timed]")
+    print(
+        f"  networkx per-pair hop distances only (extr.) {t_hops:8.0f} s"
+        f"   ratio {t_hops / t_build:8.0f}x   [{len(hop_sample)} classes timed]"
+    )
 
 
 if __name__ == "__main__":

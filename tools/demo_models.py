@@ -27,6 +27,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from imagenet_zsl.errors import UserInputError  # noqa: E402
+from imagenet_zsl.evaluation.search import topk_inner_product  # noqa: E402
+from imagenet_zsl.features.shards import FeatureDir  # noqa: E402
+from imagenet_zsl.features.simulate import (  # noqa: E402
+    load_simulation_config,
+    resolve_class_vectors,
+    simulate,
+)
+from imagenet_zsl.models.registry import load_model  # noqa: E402
+from imagenet_zsl.models.training import load_train_config, train  # noqa: E402
+from imagenet_zsl.scoring import hit_at_k  # noqa: E402
+from imagenet_zsl.splits.io import read_wnid_list  # noqa: E402
 
 MODELS = ("trivial", "conse", "eszsl", "sgcn")
 SPLITS = ("hop1", "benchmark")
@@ -36,8 +47,6 @@ DEMO_OVERRIDES = {"sgcn": {"epochs": 300, "hidden": [256], "lr": 0.01, "dropout"
 
 def split_images(test_dir: Path, classes: list[str]):  # noqa: ANN201 - (FeatureBlock, labels)
     """The test images of ``classes`` and their labels as indices into ``classes``."""
-    from imagenet_zsl.features.shards import FeatureDir
-
     features = FeatureDir(test_dir)
     block = features.load(with_logits=features.has_logits)
     position = {w: i for i, w in enumerate(classes)}
@@ -50,9 +59,6 @@ def split_images(test_dir: Path, classes: list[str]):  # noqa: ANN201 - (Feature
 
 def evaluate(model, block, classes: list[str], ks=(1, 5)) -> dict[int, float]:  # noqa: ANN001
     """Flat hit@k of ``model`` on ``block`` (labels index ``classes``) among ``classes`` only."""
-    from imagenet_zsl.scoring import hit_at_k
-    from imagenet_zsl.evaluation.search import topk_inner_product
-
     queries = model.embed_images(block.features, block.logits)
     scores, ids = topk_inner_product(queries, model.class_prototypes(classes), max(ks) + 1)
     return hit_at_k(ids, block.labels, ks, topk_scores=scores)
@@ -69,14 +75,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     from tabulate import tabulate
-
-    from imagenet_zsl.features.simulate import (
-        load_simulation_config,
-        read_class_list,
-        resolve_class_vectors,
-        simulate,
-    )
-    from imagenet_zsl.models.training import load_train_config, train
 
     split_files = {name: args.splits_dir / f"{name}.txt" for name in SPLITS}
     missing = [str(p) for p in split_files.values() if not p.exists()]
@@ -95,14 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     semantics = resolve_class_vectors(config.semantics)
     split_classes = {}
     for name, path in split_files.items():
-        wnids = read_class_list(path)
+        wnids = read_wnid_list(path)
         kept = [w for w in wnids if w in semantics]
         split_classes[name] = kept
         if len(kept) < len(wnids):
-            print(f"{name}: {len(wnids) - len(kept)} of {len(wnids)} classes have no word vector; "
-                  f"every model is scored on the other {len(kept)}")
-
-    from imagenet_zsl.models.registry import load_model
+            print(
+                f"{name}: {len(wnids) - len(kept)} of {len(wnids)} classes have no word vector; "
+                f"every model is scored on the other {len(kept)}"
+            )
 
     blocks = {split: split_images(args.out / "features" / "test", split_classes[split]) for split in SPLITS}
 
@@ -111,8 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         tic = time.perf_counter()
         train_config = load_train_config(ROOT / "configs" / "models" / f"{name}.yaml")
         train_config.semantics = config.semantics
-        model_dir = train(train_config, args.out / "features" / "train", args.out / "models" / name,
-                          overrides=DEMO_OVERRIDES.get(name))
+        model_dir = train(
+            train_config,
+            args.out / "features" / "train",
+            args.out / "models" / name,
+            overrides=DEMO_OVERRIDES.get(name),
+        )
         model = load_model(model_dir)
         fitted = time.perf_counter() - tic
         row = [name]
@@ -126,8 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(chance + [None])
     headers = ["model"] + [f"{s} hit@{k} %" for s in SPLITS for k in (1, 5)] + ["train s"]
     print(tabulate(rows, headers=headers, floatfmt=".2f"))
-    print(f"total {time.perf_counter() - start:.0f}s. SIMULATED features: illustrates the pipeline, "
-          "not real ImageNet performance.")
+    print(
+        f"total {time.perf_counter() - start:.0f}s. SIMULATED features: illustrates the pipeline, "
+        "not real ImageNet performance."
+    )
     return 0
 
 

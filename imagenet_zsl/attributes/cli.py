@@ -4,18 +4,28 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from imagenet_zsl.cli import CommandTree
+import yaml
+
+from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir, ps_class_lists
+from imagenet_zsl.attributes.demo import run_demo
+from imagenet_zsl.attributes.grab import make_split, write_split_dir
+from imagenet_zsl.attributes.protocol import RunConfig, load_results, run_to_directory
+from imagenet_zsl.attributes.robustness import run_study, write_summary
+from imagenet_zsl.attributes.table import plot_ranking, render
+from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import atomic_write_text
+
+if TYPE_CHECKING:
+    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
 
 DATASET_CHOICES = ("APY", "AWA1", "AWA2", "CUB", "SUN")
 METHOD_CHOICES = ("random", "gcs", "ccs", "mas", "pas")
 
 
 def _value(text: str) -> Any:
-    import yaml
-
     return yaml.safe_load(text)
 
 
@@ -39,14 +49,16 @@ def _progress(message: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import load_dataset
-    from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
-
-    ds = load_dataset(args.dataset, args.root, att_splits=args.att_splits, ss_dir=args.ss_dir,
-                      need_ss=args.split == "ss")
+    ds = load_dataset(
+        args.dataset, args.root, att_splits=args.att_splits, ss_dir=args.ss_dir, need_ss=args.split == "ss"
+    )
     config = RunConfig(
-        dataset=ds.name, model=args.model.lower(), split=args.split, val_split=args.val_split,
-        seed=args.seed, params=_pairs(args.param, "--param", False),
+        dataset=ds.name,
+        model=args.model.lower(),
+        split=args.split,
+        val_split=args.val_split,
+        seed=args.seed,
+        params=_pairs(args.param, "--param", False),
         grid=_pairs(args.grid, "--grid", True) or None,
         att_splits=str(args.att_splits) if args.att_splits else None,
     )
@@ -55,18 +67,16 @@ def _run(args: argparse.Namespace) -> int:
     line = f"{ds.name} {args.split.upper()} {config.model}: ZSL top-1 {zsl:.1f}"
     if results.get("gzsl"):
         g = results["gzsl"]
-        line += (f" | GZSL u {g['unseen'] * 100:.1f} s {g['seen'] * 100:.1f} H {g['H'] * 100:.1f}"
-                 f" | calibrated H {g['H_cs'] * 100:.1f} | AUSUC {g['ausuc'] * 100:.1f}")
+        line += (
+            f" | GZSL u {g['unseen'] * 100:.1f} s {g['seen'] * 100:.1f} H {g['H'] * 100:.1f}"
+            f" | calibrated H {g['H_cs'] * 100:.1f} | AUSUC {g['ausuc'] * 100:.1f}"
+        )
     print(line)
     print(f"wrote {args.out}")
     return 0
 
 
 def _table(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.protocol import load_results
-    from imagenet_zsl.attributes.table import plot_ranking, render
-    from imagenet_zsl.io import atomic_write_text
-
     text, tables = render(load_results(args.runs))
     print(text)
     if args.out:
@@ -83,42 +93,50 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import load_dataset
-    from imagenet_zsl.attributes.grab import make_split, write_split_dir
-
     ds = load_dataset(args.dataset, args.root, att_splits=args.att_splits)
     result = make_split(ds, args.method, inverse=args.inverse, k=args.k, seed=args.seed)
     path = write_split_dir(result, ds, args.out)
     split = result.split
-    print(f"{ds.name} {args.method}{' (inverse)' if args.inverse else ''}: "
-          f"{split.seen_classes.size} seen / {split.unseen_classes.size} unseen classes, "
-          f"{split.num_attributes} attributes; images trainval {split.locs['trainval_loc'].size} "
-          f"/ test seen {split.locs['test_seen_loc'].size} / test unseen "
-          f"{split.locs['test_unseen_loc'].size}")
+    print(
+        f"{ds.name} {args.method}{' (inverse)' if args.inverse else ''}: "
+        f"{split.seen_classes.size} seen / {split.unseen_classes.size} unseen classes, "
+        f"{split.num_attributes} attributes; images trainval {split.locs['trainval_loc'].size} "
+        f"/ test seen {split.locs['test_seen_loc'].size} / test unseen "
+        f"{split.locs['test_unseen_loc'].size}"
+    )
     print(f"wrote {path}")
     return 0
 
 
 def _robustness(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import load_dataset
-    from imagenet_zsl.attributes.robustness import run_study, write_summary
-
     ds = load_dataset(args.dataset, args.root)
     params = _pairs(args.param, "--param", False)
-    runs = run_study(ds, args.model.lower(), args.methods, args.seeds, args.out,
-                     inverse=args.inverse, k=args.k, params=params, progress=_progress)
-    parameters = {"dataset": ds.name, "model": args.model.lower(), "methods": args.methods,
-                  "seeds": args.seeds, "inverse": args.inverse, "k": args.k, "params": params}
-    print(write_summary(runs, Path(args.out), f"{ds.name} {args.model}: GRAB robustness",
-                        parameters))
+    runs = run_study(
+        ds,
+        args.model.lower(),
+        args.methods,
+        args.seeds,
+        args.out,
+        inverse=args.inverse,
+        k=args.k,
+        params=params,
+        progress=_progress,
+    )
+    parameters = {
+        "dataset": ds.name,
+        "model": args.model.lower(),
+        "methods": args.methods,
+        "seeds": args.seeds,
+        "inverse": args.inverse,
+        "k": args.k,
+        "params": params,
+    }
+    print(write_summary(runs, Path(args.out), f"{ds.name} {args.model}: GRAB robustness", parameters))
     print(f"wrote {args.out}")
     return 0
 
 
 def _info(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import packaged_dir, ps_class_lists
-    from imagenet_zsl.attributes.xlsa17 import load_att_splits
-
     path = Path(args.att_splits) if args.att_splits else packaged_dir(args.dataset) / "att_splits.mat"
     if path.is_dir():
         path = path / "att_splits.mat"
@@ -126,18 +144,26 @@ def _info(args: argparse.Namespace) -> int:
     lists = ps_class_lists(args.dataset, split)
     val = ", ".join(f"{len(lists.train[k])}/{len(lists.val[k])}" for k in sorted(lists.val))
     print(f"{args.dataset} ({path})")
-    print(f"  {split.num_attributes} attributes x {split.num_classes} classes; "
-          f"{len(lists.trainval)} seen (train/val: {val}) / {len(lists.test)} unseen")
+    print(
+        f"  {split.num_attributes} attributes x {split.num_classes} classes; "
+        f"{len(lists.trainval)} seen (train/val: {val}) / {len(lists.test)} unseen"
+    )
     for name, loc in split.locs.items():
         print(f"  {name}: {loc.size} images")
     return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.demo import run_demo
-
-    print(run_demo(args.out, datasets=args.datasets, models=args.models, dim=args.dim,
-                   val_splits=args.val_splits, progress=_progress))
+    print(
+        run_demo(
+            args.out,
+            datasets=args.datasets,
+            models=args.models,
+            dim=args.dim,
+            val_splits=args.val_splits,
+            progress=_progress,
+        )
+    )
     print(f"wrote {args.out} (generated features: the numbers describe the demo data only)")
     return 0
 
@@ -156,8 +182,12 @@ def register(tree: CommandTree) -> None:
     run.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--param", action="append", metavar="NAME=VALUE", help="fixed hyper-parameter")
-    run.add_argument("--grid", action="append", metavar="NAME=V1,V2",
-                     help="search these values instead of the model's grid")
+    run.add_argument(
+        "--grid",
+        action="append",
+        metavar="NAME=V1,V2",
+        help="search these values instead of the model's grid",
+    )
     run.add_argument("--out", required=True, type=Path)
     run.set_defaults(func=_run)
 
@@ -168,8 +198,9 @@ def register(tree: CommandTree) -> None:
 
     split = group.add_parser("split", help="write a GRAB class split or attribute subset")
     _dataset_arg(split)
-    split.add_argument("--root", required=True, type=Path,
-                       help="folder with res101.mat (its labels place the images)")
+    split.add_argument(
+        "--root", required=True, type=Path, help="folder with res101.mat (its labels place the images)"
+    )
     split.add_argument("--att-splits", type=Path, help="source att_splits.mat (default: PS)")
     split.add_argument("--method", required=True, choices=METHOD_CHOICES)
     split.add_argument("--inverse", action="store_true", help="gcs/ccs: other end; mas: most correlated")
@@ -197,8 +228,9 @@ def register(tree: CommandTree) -> None:
 
     demo = group.add_parser("demo", help="GBU table on generated features (real class structure)")
     demo.add_argument("--out", required=True, type=Path)
-    demo.add_argument("--datasets", nargs="+", type=str.upper, choices=DATASET_CHOICES,
-                      default=["APY", "AWA2"])
+    demo.add_argument(
+        "--datasets", nargs="+", type=str.upper, choices=DATASET_CHOICES, default=["APY", "AWA2"]
+    )
     demo.add_argument("--models", nargs="+")
     demo.add_argument("--dim", type=int, default=32)
     demo.add_argument("--val-splits", nargs="+", type=int, choices=(1, 2, 3), default=[1])

@@ -31,15 +31,15 @@ from imagenet_zsl.attributes.xlsa17 import (
     load_res101,
     read_class_lists,
 )
+from imagenet_zsl.data import xlsa17_root
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.models.selection import holdout_images
 
 SPLITS = ("ps", "ss")
 
 
 def packaged_dir(dataset: str) -> Path:
     """Folder of the packaged class-level files of ``dataset`` (APY, AWA1, AWA2, CUB, SUN)."""
-    from imagenet_zsl.data import xlsa17_root
-
     return xlsa17_root() / check_dataset_name(dataset)
 
 
@@ -69,8 +69,11 @@ def find_ss_dir(dataset: str, root: Path | None, ss_dir: Path | None) -> Path:
         return ss_dir
     candidates = []
     if root is not None:
-        candidates = [root / "standard_split" / dataset, root.parent / "standard_split" / dataset,
-                      root.parent.parent / "standard_split" / dataset]
+        candidates = [
+            root / "standard_split" / dataset,
+            root.parent / "standard_split" / dataset,
+            root.parent.parent / "standard_split" / dataset,
+        ]
     for path in candidates:
         if (path / "trainvalclasses.txt").is_file():
             return path
@@ -91,8 +94,10 @@ def lists_from_split_file(split: AttSplits) -> ClassLists | None:
     if split.seen_classes is None or split.unseen_classes is None:
         return None
     seen = set(split.seen_classes.tolist())
-    train = {k: _names(split, np.array(sorted(seen - set(v.tolist())), dtype=np.int64))
-             for k, v in split.val_classes.items()}
+    train = {
+        k: _names(split, np.array(sorted(seen - set(v.tolist())), dtype=np.int64))
+        for k, v in split.val_classes.items()
+    }
     lists = ClassLists(
         trainval=_names(split, split.seen_classes),
         test=_names(split, split.unseen_classes),
@@ -152,9 +157,7 @@ class AttributeDataset:
             raise UserInputError(f"unknown split {protocol!r}; choose ps or ss")
         if protocol == "ss":
             if self.ss_lists is None:
-                raise UserInputError(
-                    f"{self.name}: no Standard Split class lists loaded; pass --ss-dir"
-                )
+                raise UserInputError(f"{self.name}: no Standard Split class lists loaded; pass --ss-dir")
             return self.ss_lists
         return self.ps_lists
 
@@ -175,8 +178,13 @@ class AttributeDataset:
         seen, unseen = self.class_index(lists.trainval), self.class_index(lists.test)
         if protocol == "ps":
             locs = self.split.locs
-            return Task(seen, unseen, np.sort(locs["trainval_loc"]),
-                        np.sort(locs["test_unseen_loc"]), np.sort(locs["test_seen_loc"]))
+            return Task(
+                seen,
+                unseen,
+                np.sort(locs["trainval_loc"]),
+                np.sort(locs["test_unseen_loc"]),
+                np.sort(locs["test_seen_loc"]),
+            )
         return Task(seen, unseen, self.images_of(seen), self.images_of(unseen), None)
 
     def val_task(self, protocol: str = "ps", val_split: int = 1, seed: int = 0) -> Task:
@@ -196,9 +204,7 @@ class AttributeDataset:
         val_classes = self.class_index(lists.val[val_split])
         pool = self.task(protocol).train
         train_images = self.images_of(train_classes, pool)
-        held = stratified_holdout(
-            self.images.labels[train_images], self.seen_test_fraction(), seed
-        )
+        held = holdout_images(self.images.labels[train_images], self.seen_test_fraction(), seed)
         return Task(
             seen=train_classes,
             unseen=val_classes,
@@ -206,24 +212,6 @@ class AttributeDataset:
             test_unseen=self.images_of(val_classes, pool),
             test_seen=train_images[held],
         )
-
-
-def stratified_holdout(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """Boolean mask holding out round(fraction * n_c) rows of every class (≥1 if n_c ≥ 2), seeded."""
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    keys = rng.random(labels.size)
-    order = np.lexsort((keys, labels))
-    sorted_labels = labels[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(sorted_labels)) + 1]
-    counts = np.diff(np.r_[starts, labels.size])
-    take = np.rint(counts * fraction).astype(np.int64)
-    take = np.where((take == 0) & (counts >= 2) & (fraction > 0), 1, take)
-    take = np.minimum(take, counts - 1).clip(min=0)
-    rank = np.arange(labels.size) - np.repeat(starts, counts)
-    mask = np.zeros(labels.size, dtype=bool)
-    mask[order[rank < np.repeat(take, counts)]] = True
-    return mask
 
 
 def _check_against_labels(ds: AttributeDataset) -> None:
@@ -237,7 +225,8 @@ def _check_against_labels(ds: AttributeDataset) -> None:
     seen = set(ds.class_index(ds.ps_lists.trainval).tolist())
     unseen = set(ds.class_index(ds.ps_lists.test).tolist())
     for loc_name, expected, word in (
-        ("trainval_loc", seen, "seen"), ("test_seen_loc", seen, "seen"),
+        ("trainval_loc", seen, "seen"),
+        ("test_seen_loc", seen, "seen"),
         ("test_unseen_loc", unseen, "unseen"),
     ):
         found = set(np.unique(labels[locs[loc_name]]).tolist())
@@ -285,8 +274,9 @@ def load_dataset(
     lists = ps_class_lists(name, split)
     ss_lists = None
     if need_ss:
-        ss_lists = read_class_lists(find_ss_dir(name, root, Path(ss_dir) if ss_dir else None),
-                                    split.class_names)
+        ss_lists = read_class_lists(
+            find_ss_dir(name, root, Path(ss_dir) if ss_dir else None), split.class_names
+        )
     ds = AttributeDataset(name=name, images=images, split=split, ps_lists=lists, ss_lists=ss_lists)
     _check_against_labels(ds)
     if ss_lists is not None:
@@ -300,4 +290,4 @@ def load_dataset(
     return ds
 
 
-__all__ = ["AttributeDataset", "Task", "load_dataset", "stratified_holdout", "VAL_SPLITS"]
+__all__ = ["AttributeDataset", "Task", "load_dataset", "VAL_SPLITS"]

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir
-from imagenet_zsl.attributes.protocol import RunConfig, available_models, load_results, run_to_directory
+from imagenet_zsl.attributes.protocol import RunConfig, load_results, run_to_directory
 from imagenet_zsl.attributes.synthetic import save_res101, synthetic_images
 from imagenet_zsl.attributes.table import plot_ranking, render
 from imagenet_zsl.attributes.xlsa17 import load_att_splits, read_class_lists
 from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.models.base import MODELS
 
 DEFAULT_DATASETS = ("APY", "AWA2")
 #: small grids so the demo stays fast; real runs use each model's full grid
@@ -34,8 +35,7 @@ PREFERRED_MODELS = ("dap", "iap", "eszsl", "sae")
 
 def default_models() -> list[str]:
     """DAP, IAP and, once the shared registry has them, ESZSL and SAE (closed-form, fast)."""
-    models = available_models()
-    return [m for m in PREFERRED_MODELS if m in models]
+    return [m for m in PREFERRED_MODELS if m in MODELS]
 
 
 def run_demo(
@@ -60,14 +60,20 @@ def run_demo(
         for model in models:
             for val_split in val_splits:
                 config = RunConfig(
-                    dataset=name, model=model, split="ps", val_split=val_split,
-                    params=DEMO_PARAMS.get(model, {}), grid=DEMO_GRIDS.get(model),
+                    dataset=name,
+                    model=model,
+                    split="ps",
+                    val_split=val_split,
+                    params=DEMO_PARAMS.get(model, {}),
+                    grid=DEMO_GRIDS.get(model),
                 )
                 results = run_to_directory(ds, config, out / "runs" / name / model / f"val{val_split}")
                 if progress:
-                    progress(f"{name} {model} val{val_split}: ZSL "
-                             f"{results['zsl']['top1_per_class'] * 100:.1f}  H "
-                             f"{results['gzsl']['H'] * 100:.1f}")
+                    progress(
+                        f"{name} {model} val{val_split}: ZSL "
+                        f"{results['zsl']['top1_per_class'] * 100:.1f}  H "
+                        f"{results['gzsl']['H'] * 100:.1f}"
+                    )
     text, tables = render(load_results([out / "runs"]))
     atomic_write_text(out / "table.md", text)
     if not tables["ranking_zsl"].empty:

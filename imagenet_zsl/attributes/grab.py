@@ -30,9 +30,24 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import cdist
 
-from imagenet_zsl.attributes.dataset import AttributeDataset, stratified_holdout
-from imagenet_zsl.attributes.xlsa17 import VAL_SPLITS, AttSplits
+from imagenet_zsl.attributes.dataset import AttributeDataset
+from imagenet_zsl.attributes.xlsa17 import (
+    VAL_SPLITS,
+    AttSplits,
+    ClassLists,
+    save_att_splits,
+    write_class_lists,
+)
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import (
+    MANIFEST_NAME,
+    atomic_directory,
+    atomic_write_json,
+    command_line,
+    file_record,
+    software_versions,
+)
+from imagenet_zsl.models.selection import holdout_images
 
 METHODS = ("random", "gcs", "ccs", "mas", "pas")
 CLASS_METHODS = ("random", "gcs", "ccs")
@@ -114,9 +129,7 @@ def default_k(method: str, num_attributes: int, num_classes: int) -> int:
     return min(k, num_classes - 1) if method == "pas" else k
 
 
-def _validation_partition(
-    seen: np.ndarray, n_val: int, seed: int
-) -> dict[int, np.ndarray]:
+def _validation_partition(seen: np.ndarray, n_val: int, seed: int) -> dict[int, np.ndarray]:
     """Three seeded train/val partitions of the new seen classes (val size as in the source)."""
     out = {}
     for k in VAL_SPLITS:
@@ -142,8 +155,13 @@ def make_split(
     task = ds.task("ps")
     n_seen, n_classes = task.seen.size, source.num_classes
     class_att = source.att.T
-    info: dict[str, Any] = {"method": method, "inverse": bool(inverse), "seed": int(seed),
-                            "dataset": ds.name, "source": str(source.path)}
+    info: dict[str, Any] = {
+        "method": method,
+        "inverse": bool(inverse),
+        "seed": int(seed),
+        "dataset": ds.name,
+        "source": str(source.path),
+    }
     att, original = source.att, source.original_att
     binary = source.binary_att
     locs = dict(source.locs)
@@ -163,19 +181,17 @@ def make_split(
         info["order"] = (order + 1).tolist()
         fraction = ds.seen_test_fraction()
         seen_images = ds.images_of(seen)
-        held = stratified_holdout(ds.images.labels[seen_images], fraction, seed)
+        held = holdout_images(ds.images.labels[seen_images], fraction, seed)
         locs = {
             "trainval_loc": seen_images[~held],
             "test_seen_loc": seen_images[held],
             "test_unseen_loc": ds.images_of(unseen),
         }
         info["test_seen_fraction"] = fraction
-        n_val = len(next(iter(ds.ps_lists.val.values()))) if ds.ps_lists.val else \
-            max(1, round(n_seen / 3))
+        n_val = len(next(iter(ds.ps_lists.val.values()))) if ds.ps_lists.val else max(1, round(n_seen / 3))
         val = _validation_partition(seen, n_val, seed)
     else:
-        limit = source.num_attributes if method == "mas" else min(source.num_attributes,
-                                                                   n_classes - 1)
+        limit = source.num_attributes if method == "mas" else min(source.num_attributes, n_classes - 1)
         k = default_k(method, source.num_attributes, n_classes) if k is None else int(k)
         if not 1 <= k <= limit:
             raise UserInputError(f"--k must be between 1 and {limit} for {method} on {ds.name}")
@@ -197,8 +213,10 @@ def make_split(
             info["explained_variance_ratio"] = ratio.tolist()
             info["components"] = components.tolist()
         index = {n: i for i, n in enumerate(source.class_names)}
-        val = {v: np.array(sorted(index[n] for n in names), dtype=np.int64)
-               for v, names in ds.ps_lists.val.items()}
+        val = {
+            v: np.array(sorted(index[n] for n in names), dtype=np.int64)
+            for v, names in ds.ps_lists.val.items()
+        }
     train1 = np.setdiff1d(seen, val[1]) if 1 in val else None
     if train1 is not None:
         pool = locs["trainval_loc"]
@@ -208,8 +226,14 @@ def make_split(
         locs.pop("train_loc", None)
         locs.pop("val_loc", None)
     new = AttSplits(
-        att=att, class_names=list(source.class_names), locs=locs, original_att=original,
-        binary_att=binary, seen_classes=seen, unseen_classes=unseen, val_classes=val,
+        att=att,
+        class_names=list(source.class_names),
+        locs=locs,
+        original_att=original,
+        binary_att=binary,
+        seen_classes=seen,
+        unseen_classes=unseen,
+        val_classes=val,
         split_info=json.loads(json.dumps(info)),
     )
     info["seen_classes"] = [source.class_names[i] for i in seen]
@@ -219,24 +243,15 @@ def make_split(
 
 def write_split_dir(result: SplitResult, ds: AttributeDataset, out: str | Path) -> Path:
     """Write ``att_splits.mat``, the xlsa17 class lists, ``split.json`` and a manifest (atomic)."""
-    from imagenet_zsl.attributes.xlsa17 import ClassLists, save_att_splits, write_class_lists
-    from imagenet_zsl.io import (
-        MANIFEST_NAME,
-        atomic_directory,
-        atomic_write_json,
-        command_line,
-        file_record,
-        software_versions,
-    )
-
     split = result.split
     names = split.class_names
     seen_names = [names[i] for i in split.seen_classes]
     lists = ClassLists(
         trainval=seen_names,
         test=[names[i] for i in split.unseen_classes],
-        train={k: [n for n in seen_names if n not in {names[i] for i in v}]
-               for k, v in split.val_classes.items()},
+        train={
+            k: [n for n in seen_names if n not in {names[i] for i in v}] for k, v in split.val_classes.items()
+        },
         val={k: [names[i] for i in v] for k, v in split.val_classes.items()},
         source="split",
     )
@@ -245,14 +260,16 @@ def write_split_dir(result: SplitResult, ds: AttributeDataset, out: str | Path) 
         save_att_splits(tmp / "att_splits.mat", split)
         write_class_lists(tmp, lists, names)
         atomic_write_json(tmp / "split.json", result.info)
-        atomic_write_json(tmp / MANIFEST_NAME, {
-            "format": "imagenet-zsl/attribute-split",
-            "tool": "imagenet-zsl attributes split",
-            "command": command_line(),
-            "inputs": [file_record(p) for p in (ds.images.path, ds.split.path) if p is not None],
-            "parameters": {k: v for k, v in result.split.split_info.items()},
-            "outputs": [file_record(p, tmp) for p in sorted(tmp.iterdir())
-                        if p.name != MANIFEST_NAME],
-            "versions": software_versions(),
-        })
+        atomic_write_json(
+            tmp / MANIFEST_NAME,
+            {
+                "format": "imagenet-zsl/attribute-split",
+                "tool": "imagenet-zsl attributes split",
+                "command": command_line(),
+                "inputs": [file_record(p) for p in (ds.images.path, ds.split.path) if p is not None],
+                "parameters": {k: v for k, v in result.split.split_info.items()},
+                "outputs": [file_record(p, tmp) for p in sorted(tmp.iterdir()) if p.name != MANIFEST_NAME],
+                "versions": software_versions(),
+            },
+        )
     return out / "att_splits.mat"

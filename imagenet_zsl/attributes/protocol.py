@@ -18,7 +18,6 @@ from :mod:`imagenet_zsl.scoring`.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from imagenet_zsl.attributes.dataset import AttributeDataset, Task
-from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_directory,
@@ -40,7 +39,15 @@ from imagenet_zsl.io import (
     file_record,
     software_versions,
 )
-from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
+from imagenet_zsl.models.registry import save_model
+from imagenet_zsl.models.selection import (
+    SearchResult,
+    ValidationSplit,
+    score_images,
+    search_hyperparameters,
+)
+from imagenet_zsl.scoring import gzsl_from_scores, gzsl_metrics, metrics_from_scores, ranks_from_scores
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 log = logging.getLogger(__name__)
@@ -48,39 +55,6 @@ RESULTS_NAME = "results.json"
 
 
 # --------------------------------------------------------------------------- models
-def available_models() -> dict[str, type[ZSLModel]]:
-    """The shared model registry (the same estimators as ImageNet, plus DAP/IAP)."""
-    from imagenet_zsl.models.registry import MODELS
-
-    return dict(MODELS)
-
-
-def model_class(name: str) -> type[ZSLModel]:
-    from imagenet_zsl.models.registry import model_class as registry_class
-
-    return registry_class(name)
-
-
-def param_grid(
-    cls: type[ZSLModel],
-    fixed: dict[str, Any] | None = None,
-    grid: dict[str, list[Any]] | None = None,
-) -> list[dict[str, Any]]:
-    """Grid points (dicts): ``grid`` (default: the model's own ``grid``) minus ``fixed`` keys."""
-    fixed = fixed or {}
-    grid = getattr(cls, "grid", {}) if grid is None else grid
-    unknown = (set(fixed) | set(grid)) - set(cls.defaults)
-    if unknown:
-        raise UserInputError(
-            f"{cls.name}: unknown hyper-parameters {preview(sorted(unknown))}; "
-            f"it has {preview(sorted(cls.defaults))}"
-        )
-    grid = {k: list(v) for k, v in grid.items() if k not in fixed}
-    keys = sorted(grid)
-    return [{**fixed, **dict(zip(keys, values, strict=True))}
-            for values in itertools.product(*(grid[k] for k in keys))]
-
-
 def semantics_for(cls: type[ZSLModel], ds: AttributeDataset) -> ClassVectors:
     """Attribute vectors as ClassVectors (class names as "wnids"); binary ones for DAP/IAP."""
     if getattr(cls, "semantics_kind", "continuous") == "binary":
@@ -88,36 +62,50 @@ def semantics_for(cls: type[ZSLModel], ds: AttributeDataset) -> ClassVectors:
     return ClassVectors(ds.class_names, ds.split.att.T, source=f"{ds.name} att")
 
 
-# --------------------------------------------------------------------------- scoring
-def fit_model(
-    cls: type[ZSLModel], params: dict[str, Any], ds: AttributeDataset, task: Task,
-    semantics: ClassVectors,
-) -> ZSLModel:
+def task_data(ds: AttributeDataset, task: Task) -> SeenData:
+    """The training images of ``task`` as SeenData (labels index ``task.seen``)."""
     labels = np.searchsorted(task.seen, ds.images.labels[task.train])
-    data = SeenData(
+    return SeenData(
         features=ds.images.features[task.train],
         labels=labels.astype(np.int64),
         seen_wnids=[ds.class_names[i] for i in task.seen],
     )
-    from imagenet_zsl.models.registry import create
-
-    return create(cls.name, **params).fit(data, semantics)
 
 
+def fit_model(
+    cls: type[ZSLModel],
+    params: dict[str, Any],
+    ds: AttributeDataset,
+    task: Task,
+    semantics: ClassVectors,
+) -> ZSLModel:
+    return create(cls.name, **params).fit(task_data(ds, task), semantics)
+
+
+def validation_split(ds: AttributeDataset, task: Task, calibrate: bool) -> ValidationSplit:
+    """A validation task as the shared selection's split: fit on ``task.seen``; validate on the
+    val classes' images, plus (``calibrate``) the held-out train-class images for γ."""
+    classes = np.union1d(task.seen, task.unseen)
+    held = task.test_seen if calibrate and task.test_seen is not None else np.zeros(0, np.int64)
+    rows = np.concatenate([held, task.test_unseen])
+    return ValidationSplit(
+        fit=task_data(ds, task),
+        features=ds.images.features,
+        rows=rows,
+        labels=np.searchsorted(classes, ds.images.labels[rows]),
+        wnids=[ds.class_names[c] for c in classes],
+        is_fit=np.isin(classes, task.seen),
+    )
+
+
+# --------------------------------------------------------------------------- scoring
 def score(model: ZSLModel, ds: AttributeDataset, images: np.ndarray, classes: np.ndarray) -> np.ndarray:
     """(len(images), len(classes)) dot-product scores, the toolkit's one scoring rule."""
-    queries = model.embed_images(ds.images.features[images])
-    prototypes = model.class_prototypes([ds.class_names[i] for i in classes])
-    scores = np.asarray(queries, dtype=np.float32) @ np.asarray(prototypes, dtype=np.float32).T
-    if not np.all(np.isfinite(scores)):
-        raise UserInputError(f"{getattr(model, 'name', model)}: produced NaN/Inf scores")
-    return scores
+    return score_images(model, ds.images.features, [ds.class_names[i] for i in classes], rows=images)
 
 
 def zsl_accuracy(model: ZSLModel, ds: AttributeDataset, task: Task) -> dict[str, float]:
     """ZSL top-1 among the unseen classes: per class (GBU's number) and per image."""
-    from imagenet_zsl.scoring import metrics_from_scores
-
     scores = score(model, ds, task.test_unseen, task.unseen)
     labels = np.searchsorted(task.unseen, ds.images.labels[task.test_unseen])
     result = metrics_from_scores(scores, labels, ks=(1,))
@@ -126,8 +114,6 @@ def zsl_accuracy(model: ZSLModel, ds: AttributeDataset, task: Task) -> dict[str,
 
 def gzsl_topk(model: ZSLModel, ds: AttributeDataset, task: Task):
     """GZSL top-2 lists over seen ∪ unseen classes (ds class order) for the task's test images."""
-    from imagenet_zsl.scoring import gzsl_from_scores
-
     classes = np.union1d(task.seen, task.unseen)
     images = np.concatenate([task.test_seen, task.test_unseen])
     scores = score(model, ds, images, classes)
@@ -137,8 +123,6 @@ def gzsl_topk(model: ZSLModel, ds: AttributeDataset, task: Task):
 
 def per_class_table(model: ZSLModel, ds: AttributeDataset, task: Task, gamma: float) -> list[dict]:
     """Per-class accuracies: ZSL (unseen only) and GZSL at γ = 0 and the chosen γ."""
-    from imagenet_zsl.scoring import ranks_from_scores
-
     rows = []
     zsl_scores = score(model, ds, task.test_unseen, task.unseen)
     zsl_labels = np.searchsorted(task.unseen, ds.images.labels[task.test_unseen])
@@ -188,58 +172,67 @@ class RunConfig:
 
 
 def select_hyperparameters(
-    cls: type[ZSLModel], ds: AttributeDataset, config: RunConfig, semantics: ClassVectors,
+    cls: type[ZSLModel],
+    ds: AttributeDataset,
+    config: RunConfig,
+    semantics: ClassVectors,
     progress: Callable[[str], None] | None = None,
-) -> tuple[dict[str, Any], list[dict[str, Any]], ZSLModel, Task]:
-    """Grid search on validation classes → (best params, grid rows, best model, val task)."""
+) -> tuple[SearchResult, Task]:
+    """The shared grid search (:mod:`imagenet_zsl.models.selection`) on the validation task:
+    ``config.params`` (and the seed) are fixed and leave the grid; on the Proposed Split the
+    held-out train-class images also choose the calibration γ. → (search result, val task)."""
     val_task = ds.val_task(config.split, config.val_split, seed=config.seed)
     fixed = dict(config.params)
     if "seed" in cls.defaults:
         fixed.setdefault("seed", config.seed)
-    rows: list[dict[str, Any]] = []
-    best: tuple[float, dict[str, Any], ZSLModel] | None = None
-    for params in param_grid(cls, fixed, config.grid):
-        model = fit_model(cls, params, ds, val_task, semantics)
-        accuracy = zsl_accuracy(model, ds, val_task)["top1_per_class"]
-        rows.append({"params": params, "val_top1_per_class": accuracy})
-        if progress:
-            progress(f"{cls.name} {params}: val top-1 {accuracy:.4f}")
-        if best is None or accuracy > best[0]:
-            best = (accuracy, params, model)
-    assert best is not None
-    return best[1], rows, best[2], val_task
+    grid = getattr(cls, "grid", {}) if config.grid is None else config.grid
+    result = search_hyperparameters(
+        cls.name,
+        {k: v for k, v in grid.items() if k not in fixed},
+        validation_split(ds, val_task, calibrate=config.split == "ps"),
+        semantics,
+        base_params=fixed,
+        progress=progress,
+    )
+    return result, val_task
 
 
 def run_protocol(
-    ds: AttributeDataset, config: RunConfig, progress: Callable[[str], None] | None = None,
+    ds: AttributeDataset,
+    config: RunConfig,
+    progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """The full protocol (see module doc) → results dict; writes nothing."""
-    from imagenet_zsl.scoring import choose_gamma, gzsl_metrics
-
-    cls = model_class(config.model)
+    cls = MODELS.get(config.model)
     semantics = semantics_for(cls, ds)
-    best_params, grid_rows, val_model, val_task = select_hyperparameters(
-        cls, ds, config, semantics, progress
-    )
-    gamma, val_h = 0.0, None
-    if config.split == "ps":
-        gamma, val_h = choose_gamma(gzsl_topk(val_model, ds, val_task))
+    search, val_task = select_hyperparameters(cls, ds, config, semantics, progress)
+    best_params = search.best_params
+    grid_rows = [
+        {"params": params, "val_top1_per_class": value}
+        for params, value in zip(search.params, search.scores, strict=True)
+    ]
+    gamma = 0.0 if search.gamma is None else search.gamma
+    val_h = search.validation_h
     task = ds.task(config.split)
     model = fit_model(cls, best_params, ds, task, semantics)
     results: dict[str, Any] = {
         "config": config.key(),
-        "dataset": ds.name, "model": cls.name or config.model, "split": config.split,
+        "dataset": ds.name,
+        "model": cls.name or config.model,
+        "split": config.split,
         "val_split": config.val_split,
         "params": best_params,
         "classes": {"seen": int(task.seen.size), "unseen": int(task.unseen.size)},
         "images": {
-            "train": int(task.train.size), "test_unseen": int(task.test_unseen.size),
+            "train": int(task.train.size),
+            "test_unseen": int(task.test_unseen.size),
             "test_seen": None if task.test_seen is None else int(task.test_seen.size),
         },
         "validation": {
             "grid": grid_rows,
             "classes": {"train": int(val_task.seen.size), "val": int(val_task.unseen.size)},
-            "gamma": gamma, "gzsl_H": val_h,
+            "gamma": gamma,
+            "gzsl_H": val_h,
         },
         "zsl": zsl_accuracy(model, ds, task),
         "gzsl": None,
@@ -248,9 +241,13 @@ def run_protocol(
         gz = gzsl_metrics(gzsl_topk(model, ds, task), ks=(1,), gamma=gamma)
         direct, calibrated = gz["per_class"][1], gz["calibrated"]["per_class"][1]
         results["gzsl"] = {
-            "seen": direct["seen"], "unseen": direct["unseen"], "H": direct["H"],
-            "ausuc": direct["ausuc"], "gamma": gamma,
-            "seen_cs": calibrated["seen"], "unseen_cs": calibrated["unseen"],
+            "seen": direct["seen"],
+            "unseen": direct["unseen"],
+            "H": direct["H"],
+            "ausuc": direct["ausuc"],
+            "gamma": gamma,
+            "seen_cs": calibrated["seen"],
+            "unseen_cs": calibrated["unseen"],
             "H_cs": calibrated["H"],
         }
     results["_model"] = model
@@ -259,8 +256,11 @@ def run_protocol(
 
 
 def run_to_directory(
-    ds: AttributeDataset, config: RunConfig, out: str | Path,
-    progress: Callable[[str], None] | None = None, resume: bool = True,
+    ds: AttributeDataset,
+    config: RunConfig,
+    out: str | Path,
+    progress: Callable[[str], None] | None = None,
+    resume: bool = True,
 ) -> dict[str, Any]:
     """Run the protocol into ``out`` (atomic; skipped when ``out`` holds the same finished run)."""
     out = Path(out)
@@ -275,31 +275,37 @@ def run_to_directory(
     per_class = results.pop("_per_class")
     with atomic_directory(out, tool="imagenet-zsl attributes run") as tmp:
         atomic_write_json(tmp / RESULTS_NAME, results)
-        _write_csv(tmp / "validation.csv", [
-            {**{f"param_{k}": v for k, v in row["params"].items()},
-             "val_top1_per_class": row["val_top1_per_class"]}
-            for row in results["validation"]["grid"]
-        ])
+        _write_csv(
+            tmp / "validation.csv",
+            [
+                {
+                    **{f"param_{k}": v for k, v in row["params"].items()},
+                    "val_top1_per_class": row["val_top1_per_class"],
+                }
+                for row in results["validation"]["grid"]
+            ],
+        )
         _write_csv(tmp / "per_class.csv", per_class)
         _save_model(model, tmp / "model")
         inputs = [file_record(p) for p in (ds.images.path, ds.split.path) if p is not None]
-        atomic_write_json(tmp / MANIFEST_NAME, {
-            "format": "imagenet-zsl/attribute-run",
-            "tool": "imagenet-zsl attributes run",
-            "command": command_line(),
-            "inputs": inputs,
-            "parameters": config.key(),
-            "outputs": sorted([p.name for p in tmp.iterdir()] + [MANIFEST_NAME]),
-            "versions": software_versions(),
-        })
+        atomic_write_json(
+            tmp / MANIFEST_NAME,
+            {
+                "format": "imagenet-zsl/attribute-run",
+                "tool": "imagenet-zsl attributes run",
+                "command": command_line(),
+                "inputs": inputs,
+                "parameters": config.key(),
+                "outputs": sorted([p.name for p in tmp.iterdir()] + [MANIFEST_NAME]),
+                "versions": software_versions(),
+            },
+        )
     return results
 
 
 def _save_model(model: ZSLModel, path: Path) -> None:
     """The fitted final model (``load_model`` reads it back); a model the registry cannot
     serialise is reported, the results are still written."""
-    from imagenet_zsl.models.registry import save_model
-
     try:
         save_model(model, path)
     except (TypeError, ValueError) as err:
@@ -307,7 +313,7 @@ def _save_model(model: ZSLModel, path: Path) -> None:
 
 
 def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    import pandas as pd
+    import pandas as pd  # heavy: imported when a run is written
 
     atomic_write_text(path, pd.DataFrame(list(rows)).to_csv(index=False, float_format="%.6g"))
 

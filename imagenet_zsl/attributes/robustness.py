@@ -35,6 +35,7 @@ from imagenet_zsl.io import (
     command_line,
     software_versions,
 )
+from imagenet_zsl.plotting import save_figure, subplots
 
 log = logging.getLogger(__name__)
 METRICS = ("zsl", "seen", "unseen", "H", "H_cs")
@@ -55,8 +56,12 @@ def variants(methods: Sequence[str], inverse: bool) -> list[str]:
 def _row(variant: str, seed: int, results: dict[str, Any]) -> dict[str, Any]:
     gz = results.get("gzsl") or {}
     return {
-        "method": variant, "seed": seed, "zsl": results["zsl"]["top1_per_class"],
-        "seen": gz.get("seen"), "unseen": gz.get("unseen"), "H": gz.get("H"),
+        "method": variant,
+        "seed": seed,
+        "zsl": results["zsl"]["top1_per_class"],
+        "seen": gz.get("seen"),
+        "unseen": gz.get("unseen"),
+        "H": gz.get("H"),
         "H_cs": gz.get("H_cs"),
     }
 
@@ -88,15 +93,25 @@ def run_study(
                 target, att_splits = ds, None
             else:
                 method = variant.removesuffix("_inv")
-                split = make_split(ds, method, inverse=variant.endswith("_inv"),
-                                   k=k if method in ("mas", "pas") else None, seed=seed)
+                split = make_split(
+                    ds,
+                    method,
+                    inverse=variant.endswith("_inv"),
+                    k=k if method in ("mas", "pas") else None,
+                    seed=seed,
+                )
                 split_dir = out / "splits" / variant / f"seed{seed}"
                 att_splits = write_split_dir(split, ds, split_dir)
                 target = load_dataset(ds.name, att_splits=att_splits, images=ds.images)
-            config = RunConfig(dataset=ds.name, model=model, split="ps", val_split=1, seed=seed,
-                               params=dict(params or {}),
-                               att_splits=None if att_splits is None else
-                               str(Path(att_splits).relative_to(out)))
+            config = RunConfig(
+                dataset=ds.name,
+                model=model,
+                split="ps",
+                val_split=1,
+                seed=seed,
+                params=dict(params or {}),
+                att_splits=None if att_splits is None else str(Path(att_splits).relative_to(out)),
+            )
             results = run_to_directory(target, config, run_dir)
             rows.append(_row(variant, seed, results))
             done += 1
@@ -120,8 +135,18 @@ def summarise(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
 
 
 def render(stats: pd.DataFrame, variance: dict[str, float], title: str) -> str:
-    columns = ["zsl_mean", "seen_mean", "seen_std", "unseen_mean", "unseen_std", "H_mean",
-               "H_std", "delta_seen", "delta_unseen", "delta_H"]
+    columns = [
+        "zsl_mean",
+        "seen_mean",
+        "seen_std",
+        "unseen_mean",
+        "unseen_std",
+        "H_mean",
+        "H_std",
+        "delta_seen",
+        "delta_unseen",
+        "delta_H",
+    ]
     shown = (stats[columns] * 100).map(lambda v: "" if pd.isna(v) else f"{v:.1f}")
     shown.insert(0, "runs", stats["runs"].astype(int).astype(str))
     table = shown.to_markdown(disable_numparse=True, colalign=["left"] + ["right"] * shown.shape[1])
@@ -136,25 +161,24 @@ def render(stats: pd.DataFrame, variance: dict[str, float], title: str) -> str:
 
 def plot(stats: pd.DataFrame, path: Path, title: str) -> None:
     """Grouped bars of S, U, H (mean ± std over seeds) per method."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from imagenet_zsl.attributes.table import save_png
-
     methods = list(stats.index)
     x = np.arange(len(methods))
-    fig, ax = plt.subplots(figsize=(1.5 + 1.1 * len(methods), 3.5))
+    fig, ax = subplots(figsize=(1.5 + 1.1 * len(methods), 3.5))
     for i, (metric, label) in enumerate((("seen", "S"), ("unseen", "U"), ("H", "H"))):
-        ax.bar(x + (i - 1) * 0.27, stats[f"{metric}_mean"] * 100, width=0.27,
-               yerr=stats[f"{metric}_std"].fillna(0) * 100, capsize=2, label=label)
+        ax.bar(
+            x + (i - 1) * 0.27,
+            stats[f"{metric}_mean"] * 100,
+            width=0.27,
+            yerr=stats[f"{metric}_std"].fillna(0) * 100,
+            capsize=2,
+            label=label,
+        )
     ax.set_xticks(x, methods)
     ax.set_ylabel("per-class top-1 (%)")
     ax.set_title(title)
     ax.legend(ncols=3, fontsize=8)
     fig.tight_layout()
-    save_png(fig, path)
+    save_figure(fig, path, dpi=100)
 
 
 def write_summary(runs: pd.DataFrame, out: Path, title: str, parameters: dict[str, Any]) -> str:
@@ -165,12 +189,23 @@ def write_summary(runs: pd.DataFrame, out: Path, title: str, parameters: dict[st
     atomic_write_text(out / "robustness.md", text)
     atomic_write_json(out / "variance.json", variance)
     plot(stats, out / "robustness.png", title)
-    atomic_write_json(out / MANIFEST_NAME, {
-        "kind": "imagenet-zsl/attribute-robustness",
-        "command": command_line(),
-        "parameters": parameters,
-        "outputs": ["runs.csv", "robustness.csv", "robustness.md", "variance.json",
-                    "robustness.png", "runs/", "splits/"],
-        "versions": software_versions(),
-    })
+    atomic_write_json(
+        out / MANIFEST_NAME,
+        {
+            "format": "imagenet-zsl/attribute-robustness",
+            "tool": "imagenet-zsl attributes robustness",
+            "command": command_line(),
+            "parameters": parameters,
+            "outputs": [
+                "runs.csv",
+                "robustness.csv",
+                "robustness.md",
+                "variance.json",
+                "robustness.png",
+                "runs/",
+                "splits/",
+            ],
+            "versions": software_versions(),
+        },
+    )
     return text

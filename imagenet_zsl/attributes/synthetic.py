@@ -9,11 +9,14 @@ per-image noise), so zero-shot transfer is possible and methods can be told apar
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
+import scipy.io
 
-from imagenet_zsl.attributes.xlsa17 import AttSplits, ClassLists, Res101
+from imagenet_zsl.attributes.xlsa17 import AttSplits, ClassLists, Res101, _strip_mat_timestamp
+from imagenet_zsl.io import atomic_write_bytes
 
 
 def _draw(rng: np.random.Generator, classes: np.ndarray, n: int) -> np.ndarray:
@@ -33,8 +36,10 @@ def synthetic_labels(split: AttSplits, lists: ClassLists, seed: int = 0) -> np.n
     """
     rng = np.random.default_rng(seed)
     index = {n: i for i, n in enumerate(split.class_names)}
-    ids = {key: np.array(sorted(index[n] for n in names), dtype=np.int64)
-           for key, names in (("seen", lists.trainval), ("unseen", lists.test))}
+    ids = {
+        key: np.array(sorted(index[n] for n in names), dtype=np.int64)
+        for key, names in (("seen", lists.trainval), ("unseen", lists.test))
+    }
     locs = split.locs
     num_images = 1 + max(int(loc.max()) for loc in locs.values() if loc.size)
     labels = _draw(rng, np.arange(split.num_classes), num_images)
@@ -65,9 +70,7 @@ def synthetic_images(
     rng = np.random.default_rng(seed + 1)
     labels = synthetic_labels(split, lists, seed)
     att = split.att / np.maximum(np.linalg.norm(split.att, axis=0, keepdims=True), 1e-12)
-    projection = rng.standard_normal((dim, split.num_attributes)) * np.sqrt(
-        split.num_attributes / dim
-    )
+    projection = rng.standard_normal((dim, split.num_attributes)) * np.sqrt(split.num_attributes / dim)
     means = (projection @ att).T  # (C, dim)
     means += class_noise * rng.standard_normal(means.shape)
     features = means[labels] + image_noise * rng.standard_normal((labels.size, dim))
@@ -79,13 +82,6 @@ def synthetic_images(
 
 def save_res101(path: str | Path, images: Res101) -> Path:
     """Write MATLAB v5 ``res101.mat`` in the release layout (features D x N, 1-based labels)."""
-    import io
-
-    import scipy.io
-
-    from imagenet_zsl.attributes.xlsa17 import _strip_mat_timestamp
-    from imagenet_zsl.io import atomic_write_bytes
-
     variables = {
         "features": np.ascontiguousarray(images.features.T, dtype=np.float32),
         "labels": (images.labels.astype(np.float64) + 1).reshape(-1, 1),

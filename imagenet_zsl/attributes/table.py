@@ -13,7 +13,6 @@ Where several validation splits ran for one cell, the table shows their mean.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from imagenet_zsl.attributes.xlsa17 import DATASETS
+from imagenet_zsl.plotting import save_figure, subplots
 
 
 def results_frame(results: Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -29,14 +29,24 @@ def results_frame(results: Sequence[dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for r in results:
         gz = r.get("gzsl") or {}
-        rows.append({
-            "dataset": r["dataset"], "model": r["model"], "split": r["split"],
-            "val_split": r.get("val_split", 1), "setting": r.get("config", {}).get("att_splits"),
-            "zsl": r["zsl"]["top1_per_class"],
-            "u": gz.get("unseen"), "s": gz.get("seen"), "H": gz.get("H"),
-            "u_cs": gz.get("unseen_cs"), "s_cs": gz.get("seen_cs"), "H_cs": gz.get("H_cs"),
-            "ausuc": gz.get("ausuc"), "path": r.get("_path", ""),
-        })
+        rows.append(
+            {
+                "dataset": r["dataset"],
+                "model": r["model"],
+                "split": r["split"],
+                "val_split": r.get("val_split", 1),
+                "setting": r.get("config", {}).get("att_splits"),
+                "zsl": r["zsl"]["top1_per_class"],
+                "u": gz.get("unseen"),
+                "s": gz.get("seen"),
+                "H": gz.get("H"),
+                "u_cs": gz.get("unseen_cs"),
+                "s_cs": gz.get("seen_cs"),
+                "H_cs": gz.get("H_cs"),
+                "ausuc": gz.get("ausuc"),
+                "path": r.get("_path", ""),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -47,10 +57,10 @@ def _dataset_order(names: Sequence[str]) -> list[str]:
 
 def zsl_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Models x (dataset, split) ZSL per-class top-1 in %, mean over validation splits."""
-    table = frame.pivot_table(index="model", columns=["dataset", "split"], values="zsl",
-                              aggfunc="mean") * 100
-    columns = [(d, s) for d in _dataset_order(frame["dataset"]) for s in ("ss", "ps")
-               if (d, s) in table.columns]
+    table = frame.pivot_table(index="model", columns=["dataset", "split"], values="zsl", aggfunc="mean") * 100
+    columns = [
+        (d, s) for d in _dataset_order(frame["dataset"]) for s in ("ss", "ps") if (d, s) in table.columns
+    ]
     table = table[columns]
     table.columns = [f"{d} {s.upper()}" for d, s in columns]
     return table
@@ -65,8 +75,7 @@ def gzsl_table(frame: pd.DataFrame, calibrated: bool = False) -> pd.DataFrame:
     means = ps.groupby(["model", "dataset"])[list(keys)].mean() * 100
     parts = []
     for dataset in _dataset_order(ps["dataset"]):
-        part = means.xs(dataset, level="dataset") if dataset in means.index.get_level_values(1) \
-            else None
+        part = means.xs(dataset, level="dataset") if dataset in means.index.get_level_values(1) else None
         if part is None:
             continue
         parts.append(part.rename(columns={k: f"{dataset} {k.replace('_cs', '')}" for k in keys}))
@@ -125,13 +134,8 @@ def render(results: Sequence[dict[str, Any]]) -> tuple[str, dict[str, pd.DataFra
 
 def plot_ranking(matrix: pd.DataFrame, path: Path, title: str) -> None:
     """Heat map of a ranking matrix (PNG), like Xian et al.'s Fig. 4."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     counts = matrix.drop(columns=["mean rank", "settings"])
-    fig, ax = plt.subplots(figsize=(1 + 0.6 * counts.shape[1], 1 + 0.4 * counts.shape[0]))
+    fig, ax = subplots(figsize=(1 + 0.6 * counts.shape[1], 1 + 0.4 * counts.shape[0]))
     ax.imshow(counts.to_numpy(dtype=float), cmap="Blues", aspect="auto")
     ax.set_xticks(np.arange(counts.shape[1]), [str(c) for c in counts.columns])
     ax.set_yticks(np.arange(counts.shape[0]), list(counts.index))
@@ -142,16 +146,4 @@ def plot_ranking(matrix: pd.DataFrame, path: Path, title: str) -> None:
     ax.set_xlabel("rank")
     ax.set_title(title)
     fig.tight_layout()
-    save_png(fig, path)
-
-
-def save_png(fig: Any, path: Path) -> None:
-    """Atomic, byte-reproducible PNG (no software/date metadata)."""
-    import matplotlib.pyplot as plt
-
-    from imagenet_zsl.io import atomic_write_bytes
-
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_figure(fig, path, dpi=100)

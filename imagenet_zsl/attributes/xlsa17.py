@@ -18,6 +18,7 @@ Everything in memory is 0-based: labels (N,) int64 and image indices are numpy i
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.io
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.io import atomic_write_bytes, atomic_write_text
 
 DATASETS = ("APY", "AWA1", "AWA2", "CUB", "SUN")
 LOC_FIELDS = ("trainval_loc", "test_seen_loc", "test_unseen_loc")
@@ -76,8 +79,6 @@ def load_mat(path: str | Path) -> dict[str, Any]:
                 }
         except OSError as err:
             raise UserInputError(f"{path}: unreadable MATLAB v7.3 (HDF5) file: {err}") from err
-    import scipy.io
-
     try:
         raw = scipy.io.loadmat(path)
     except (ValueError, TypeError, OSError, NotImplementedError) as err:
@@ -117,9 +118,7 @@ def _indices(value: Any, what: str, path: Path, upper: int | None = None) -> np.
     if idx.size and idx.min() < 1:
         raise UserInputError(f"{path}: field {what!r} has index {idx.min()} < 1 (1-based)")
     if upper is not None and idx.size and idx.max() > upper:
-        raise UserInputError(
-            f"{path}: field {what!r} has index {idx.max()} but there are only {upper}"
-        )
+        raise UserInputError(f"{path}: field {what!r} has index {idx.max()} but there are only {upper}")
     if len(np.unique(idx)) != len(idx):
         raise UserInputError(f"{path}: field {what!r} repeats indices")
     return idx - 1
@@ -234,10 +233,8 @@ def binarize(matrix: np.ndarray) -> np.ndarray:
     return (matrix > matrix.mean()).astype(np.float64)
 
 
-def load_att_splits(path: str | Path) -> AttSplits:
-    """Read and validate an ``att_splits.mat`` (and a ``binaryAtt_splits.mat`` beside it)."""
-    path = Path(path)
-    mat = load_mat(path)
+def _checked_attributes(mat: dict[str, Any], path: Path) -> tuple[np.ndarray, list[str]]:
+    """The (A, C) attribute matrix and the C class names, checked against each other."""
     missing = [k for k in ("att", "allclasses_names", *LOC_FIELDS) if k not in mat]
     if missing:
         raise UserInputError(
@@ -254,6 +251,11 @@ def load_att_splits(path: str | Path) -> AttSplits:
         raise UserInputError(f"{path}: 'att' contains NaN or Inf")
     if len(set(names)) != len(names):
         raise UserInputError(f"{path}: allclasses_names repeats class names")
+    return att, names
+
+
+def _checked_locs(mat: dict[str, Any], path: Path) -> dict[str, np.ndarray]:
+    """The 0-based image-index lists; the three standard ones disjoint, trainval/test_unseen non-empty."""
     locs = {k: _indices(mat[k], k, path) for k in (*LOC_FIELDS, *OPTIONAL_LOC_FIELDS) if k in mat}
     for i, first in enumerate(LOC_FIELDS):
         for second in LOC_FIELDS[i + 1 :]:
@@ -265,13 +267,12 @@ def load_att_splits(path: str | Path) -> AttSplits:
                 )
     if locs["test_unseen_loc"].size == 0 or locs["trainval_loc"].size == 0:
         raise UserInputError(f"{path}: trainval_loc and test_unseen_loc must not be empty")
-    original = None
-    if "original_att" in mat:
-        original = np.asarray(mat["original_att"], dtype=np.float64)
-        if original.shape != att.shape:
-            raise UserInputError(f"{path}: original_att {original.shape} differs from att {att.shape}")
-    num_classes = len(names)
-    split = AttSplits(att=att, class_names=names, locs=locs, original_att=original, path=path)
+    return locs
+
+
+def _read_class_subsets(split: AttSplits, mat: dict[str, Any], path: Path) -> None:
+    """Fill the optional seen/unseen/validation class lists and ``split_info`` of ``split``."""
+    num_classes = len(split.class_names)
     for key in ("seen_classes", "unseen_classes"):
         if key in mat:
             setattr(split, key, np.sort(_indices(mat[key], key, path, upper=num_classes)))
@@ -287,27 +288,41 @@ def load_att_splits(path: str | Path) -> AttSplits:
             split.split_info = json.loads(text)
         except json.JSONDecodeError as err:
             raise UserInputError(f"{path}: 'split_info' is not JSON: {err}") from err
+
+
+def _read_binary_att(split: AttSplits, mat: dict[str, Any], path: Path) -> None:
+    """0/1 attributes: the file's ``binary_att``, else a valid ``binaryAtt_splits.mat`` beside it."""
     if "binary_att" in mat:
         binary = np.asarray(mat["binary_att"], dtype=np.float64)
-        if binary.shape != att.shape or not set(np.unique(binary)) <= {0.0, 1.0}:
+        if binary.shape != split.att.shape or not set(np.unique(binary)) <= {0.0, 1.0}:
             raise UserInputError(f"{path}: 'binary_att' must be 0/1 with the shape of 'att'")
         split.binary_att = binary
     binary_path = path.with_name("binaryAtt_splits.mat")
     if split.binary_att is None and path.name == "att_splits.mat" and binary_path.is_file():
         binary = np.asarray(load_mat(binary_path).get("att", np.empty(0)), dtype=np.float64)
-        if binary.shape == att.shape and set(np.unique(binary)) <= {0.0, 1.0}:
+        if binary.shape == split.att.shape and set(np.unique(binary)) <= {0.0, 1.0}:
             split.binary_att = binary
+
+
+def load_att_splits(path: str | Path) -> AttSplits:
+    """Read and validate an ``att_splits.mat`` (and a ``binaryAtt_splits.mat`` beside it)."""
+    path = Path(path)
+    mat = load_mat(path)
+    att, names = _checked_attributes(mat, path)
+    locs = _checked_locs(mat, path)
+    original = None
+    if "original_att" in mat:
+        original = np.asarray(mat["original_att"], dtype=np.float64)
+        if original.shape != att.shape:
+            raise UserInputError(f"{path}: original_att {original.shape} differs from att {att.shape}")
+    split = AttSplits(att=att, class_names=names, locs=locs, original_att=original, path=path)
+    _read_class_subsets(split, mat, path)
+    _read_binary_att(split, mat, path)
     return split
 
 
 def save_att_splits(path: str | Path, split: AttSplits) -> Path:
     """Write an xlsa17-compatible MATLAB v5 ``att_splits.mat`` (1-based indices, atomic)."""
-    import io
-
-    import scipy.io
-
-    from imagenet_zsl.io import atomic_write_bytes
-
     names = np.empty((len(split.class_names), 1), dtype=object)
     for i, name in enumerate(split.class_names):
         names[i, 0] = name
@@ -372,8 +387,7 @@ class ClassLists:
             parts = set(self.train[k]) | set(self.val[k])
             if parts != set(self.trainval) or set(self.train[k]) & set(self.val[k]):
                 raise UserInputError(
-                    f"{self.source}: trainclasses{k} and valclasses{k} must partition the "
-                    "trainval classes"
+                    f"{self.source}: trainclasses{k} and valclasses{k} must partition the trainval classes"
                 )
 
 
@@ -401,12 +415,14 @@ def read_class_lists(folder: Path, known: Sequence[str]) -> ClassLists:
 
 def write_class_lists(folder: Path, lists: ClassLists, all_names: Sequence[str]) -> list[Path]:
     """Write the xlsa17 class-list files (atomic each); returns the paths written."""
-    from imagenet_zsl.io import atomic_write_text
-
-    files = {"allclasses.txt": list(all_names), "trainvalclasses.txt": lists.trainval,
-             "testclasses.txt": lists.test}
+    files = {
+        "allclasses.txt": list(all_names),
+        "trainvalclasses.txt": lists.trainval,
+        "testclasses.txt": lists.test,
+    }
     for k in lists.val:
         files[f"trainclasses{k}.txt"] = lists.train[k]
         files[f"valclasses{k}.txt"] = lists.val[k]
-    return [atomic_write_text(folder / name, "".join(f"{n}\n" for n in names))
-            for name, names in files.items()]
+    return [
+        atomic_write_text(folder / name, "".join(f"{n}\n" for n in names)) for name, names in files.items()
+    ]

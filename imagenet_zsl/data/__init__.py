@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from imagenet_zsl.errors import UserInputError
+
 DATA_DIR = Path(__file__).resolve().parent
 
 #: ILSVRC-2012 class that is not a fall11 synset (teddy bear)
@@ -24,8 +26,6 @@ def data_path(name: str) -> Path:
 
 def read_wnid_counts(path: str | Path) -> dict[str, int]:
     """``wnid<TAB>num_images`` TSV (header line optional) → ordered dict; clear errors on bad rows."""
-    from imagenet_zsl.errors import UserInputError
-
     counts: dict[str, int] = {}
     with open(path, encoding="utf-8") as handle:
         for line_no, line in enumerate(handle, 1):
@@ -34,9 +34,7 @@ def read_wnid_counts(path: str | Path) -> dict[str, int]:
                 continue
             parts = line.split("\t")
             if len(parts) != 2 or not parts[1].strip().isdigit():
-                raise UserInputError(
-                    f"{path}:{line_no}: expected 'wnid<TAB>count', got {line[:60]!r}"
-                )
+                raise UserInputError(f"{path}:{line_no}: expected 'wnid<TAB>count', got {line[:60]!r}")
             counts[parts[0].strip()] = int(parts[1])
     return counts
 

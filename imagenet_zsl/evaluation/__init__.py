@@ -3,14 +3,17 @@ exact AUSUC), hierarchy-aware error breakdown, per-class tables and reports.
 
 Functional API (small, numpy in / numbers out) used by the CLI and by other stages::
 
-    topk_inner_product(queries, prototypes, k)     -> (scores (N,k), ids (N,k))
-    hit_at_k(ids, labels, ks, topk_scores=...)     -> {K: flat hit@K}
-    per_class_hit_at_k(ids, labels, ks, ...)       -> {K: per-class mean hit@K}
+    topk_inner_product(queries, prototypes, k)          -> (scores (N,k), ids (N,k))
+    hit_at_k(ids, labels, ks, topk_scores=..., per_class=False)  -> {K: hit@K}
     GZSLTopK / gzsl_metrics / seen_unseen_curve / ausuc / choose_gamma
     metrics_from_scores(scores (N,C), labels, ks, seen_mask=None)  # full score matrices
+
+The metric functions live in :mod:`imagenet_zsl.scoring` (below the models, which select
+hyper-parameters with them) and are re-exported here.
 """
 
 from imagenet_zsl.evaluation.hierarchy_errors import CATEGORIES, ErrorBreakdown, error_breakdown
+from imagenet_zsl.evaluation.search import TopKSearcher, topk_inner_product
 from imagenet_zsl.scoring import (
     DEFAULT_KS,
     GZSLTopK,
@@ -24,21 +27,34 @@ from imagenet_zsl.scoring import (
     gzsl_thresholds,
     harmonic_mean,
     hit_at_k,
-    hit_rates,
     metrics_from_scores,
-    per_class_hit_at_k,
-    per_class_rates,
     ranks_from_scores,
     seen_unseen_curve,
+    topk_from_scores,
     true_rank,
 )
-from imagenet_zsl.evaluation.search import TopKSearcher, topk_from_scores, topk_inner_product
 
 __all__ = [
-    "CATEGORIES", "DEFAULT_KS", "ErrorBreakdown", "GZSLTopK", "SeenUnseenCurve", "TopKSearcher",
-    "ausuc", "calibrated_topk", "choose_gamma", "error_breakdown", "gzsl_accuracies",
-    "gzsl_from_scores", "gzsl_metrics", "gzsl_thresholds", "harmonic_mean", "hit_at_k",
-    "hit_rates", "metrics_from_scores", "per_class_hit_at_k", "per_class_rates",
-    "ranks_from_scores", "seen_unseen_curve", "topk_from_scores", "topk_inner_product",
+    "CATEGORIES",
+    "DEFAULT_KS",
+    "ErrorBreakdown",
+    "GZSLTopK",
+    "SeenUnseenCurve",
+    "TopKSearcher",
+    "ausuc",
+    "calibrated_topk",
+    "choose_gamma",
+    "error_breakdown",
+    "gzsl_accuracies",
+    "gzsl_from_scores",
+    "gzsl_metrics",
+    "gzsl_thresholds",
+    "harmonic_mean",
+    "hit_at_k",
+    "metrics_from_scores",
+    "ranks_from_scores",
+    "seen_unseen_curve",
+    "topk_from_scores",
+    "topk_inner_product",
     "true_rank",
 ]

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli import CommandTree
+from imagenet_zsl.evaluation.report import aggregate_runs, write_report_tables
+from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
+from imagenet_zsl.scoring import DEFAULT_KS
 
-DEFAULT_KS = (1, 2, 5, 10, 20)
+if TYPE_CHECKING:
+    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
 
 
 def register(tree: CommandTree) -> None:
@@ -17,49 +21,77 @@ def register(tree: CommandTree) -> None:
         "Score images against class prototypes (faiss top-k) and write ZSL/GZSL metrics, "
         "per-class table, report and plots.",
     )
-    ev.add_argument("--features", type=Path, required=True,
-                    help="feature directory holding the test classes' images")
-    ev.add_argument("--split", type=Path, required=True,
-                    help="test-class list (one wnid per line)")
+    ev.add_argument(
+        "--features", type=Path, required=True, help="feature directory holding the test classes' images"
+    )
+    ev.add_argument("--split", type=Path, required=True, help="test-class list (one wnid per line)")
     source = ev.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", type=Path, help="fitted model directory (imagenet-zsl fit)")
-    source.add_argument("--prototypes", type=Path,
-                        help="ClassVectors .npz (wnids + matrix) in feature space, scored "
-                             "against the raw features")
-    ev.add_argument("--l2-normalize", action="store_true",
-                    help="L2-normalise queries and prototypes (cosine similarity)")
-    ev.add_argument("--k", type=int, nargs="+", default=list(DEFAULT_KS), metavar="K",
-                    help="hit@K values (default: 1 2 5 10 20)")
-    ev.add_argument("--gzsl", action="store_true",
-                    help="also evaluate generalized ZSL (test + seen classes)")
-    ev.add_argument("--seen-features", type=Path,
-                    help="held-out images of the seen classes (e.g. ILSVRC-2012 val); --gzsl")
-    ev.add_argument("--seen-classes", type=Path,
-                    help="seen-class list (default: classes with images in --seen-features)")
-    ev.add_argument("--val-split", type=Path,
-                    help="validation classes (disjoint from test and seen) to choose the "
-                         "calibration γ maximising H")
-    ev.add_argument("--val-features", type=Path,
-                    help="features of the validation classes (default: --features)")
-    ev.add_argument("--val-seen-features", type=Path,
-                    help="held-out seen images for validation (default: hold out "
-                         "--val-seen-fraction of --seen-features)")
+    source.add_argument(
+        "--prototypes",
+        type=Path,
+        help="ClassVectors .npz (wnids + matrix) in feature space, scored against the raw features",
+    )
+    ev.add_argument(
+        "--l2-normalize", action="store_true", help="L2-normalise queries and prototypes (cosine similarity)"
+    )
+    ev.add_argument(
+        "--k",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_KS),
+        metavar="K",
+        help="hit@K values (default: 1 2 5 10 20)",
+    )
+    ev.add_argument("--gzsl", action="store_true", help="also evaluate generalized ZSL (test + seen classes)")
+    ev.add_argument(
+        "--seen-features",
+        type=Path,
+        help="held-out images of the seen classes (e.g. ILSVRC-2012 val); --gzsl",
+    )
+    ev.add_argument(
+        "--seen-classes", type=Path, help="seen-class list (default: classes with images in --seen-features)"
+    )
+    ev.add_argument(
+        "--val-split",
+        type=Path,
+        help="validation classes (disjoint from test and seen) to choose the calibration γ maximising H",
+    )
+    ev.add_argument(
+        "--val-features", type=Path, help="features of the validation classes (default: --features)"
+    )
+    ev.add_argument(
+        "--val-seen-features",
+        type=Path,
+        help="held-out seen images for validation (default: hold out --val-seen-fraction of --seen-features)",
+    )
     ev.add_argument("--val-seen-fraction", type=float, default=0.5)
     ev.add_argument("--seed", type=int, default=0, help="seed of the seen-image hold-out")
-    ev.add_argument("--graph", default="auto",
-                    help="hierarchy for the error breakdown and class properties: wordnet, "
-                         "imagenet, none, a parent<TAB>child edge file, or auto (default: "
-                         "WordNet when installed, else none)")
-    ev.add_argument("--no-label-frequency", action="store_true",
-                    help="skip the label-frequency column (needs WordNet)")
-    ev.add_argument("--kept-images", type=Path,
-                    help="output dir of 'imagenet-zsl images filter': evaluate only kept test images")
+    ev.add_argument(
+        "--graph",
+        default="auto",
+        help="hierarchy for the error breakdown and class properties: wordnet, "
+        "imagenet, none, a parent<TAB>child edge file, or auto (default: "
+        "WordNet when installed, else none)",
+    )
+    ev.add_argument(
+        "--no-label-frequency", action="store_true", help="skip the label-frequency column (needs WordNet)"
+    )
+    ev.add_argument(
+        "--kept-images",
+        type=Path,
+        help="output dir of 'imagenet-zsl images filter': evaluate only kept test images",
+    )
     ev.add_argument("--no-plots", action="store_true")
-    ev.add_argument("--block-rows", type=int, default=32768,
-                    help="images per search call (memory bound)")
+    ev.add_argument("--block-rows", type=int, default=32768, help="images per search call (memory bound)")
     gpu = ev.add_mutually_exclusive_group()
-    gpu.add_argument("--gpu", dest="use_gpu", action="store_const", const=True,
-                     help="search on the GPU (needs faiss-gpu; default: when one is present)")
+    gpu.add_argument(
+        "--gpu",
+        dest="use_gpu",
+        action="store_const",
+        const=True,
+        help="search on the GPU (needs faiss-gpu; default: when one is present)",
+    )
     gpu.add_argument("--cpu", dest="use_gpu", action="store_const", const=False)
     ev.add_argument("--out", type=Path, required=True, help="run directory to write")
     ev.set_defaults(func=_evaluate, use_gpu=None)
@@ -70,46 +102,59 @@ def register(tree: CommandTree) -> None:
         "x hit@K, ZSL and GZSL.",
     )
     rep.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
-    rep.add_argument("--out", type=Path, required=True,
-                     help="output path; .md, .csv and .tex files are written beside it")
+    rep.add_argument(
+        "--out", type=Path, required=True, help="output path; .md, .csv and .tex files are written beside it"
+    )
     rep.set_defaults(func=_report)
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
-
     cfg = EvaluationConfig(
-        features=args.features, split=args.split, out=args.out, model=args.model,
-        prototypes=args.prototypes, l2_normalize=args.l2_normalize, ks=args.k, gzsl=args.gzsl,
-        seen_features=args.seen_features, seen_classes=args.seen_classes,
-        val_split=args.val_split, val_features=args.val_features,
-        val_seen_features=args.val_seen_features, val_seen_fraction=args.val_seen_fraction,
-        seed=args.seed, graph=args.graph, label_frequency=not args.no_label_frequency,
-        plots=not args.no_plots, block_rows=args.block_rows, use_gpu=args.use_gpu,
+        features=args.features,
+        split=args.split,
+        out=args.out,
+        model=args.model,
+        prototypes=args.prototypes,
+        l2_normalize=args.l2_normalize,
+        ks=args.k,
+        gzsl=args.gzsl,
+        seen_features=args.seen_features,
+        seen_classes=args.seen_classes,
+        val_split=args.val_split,
+        val_features=args.val_features,
+        val_seen_features=args.val_seen_features,
+        val_seen_fraction=args.val_seen_fraction,
+        seed=args.seed,
+        graph=args.graph,
+        label_frequency=not args.no_label_frequency,
+        plots=not args.no_plots,
+        block_rows=args.block_rows,
+        use_gpu=args.use_gpu,
         kept_images=args.kept_images,
     )
     metrics = evaluate(cfg)
     zsl = metrics["zsl"]
     ks = sorted(int(k) for k in zsl["flat"])
-    print(f"ZSL   {zsl['images']} images, {zsl['classes']} classes: " + ", ".join(
-        f"hit@{k} {100 * zsl['flat'][str(k)]:.2f}%" for k in ks))
+    print(
+        f"ZSL   {zsl['images']} images, {zsl['classes']} classes: "
+        + ", ".join(f"hit@{k} {100 * zsl['flat'][str(k)]:.2f}%" for k in ks)
+    )
     gzsl = metrics.get("gzsl")
     if gzsl:
         d = gzsl["per_class"]["1"]
-        line = (f"GZSL  seen {100 * d['seen']:.2f}%, unseen {100 * d['unseen']:.2f}%, "
-                f"H {100 * d['H']:.2f}%, AUSUC {100 * d['ausuc']:.2f}")
+        line = (
+            f"GZSL  seen {100 * d['seen']:.2f}%, unseen {100 * d['unseen']:.2f}%, "
+            f"H {100 * d['H']:.2f}%, AUSUC {100 * d['ausuc']:.2f}"
+        )
         cal = gzsl.get("calibration")
         if cal:
-            line += (f"; calibrated γ={cal['gamma']:.4g}: "
-                     f"H {100 * cal['test']['per_class']['1']['H']:.2f}%")
+            line += f"; calibrated γ={cal['gamma']:.4g}: H {100 * cal['test']['per_class']['1']['H']:.2f}%"
         print(line)
     print(f"wrote {args.out}")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from imagenet_zsl.evaluation.report import aggregate_runs, write_report_tables
-
     table = aggregate_runs(args.runs)
     for path in write_report_tables(table, args.out):
         print(f"wrote {path}")

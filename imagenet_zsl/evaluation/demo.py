@@ -14,17 +14,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
+from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
 from imagenet_zsl.io import atomic_directory, atomic_write_text
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
-def hierarchical_vectors(graph, dim: int, rng: np.random.Generator, step: float = 0.6
-                         ) -> np.ndarray:
+def hierarchical_vectors(graph, dim: int, rng: np.random.Generator, step: float = 0.6) -> np.ndarray:
     """(n_nodes, dim): roots ~ N(0, 1); every other node = mean of its parents + N(0, step²)."""
     depth = graph.depths
     depth = np.where(np.isfinite(depth), depth, 0).astype(int)
@@ -38,16 +39,25 @@ def hierarchical_vectors(graph, dim: int, rng: np.random.Generator, step: float 
     return vectors
 
 
-def write_demo(out: str | Path, n_test: int = 300, n_val: int = 50, images: int = 8,
-               seen_images: int = 2, dim: int = 64, noise: float = 1.6, seed: int = 0,
-               graph_source: str = "wordnet") -> Path:
-    """Write features/, seen/, prototypes.npz, split.txt, val.txt under ``out``."""
-    from imagenet_zsl.hierarchy.universe import (
-        candidate_wnids,
-        load_class_graph,
-        training_wnids,
-    )
+@dataclass
+class DemoSizes:
+    """How big the demo is: test/validation classes, images per test/val and per seen class,
+    feature dimension and the image noise around each class prototype."""
 
+    n_test: int = 300
+    n_val: int = 50
+    images: int = 8
+    seen_images: int = 2
+    dim: int = 64
+    noise: float = 1.6
+
+
+def write_demo(
+    out: str | Path, sizes: DemoSizes | None = None, seed: int = 0, graph_source: str = "wordnet"
+) -> Path:
+    """Write features/, seen/, prototypes.npz, split.txt, val.txt under ``out``."""
+    sizes = sizes or DemoSizes()
+    n_test, n_val, dim = sizes.n_test, sizes.n_val, sizes.dim
     rng = np.random.default_rng(seed)
     graph = load_class_graph(graph_source)
     candidates = [w for w in candidate_wnids() if w in graph]
@@ -59,26 +69,38 @@ def write_demo(out: str | Path, n_test: int = 300, n_val: int = 50, images: int 
     classes = test + val + seen
     protos = vectors[graph.indices(classes)]
     with atomic_directory(out, tool="imagenet-zsl demo") as tmp:
-        ClassVectors(classes, protos, source="demo: hierarchical random vectors").save(
-            tmp / "prototypes.npz")
+        ClassVectors(classes, protos, source="demo: hierarchical random vectors").save(tmp / "prototypes.npz")
         atomic_write_text(tmp / "split.txt", "\n".join(test) + "\n")
         atomic_write_text(tmp / "val.txt", "\n".join(val) + "\n")
         for name, labels in (
-            ("features", np.repeat(np.arange(n_test + n_val), images)),
-            ("seen", np.repeat(np.arange(n_test + n_val, len(classes)), seen_images)),
+            ("features", np.repeat(np.arange(n_test + n_val), sizes.images)),
+            ("seen", np.repeat(np.arange(n_test + n_val, len(classes)), sizes.seen_images)),
         ):
             directory = tmp / name
             directory.mkdir()
-            features = protos[labels] + noise * rng.standard_normal((len(labels), dim))
+            features = protos[labels] + sizes.noise * rng.standard_normal((len(labels), dim))
             ids = [f"{classes[lab]}/{classes[lab]}_{i}.JPEG" for i, lab in enumerate(labels)]
             records = [
-                write_shard(directory, shard_name(0, s), features[start:start + 1000],
-                            labels[start:start + 1000], ids[start:start + 1000])
+                write_shard(
+                    directory,
+                    shard_name(0, s),
+                    features[start : start + 1000],
+                    labels[start : start + 1000],
+                    ids[start : start + 1000],
+                )
                 for s, start in enumerate(range(0, len(labels), 1000))
             ]
-            write_manifest(directory, {"classes": classes, "dim": dim, "shards": records,
-                                       "simulated": True, "source": "imagenet_zsl.evaluation.demo",
-                                       "seed": seed})
+            write_manifest(
+                directory,
+                {
+                    "classes": classes,
+                    "dim": dim,
+                    "shards": records,
+                    "simulated": True,
+                    "source": "imagenet_zsl.evaluation.demo",
+                    "seed": seed,
+                },
+            )
     return Path(out)
 
 
@@ -88,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-classes", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    write_demo(args.out, n_test=args.test_classes, seed=args.seed)
+    write_demo(args.out, DemoSizes(n_test=args.test_classes), seed=args.seed)
     print(f"wrote {args.out}")
     return 0
 

@@ -32,7 +32,13 @@ if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
 
 CATEGORIES = (
-    "correct", "parent", "child", "ancestor", "descendant", "unrelated", "not_in_graph",
+    "correct",
+    "parent",
+    "child",
+    "ancestor",
+    "descendant",
+    "unrelated",
+    "not_in_graph",
 )
 
 
@@ -57,7 +63,8 @@ class ErrorBreakdown:
         errors = self.total - self.counts["correct"]
         return {
             name: (count / errors if errors else 0.0)
-            for name, count in self.counts.items() if name != "correct"
+            for name, count in self.counts.items()
+            if name != "correct"
         }
 
     @property
@@ -72,8 +79,7 @@ class ErrorBreakdown:
     @property
     def upper_bound(self) -> float:
         c = self.counts
-        return (c["correct"] + c["parent"] + c["ancestor"] + c["child"]
-                + c["descendant"]) / self.total
+        return (c["correct"] + c["parent"] + c["ancestor"] + c["child"] + c["descendant"]) / self.total
 
     def to_dict(self) -> dict:
         return {
@@ -129,5 +135,4 @@ def error_breakdown(
     sub[_lookup(parent, t, p)] = CATEGORIES.index("parent")
     category[wrong] = sub
     counts = np.bincount(category, minlength=len(CATEGORIES))
-    return ErrorBreakdown(category, {name: int(c) for name, c in zip(CATEGORIES, counts,
-                                                                    strict=True)})
+    return ErrorBreakdown(category, {name: int(c) for name, c in zip(CATEGORIES, counts, strict=True)})

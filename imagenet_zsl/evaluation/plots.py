@@ -6,34 +6,21 @@ from pathlib import Path
 
 import numpy as np
 
-#: PNG metadata without software versions, so the same run gives the same bytes
-_PNG_META = {"Software": None}
+from imagenet_zsl.plotting import save_figure, subplots
+
 #: the SUC can have one breakpoint per image; this many points draw it faithfully
 _MAX_CURVE_POINTS = 4000
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _save(fig, path: Path) -> Path:
+def _save(fig, path: Path) -> Path:  # noqa: ANN001 - a matplotlib Figure
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata=_PNG_META)
-    _pyplot().close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def plot_hit_curve(zsl: dict, path: str | Path, title: str = "") -> Path:
     """hit@K (flat and per-class) against K, from metrics.json's ``zsl`` block."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for key, label, style in (("flat", "flat (per image)", "o-"),
-                              ("per_class", "per-class mean", "s--")):
+    fig, ax = subplots(figsize=(5, 3.6))
+    for key, label, style in (("flat", "flat (per image)", "o-"), ("per_class", "per-class mean", "s--")):
         ks = sorted(int(k) for k in zsl[key])
         ax.plot(ks, [100 * zsl[key][str(k)] for k in ks], style, label=label)
     ax.set_xscale("log")
@@ -55,12 +42,12 @@ def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x[keep], y[keep]
 
 
-def plot_suc(curves: dict, path: str | Path, direct: dict, calibrated: dict | None = None,
-             title: str = "") -> Path:
+def plot_suc(
+    curves: dict, path: str | Path, direct: dict, calibrated: dict | None = None, title: str = ""
+) -> Path:
     """Seen-Unseen accuracy Curves {label: SeenUnseenCurve}; direct stacking (γ=0) and the
     calibrated point marked for each curve whose label is in ``direct``/``calibrated``."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(4.8, 4.4))
+    fig, ax = subplots(figsize=(4.8, 4.4))
     for i, (label, curve) in enumerate(curves.items()):
         color = f"C{i}"
         # the curve starts at (0, seen[0]), as in the AUSUC definition
@@ -68,12 +55,25 @@ def plot_suc(curves: dict, path: str | Path, direct: dict, calibrated: dict | No
         ax.plot(x, y, "-", color=color, label=f"{label} (AUSUC {100 * curve.ausuc:.1f})")
         if label in direct:
             s, u = direct[label]
-            ax.plot([100 * u], [100 * s], "o", color=color, mfc="white", ms=7,
-                    label="direct stacking (γ=0)" if i == 0 else None)
+            ax.plot(
+                [100 * u],
+                [100 * s],
+                "o",
+                color=color,
+                mfc="white",
+                ms=7,
+                label="direct stacking (γ=0)" if i == 0 else None,
+            )
         if calibrated and label in calibrated:
             s, u = calibrated[label]
-            ax.plot([100 * u], [100 * s], "*", color=color, ms=11,
-                    label="calibrated γ (validation)" if i == 0 else None)
+            ax.plot(
+                [100 * u],
+                [100 * s],
+                "*",
+                color=color,
+                ms=11,
+                label="calibrated γ (validation)" if i == 0 else None,
+            )
     ax.set_xlabel("unseen accuracy (%)")
     ax.set_ylabel("seen accuracy (%)")
     ax.set_xlim(left=0)
@@ -86,19 +86,37 @@ def plot_suc(curves: dict, path: str | Path, direct: dict, calibrated: dict | No
 
 def plot_error_breakdown(breakdown: dict, path: str | Path, title: str = "") -> Path:
     """Bar chart of the top-1 prediction's relation to the true class (all images)."""
-    plt = _pyplot()
     names = [n for n in breakdown["shares"] if breakdown["counts"][n] or n != "not_in_graph"]
     shares = [100 * breakdown["shares"][n] for n in names]
-    fig, ax = plt.subplots(figsize=(6, 3.4))
-    colors = ["C2" if n == "correct" else "C0" if n in ("parent", "ancestor")
-              else "C1" if n in ("child", "descendant") else "C7" for n in names]
+    fig, ax = subplots(figsize=(6, 3.4))
+    colors = [
+        "C2"
+        if n == "correct"
+        else "C0"
+        if n in ("parent", "ancestor")
+        else "C1"
+        if n in ("child", "descendant")
+        else "C7"
+        for n in names
+    ]
     bars = ax.bar(names, shares, color=colors)
     for bar, share in zip(bars, shares, strict=True):
-        ax.annotate(f"{share:.1f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                    ha="center", va="bottom", fontsize=8)
+        ax.annotate(
+            f"{share:.1f}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=8,
+        )
     ax.set_ylabel("images (%)")
-    ax.set_title(title or (f"top-1 vs hierarchy: strict {100 * breakdown['strict_top1']:.1f}%, "
-                           f"semantic {100 * breakdown['semantic_lower_bound']:.1f}–"
-                           f"{100 * breakdown['semantic_upper_bound']:.1f}%"), fontsize=9)
+    ax.set_title(
+        title
+        or (
+            f"top-1 vs hierarchy: strict {100 * breakdown['strict_top1']:.1f}%, "
+            f"semantic {100 * breakdown['semantic_lower_bound']:.1f}–"
+            f"{100 * breakdown['semantic_upper_bound']:.1f}%"
+        ),
+        fontsize=9,
+    )
     ax.tick_params(axis="x", labelrotation=20)
     return _save(fig, Path(path))

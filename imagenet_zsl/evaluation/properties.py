@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from imagenet_zsl.data import fall11_counts
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.splits.structure import structural_ratios
+
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
 
@@ -25,8 +29,6 @@ log = logging.getLogger(__name__)
 def populations(wnids: Sequence[str], counts: dict[str, int] | None = None) -> np.ndarray:
     """Images per class in fall11 (ImageNet-21K); NaN for classes not listed."""
     if counts is None:
-        from imagenet_zsl.data import fall11_counts
-
         counts = fall11_counts()
     return np.array([counts.get(w, np.nan) for w in wnids], dtype=np.float64)
 
@@ -37,11 +39,6 @@ def structural_ratio_column(
     """The split package's structural ratio of each class, or NaN where it cannot be computed."""
     nan = np.full(len(wnids), np.nan)
     if graph is None or not seen_wnids:
-        return nan
-    try:
-        from imagenet_zsl.splits.structure import structural_ratios
-    except ImportError:
-        log.warning("imagenet_zsl.splits.structure is unavailable: structural ratio left NaN")
         return nan
     in_graph = [w in graph for w in wnids]
     seen_in_graph = [w for w in seen_wnids if w in graph]
@@ -62,8 +59,6 @@ def label_frequencies(wnids: Sequence[str]) -> np.ndarray:
     """wordfreq Zipf frequency of each class's first WordNet lemma; NaN without WordNet."""
     try:
         from wordfreq import zipf_frequency
-
-        from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 
         nouns = load_wordnet_nouns()
     except Exception as err:  # WordNet not installed, or wordfreq missing
@@ -91,18 +86,18 @@ def class_properties(
     against ``seen_wnids``; other rows (e.g. seen classes in GZSL) get NaN.
     """
     test_wnids = list(wnids) if test_wnids is None else list(test_wnids)
-    ratio = dict(zip(test_wnids, structural_ratio_column(graph, test_wnids, seen_wnids),
-                     strict=True))
+    ratio = dict(zip(test_wnids, structural_ratio_column(graph, test_wnids, seen_wnids), strict=True))
     depth = np.full(len(wnids), np.nan)
     if graph is not None:
         present = [i for i, w in enumerate(wnids) if w in graph]
         if present:
             depth[present] = graph.depths[graph.indices([wnids[i] for i in present])]
-    return pd.DataFrame({
-        "wnid": list(wnids),
-        "population": populations(wnids, counts),
-        "structural_ratio": np.array([ratio.get(w, np.nan) for w in wnids], dtype=np.float64),
-        "label_frequency": (label_frequencies(wnids) if label_frequency
-                            else np.full(len(wnids), np.nan)),
-        "depth": depth,
-    })
+    return pd.DataFrame(
+        {
+            "wnid": list(wnids),
+            "population": populations(wnids, counts),
+            "structural_ratio": np.array([ratio.get(w, np.nan) for w in wnids], dtype=np.float64),
+            "label_frequency": (label_frequencies(wnids) if label_frequency else np.full(len(wnids), np.nan)),
+            "depth": depth,
+        }
+    )

@@ -14,13 +14,9 @@ import numpy as np
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import MANIFEST_NAME, sha256_file
-
-
-def l2_normalize(matrix: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero), float32."""
-    matrix = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0)
+from imagenet_zsl.models.common import l2_normalize
+from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
 class QuerySource:
@@ -58,8 +54,6 @@ class PrototypeFile(QuerySource):
     """
 
     def __init__(self, path: str | Path, l2: bool = False):
-        from imagenet_zsl.semantics.class_vectors import ClassVectors
-
         super().__init__(l2)
         self.path = Path(path)
         self.vectors = ClassVectors.load(self.path)
@@ -81,8 +75,13 @@ class PrototypeFile(QuerySource):
         return self.vectors.get(wnids)
 
     def describe(self) -> dict:
-        return {"kind": "prototypes", "path": str(self.path), "sha256": self.sha256,
-                "name": self.name, "l2_normalize": self.l2}
+        return {
+            "kind": "prototypes",
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "name": self.name,
+            "l2_normalize": self.l2,
+        }
 
 
 def _directory_digest(path: Path) -> str:
@@ -104,10 +103,9 @@ class ModelDirectory(QuerySource):
         super().__init__(l2)
         self.path = Path(path)
         if not self.path.is_dir():
-            raise UserInputError(f"{self.path}: model directory not found (train one with "
-                                 "'imagenet-zsl fit')")
-        from imagenet_zsl.models.registry import load_model
-
+            raise UserInputError(
+                f"{self.path}: model directory not found (train one with 'imagenet-zsl fit')"
+            )
         self.model = load_model(self.path)
         self.model_digest = _directory_digest(self.path)
         self.digest = hashlib.sha256(f"model:{self.model_digest}:l2={l2}".encode()).hexdigest()
@@ -135,7 +133,12 @@ class ModelDirectory(QuerySource):
             ) from err
 
     def describe(self) -> dict:
-        return {"kind": "model", "path": str(self.path), "name": self.name,
-                "type": self.model_type,
-                "manifest_sha256": self.model_digest, "params": getattr(self.model, "params", {}),
-                "l2_normalize": self.l2}
+        return {
+            "kind": "model",
+            "path": str(self.path),
+            "name": self.name,
+            "type": self.model_type,
+            "manifest_sha256": self.model_digest,
+            "params": getattr(self.model, "params", {}),
+            "l2_normalize": self.l2,
+        }

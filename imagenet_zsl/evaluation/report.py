@@ -55,53 +55,88 @@ def render_run_report(metrics: dict) -> str:
         "",
     ]
     ks = [k for k, _ in _by_k(zsl["flat"])]
-    out.append(_md_table(
-        ["", *[f"hit@{k}" for k in ks]],
-        [["flat (per image)", *[_pct(zsl["flat"][str(k)]) for k in ks]],
-         ["per-class mean", *[_pct(zsl["per_class"][str(k)]) for k in ks]]],
-    ))
+    out.append(
+        _md_table(
+            ["", *[f"hit@{k}" for k in ks]],
+            [
+                ["flat (per image)", *[_pct(zsl["flat"][str(k)]) for k in ks]],
+                ["per-class mean", *[_pct(zsl["per_class"][str(k)]) for k in ks]],
+            ],
+        )
+    )
     out += ["", "![hit@K](hit_at_k.png)", ""]
     gzsl = metrics.get("gzsl")
     if gzsl:
         images = gzsl["images"]
-        out += ["## Generalized ZSL (test + seen classes)", "",
-                f"{images['unseen']} unseen-class and {images['seen']} seen-class test images; "
-                "accuracies are per-class means (Xian et al.) with flat per-image values below; "
-                "direct stacking is γ = 0.", ""]
+        out += [
+            "## Generalized ZSL (test + seen classes)",
+            "",
+            f"{images['unseen']} unseen-class and {images['seen']} seen-class test images; "
+            "accuracies are per-class means (Xian et al.) with flat per-image values below; "
+            "direct stacking is γ = 0.",
+            "",
+        ]
         rows = []
         for mode in ("per_class", "flat"):
             for k, v in _by_k(gzsl[mode]):
-                rows.append([mode.replace("_", "-"), f"hit@{k}", _pct(v["seen"]), _pct(v["unseen"]),
-                             _pct(v["H"]), _pct(v["ausuc"])])
+                rows.append(
+                    [
+                        mode.replace("_", "-"),
+                        f"hit@{k}",
+                        _pct(v["seen"]),
+                        _pct(v["unseen"]),
+                        _pct(v["H"]),
+                        _pct(v["ausuc"]),
+                    ]
+                )
         out.append(_md_table(["", "K", "seen", "unseen", "H", "AUSUC"], rows))
         cal = gzsl.get("calibration")
         if cal:
             test = cal["test"]["per_class"][str(cal["k"])]
-            out += ["", f"Calibrated stacking: γ = {cal['gamma']:.6g}, chosen on the validation "
-                    f"split `{cal['validation_split']}` to maximise per-class H@{cal['k']} "
-                    f"(validation H {_pct(cal['validation_H'])}); on test: seen "
-                    f"{_pct(test['seen'])}, unseen {_pct(test['unseen'])}, "
-                    f"**H {_pct(test['H'])}**."]
+            out += [
+                "",
+                f"Calibrated stacking: γ = {cal['gamma']:.6g}, chosen on the validation "
+                f"split `{cal['validation_split']}` to maximise per-class H@{cal['k']} "
+                f"(validation H {_pct(cal['validation_H'])}); on test: seen "
+                f"{_pct(test['seen'])}, unseen {_pct(test['unseen'])}, "
+                f"**H {_pct(test['H'])}**.",
+            ]
         out += ["", "![SUC](suc_curve.png)", ""]
     hier = metrics.get("hierarchy")
     if hier:
-        out += ["## Hierarchy-aware errors (top-1)", "",
-                f"Graph: {hier['graph']}. Relation of the top-1 prediction to the true class "
-                "(share of misclassified images).", ""]
+        out += [
+            "## Hierarchy-aware errors (top-1)",
+            "",
+            f"Graph: {hier['graph']}. Relation of the top-1 prediction to the true class "
+            "(share of misclassified images).",
+            "",
+        ]
         shares = hier["error_shares"]
         out.append(_md_table(list(shares), [[_pct(v, 1) for v in shares.values()]]))
-        out += ["", f"Strict top-1 {_pct(hier['strict_top1'])}%; semantically correct between "
-                f"{_pct(hier['semantic_lower_bound'])}% (prediction is the class or one of its "
-                f"ancestors) and {_pct(hier['semantic_upper_bound'])}% (also descendants).", "",
-                "![errors](error_breakdown.png)", ""]
+        out += [
+            "",
+            f"Strict top-1 {_pct(hier['strict_top1'])}%; semantically correct between "
+            f"{_pct(hier['semantic_lower_bound'])}% (prediction is the class or one of its "
+            f"ancestors) and {_pct(hier['semantic_upper_bound'])}% (also descendants).",
+            "",
+            "![errors](error_breakdown.png)",
+            "",
+        ]
     props = metrics.get("class_properties")
     if props and props.get("spearman_hit1"):
-        out += ["## Accuracy by class property", "",
-                "Spearman correlation of per-class ZSL hit@1 with each property "
-                "(per-class values in `per_class.csv`).", ""]
-        out.append(_md_table(["property", "Spearman ρ", "classes"],
-                             [[name, f"{v['rho']:.3f}", v["classes"]]
-                              for name, v in props["spearman_hit1"].items()]))
+        out += [
+            "## Accuracy by class property",
+            "",
+            "Spearman correlation of per-class ZSL hit@1 with each property "
+            "(per-class values in `per_class.csv`).",
+            "",
+        ]
+        out.append(
+            _md_table(
+                ["property", "Spearman ρ", "classes"],
+                [[name, f"{v['rho']:.3f}", v["classes"]] for name, v in props["spearman_hit1"].items()],
+            )
+        )
         out.append("")
     return "\n".join(out) + "\n"
 
@@ -112,8 +147,9 @@ def render_run_report(metrics: dict) -> str:
 def load_metrics(run_dir: str | Path) -> dict:
     path = Path(run_dir) / METRICS_NAME
     if not path.exists():
-        raise UserInputError(f"{run_dir}: no {METRICS_NAME}; pass directories written by "
-                             "'imagenet-zsl evaluate'")
+        raise UserInputError(
+            f"{run_dir}: no {METRICS_NAME}; pass directories written by 'imagenet-zsl evaluate'"
+        )
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as err:
@@ -150,8 +186,7 @@ def aggregate_runs(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
     rows = [run_row(load_metrics(d)) for d in run_dirs]
     table = pd.DataFrame(rows)
     id_cols = ["split", "model", "features"]
-    hit_cols = sorted((c for c in table.columns if c.startswith("hit@")),
-                      key=lambda c: int(c[4:]))
+    hit_cols = sorted((c for c in table.columns if c.startswith("hit@")), key=lambda c: int(c[4:]))
     rest = [c for c in table.columns if c not in id_cols and c not in hit_cols]
     table = table[id_cols + hit_cols + rest]
     return table.sort_values(id_cols, kind="stable").reset_index(drop=True)
@@ -185,15 +220,25 @@ def to_markdown(table: pd.DataFrame) -> str:
             text = _pct(row[col])
             cells.append(f"**{text}**" if best.loc[i, col] else text)
         rows.append(cells)
-    note = ("\n\nValues in %. hit@K: flat ZSL hit@K over test classes; per-class top-1: Xian et "
-            "al.; GZSL S/U/H: per-class hit@1 under direct stacking; calibrated H: γ chosen on "
-            "validation. Best per split in bold.\n")
+    note = (
+        "\n\nValues in %. hit@K: flat ZSL hit@K over test classes; per-class top-1: Xian et "
+        "al.; GZSL S/U/H: per-class hit@1 under direct stacking; calibrated H: γ chosen on "
+        "validation. Best per split in bold.\n"
+    )
     return _md_table(["split", "model", "features", *cols], rows) + note
 
 
 def _tex_escape(text: str) -> str:
-    for char, repl in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"),
-                       ("#", r"\#"), ("$", r"\$"), ("{", r"\{"), ("}", r"\}")):
+    for char, repl in (
+        ("\\", r"\textbackslash{}"),
+        ("_", r"\_"),
+        ("%", r"\%"),
+        ("&", r"\&"),
+        ("#", r"\#"),
+        ("$", r"\$"),
+        ("{", r"\{"),
+        ("}", r"\}"),
+    ):
         text = text.replace(char, repl)
     return text
 

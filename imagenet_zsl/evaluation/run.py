@@ -29,18 +29,24 @@ import json
 import logging
 import shutil
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tqdm import tqdm
 
-from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl import scoring as M
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.evaluation import plots
 from imagenet_zsl.evaluation.hierarchy_errors import error_breakdown
+from imagenet_zsl.evaluation.properties import class_properties
 from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
+from imagenet_zsl.evaluation.report import METRICS_NAME, render_run_report
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher
 from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.hierarchy.universe import resolve_graph, training_wnids
+from imagenet_zsl.image_filter.outputs import kept_image_ids
 from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_directory,
@@ -60,8 +66,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TIE_RULE = ("ties count against the model: the true class's rank is the number of other classes "
-            "scoring greater than or equal to it; hit@K iff rank < K")
+TIE_RULE = (
+    "ties count against the model: the true class's rank is the number of other classes "
+    "scoring greater than or equal to it; hit@K iff rank < K"
+)
 CACHE_VERSION = 1
 
 
@@ -98,8 +106,8 @@ class EvaluationConfig:
 # ----------------------------------------------------------------------------- input checks
 
 
-def read_class_list(path: str | Path, what: str = "split") -> list[str]:
-    """A wnid list (see ``splits.io.read_wnid_list``) that must not be empty."""
+def _read_classes(path: str | Path, what: str = "split") -> list[str]:
+    """A wnid list (:func:`imagenet_zsl.splits.io.read_wnid_list`) that must not be empty."""
     wnids = read_wnid_list(path)
     if not wnids:
         raise UserInputError(f"{path}: the {what} is empty; it needs one class wnid per line")
@@ -168,38 +176,6 @@ def present_classes(fd: FeatureDir) -> list[str]:
     return [w for w, c in zip(fd.classes, counts, strict=True) if c > 0]
 
 
-def load_graph(spec: str | ClassGraph | None) -> ClassGraph | None:
-    from imagenet_zsl.hierarchy.graph import ClassGraph
-
-    if spec is None or isinstance(spec, ClassGraph):
-        return spec
-    if spec == "none":
-        return None
-    if spec == "auto":
-        try:
-            return load_graph("wordnet")
-        except UserInputError as err:
-            log.warning("no hierarchy breakdown: %s (or pass --graph FILE)", err)
-            return None
-    if spec in ("wordnet", "imagenet"):
-        from imagenet_zsl.hierarchy.universe import load_class_graph
-
-        return load_class_graph(spec)
-    path = Path(spec)
-    if not path.is_file():
-        raise UserInputError(f"--graph {spec}: use wordnet, imagenet, none, or a parent<TAB>child "
-                             "edge file")
-    edges = []
-    for line_no, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        parts = line.split("\t")
-        if len(parts) != 2:
-            raise UserInputError(f"{path}:{line_no}: expected 'parent<TAB>child'")
-        edges.append((parts[0].strip(), parts[1].strip()))
-    return ClassGraph.from_edges(edges, source=path.name)
-
-
 # ----------------------------------------------------------------------------- search
 
 
@@ -213,8 +189,9 @@ class SetResult:
     lists: dict[str, tuple[np.ndarray, np.ndarray]]
 
     def take(self, keep: np.ndarray) -> SetResult:
-        return SetResult(self.labels[keep], self.rows[keep],
-                         {s: (a[keep], b[keep]) for s, (a, b) in self.lists.items()})
+        return SetResult(
+            self.labels[keep], self.rows[keep], {s: (a[keep], b[keep]) for s, (a, b) in self.lists.items()}
+        )
 
 
 class SearchCache:
@@ -250,43 +227,60 @@ class SearchCache:
         atomic_write_bytes(self._path(set_name, shard), buffer.getvalue())
 
 
+@dataclass
+class SearchContext:
+    """What every image set's search shares: the query source, the resumable shard cache, the
+    rows per faiss call and whether to show a progress bar."""
+
+    source: QuerySource
+    cache: SearchCache
+    block_rows: int = DEFAULT_BLOCK_ROWS
+    progress: bool = True
+
+
 def search_set(
     name: str,
     fd: FeatureDir,
     lookup: np.ndarray,
-    source: QuerySource,
     spaces: dict[str, TopKSearcher],
-    cache: SearchCache,
-    block_rows: int,
-    progress: bool = True,
+    context: SearchContext,
     kept_ids: np.ndarray | None = None,
 ) -> SetResult:
-    """Stream a feature directory's rows of the wanted classes through ``source`` and search
+    """Stream a feature directory's rows of the wanted classes through the query source and search
     each label space; memory is bounded by one shard (plus the kept top-k lists)."""
-    from tqdm import tqdm
-
+    source = context.source
     use_logits = source.uses_logits and fd.has_logits
-    space_key = {s: hashlib.sha256(sp.prototypes.tobytes()).hexdigest() for s, sp in
-                 spaces.items()}
+    space_key = {s: hashlib.sha256(sp.prototypes.tobytes()).hexdigest() for s, sp in spaces.items()}
     labels_out, rows_out = [], []
     lists_out: dict[str, list] = {s: [] for s in spaces}
     offset = 0
-    bar = tqdm(total=fd.num_rows, desc=f"search {name}", unit="img", disable=not progress,
-               leave=False)
+    bar = tqdm(
+        total=fd.num_rows, desc=f"search {name}", unit="img", disable=not context.progress, leave=False
+    )
     for shard in fd.shards:
         shard_name, shard_rows = shard["name"], int(shard["rows"])
-        key = hashlib.sha256(json.dumps([
-            CACHE_VERSION, source.digest, space_key, sorted(spaces), shard.get("sha256", {}),
-            shard_rows, {s: sp.k for s, sp in spaces.items()}, int(lookup.sum()),
-            hashlib.sha256(lookup.tobytes()).hexdigest(),
-            None if kept_ids is None else hashlib.sha256(kept_ids.tobytes()).hexdigest(),
-        ], sort_keys=True).encode()).hexdigest()
-        cached = cache.get(name, shard_name, key)
+        key = hashlib.sha256(
+            json.dumps(
+                [
+                    CACHE_VERSION,
+                    source.digest,
+                    space_key,
+                    sorted(spaces),
+                    shard.get("sha256", {}),
+                    shard_rows,
+                    {s: sp.k for s, sp in spaces.items()},
+                    int(lookup.sum()),
+                    hashlib.sha256(lookup.tobytes()).hexdigest(),
+                    None if kept_ids is None else hashlib.sha256(kept_ids.tobytes()).hexdigest(),
+                ],
+                sort_keys=True,
+            ).encode()
+        ).hexdigest()
+        cached = context.cache.get(name, shard_name, key)
         if cached is None:
-            cached = _search_shard(fd, shard_name, lookup, source, spaces, block_rows, use_logits,
-                                   kept_ids)
+            cached = _search_shard(fd, shard_name, lookup, spaces, context, use_logits, kept_ids)
             cached["rows"] = cached["rows"] + offset
-            cache.put(name, shard_name, key, cached)
+            context.cache.put(name, shard_name, key, cached)
         labels_out.append(cached["labels"])
         rows_out.append(cached["rows"])
         for s in spaces:
@@ -296,16 +290,28 @@ def search_set(
     bar.close()
     m = {s: sp.k for s, sp in spaces.items()}
     lists = {
-        s: (np.concatenate([a for a, _ in parts]) if parts else np.zeros((0, m[s]), np.float32),
-            np.concatenate([b for _, b in parts]) if parts else np.zeros((0, m[s]), np.int64))
+        s: (
+            np.concatenate([a for a, _ in parts]) if parts else np.zeros((0, m[s]), np.float32),
+            np.concatenate([b for _, b in parts]) if parts else np.zeros((0, m[s]), np.int64),
+        )
         for s, parts in lists_out.items()
     }
-    return SetResult(np.concatenate(labels_out).astype(np.int64),
-                     np.concatenate(rows_out).astype(np.int64), lists)
+    return SetResult(
+        np.concatenate(labels_out).astype(np.int64), np.concatenate(rows_out).astype(np.int64), lists
+    )
 
 
-def _search_shard(fd, shard_name, lookup, source, spaces, block_rows, use_logits,
-                  kept_ids=None) -> dict:
+def _search_shard(
+    fd: FeatureDir,
+    shard_name: str,
+    lookup: np.ndarray,
+    spaces: dict[str, TopKSearcher],
+    context: SearchContext,
+    use_logits: bool,
+    kept_ids: np.ndarray | None = None,
+) -> dict:
+    """One shard's labels, row numbers and top-k lists in every space (the unit of the cache)."""
+    block_rows = context.block_rows
     labels = np.load(fd.path / f"{shard_name}.labels.npy", allow_pickle=False).astype(np.int64)
     target = lookup[labels]
     wanted = target >= 0
@@ -320,14 +326,13 @@ def _search_shard(fd, shard_name, lookup, source, spaces, block_rows, use_logits
     if len(keep) == 0:
         return out
     features_mm = np.load(fd.path / f"{shard_name}.features.npy", mmap_mode="r")
-    logits_mm = (np.load(fd.path / f"{shard_name}.logits.npy", mmap_mode="r")
-                 if use_logits else None)
+    logits_mm = np.load(fd.path / f"{shard_name}.logits.npy", mmap_mode="r") if use_logits else None
     for start in range(0, len(keep), block_rows):
         rows = keep[start : start + block_rows]
         features = np.asarray(features_mm[rows], dtype=np.float32)
         logits = None if logits_mm is None else np.asarray(logits_mm[rows], dtype=np.float32)
         _check_rows(fd, shard_name, rows, features, "features")
-        queries = source.encode(features, logits)
+        queries = context.source.encode(features, logits)
         _check_rows(fd, shard_name, rows, queries, "query vectors (model output)")
         for s, sp in spaces.items():
             scores, ids = sp.search(queries)
@@ -336,8 +341,7 @@ def _search_shard(fd, shard_name, lookup, source, spaces, block_rows, use_logits
     return out
 
 
-def _check_rows(fd: FeatureDir, shard: str, rows: np.ndarray, matrix: np.ndarray,
-                what: str) -> None:
+def _check_rows(fd: FeatureDir, shard: str, rows: np.ndarray, matrix: np.ndarray, what: str) -> None:
     finite = np.isfinite(matrix).all(axis=1)
     if finite.all():
         return
@@ -357,16 +361,24 @@ def _offset(ids: np.ndarray, by: int) -> np.ndarray:
     return np.where(ids >= 0, ids + ids.dtype.type(by), ids.dtype.type(-1))
 
 
-def build_gzsl(unseen_part: SetResult, seen_part: SetResult, n_unseen: int, n_seen: int,
-               unseen_space: str) -> M.GZSLTopK:
+def build_gzsl(
+    unseen_part: SetResult, seen_part: SetResult, n_unseen: int, n_seen: int, unseen_space: str
+) -> M.GZSLTopK:
     """Joint label space = unseen classes then seen classes."""
     parts = []
     for part, label_offset in ((unseen_part, 0), (seen_part, n_unseen)):
         s_scores, s_ids = part.lists["seen"]
         u_scores, u_ids = part.lists[unseen_space]
-        parts.append(M.GZSLTopK(s_scores, _offset(s_ids, n_unseen), u_scores, u_ids,
-                                part.labels + label_offset,
-                                np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)]))
+        parts.append(
+            M.GZSLTopK(
+                s_scores,
+                _offset(s_ids, n_unseen),
+                u_scores,
+                u_ids,
+                part.labels + label_offset,
+                np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)],
+            )
+        )
     return M.GZSLTopK.concat(parts)
 
 
@@ -399,210 +411,320 @@ def _predictions(ranks: np.ndarray, ids: np.ndarray, labels: np.ndarray) -> np.n
     return pred
 
 
-def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None,
-             progress: bool = True) -> dict:
-    """Run the whole evaluation and write ``cfg.out``; returns the metrics dict.
+@dataclass
+class EvaluationInputs:
+    """Every input of a run, checked before any long work: the image sets with their class lists
+    and label lookups (``None`` where the run does not use them), the query source, the graph for
+    the error breakdown and the faiss searcher of each label space."""
 
-    ``graph`` overrides ``cfg.graph`` (a ClassGraph object, e.g. a hand-made one in tests).
-    """
+    cfg: EvaluationConfig
+    ks: list[int]
+    m: int
+    test_wnids: list[str]
+    fd: FeatureDir
+    test_lookup: np.ndarray
+    source: QuerySource
+    graph: ClassGraph | None = None
+    seen_wnids: list[str] | None = None
+    seen_fd: FeatureDir | None = None
+    seen_lookup: np.ndarray | None = None
+    excluded_seen: list[str] = field(default_factory=list)
+    val_wnids: list[str] | None = None
+    val_fd: FeatureDir | None = None
+    val_lookup: np.ndarray | None = None
+    val_seen_fd: FeatureDir | None = None
+    val_seen_lookup: np.ndarray | None = None
+    spaces: dict[str, TopKSearcher] = field(default_factory=dict)
+    kept_ids: np.ndarray | None = None
+
+    def feature_dirs(self) -> list[FeatureDir]:
+        return [d for d in (self.fd, self.seen_fd, self.val_fd, self.val_seen_fd) if d is not None]
+
+
+def _check_ks(cfg: EvaluationConfig) -> list[int]:
     ks = sorted({int(k) for k in cfg.ks})
     if not ks or ks[0] < 1:
         raise UserInputError(f"--k values must be positive integers, got {list(cfg.ks)}")
-    m = ks[-1] + 1
-    if (cfg.model is None) == (cfg.prototypes is None):
-        raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
+    return ks
 
-    # ---- cheap checks before any long work
-    test_wnids = read_class_list(cfg.split, "split")
-    fd = FeatureDir(cfg.features)
-    test_lookup = class_lookup(fd, test_wnids, f"split {Path(cfg.split).name}")
-    seen_fd = seen_wnids = seen_lookup = None
-    if cfg.gzsl:
-        if cfg.seen_features is None:
-            raise UserInputError(
-                "--gzsl needs --seen-features DIR: held-out images of the seen (training) "
-                "classes, e.g. ILSVRC-2012 validation features"
-            )
-        seen_fd = FeatureDir(cfg.seen_features)
-        seen_wnids = (read_class_list(cfg.seen_classes, "seen-class list") if cfg.seen_classes
-                      else present_classes(seen_fd))
-        overlap = sorted(set(seen_wnids) & set(test_wnids))
-        if overlap:
-            raise UserInputError(f"{len(overlap)} classes are both seen and in the test split: "
-                                 f"{preview(overlap)}; a zero-shot test class cannot be seen")
-        seen_lookup = class_lookup(seen_fd, seen_wnids, "seen classes")
-    elif cfg.seen_features is not None:
-        raise UserInputError("--seen-features is only used with --gzsl; add --gzsl")
-    val_wnids = val_fd = val_lookup = val_seen_fd = val_seen_lookup = None
-    if cfg.val_split is not None:
-        if not cfg.gzsl:
-            raise UserInputError("--val-split chooses the GZSL calibration γ: add --gzsl")
-        val_wnids = read_class_list(cfg.val_split, "validation split")
-        clash = sorted(set(val_wnids) & (set(test_wnids) | set(seen_wnids)))
-        if clash:
-            raise UserInputError(f"{cfg.val_split}: {len(clash)} validation classes are test or "
-                                 f"seen classes: {preview(clash)}")
-        val_fd = FeatureDir(cfg.val_features or cfg.features)
-        val_lookup = class_lookup(val_fd, val_wnids, f"validation split {Path(cfg.val_split).name}")
-        if cfg.val_seen_features is not None:
-            val_seen_fd = FeatureDir(cfg.val_seen_features)
-            val_seen_lookup = class_lookup(val_seen_fd, seen_wnids, "seen classes (validation)")
-        elif not 0 < cfg.val_seen_fraction < 1:
-            raise UserInputError("--val-seen-fraction must be between 0 and 1")
-    elif cfg.val_features or cfg.val_seen_features:
-        raise UserInputError("--val-features/--val-seen-features need --val-split")
 
-    source: QuerySource
-    if cfg.prototypes is not None:
-        source = PrototypeFile(cfg.prototypes, l2=cfg.l2_normalize)
-        for feature_dir in filter(None, (fd, seen_fd, val_fd, val_seen_fd)):
-            source.check_dim(feature_dir.dim, str(feature_dir.path))
-    else:
-        source = ModelDirectory(cfg.model, l2=cfg.l2_normalize)
-    graph_obj = load_graph(graph if graph is not None else cfg.graph)
+def _check_seen(inp: EvaluationInputs) -> None:
+    cfg = inp.cfg
+    if not cfg.gzsl:
+        if cfg.seen_features is not None:
+            raise UserInputError("--seen-features is only used with --gzsl; add --gzsl")
+        return
+    if cfg.seen_features is None:
+        raise UserInputError(
+            "--gzsl needs --seen-features DIR: held-out images of the seen (training) "
+            "classes, e.g. ILSVRC-2012 validation features"
+        )
+    inp.seen_fd = FeatureDir(cfg.seen_features)
+    inp.seen_wnids = (
+        _read_classes(cfg.seen_classes, "seen-class list")
+        if cfg.seen_classes
+        else present_classes(inp.seen_fd)
+    )
+    overlap = sorted(set(inp.seen_wnids) & set(inp.test_wnids))
+    if overlap:
+        raise UserInputError(
+            f"{len(overlap)} classes are both seen and in the test split: "
+            f"{preview(overlap)}; a zero-shot test class cannot be seen"
+        )
+    inp.seen_lookup = class_lookup(inp.seen_fd, inp.seen_wnids, "seen classes")
 
-    excluded_seen: list[str] = []
-    if cfg.gzsl:
-        seen_wnids, excluded_seen = representable_classes(source, seen_wnids)
-        if excluded_seen:
-            log.warning("%d seen classes have no prototype (e.g. no word vector) and are left out "
-                        "of the GZSL label space with their images: %s", len(excluded_seen),
-                        preview(excluded_seen))
-            seen_lookup = class_lookup(seen_fd, seen_wnids, "seen classes")
-            if val_seen_fd is not None:
-                val_seen_lookup = class_lookup(val_seen_fd, seen_wnids, "seen classes (validation)")
 
-    spaces = {"unseen": TopKSearcher(source.prototypes(test_wnids), m, use_gpu=cfg.use_gpu)}
-    if cfg.gzsl:
-        spaces["seen"] = TopKSearcher(source.prototypes(seen_wnids), m, use_gpu=cfg.use_gpu)
-    if val_wnids is not None:
-        spaces["val_unseen"] = TopKSearcher(source.prototypes(val_wnids), m, use_gpu=cfg.use_gpu)
+def _check_validation(inp: EvaluationInputs) -> None:
+    cfg = inp.cfg
+    if cfg.val_split is None:
+        if cfg.val_features or cfg.val_seen_features:
+            raise UserInputError("--val-features/--val-seen-features need --val-split")
+        return
+    if not cfg.gzsl:
+        raise UserInputError("--val-split chooses the GZSL calibration γ: add --gzsl")
+    inp.val_wnids = _read_classes(cfg.val_split, "validation split")
+    clash = sorted(set(inp.val_wnids) & (set(inp.test_wnids) | set(inp.seen_wnids)))
+    if clash:
+        raise UserInputError(
+            f"{cfg.val_split}: {len(clash)} validation classes are test or seen classes: {preview(clash)}"
+        )
+    inp.val_fd = FeatureDir(cfg.val_features or cfg.features)
+    inp.val_lookup = class_lookup(inp.val_fd, inp.val_wnids, f"validation split {Path(cfg.val_split).name}")
+    if cfg.val_seen_features is not None:
+        inp.val_seen_fd = FeatureDir(cfg.val_seen_features)
+        inp.val_seen_lookup = class_lookup(inp.val_seen_fd, inp.seen_wnids, "seen classes (validation)")
+    elif not 0 < cfg.val_seen_fraction < 1:
+        raise UserInputError("--val-seen-fraction must be between 0 and 1")
+
+
+def _query_source(inp: EvaluationInputs) -> QuerySource:
+    cfg = inp.cfg
+    if cfg.prototypes is None:
+        return ModelDirectory(cfg.model, l2=cfg.l2_normalize)
+    source = PrototypeFile(cfg.prototypes, l2=cfg.l2_normalize)
+    for feature_dir in inp.feature_dirs():
+        source.check_dim(feature_dir.dim, str(feature_dir.path))
+    return source
+
+
+def _drop_unrepresentable_seen(inp: EvaluationInputs) -> None:
+    """Seen classes the source cannot represent leave the GZSL label space (see
+    :func:`representable_classes`); their lookups are rebuilt."""
+    inp.seen_wnids, inp.excluded_seen = representable_classes(inp.source, inp.seen_wnids)
+    if not inp.excluded_seen:
+        return
+    log.warning(
+        "%d seen classes have no prototype (e.g. no word vector) and are left out "
+        "of the GZSL label space with their images: %s",
+        len(inp.excluded_seen),
+        preview(inp.excluded_seen),
+    )
+    inp.seen_lookup = class_lookup(inp.seen_fd, inp.seen_wnids, "seen classes")
+    if inp.val_seen_fd is not None:
+        inp.val_seen_lookup = class_lookup(inp.val_seen_fd, inp.seen_wnids, "seen classes (validation)")
+
+
+def _label_spaces(inp: EvaluationInputs) -> dict[str, TopKSearcher]:
+    """One faiss searcher per label space; all prototypes (and a model's queries) share one dim."""
+    cfg = inp.cfg
+    wnids = {"unseen": inp.test_wnids, "seen": inp.seen_wnids, "val_unseen": inp.val_wnids}
+    spaces = {
+        space: TopKSearcher(inp.source.prototypes(classes), inp.m, use_gpu=cfg.use_gpu)
+        for space, classes in wnids.items()
+        if classes is not None
+    }
     dims = {sp.dim for sp in spaces.values()}
     if len(dims) != 1:
         raise UserInputError(f"class prototypes have differing dimensions {sorted(dims)}")
-    if isinstance(source, ModelDirectory):
-        for feature_dir in filter(None, (fd, seen_fd, val_fd, val_seen_fd)):
+    if isinstance(inp.source, ModelDirectory):
+        for feature_dir in inp.feature_dirs():
             features, logits = _first_row(feature_dir)
-            qdim = source.probe(features, logits, str(feature_dir.path))
+            qdim = inp.source.probe(features, logits, str(feature_dir.path))
             if qdim not in dims:
-                raise UserInputError(f"{cfg.model}: query vectors are {qdim}-d but prototypes "
-                                     f"are {dims.pop()}-d")
+                raise UserInputError(
+                    f"{cfg.model}: query vectors are {qdim}-d but prototypes are {dims.pop()}-d"
+                )
+    return spaces
 
-    # ---- search (resumable)
-    out = Path(cfg.out)
-    cache = SearchCache(out.parent / f".{out.name}.search-cache")
-    search = {"progress": progress, "cache": cache, "block_rows": cfg.block_rows}
-    test_spaces = {s: spaces[s] for s in ("unseen", "seen") if s in spaces}
-    kept_ids = None
-    if cfg.kept_images is not None:
-        from imagenet_zsl.images.quality import kept_image_ids
 
-        kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
-    test = search_set("test", fd, test_lookup, source, test_spaces, kept_ids=kept_ids, **search)
-    if cfg.kept_images is not None and len(test.labels) == 0:
-        raise UserInputError(f"{cfg.kept_images}: none of the split's images are among the kept "
-                             "images; was the filter run on these features?")
-    seen = val = val_seen = None
+def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -> EvaluationInputs:
+    """Every cheap check of a run, in order, before any search (see :class:`EvaluationInputs`)."""
+    ks = _check_ks(cfg)
+    if (cfg.model is None) == (cfg.prototypes is None):
+        raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
+    test_wnids = _read_classes(cfg.split, "split")
+    fd = FeatureDir(cfg.features)
+    inp = EvaluationInputs(
+        cfg=cfg,
+        ks=ks,
+        m=ks[-1] + 1,
+        test_wnids=test_wnids,
+        fd=fd,
+        test_lookup=class_lookup(fd, test_wnids, f"split {Path(cfg.split).name}"),
+        source=None,
+    )  # type: ignore[arg-type] - set below, after the checks
+    _check_seen(inp)
+    _check_validation(inp)
+    inp.source = _query_source(inp)
+    inp.graph = resolve_graph(graph if graph is not None else cfg.graph)
     if cfg.gzsl:
-        seen_spaces = dict(test_spaces)
-        if val_wnids is not None and val_seen_fd is None:
-            seen_spaces["val_unseen"] = spaces["val_unseen"]
-        seen = search_set("seen", seen_fd, seen_lookup, source, seen_spaces, **search)
-        if val_wnids is not None:
-            val_spaces = {"seen": spaces["seen"], "val_unseen": spaces["val_unseen"]}
-            val = search_set("val", val_fd, val_lookup, source, val_spaces, **search)
-            if val_seen_fd is not None:
-                val_seen = search_set("val_seen", val_seen_fd, val_seen_lookup, source,
-                                      val_spaces, **search)
-            else:
-                rng = np.random.default_rng(cfg.seed)
-                held = rng.random(seen_fd.num_rows) < cfg.val_seen_fraction
-                val_seen = seen.take(held[seen.rows])
-                seen = seen.take(~held[seen.rows])
-                if len(seen.labels) == 0 or len(val_seen.labels) == 0:
-                    raise UserInputError("--val-seen-fraction leaves no seen images for test or "
-                                         "validation; change it or pass --val-seen-features")
+        _drop_unrepresentable_seen(inp)
+    inp.spaces = _label_spaces(inp)
+    if cfg.kept_images is not None:
+        inp.kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
+    return inp
 
-    # ---- metrics
-    n_test = len(test_wnids)
+
+# ----------------------------------------------------------------------------- the search
+
+
+@dataclass
+class SearchResults:
+    """The top-k lists of every image set of a run (``None``: the set is not used)."""
+
+    test: SetResult
+    seen: SetResult | None = None
+    val: SetResult | None = None
+    val_seen: SetResult | None = None
+
+    def sets(self) -> list[tuple[str, SetResult | None]]:
+        return [("test", self.test), ("seen", self.seen), ("val", self.val), ("val_seen", self.val_seen)]
+
+
+def run_search(inp: EvaluationInputs, context: SearchContext) -> SearchResults:
+    """Search every image set of the run in its label spaces (resumable through the cache)."""
+    cfg, spaces = inp.cfg, inp.spaces
+    test_spaces = {s: spaces[s] for s in ("unseen", "seen") if s in spaces}
+    test = search_set("test", inp.fd, inp.test_lookup, test_spaces, context, kept_ids=inp.kept_ids)
+    if cfg.kept_images is not None and len(test.labels) == 0:
+        raise UserInputError(
+            f"{cfg.kept_images}: none of the split's images are among the kept "
+            "images; was the filter run on these features?"
+        )
+    results = SearchResults(test)
+    if not cfg.gzsl:
+        return results
+    seen_spaces = dict(test_spaces)
+    if inp.val_wnids is not None and inp.val_seen_fd is None:
+        seen_spaces["val_unseen"] = spaces["val_unseen"]
+    results.seen = search_set("seen", inp.seen_fd, inp.seen_lookup, seen_spaces, context)
+    if inp.val_wnids is None:
+        return results
+    val_spaces = {"seen": spaces["seen"], "val_unseen": spaces["val_unseen"]}
+    results.val = search_set("val", inp.val_fd, inp.val_lookup, val_spaces, context)
+    if inp.val_seen_fd is not None:
+        results.val_seen = search_set("val_seen", inp.val_seen_fd, inp.val_seen_lookup, val_spaces, context)
+        return results
+    rng = np.random.default_rng(cfg.seed)
+    held = rng.random(inp.seen_fd.num_rows) < cfg.val_seen_fraction
+    results.val_seen = results.seen.take(held[results.seen.rows])
+    results.seen = results.seen.take(~held[results.seen.rows])
+    if len(results.seen.labels) == 0 or len(results.val_seen.labels) == 0:
+        raise UserInputError(
+            "--val-seen-fraction leaves no seen images for test or "
+            "validation; change it or pass --val-seen-features"
+        )
+    return results
+
+
+# ----------------------------------------------------------------------------- metrics
+
+
+@dataclass
+class EvaluationRun:
+    """Everything a finished run writes: metrics, the per-class table, the top-k lists and what
+    the plots draw (Seen-Unseen curves with their direct/calibrated points, error breakdown)."""
+
+    inputs: EvaluationInputs
+    results: SearchResults
+    metrics: dict[str, Any]
+    table: Any = None  # pandas.DataFrame
+    curves: dict[str, M.SeenUnseenCurve] = field(default_factory=dict)
+    direct_points: dict[str, tuple[float, float]] = field(default_factory=dict)
+    calibrated_points: dict[str, tuple[float, float]] = field(default_factory=dict)
+    breakdown: Any = None  # ErrorBreakdown
+    #: ZSL (test classes) and GZSL (test + seen classes) per-class image counts and hit@K rates
+    class_counts: np.ndarray | None = None
+    class_hits: dict[int, np.ndarray] = field(default_factory=dict)
+    gzsl_counts: np.ndarray | None = None
+    gzsl_class_hits: dict[int, np.ndarray] | None = None
+
+
+def zsl_metrics(run: EvaluationRun) -> None:
+    """ZSL hit@K (flat and per class) of the test images among the test classes."""
+    inp, test = run.inputs, run.results.test
+    n_test = len(inp.test_wnids)
     scores, ids = test.lists["unseen"]
     ranks = M.true_rank(ids, test.labels, scores)
-    metrics: dict[str, Any] = {
-        "zsl": {
-            "images": int(len(test.labels)),
-            "classes": n_test,
-            "flat": M.hit_rates(ranks, ks),
-            "per_class": M.per_class_rates(ranks, test.labels, ks, n_test),
-        }
+    run.metrics["zsl"] = {
+        "images": int(len(test.labels)),
+        "classes": n_test,
+        "flat": M.hit_at_k(ranks, test.labels, inp.ks),
+        "per_class": M.hit_at_k(ranks, test.labels, inp.ks, num_classes=n_test, per_class=True),
     }
-    counts, class_hits = M.per_class_hits(ranks, test.labels, ks, n_test)
-    curves, direct_points, calibrated_points = {}, {}, {}
-    gzsl_class_hits = None
-    if cfg.gzsl:
-        n_seen = len(seen_wnids)
-        gz = build_gzsl(test, seen, n_test, n_seen, "unseen")
-        gzsl = M.gzsl_metrics(gz, ks)
-        gzsl["images"] = {"unseen": int(len(test.labels)), "seen": int(len(seen.labels))}
-        gzsl["classes"] = {"unseen": n_test, "seen": n_seen}
-        gzsl["seen_classes_without_prototypes"] = excluded_seen
-        if val is not None:
-            gz_val = build_gzsl(val, val_seen, len(val_wnids), n_seen, "val_unseen")
-            gamma, val_h = M.choose_gamma(gz_val, k=1, per_class=True)
-            calibrated = M.gzsl_metrics(gz, ks, gamma)["calibrated"]
-            gzsl["calibration"] = {
-                "gamma": gamma, "k": 1, "criterion": "per-class H@1 on validation",
-                "validation_split": str(cfg.val_split), "validation_H": val_h,
-                "validation_images": {"unseen": int(len(val.labels)),
-                                      "seen": int(len(val_seen.labels))},
-                "test": {"per_class": calibrated["per_class"], "flat": calibrated["flat"]},
-            }
-        metrics["gzsl"] = gzsl
-        for k in ks:
-            if k in (1, ks[-1]):
-                curve = M.seen_unseen_curve(gz, k, per_class=True)
-                curves[f"hit@{k}"] = curve
-                direct_points[f"hit@{k}"] = curve.at(0.0)
-                if "calibration" in gzsl:
-                    calibrated_points[f"hit@{k}"] = curve.at(gzsl["calibration"]["gamma"])
-        joint_labels = gz.labels
-        gzsl_class_hits = {}
-        for k in ks:
-            theta = M.gzsl_thresholds(gz, k)
-            hit = np.where(gz.seen_images, 0.0 < theta, 0.0 > theta)
-            per = np.bincount(joint_labels, weights=hit, minlength=n_test + n_seen)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                gzsl_class_hits[k] = per / np.bincount(joint_labels, minlength=n_test + n_seen)
-        gzsl_counts = np.bincount(joint_labels, minlength=n_test + n_seen)
-
-    breakdown = None
-    if graph_obj is not None:
+    run.class_counts = np.bincount(test.labels, minlength=n_test)
+    run.class_hits = M.hit_at_k(ranks, test.labels, inp.ks, num_classes=n_test, per_class=True, average=False)
+    if inp.graph is not None:
         pred = _predictions(ranks, ids, test.labels)
-        breakdown = error_breakdown(graph_obj, test_wnids, test.labels, pred)
-        metrics["hierarchy"] = {"graph": graph_obj.source, **breakdown.to_dict()}
+        run.breakdown = error_breakdown(inp.graph, inp.test_wnids, test.labels, pred)
+        run.metrics["hierarchy"] = {"graph": inp.graph.source, **run.breakdown.to_dict()}
 
-    # ---- per-class table with class properties
-    import pandas as pd
 
-    from imagenet_zsl.evaluation.properties import class_properties
+def _calibration(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK) -> dict[str, Any]:
+    """γ chosen on the validation images (never the test images) and the test figures at γ."""
+    gz_val = build_gzsl(results.val, results.val_seen, len(inp.val_wnids), len(inp.seen_wnids), "val_unseen")
+    gamma, val_h = M.choose_gamma(gz_val, k=1, per_class=True)
+    calibrated = M.gzsl_metrics(gz, inp.ks, gamma)["calibrated"]
+    return {
+        "gamma": gamma,
+        "k": 1,
+        "criterion": "per-class H@1 on validation",
+        "validation_split": str(inp.cfg.val_split),
+        "validation_H": val_h,
+        "validation_images": {
+            "unseen": int(len(results.val.labels)),
+            "seen": int(len(results.val_seen.labels)),
+        },
+        "test": {"per_class": calibrated["per_class"], "flat": calibrated["flat"]},
+    }
 
-    all_wnids = list(test_wnids) + (list(seen_wnids) if cfg.gzsl else [])
-    train_wnids = seen_wnids
-    if train_wnids is None and graph_obj is not None:
-        from imagenet_zsl.hierarchy.universe import training_wnids
 
-        candidates = training_wnids()
-        train_wnids = candidates if all(w in graph_obj for w in candidates) else None
-    props = class_properties(all_wnids, graph_obj, train_wnids,
-                             label_frequency=cfg.label_frequency, test_wnids=test_wnids)
-    table = pd.DataFrame({"wnid": all_wnids,
-                          "role": ["unseen"] * n_test + ["seen"] * (len(all_wnids) - n_test)})
-    table["images"] = np.r_[counts, gzsl_counts[n_test:]] if cfg.gzsl else counts
-    for k in ks:
-        table[f"hit@{k}"] = np.r_[class_hits[k], np.full(len(all_wnids) - n_test, np.nan)]
-    if gzsl_class_hits is not None:
-        for k in ks:
-            table[f"gzsl_hit@{k}"] = gzsl_class_hits[k]
-    table = table.merge(props, on="wnid", how="left", sort=False)
+def gzsl_metrics(run: EvaluationRun) -> None:
+    """GZSL over test ∪ seen classes: direct stacking, AUSUC, the calibrated γ (with a validation
+    split), the curves to plot and per-class GZSL hit@K at γ = 0."""
+    inp, results = run.inputs, run.results
+    n_test, n_seen = len(inp.test_wnids), len(inp.seen_wnids)
+    gz = build_gzsl(results.test, results.seen, n_test, n_seen, "unseen")
+    gzsl = M.gzsl_metrics(gz, inp.ks)
+    gzsl["images"] = {"unseen": int(len(results.test.labels)), "seen": int(len(results.seen.labels))}
+    gzsl["classes"] = {"unseen": n_test, "seen": n_seen}
+    gzsl["seen_classes_without_prototypes"] = inp.excluded_seen
+    if results.val is not None:
+        gzsl["calibration"] = _calibration(inp, results, gz)
+    run.metrics["gzsl"] = gzsl
+    for k in inp.ks:
+        if k in (1, inp.ks[-1]):
+            curve = M.seen_unseen_curve(gz, k, per_class=True)
+            run.curves[f"hit@{k}"] = curve
+            run.direct_points[f"hit@{k}"] = curve.at(0.0)
+            if "calibration" in gzsl:
+                run.calibrated_points[f"hit@{k}"] = curve.at(gzsl["calibration"]["gamma"])
+    size = n_test + n_seen
+    run.gzsl_counts = np.bincount(gz.labels, minlength=size)
+    run.gzsl_class_hits = {}
+    for k in inp.ks:
+        theta = M.gzsl_thresholds(gz, k)
+        hit = np.where(gz.seen_images, 0.0 < theta, 0.0 > theta)
+        per = np.bincount(gz.labels, weights=hit, minlength=size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            run.gzsl_class_hits[k] = per / run.gzsl_counts
+
+
+# ----------------------------------------------------------------------------- class table
+
+
+def _spearman(table: Any, ks: list[int]) -> dict[str, dict[str, Any]]:
+    """Spearman ρ between unseen classes' hit@1 (or the smallest K) and each class property."""
     spearman = {}
     unseen_rows = table[table["role"] == "unseen"]
     for prop in ("structural_ratio", "population", "label_frequency", "depth"):
@@ -611,61 +733,134 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None,
         if len(pair) >= 3 and pair[prop].nunique() > 1 and pair.iloc[:, 0].nunique() > 1:
             rho = pair.iloc[:, 0].rank().corr(pair[prop].rank())
             spearman[prop] = {"rho": float(rho), "classes": int(len(pair))}
-    metrics["class_properties"] = {"columns": [c for c in props.columns if c != "wnid"],
-                                   "spearman_hit1": spearman}
+    return spearman
 
-    # ---- provenance
-    model_info = source.describe()
+
+def class_table(run: EvaluationRun) -> None:
+    """The per-class table (test classes, then seen classes with --gzsl) with class properties,
+    and the Spearman correlations of hit@1 with each property."""
+    import pandas as pd  # heavy: imported when a table is built
+
+    inp = run.inputs
+    cfg, ks, n_test = inp.cfg, inp.ks, len(inp.test_wnids)
+    all_wnids = list(inp.test_wnids) + (list(inp.seen_wnids) if cfg.gzsl else [])
+    train_wnids = inp.seen_wnids
+    if train_wnids is None and inp.graph is not None:
+        candidates = training_wnids()
+        train_wnids = candidates if all(w in inp.graph for w in candidates) else None
+    props = class_properties(
+        all_wnids, inp.graph, train_wnids, label_frequency=cfg.label_frequency, test_wnids=inp.test_wnids
+    )
+    table = pd.DataFrame(
+        {"wnid": all_wnids, "role": ["unseen"] * n_test + ["seen"] * (len(all_wnids) - n_test)}
+    )
+    table["images"] = np.r_[run.class_counts, run.gzsl_counts[n_test:]] if cfg.gzsl else run.class_counts
+    for k in ks:
+        table[f"hit@{k}"] = np.r_[run.class_hits[k], np.full(len(all_wnids) - n_test, np.nan)]
+    if run.gzsl_class_hits is not None:
+        for k in ks:
+            table[f"gzsl_hit@{k}"] = run.gzsl_class_hits[k]
+    run.table = table.merge(props, on="wnid", how="left", sort=False)
+    run.metrics["class_properties"] = {
+        "columns": [c for c in props.columns if c != "wnid"],
+        "spearman_hit1": _spearman(run.table, ks),
+    }
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def provenance(run: EvaluationRun) -> None:
+    """Inputs (paths, sha256, sizes), the query source, parameters and software of the run."""
+    inp = run.inputs
+    cfg = inp.cfg
     inputs: dict[str, Any] = {
-        "split": {"path": str(cfg.split), "name": Path(cfg.split).stem,
-                  "sha256": sha256_file(cfg.split), "classes": n_test},
-        "features": _feature_info(fd),
+        "split": {
+            "path": str(cfg.split),
+            "name": Path(cfg.split).stem,
+            "sha256": sha256_file(cfg.split),
+            "classes": len(inp.test_wnids),
+        },
+        "features": _feature_info(inp.fd),
     }
     if cfg.gzsl:
-        inputs["seen_features"] = _feature_info(seen_fd)
-        inputs["seen_classes"] = ({"path": str(cfg.seen_classes),
-                                   "sha256": sha256_file(cfg.seen_classes)}
-                                  if cfg.seen_classes else "classes present in --seen-features")
-    if val_wnids is not None:
-        inputs["val_split"] = {"path": str(cfg.val_split), "sha256": sha256_file(cfg.val_split),
-                               "classes": len(val_wnids)}
-        inputs["val_features"] = _feature_info(val_fd)
-        inputs["val_seen"] = (_feature_info(val_seen_fd) if val_seen_fd is not None else
-                              {"held_out_from": "seen_features",
-                               "fraction": cfg.val_seen_fraction, "seed": cfg.seed})
-    metrics["inputs"] = inputs
-    metrics["model"] = model_info
-    metrics["parameters"] = {
-        "ks": ks, "kept_per_image": m, "l2_normalize": cfg.l2_normalize, "gzsl": cfg.gzsl,
-        "tie_rule": TIE_RULE, "graph": None if graph_obj is None else graph_obj.source,
-        "kept_images": None if cfg.kept_images is None else {
-            "filter_dir": str(cfg.kept_images), "n_kept_ids": int(len(kept_ids))},
+        inputs["seen_features"] = _feature_info(inp.seen_fd)
+        inputs["seen_classes"] = (
+            {"path": str(cfg.seen_classes), "sha256": sha256_file(cfg.seen_classes)}
+            if cfg.seen_classes
+            else "classes present in --seen-features"
+        )
+    if inp.val_wnids is not None:
+        inputs["val_split"] = {
+            "path": str(cfg.val_split),
+            "sha256": sha256_file(cfg.val_split),
+            "classes": len(inp.val_wnids),
+        }
+        inputs["val_features"] = _feature_info(inp.val_fd)
+        inputs["val_seen"] = (
+            _feature_info(inp.val_seen_fd)
+            if inp.val_seen_fd is not None
+            else {"held_out_from": "seen_features", "fraction": cfg.val_seen_fraction, "seed": cfg.seed}
+        )
+    run.metrics["inputs"] = inputs
+    run.metrics["model"] = inp.source.describe()
+    run.metrics["parameters"] = {
+        "ks": inp.ks,
+        "kept_per_image": inp.m,
+        "l2_normalize": cfg.l2_normalize,
+        "gzsl": cfg.gzsl,
+        "tie_rule": TIE_RULE,
+        "graph": None if inp.graph is None else inp.graph.source,
+        "kept_images": None
+        if cfg.kept_images is None
+        else {"filter_dir": str(cfg.kept_images), "n_kept_ids": int(len(inp.kept_ids))},
     }
-    metrics["software"] = software_versions()
-    metrics = _finite_or_none(_str_keys(metrics))
+    run.metrics["software"] = software_versions()
 
+
+# ----------------------------------------------------------------------------- the run
+
+
+def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None, progress: bool = True) -> dict:
+    """Run the whole evaluation and write ``cfg.out``; returns the metrics dict.
+
+    ``graph`` overrides ``cfg.graph`` (a ClassGraph object, e.g. a hand-made one in tests).
+    """
+    inp = check_inputs(cfg, graph)
+    out = Path(cfg.out)
+    cache = SearchCache(out.parent / f".{out.name}.search-cache")
+    results = run_search(inp, SearchContext(inp.source, cache, cfg.block_rows, progress))
+    run = EvaluationRun(inp, results, metrics={})
+    zsl_metrics(run)
+    if cfg.gzsl:
+        gzsl_metrics(run)
+    class_table(run)
+    provenance(run)
+    run.metrics = _finite_or_none(_str_keys(run.metrics))
     with atomic_directory(out, tool="imagenet-zsl evaluate") as tmp:
-        _write_run(tmp, metrics, table, test, seen, val, val_seen, test_wnids, seen_wnids,
-                   val_wnids, curves, direct_points, calibrated_points, breakdown, cfg)
+        write_run(tmp, run)
     shutil.rmtree(cache.root, ignore_errors=True)
-    return metrics
+    return run.metrics
 
 
 def _first_row(fd: FeatureDir) -> tuple[np.ndarray, np.ndarray | None]:
     """The first image's features (and logits) without reading a whole shard."""
     name = next(s["name"] for s in fd.shards if int(s["rows"]) > 0)
-    features = np.asarray(np.load(fd.path / f"{name}.features.npy", mmap_mode="r")[:1],
-                          dtype=np.float32)
+    features = np.asarray(np.load(fd.path / f"{name}.features.npy", mmap_mode="r")[:1], dtype=np.float32)
     logits = None
     if fd.has_logits:
-        logits = np.asarray(np.load(fd.path / f"{name}.logits.npy", mmap_mode="r")[:1],
-                            dtype=np.float32)
+        logits = np.asarray(np.load(fd.path / f"{name}.logits.npy", mmap_mode="r")[:1], dtype=np.float32)
     return features, logits
 
 
 def _feature_info(fd: FeatureDir) -> dict:
-    return {"path": str(fd.path), "manifest_sha256": sha256_file(fd.path / MANIFEST_NAME),
-            "rows": fd.num_rows, "dim": fd.dim, "simulated": fd.simulated}
+    return {
+        "path": str(fd.path),
+        "manifest_sha256": sha256_file(fd.path / MANIFEST_NAME),
+        "rows": fd.num_rows,
+        "dim": fd.dim,
+        "simulated": fd.simulated,
+    }
 
 
 def _save_set(topk_dir: Path, name: str, result: SetResult | None) -> None:
@@ -678,43 +873,53 @@ def _save_set(topk_dir: Path, name: str, result: SetResult | None) -> None:
         atomic_save_npy(topk_dir / f"{name}.{space}.ids.npy", ids.astype(np.int32))
 
 
-def _write_run(tmp: Path, metrics, table, test, seen, val, val_seen, test_wnids, seen_wnids,
-               val_wnids, curves, direct_points, calibrated_points, breakdown, cfg) -> None:
-    from imagenet_zsl.evaluation import plots
-    from imagenet_zsl.evaluation.report import METRICS_NAME, render_run_report
+def _write_plots(tmp: Path, run: EvaluationRun) -> None:
+    metrics = run.metrics
+    title = f"{metrics['model']['name']} on {metrics['inputs']['split']['name']}"
+    plots.plot_hit_curve(metrics["zsl"], tmp / "hit_at_k.png", title)
+    if run.curves:
+        plots.plot_suc(run.curves, tmp / "suc_curve.png", run.direct_points, run.calibrated_points, title)
+    if run.breakdown is not None:
+        plots.plot_error_breakdown(metrics["hierarchy"], tmp / "error_breakdown.png")
 
+
+def write_run(tmp: Path, run: EvaluationRun) -> None:
+    """Write the run directory's files into ``tmp`` (top-k lists, metrics, table, report, plots,
+    then the manifest listing them)."""
+    inp, metrics, cfg = run.inputs, run.metrics, run.inputs.cfg
     topk_dir = tmp / "topk"
     topk_dir.mkdir()
-    atomic_write_json(topk_dir / "classes.json", {
-        "unseen": list(test_wnids), "seen": list(seen_wnids or []),
-        "val_unseen": list(val_wnids or []),
-        "about": "X.labels.npy index the set's own classes (test/val: unseen or val_unseen; "
-                 "seen/val_seen: seen); X.SPACE.ids.npy index SPACE's list; X.rows.npy are row "
-                 "numbers in the set's feature directory (shard order); -1/-inf pad short lists",
-    })
-    for name, result in (("test", test), ("seen", seen), ("val", val), ("val_seen", val_seen)):
+    atomic_write_json(
+        topk_dir / "classes.json",
+        {
+            "unseen": list(inp.test_wnids),
+            "seen": list(inp.seen_wnids or []),
+            "val_unseen": list(inp.val_wnids or []),
+            "about": "X.labels.npy index the set's own classes (test/val: unseen or val_unseen; "
+            "seen/val_seen: seen); X.SPACE.ids.npy index SPACE's list; X.rows.npy are row "
+            "numbers in the set's feature directory (shard order); -1/-inf pad short lists",
+        },
+    )
+    for name, result in run.results.sets():
         _save_set(topk_dir, name, result)
     atomic_write_json(tmp / METRICS_NAME, metrics)
-    atomic_write_text(tmp / "per_class.csv", table.to_csv(index=False, float_format="%.6g"))
+    atomic_write_text(tmp / "per_class.csv", run.table.to_csv(index=False, float_format="%.6g"))
     atomic_write_text(tmp / "report.md", render_run_report(metrics))
     if cfg.plots:
-        title = f"{metrics['model']['name']} on {metrics['inputs']['split']['name']}"
-        plots.plot_hit_curve(metrics["zsl"], tmp / "hit_at_k.png", title)
-        if curves:
-            plots.plot_suc(curves, tmp / "suc_curve.png", direct_points, calibrated_points,
-                           title)
-        if breakdown is not None:
-            plots.plot_error_breakdown(metrics["hierarchy"], tmp / "error_breakdown.png")
+        _write_plots(tmp, run)
     outputs = [file_record(p, tmp) for p in sorted(tmp.rglob("*")) if p.is_file()]
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(cfg).items()}
     config["ks"] = list(config["ks"])
-    atomic_write_json(tmp / MANIFEST_NAME, {
-        "format": "imagenet-zsl/evaluation-v1",
-        "tool": "imagenet-zsl evaluate",
-        "command": command_line(),
-        "config": config,
-        "inputs": metrics["inputs"],
-        "model": metrics["model"],
-        "outputs": outputs,
-        "versions": software_versions(),
-    })
+    atomic_write_json(
+        tmp / MANIFEST_NAME,
+        {
+            "format": "imagenet-zsl/evaluation-v1",
+            "tool": "imagenet-zsl evaluate",
+            "command": command_line(),
+            "config": config,
+            "inputs": metrics["inputs"],
+            "model": metrics["model"],
+            "outputs": outputs,
+            "versions": software_versions(),
+        },
+    )

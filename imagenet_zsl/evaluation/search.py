@@ -124,8 +124,10 @@ class TopKSearcher:
 
     def _rerank(self, queries: np.ndarray, rows: int = 1024) -> tuple[np.ndarray, np.ndarray]:
         """Exact stable top-(k+1) from full score rows, for rows with a tie at the k-th place."""
-        parts = [topk_from_scores(queries[i : i + rows] @ self.prototypes.T, self._k_search)
-                 for i in range(0, len(queries), rows)]
+        parts = [
+            topk_from_scores(queries[i : i + rows] @ self.prototypes.T, self._k_search)
+            for i in range(0, len(queries), rows)
+        ]
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
@@ -156,8 +158,7 @@ def topk_inner_product(
     ids = np.empty((len(queries), searcher.k), np.int64)
     for start in range(0, len(queries), block_rows):
         block = queries[start : start + block_rows]
-        check_finite("queries", block, np.char.add("row ", np.arange(start, start + len(block))
-                                                   .astype(str)))
+        check_finite("queries", block, np.char.add("row ", np.arange(start, start + len(block)).astype(str)))
         scores[start : start + len(block)], ids[start : start + len(block)] = searcher.search(block)
         if progress is not None:
             progress(len(block))

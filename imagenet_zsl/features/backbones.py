@@ -1,4 +1,4 @@
-"""A small registry of feature backbones over torchvision and timm, with honest weight loading.
+"""A registry of feature backbones over torchvision and timm, with honest weight loading.
 
 Every backbone is wrapped as :class:`FeatureNet`: ``forward(x) -> (features (B, D), logits (B, K))``
 where features are the global-average-pooled penultimate activations (2048-d for ResNet-50/101)
@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.io import sha256_file
+from imagenet_zsl.registry import Registry
 
 log = logging.getLogger(__name__)
 
@@ -39,33 +41,72 @@ class BackboneSpec:
     summary: str
 
 
-REGISTRY: dict[str, BackboneSpec] = {
-    spec.name: spec
-    for spec in (
-        BackboneSpec("resnet50", "torchvision", "resnet50", 2048, "IMAGENET1K_V1",
-                     "ResNet-50, torchvision ImageNet-1K V1 weights (the ZSL literature's default)"),
-        BackboneSpec("resnet50-v2", "torchvision", "resnet50", 2048, "IMAGENET1K_V2",
-                     "ResNet-50, torchvision ImageNet-1K V2 (improved recipe) weights"),
-        BackboneSpec("resnet101", "torchvision", "resnet101", 2048, "IMAGENET1K_V1",
-                     "ResNet-101, torchvision ImageNet-1K V1 weights (xlsa17 used a ResNet-101)"),
-        BackboneSpec("resnet18", "torchvision", "resnet18", 512, "IMAGENET1K_V1",
-                     "ResNet-18, 512-d: quick experiments"),
-        BackboneSpec("tiny-test", "builtin", "tiny", 32, None,
-                     "4-layer CNN, 32-d, random weights only: for tests"),
+#: every named backbone: a function returning its :class:`BackboneSpec`, registered where it is
+#: defined below (``timm:<model>`` names are resolved by :func:`get_spec` without registering)
+BACKBONES: Registry[Callable[[], BackboneSpec]] = Registry("backbone")
+
+
+@BACKBONES.register("resnet50")
+def resnet50() -> BackboneSpec:
+    return BackboneSpec(
+        "resnet50",
+        "torchvision",
+        "resnet50",
+        2048,
+        "IMAGENET1K_V1",
+        "ResNet-50, torchvision ImageNet-1K V1 weights (the ZSL literature's default)",
     )
-}
+
+
+@BACKBONES.register("resnet50-v2")
+def resnet50_v2() -> BackboneSpec:
+    return BackboneSpec(
+        "resnet50-v2",
+        "torchvision",
+        "resnet50",
+        2048,
+        "IMAGENET1K_V2",
+        "ResNet-50, torchvision ImageNet-1K V2 (improved recipe) weights",
+    )
+
+
+@BACKBONES.register("resnet101")
+def resnet101() -> BackboneSpec:
+    return BackboneSpec(
+        "resnet101",
+        "torchvision",
+        "resnet101",
+        2048,
+        "IMAGENET1K_V1",
+        "ResNet-101, torchvision ImageNet-1K V1 weights (xlsa17 used a ResNet-101)",
+    )
+
+
+@BACKBONES.register("resnet18")
+def resnet18() -> BackboneSpec:
+    return BackboneSpec(
+        "resnet18", "torchvision", "resnet18", 512, "IMAGENET1K_V1", "ResNet-18, 512-d: quick experiments"
+    )
+
+
+@BACKBONES.register("tiny-test")
+def tiny_test() -> BackboneSpec:
+    return BackboneSpec(
+        "tiny-test", "builtin", "tiny", 32, None, "4-layer CNN, 32-d, random weights only: for tests"
+    )
 
 
 def describe_backbones() -> str:
     """One line per registered backbone, for --help."""
-    lines = [f"{s.name}: {s.summary}" for s in REGISTRY.values()]
+    lines = [f"{name}: {spec().summary}" for name, spec in BACKBONES.items()]
     lines.append("timm:<model>: any timm model, e.g. timm:resnet50.a1_in1k")
     return "; ".join(lines)
 
 
 def get_spec(name: str) -> BackboneSpec:
-    if name in REGISTRY:
-        return REGISTRY[name]
+    """The :class:`BackboneSpec` of a registered name or of ``timm:<model>``."""
+    if name in BACKBONES:
+        return BACKBONES.get(name)()
     if name.startswith("timm:") and len(name) > 5:
         import timm
 
@@ -74,7 +115,7 @@ def get_spec(name: str) -> BackboneSpec:
             raise UserInputError(f"--backbone {name}: timm has no model {arch!r} (see timm.list_models)")
         return BackboneSpec(name, "timm", arch, None, None, "timm model")
     raise UserInputError(
-        f"--backbone {name!r} is unknown; choose one of {', '.join(REGISTRY)} or timm:<model>"
+        f"--backbone {name!r} is unknown; choose one of {', '.join(BACKBONES.names())} or timm:<model>"
     )
 
 
@@ -203,7 +244,7 @@ def _hf_checkpoint(arch: str) -> Path | None:
     return None
 
 
-def build_backbone(name: str, weights: str | None = None, seed: int = 0) -> tuple[Any, WeightsInfo]:
+def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tuple[Any, WeightsInfo]:
     """The named backbone with its weights loaded (CPU, eval mode) and a record of the weights.
 
     ``weights``: a file path, ``"random"`` (seeded init: tests/benchmarks only), or None for the
@@ -237,8 +278,7 @@ def build_backbone(name: str, weights: str | None = None, seed: int = 0) -> tupl
             net = FeatureNet(spec, body, head, "builtin")
 
     if weights == RANDOM:
-        log.warning("backbone %s uses RANDOM weights (seed %d): for tests and benchmarks only",
-                    name, seed)
+        log.warning("backbone %s uses RANDOM weights (seed %d): for tests and benchmarks only", name, seed)
         info = WeightsInfo(RANDOM, None, None, seed)
     elif weights_path is not None:
         info = WeightsInfo("file", str(weights_path.resolve()), sha256_file(weights_path))
@@ -271,8 +311,7 @@ def build_backbone(name: str, weights: str | None = None, seed: int = 0) -> tupl
             target = net  # saved from a FeatureNet
         elif spec.library == "torchvision":  # the original torchvision checkpoint: fc is the head
             target = net
-            state = {("head." + k[3:] if k.startswith("fc.") else "model." + k): v
-                     for k, v in state.items()}
+            state = {("head." + k[3:] if k.startswith("fc.") else "model." + k): v for k, v in state.items()}
         else:
             target = net.model
         _apply_state_dict(target, state, weights_path, name)

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli import CommandTree
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.backbones import describe_backbones
+from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
+
+if TYPE_CHECKING:
+    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
 
 _EPILOG = """\
 examples:
@@ -21,8 +26,6 @@ every shard's sha256. Preprocessing: resize 256, centre crop 224, ImageNet mean/
 
 def register(tree: CommandTree) -> None:
     """Add this stage's commands to the `imagenet-zsl` command line."""
-    from imagenet_zsl.features.backbones import describe_backbones
-
     parser = tree.command(
         "extract",
         "Extract backbone features from an image store into resumable, verified shards.",
@@ -33,39 +36,59 @@ def register(tree: CommandTree) -> None:
     parser.add_argument("--classes", help="label space: one wnid per line (labels follow file order)")
     parser.add_argument("--backbone", default="resnet50", help=describe_backbones())
     parser.add_argument("--out", help="output directory (shards + manifest.json)")
-    parser.add_argument("--weights", help="weights file, or 'random' (tests/benchmarks only); "
-                        "default: the torch hub / Hugging Face cache")
+    parser.add_argument(
+        "--weights",
+        help="weights file, or 'random' (tests/benchmarks only); default: the torch hub / Hugging Face cache",
+    )
     parser.add_argument("--per-class", type=int, help="seeded sample of at most N images per class")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="seed of --per-class sampling and of --weights random (default 0)")
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of --per-class sampling and of --weights random (default 0)"
+    )
     parser.add_argument("--batch-size", type=int, help="default 256 on CUDA, 32 on CPU")
     parser.add_argument("--device", default="auto", help="cuda, cuda:N, cpu or auto (default)")
     parser.add_argument("--workers", type=int, help="decode worker processes (default: from CPUs)")
-    parser.add_argument("--logits", action="store_true",
-                        help="also store the backbone's ImageNet-1K logits (ConSE, GCN targets)")
-    parser.add_argument("--shard-size", type=int, default=10_240,
-                        help="images per shard (default 10240: 40 batches of 256)")
+    parser.add_argument(
+        "--logits",
+        action="store_true",
+        help="also store the backbone's ImageNet-1K logits (ConSE, GCN targets)",
+    )
+    parser.add_argument(
+        "--shard-size", type=int, default=10_240, help="images per shard (default 10240: 40 batches of 256)"
+    )
     parser.add_argument("--layout", default="auto", choices=["auto", "tars", "tree", "flat"])
-    parser.add_argument("--val-labels", help="labels of a flat store: devkit ground truth "
-                        "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines")
-    parser.add_argument("--decode", default="auto", choices=["auto", "pil", "torchvision"],
-                        help="JPEG decoder: pil in worker processes (auto), or torchvision."
-                        "io.decode_jpeg on the device (nvJPEG on CUDA; others fall back to PIL)")
-    parser.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16"],
-                        help="autocast dtype (auto: bf16 on CUDA, fp32 on CPU)")
+    parser.add_argument(
+        "--val-labels",
+        help="labels of a flat store: devkit ground truth "
+        "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines",
+    )
+    parser.add_argument(
+        "--decode",
+        default="auto",
+        choices=["auto", "pil", "torchvision"],
+        help="JPEG decoder: pil in worker processes (auto), or torchvision."
+        "io.decode_jpeg on the device (nvJPEG on CUDA; others fall back to PIL)",
+    )
+    parser.add_argument(
+        "--precision",
+        default="auto",
+        choices=["auto", "fp32", "bf16", "fp16"],
+        help="autocast dtype (auto: bf16 on CUDA, fp32 on CPU)",
+    )
     parser.add_argument("--resize", type=int, default=256, help=argparse.SUPPRESS)
     parser.add_argument("--crop", type=int, default=224, help=argparse.SUPPRESS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--merge", metavar="DIR",
-                        help="instead of extracting: check DIR's shards and write its manifest")
-    parser.add_argument("--no-verify", action="store_true",
-                        help="with --merge: trust the shards' records instead of re-hashing")
+    parser.add_argument(
+        "--merge", metavar="DIR", help="instead of extracting: check DIR's shards and write its manifest"
+    )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="with --merge: trust the shards' records instead of re-hashing",
+    )
     parser.set_defaults(func=_extract)
 
 
 def _extract(args: argparse.Namespace) -> int:
-    from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
-
     if args.merge:
         path = merge_run(args.merge, verify=not args.no_verify)
         print(f"merged: {path}")
@@ -74,12 +97,25 @@ def _extract(args: argparse.Namespace) -> int:
     if missing:
         raise UserInputError(f"extract needs {', '.join(missing)} (or --merge DIR)")
     config = ExtractConfig(
-        store=args.store, classes_file=args.classes, backbone=args.backbone, out=args.out,
-        weights=args.weights, per_class=args.per_class, seed=args.seed,
-        batch_size=args.batch_size, device=args.device, workers=args.workers,
-        shard_size=args.shard_size, logits=args.logits, layout=args.layout,
-        val_labels=args.val_labels, decode=args.decode, precision=args.precision,
-        resize=args.resize, crop=args.crop, progress=not args.no_progress,
+        store=args.store,
+        classes_file=args.classes,
+        backbone=args.backbone,
+        out=args.out,
+        weights=args.weights,
+        per_class=args.per_class,
+        seed=args.seed,
+        batch_size=args.batch_size,
+        device=args.device,
+        workers=args.workers,
+        shard_size=args.shard_size,
+        logits=args.logits,
+        layout=args.layout,
+        val_labels=args.val_labels,
+        decode=args.decode,
+        precision=args.precision,
+        resize=args.resize,
+        crop=args.crop,
+        progress=not args.no_progress,
     )
     run_extraction(config)
     return 0

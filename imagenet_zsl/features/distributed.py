@@ -44,8 +44,7 @@ class RankInfo:
                 raise UserInputError(f"environment variable {name}={value!r} is not an integer")
             return int(value)
 
-        info = cls(read("RANK", 0), read("WORLD_SIZE", 1), read("LOCAL_RANK", 0),
-                   read("LOCAL_WORLD_SIZE", 1))
+        info = cls(read("RANK", 0), read("WORLD_SIZE", 1), read("LOCAL_RANK", 0), read("LOCAL_WORLD_SIZE", 1))
         if not 0 <= info.rank < info.world_size:
             raise UserInputError(f"RANK={info.rank} is outside WORLD_SIZE={info.world_size}")
         return info
@@ -77,9 +76,7 @@ def skipped_path(out_dir: str | Path, name: str) -> Path:
 def read_run(out_dir: str | Path) -> dict[str, Any]:
     path = Path(out_dir) / RUN_FILE
     if not path.exists():
-        raise UserInputError(
-            f"{path}: missing; {out_dir} is not an 'imagenet-zsl extract' output directory"
-        )
+        raise UserInputError(f"{path}: missing; {out_dir} is not an 'imagenet-zsl extract' output directory")
     run = json.loads(path.read_text())
     if run.get("format") != RUN_FORMAT:
         raise UserInputError(f"{path}: format {run.get('format')!r}, expected {RUN_FORMAT!r}")

@@ -185,9 +185,7 @@ class FeatureDir:
         parts = [np.asarray(self._load(s["name"], "labels"), dtype=np.int64) for s in self.shards]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
-    def load(
-        self, classes: Sequence[str] | None = None, with_logits: bool = False
-    ) -> FeatureBlock:
+    def load(self, classes: Sequence[str] | None = None, with_logits: bool = False) -> FeatureBlock:
         """All rows (optionally only those of ``classes``) in memory as one block."""
         keep = None
         if classes is not None:
@@ -203,7 +201,9 @@ class FeatureDir:
             if keep is not None:
                 mask = keep[block.labels]
                 block = FeatureBlock(
-                    block.features[mask], block.labels[mask], block.ids[mask],
+                    block.features[mask],
+                    block.labels[mask],
+                    block.ids[mask],
                     None if block.logits is None else block.logits[mask],
                 )
             parts.append(block)

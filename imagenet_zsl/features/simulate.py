@@ -31,15 +31,20 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+import yaml
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
+from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
 from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, atomic_write_json, file_record, software_versions
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
 from imagenet_zsl.splits.io import read_wnid_list
 
 log = logging.getLogger(__name__)
 
 SIMULATION_FORMAT = "imagenet-zsl/simulation-v1"
+TOOL = "imagenet-zsl simulate"
 WARNING = (
     "SIMULATED FEATURES: these vectors were NOT extracted from images. Class means are a Gaussian "
     "random walk down the WordNet graph plus a projection of word vectors; results on them say "
@@ -93,8 +98,6 @@ class SimulationConfig:
 
 def load_simulation_config(path: str | Path) -> SimulationConfig:
     """Read a simulation YAML; unknown keys are errors (typos must not pass silently)."""
-    import yaml
-
     path = Path(path)
     if not path.exists():
         raise UserInputError(f"{path}: simulation config not found")
@@ -129,8 +132,6 @@ def simulation_config_from_dict(raw: dict[str, Any], where: str = "simulation co
 # ----------------------------------------------------------------------------- classes
 def resolve_classes(specs: list[str], base_dir: Path | None = None) -> list[str]:
     """Class lists from keywords ('training', 'candidates') or split files, de-duplicated in order."""
-    from imagenet_zsl.hierarchy.universe import candidate_wnids, training_wnids
-
     wnids: dict[str, None] = {}
     for spec in specs:
         if spec == "training":
@@ -151,11 +152,8 @@ def resolve_classes(specs: list[str], base_dir: Path | None = None) -> list[str]
     return list(wnids)
 
 
-def resolve_class_vectors(spec: str):  # noqa: ANN201 - ClassVectors (lazy import)
+def resolve_class_vectors(spec: str) -> ClassVectors:
     """Class semantics by name (the semantics stage's word-vector sets) or an npz path."""
-    from imagenet_zsl.semantics.class_vectors import ClassVectors
-    from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
-
     if str(spec).endswith(".npz") or Path(str(spec)).is_file():
         return ClassVectors.load(spec)
     return load_class_vectors(spec)
@@ -202,46 +200,76 @@ def class_means(graph, vectors, config: SimulationConfig, rng: np.random.Generat
 
 
 # ----------------------------------------------------------------------------- writing
-def _write_part(out: Path, role: str, wnids: list[str], means: np.ndarray, images: int,
-                noise: float, config: SimulationConfig, rng: np.random.Generator, head: tuple | None,
-                logit_classes: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Part:
+    """One simulated feature directory: ``role`` (train, seen_test or test) names it; C ``wnids``
+    with class ``means`` (C, D), ``images`` per class; ``head`` = (W (D, K), b (K,)) of the
+    simulated logits over the K training classes, or None."""
+
+    role: str
+    wnids: list[str]
+    means: np.ndarray
+    images: int
+    head: tuple[np.ndarray, np.ndarray] | None
+
+
+def _write_part(
+    out: Path,
+    part: _Part,
+    noise: float,
+    config: SimulationConfig,
+    rng: np.random.Generator,
+    logit_classes: list[str],
+) -> dict[str, Any]:
+    """Write ``part`` as a feature directory at ``out``; its record for the top manifest."""
+    role, wnids, images, head = part.role, part.wnids, part.images, part.head
     out.mkdir(parents=True, exist_ok=True)
     labels = np.repeat(np.arange(len(wnids), dtype=np.int64), images)
     within = np.tile(np.arange(images), len(wnids))
-    features = means[labels] + noise * rng.standard_normal((len(labels), config.dim))
+    features = part.means[labels] + noise * rng.standard_normal((len(labels), config.dim))
     features = features.astype(np.float32)
     records = []
     for index, start in enumerate(range(0, max(len(labels), 1), config.shard_rows)):
         rows = slice(start, start + config.shard_rows)
-        ids = [f"{wnids[c]}/simulated_{role}_{k:05d}"
-               for c, k in zip(labels[rows], within[rows], strict=True)]
+        ids = [
+            f"{wnids[c]}/simulated_{role}_{k:05d}" for c, k in zip(labels[rows], within[rows], strict=True)
+        ]
         logits = None
         if head is not None:
             weights, bias = head
             logits = features[rows].astype(np.float64) @ weights + bias
         records.append(write_shard(out, shard_name(0, index), features[rows], labels[rows], ids, logits))
     manifest: dict[str, Any] = {
-        "classes": wnids, "dim": config.dim, "shards": records, "simulated": True, "WARNING": WARNING,
-        "role": role, "images_per_class": images, "simulation": asdict(config),
+        "tool": TOOL,
+        "classes": wnids,
+        "dim": config.dim,
+        "shards": records,
+        "simulated": True,
+        "WARNING": WARNING,
+        "role": role,
+        "images_per_class": images,
+        "simulation": asdict(config),
         "software": software_versions(),
     }
     if head is not None:
-        manifest["logits"] = {"classes": logit_classes,
-                              "source": "simulated Bayes head of the training classes"}
+        manifest["logits"] = {
+            "classes": logit_classes,
+            "source": "simulated Bayes head of the training classes",
+        }
     write_manifest(out, manifest)
     return {"path": role, "classes": len(wnids), "images": int(len(labels))}
 
 
 def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | None = None) -> Path:
     """Write the simulated train / seen_test / test feature directories under ``out_dir``."""
-    from imagenet_zsl.hierarchy.universe import load_class_graph
-
     train = resolve_classes(config.train.classes, base_dir)
     requested = resolve_classes(config.test.classes, base_dir)
     test = sorted(set(requested) - set(train))
     if len(test) < len(requested):
-        log.warning("simulate: %d test classes are training classes; they are left out of test/",
-                    len(requested) - len(test))
+        log.warning(
+            "simulate: %d test classes are training classes; they are left out of test/",
+            len(requested) - len(test),
+        )
     graph = load_class_graph(config.graph)
     graph.indices(train + test, "simulated classes")
     vectors = resolve_class_vectors(config.semantics)
@@ -262,23 +290,28 @@ def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | Non
     missing = [w for w in train + test if w not in vectors]
     out_dir = Path(out_dir)
     parts = {}
-    with atomic_directory(out_dir, tool="imagenet-zsl simulate") as tmp:
+    with atomic_directory(out_dir, tool=TOOL) as tmp:
         # one generator stream per part, so changing one part's size leaves the others' images unchanged
         streams = rng.spawn(3)
-        parts["train"] = _write_part(tmp / "train", "train", train, train_means,
-                                     config.train.images_per_class, noise, config, streams[0], head, train)
+        part = _Part("train", train, train_means, config.train.images_per_class, head)
+        parts["train"] = _write_part(tmp / "train", part, noise, config, streams[0], train)
         test_head = head if config.logits == "all" else None
         if config.seen_test.images_per_class:
-            parts["seen_test"] = _write_part(tmp / "seen_test", "seen_test", train, train_means,
-                                             config.seen_test.images_per_class, noise, config, streams[1],
-                                             test_head, train)
+            part = _Part("seen_test", train, train_means, config.seen_test.images_per_class, test_head)
+            parts["seen_test"] = _write_part(tmp / "seen_test", part, noise, config, streams[1], train)
         if test and config.test.images_per_class:
-            parts["test"] = _write_part(tmp / "test", "test", test, means[[index[w] for w in test]],
-                                        config.test.images_per_class, noise, config, streams[2],
-                                        test_head, train)
+            part = _Part(
+                "test", test, means[[index[w] for w in test]], config.test.images_per_class, test_head
+            )
+            parts["test"] = _write_part(tmp / "test", part, noise, config, streams[2], train)
         manifest = {
-            "format": SIMULATION_FORMAT, "tool": "imagenet-zsl simulate", "simulated": True, "WARNING": WARNING,
-            "config": asdict(config), "graph": graph.source, "feature_scale": scale,
+            "format": SIMULATION_FORMAT,
+            "tool": TOOL,
+            "simulated": True,
+            "WARNING": WARNING,
+            "config": asdict(config),
+            "graph": graph.source,
+            "feature_scale": scale,
             "semantics": vectors.source,
             "classes_without_word_vector": {"count": len(missing), "examples": missing[:20]},
             "parts": parts,

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from imagenet_zsl.data import ilsvrc2012_wnids
+
 CONVERTIBLE = ("cmyk", "gray", "png")
 BROKEN = {
     "truncated": "truncated image",
@@ -32,8 +34,7 @@ BROKEN = {
 def smooth_image(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
     """uint8 (H, W, 3): bilinear-upsampled coarse colour field + noise (photo-like JPEG size)."""
     coarse = (rng.random((max(2, height // 24), max(2, width // 24), 3)) * 255).astype(np.uint8)
-    field_ = np.asarray(Image.fromarray(coarse).resize((width, height), Image.BILINEAR),
-                        dtype=np.int16)
+    field_ = np.asarray(Image.fromarray(coarse).resize((width, height), Image.BILINEAR), dtype=np.int16)
     noise = rng.integers(-12, 13, size=(height, width, 3), dtype=np.int16)
     return np.clip(field_ + noise, 0, 255).astype(np.uint8)
 
@@ -114,8 +115,7 @@ def make_store(
             width = int(size[0] * rng.uniform(0.75, 1.25))
             height = int(size[1] * rng.uniform(0.75, 1.25))
             data = encode(smooth_image(rng, height, width), kind, quality)
-            name = (f"ILSVRC2012_val_{counter:08d}.JPEG" if layout == "flat"
-                    else f"{wnid}_{k + 1}.JPEG")
+            name = f"ILSVRC2012_val_{counter:08d}.JPEG" if layout == "flat" else f"{wnid}_{k + 1}.JPEG"
             payloads[wnid].append((name, data))
             store.ids.append(f"{wnid}/{name}")
             store.kinds[f"{wnid}/{name}"] = kind
@@ -165,14 +165,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--height", type=int, default=120)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    from imagenet_zsl.data import ilsvrc2012_wnids
-
     wnids = sorted(ilsvrc2012_wnids())[: args.classes]
-    store = make_store(args.out, args.layout, dict.fromkeys(wnids, args.per_class),
-                       size=(args.width, args.height), seed=args.seed)
+    store = make_store(
+        args.out,
+        args.layout,
+        dict.fromkeys(wnids, args.per_class),
+        size=(args.width, args.height),
+        seed=args.seed,
+    )
     (Path(args.out) / "classes.txt").write_text("".join(f"{w}\n" for w in wnids))
-    print(f"wrote {len(store.ids)} images ({len(store.broken_ids)} broken on purpose) "
-          f"in {args.classes} classes to {store.root}; classes list {Path(args.out) / 'classes.txt'}")
+    print(
+        f"wrote {len(store.ids)} images ({len(store.broken_ids)} broken on purpose) "
+        f"in {args.classes} classes to {store.root}; classes list {Path(args.out) / 'classes.txt'}"
+    )
     return 0
 
 

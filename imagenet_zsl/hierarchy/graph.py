@@ -26,8 +26,9 @@ class ClassGraph:
     Node order is ``wnids``; ``index`` maps a wnid to its row in every matrix.
     """
 
-    def __init__(self, wnids: Sequence[str], parents: np.ndarray, children: np.ndarray,
-                 source: str = "custom"):
+    def __init__(
+        self, wnids: Sequence[str], parents: np.ndarray, children: np.ndarray, source: str = "custom"
+    ):
         self.wnids: list[str] = list(wnids)
         self.index: dict[str, int] = {w: i for i, w in enumerate(self.wnids)}
         if len(self.index) != len(self.wnids):
@@ -45,8 +46,9 @@ class ClassGraph:
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def from_edges(cls, edges: Iterable[tuple[str, str]], nodes: Iterable[str] | None = None,
-                   source: str = "custom") -> ClassGraph:
+    def from_edges(
+        cls, edges: Iterable[tuple[str, str]], nodes: Iterable[str] | None = None, source: str = "custom"
+    ) -> ClassGraph:
         """Graph from (parent, child) pairs; ``nodes`` adds isolated nodes and fixes the order."""
         edges = list(edges)
         order: dict[str, None] = dict.fromkeys(nodes or ())
@@ -72,8 +74,7 @@ class ClassGraph:
         missing = [w for w in wnids if w not in self.index]
         if missing:
             raise UserInputError(
-                f"{len(missing)} {what} are not nodes of the {self.source} class graph: "
-                f"{preview(missing)}"
+                f"{len(missing)} {what} are not nodes of the {self.source} class graph: {preview(missing)}"
             )
         return np.fromiter((self.index[w] for w in wnids), dtype=np.int64, count=len(wnids))
 
@@ -143,8 +144,7 @@ class ClassGraph:
         for rows, cols in ((ia, ib), (ib, ia)) if b is not None else ((ia, ia),):
             sub = anc[rows][:, cols].tocoo()
             pairs.update(
-                (self.wnids[cols[j]], self.wnids[rows[i]])
-                for i, j in zip(sub.row, sub.col, strict=True)
+                (self.wnids[cols[j]], self.wnids[rows[i]]) for i, j in zip(sub.row, sub.col, strict=True)
             )
         return sorted(pairs)
 
@@ -165,12 +165,15 @@ class ClassGraph:
         idx = self.indices(sources, "sources")
         if len(idx) == 0:
             return np.full(len(self), np.inf)
-        return csgraph.dijkstra(self.adjacency, directed=False, indices=idx,
-                                unweighted=True, min_only=True)
+        return csgraph.dijkstra(self.adjacency, directed=False, indices=idx, unweighted=True, min_only=True)
 
     def _voronoi(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         dist, _, nearest = csgraph.dijkstra(
-            self.adjacency, directed=False, indices=idx, unweighted=True, min_only=True,
+            self.adjacency,
+            directed=False,
+            indices=idx,
+            unweighted=True,
+            min_only=True,
             return_predecessors=True,
         )
         return dist, nearest
@@ -210,8 +213,9 @@ class ClassGraph:
         """Undirected shortest-path length between two nodes (inf if disconnected)."""
         return float(self.distances_from([a])[self.index[b]])
 
-    def pairwise_distances(self, wnids: Sequence[str], block: int = 256, dtype: type = np.uint8,
-                           limit: float | None = None) -> np.ndarray:
+    def pairwise_distances(
+        self, wnids: Sequence[str], block: int = 256, dtype: type = np.uint8, limit: float | None = None
+    ) -> np.ndarray:
         """(m, m) distances among ``wnids``; unreachable (or beyond ``limit``) → dtype's max.
 
         With ``limit`` each BFS stops at that radius, which is ~5-50x faster on this graph.
@@ -223,18 +227,20 @@ class ClassGraph:
         weights = self.adjacency.astype(np.float64)
         radius = np.inf if limit is None else float(limit) + 0.5
         for start in range(0, m, block):
-            rows = csgraph.dijkstra(weights, directed=False, indices=idx[start:start + block],
-                                    limit=radius)[:, idx]
+            rows = csgraph.dijkstra(
+                weights, directed=False, indices=idx[start : start + block], limit=radius
+            )[:, idx]
             rows[~np.isfinite(rows)] = cap
-            out[start:start + block] = np.minimum(rows, cap).astype(dtype)
+            out[start : start + block] = np.minimum(rows, cap).astype(dtype)
         return out
 
     @functools.cached_property
     def depths(self) -> np.ndarray:
         """(n,) length of the shortest is-a path from a root down to each node."""
         roots = self.indices(self.roots)
-        return csgraph.dijkstra(self.parent_to_child, directed=True, indices=roots,
-                                unweighted=True, min_only=True)
+        return csgraph.dijkstra(
+            self.parent_to_child, directed=True, indices=roots, unweighted=True, min_only=True
+        )
 
     def depth(self, wnid: str) -> int:
         return int(self.depths[self.index[wnid]])

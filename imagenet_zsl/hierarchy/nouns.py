@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from imagenet_zsl.io import atomic_write_bytes
+from imagenet_zsl.hierarchy.wordnet import get_wordnet, locate_wordnet, synset_wnid, wordnet_digest
+from imagenet_zsl.io import atomic_write_bytes, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,7 @@ class WordNetNouns:
     def senses(self) -> dict[str, tuple[str, ...]]:
         """lemma (lower-case, underscored) → noun synsets' wnids in WordNet sense order."""
         return {
-            k: tuple(v.split(SEP))
-            for k, v in zip(self.sense_lemmas, self.sense_wnids_joined, strict=True)
+            k: tuple(v.split(SEP)) for k, v in zip(self.sense_lemmas, self.sense_wnids_joined, strict=True)
         }
 
     def __contains__(self, wnid: str) -> bool:
@@ -77,8 +77,6 @@ class WordNetNouns:
 
 
 def _parse(wn, digest: str) -> WordNetNouns:
-    from imagenet_zsl.hierarchy.wordnet import synset_wnid
-
     log.info("parsing WordNet 3.0 nouns with nltk (once; cached afterwards)")
     synsets = sorted(wn.all_synsets("n"), key=lambda s: s.offset())
     wnids = tuple(synset_wnid(s) for s in synsets)
@@ -157,8 +155,6 @@ def _load(path: Path, digest: str) -> WordNetNouns | None:
 @functools.cache
 def load_wordnet_nouns() -> WordNetNouns:
     """The cached noun graph; parses WordNet with nltk only when the cache is cold or stale."""
-    from imagenet_zsl.hierarchy.wordnet import cache_dir, locate_wordnet, wordnet_digest
-
     root = locate_wordnet()
     digest = wordnet_digest(root)
     path = cache_dir() / f"wordnet-nouns-v{CACHE_VERSION}-{digest[:16]}.npz"
@@ -166,8 +162,6 @@ def load_wordnet_nouns() -> WordNetNouns:
         nouns = _load(path, digest)
         if nouns is not None:
             return nouns
-    from imagenet_zsl.hierarchy.wordnet import get_wordnet
-
     nouns = _parse(get_wordnet(), digest)
     _save(nouns, path)
     return nouns

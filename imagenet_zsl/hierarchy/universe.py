@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from imagenet_zsl.data import fall11_counts, ilsvrc2012_wnids, imagenet_isa_edges
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 
 log = logging.getLogger(__name__)
 GRAPH_SOURCES = ("wordnet", "imagenet")
@@ -55,8 +57,6 @@ def load_class_graph(source: str = "wordnet", include_instances: bool = False) -
     ``fa11misc`` catch-all); the 29 fall11 synsets missing from it hang under their WordNet
     hypernyms.
     """
-    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-
     if source not in GRAPH_SOURCES:
         raise ValueError(f"graph source must be one of {GRAPH_SOURCES}, got {source!r}")
     nouns = load_wordnet_nouns()
@@ -89,8 +89,6 @@ def resolve_graph(spec: str | Path | ClassGraph | None) -> ClassGraph | None:
     ``"wordnet+instances"``) → the packaged graph; ``"auto"`` → WordNet, or None with a warning
     when WordNet is not installed; anything else is a ``parent<TAB>child`` edge file.
     """
-    from imagenet_zsl.errors import UserInputError
-
     if spec is None or isinstance(spec, ClassGraph):
         return spec
     name = str(spec)

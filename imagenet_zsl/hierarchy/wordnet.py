@@ -16,17 +16,31 @@ import functools
 import hashlib
 import os
 import shutil
+import sys
 import warnings
+import zipfile
 from pathlib import Path
 
+from imagenet_zsl.data import data_path
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import cache_dir
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 #: files nltk's reader opens
 WORDNET_FILES = (
-    "data.noun", "data.verb", "data.adj", "data.adv",
-    "index.noun", "index.verb", "index.adj", "index.adv",
-    "noun.exc", "verb.exc", "adj.exc", "adv.exc", "cntlist.rev",
+    "data.noun",
+    "data.verb",
+    "data.adj",
+    "data.adv",
+    "index.noun",
+    "index.verb",
+    "index.adj",
+    "index.adv",
+    "noun.exc",
+    "verb.exc",
+    "adj.exc",
+    "adv.exc",
+    "cntlist.rev",
 )
 OPTIONAL_FILES = ("index.sense", "lexnames")
 
@@ -37,30 +51,24 @@ HOW_TO_GET_WORDNET = (
 )
 
 
-def cache_dir() -> Path:
-    """Where derived data is cached: ``$IMAGENET_ZSL_CACHE`` or ``$XDG_CACHE_HOME/imagenet-zsl``."""
-    if os.environ.get("IMAGENET_ZSL_CACHE"):
-        root = Path(os.environ["IMAGENET_ZSL_CACHE"])
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        root = Path(xdg) / "imagenet-zsl"
-    root.mkdir(parents=True, exist_ok=True)
-    return root
-
-
 def _is_dict_dir(path: Path) -> bool:
     return all((path / name).is_file() for name in ("data.noun", "index.noun"))
 
 
 def _nltk_search_paths() -> list[Path]:
     """nltk's default data path, computed without importing nltk (its import costs ~1 s)."""
-    import sys
-
     paths = [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
     paths.append(Path.home() / "nltk_data")
     paths += [Path(sys.prefix) / sub for sub in ("nltk_data", "share/nltk_data", "lib/nltk_data")]
-    paths += [Path(p) for p in ("/usr/share/nltk_data", "/usr/local/share/nltk_data",
-                                "/usr/lib/nltk_data", "/usr/local/lib/nltk_data")]
+    paths += [
+        Path(p)
+        for p in (
+            "/usr/share/nltk_data",
+            "/usr/local/share/nltk_data",
+            "/usr/lib/nltk_data",
+            "/usr/local/lib/nltk_data",
+        )
+    ]
     return paths
 
 
@@ -76,8 +84,6 @@ def _nltk_installed_wordnet() -> Path | None:
 
 def _prepare_nltk_copy_from_zip(archive: Path) -> Path:
     """nltk.download() leaves a zip; unpack its dict files once so every reader path is the same."""
-    import zipfile
-
     target = cache_dir() / "nltk_zip" / "wordnet"
     if not _is_dict_dir(target):
         target.mkdir(parents=True, exist_ok=True)
@@ -91,8 +97,6 @@ def _prepare_nltk_copy_from_zip(archive: Path) -> Path:
 
 def _prepare_nltk_copy(source: Path) -> Path:
     """Copy dict files as plain files into an nltk-readable corpus dir; return that dir."""
-    from imagenet_zsl.data import data_path
-
     target_root = cache_dir() / "nltk_data"
     target = target_root / "corpora" / "wordnet"
     target.mkdir(parents=True, exist_ok=True)
@@ -119,8 +123,7 @@ def locate_wordnet() -> Path:
         path = Path(override)
         if not _is_dict_dir(path):
             raise UserInputError(
-                f"IMAGENET_ZSL_WORDNET_DIR={override}: no data.noun/index.noun there. "
-                f"{HOW_TO_GET_WORDNET}"
+                f"IMAGENET_ZSL_WORDNET_DIR={override}: no data.noun/index.noun there. {HOW_TO_GET_WORDNET}"
             )
         return _prepare_nltk_copy(path)
     installed = _nltk_installed_wordnet()

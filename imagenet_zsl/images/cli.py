@@ -1,21 +1,25 @@
-"""Command-line entry points of the `images` stage: ``imagenet-zsl images count`` (and filter)."""
+"""Command-line entry points of the `images` stage: ``imagenet-zsl images count``.
+
+``imagenet-zsl images filter`` joins the same group from :mod:`imagenet_zsl.image_filter.cli`.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli import CommandTree
+from imagenet_zsl.images.store import open_store, write_counts_tsv
+
+if TYPE_CHECKING:
+    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+
+GROUP_HELP = "Image stores: count what you hold, filter bad images."
 
 
 def register(tree: CommandTree) -> None:
     """Add this stage's commands to the `imagenet-zsl` command line."""
-    sub = tree.group("images", "Image stores: count what you hold, filter bad images.")
-    _register_count(sub)
-    # `images filter` lives in its own module (owned by the filtering work)
-    from imagenet_zsl.images import filter_cli
-
-    filter_cli.register_filter(sub)
+    _register_count(tree.group("images", GROUP_HELP))
 
 
 def _register_count(sub) -> None:
@@ -27,19 +31,21 @@ def _register_count(sub) -> None:
         "and caches the store index on first use ($IMAGENET_ZSL_CACHE, default "
         "~/.cache/imagenet-zsl).",
     )
-    parser.add_argument("--store", required=True,
-                        help="fall11 tar folder, <wnid>/ folder tree, or flat val folder/tar")
+    parser.add_argument(
+        "--store", required=True, help="fall11 tar folder, <wnid>/ folder tree, or flat val folder/tar"
+    )
     parser.add_argument("--out", help="TSV file to write (default: stdout)")
     parser.add_argument("--layout", default="auto", choices=["auto", "tars", "tree", "flat"])
-    parser.add_argument("--val-labels", help="labels of a flat store: devkit ground truth "
-                        "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines")
+    parser.add_argument(
+        "--val-labels",
+        help="labels of a flat store: devkit ground truth "
+        "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines",
+    )
     parser.add_argument("--rebuild-index", action="store_true", help="ignore the cached index")
     parser.set_defaults(func=_count)
 
 
 def _count(args: argparse.Namespace) -> int:
-    from imagenet_zsl.images.store import open_store, write_counts_tsv
-
     store = open_store(args.store, args.layout, args.val_labels, rebuild=args.rebuild_index)
     counts = store.counts()
     text = write_counts_tsv(counts, args.out)
@@ -47,6 +53,8 @@ def _count(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     empty = int((store.size == 0).sum())
     note = f"; {empty} zero-byte files not counted" if empty else ""
-    print(f"{sum(counts.values())} images in {len(counts)} classes ({store.layout} store "
-          f"{store.root}){note}", file=sys.stderr)
+    print(
+        f"{sum(counts.values())} images in {len(counts)} classes ({store.layout} store {store.root}){note}",
+        file=sys.stderr,
+    )
     return 0

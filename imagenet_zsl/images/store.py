@@ -22,6 +22,7 @@ Only image files count (by suffix, case-insensitive: .jpeg .jpg .png .bmp .gif .
 from __future__ import annotations
 
 import io
+import json
 import logging
 import os
 import re
@@ -34,9 +35,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tqdm.auto import tqdm
 
+from imagenet_zsl.data import ilsvrc2012_wnids
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.io import atomic_write_bytes, canonical_json, sha256_bytes, sha256_file
+from imagenet_zsl.io import (
+    CACHE_ENV,
+    atomic_write_bytes,
+    atomic_write_text,
+    cache_dir,
+    canonical_json,
+    sha256_bytes,
+    sha256_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,15 +58,15 @@ IMAGE_SUFFIXES = frozenset(
 WNID_RE = re.compile(r"^n\d{8}$")
 WNID_TAR_RE = re.compile(r"^(n\d{8})\.tar$")
 INDEX_VERSION = 1
-CACHE_ENV = "IMAGENET_ZSL_CACHE"
 
 
-def cache_dir() -> Path:
-    """Where store indexes are cached (``$IMAGENET_ZSL_CACHE`` overrides the user cache dir)."""
-    if os.environ.get(CACHE_ENV):
-        return Path(os.environ[CACHE_ENV]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "imagenet-zsl"
+def _index_path(key: str) -> Path | None:
+    """Where the index with ``key`` is cached; None (with a warning) if no cache dir can be made."""
+    try:
+        return cache_dir() / "index" / f"{key}.parquet"
+    except OSError as err:
+        log.warning("cannot create the cache directory (%s); set %s to a writable folder", err, CACHE_ENV)
+        return None
 
 
 def is_image_name(name: str) -> bool:
@@ -82,16 +93,12 @@ def read_val_labels(path: str | Path) -> dict[str, str]:
     if not rows:
         raise UserInputError(f"{path}: labels file is empty")
     if all(ln.isdigit() for _, ln in rows):
-        from imagenet_zsl.data import ilsvrc2012_wnids
-
         wnids = ilsvrc2012_wnids()
         labels: dict[str, str] = {}
         for number, (line_no, text) in enumerate(rows, 1):
             class_id = int(text)
             if not 1 <= class_id <= len(wnids):
-                raise UserInputError(
-                    f"{path}:{line_no}: ILSVRC2012_ID {class_id} is outside 1..{len(wnids)}"
-                )
+                raise UserInputError(f"{path}:{line_no}: ILSVRC2012_ID {class_id} is outside 1..{len(wnids)}")
             labels[f"ILSVRC2012_val_{number:08d}.JPEG"] = wnids[class_id - 1]
         return labels
     labels = {}
@@ -150,8 +157,7 @@ def _scan_tar(root: Path, source: str) -> _Scan:
                     offsets.append(info.offset_data)
                     sizes.append(info.size)
     except tarfile.ReadError as err:
-        log.warning("%s: damaged tar (%s); indexed the %d images before the damage",
-                    path, err, len(members))
+        log.warning("%s: damaged tar (%s); indexed the %d images before the damage", path, err, len(members))
     return _Scan(source, members, offsets, sizes)
 
 
@@ -227,8 +233,12 @@ class ImageStore:
             }
         )
         meta = {
-            "version": INDEX_VERSION, "root": str(self.root), "layout": self.layout,
-            "key": self.key, "classes": self.classes, "sources": self.sources,
+            "version": INDEX_VERSION,
+            "root": str(self.root),
+            "layout": self.layout,
+            "key": self.key,
+            "classes": self.classes,
+            "sources": self.sources,
         }
         table = table.replace_schema_metadata({"imagenet_zsl": canonical_json(meta)})
         buffer = io.BytesIO()
@@ -237,8 +247,6 @@ class ImageStore:
 
     @classmethod
     def from_parquet(cls, path: Path) -> ImageStore:
-        import json
-
         import pyarrow.parquet as pq
 
         table = pq.read_table(path)
@@ -246,8 +254,11 @@ class ImageStore:
         if meta.get("version") != INDEX_VERSION:
             raise ValueError("index version changed")
         return cls(
-            root=Path(meta["root"]), layout=meta["layout"], key=meta["key"],
-            classes=list(meta["classes"]), sources=list(meta["sources"]),
+            root=Path(meta["root"]),
+            layout=meta["layout"],
+            key=meta["key"],
+            classes=list(meta["classes"]),
+            sources=list(meta["sources"]),
             class_index=table["class_index"].to_numpy().astype(np.int32),
             source_index=table["source_index"].to_numpy().astype(np.int32),
             member=table["member"].to_numpy(zero_copy_only=False).astype(object),
@@ -379,8 +390,11 @@ def _index_key(root: Path, layout: str, sources: list[str], labels_sha: str | No
         size = stat.st_size if path.is_file() else None
         listing.append([name, size, stat.st_mtime_ns])
     material = {
-        "version": INDEX_VERSION, "root": str(root), "layout": layout,
-        "labels_sha256": labels_sha, "sources": listing,
+        "version": INDEX_VERSION,
+        "root": str(root),
+        "layout": layout,
+        "labels_sha256": labels_sha,
+        "sources": listing,
     }
     return sha256_bytes(canonical_json(material).encode())[:24]
 
@@ -388,8 +402,6 @@ def _index_key(root: Path, layout: str, sources: list[str], labels_sha: str | No
 def _build(
     root: Path, layout: str, sources: list[str], labels: dict[str, str] | None, progress: bool
 ) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    from tqdm.auto import tqdm
-
     def scan(source: str) -> _Scan:
         if _source_path(root, source).is_file():
             return _scan_tar(root, source)
@@ -398,8 +410,13 @@ def _build(
     workers = min(16, max(1, len(sources)), (os.cpu_count() or 1) * 4)
     with ThreadPoolExecutor(workers) as pool:
         scans = list(
-            tqdm(pool.map(scan, sources), total=len(sources), desc="indexing store",
-                 unit="src", disable=not progress or len(sources) < 2)
+            tqdm(
+                pool.map(scan, sources),
+                total=len(sources),
+                desc="indexing store",
+                unit="src",
+                disable=not progress or len(sources) < 2,
+            )
         )
     member_lists, class_of = [], []
     for found in scans:
@@ -421,12 +438,9 @@ def _build(
         member_lists.append(found)
     classes = sorted({w for wnids in class_of for w in wnids})
     position = {w: i for i, w in enumerate(classes)}
-    class_index = np.fromiter(
-        (position[w] for wnids in class_of for w in wnids), dtype=np.int32
-    )
+    class_index = np.fromiter((position[w] for wnids in class_of for w in wnids), dtype=np.int32)
     source_index = np.concatenate(
-        [np.full(len(s.members), i, np.int32) for i, s in enumerate(member_lists)]
-        or [np.zeros(0, np.int32)]
+        [np.full(len(s.members), i, np.int32) for i, s in enumerate(member_lists)] or [np.zeros(0, np.int32)]
     )
     member = np.array([m for s in member_lists for m in s.members], dtype=object)
     offset = np.array([o for s in member_lists for o in s.offsets], dtype=np.int64)
@@ -434,8 +448,13 @@ def _build(
     # deterministic order: by source, then tar offset (sequential reads), then member name
     order = np.lexsort((member.astype(np.str_) if len(member) else member, offset, source_index))
     return (
-        classes, sources, class_index[order], source_index[order], member[order],
-        offset[order], size[order],
+        classes,
+        sources,
+        class_index[order],
+        source_index[order],
+        member[order],
+        offset[order],
+        size[order],
     )
 
 
@@ -469,13 +488,13 @@ def open_store(
         labels_sha = sha256_file(val_labels)
     sources = _sources(root, layout)
     key = _index_key(root, layout, sources, labels_sha)
-    cached = cache_dir() / "index" / f"{key}.parquet"
-    if use_cache and not rebuild and wait_for_cache_s > 0 and not cached.exists():
+    cached = _index_path(key) if use_cache else None
+    if cached is not None and not rebuild and wait_for_cache_s > 0 and not cached.exists():
         log.info("waiting for the store index %s to be built by another process", cached)
         deadline = time.monotonic() + wait_for_cache_s
         while not cached.exists() and time.monotonic() < deadline:
             time.sleep(2.0)
-    if use_cache and not rebuild and cached.exists():
+    if cached is not None and not rebuild and cached.exists():
         try:
             store = ImageStore.from_parquet(cached)
             log.debug("store index loaded from %s", cached)
@@ -486,14 +505,19 @@ def open_store(
     store = ImageStore(root, layout, key, *built)
     if not len(store):
         raise UserInputError(f"{root}: the store holds no image files")
-    if use_cache:
+    if cached is not None:
         try:
             atomic_write_bytes(cached, store.to_parquet_bytes())
-            log.info("indexed %d images in %d classes; index cached at %s",
-                     len(store), len(store.classes), cached)
+            log.info(
+                "indexed %d images in %d classes; index cached at %s", len(store), len(store.classes), cached
+            )
         except OSError as err:
-            log.warning("could not cache the store index at %s (%s); set %s to a writable folder",
-                        cached, err, CACHE_ENV)
+            log.warning(
+                "could not cache the store index at %s (%s); set %s to a writable folder",
+                cached,
+                err,
+                CACHE_ENV,
+            )
     return store
 
 
@@ -502,8 +526,6 @@ def write_counts_tsv(counts: dict[str, int], path: str | Path | None = None) -> 
     lines = ["wnid\tnum_images", *(f"{w}\t{counts[w]}" for w in sorted(counts))]
     text = "\n".join(lines) + "\n"
     if path is not None:
-        from imagenet_zsl.io import atomic_write_text
-
         atomic_write_text(path, text)
     return text
 

@@ -1,8 +1,17 @@
-"""The one interface every zero-shot model implements (scikit-learn style).
+"""The one interface every zero-shot model implements (scikit-learn style), and the model registry.
 
 A model is fitted on seen classes only. Afterwards the score of image ``x`` for class ``c`` is
 ``embed_images(x) @ class_prototypes([c]).T`` — a dot product — so evaluation runs one faiss
 inner-product search for every model and never special-cases one.
+
+Models register themselves where they are defined (timm's way)::
+
+    @MODELS.register("eszsl")
+    class ESZSL(ZSLModel): ...
+
+and :mod:`imagenet_zsl.models` imports every model module, so ``MODELS`` is complete as soon as
+anything of the package is imported. Fitted state follows scikit-learn: every attribute learnt by
+``fit`` ends in ``_`` (``map_``, ``classifier_``); :func:`check_is_fitted` tests for them.
 """
 
 from __future__ import annotations
@@ -13,6 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+from imagenet_zsl.registry import Registry
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -34,8 +45,16 @@ class SeenData:
     logit_classes: list[str] | None = None
 
 
+class NotFittedError(ValueError, AttributeError):
+    """A model was used (embedded, saved) before ``fit`` (scikit-learn's exception of that name)."""
+
+
 class ZSLModel(ABC):
-    """Base class: hyper-parameters in ``__init__`` (stored in ``self.params``), then fit/embed."""
+    """Base class: hyper-parameters in ``__init__`` (stored in ``self.params``), then fit/embed.
+
+    ``fit`` stores what it learns in attributes ending in ``_``; nothing else does. Attributes
+    starting with ``_`` are private caches and never saved.
+    """
 
     name: ClassVar[str] = ""
     #: hyper-parameter name -> default; ``imagenet-zsl models`` lists these
@@ -46,6 +65,10 @@ class ZSLModel(ABC):
         if unknown:
             raise ValueError(f"{self.name}: unknown hyper-parameters {sorted(unknown)}")
         self.params: dict[str, Any] = {**self.defaults, **params}
+
+    def fitted_attributes(self) -> list[str]:
+        """Names of the attributes learnt by ``fit`` (public, ending in ``_``), sorted."""
+        return sorted(k for k in vars(self) if k.endswith("_") and not k.startswith("_"))
 
     @abstractmethod
     def fit(
@@ -63,3 +86,19 @@ class ZSLModel(ABC):
     @abstractmethod
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         """Any list of wnids (seen or unseen) → (C, E) float32 prototypes, in that order."""
+
+
+#: model name → model class; filled by ``@MODELS.register`` in each model module
+MODELS: Registry[type[ZSLModel]] = Registry("model")
+
+
+def create(name: str, **params: Any) -> ZSLModel:
+    """A model by registry name with hyper-parameters (timm's ``create_model``); an unknown name or
+    invalid hyper-parameters are a UserInputError."""
+    return MODELS.create(name, **params)
+
+
+def check_is_fitted(model: ZSLModel) -> None:
+    """Raise :class:`NotFittedError` unless ``fit`` has stored its attributes on ``model``."""
+    if not model.fitted_attributes():
+        raise NotFittedError(f"{model.name or type(model).__name__}: call fit() first")

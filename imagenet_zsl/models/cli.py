@@ -9,23 +9,38 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli import CommandTree
+import yaml
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
+from imagenet_zsl.models.registry import MODELS, describe
+from imagenet_zsl.models.training import load_train_config, train
+
+if TYPE_CHECKING:
+    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
 
 
 def register(tree: CommandTree) -> None:
     """Add this stage's commands to the `imagenet-zsl` command line."""
     train = tree.command(
-        "train", "fit a zero-shot model on the seen classes of a feature directory and save it",
+        "train",
+        "fit a zero-shot model on the seen classes of a feature directory and save it",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: imagenet-zsl train --config configs/models/eszsl.yaml "
-               "--features features/train --out models/eszsl",
+        "--features features/train --out models/eszsl",
     )
     train.add_argument("--config", required=True, type=Path, help="model YAML (configs/models/*.yaml)")
     train.add_argument("--features", required=True, type=Path, help="feature directory of the seen classes")
     train.add_argument("--out", required=True, type=Path, help="model directory to write (replaced)")
-    train.add_argument("--set", action="append", default=[], metavar="PARAM=VALUE",
-                       help="override a hyper-parameter (YAML value), e.g. --set epochs=100")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PARAM=VALUE",
+        help="override a hyper-parameter (YAML value), e.g. --set epochs=100",
+    )
     train.set_defaults(func=_train)
 
     models = tree.command("models", "list the zero-shot models with their hyper-parameters")
@@ -33,7 +48,8 @@ def register(tree: CommandTree) -> None:
     models.set_defaults(func=_models)
 
     simulate = tree.command(
-        "simulate", "write SIMULATED feature directories over the real WordNet graph (test bed)",
+        "simulate",
+        "write SIMULATED feature directories over the real WordNet graph (test bed)",
         epilog="example: imagenet-zsl simulate configs/simulate.yaml --out sim",
     )
     simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
@@ -43,10 +59,6 @@ def register(tree: CommandTree) -> None:
 
 
 def _parse_overrides(items: list[str]) -> dict:
-    import yaml
-
-    from imagenet_zsl.errors import UserInputError
-
     overrides = {}
     for item in items:
         if "=" not in item:
@@ -57,27 +69,37 @@ def _parse_overrides(items: list[str]) -> dict:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from imagenet_zsl.models.training import load_train_config, train
-
     config = load_train_config(args.config)
-    out = train(config, args.features, args.out, config_path=args.config,
-                overrides=_parse_overrides(args.set))
+    out = train(
+        config, args.features, args.out, config_path=args.config, overrides=_parse_overrides(args.set)
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     print(f"saved {manifest['model']} to {out}")
     if "selection" in manifest:
         selection = manifest["selection"]
-        print(f"chosen on {len(selection['val_classes'])} validation classes ({selection['mode']}): "
-              f"{selection['best_params']} (score {selection['best_score']:.4f})")
+        print(
+            f"chosen on {len(selection['val_classes'])} validation classes ({selection['mode']}): "
+            f"{selection['best_params']} (score {selection['best_score']:.4f})"
+        )
     return 0
 
 
 def _models(args: argparse.Namespace) -> int:
-    from imagenet_zsl.models.registry import MODELS, describe
-
     if args.json:
-        print(json.dumps({name: {"description": describe(cls), "defaults": cls.defaults,
-                                 "grid": getattr(cls, "grid", {})}
-                          for name, cls in MODELS.items()}, indent=2, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    name: {
+                        "description": describe(cls),
+                        "defaults": cls.defaults,
+                        "grid": getattr(cls, "grid", {}),
+                    }
+                    for name, cls in MODELS.items()
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
         return 0
     for name, cls in MODELS.items():
         print(f"{name:10s} {describe(cls)}")
@@ -90,8 +112,6 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
-
     config = load_simulation_config(args.config)
     if args.seed is not None:
         config.seed = args.seed

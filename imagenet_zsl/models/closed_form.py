@@ -23,7 +23,7 @@ import numpy as np
 import scipy.linalg
 
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import (
     FEATURE_MODES,
     SEMANTIC_MODES,
@@ -54,23 +54,23 @@ class _LinearSemanticModel(ZSLModel):
     def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(raw features float32 (N, D), labels (N,), S float64 (Z, E)); fits the feature map."""
         features, labels = _check_seen_data(self.name, data)
-        self._prep = FeaturePrep(self.params["features"]).fit(features)
-        self._semantics = semantics
+        self.prep_ = FeaturePrep(self.params["features"]).fit(features)
+        self.semantics_ = semantics
         seen = semantic_matrix(semantics, data.seen_wnids, self.params["semantic_norm"])
         return features, labels, seen.astype(np.float64)
 
     def _statistics(self, data: SeenData, semantics: ClassVectors):  # noqa: ANN202
         """(XᵀX, class sums (Z, D), counts (Z,), S (Z, E)) of the prepared features."""
         features, labels, seen = self._prepare(data, semantics)
-        gram, sums, counts = feature_statistics(self._prep, features, labels, len(seen))
+        gram, sums, counts = feature_statistics(self.prep_, features, labels, len(seen))
         return gram, sums, counts, seen
 
     def _semantic(self, wnids: Sequence[str]) -> np.ndarray:
-        return semantic_matrix(self._semantics, list(wnids), self.params["semantic_norm"])
+        return semantic_matrix(self.semantics_, list(wnids), self.params["semantic_norm"])
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self._prep.dim)
-        return (self._prep(features) @ self._map).astype(np.float32)
+        features = check_features(self.name, features, self.prep_.dim)
+        return (self.prep_(features) @ self.map_).astype(np.float32)
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         return self._semantic(wnids)
@@ -85,12 +85,17 @@ def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.linalg.lstsq(a, b, rcond=None)[0]
 
 
+@MODELS.register("eszsl")
 class ESZSL(_LinearSemanticModel):
     """Embarrassingly simple ZSL: a bilinear map with a closed form (γ: features, λ: semantics)."""
 
     name: ClassVar[str] = "eszsl"
-    defaults: ClassVar[dict[str, Any]] = {"gamma": 1.0, "lam": 1.0, "features": "standard",
-                                          "semantic_norm": "l2"}
+    defaults: ClassVar[dict[str, Any]] = {
+        "gamma": 1.0,
+        "lam": 1.0,
+        "features": "standard",
+        "semantic_norm": "l2",
+    }
     grid: ClassVar[dict[str, list[Any]]] = {"gamma": POWERS, "lam": POWERS}
 
     def __init__(self, **params: Any):
@@ -102,17 +107,22 @@ class ESZSL(_LinearSemanticModel):
         xty = 2.0 * sums.T - sums.sum(axis=0)[:, None]  # XᵀY with Y = 2·onehot − 1
         gamma, lam = float(self.params["gamma"]), float(self.params["lam"])
         left = _solve(gram + gamma * np.eye(len(gram)), xty @ s)  # (D, E)
-        self._map = _solve(s.T @ s + lam * np.eye(s.shape[1]), left.T).T  # left (SᵀS + λI)⁻¹
+        self.map_ = _solve(s.T @ s + lam * np.eye(s.shape[1]), left.T).T  # left (SᵀS + λI)⁻¹
         self.fit_info_ = {}
         return self
 
 
+@MODELS.register("sae")
 class SAE(_LinearSemanticModel):
     """Semantic autoencoder: encoder W (image → semantic) tied to its transpose as decoder."""
 
     name: ClassVar[str] = "sae"
-    defaults: ClassVar[dict[str, Any]] = {"lam": 1.0, "direction": "v2s", "features": "l2",
-                                          "semantic_norm": "l2"}
+    defaults: ClassVar[dict[str, Any]] = {
+        "lam": 1.0,
+        "direction": "v2s",
+        "features": "l2",
+        "semantic_norm": "l2",
+    }
     grid: ClassVar[dict[str, list[Any]]] = {"lam": [10.0**p for p in range(-2, 6)]}
 
     def __init__(self, **params: Any):
@@ -125,24 +135,25 @@ class SAE(_LinearSemanticModel):
         lam = float(self.params["lam"])
         # S_yᵀS_y = Σ_c n_c s_c s_cᵀ and S_yᵀX = Σ_c s_c (Σ_{i in c} x_i)ᵀ
         encoder = scipy.linalg.solve_sylvester((s.T * counts) @ s, lam * gram, (1.0 + lam) * s.T @ sums)
-        self._encoder = encoder.astype(np.float32)  # (E, D)
-        self._map = encoder.T.astype(np.float32)  # image side of "v2s": x ↦ W x
+        self.encoder_ = encoder.astype(np.float32)  # (E, D)
+        self.map_ = encoder.T.astype(np.float32)  # image side of "v2s": x ↦ W x
         self.fit_info_ = {}
         return self
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
         if self.params["direction"] == "s2v":
-            features = check_features(self.name, features, self._prep.dim)
-            return self._prep(features)
+            features = check_features(self.name, features, self.prep_.dim)
+            return self.prep_(features)
         return super().embed_images(features, logits)
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         semantic = self._semantic(wnids)
         if self.params["direction"] == "s2v":
-            return l2_normalize(semantic @ self._encoder)  # decoder Wᵀ s, cosine ranking
+            return l2_normalize(semantic @ self.encoder_)  # decoder Wᵀ s, cosine ranking
         return l2_normalize(semantic)
 
 
+@MODELS.register("ridge")
 class Ridge(_LinearSemanticModel):
     """Ridge regression from image features to the class's semantic vector."""
 
@@ -157,17 +168,22 @@ class Ridge(_LinearSemanticModel):
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> Ridge:
         gram, sums, _, s = self._statistics(data, semantics)
         alpha = float(self.params["alpha"])
-        self._map = _solve(gram + alpha * np.eye(len(gram)), sums.T @ s).astype(np.float32)  # XᵀS_y
+        self.map_ = _solve(gram + alpha * np.eye(len(gram)), sums.T @ s).astype(np.float32)  # XᵀS_y
         self.fit_info_ = {}
         return self
 
 
+@MODELS.register("ridge_s2v")
 class RidgeS2V(_LinearSemanticModel):
     """Ridge regression from a class's semantic vector to its images (Euclidean ranking)."""
 
     name: ClassVar[str] = "ridge_s2v"
-    defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0, "metric": "euclidean", "features": "standard",
-                                          "semantic_norm": "l2"}
+    defaults: ClassVar[dict[str, Any]] = {
+        "alpha": 1.0,
+        "metric": "euclidean",
+        "features": "standard",
+        "semantic_norm": "l2",
+    }
     grid: ClassVar[dict[str, list[Any]]] = {"alpha": POWERS}
 
     def __init__(self, **params: Any):
@@ -178,24 +194,24 @@ class RidgeS2V(_LinearSemanticModel):
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> RidgeS2V:
         _, sums, counts, s = self._statistics(data, semantics)
         n = counts.sum()
-        self._x_mean = sums.sum(axis=0) / n
-        self._s_mean = counts @ s / n
+        self.x_mean_ = sums.sum(axis=0) / n
+        self.s_mean_ = counts @ s / n
         # centred S̃ᵀS̃ and S̃ᵀX̃ from class-level sums
-        sts = (s.T * counts) @ s - n * np.outer(self._s_mean, self._s_mean)
-        stx = s.T @ sums - n * np.outer(self._s_mean, self._x_mean)
+        sts = (s.T * counts) @ s - n * np.outer(self.s_mean_, self.s_mean_)
+        stx = s.T @ sums - n * np.outer(self.s_mean_, self.x_mean_)
         alpha = float(self.params["alpha"])
         # least squares: with alpha = 0 and fewer classes than dimensions the system is singular
-        self._decoder = np.linalg.lstsq(sts + alpha * np.eye(s.shape[1]), stx, rcond=None)[0]
+        self.decoder_ = np.linalg.lstsq(sts + alpha * np.eye(s.shape[1]), stx, rcond=None)[0]
         self.fit_info_ = {}
         return self
 
     def visual_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         """(C, D) predicted mean prepared feature of each class."""
-        return ((self._semantic(wnids) - self._s_mean) @ self._decoder + self._x_mean).astype(np.float32)
+        return ((self._semantic(wnids) - self.s_mean_) @ self.decoder_ + self.x_mean_).astype(np.float32)
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self._prep.dim)
-        x = self._prep(features)
+        features = check_features(self.name, features, self.prep_.dim)
+        x = self.prep_(features)
         if self.params["metric"] == "dot":
             return x
         return np.hstack([x, np.ones((len(x), 1), np.float32)])

@@ -10,8 +10,9 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.models.base import SeenData
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ def check_seen_data(model: str, data: SeenData) -> tuple[np.ndarray, np.ndarray]
         raise UserInputError(f"{model}: labels must index the {num_seen} seen classes")
     empty = np.flatnonzero(np.bincount(labels, minlength=num_seen) == 0)
     if len(empty):
-        from imagenet_zsl.errors import preview
-
         raise UserInputError(
             f"{model}: {len(empty)} seen classes have no training image: "
             f"{preview(data.seen_wnids[i] for i in empty)}; drop them from seen_wnids"
@@ -69,11 +68,13 @@ def require_graph(model: str, graph: ClassGraph | None) -> ClassGraph:
     return graph
 
 
-def l2_normalize(matrix: np.ndarray, eps: float = 1e-12) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
+def l2_normalize(matrix: np.ndarray) -> np.ndarray:
+    """(N, E) → (N, E) float32 rows scaled to unit length; zero rows stay zero (they are divided
+    by 1, not by a floored norm, so every non-zero row, however short, gets exactly unit length).
+    The one L2 normalisation of the toolkit: models' features/semantics and evaluation's cosine."""
     matrix = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.maximum(norms, eps)
+    return matrix / np.where(norms > 0, norms, 1.0)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -119,13 +120,12 @@ class FeaturePrep:
         return np.asarray(features, dtype=np.float32)
 
 
-def feature_statistics(prep: FeaturePrep, features: np.ndarray, labels: np.ndarray,
-                       num_classes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def feature_statistics(
+    prep: FeaturePrep, features: np.ndarray, labels: np.ndarray, num_classes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sufficient statistics of the prepared features, streamed in blocks with float64 sums:
     XᵀX (D, D), per-class sums (Z, D) and per-class counts (Z,). Every closed-form model needs only
     these, so 1.28M x 2048 training images never get a float64 copy."""
-    import scipy.sparse as sp
-
     dim = prep.dim
     gram = np.zeros((dim, dim))
     sums = np.zeros((num_classes, dim))
@@ -133,8 +133,9 @@ def feature_statistics(prep: FeaturePrep, features: np.ndarray, labels: np.ndarr
         block = prep(features[start : start + BLOCK_ROWS]).astype(np.float64)
         rows = labels[start : start + BLOCK_ROWS]
         gram += block.T @ block
-        onehot = sp.csr_matrix((np.ones(len(rows)), (rows, np.arange(len(rows)))),
-                               shape=(num_classes, len(rows)))
+        onehot = sp.csr_matrix(
+            (np.ones(len(rows)), (rows, np.arange(len(rows)))), shape=(num_classes, len(rows))
+        )
         sums += onehot @ block
     return gram, sums, np.bincount(labels, minlength=num_classes).astype(np.float64)
 
@@ -152,8 +153,9 @@ def check_choice(model: str, name: str, value: Any, choices: Sequence[Any]) -> N
         raise ValueError(f"{model}: {name} must be one of {list(choices)}, got {value!r}")
 
 
-def check_positive(model: str, params: dict[str, Any], names: Sequence[str],
-                   allow_zero: bool = False) -> None:
+def check_positive(
+    model: str, params: dict[str, Any], names: Sequence[str], allow_zero: bool = False
+) -> None:
     for name in names:
         value = float(params[name])
         if value < 0 or (value == 0 and not allow_zero):
@@ -161,15 +163,6 @@ def check_positive(model: str, params: dict[str, Any], names: Sequence[str],
 
 
 # ----------------------------------------------------------------------------- torch
-def torch_device(choice: str) -> torch.device:
-    """"auto" → the GPU when torch sees one, else the CPU."""
-    import torch
-
-    if choice == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(choice)
-
-
 @contextlib.contextmanager
 def seeded_torch(seed: int, device: torch.device) -> Iterator[None]:
     """Seed torch's RNGs inside the block only, so a fit is reproducible without touching the

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import (
     SEMANTIC_MODES,
     check_choice,
@@ -29,8 +29,9 @@ from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
-def convex_combination(posterior: np.ndarray, seen_vectors: np.ndarray, top: int,
-                       block: int = 8192) -> np.ndarray:
+def convex_combination(
+    posterior: np.ndarray, seen_vectors: np.ndarray, top: int, block: int = 8192
+) -> np.ndarray:
     """(N, S) posteriors, (S, E) vectors → (N, E) ConSE embeddings (ties by lower class index)."""
     top = min(int(top), posterior.shape[1])
     out = np.empty((len(posterior), seen_vectors.shape[1]), np.float32)
@@ -43,6 +44,7 @@ def convex_combination(posterior: np.ndarray, seen_vectors: np.ndarray, top: int
     return out
 
 
+@MODELS.register("conse")
 class ConSE(ZSLModel):
     """ConSE: top-T posterior-weighted average of seen word vectors, cosine to class vectors."""
 
@@ -58,17 +60,17 @@ class ConSE(ZSLModel):
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> ConSE:
         features, labels = check_seen_data(self.name, data)
-        self._semantics = semantics
-        self._seen_vectors = semantic_matrix(semantics, data.seen_wnids, self.params["semantic_norm"])
-        self._classifier = fit_seen_classifier(self.params, data, features, labels)
-        self._dim = features.shape[1]
-        self.fit_info_ = self._classifier.info()
+        self.semantics_ = semantics
+        self.seen_vectors_ = semantic_matrix(semantics, data.seen_wnids, self.params["semantic_norm"])
+        self.classifier_ = fit_seen_classifier(self.params, data, features, labels)
+        self.dim_ = features.shape[1]
+        self.fit_info_ = self.classifier_.info()
         return self
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self._dim)
-        posterior = self._classifier.posterior(features, logits)
-        return convex_combination(posterior, self._seen_vectors, int(self.params["top"]))
+        features = check_features(self.name, features, self.dim_)
+        posterior = self.classifier_.posterior(features, logits)
+        return convex_combination(posterior, self.seen_vectors_, int(self.params["top"]))
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
-        return semantic_matrix(self._semantics, list(wnids), "l2")
+        return semantic_matrix(self.semantics_, list(wnids), "l2")

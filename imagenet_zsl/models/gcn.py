@@ -29,9 +29,10 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import (
     SEMANTIC_MODES,
     check_choice,
@@ -42,7 +43,6 @@ from imagenet_zsl.models.common import (
     require_graph,
     seeded_torch,
     semantic_matrix,
-    torch_device,
 )
 from imagenet_zsl.models.seen_classifier import augment
 from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier
@@ -103,8 +103,9 @@ def _torch_sparse(matrix: sp.spmatrix, device):  # noqa: ANN001, ANN202 - torch 
     return torch.sparse_coo_tensor(indices, values, coo.shape, check_invariants=False).coalesce().to(device)
 
 
-def _build_network(layer_dims: list[int], operators: list[list[Any]], attention: bool,
-                   dropout: float, negative_slope: float):  # noqa: ANN202 - torch module
+def _build_network(
+    layer_dims: list[int], operators: list[list[Any]], attention: bool, dropout: float, negative_slope: float
+):  # noqa: ANN202 - torch module
     """A stack of graph convolutions: layer i aggregates with operators[i] (one matrix, or several
     hop groups mixed by learnt softmax attention)."""
     import torch
@@ -144,8 +145,13 @@ def _build_network(layer_dims: list[int], operators: list[list[Any]], attention:
 
 # ----------------------------------------------------------------------------- models
 _GCN_DEFAULTS: dict[str, Any] = {
-    "epochs": 3000, "lr": 1e-3, "weight_decay": 5e-4, "dropout": 0.5, "negative_slope": 0.2,
-    "semantic_norm": "l2", **CLASSIFIER_DEFAULTS,
+    "epochs": 3000,
+    "lr": 1e-3,
+    "weight_decay": 5e-4,
+    "dropout": 0.5,
+    "negative_slope": 0.2,
+    "semantic_norm": "l2",
+    **CLASSIFIER_DEFAULTS,
 }
 
 
@@ -182,8 +188,9 @@ class _GraphClassifierRegression(ZSLModel):
             inputs[have] = semantic_matrix(semantics, wnids, self.params["semantic_norm"])
         return inputs, int((~have).sum())
 
-    def fit(self, data: SeenData, semantics: ClassVectors,
-            graph: ClassGraph | None = None) -> _GraphClassifierRegression:
+    def fit(
+        self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None
+    ) -> _GraphClassifierRegression:
         import torch
         from tqdm import tqdm
 
@@ -194,22 +201,31 @@ class _GraphClassifierRegression(ZSLModel):
         targets = l2_normalize(classifier.weights.T)  # (S, D + 1)
         inputs, without_vector = self._node_inputs(graph, semantics)
         layer_dims = [inputs.shape[1], *self.params["hidden"], targets.shape[1]]
-        device = torch_device(self.params["device"])
-        operators = [[_torch_sparse(m, device) for m in group]
-                     for group in self._operators(graph, len(layer_dims) - 1)]
+        device = resolve_device(self.params["device"])
+        operators = [
+            [_torch_sparse(m, device) for m in group] for group in self._operators(graph, len(layer_dims) - 1)
+        ]
         x = torch.from_numpy(inputs).to(device)
         y = torch.from_numpy(targets).to(device)
         seen = torch.from_numpy(seen_idx).to(device)
         losses: list[float] = []
         with seeded_torch(int(self.params["seed"]), device):
-            network = _build_network(layer_dims, operators, self.attention,
-                                     float(self.params["dropout"]),
-                                     float(self.params["negative_slope"])).to(device)
-            optimiser = torch.optim.Adam(network.parameters(), lr=float(self.params["lr"]),
-                                         weight_decay=float(self.params["weight_decay"]))
+            network = _build_network(
+                layer_dims,
+                operators,
+                self.attention,
+                float(self.params["dropout"]),
+                float(self.params["negative_slope"]),
+            ).to(device)
+            optimiser = torch.optim.Adam(
+                network.parameters(),
+                lr=float(self.params["lr"]),
+                weight_decay=float(self.params["weight_decay"]),
+            )
             network.train()
-            for _ in tqdm(range(int(self.params["epochs"])), desc=f"{self.name} epochs",
-                          disable=None, leave=False):
+            for _ in tqdm(
+                range(int(self.params["epochs"])), desc=f"{self.name} epochs", disable=None, leave=False
+            ):
                 optimiser.zero_grad()
                 output = network(x)
                 loss = 0.5 * ((output[seen] - y) ** 2).sum(dim=1).mean()
@@ -220,13 +236,17 @@ class _GraphClassifierRegression(ZSLModel):
             with torch.no_grad():
                 outputs = network(x).cpu().numpy().astype(np.float32)
                 final = float(0.5 * ((outputs[seen_idx] - targets) ** 2).sum(axis=1).mean())
-        self._dim = features.shape[1]
-        self._node_wnids = np.asarray(graph.wnids, dtype=np.str_)
-        self._node_outputs = outputs
+        self.dim_ = features.shape[1]
+        self.node_wnids_ = np.asarray(graph.wnids, dtype=np.str_)
+        self.node_outputs_ = outputs
         self.fit_info_ = {
-            **classifier.info(), "graph": graph.source, "nodes": len(graph),
-            "nodes_without_vector": without_vector, "loss_first_epoch": losses[0] if losses else None,
-            "loss_last_epoch": losses[-1] if losses else None, "loss_eval": final,
+            **classifier.info(),
+            "graph": graph.source,
+            "nodes": len(graph),
+            "nodes_without_vector": without_vector,
+            "loss_first_epoch": losses[0] if losses else None,
+            "loss_last_epoch": losses[-1] if losses else None,
+            "loss_eval": final,
         }
         if self.attention:
             self.fit_info_["attention"] = [
@@ -236,12 +256,12 @@ class _GraphClassifierRegression(ZSLModel):
         return self
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        return augment(check_features(self.name, features, self._dim))
+        return augment(check_features(self.name, features, self.dim_))
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         index = getattr(self, "_cache_index", None)
         if index is None:
-            index = {str(w): i for i, w in enumerate(self._node_wnids)}
+            index = {str(w): i for i, w in enumerate(self.node_wnids_)}
             self._cache_index = index
         wnids = list(wnids)
         absent = [w for w in wnids if w not in index]
@@ -250,9 +270,10 @@ class _GraphClassifierRegression(ZSLModel):
                 f"{self.name}: {len(absent)} classes are not nodes of the graph it was trained on: "
                 f"{preview(absent)}"
             )
-        return self._node_outputs[[index[w] for w in wnids]]
+        return self.node_outputs_[[index[w] for w in wnids]]
 
 
+@MODELS.register("gcnz")
 class GCNZ(_GraphClassifierRegression):
     """GCNZ: 6-layer GCN on the is-a graph regressing the seen classifiers (Wang et al. 2018)."""
 
@@ -263,6 +284,7 @@ class GCNZ(_GraphClassifierRegression):
         return [[normalized_adjacency(graph.adjacency, "sym")]] * layers
 
 
+@MODELS.register("sgcn")
 class SGCN(_GraphClassifierRegression):
     """SGCN: 2-layer GCN with row-normalised is-a adjacency (Kampffmeyer et al. 2019)."""
 
@@ -272,6 +294,7 @@ class SGCN(_GraphClassifierRegression):
         return [[normalized_adjacency(graph.adjacency, "row")]] * layers
 
 
+@MODELS.register("dgp")
 class DGP(_GraphClassifierRegression):
     """DGP: dense ancestor/descendant propagation with hop-distance attention (Kampffmeyer 2019)."""
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, check_is_fitted
 from imagenet_zsl.models.common import check_features, check_seen_data
 
 if TYPE_CHECKING:
@@ -57,8 +57,13 @@ def _fit_linear(
     weight = torch.zeros(x.shape[1], outputs, dtype=torch.float32, requires_grad=True)
     bias = torch.zeros(outputs, dtype=torch.float32, requires_grad=True)
     optimiser = torch.optim.LBFGS(
-        [weight, bias], lr=1.0, max_iter=max_iter, history_size=20,
-        line_search_fn="strong_wolfe", tolerance_grad=1e-6, tolerance_change=1e-9,
+        [weight, bias],
+        lr=1.0,
+        max_iter=max_iter,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+        tolerance_grad=1e-6,
+        tolerance_change=1e-9,
     )
 
     def closure() -> torch.Tensor:
@@ -81,7 +86,10 @@ class _AttributePosteriorModel(ZSLModel):
     """Shared parts: validation, feature standardisation, signatures, priors, log embedding."""
 
     defaults: ClassVar[dict[str, Any]] = {
-        "reg": 1e-3, "max_iter": 100, "prior": "empirical", "eps": 1e-4,
+        "reg": 1e-3,
+        "max_iter": 100,
+        "prior": "empirical",
+        "eps": 1e-4,
     }
     #: these models read binary class signatures (the attribute protocol passes binaryAtt)
     semantics_kind: ClassVar[str] = "binary"
@@ -99,52 +107,51 @@ class _AttributePosteriorModel(ZSLModel):
 
     # ---------------------------------------------------------------- signatures
     def _signatures(self, wnids: Sequence[str]) -> np.ndarray:
-        matrix = self._semantics.get(list(wnids)).astype(np.float64)
-        return (matrix > self._threshold).astype(np.float64)
+        matrix = self.semantics_.get(list(wnids)).astype(np.float64)
+        return (matrix > self.threshold_).astype(np.float64)
 
     def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[np.ndarray, np.ndarray]:
         features, _ = check_seen_data(self.name, data)
-        self._semantics = semantics
+        self.semantics_ = semantics
         matrix = semantics.matrix
         is_binary = np.isin(matrix, (0.0, 1.0)).all()
-        self._threshold = 0.5 if is_binary else float(matrix.mean())
+        self.threshold_ = 0.5 if is_binary else float(matrix.mean())
         signatures = self._signatures(data.seen_wnids)
         eps = float(self.params["eps"])
         if self.params["prior"] == "empirical":
             prior = signatures.mean(axis=0)
         else:
             prior = np.full(signatures.shape[1], 0.5)
-        self._log_prior = np.log(np.clip(prior, eps, 1 - eps))
-        self._log_not_prior = np.log(np.clip(1 - prior, eps, 1 - eps))
-        self._mean = features.mean(axis=0)
-        self._scale = np.maximum(features.std(axis=0), 1e-6)
-        return (features - self._mean) / self._scale, signatures
+        self.log_prior_ = np.log(np.clip(prior, eps, 1 - eps))
+        self.log_not_prior_ = np.log(np.clip(1 - prior, eps, 1 - eps))
+        self.mean_ = features.mean(axis=0)
+        self.scale_ = np.maximum(features.std(axis=0), 1e-6)
+        return (features - self.mean_) / self.scale_, signatures
 
     # ---------------------------------------------------------------- scoring
     def attribute_posteriors(self, features: np.ndarray) -> np.ndarray:
         """(N, D) features → (N, A) p(a_m = 1 | x), clipped to [eps, 1 - eps]."""
-        if not hasattr(self, "_mean"):
-            raise RuntimeError(f"{self.name}: call fit() first")
-        features = check_features(self.name, features, self._mean.shape[0])
+        check_is_fitted(self)
+        features = check_features(self.name, features, self.mean_.shape[0])
         eps = float(self.params["eps"])
-        return np.clip(self._posteriors((features - self._mean) / self._scale), eps, 1 - eps)
+        return np.clip(self._posteriors((features - self.mean_) / self.scale_), eps, 1 - eps)
 
     def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
         p = self.attribute_posteriors(features).astype(np.float64)
-        positive = np.log(p) - self._log_prior
-        negative = np.log1p(-p) - self._log_not_prior
+        positive = np.log(p) - self.log_prior_
+        negative = np.log1p(-p) - self.log_not_prior_
         return np.concatenate([positive, negative], axis=1).astype(np.float32)
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
-        if not hasattr(self, "_semantics"):
-            raise RuntimeError(f"{self.name}: call fit() first")
+        check_is_fitted(self)
         signatures = self._signatures(wnids)
         return np.concatenate([signatures, 1 - signatures], axis=1).astype(np.float32)
 
 
+@MODELS.register("dap")
 class DAP(_AttributePosteriorModel):
     """Direct Attribute Prediction: per-attribute logistic regressions on seen images."""
 
@@ -153,16 +160,17 @@ class DAP(_AttributePosteriorModel):
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> DAP:
         standardised, signatures = self._prepare(data, semantics)
         targets = signatures[np.asarray(data.labels, dtype=np.int64)]
-        self._weight, self._bias = _fit_linear(
+        self.weight_, self.bias_ = _fit_linear(
             standardised, targets, "bce", float(self.params["reg"]), int(self.params["max_iter"])
         )
         return self
 
     def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
-        logits = standardised @ self._weight + self._bias
+        logits = standardised @ self.weight_ + self.bias_
         return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
 
 
+@MODELS.register("iap")
 class IAP(_AttributePosteriorModel):
     """Indirect Attribute Prediction: seen-class posteriors mapped through seen signatures."""
 
@@ -170,19 +178,20 @@ class IAP(_AttributePosteriorModel):
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> IAP:
         standardised, signatures = self._prepare(data, semantics)
-        self._weight, self._bias = _fit_linear(
-            standardised, np.asarray(data.labels, dtype=np.int64), "ce",
-            float(self.params["reg"]), int(self.params["max_iter"]), len(data.seen_wnids),
+        self.weight_, self.bias_ = _fit_linear(
+            standardised,
+            np.asarray(data.labels, dtype=np.int64),
+            "ce",
+            float(self.params["reg"]),
+            int(self.params["max_iter"]),
+            len(data.seen_wnids),
         )
-        self._seen_signatures = signatures
+        self.seen_signatures_ = signatures
         return self
 
     def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
-        logits = (standardised @ self._weight + self._bias).astype(np.float64)
+        logits = (standardised @ self.weight_ + self.bias_).astype(np.float64)
         logits -= logits.max(axis=1, keepdims=True)
         probabilities = np.exp(logits)
         probabilities /= probabilities.sum(axis=1, keepdims=True)
-        return probabilities @ self._seen_signatures
-
-
-MODELS: dict[str, type[ZSLModel]] = {"dap": DAP, "iap": IAP}
+        return probabilities @ self.seen_signatures_

@@ -19,20 +19,27 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.models.base import SeenData
+from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
 from imagenet_zsl.models.common import (
     check_positive,
     minibatches,
     seeded_torch,
-    torch_device,
 )
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 _TRAINING_DEFAULTS: dict[str, Any] = {
-    "margin": 0.1, "lr": 1e-3, "weight_decay": 1e-4, "epochs": 20, "batch_size": 256,
-    "features": "standard", "semantic_norm": "l2", "device": "cpu", "seed": 0,
+    "margin": 0.1,
+    "lr": 1e-3,
+    "weight_decay": 1e-4,
+    "epochs": 20,
+    "batch_size": 256,
+    "features": "standard",
+    "semantic_norm": "l2",
+    "device": "cpu",
+    "seed": 0,
 }
 
 
@@ -59,26 +66,28 @@ class _BilinearRanking(_LinearSemanticModel):
             total = total * torch.where(rank > 0, harmonic / rank.clamp(min=1), torch.zeros_like(rank))
         return total.mean()
 
-    def fit(self, data: SeenData, semantics: ClassVectors,
-            graph: ClassGraph | None = None) -> _BilinearRanking:
+    def fit(
+        self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None
+    ) -> _BilinearRanking:
         import torch
 
         x, labels, s = self._prepare(data, semantics)
-        device = torch_device(self.params["device"])
+        device = resolve_device(self.params["device"])
         rng = np.random.default_rng(int(self.params["seed"]))
         targets = torch.from_numpy(labels).to(device)
         seen = torch.from_numpy(s.astype(np.float32)).to(device)
         with seeded_torch(int(self.params["seed"]), device):
             weight = torch.randn(x.shape[1], s.shape[1], device=device) / np.sqrt(x.shape[1])
             weight.requires_grad_(True)
-            optimiser = torch.optim.Adam([weight], lr=float(self.params["lr"]),
-                                         weight_decay=float(self.params["weight_decay"]))
+            optimiser = torch.optim.Adam(
+                [weight], lr=float(self.params["lr"]), weight_decay=float(self.params["weight_decay"])
+            )
             losses = []
             for _ in range(int(self.params["epochs"])):
                 epoch_loss = 0.0
                 for batch in minibatches(len(x), int(self.params["batch_size"]), rng):
                     batch = np.sort(batch)  # sorted rows read faster from memory-mapped features
-                    features = torch.from_numpy(self._prep(x[batch])).to(device)
+                    features = torch.from_numpy(self.prep_(x[batch])).to(device)
                     scores = features @ weight @ seen.T
                     loss = self._loss(scores, targets[torch.from_numpy(batch).to(device)])
                     optimiser.zero_grad()
@@ -86,15 +95,18 @@ class _BilinearRanking(_LinearSemanticModel):
                     optimiser.step()
                     epoch_loss += float(loss.detach()) * len(batch)
                 losses.append(epoch_loss / len(x))
-        self._map = weight.detach().cpu().numpy().astype(np.float32)
-        self.fit_info_ = {"loss_first_epoch": losses[0] if losses else None,
-                          "loss_last_epoch": losses[-1] if losses else None}
+        self.map_ = weight.detach().cpu().numpy().astype(np.float32)
+        self.fit_info_ = {
+            "loss_first_epoch": losses[0] if losses else None,
+            "loss_last_epoch": losses[-1] if losses else None,
+        }
         return self
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         return self._semantic(wnids)
 
 
+@MODELS.register("devise")
 class DeViSE(_BilinearRanking):
     """DeViSE: linear map of image features into the word-vector space, hinge rank loss."""
 
@@ -102,6 +114,7 @@ class DeViSE(_BilinearRanking):
     weighting: ClassVar[str] = "uniform"
 
 
+@MODELS.register("ale")
 class ALE(_BilinearRanking):
     """ALE: bilinear compatibility with the rank-weighted (WARP-style) hinge loss."""
 

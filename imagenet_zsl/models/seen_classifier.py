@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.models.base import SeenData
-from imagenet_zsl.models.common import seeded_torch, softmax, torch_device
+from imagenet_zsl.models.common import seeded_torch, softmax
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +38,9 @@ def augment(features: np.ndarray) -> np.ndarray:
     return np.hstack([features, np.ones((len(features), 1), np.float32)])
 
 
-def _least_squares_head(features: np.ndarray, targets: np.ndarray,
-                        block: int = 65536) -> tuple[np.ndarray, float]:
+def _least_squares_head(
+    features: np.ndarray, targets: np.ndarray, block: int = 65536
+) -> tuple[np.ndarray, float]:
     """W (D+1, S) minimising ||[x,1] W - logits||² via blocked normal equations, and the relative
     residual (how exactly a linear map reproduces the logits)."""
     d = features.shape[1] + 1
@@ -60,8 +62,13 @@ def _least_squares_head(features: np.ndarray, targets: np.ndarray,
 
 
 def train_softmax(
-    features: np.ndarray, labels: np.ndarray, num_classes: int, reg: float, max_iter: int,
-    device: str = "cpu", seed: int = 0,
+    features: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int,
+    reg: float,
+    max_iter: int,
+    device: str = "cpu",
+    seed: int = 0,
 ) -> np.ndarray:
     """Multinomial logistic regression, returned in raw feature space as W (D+1, S).
 
@@ -72,15 +79,20 @@ def train_softmax(
 
     mean = features.mean(axis=0)
     scale = np.maximum(features.std(axis=0), 1e-6)
-    dev = torch_device(device)
+    dev = resolve_device(device)
     x = torch.from_numpy(((features - mean) / scale).astype(np.float32)).to(dev)
     y = torch.from_numpy(labels.astype(np.int64)).to(dev)
     with seeded_torch(seed, dev):
         weight = torch.zeros(x.shape[1], num_classes, device=dev, requires_grad=True)
         bias = torch.zeros(num_classes, device=dev, requires_grad=True)
         optimiser = torch.optim.LBFGS(
-            [weight, bias], lr=1.0, max_iter=max_iter, history_size=20,
-            line_search_fn="strong_wolfe", tolerance_grad=1e-7, tolerance_change=1e-10,
+            [weight, bias],
+            lr=1.0,
+            max_iter=max_iter,
+            history_size=20,
+            line_search_fn="strong_wolfe",
+            tolerance_grad=1e-7,
+            tolerance_change=1e-10,
         )
 
         def closure() -> torch.Tensor:
@@ -99,8 +111,9 @@ def train_softmax(
 class SeenClassifier:
     """Posterior over the seen classes from the backbone head or a trained softmax classifier."""
 
-    def __init__(self, source: str = "auto", reg: float = 1e-4, max_iter: int = 200,
-                 device: str = "cpu", seed: int = 0):
+    def __init__(
+        self, source: str = "auto", reg: float = 1e-4, max_iter: int = 200, device: str = "cpu", seed: int = 0
+    ):
         if source not in SOURCES:
             raise ValueError(f"classifier must be one of {SOURCES}, got {source!r}")
         self.source = source
@@ -132,8 +145,10 @@ class SeenClassifier:
                 )
             use_head = not absent
             if absent:
-                log.info("%d seen classes are not backbone-head outputs: training a softmax "
-                         "classifier instead", len(absent))
+                log.info(
+                    "%d seen classes are not backbone-head outputs: training a softmax classifier instead",
+                    len(absent),
+                )
         if use_head:
             self.kind = "head"
             self.columns = np.array([index[w] for w in data.seen_wnids], dtype=np.int64)
@@ -142,8 +157,9 @@ class SeenClassifier:
             self.weights, self.head_residual = _least_squares_head(features, logits)
         else:
             self.kind = "softmax"
-            self.weights = train_softmax(features, labels, len(data.seen_wnids), self.reg,
-                                         self.max_iter, self.device, self.seed)
+            self.weights = train_softmax(
+                features, labels, len(data.seen_wnids), self.reg, self.max_iter, self.device, self.seed
+            )
         return self
 
     def info(self) -> dict[str, Any]:

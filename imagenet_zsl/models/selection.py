@@ -1,14 +1,19 @@
 """Hyper-parameter choice on validation classes split from the seen classes — never on test classes.
 
-The seen classes are split (seeded, class-disjoint) into fit classes and validation classes, e.g.
-800/200 of ILSVRC as Xian et al.; every grid point is fitted on the fit classes' images and scored
-on the validation classes:
+The one grid search of the toolkit, used by ``imagenet-zsl train`` and by the attribute datasets'
+GBU protocol. Both first describe their validation data as a :class:`ValidationSplit` — fit
+classes (with their training images) and validation classes (with their images), optionally plus
+held-out images of the fit classes — then :func:`search_hyperparameters` fits every grid point on
+the fit classes and scores it on the validation images:
 
 * mode "zsl": per-class hit@1 among the validation classes (Xian et al.'s criterion).
-* mode "gzsl" (Le Cacheux et al., 2019): a seeded share of each fit class's images is held out as
-  seen-class validation images; the score is the harmonic mean H of seen/unseen per-class accuracy
-  over fit ∪ validation classes after calibrated stacking, with the calibration γ chosen on the same
-  validation data. The chosen γ is returned with the result.
+* mode "gzsl" (Le Cacheux et al., 2019): the harmonic mean H of seen/unseen per-class accuracy
+  over fit ∪ validation classes after calibrated stacking, with the calibration γ chosen on the
+  same validation data.
+
+When the split holds held-out fit-class images, the calibration γ of the chosen point is returned
+as well (in "zsl" mode it is chosen for the best point only). ImageNet splits its seen classes
+with :func:`split_seen_data` (seeded, class-disjoint, e.g. 800/200 of ILSVRC as Xian et al.).
 
 Scores are the toolkit's one rule (dot products, ties count against the model) via
 :mod:`imagenet_zsl.scoring`.
@@ -18,14 +23,17 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tqdm import tqdm
 
-from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.common import check_seen_data
+from imagenet_zsl.scoring import choose_gamma, gzsl_from_scores, hit_at_k, ranks_from_scores
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -33,27 +41,84 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MODES = ("zsl", "gzsl")
+#: images scored per block when validating (bounds the (block, E) query temporaries)
+SCORE_BLOCK = 16384
+
+
+@dataclass
+class ValidationSplit:
+    """Seen-class data divided for choosing hyper-parameters; test data never enters it.
+
+    ``fit``: the training images of the fit classes (every grid point is fitted on them).
+    ``features`` (N, D) and ``logits`` (N, K) or None: the image array the validation ``rows``
+    (M,) index — held-out images of fit classes and images of the validation classes.
+    ``labels`` (M,): each validation image's class as an index into ``wnids`` (C,), the fit and
+    validation classes in one order; ``is_fit`` (C,) bool marks the fit classes.
+    """
+
+    fit: SeenData
+    features: np.ndarray
+    rows: np.ndarray
+    labels: np.ndarray
+    wnids: list[str]
+    is_fit: np.ndarray
+    logits: np.ndarray | None = None
+
+    @property
+    def fit_wnids(self) -> list[str]:
+        return [w for w, f in zip(self.wnids, self.is_fit, strict=True) if f]
+
+    @property
+    def val_wnids(self) -> list[str]:
+        return [w for w, f in zip(self.wnids, self.is_fit, strict=True) if not f]
+
+    @property
+    def calibrates(self) -> bool:
+        """True when held-out fit-class images allow choosing the GZSL calibration γ."""
+        return bool(self.is_fit[self.labels].any())
 
 
 @dataclass
 class SearchResult:
-    """Outcome of a grid search: the best point, every point's score, the validation classes."""
+    """Outcome of a grid search: every point's parameters and score, the best one, its model.
+
+    ``points`` are the grid values of each point, ``params`` the full hyper-parameters it was
+    fitted with (base parameters included), ``scores``/``gammas`` its validation score and (in
+    "gzsl" mode) calibration γ. ``gamma``/``validation_h``: the best point's γ and validation H
+    when the split calibrates, else None. ``best_model``: the best point's fitted model.
+    """
 
     best_params: dict[str, Any]
     best_score: float
-    rows: list[dict[str, Any]]
     mode: str
     fit_wnids: list[str]
     val_wnids: list[str]
+    points: list[dict[str, Any]]
+    params: list[dict[str, Any]]
+    scores: list[float]
+    gammas: list[float | None]
     gamma: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    validation_h: float | None = None
+    best_model: ZSLModel | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        """One record per grid point: its grid values, ``score`` and (gzsl mode) ``gamma``."""
+        return [
+            {**point, "score": score, **({"gamma": gamma} if gamma is not None else {})}
+            for point, score, gamma in zip(self.points, self.scores, self.gammas, strict=True)
+        ]
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready record for a model manifest."""
         return {
-            "mode": self.mode, "best_params": self.best_params, "best_score": self.best_score,
-            "gamma": self.gamma, "fit_classes": len(self.fit_wnids),
-            "val_classes": sorted(self.val_wnids), "grid": self.rows,
+            "mode": self.mode,
+            "best_params": self.best_params,
+            "best_score": self.best_score,
+            "gamma": self.gamma,
+            "fit_classes": len(self.fit_wnids),
+            "val_classes": sorted(self.val_wnids),
+            "grid": self.rows,
         }
 
 
@@ -69,13 +134,21 @@ def split_seen_classes(num_seen: int, val_fraction: float, seed: int) -> tuple[n
 
 
 def holdout_images(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """Bool mask: a seeded ``fraction`` of each class's images (at least one, never all)."""
+    """(N,) bool mask holding out a seeded round(fraction · n_c) images of every class c: at least
+    one when n_c >= 2 (and fraction > 0), never all of them. Vectorised (one lexsort)."""
+    labels = np.asarray(labels)
     rng = np.random.default_rng(seed)
-    mask = np.zeros(len(labels), bool)
-    for cls in np.unique(labels):
-        rows = np.flatnonzero(labels == cls)
-        take = int(np.clip(round(fraction * len(rows)), 1 if len(rows) > 1 else 0, len(rows) - 1))
-        mask[rng.choice(rows, take, replace=False)] = True
+    keys = rng.random(labels.size)
+    order = np.lexsort((keys, labels))
+    sorted_labels = labels[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_labels)) + 1]
+    counts = np.diff(np.r_[starts, labels.size])
+    take = np.rint(counts * fraction).astype(np.int64)
+    take = np.where((take == 0) & (counts >= 2) & (fraction > 0), 1, take)
+    take = np.minimum(take, counts - 1).clip(min=0)
+    rank = np.arange(labels.size) - np.repeat(starts, counts)
+    mask = np.zeros(labels.size, dtype=bool)
+    mask[order[rank < np.repeat(take, counts)]] = True
     return mask
 
 
@@ -91,93 +164,147 @@ def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
 def _subset(data: SeenData, rows: np.ndarray, classes: np.ndarray) -> SeenData:
     labels = np.searchsorted(classes, np.asarray(data.labels)[rows])
     return SeenData(
-        features=np.asarray(data.features)[rows], labels=labels.astype(np.int64),
+        features=np.asarray(data.features)[rows],
+        labels=labels.astype(np.int64),
         seen_wnids=[data.seen_wnids[i] for i in classes],
         logits=None if data.logits is None else np.asarray(data.logits)[rows],
         logit_classes=data.logit_classes,
     )
 
 
-def _scores(model: ZSLModel, data: SeenData, rows: np.ndarray, wnids: list[str],
-            block: int = 16384) -> np.ndarray:
+def split_seen_data(
+    data: SeenData, val_fraction: float, seed: int, seen_holdout: float | None = None
+) -> ValidationSplit:
+    """ImageNet's validation split: seeded validation classes (:func:`split_seen_classes`) and,
+    with ``seen_holdout``, a seeded share of each fit class's images held out (:func:`holdout_images`)."""
+    _, labels = check_seen_data("selection", data)
+    fit_classes, val_classes = split_seen_classes(len(data.seen_wnids), val_fraction, seed)
+    fit_rows = np.flatnonzero(np.isin(labels, fit_classes))
+    val_rows = np.flatnonzero(np.isin(labels, val_classes))
+    seen_rows = np.zeros(0, np.int64)
+    if seen_holdout is not None:
+        held = holdout_images(labels[fit_rows], seen_holdout, seed)
+        seen_rows, fit_rows = fit_rows[held], fit_rows[~held]
+    rows = np.concatenate([seen_rows, val_rows])
+    # fit ∪ validation classes are all seen classes: labels index seen_wnids directly
+    return ValidationSplit(
+        fit=_subset(data, fit_rows, fit_classes),
+        features=data.features,
+        rows=rows,
+        labels=labels[rows],
+        wnids=list(data.seen_wnids),
+        is_fit=np.isin(np.arange(len(data.seen_wnids)), fit_classes),
+        logits=data.logits,
+    )
+
+
+def score_images(
+    model: ZSLModel,
+    features: np.ndarray,
+    wnids: list[str],
+    rows: np.ndarray | None = None,
+    logits: np.ndarray | None = None,
+) -> np.ndarray:
+    """(M, C) float32 dot-product scores ``embed_images(x) · class_prototypes(c)`` of the images
+    ``rows`` (default: all) of ``features`` (N, D) against ``wnids`` (C,), in blocks of
+    ``SCORE_BLOCK`` images; NaN/Inf is a user error."""
+    rows = np.arange(len(features)) if rows is None else np.asarray(rows)
     prototypes = np.asarray(model.class_prototypes(wnids), dtype=np.float32)
     out = np.empty((len(rows), len(wnids)), np.float32)
-    for start in range(0, len(rows), block):
-        part = rows[start : start + block]
-        logits = None if data.logits is None else np.asarray(data.logits)[part]
-        queries = model.embed_images(np.asarray(data.features)[part], logits)
-        out[start : start + block] = np.asarray(queries, dtype=np.float32) @ prototypes.T
+    for start in range(0, len(rows), SCORE_BLOCK):
+        part = rows[start : start + SCORE_BLOCK]
+        block_logits = None if logits is None else np.asarray(logits)[part]
+        queries = model.embed_images(np.asarray(features)[part], block_logits)
+        out[start : start + SCORE_BLOCK] = np.asarray(queries, dtype=np.float32) @ prototypes.T
     if not np.isfinite(out).all():
-        raise UserInputError(f"{model.name}: produced NaN/Inf validation scores")
+        raise UserInputError(f"{model.name}: produced NaN/Inf scores")
     return out
+
+
+def zsl_score(model: ZSLModel, split: ValidationSplit) -> float:
+    """Per-class hit@1 on the validation classes' images among the validation classes only."""
+    val_columns = np.flatnonzero(~split.is_fit)
+    which = np.flatnonzero(np.isin(split.labels, val_columns))
+    scores = score_images(
+        model, split.features, [split.wnids[c] for c in val_columns], split.rows[which], split.logits
+    )
+    labels = np.searchsorted(val_columns, split.labels[which])
+    return hit_at_k(
+        ranks_from_scores(scores, labels), labels, [1], num_classes=len(val_columns), per_class=True
+    )[1]
+
+
+def calibration(model: ZSLModel, split: ValidationSplit) -> tuple[float, float]:
+    """(γ, H): the calibrated-stacking γ maximising per-class H@1 on every validation image."""
+    scores = score_images(model, split.features, split.wnids, split.rows, split.logits)
+    gz = gzsl_from_scores(scores, split.labels, split.is_fit, m=2)
+    return choose_gamma(gz, k=1, per_class=True)
+
+
+def _check_names(cls: type[ZSLModel], names: set[str]) -> None:
+    unknown = sorted(names - set(cls.defaults))
+    if unknown:
+        raise UserInputError(
+            f"{cls.name}: unknown hyper-parameters {preview(unknown)}; it has {preview(sorted(cls.defaults))}"
+        )
 
 
 def search_hyperparameters(
     name: str,
     grid: dict[str, list[Any]] | None,
-    data: SeenData,
+    split: ValidationSplit,
     semantics: ClassVectors | None,
     graph: ClassGraph | None = None,
-    val_fraction: float = 0.2,
-    seed: int = 0,
     *,
     mode: str = "zsl",
     base_params: dict[str, Any] | None = None,
-    seen_holdout: float = 0.2,
+    progress: Callable[[str], None] | None = None,
 ) -> SearchResult:
-    """Fit every grid point on the fit classes, score it on the validation classes (see module).
+    """Fit every grid point on ``split.fit``, score it on the validation images (see module).
 
     ``base_params`` are fixed for every point (grid values override them); ``grid=None`` uses the
-    model class's ``grid``. Ties go to the first point in :func:`grid_points` order.
+    model class's ``grid``. Ties go to the first point in :func:`grid_points` order. ``progress``
+    receives one line per point (default: the log).
     """
-    from tqdm import tqdm
-
-    from imagenet_zsl.scoring import (
-        choose_gamma,
-        gzsl_from_scores,
-        per_class_rates,
-        ranks_from_scores,
-    )
-    from imagenet_zsl.models.registry import create, model_class
-
     if mode not in MODES:
         raise UserInputError(f"selection mode must be one of {MODES}, got {mode!r}")
-    cls = model_class(name)
+    cls = MODELS.get(name)
     grid = dict(getattr(cls, "grid", {}) if grid is None else grid)
-    points = grid_points(grid) if grid else [{}]
     base = dict(base_params or {})
-    _, labels = check_seen_data(cls.name, data)
-    fit_classes, val_classes = split_seen_classes(len(data.seen_wnids), val_fraction, seed)
-    fit_rows = np.flatnonzero(np.isin(labels, fit_classes))
-    val_rows = np.flatnonzero(np.isin(labels, val_classes))
-    fit_wnids = [data.seen_wnids[i] for i in fit_classes]
-    val_wnids = [data.seen_wnids[i] for i in val_classes]
-    seen_rows = np.zeros(0, np.int64)
-    if mode == "gzsl":
-        held = holdout_images(labels[fit_rows], seen_holdout, seed)
-        seen_rows, fit_rows = fit_rows[held], fit_rows[~held]
-    fit_data = _subset(data, fit_rows, fit_classes)
-    rows: list[dict[str, Any]] = []
-    best: tuple[float, int, float | None] = (-np.inf, -1, None)
+    _check_names(cls, set(base) | set(grid))
+    points = grid_points(grid) if grid else [{}]
+    report = progress or log.info
+    criterion = "H" if mode == "gzsl" else "top-1"
+    all_params, scores, gammas = [], [], []
+    best: tuple[float, int, ZSLModel | None] = (-np.inf, -1, None)
     for i, point in enumerate(tqdm(points, desc=f"{cls.name} grid", disable=None, leave=False)):
-        model = create(cls.name, **{**base, **point})
-        model.fit(fit_data, semantics, graph)
+        params = {**base, **point}
+        model = create(cls.name, **params).fit(split.fit, semantics, graph)
         gamma = None
         if mode == "zsl":
-            scores = _scores(model, data, val_rows, val_wnids)
-            val_labels = np.searchsorted(val_classes, labels[val_rows])
-            ranks = ranks_from_scores(scores, val_labels)
-            value = per_class_rates(ranks, val_labels, [1], len(val_wnids))[1]
+            value = zsl_score(model, split)
         else:
-            joint = np.union1d(fit_classes, val_classes)
-            image_rows = np.concatenate([seen_rows, val_rows])
-            scores = _scores(model, data, image_rows, [data.seen_wnids[c] for c in joint])
-            joint_labels = np.searchsorted(joint, labels[image_rows])
-            gz = gzsl_from_scores(scores, joint_labels, np.isin(joint, fit_classes), m=2)
-            gamma, value = choose_gamma(gz, k=1, per_class=True)
-        rows.append({**point, "score": float(value), **({"gamma": gamma} if gamma is not None else {})})
-        log.info("%s %s: validation %s %.4f", cls.name, point, "H" if mode == "gzsl" else "hit@1", value)
+            gamma, value = calibration(model, split)
+        all_params.append(params)
+        scores.append(float(value))
+        gammas.append(gamma)
+        report(f"{cls.name} {params}: val {criterion} {value:.4f}")
         if value > best[0]:
-            best = (float(value), i, gamma)
-    best_params = {**base, **points[best[1]]}
-    return SearchResult(best_params, best[0], rows, mode, fit_wnids, val_wnids, best[2])
+            best = (float(value), i, model)
+    result = SearchResult(
+        best_params=all_params[best[1]],
+        best_score=best[0],
+        mode=mode,
+        fit_wnids=split.fit_wnids,
+        val_wnids=split.val_wnids,
+        points=points,
+        params=all_params,
+        scores=scores,
+        gammas=gammas,
+        best_model=best[2],
+    )
+    if mode == "gzsl":
+        result.gamma, result.validation_h = gammas[best[1]], best[0]
+    elif split.calibrates:
+        result.gamma, result.validation_h = calibration(best[2], split)
+    return result

@@ -18,10 +18,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.models.base import SeenData
+from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
-from imagenet_zsl.models.common import check_features, check_positive, seeded_torch, torch_device
+from imagenet_zsl.models.common import check_features, check_positive, seeded_torch
 from imagenet_zsl.models.seen_classifier import augment
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
@@ -42,16 +43,24 @@ def phantom_weights(semantic: np.ndarray, phantoms: np.ndarray, bandwidth: float
     return weights / weights.sum(axis=1, keepdims=True)
 
 
+@MODELS.register("sync")
 class SYNC(_LinearSemanticModel):
     """SYNC: each class's classifier is a semantic-similarity mixture of phantom classifiers."""
 
     name: ClassVar[str] = "sync"
     defaults: ClassVar[dict[str, Any]] = {
-        "lam": 1e-3, "sigma": 1.0, "max_iter": 100, "features": "standard", "semantic_norm": "l2",
-        "device": "cpu", "seed": 0,
+        "lam": 1e-3,
+        "sigma": 1.0,
+        "max_iter": 100,
+        "features": "standard",
+        "semantic_norm": "l2",
+        "device": "cpu",
+        "seed": 0,
     }
-    grid: ClassVar[dict[str, list[Any]]] = {"lam": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1],
-                                            "sigma": [0.25, 0.5, 1.0, 2.0, 4.0]}
+    grid: ClassVar[dict[str, list[Any]]] = {
+        "lam": [1e-5, 1e-4, 1e-3, 1e-2, 1e-1],
+        "sigma": [0.25, 0.5, 1.0, 2.0, 4.0],
+    }
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -62,26 +71,30 @@ class SYNC(_LinearSemanticModel):
         import torch
 
         raw, labels, seen = self._prepare(data, semantics)
-        x = self._prep(raw)
-        self._phantoms = seen.astype(np.float32)
+        x = self.prep_(raw)
+        self.phantoms_ = seen.astype(np.float32)
         d2 = squared_distances(seen, seen)
         off_diagonal = d2[~np.eye(len(d2), dtype=bool)]
         median = float(np.median(off_diagonal)) if off_diagonal.size else 1.0
-        self._bandwidth = float(self.params["sigma"]) * max(median, 1e-12)
-        mixing = phantom_weights(seen, self._phantoms, self._bandwidth)  # (Z, R)
+        self.bandwidth_ = float(self.params["sigma"]) * max(median, 1e-12)
+        mixing = phantom_weights(seen, self.phantoms_, self.bandwidth_)  # (Z, R)
 
-        device = torch_device(self.params["device"])
+        device = resolve_device(self.params["device"])
         features = torch.from_numpy(augment(x.astype(np.float32))).to(device)
         signs = -torch.ones(len(x), len(seen), device=device)
         signs[torch.arange(len(x)), torch.from_numpy(labels).to(device)] = 1.0
         a = torch.from_numpy(mixing.astype(np.float32)).to(device)
         lam = float(self.params["lam"])
         with seeded_torch(int(self.params["seed"]), device):
-            phantom_classifiers = torch.zeros(len(seen), features.shape[1], device=device,
-                                              requires_grad=True)
+            phantom_classifiers = torch.zeros(len(seen), features.shape[1], device=device, requires_grad=True)
             optimiser = torch.optim.LBFGS(
-                [phantom_classifiers], lr=1.0, max_iter=int(self.params["max_iter"]), history_size=20,
-                line_search_fn="strong_wolfe", tolerance_grad=1e-7, tolerance_change=1e-10,
+                [phantom_classifiers],
+                lr=1.0,
+                max_iter=int(self.params["max_iter"]),
+                history_size=20,
+                line_search_fn="strong_wolfe",
+                tolerance_grad=1e-7,
+                tolerance_change=1e-10,
             )
 
             def objective() -> torch.Tensor:
@@ -98,14 +111,14 @@ class SYNC(_LinearSemanticModel):
             optimiser.step(closure)
             with torch.no_grad():
                 final = float(objective())
-        self._phantom_classifiers = phantom_classifiers.detach().cpu().numpy().astype(np.float32)
+        self.phantom_classifiers_ = phantom_classifiers.detach().cpu().numpy().astype(np.float32)
         self.fit_info_ = {"loss": final}
         return self
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self._prep.dim)
-        return augment(self._prep(features))
+        features = check_features(self.name, features, self.prep_.dim)
+        return augment(self.prep_(features))
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
-        mixing = phantom_weights(self._semantic(wnids), self._phantoms, self._bandwidth)
-        return (mixing @ self._phantom_classifiers).astype(np.float32)
+        mixing = phantom_weights(self._semantic(wnids), self.phantoms_, self.bandwidth_)
+        return (mixing @ self.phantom_classifiers_).astype(np.float32)

@@ -5,7 +5,8 @@ Config (YAML)::
     model: eszsl                  # registry name (imagenet-zsl models)
     params: {gamma: 1.0}          # hyper-parameters; the rest keep their defaults
     semantics: glove-6b-50d       # class vectors: a named set or a class-vector .npz
-    graph: wordnet                # class graph for trivial / GCN models: wordnet | imagenet
+    graph: wordnet                # class graph for trivial / GCN models: wordnet | imagenet |
+                                  # wordnet+instances | a parent<TAB>child edge file
     seen: null                    # class list file restricting the seen classes (default: all
                                   # classes with images in the feature directory)
     select:                       # optional: choose hyper-parameters on validation classes
@@ -26,10 +27,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.simulate import resolve_class_vectors
+from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.io import MANIFEST_NAME, command_line, file_record
-from imagenet_zsl.models.base import SeenData
+from imagenet_zsl.models.base import MODELS, SeenData, create
+from imagenet_zsl.models.registry import save_model
+from imagenet_zsl.models.selection import search_hyperparameters, split_seen_data
+from imagenet_zsl.splits.io import read_wnid_list
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +70,6 @@ def train_config_from_dict(raw: dict[str, Any], where: str = "train config") -> 
 
 
 def load_train_config(path: str | Path) -> TrainConfig:
-    import yaml
 
     path = Path(path)
     if not path.exists():
@@ -72,8 +79,6 @@ def load_train_config(path: str | Path) -> TrainConfig:
 
 def load_seen_data(features_dir: str | Path, seen: list[str] | None = None) -> SeenData:
     """SeenData from a feature directory: the given classes, or every class that has images."""
-    from imagenet_zsl.features.shards import FeatureDir
-
     features = FeatureDir(features_dir)
     if features.simulated:
         log.warning("%s holds SIMULATED features (see its manifest)", features_dir)
@@ -91,8 +96,11 @@ def load_seen_data(features_dir: str | Path, seen: list[str] | None = None) -> S
     position = {w: i for i, w in enumerate(seen)}
     remap = np.array([position.get(w, -1) for w in features.classes], dtype=np.int64)
     return SeenData(
-        features=block.features, labels=remap[block.labels], seen_wnids=list(seen),
-        logits=block.logits, logit_classes=features.logit_classes,
+        features=block.features,
+        labels=remap[block.labels],
+        seen_wnids=list(seen),
+        logits=block.logits,
+        logit_classes=features.logit_classes,
     )
 
 
@@ -105,29 +113,23 @@ def drop_classes(data: SeenData, drop: list[str]) -> SeenData:
     rows = keep[data.labels]
     new_index = np.cumsum(keep) - 1
     return SeenData(
-        features=data.features[rows], labels=new_index[data.labels[rows]],
+        features=data.features[rows],
+        labels=new_index[data.labels[rows]],
         seen_wnids=[w for w, k in zip(data.seen_wnids, keep, strict=True) if k],
-        logits=None if data.logits is None else data.logits[rows], logit_classes=data.logit_classes,
+        logits=None if data.logits is None else data.logits[rows],
+        logit_classes=data.logit_classes,
     )
 
 
-def load_graph(name: str):  # noqa: ANN201 - ClassGraph
-    from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES, load_class_graph
-
-    if name not in GRAPH_SOURCES:
-        raise UserInputError(f"graph must be one of {GRAPH_SOURCES}, got {name!r}")
-    return load_class_graph(name)
-
-
-def train(config: TrainConfig, features_dir: str | Path, out_dir: str | Path,
-          config_path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> Path:
+def train(
+    config: TrainConfig,
+    features_dir: str | Path,
+    out_dir: str | Path,
+    config_path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> Path:
     """Fit ``config.model`` on the seen classes of ``features_dir`` and save it to ``out_dir``."""
-    from imagenet_zsl.features.simulate import resolve_class_vectors
-    from imagenet_zsl.models.registry import create, model_class, save_model
-    from imagenet_zsl.models.selection import search_hyperparameters
-    from imagenet_zsl.splits.io import read_wnid_list
-
-    cls = model_class(config.model)
+    cls = MODELS.get(config.model)
     params = {**config.params, **(overrides or {})}
     create(cls.name, **params)  # validate before any loading
     seen = None
@@ -138,13 +140,14 @@ def train(config: TrainConfig, features_dir: str | Path, out_dir: str | Path,
         seen = read_wnid_list(seen_path)
     data = load_seen_data(features_dir, seen)
     semantics = None if not getattr(cls, "needs_semantics", True) else resolve_class_vectors(config.semantics)
-    graph = load_graph(config.graph) if getattr(cls, "needs_graph", False) else None
+    graph = resolve_graph(config.graph) if getattr(cls, "needs_graph", False) else None
     extra: dict[str, Any] = {
         "command": command_line(),
         "train_config": asdict(config),
         "inputs": {
             "features": file_record(Path(features_dir) / MANIFEST_NAME),
-            "seen_classes": len(data.seen_wnids), "images": int(len(data.labels)),
+            "seen_classes": len(data.seen_wnids),
+            "images": int(len(data.labels)),
             "semantics": None if semantics is None else semantics.source,
             "graph": None if graph is None else graph.source,
         },
@@ -154,22 +157,41 @@ def train(config: TrainConfig, features_dir: str | Path, out_dir: str | Path,
     if semantics is not None and getattr(cls, "seen_need_vectors", True):
         without = [w for w in data.seen_wnids if w not in semantics]
         if without:
-            log.warning("%d seen classes have no semantic vector (%s) and are left out of training: %s",
-                        len(without), semantics.source, preview(without))
+            log.warning(
+                "%d seen classes have no semantic vector (%s) and are left out of training: %s",
+                len(without),
+                semantics.source,
+                preview(without),
+            )
             data = drop_classes(data, without)
             extra["inputs"]["seen_classes_without_vector"] = sorted(without)
             extra["inputs"]["seen_classes"] = len(data.seen_wnids)
             extra["inputs"]["images"] = int(len(data.labels))
     if config.select:
-        select = dict(config.select)
-        grid = select.get("grid", "default")
-        result = search_hyperparameters(
-            cls.name, None if grid in (None, "default") else grid, data, semantics, graph,
-            float(select.get("val_fraction", 0.2)), int(select.get("seed", 0)),
-            mode=select.get("mode", "zsl"), base_params=params,
-            seen_holdout=float(select.get("seen_holdout", 0.2)),
-        )
-        params = result.best_params
-        extra["selection"] = result.summary()
+        params, extra["selection"] = _select(cls.name, config.select, params, data, semantics, graph)
     model = create(cls.name, **params).fit(data, semantics, graph)
     return save_model(model, out_dir, extra)
+
+
+def _select(
+    name: str, select: dict[str, Any], params: dict[str, Any], data: SeenData, semantics: Any, graph: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config's ``select`` block → (chosen hyper-parameters, manifest record)."""
+    grid = select.get("grid", "default")
+    mode = select.get("mode", "zsl")
+    split = split_seen_data(
+        data,
+        float(select.get("val_fraction", 0.2)),
+        int(select.get("seed", 0)),
+        float(select.get("seen_holdout", 0.2)) if mode == "gzsl" else None,
+    )
+    result = search_hyperparameters(
+        name,
+        None if grid in (None, "default") else grid,
+        split,
+        semantics,
+        graph,
+        mode=mode,
+        base_params=params,
+    )
+    return result.best_params, result.summary()

@@ -18,23 +18,30 @@ import scipy.sparse as sp
 from scipy.sparse import csgraph
 
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.models.base import SeenData, ZSLModel
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import check_features, check_seen_data, require_graph
 from imagenet_zsl.models.seen_classifier import SeenClassifier
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 #: the seen-class classifier's hyper-parameters, shared by every model that needs one
 CLASSIFIER_DEFAULTS: dict[str, Any] = {
-    "classifier": "auto", "classifier_reg": 1e-4, "classifier_iter": 200,
-    "device": "cpu", "seed": 0,
+    "classifier": "auto",
+    "classifier_reg": 1e-4,
+    "classifier_iter": 200,
+    "device": "cpu",
+    "seed": 0,
 }
 
 
-def fit_seen_classifier(params: dict[str, Any], data: SeenData, features: np.ndarray,
-                        labels: np.ndarray) -> SeenClassifier:
+def fit_seen_classifier(
+    params: dict[str, Any], data: SeenData, features: np.ndarray, labels: np.ndarray
+) -> SeenClassifier:
     return SeenClassifier(
-        source=params["classifier"], reg=float(params["classifier_reg"]),
-        max_iter=int(params["classifier_iter"]), device=params["device"], seed=int(params["seed"]),
+        source=params["classifier"],
+        reg=float(params["classifier_reg"]),
+        max_iter=int(params["classifier_iter"]),
+        device=params["device"],
+        seed=int(params["seed"]),
     ).fit(data, features, labels)
 
 
@@ -53,8 +60,12 @@ def nearest_seen_sets(graph: ClassGraph, seen: Sequence[str]) -> tuple[sp.csr_ma
     dist = graph.distances_from(seen)
     adjacency = graph.adjacency.astype(np.float32).tocsr()
     layer_rows = [seen_idx]
-    blocks = [sp.csr_matrix((np.ones(num_seen, np.float32), (np.arange(num_seen), np.arange(num_seen))),
-                            shape=(num_seen, num_seen))]
+    blocks = [
+        sp.csr_matrix(
+            (np.ones(num_seen, np.float32), (np.arange(num_seen), np.arange(num_seen))),
+            shape=(num_seen, num_seen),
+        )
+    ]
     # a seen class listed twice is its own nearest class under both positions
     finite = dist[np.isfinite(dist)]
     for level in range(1, int(finite.max()) + 1 if finite.size else 1):
@@ -73,8 +84,10 @@ def nearest_seen_sets(graph: ClassGraph, seen: Sequence[str]) -> tuple[sp.csr_ma
     reached = position >= 0
     sets = sp.csr_matrix((n, num_seen), dtype=np.float32)
     if reached.any():
-        permute = sp.csr_matrix((np.ones(reached.sum(), np.float32),
-                                 (np.flatnonzero(reached), position[reached])), shape=(n, len(order)))
+        permute = sp.csr_matrix(
+            (np.ones(reached.sum(), np.float32), (np.flatnonzero(reached), position[reached])),
+            shape=(n, len(order)),
+        )
         sets = (permute @ stacked).tocsr()
     return sets.astype(bool), dist
 
@@ -99,6 +112,7 @@ def nearest_seen_matrix_bfs(graph: ClassGraph, seen: Sequence[str], wnids: Seque
     return (nearest / nearest.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
+@MODELS.register("trivial")
 class Trivial(ZSLModel):
     """Hascoet et al.'s structural baseline: one-hot code of the nearest training class(es)."""
 
@@ -109,21 +123,22 @@ class Trivial(ZSLModel):
     needs_semantics: ClassVar[bool] = False
     seen_need_vectors: ClassVar[bool] = False
 
-    def fit(self, data: SeenData, semantics: ClassVectors | None = None,
-            graph: ClassGraph | None = None) -> Trivial:
+    def fit(
+        self, data: SeenData, semantics: ClassVectors | None = None, graph: ClassGraph | None = None
+    ) -> Trivial:
         graph = require_graph(self.name, graph)
         graph.indices(data.seen_wnids, "seen classes")
         features, labels = check_seen_data(self.name, data)
-        self._classifier = fit_seen_classifier(self.params, data, features, labels)
-        self._dim = features.shape[1]
-        self._seen_wnids = list(data.seen_wnids)
-        self._graph = graph
-        self.fit_info_ = self._classifier.info()
+        self.classifier_ = fit_seen_classifier(self.params, data, features, labels)
+        self.dim_ = features.shape[1]
+        self.seen_wnids_ = list(data.seen_wnids)
+        self.graph_ = graph
+        self.fit_info_ = self.classifier_.info()
         return self
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self._dim)
-        return self._classifier.posterior(features, logits).astype(np.float32)
+        features = check_features(self.name, features, self.dim_)
+        return self.classifier_.posterior(features, logits).astype(np.float32)
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
-        return nearest_seen_matrix(self._graph, self._seen_wnids, list(wnids))
+        return nearest_seen_matrix(self.graph_, self.seen_wnids_, list(wnids))

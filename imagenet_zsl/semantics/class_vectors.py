@@ -6,6 +6,7 @@ xlsa17 attribute vectors are interchangeable.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +59,6 @@ class ClassVectors:
 
     def save(self, path: str | Path) -> Path:
         """npz with ``wnids``, ``matrix``, ``missing`` (atomic)."""
-        import io
-
         buffer = io.BytesIO()
         np.savez(
             buffer,

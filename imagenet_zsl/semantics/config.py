@@ -30,11 +30,8 @@ import yaml
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.semantics.frequency import DEFAULT_MIN_COUNT, load_frequencies, rare_threshold
-from imagenet_zsl.semantics.lemma_vectors import LEMMA_RULES
-from imagenet_zsl.semantics.senses import DEFAULTS as SENSE_DEFAULTS
+from imagenet_zsl.semantics.spec import DEFAULT_MIN_CONFIDENCE, LEMMA_RULES, SENSE_DEFAULTS
 from imagenet_zsl.semantics.word_vectors import VectorSpec
-
-DEFAULT_MIN_CONFIDENCE = 0.5
 
 
 @dataclass(frozen=True)
@@ -68,14 +65,20 @@ class LabelConfig:
     def as_dict(self) -> dict[str, Any]:
         """The resolved settings (for manifests)."""
         return {
-            "vectors": {"source": self.vectors.source, "format": self.vectors.format,
-                        "dim": self.vectors.dim},
+            "vectors": {
+                "source": self.vectors.source,
+                "format": self.vectors.format,
+                "dim": self.vectors.dim,
+            },
             "lemma_rule": self.lemma_rule,
             "normalize": self.normalize,
-            "frequency": {"source": self.frequency.source, "lang": self.frequency.lang,
-                          "min_count": self.frequency.min_count,
-                          "reference_tokens": self.frequency.reference_tokens,
-                          "min_zipf": self.frequency.min_zipf},
+            "frequency": {
+                "source": self.frequency.source,
+                "lang": self.frequency.lang,
+                "min_count": self.frequency.min_count,
+                "reference_tokens": self.frequency.reference_tokens,
+                "min_zipf": self.frequency.min_zipf,
+            },
             "polysemy": {"min_confidence": self.min_confidence, **dict(self.sense_params)},
         }
 
@@ -136,8 +139,9 @@ def load_label_config(source: str | Path | Mapping | None = None) -> LabelConfig
         source=str(freq.get("source", "wordfreq")),
         lang=str(freq.get("lang", "en")),
         min_count=_number(freq.get("min_count", DEFAULT_MIN_COUNT), f"{where}: frequency.min_count"),
-        reference_tokens=_number(freq.get("reference_tokens"), f"{where}: frequency.reference_tokens",
-                                 positive=True),
+        reference_tokens=_number(
+            freq.get("reference_tokens"), f"{where}: frequency.reference_tokens", positive=True
+        ),
         min_zipf=_number(freq.get("min_zipf"), f"{where}: frequency.min_zipf"),
         base_dir=base_dir,
     )
@@ -145,13 +149,25 @@ def load_label_config(source: str | Path | Mapping | None = None) -> LabelConfig
     if not isinstance(poly, Mapping):
         raise UserInputError(f"{where}: polysemy must be a mapping")
     _check_keys(poly, {"min_confidence", *SENSE_DEFAULTS}, f"{where}: polysemy")
-    min_conf = _number(poly.get("min_confidence", DEFAULT_MIN_CONFIDENCE),
-                       f"{where}: polysemy.min_confidence", optional=False)
+    min_conf = _number(
+        poly.get("min_confidence", DEFAULT_MIN_CONFIDENCE),
+        f"{where}: polysemy.min_confidence",
+        optional=False,
+    )
     if not 0 <= min_conf <= 1:
         raise UserInputError(f"{where}: polysemy.min_confidence must be in [0, 1], got {min_conf}")
-    params = {k: _number(poly.get(k, v), f"{where}: polysemy.{k}", positive=True, optional=False)
-              for k, v in SENSE_DEFAULTS.items()}
+    params = {
+        k: _number(poly.get(k, v), f"{where}: polysemy.{k}", positive=True, optional=False)
+        for k, v in SENSE_DEFAULTS.items()
+    }
     if params["order_decay"] > 1:
         raise UserInputError(f"{where}: polysemy.order_decay must be in (0, 1], got {params['order_decay']}")
-    return LabelConfig(vectors=vectors, lemma_rule=rule, normalize=normalize, frequency=frequency,
-                       min_confidence=min_conf, sense_params=tuple(sorted(params.items())), path=path)
+    return LabelConfig(
+        vectors=vectors,
+        lemma_rule=rule,
+        normalize=normalize,
+        frequency=frequency,
+        min_confidence=min_conf,
+        sense_params=tuple(sorted(params.items())),
+        path=path,
+    )

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -55,8 +56,6 @@ class WordfreqFrequencies:
 
     @property
     def name(self) -> str:
-        from importlib import metadata
-
         return f"wordfreq {metadata.version('wordfreq')} ({self.lang})"
 
     def zipf(self, labels: Sequence[str]) -> np.ndarray:
@@ -155,8 +154,12 @@ def load_frequencies(source: str = "wordfreq", lang: str = "en", base_dir: Path 
     return CountTableFrequencies.read(path)
 
 
-def rare_threshold(frequencies, min_zipf: float | None = None, min_count: float | None = DEFAULT_MIN_COUNT,
-                   reference_tokens: float | None = None) -> float:
+def rare_threshold(
+    frequencies,
+    min_zipf: float | None = None,
+    min_count: float | None = DEFAULT_MIN_COUNT,
+    reference_tokens: float | None = None,
+) -> float:
     """The Zipf value below which a label is rare (``min_zipf`` wins over ``min_count``)."""
     if min_zipf is not None:
         return float(min_zipf)

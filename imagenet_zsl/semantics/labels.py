@@ -33,36 +33,56 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from imagenet_zsl.data import fall11_counts
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.universe import training_wnids, universe_wnids
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.config import LabelConfig
+from imagenet_zsl.semantics.lemma_vectors import class_vectors_from_lemmas, vectorizer_for
 from imagenet_zsl.semantics.senses import PrimarySenseModel, word_key
 
 log = logging.getLogger(__name__)
 
 REASONS = ("no_vector", "rare_label", "secondary_meaning", "low_confidence")
-LEMMA_COLUMNS = ("wnid", "lemma", "n_noun_senses", "n_imagenet_classes_sharing", "zipf_frequency",
-                 "in_vocabulary", "is_primary", "primary_confidence")
+LEMMA_COLUMNS = (
+    "wnid",
+    "lemma",
+    "n_noun_senses",
+    "n_imagenet_classes_sharing",
+    "zipf_frequency",
+    "in_vocabulary",
+    "is_primary",
+    "primary_confidence",
+)
 
 
 def chosen_labels(wnids: Sequence[str], nouns=None) -> list[str]:
     """The label of each class: its first WordNet lemma (see the module docstring)."""
     if nouns is None:
-        from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-
         nouns = load_wordnet_nouns()
     return [nouns.lemmas[nouns.index[w]][0] for w in wnids]
 
 
-def primary_decisions(words: Sequence[str], wnids: Sequence[str], model: PrimarySenseModel
-                      ) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def primary_decisions(
+    words: Sequence[str], wnids: Sequence[str], model: PrimarySenseModel
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """For each (word, class) pair: is the class the word's primary sense, its posterior, and the
     primary sense's wnid. A word with no other noun sense is primary with confidence 1."""
     evidence = model.evidence(words)
-    lookup = {(w, n): (p, c) for w, n, p, c in zip(evidence["word"], evidence["wnid"],
-                                                    evidence["is_primary"], evidence["posterior"],
-                                                    strict=True)}
-    primary_of = dict(zip(evidence.loc[evidence["is_primary"], "word"],
-                          evidence.loc[evidence["is_primary"], "wnid"], strict=True))
+    lookup = {
+        (w, n): (p, c)
+        for w, n, p, c in zip(
+            evidence["word"], evidence["wnid"], evidence["is_primary"], evidence["posterior"], strict=True
+        )
+    }
+    primary_of = dict(
+        zip(
+            evidence.loc[evidence["is_primary"], "word"],
+            evidence.loc[evidence["is_primary"], "wnid"],
+            strict=True,
+        )
+    )
     is_primary = np.ones(len(words), dtype=bool)
     confidence = np.ones(len(words), dtype=np.float64)
     primary = []
@@ -97,18 +117,13 @@ class LabelTables:
     class_vectors: ClassVectors | None = None
 
 
-def build_label_tables(config: LabelConfig, wnids: Sequence[str] | None = None,
-                       model: PrimarySenseModel | None = None) -> LabelTables:
+def build_label_tables(
+    config: LabelConfig, wnids: Sequence[str] | None = None, model: PrimarySenseModel | None = None
+) -> LabelTables:
     """Analyse every lemma of ``wnids`` (default: the 21,842 ImageNet classes).
 
     Sharing counts are always against all 21,842 ImageNet classes, whatever subset is analysed.
     """
-    from imagenet_zsl.data import fall11_counts
-    from imagenet_zsl.errors import UserInputError, preview
-    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-    from imagenet_zsl.hierarchy.universe import training_wnids, universe_wnids
-    from imagenet_zsl.semantics.lemma_vectors import class_vectors_from_lemmas, vectorizer_for
-
     nouns = load_wordnet_nouns()
     universe = universe_wnids()
     wnids = list(universe if wnids is None else wnids)
@@ -129,59 +144,91 @@ def build_label_tables(config: LabelConfig, wnids: Sequence[str] | None = None,
     row_position = [j for group in synonyms for j in range(len(group))]
     keys = [word_key(lemma) for lemma in row_lemma]
     n_senses = np.asarray([max(len(nouns.senses.get(k, ())), 1) for k in keys], dtype=np.int64)
-    sharing = np.asarray([len(set(key_to_classes.get(k, ())) - {w})
-                          for k, w in zip(keys, row_wnid, strict=True)], dtype=np.int64)
+    sharing = np.asarray(
+        [len(set(key_to_classes.get(k, ())) - {w}) for k, w in zip(keys, row_wnid, strict=True)],
+        dtype=np.int64,
+    )
     zipf = frequencies.zipf(row_lemma)
     found = [vectorizer.tokens(lemma) for lemma in row_lemma]
     is_primary, confidence, primary = primary_decisions(row_lemma, row_wnid, model)
-    lemmas = pd.DataFrame({
-        "wnid": row_wnid, "lemma": row_lemma, "n_noun_senses": n_senses,
-        "n_imagenet_classes_sharing": sharing, "zipf_frequency": np.round(zipf, 3),
-        "in_vocabulary": [bool(rows) for rows, _ in found], "is_primary": is_primary,
-        "primary_confidence": np.round(confidence, 4),
-        "lemma_position": row_position, "vector_from": [how for _, how in found], "primary_sense": primary,
-    })
+    lemmas = pd.DataFrame(
+        {
+            "wnid": row_wnid,
+            "lemma": row_lemma,
+            "n_noun_senses": n_senses,
+            "n_imagenet_classes_sharing": sharing,
+            "zipf_frequency": np.round(zipf, 3),
+            "in_vocabulary": [bool(rows) for rows, _ in found],
+            "is_primary": is_primary,
+            "primary_confidence": np.round(confidence, 4),
+            "lemma_position": row_position,
+            "vector_from": [how for _, how in found],
+            "primary_sense": primary,
+        }
+    )
 
     # ---- class rows (the chosen label is the lemma at position 0)
     first = lemmas[lemmas["lemma_position"] == 0].reset_index(drop=True)
-    vectors = class_vectors_from_lemmas(vectorizer, wnids, synonyms, config.lemma_rule, config.normalize,
-                                        source=f"{config.vectors.source} (lemma_rule={config.lemma_rule})")
+    vectors = class_vectors_from_lemmas(
+        vectorizer,
+        wnids,
+        synonyms,
+        config.lemma_rule,
+        config.normalize,
+        source=f"{config.vectors.source} (lemma_rule={config.lemma_rule})",
+    )
     has_vector = np.asarray([w in vectors for w in wnids])
     label_keys = [word_key(x) for x in first["lemma"]]
-    shares_with = [";".join(w for w in key_to_classes.get(k, ()) if w != wnid)
-                   for k, wnid in zip(label_keys, wnids, strict=True)]
+    shares_with = [
+        ";".join(w for w in key_to_classes.get(k, ()) if w != wnid)
+        for k, wnid in zip(label_keys, wnids, strict=True)
+    ]
     universe_labels = Counter(word_key(x) for x in chosen_labels(universe, nouns))
     universe_set = set(universe)
-    same_label = np.asarray([universe_labels[k] - (wnid in universe_set) for k, wnid in
-                             zip(label_keys, wnids, strict=True)], dtype=np.int64)
+    same_label = np.asarray(
+        [universe_labels[k] - (wnid in universe_set) for k, wnid in zip(label_keys, wnids, strict=True)],
+        dtype=np.int64,
+    )
     rare = first["zipf_frequency"].to_numpy() < threshold
     secondary = ~first["is_primary"].to_numpy()
     low = first["is_primary"].to_numpy() & (first["primary_confidence"].to_numpy() < config.min_confidence)
-    flags = {"no_vector": ~has_vector, "rare_label": rare, "secondary_meaning": secondary,
-             "low_confidence": low}
+    flags = {
+        "no_vector": ~has_vector,
+        "rare_label": rare,
+        "secondary_meaning": secondary,
+        "low_confidence": low,
+    }
     reasons = [";".join(r for r in REASONS if flags[r][i]) for i in range(len(wnids))]
     train = set(training_wnids())
     counts = fall11_counts()
-    classes = pd.DataFrame({
-        "wnid": wnids,
-        "name": [nouns.names[nouns.index[w]] for w in wnids],
-        "label": first["lemma"],
-        "is_training": [w in train for w in wnids],
-        "n_images": [counts.get(w, 0) for w in wnids],
-        "label_zipf": first["zipf_frequency"],
-        "label_rare": rare,
-        "has_vector": has_vector,
-        "label_in_vocabulary": first["in_vocabulary"],
-        "n_noun_senses": first["n_noun_senses"],
-        "n_imagenet_classes_sharing": first["n_imagenet_classes_sharing"],
-        "n_classes_same_label": same_label,
-        "shares_label_with": shares_with,
-        "primary_sense": first["primary_sense"],
-        "is_primary": first["is_primary"],
-        "primary_confidence": first["primary_confidence"],
-        "kept": [not r for r in reasons],
-        "exclusion_reasons": reasons,
-    })
-    return LabelTables(lemmas=lemmas, classes=classes, rare_zipf=threshold, config=config,
-                       frequency_source=frequencies.name, vectors_source=config.vectors.source,
-                       class_vectors=vectors)
+    classes = pd.DataFrame(
+        {
+            "wnid": wnids,
+            "name": [nouns.names[nouns.index[w]] for w in wnids],
+            "label": first["lemma"],
+            "is_training": [w in train for w in wnids],
+            "n_images": [counts.get(w, 0) for w in wnids],
+            "label_zipf": first["zipf_frequency"],
+            "label_rare": rare,
+            "has_vector": has_vector,
+            "label_in_vocabulary": first["in_vocabulary"],
+            "n_noun_senses": first["n_noun_senses"],
+            "n_imagenet_classes_sharing": first["n_imagenet_classes_sharing"],
+            "n_classes_same_label": same_label,
+            "shares_label_with": shares_with,
+            "primary_sense": first["primary_sense"],
+            "is_primary": first["is_primary"],
+            "primary_confidence": first["primary_confidence"],
+            "kept": [not r for r in reasons],
+            "exclusion_reasons": reasons,
+        }
+    )
+    return LabelTables(
+        lemmas=lemmas,
+        classes=classes,
+        rare_zipf=threshold,
+        config=config,
+        frequency_source=frequencies.name,
+        vectors_source=config.vectors.source,
+        class_vectors=vectors,
+    )

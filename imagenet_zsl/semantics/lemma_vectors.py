@@ -34,17 +34,22 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import canonical_json
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.universe import universe_wnids
+from imagenet_zsl.hierarchy.wordnet import wordnet_digest
+from imagenet_zsl.io import cache_dir, canonical_json
 from imagenet_zsl.semantics.class_vectors import ClassVectors
+from imagenet_zsl.semantics.config import LabelConfig, load_label_config
+from imagenet_zsl.semantics.spec import LEMMA_RULES
 from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS, VectorSpec, load_word_vectors
 
 log = logging.getLogger(__name__)
 
-LEMMA_RULES = ("mean", "first")
 #: words dropped from multi-word lemmas before averaging (they carry no visual meaning)
-FUNCTION_WORDS = frozenset({"a", "an", "and", "at", "by", "for", "from", "in", "into", "of", "on", "or",
-                            "the", "to", "with", "'s"})
+FUNCTION_WORDS = frozenset(
+    {"a", "an", "and", "at", "by", "for", "from", "in", "into", "of", "on", "or", "the", "to", "with", "'s"}
+)
 #: bump when the rules above change (invalidates cached class vectors)
 RULES_VERSION = 1
 
@@ -189,8 +194,6 @@ def class_vectors_from_lemmas(
 # --------------------------------------------------------------------------- the 21,842 classes
 def _vector_options(config_or_name: Any) -> tuple[VectorSpec, str, bool]:
     """(spec, lemma_rule, normalize) from a name/path, a VectorSpec, a mapping or a labels config."""
-    from imagenet_zsl.semantics.config import LabelConfig, load_label_config
-
     if isinstance(config_or_name, LabelConfig):
         cfg = config_or_name
         return cfg.vectors, cfg.lemma_rule, cfg.normalize
@@ -203,26 +206,24 @@ def _vector_options(config_or_name: Any) -> tuple[VectorSpec, str, bool]:
     return VectorSpec.parse(config_or_name), "mean", True
 
 
-def build_class_vectors(config_or_name: Any = DEFAULT_VECTORS, wnids: Sequence[str] | None = None
-                        ) -> ClassVectors:
+def build_class_vectors(
+    config_or_name: Any = DEFAULT_VECTORS, wnids: Sequence[str] | None = None
+) -> ClassVectors:
     """Class vectors for ``wnids`` (default: the 21,842-class universe), computed now (no disk cache)."""
     spec, rule, normalize = _vector_options(config_or_name)
     return _build(spec, rule, normalize, wnids)
 
 
 def _build(spec: VectorSpec, rule: str, normalize: bool, wnids: Sequence[str] | None = None) -> ClassVectors:
-    from imagenet_zsl.errors import preview
-    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-    from imagenet_zsl.hierarchy.universe import universe_wnids
-
     nouns = load_wordnet_nouns()
     wnids = list(universe_wnids() if wnids is None else wnids)
     absent = [w for w in wnids if w not in nouns]
     if absent:
         raise UserInputError(f"{len(absent)} wnids are not WordNet 3.0 noun synsets: {preview(absent)}")
     lemmas = [nouns.lemmas[nouns.index[w]] for w in wnids]
-    return class_vectors_from_lemmas(vectorizer_for(spec), wnids, lemmas, rule, normalize,
-                                     source=_describe(spec, rule))
+    return class_vectors_from_lemmas(
+        vectorizer_for(spec), wnids, lemmas, rule, normalize, source=_describe(spec, rule)
+    )
 
 
 def _describe(spec: VectorSpec, rule: str) -> str:
@@ -241,11 +242,13 @@ def vectorizer_for(spec: VectorSpec | str) -> LemmaVectorizer:
 
 
 def _cache_key(spec: VectorSpec, rule: str, normalize: bool) -> str:
-    from imagenet_zsl.hierarchy.universe import universe_wnids
-
     key = {
-        "vectors": spec.identity(), "dim": spec.dim, "lemma_rule": rule, "normalize": normalize,
-        "rules_version": RULES_VERSION, "wordnet": _wordnet_digest(),
+        "vectors": spec.identity(),
+        "dim": spec.dim,
+        "lemma_rule": rule,
+        "normalize": normalize,
+        "rules_version": RULES_VERSION,
+        "wordnet": _wordnet_digest(),
         "universe": hashlib.sha256("\n".join(universe_wnids()).encode()).hexdigest(),
     }
     return hashlib.sha256(canonical_json(key).encode()).hexdigest()
@@ -253,15 +256,11 @@ def _cache_key(spec: VectorSpec, rule: str, normalize: bool) -> str:
 
 @functools.cache
 def _wordnet_digest() -> str:
-    from imagenet_zsl.hierarchy.wordnet import wordnet_digest
-
     return wordnet_digest()
 
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(key: str, spec: VectorSpec, rule: str, normalize: bool) -> ClassVectors:
-    from imagenet_zsl.hierarchy.wordnet import cache_dir
-
     path = cache_dir() / f"class-vectors-{key[:20]}.npz"
     if path.exists():
         try:

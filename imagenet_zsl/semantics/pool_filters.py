@@ -22,11 +22,12 @@ import numpy as np
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.semantics.frequency import DEFAULT_MIN_COUNT, load_frequencies, rare_threshold
-from imagenet_zsl.semantics.senses import DEFAULTS as SENSE_DEFAULTS
+from imagenet_zsl.semantics.labels import chosen_labels, primary_decisions
+from imagenet_zsl.semantics.lemma_vectors import load_class_vectors, vectorizer_for
+from imagenet_zsl.semantics.senses import PrimarySenseModel
+from imagenet_zsl.semantics.spec import DEFAULT_MIN_CONFIDENCE, SENSE_DEFAULTS
 from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS, VectorSpec
-from imagenet_zsl.splits.pool import PoolContext, pool_filter
-
-DEFAULT_MIN_CONFIDENCE = 0.5
+from imagenet_zsl.splits.pool import POOL_FILTERS, PoolContext
 
 
 def _memo(ctx: PoolContext, key: tuple, build):
@@ -36,28 +37,37 @@ def _memo(ctx: PoolContext, key: tuple, build):
 
 
 def _labels(candidates: list[str]) -> list[str]:
-    from imagenet_zsl.semantics.labels import chosen_labels
-
     return chosen_labels(candidates)
 
 
-@pool_filter("has_vector")
-def has_vector(candidates: list[str], ctx: PoolContext, vectors: Any = DEFAULT_VECTORS,
-               lemma_rule: str = "mean", format: str = "auto") -> list[str]:  # noqa: A002 - config key
+@POOL_FILTERS.register("has_vector")
+def has_vector(
+    candidates: list[str],
+    ctx: PoolContext,
+    vectors: Any = DEFAULT_VECTORS,
+    lemma_rule: str = "mean",
+    format: str = "auto",
+) -> list[str]:  # noqa: A002 - config key
     """Keep classes that have a word-vector class embedding (none of their lemmas in vocabulary → out)."""
-    from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
-
     spec = VectorSpec.parse(vectors if format == "auto" else {"source": vectors, "format": format})
-    config = {"vectors": {"source": spec.source, "format": spec.format, "dim": spec.dim},
-              "lemma_rule": lemma_rule}
+    config = {
+        "vectors": {"source": spec.source, "format": spec.format, "dim": spec.dim},
+        "lemma_rule": lemma_rule,
+    }
     table = _memo(ctx, ("semantics.class_vectors", spec, lemma_rule), lambda: load_class_vectors(config))
     return [w for w in candidates if w in table]
 
 
-@pool_filter("min_word_frequency")
-def min_word_frequency(candidates: list[str], ctx: PoolContext, zipf_min: float | None = None,
-                       min_count: float | None = DEFAULT_MIN_COUNT, reference_tokens: float | None = None,
-                       table: str | None = None, lang: str = "en") -> list[str]:
+@POOL_FILTERS.register("min_word_frequency")
+def min_word_frequency(
+    candidates: list[str],
+    ctx: PoolContext,
+    zipf_min: float | None = None,
+    min_count: float | None = DEFAULT_MIN_COUNT,
+    reference_tokens: float | None = None,
+    table: str | None = None,
+    lang: str = "en",
+) -> list[str]:
     """Keep classes whose label is not rare (default: seen >= 50 times per 3e9 words, Hascoet et al.)."""
     source = table or "wordfreq"
     frequencies = _memo(ctx, ("semantics.frequencies", source, lang), lambda: load_frequencies(source, lang))
@@ -66,24 +76,30 @@ def min_word_frequency(candidates: list[str], ctx: PoolContext, zipf_min: float 
     return [w for w, z in zip(candidates, zipf, strict=True) if z >= threshold]
 
 
-@pool_filter("primary_meaning")
-def primary_meaning(candidates: list[str], ctx: PoolContext, min_confidence: float = DEFAULT_MIN_CONFIDENCE,
-                    vectors: Any = DEFAULT_VECTORS, **sense_params: float) -> list[str]:
+@POOL_FILTERS.register("primary_meaning")
+def primary_meaning(
+    candidates: list[str],
+    ctx: PoolContext,
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    vectors: Any = DEFAULT_VECTORS,
+    **sense_params: float,
+) -> list[str]:
     """Keep classes that are the primary meaning of their label, with posterior >= min_confidence."""
-    from imagenet_zsl.semantics.labels import primary_decisions
-    from imagenet_zsl.semantics.lemma_vectors import vectorizer_for
-    from imagenet_zsl.semantics.senses import PrimarySenseModel
-
     unknown = set(sense_params) - set(SENSE_DEFAULTS)
     if unknown:
-        raise UserInputError(f"primary_meaning: unknown parameter(s) {sorted(unknown)}; allowed: "
-                             f"min_confidence, vectors, {', '.join(sorted(SENSE_DEFAULTS))}")
+        raise UserInputError(
+            f"primary_meaning: unknown parameter(s) {sorted(unknown)}; allowed: "
+            f"min_confidence, vectors, {', '.join(sorted(SENSE_DEFAULTS))}"
+        )
     if not 0 <= float(min_confidence) <= 1:
         raise UserInputError(f"primary_meaning: min_confidence must be in [0, 1], got {min_confidence}")
     spec = VectorSpec.parse(vectors)
     params = {**SENSE_DEFAULTS, **{k: float(v) for k, v in sense_params.items()}}
-    model = _memo(ctx, ("semantics.sense_model", spec, tuple(sorted(params.items()))),
-                  lambda: PrimarySenseModel(vectorizer_for(spec), **params))
+    model = _memo(
+        ctx,
+        ("semantics.sense_model", spec, tuple(sorted(params.items()))),
+        lambda: PrimarySenseModel(vectorizer_for(spec), **params),
+    )
     is_primary, confidence, _ = primary_decisions(_labels(candidates), candidates, model)
     keep = is_primary & (confidence >= float(min_confidence))
     return [w for w, k in zip(candidates, np.asarray(keep), strict=True) if k]

@@ -10,6 +10,7 @@ import pandas as pd
 
 from imagenet_zsl import __version__
 from imagenet_zsl.io import atomic_directory, atomic_write_json, file_record, software_versions
+from imagenet_zsl.plotting import save_figure, subplots
 from imagenet_zsl.semantics.labels import LEMMA_COLUMNS, REASONS, LabelTables
 
 FREQUENCY_PLOT = "label_frequency.png"
@@ -60,33 +61,27 @@ def reason_counts(classes: pd.DataFrame) -> pd.DataFrame:
 
 
 def _plot_frequency(tables: LabelTables, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    fig, ax = subplots(figsize=(7, 4), dpi=110)
     bins = np.arange(0, 8.01, 0.25)
     for name, part in populations(tables.classes).items():
         ax.hist(part["label_zipf"], bins=bins, histtype="step", linewidth=1.5, label=name)
-    ax.axvline(tables.rare_zipf, color="k", linestyle="--", linewidth=1,
-               label=f"rare below Zipf {tables.rare_zipf:.2f}")
+    ax.axvline(
+        tables.rare_zipf,
+        color="k",
+        linestyle="--",
+        linewidth=1,
+        label=f"rare below Zipf {tables.rare_zipf:.2f}",
+    )
     ax.set_xlabel(f"Zipf frequency of the class label ({tables.frequency_source})")
     ax.set_ylabel("classes")
     ax.set_title("How common are ImageNet-21K label words?")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _plot_reasons(counts: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
+    fig, ax = subplots(figsize=(7, 3.6), dpi=110)
     y = np.arange(len(counts.index))
     height = 0.8 / len(counts.columns)
     for k, column in enumerate(counts.columns):
@@ -97,8 +92,7 @@ def _plot_reasons(counts: pd.DataFrame, path: Path) -> None:
     ax.set_title("Classes per exclusion reason")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def _markdown(frame: pd.DataFrame, index: bool = True) -> str:
@@ -110,15 +104,21 @@ def render_report(tables: LabelTables) -> str:
     c = tables.classes
     cfg = tables.config
     freq = cfg.frequency
-    threshold_text = (f"Zipf < {tables.rare_zipf:.2f}" + (
+    threshold_text = f"Zipf < {tables.rare_zipf:.2f}" + (
         f" (fewer than {freq.min_count:g} occurrences per {freq.reference_tokens or 3e9:.3g} words)"
-        if freq.min_zipf is None and freq.min_count is not None else ""))
+        if freq.min_zipf is None and freq.min_count is not None
+        else ""
+    )
     counts = reason_counts(c)
     pool = populations(c)["candidates with > 300 images"]
     secondary = pool[~pool["is_primary"]].sort_values(["n_images", "wnid"], ascending=[False, True]).head(20)
-    shared = (c.assign(key=c["label"].str.lower()).groupby("key")
-              .agg(classes=("wnid", "size"), wnids=("wnid", lambda s: ", ".join(s)))
-              .sort_values(["classes"], ascending=False, kind="stable").head(12))
+    shared = (
+        c.assign(key=c["label"].str.lower())
+        .groupby("key")
+        .agg(classes=("wnid", "size"), wnids=("wnid", lambda s: ", ".join(s)))
+        .sort_values(["classes"], ascending=False, kind="stable")
+        .head(12)
+    )
     lemmas = tables.lemmas
     senses_shared = lemmas.groupby("lemma")["n_noun_senses"].first()
     lines = [
@@ -158,8 +158,10 @@ def render_report(tables: LabelTables) -> str:
         "",
         "## Largest candidate classes named by a secondary meaning",
         "",
-        _markdown(secondary[["wnid", "name", "label", "n_images", "primary_sense", "primary_confidence"]],
-                  index=False),
+        _markdown(
+            secondary[["wnid", "name", "label", "n_images", "primary_sense", "primary_confidence"]],
+            index=False,
+        ),
         "",
         "`imagenet-zsl labels sense WORD` shows the evidence behind any of these decisions.",
         "",
@@ -185,13 +187,19 @@ def write_label_outputs(tables: LabelTables, out_dir: str | Path, inputs: dict[s
         outputs = [file_record(p, tmp) for p in sorted(tmp.iterdir()) if p.is_file()]
         kept = tables.classes
         manifest = {
+            "format": "imagenet-zsl/labels-v1",
             "tool": "imagenet-zsl labels build",
             "version": __version__,
             "inputs": inputs,
-            "parameters": {**tables.config.as_dict(), "rare_zipf_threshold": round(tables.rare_zipf, 6),
-                           "chosen_label": "first WordNet lemma"},
+            "parameters": {
+                **tables.config.as_dict(),
+                "rare_zipf_threshold": round(tables.rare_zipf, 6),
+                "chosen_label": "first WordNet lemma",
+            },
             "summary": {
-                "classes": len(kept), "lemmas": len(tables.lemmas), "kept": int(kept["kept"].sum()),
+                "classes": len(kept),
+                "lemmas": len(tables.lemmas),
+                "kept": int(kept["kept"].sum()),
                 "reasons": {r: int(v) for r, v in reason_counts(kept)["all ImageNet-21K classes"].items()},
             },
             "outputs": outputs,

@@ -46,10 +46,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
+from scipy.optimize import minimize_scalar
 
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.semantics.lemma_vectors import LemmaVectorizer
+from imagenet_zsl.semantics.spec import SENSE_DEFAULTS
 
-DEFAULTS = {"temperature": 0.16, "order_decay": 0.5, "prior_strength": 1.0}
 CONTEXT_GROUPS = ("synonyms", "hypernyms", "hyponyms", "gloss")
 _GLOSS_WORD = re.compile(r"[a-z][a-z'-]*[a-z]|[a-z]")
 
@@ -115,13 +117,14 @@ class PrimarySenseModel:
     (> 0, pseudo-counts). ``vectorizer`` None → WordNet evidence only.
     """
 
-    defaults = DEFAULTS
+    defaults = SENSE_DEFAULTS
 
     def __init__(self, vectorizer: LemmaVectorizer | None, nouns=None, **params):
         unknown = set(params) - set(self.defaults)
         if unknown:
-            raise ValueError(f"unknown PrimarySenseModel parameter(s) {sorted(unknown)}; "
-                             f"allowed: {sorted(self.defaults)}")
+            raise ValueError(
+                f"unknown PrimarySenseModel parameter(s) {sorted(unknown)}; allowed: {sorted(self.defaults)}"
+            )
         self.params = {**self.defaults, **params}
         if not self.params["temperature"] > 0:
             raise ValueError(f"temperature must be > 0, got {self.params['temperature']}")
@@ -130,8 +133,6 @@ class PrimarySenseModel:
         if not self.params["prior_strength"] > 0:
             raise ValueError(f"prior_strength must be > 0, got {self.params['prior_strength']}")
         if nouns is None:
-            from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-
             nouns = load_wordnet_nouns()
         self.vectorizer = vectorizer
         self.inventory = SenseInventory.from_nouns(nouns)
@@ -152,7 +153,7 @@ class PrimarySenseModel:
             names = list(nouns.lemmas[i])
         elif group in ("hypernyms", "hyponyms"):
             matrix = self.inventory.parents if group == "hypernyms" else self.inventory.children
-            related = matrix.indices[matrix.indptr[i]:matrix.indptr[i + 1]]
+            related = matrix.indices[matrix.indptr[i] : matrix.indptr[i + 1]]
             names = [lemma for j in related for lemma in nouns.lemmas[j]]
         else:
             from gensim.parsing.preprocessing import STOPWORDS
@@ -192,8 +193,9 @@ class PrimarySenseModel:
             rows_wnid += list(senses)
             rows_rank += list(range(1, len(senses) + 1))
             rows_n += [len(senses)] * len(senses)
-        frame = pd.DataFrame({"word": rows_word, "wnid": rows_wnid, "sense_rank": rows_rank,
-                              "n_senses": rows_n})
+        frame = pd.DataFrame(
+            {"word": rows_word, "wnid": rows_wnid, "sense_rank": rows_rank, "n_senses": rows_n}
+        )
         if frame.empty:
             for col in ("semcor_count", "p_wordnet", "similarity", "p_embedding", "posterior"):
                 frame[col] = pd.Series(dtype=float)
@@ -217,8 +219,7 @@ class PrimarySenseModel:
         # WordNet orders senses by SemCor frequency only where they were tagged; the order of
         # untagged senses carries no frequency information, so a word without any tag gets a
         # flat prior and the embedding decides alone.
-        decay = np.where(total > 0,
-                         self.params["order_decay"] ** (frame["sense_rank"].to_numpy() - 1.0), 1.0)
+        decay = np.where(total > 0, self.params["order_decay"] ** (frame["sense_rank"].to_numpy() - 1.0), 1.0)
         order = decay / np.repeat(np.add.reduceat(decay, starts), sizes)
         beta = self.params["prior_strength"]
         return (counts + beta * order) / (total + beta)
@@ -293,8 +294,9 @@ def primary_lookup(evidence: pd.DataFrame) -> dict[tuple[str, str], tuple[bool, 
     """(word, wnid) → (is_primary, posterior) from ``PrimarySenseModel.evidence``."""
     return {
         (w, n): (bool(p), float(c))
-        for w, n, p, c in zip(evidence["word"], evidence["wnid"], evidence["is_primary"],
-                              evidence["posterior"], strict=True)
+        for w, n, p, c in zip(
+            evidence["word"], evidence["wnid"], evidence["is_primary"], evidence["posterior"], strict=True
+        )
     }
 
 
@@ -304,10 +306,10 @@ def primary_sense_of(evidence: pd.DataFrame) -> dict[str, str]:
     return dict(zip(rows["word"], rows["wnid"], strict=True))
 
 
-
 # --------------------------------------------------------------------------- calibration
-def semcor_calibration_words(model: PrimarySenseModel, min_count: int = 5, dominance: float = 2.0
-                             ) -> list[str]:
+def semcor_calibration_words(
+    model: PrimarySenseModel, min_count: int = 5, dominance: float = 2.0
+) -> list[str]:
     """Polysemous words whose SemCor counts name a clear most-frequent sense.
 
     ``min_count`` tags in total and the top sense tagged at least ``dominance`` times as often as the
@@ -330,8 +332,6 @@ def fit_temperature(model: PrimarySenseModel, words: Iterable[str]) -> dict[str,
     The label of a word is its SemCor most-frequent sense; returns temperature, the embedding's
     top-1 accuracy, the chance accuracy, and the number of words used.
     """
-    from scipy.optimize import minimize_scalar
-
     frame = model.evidence(words)
     frame = frame[np.isfinite(frame["similarity"])]
     frame = frame[frame.groupby("word")["wnid"].transform("size") > 1].reset_index(drop=True)

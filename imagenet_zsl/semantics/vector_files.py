@@ -34,10 +34,12 @@ def save_class_vectors(vectors: ClassVectors, path: str | Path) -> Path:
     width = len(str(max(vectors.dim - 1, 0)))
     for j in range(vectors.dim):
         columns[f"e{j:0{width}d}"] = pa.array(vectors.matrix[:, j], type=pa.float32())
-    table = pa.table(columns).replace_schema_metadata({
-        MISSING_KEY: json.dumps(vectors.missing).encode(),
-        SOURCE_KEY: vectors.source.encode(),
-    })
+    table = pa.table(columns).replace_schema_metadata(
+        {
+            MISSING_KEY: json.dumps(vectors.missing).encode(),
+            SOURCE_KEY: vectors.source.encode(),
+        }
+    )
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
     return atomic_write_bytes(path, buffer.getvalue())

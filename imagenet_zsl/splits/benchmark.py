@@ -161,8 +161,17 @@ def select_max_ratio(
         np.fill_diagonal(dist, FAR)
         best: BenchmarkSelection | None = None
         for k in sizes:
-            result = _optimise(graph, top[:k], dist[:k, :k], numer_all[order[:k]], size,
-                               branch_of, quota, max_passes, progress)
+            result = _optimise(
+                graph,
+                top[:k],
+                dist[:k, :k],
+                numer_all[order[:k]],
+                size,
+                branch_of,
+                quota,
+                max_passes,
+                progress,
+            )
             if result is None:
                 continue
             wnids, greedy_ratio, swaps, passes = result
@@ -172,8 +181,16 @@ def select_max_ratio(
                 for w in wnids:
                     name = branch_of.get(w, "?") if branch_of is not None else "?"
                     branches[name] = branches.get(name, 0) + 1
-                best = BenchmarkSelection(sorted(wnids), ratio, greedy_ratio, swaps, passes, k,
-                                          dropped, dict(sorted(branches.items())))
+                best = BenchmarkSelection(
+                    sorted(wnids),
+                    ratio,
+                    greedy_ratio,
+                    swaps,
+                    passes,
+                    k,
+                    dropped,
+                    dict(sorted(branches.items())),
+                )
         return best
 
     shortlists = sorted({int(f * size) for f in shortlist_factors if int(f * size) < len(pool)})
@@ -211,8 +228,11 @@ def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, pr
     rel = (anc + anc.T).astype(bool).toarray()
     numer = numer.astype(np.float64)
     branch_names = sorted({branch_of.get(w, "?") for w in chosen}) if quota else []
-    branch_id = (np.array([branch_names.index(branch_of.get(w, "?")) for w in chosen])
-                 if quota else np.zeros(k, dtype=np.int64))
+    branch_id = (
+        np.array([branch_names.index(branch_of.get(w, "?")) for w in chosen])
+        if quota
+        else np.zeros(k, dtype=np.int64)
+    )
     caps = np.array([quota.get(b, size) for b in branch_names]) if quota else np.array([size])
     state = _State(dist, numer)
     in_set = np.zeros(k, dtype=bool)
@@ -257,8 +277,9 @@ def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, pr
     for passes in range(1, max_passes + 1):
         improved = False
         members_by_ratio = [state.members[i] for i in np.argsort(state.ratios(), kind="stable")]
-        for x in tqdm(members_by_ratio, desc=f"benchmark: swap pass {passes}",
-                      disable=not progress, leave=False):
+        for x in tqdm(
+            members_by_ratio, desc=f"benchmark: swap pass {passes}", disable=not progress, leave=False
+        ):
             if x not in state.members:
                 continue
             others = np.asarray([c for c in state.members if c != x], dtype=np.int64)
@@ -281,8 +302,7 @@ def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, pr
         # pair move: two weak members out, a close pair of candidates in (seeds a new cluster,
         # which no single swap can do)
         while True:
-            move = _best_pair_move(state, dist, numer, rel, in_set, conflicts, counts, caps,
-                                   branch_id, total)
+            move = _best_pair_move(state, dist, numer, rel, in_set, conflicts, counts, caps, branch_id, total)
             if move is None:
                 break
             (x1, x2), (y1, y2) = move
@@ -299,8 +319,21 @@ def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, pr
     return [chosen[i] for i in state.members], greedy_ratio, swaps, passes
 
 
-def _best_pair_move(state, dist, numer, rel, in_set, conflicts, counts, caps, branch_id, total,
-                    weakest: int = 4, pair_radius: int = 4, top_pairs: int = 256):
+def _best_pair_move(
+    state,
+    dist,
+    numer,
+    rel,
+    in_set,
+    conflicts,
+    counts,
+    caps,
+    branch_id,
+    total,
+    weakest: int = 4,
+    pair_radius: int = 4,
+    top_pairs: int = 256,
+):
     """The best improving (remove two of the ``weakest`` members, add a close candidate pair)."""
     members = np.asarray(state.members, dtype=np.int64)
     weak = members[np.argsort(state.ratios(), kind="stable")[:weakest]]
@@ -309,8 +342,11 @@ def _best_pair_move(state, dist, numer, rel, in_set, conflicts, counts, caps, br
         for j in range(i + 1, len(weak)):
             x1, x2 = int(weak[i]), int(weak[j])
             others = members[(members != x1) & (members != x2)]
-            b_others = (dist[:, others].min(axis=1).astype(np.int16) if len(others)
-                        else np.full(len(numer), FAR, dtype=np.int16))
+            b_others = (
+                dist[:, others].min(axis=1).astype(np.int16)
+                if len(others)
+                else np.full(len(numer), FAR, dtype=np.int16)
+            )
             free = (conflicts - rel[x1] - rel[x2] == 0) & ~in_set
             removed = np.zeros(len(caps), dtype=np.int64)
             np.add.at(removed, branch_id[[x1, x2]], 1)
@@ -334,11 +370,14 @@ def _best_pair_move(state, dist, numer, rel, in_set, conflicts, counts, caps, br
             if len(potential) > top_pairs:
                 keep = np.argsort(-potential, kind="stable")[:top_pairs]
                 y1, y2, d12 = y1[keep], y2[keep], d12[keep]
-            new_b = np.minimum(b_others[others][:, None],
-                               np.minimum(dist[np.ix_(others, y1)], dist[np.ix_(others, y2)]))
-            totals = (numer[others] @ INVERSE[new_b]
-                      + numer[y1] * INVERSE[np.minimum(b_others[y1], d12)]
-                      + numer[y2] * INVERSE[np.minimum(b_others[y2], d12)])
+            new_b = np.minimum(
+                b_others[others][:, None], np.minimum(dist[np.ix_(others, y1)], dist[np.ix_(others, y2)])
+            )
+            totals = (
+                numer[others] @ INVERSE[new_b]
+                + numer[y1] * INVERSE[np.minimum(b_others[y1], d12)]
+                + numer[y2] * INVERSE[np.minimum(b_others[y2], d12)]
+            )
             k = int(np.argmax(totals))
             if totals[k] > best_total:
                 best_total, best_move = totals[k], ((x1, x2), (int(y1[k]), int(y2[k])))

@@ -36,6 +36,8 @@ from imagenet_zsl import __version__
 from imagenet_zsl.data import fall11_counts, read_wnid_counts
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES, resolve_graph, training_wnids
 from imagenet_zsl.io import (
     atomic_directory,
     atomic_write_json,
@@ -43,10 +45,12 @@ from imagenet_zsl.io import (
     sha256_file,
     software_versions,
 )
+from imagenet_zsl.splits.benchmark import select_max_ratio
 from imagenet_zsl.splits.hops import LITERATURE_NAMES, hop_split
 from imagenet_zsl.splits.io import check_noun_synsets, read_wnid_list, write_wnid_list
 from imagenet_zsl.splits.pool import PoolContext, PoolStep, run_pool
 from imagenet_zsl.splits.population import population_split
+from imagenet_zsl.splits.report import write_report
 from imagenet_zsl.splits.structure import structural_ratios
 
 log = logging.getLogger(__name__)
@@ -94,8 +98,6 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 def resolve_train(spec: Any, where: str) -> list[str]:
-    from imagenet_zsl.hierarchy.universe import training_wnids
-
     if spec in (None, "ilsvrc2012"):
         return training_wnids()
     wnids = read_wnid_list(spec)
@@ -110,29 +112,31 @@ def resolve_counts(spec: Any) -> dict[str, int]:
     return read_wnid_counts(spec)
 
 
-def load_graph(config: dict[str, Any]) -> ClassGraph:
-    from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES, load_class_graph
-
+def _config_graph(config: dict[str, Any]) -> ClassGraph:
+    """The packaged class graph a config's ``graph: {source, include_instances}`` names."""
     graph_cfg = config.get("graph") or {}
     source = graph_cfg.get("source", "wordnet")
     if source not in GRAPH_SOURCES:
         raise UserInputError(f"graph.source must be one of {', '.join(GRAPH_SOURCES)}, got {source!r}")
-    return load_class_graph(source, bool(graph_cfg.get("include_instances", False)))
+    return resolve_graph(source + ("+instances" if graph_cfg.get("include_instances", False) else ""))
 
 
 def lexname_branches(wnids: list[str]) -> dict[str, str]:
     """Top-level WordNet branch of each class: its lexicographer file (noun.animal, ...)."""
-    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-
     nouns = load_wordnet_nouns()
     return {w: nouns.lexnames[nouns.index[w]] for w in wnids if w in nouns}
 
 
-def build_split(spec: dict[str, Any], graph: ClassGraph, train: list[str], candidates: list[str],
-                counts: dict[str, int], where: str, progress: bool = True) -> BuiltSplit:
+def build_split(
+    spec: dict[str, Any],
+    graph: ClassGraph,
+    train: list[str],
+    candidates: list[str],
+    counts: dict[str, int],
+    where: str,
+    progress: bool = True,
+) -> BuiltSplit:
     """One split from its config entry (pure: writes nothing)."""
-    from imagenet_zsl.splits.benchmark import select_max_ratio
-
     name, kind = spec.get("name"), spec.get("kind")
     if not name or kind not in KINDS:
         raise UserInputError(f"{where}: each split needs a name and a kind in {KINDS}, got {spec}")
@@ -154,13 +158,21 @@ def build_split(spec: dict[str, Any], graph: ClassGraph, train: list[str], candi
         ctx = PoolContext(graph, train, counts)
         pool, steps = run_pool(candidates, params.get("pool", []), ctx, where=f"{where}.pool")
         if not pool:
-            raise UserInputError(f"{where}: the candidate pool is empty after the filters "
-                                 f"({', '.join(f'{s.filter}: {s.after}' for s in steps)})")
+            raise UserInputError(
+                f"{where}: the candidate pool is empty after the filters "
+                f"({', '.join(f'{s.filter}: {s.after}' for s in steps)})"
+            )
         branches = lexname_branches(pool)
         selection = select_max_ratio(
-            graph, pool, train, int(params.get("size", 500)), seed=int(params.get("seed", 0)),
-            branch_of=branches, branch_quota=params.get("branch_quota") or None,
-            max_branch_share=params.get("max_branch_share"), progress=progress,
+            graph,
+            pool,
+            train,
+            int(params.get("size", 500)),
+            seed=int(params.get("seed", 0)),
+            branch_of=branches,
+            branch_quota=params.get("branch_quota") or None,
+            max_branch_share=params.get("max_branch_share"),
+            progress=progress,
             **(params.get("optimiser") or {}),
         )
         wnids = selection.wnids
@@ -176,12 +188,16 @@ def build_split(spec: dict[str, Any], graph: ClassGraph, train: list[str], candi
     if not wnids:
         raise UserInputError(f"{where}: split {name!r} came out empty")
     return BuiltSplit(
-        name=name, kind=kind, params=params, wnids=wnids,
+        name=name,
+        kind=kind,
+        params=params,
+        wnids=wnids,
         ratios=structural_ratios(graph, wnids, train),
         pairs_within=len(graph.related_pairs(wnids)),
         pairs_with_train=len(graph.related_pairs(wnids, train)),
         n_images=sum(counts.get(w, 0) for w in wnids),
-        pool_steps=steps, details=details,
+        pool_steps=steps,
+        details=details,
     )
 
 
@@ -195,15 +211,12 @@ def _ratio_summary(ratios: np.ndarray) -> dict[str, float]:
 
 def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = True) -> list[BuiltSplit]:
     """Build all splits of a config into ``out_dir`` (atomic: all files appear at once or none)."""
-    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-    from imagenet_zsl.splits.report import write_report
-
     config_path = Path(config_path)
     config = load_config(config_path)
     train = resolve_train(config.get("train"), str(config_path))
     check_noun_synsets(train, f"{config_path}: train")
     counts = resolve_counts(config.get("counts"))
-    graph = load_graph(config)
+    graph = _config_graph(config)
     train_set = set(train)
     candidates = sorted(w for w in fall11_counts() if w not in train_set)
     built: list[BuiltSplit] = []
@@ -215,8 +228,9 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
         split = build_split(spec, graph, train, candidates, counts, where, progress)
         overlap = sorted(set(split.wnids) & train_set)
         if overlap:
-            raise UserInputError(f"{where}: split {split.name!r} overlaps the training classes: "
-                                 f"{preview(overlap)}")
+            raise UserInputError(
+                f"{where}: split {split.name!r} overlaps the training classes: {preview(overlap)}"
+            )
         log.info("split %-10s %6d classes  R=%.3f", split.name, len(split.wnids), split.ratio)
         built.append(split)
     nouns = load_wordnet_nouns()
@@ -236,20 +250,32 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
                 "pairs_within": split.pairs_within,
                 "pairs_with_train": split.pairs_with_train,
                 "consistent": split.consistent,
-                "pool": [{"filter": s.filter, "parameters": s.params, "before": s.before,
-                          "after": s.after} for s in split.pool_steps],
+                "pool": [
+                    {"filter": s.filter, "parameters": s.params, "before": s.before, "after": s.after}
+                    for s in split.pool_steps
+                ],
                 **split.details,
             }
         manifest = {
+            "format": "imagenet-zsl/splits-v1",
             "tool": "imagenet-zsl splits build",
             "version": __version__,
-            "config": {"name": config_path.name, "sha256": sha256_bytes(config_path.read_bytes()),
-                       "content": config},
-            "graph": {"source": graph.source, "nodes": len(graph),
-                      "edges": int(graph.child_to_parent.nnz), "wordnet_version": "3.0",
-                      "wordnet_sha256": nouns.digest},
-            "training": {"n_classes": len(train),
-                         "sha256": sha256_bytes("".join(f"{w}\n" for w in sorted(train)).encode())},
+            "config": {
+                "name": config_path.name,
+                "sha256": sha256_bytes(config_path.read_bytes()),
+                "content": config,
+            },
+            "graph": {
+                "source": graph.source,
+                "nodes": len(graph),
+                "edges": int(graph.child_to_parent.nnz),
+                "wordnet_version": "3.0",
+                "wordnet_sha256": nouns.digest,
+            },
+            "training": {
+                "n_classes": len(train),
+                "sha256": sha256_bytes("".join(f"{w}\n" for w in sorted(train)).encode()),
+            },
             "n_candidates": len(candidates),
             "software": {k: v for k, v in software_versions().items() if k != "python"},
             "splits": records,

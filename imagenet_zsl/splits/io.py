@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.io import atomic_write_text
 
 WNID_RE = re.compile(r"^n\d{8}$")
@@ -45,8 +46,6 @@ def write_wnid_list(path: str | Path, wnids: Iterable[str]) -> Path:
 
 def check_noun_synsets(wnids: Iterable[str], where: str) -> None:
     """Every wnid must be a WordNet 3.0 noun synset; name the offenders otherwise."""
-    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-
     nouns = load_wordnet_nouns()
     unknown = [w for w in wnids if w not in nouns]
     if unknown:

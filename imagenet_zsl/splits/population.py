@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from imagenet_zsl.errors import UserInputError
 
 
-def population_split(candidates: Sequence[str], counts: Mapping[str, int], n: int,
-                     most: bool) -> list[str]:
+def population_split(candidates: Sequence[str], counts: Mapping[str, int], n: int, most: bool) -> list[str]:
     """Sorted wnids of the ``n`` most (or least) populated candidates."""
     eligible = [w for w in candidates if counts.get(w, 0) > 0]
     if n > len(eligible):

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.plotting import save_figure, subplots
 
 if TYPE_CHECKING:
     from imagenet_zsl.splits.build import BuiltSplit
@@ -20,25 +21,24 @@ def _fmt(x: float) -> str:
 
 def split_table(splits: list[BuiltSplit]) -> str:
     """Markdown table: one row per split (printed by the CLI too)."""
-    rows = ["| split | kind | classes | images (fall11) | R | flaws within | flaws with train | consistent |",
-            "|---|---|---:|---:|---:|---:|---:|:---:|"]
+    rows = [
+        "| split | kind | classes | images (fall11) | R | flaws within | flaws with train | consistent |",
+        "|---|---|---:|---:|---:|---:|---:|:---:|",
+    ]
     for s in splits:
         lit = s.details.get("literature_name")
-        kind = f"{s.kind} (lit. \"{lit}\")" if lit else s.kind
-        rows.append(f"| {s.name} | {kind} | {len(s.wnids):,} | {s.n_images:,} | {_fmt(s.ratio)} | "
-                    f"{s.pairs_within:,} | {s.pairs_with_train:,} | {'yes' if s.consistent else 'no'} |")
+        kind = f'{s.kind} (lit. "{lit}")' if lit else s.kind
+        rows.append(
+            f"| {s.name} | {kind} | {len(s.wnids):,} | {s.n_images:,} | {_fmt(s.ratio)} | "
+            f"{s.pairs_within:,} | {s.pairs_with_train:,} | {'yes' if s.consistent else 'no'} |"
+        )
     return "\n".join(rows)
 
 
 def plot_ratios(splits: list[BuiltSplit], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     names = [s.name for s in splits]
     values = [0.0 if math.isnan(s.ratio) else s.ratio for s in splits]
-    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(names)), 3.6))
+    fig, ax = subplots(figsize=(max(6, 0.7 * len(names)), 3.6))
     colours = ["#c44e52" if s.kind == "benchmark" else "#4c72b0" for s in splits]
     ax.bar(names, values, color=colours)
     for x, v in enumerate(values):
@@ -47,8 +47,7 @@ def plot_ratios(splits: list[BuiltSplit], path: Path) -> None:
     ax.set_title("Structural ratio R = mean d(c, train) / d(c, other test)")
     ax.tick_params(axis="x", rotation=45)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, Any]) -> None:
@@ -67,7 +66,7 @@ def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, An
         "nearest training class) / (distance to the nearest other test class), in undirected is-a "
         "edges. Flaws are ancestor/descendant pairs inside the split and with the training set. "
         "`hopK` holds classes at distance <= K from the training set; the literature names these "
-        "one hop higher (\"2-hops\" = hop1, \"3-hops\" = hop2).",
+        'one hop higher ("2-hops" = hop1, "3-hops" = hop2).',
         "",
         f"![structural ratios]({PLOT_NAME})",
     ]
@@ -75,8 +74,15 @@ def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, An
         if s.kind != "benchmark":
             continue
         d = s.details
-        lines += ["", f"## Benchmark split `{s.name}`", "", "Candidate pool, filter by filter:", "",
-                  "| filter | parameters | before | after | removed |", "|---|---|---:|---:|---:|"]
+        lines += [
+            "",
+            f"## Benchmark split `{s.name}`",
+            "",
+            "Candidate pool, filter by filter:",
+            "",
+            "| filter | parameters | before | after | removed |",
+            "|---|---|---:|---:|---:|",
+        ]
         for step in s.pool_steps:
             params = ", ".join(f"{k}={v}" for k, v in step.params.items()) or "-"
             lines.append(

@@ -11,8 +11,9 @@ from imagenet_zsl.splits.io import check_noun_synsets, read_wnid_list
 from imagenet_zsl.splits.structure import structure_stats
 
 
-def split_stats(path: str | Path, train: list[str], graph: ClassGraph,
-                counts: dict[str, int]) -> dict[str, Any]:
+def split_stats(
+    path: str | Path, train: list[str], graph: ClassGraph, counts: dict[str, int]
+) -> dict[str, Any]:
     """Keys: n_classes, n_images, structural_ratio, pairs_within, pairs_with_train, consistent."""
     wnids = read_wnid_list(path)
     if not wnids:
@@ -20,8 +21,10 @@ def split_stats(path: str | Path, train: list[str], graph: ClassGraph,
     check_noun_synsets(wnids, str(path))
     outside = [w for w in wnids if w not in graph]
     if outside:
-        raise UserInputError(f"{path}: {len(outside)} wnids are noun synsets but not ImageNet-21K "
-                             f"classes or their ancestors: {preview(outside)}")
+        raise UserInputError(
+            f"{path}: {len(outside)} wnids are noun synsets but not ImageNet-21K "
+            f"classes or their ancestors: {preview(outside)}"
+        )
     overlap = sorted(set(wnids) & set(train))
     if overlap:
         raise UserInputError(f"{path}: {len(overlap)} wnids are training classes: {preview(overlap)}")

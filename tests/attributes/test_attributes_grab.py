@@ -58,8 +58,9 @@ def test_mas_keeps_the_least_co_occurring_attributes(name):
     scores = {}
     for i, with_i in enumerate(having):
         if with_i:
-            scores[i] = sum(Fraction(len(with_i & with_j), len(with_i))
-                            for j, with_j in enumerate(having) if j != i)
+            scores[i] = sum(
+                Fraction(len(with_i & with_j), len(with_i)) for j, with_j in enumerate(having) if j != i
+            )
     least = sorted(scores, key=lambda a: (scores[a], a))
     most = sorted(scores, key=lambda a: (-scores[a], a))
     empty = [a for a in range(len(having)) if not having[a]]

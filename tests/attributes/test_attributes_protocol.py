@@ -14,8 +14,9 @@ from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
 from imagenet_zsl.attributes.table import ranking_matrix, results_frame, zsl_table
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.scoring import harmonic_mean
+from imagenet_zsl.models.closed_form import Ridge
 from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.scoring import harmonic_mean
 
 
 def _per_class(predicted: np.ndarray, labels: np.ndarray) -> float:
@@ -27,13 +28,14 @@ def test_ridge_run_matches_an_independent_evaluation(tmp_path, apy_root, monkeyp
     task = ds.task("ps")
     test_images = set(task.test_seen.tolist()) | set(task.test_unseen.tolist())
     fitted_on: list[np.ndarray] = []
-    real_fit = protocol.fit_model
+    real_fit = Ridge.fit
+    row_of = {row.tobytes(): i for i, row in enumerate(ds.images.features)}
 
-    def recording_fit(cls, params, ds_, task_, semantics):
-        fitted_on.append(task_.train)
-        return real_fit(cls, params, ds_, task_, semantics)
+    def recording_fit(model, data, semantics, graph=None):
+        fitted_on.append(np.array([row_of[row.tobytes()] for row in data.features]))
+        return real_fit(model, data, semantics, graph)
 
-    monkeypatch.setattr(protocol, "fit_model", recording_fit)
+    monkeypatch.setattr(Ridge, "fit", recording_fit)
     config = RunConfig("APY", "ridge", grid={"alpha": [1e-3, 1.0, 1e7]})
     results = run_to_directory(ds, config, tmp_path / "run")
 
@@ -48,8 +50,10 @@ def test_ridge_run_matches_an_independent_evaluation(tmp_path, apy_root, monkeyp
     # recompute every headline number from the saved model
     model = load_model(tmp_path / "run" / "model")
     features, labels = ds.images.features, ds.images.labels
-    unseen_scores = model.embed_images(features[task.test_unseen]) @ model.class_prototypes(
-        [ds.class_names[c] for c in task.unseen]).T
+    unseen_scores = (
+        model.embed_images(features[task.test_unseen])
+        @ model.class_prototypes([ds.class_names[c] for c in task.unseen]).T
+    )
     zsl = _per_class(task.unseen[unseen_scores.argmax(axis=1)], labels[task.test_unseen])
     assert results["zsl"]["top1_per_class"] == pytest.approx(zsl, abs=1e-9)
     assert zsl > 0.3  # far above chance (1/12): attributes carry the planted signal
@@ -83,20 +87,69 @@ def test_cli_runs_splits_and_tables(tmp_path, apy_root, capsys):
     common = ["--dataset", "APY", "--root", str(apy_root)]
     dap = ["--model", "dap", "--param", "max_iter=15", "--grid", "reg=0.1,10"]
     assert main(["attributes", "run", *common, *dap, "--out", str(out / "dap")]) == 0
-    assert main(["attributes", "run", *common, "--model", "ridge", "--grid", "alpha=1",
-                 "--val-split", "2", "--out", str(out / "ridge")]) == 0
+    assert (
+        main(
+            [
+                "attributes",
+                "run",
+                *common,
+                "--model",
+                "ridge",
+                "--grid",
+                "alpha=1",
+                "--val-split",
+                "2",
+                "--out",
+                str(out / "ridge"),
+            ]
+        )
+        == 0
+    )
     # Standard Split from user class lists (aPY's SS classes equal its PS classes)
     ss = tmp_path / "standard_split" / "APY"
     shutil.copytree(packaged_dir("APY"), ss, ignore=shutil.ignore_patterns("*.mat"))
-    assert main(["attributes", "run", *common, "--model", "ridge", "--grid", "alpha=1",
-                 "--split", "ss", "--ss-dir", str(ss), "--out", str(out / "ridge_ss")]) == 0
+    assert (
+        main(
+            [
+                "attributes",
+                "run",
+                *common,
+                "--model",
+                "ridge",
+                "--grid",
+                "alpha=1",
+                "--split",
+                "ss",
+                "--ss-dir",
+                str(ss),
+                "--out",
+                str(out / "ridge_ss"),
+            ]
+        )
+        == 0
+    )
     ss_result = json.loads((out / "ridge_ss" / "results.json").read_text())
     assert ss_result["gzsl"] is None and ss_result["images"]["test_unseen"] == 7924
     # a GRAB split, then the same model on it
-    assert main(["attributes", "split", *common, "--method", "ccs", "--out",
-                 str(tmp_path / "ccs")]) == 0
-    assert main(["attributes", "run", *common, "--model", "ridge", "--grid", "alpha=1",
-                 "--att-splits", str(tmp_path / "ccs"), "--out", str(out / "ridge_ccs")]) == 0
+    assert main(["attributes", "split", *common, "--method", "ccs", "--out", str(tmp_path / "ccs")]) == 0
+    assert (
+        main(
+            [
+                "attributes",
+                "run",
+                *common,
+                "--model",
+                "ridge",
+                "--grid",
+                "alpha=1",
+                "--att-splits",
+                str(tmp_path / "ccs"),
+                "--out",
+                str(out / "ridge_ccs"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["attributes", "table", str(out), "--out", str(tmp_path / "table")]) == 0
     printed = capsys.readouterr().out
@@ -106,22 +159,35 @@ def test_cli_runs_splits_and_tables(tmp_path, apy_root, capsys):
     # bad input: one clear line, exit status 2
     assert main(["attributes", "run", *common, "--model", "nope", "--out", str(out / "x")]) == 2
     assert "unknown model 'nope'" in capsys.readouterr().err
-    assert main(["attributes", "run", *common, "--model", "ridge", "--param", "beta=1",
-                 "--out", str(out / "x")]) == 2
+    assert (
+        main(["attributes", "run", *common, "--model", "ridge", "--param", "beta=1", "--out", str(out / "x")])
+        == 2
+    )
     assert "unknown hyper-parameters" in capsys.readouterr().err
 
 
 def test_ranking_matrix_and_table_by_hand():
     def result(dataset, model, val_split, zsl, h=None):
         gz = None if h is None else {"seen": 0.5, "unseen": 0.5, "H": h}
-        return {"dataset": dataset, "model": model, "split": "ps", "val_split": val_split,
-                "zsl": {"top1_per_class": zsl}, "gzsl": gz}
+        return {
+            "dataset": dataset,
+            "model": model,
+            "split": "ps",
+            "val_split": val_split,
+            "zsl": {"top1_per_class": zsl},
+            "gzsl": gz,
+        }
 
     runs = [
-        result("AWA2", "a", 1, 0.5, 0.3), result("AWA2", "b", 1, 0.4, 0.2),
+        result("AWA2", "a", 1, 0.5, 0.3),
+        result("AWA2", "b", 1, 0.4, 0.2),
         result("AWA2", "c", 1, 0.4, 0.1),
-        result("AWA2", "a", 2, 0.5), result("AWA2", "b", 2, 0.1), result("AWA2", "c", 2, 0.6),
-        result("CUB", "a", 1, 0.2), result("CUB", "b", 1, 0.3), result("CUB", "c", 1, 0.1),
+        result("AWA2", "a", 2, 0.5),
+        result("AWA2", "b", 2, 0.1),
+        result("AWA2", "c", 2, 0.6),
+        result("CUB", "a", 1, 0.2),
+        result("CUB", "b", 1, 0.3),
+        result("CUB", "c", 1, 0.1),
     ]
     frame = results_frame(runs)
     ranks = ranking_matrix(frame, "zsl")

@@ -19,20 +19,24 @@ from imagenet_zsl.errors import UserInputError
 def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatch):
     ds = load_dataset("APY", apy_root)
     out = tmp_path / "study"
-    runs = run_study(ds, "ridge", ["random", "gcs", "mas"], seeds=2, out=out, inverse=True,
-                     k=16, params={"alpha": 1.0})
-    assert runs["method"].tolist() == [m for m in ["base", "random", "gcs", "gcs_inv", "mas",
-                                                   "mas_inv"] for _ in range(2)]
+    runs = run_study(
+        ds, "ridge", ["random", "gcs", "mas"], seeds=2, out=out, inverse=True, k=16, params={"alpha": 1.0}
+    )
+    assert runs["method"].tolist() == [
+        m for m in ["base", "random", "gcs", "gcs_inv", "mas", "mas_inv"] for _ in range(2)
+    ]
     # every run is an ordinary run directory; random splits differ by seed, gcs only in images
-    first, second = (load_att_splits(out / "splits" / "random" / f"seed{s}" / "att_splits.mat")
-                     for s in (0, 1))
+    first, second = (
+        load_att_splits(out / "splits" / "random" / f"seed{s}" / "att_splits.mat") for s in (0, 1)
+    )
     assert not np.array_equal(first.seen_classes, second.seen_classes)
-    gcs0, gcs1 = (load_att_splits(out / "splits" / "gcs" / f"seed{s}" / "att_splits.mat")
-                  for s in (0, 1))
+    gcs0, gcs1 = (load_att_splits(out / "splits" / "gcs" / f"seed{s}" / "att_splits.mat") for s in (0, 1))
     np.testing.assert_array_equal(gcs0.seen_classes, gcs1.seen_classes)
     assert load_att_splits(out / "splits" / "mas" / "seed0" / "att_splits.mat").att.shape == (16, 32)
-    h_random = [json.loads((out / "runs" / "random" / f"seed{s}" / "results.json").read_text())
-                ["gzsl"]["H"] for s in (0, 1)]
+    h_random = [
+        json.loads((out / "runs" / "random" / f"seed{s}" / "results.json").read_text())["gzsl"]["H"]
+        for s in (0, 1)
+    ]
 
     stats, variance = summarise(runs)
     base_h = runs.loc[runs.method == "base", "H"].to_numpy()
@@ -49,8 +53,9 @@ def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatc
 
     # resume: finished runs are kept
     monkeypatch.setattr(protocol, "run_protocol", lambda *a, **k: pytest.fail("recomputed"))
-    again = run_study(ds, "ridge", ["random", "gcs", "mas"], seeds=2, out=out, inverse=True,
-                      k=16, params={"alpha": 1.0})
+    again = run_study(
+        ds, "ridge", ["random", "gcs", "mas"], seeds=2, out=out, inverse=True, k=16, params={"alpha": 1.0}
+    )
     pd.testing.assert_frame_equal(again, runs)
 
 
@@ -58,7 +63,22 @@ def test_variants_and_cli_errors(apy_root, tmp_path, capsys):
     assert variants(["random", "ccs", "pas"], inverse=True) == ["random", "ccs", "ccs_inv", "pas"]
     with pytest.raises(UserInputError, match="unknown method"):
         variants(["xyz"], inverse=False)
-    code = main(["attributes", "robustness", "--dataset", "APY", "--root", str(apy_root),
-                 "--model", "ridge", "--methods", "random", "--seeds", "1",
-                 "--out", str(tmp_path / "r")])
+    code = main(
+        [
+            "attributes",
+            "robustness",
+            "--dataset",
+            "APY",
+            "--root",
+            str(apy_root),
+            "--model",
+            "ridge",
+            "--methods",
+            "random",
+            "--seeds",
+            "1",
+            "--out",
+            str(tmp_path / "r"),
+        ]
+    )
     assert code == 2 and "--seeds must be at least 2" in capsys.readouterr().err

@@ -13,7 +13,6 @@ import scipy.io
 from imagenet_zsl.attributes.dataset import (
     load_dataset,
     packaged_dir,
-    stratified_holdout,
 )
 from imagenet_zsl.attributes.synthetic import save_res101
 from imagenet_zsl.attributes.xlsa17 import (
@@ -24,6 +23,7 @@ from imagenet_zsl.attributes.xlsa17 import (
 )
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import sha256_file
+from imagenet_zsl.models.selection import holdout_images
 
 # Proposed Split facts (Xian et al.; data/PROVENANCE.md):
 # images trainval / test seen / test unseen, classes seen / unseen, attributes, val split sizes
@@ -90,8 +90,9 @@ def _write_v73(path: Path, variables: dict) -> None:
             if isinstance(value, list):  # cell array of strings, C x 1 in MATLAB
                 ref_array = np.empty((1, len(value)), dtype=h5py.ref_dtype)
                 for i, text in enumerate(value):
-                    char = refs.create_dataset(f"{key}{i}", data=np.array(
-                        [[ord(c)] for c in text], dtype=np.uint16))
+                    char = refs.create_dataset(
+                        f"{key}{i}", data=np.array([[ord(c)] for c in text], dtype=np.uint16)
+                    )
                     char.attrs["MATLAB_class"] = np.bytes_("char")
                     ref_array[0, i] = char.ref
                 dset = f.create_dataset(key, data=ref_array)
@@ -109,10 +110,14 @@ def test_v73_files_load_like_v5(tmp_path):
     labels = np.array([0, 1, 2, 1, 0, 2, 2])
     files = [f"img{i}.jpg" for i in range(7)]
     v5 = save_res101(tmp_path / "v5.mat", Res101(features, labels, files))
-    _write_v73(tmp_path / "v73.mat", {
-        "features": features.T.astype(np.float64), "labels": (labels + 1).reshape(-1, 1),
-        "image_files": files,
-    })
+    _write_v73(
+        tmp_path / "v73.mat",
+        {
+            "features": features.T.astype(np.float64),
+            "labels": (labels + 1).reshape(-1, 1),
+            "image_files": files,
+        },
+    )
     a, b = load_res101(v5), load_res101(tmp_path / "v73.mat")
     np.testing.assert_array_equal(a.features, features)
     np.testing.assert_array_equal(b.features, features)
@@ -122,11 +127,15 @@ def test_v73_files_load_like_v5(tmp_path):
     real = packaged_dir("APY") / "att_splits.mat"
     source = load_att_splits(real)
     mat = scipy.io.loadmat(real)
-    _write_v73(tmp_path / "att_splits.mat", {
-        "att": mat["att"], "original_att": mat["original_att"],
-        "allclasses_names": source.class_names,
-        **{k: mat[k] for k in ("trainval_loc", "test_seen_loc", "test_unseen_loc")},
-    })
+    _write_v73(
+        tmp_path / "att_splits.mat",
+        {
+            "att": mat["att"],
+            "original_att": mat["original_att"],
+            "allclasses_names": source.class_names,
+            **{k: mat[k] for k in ("trainval_loc", "test_seen_loc", "test_unseen_loc")},
+        },
+    )
     loaded = load_att_splits(tmp_path / "att_splits.mat")
     np.testing.assert_array_equal(loaded.att, source.att)
     assert loaded.class_names == source.class_names
@@ -211,8 +220,18 @@ def test_res101_shape_errors(tmp_path):
 
 def test_standard_split_from_user_class_lists(tmp_path, xlsa17_root):
     """SS: all images of the trainval classes train, all images of the test classes test."""
-    lampert_test = ["chimpanzee", "giant+panda", "leopard", "persian+cat", "pig",
-                    "hippopotamus", "humpback+whale", "raccoon", "rat", "seal"]
+    lampert_test = [
+        "chimpanzee",
+        "giant+panda",
+        "leopard",
+        "persian+cat",
+        "pig",
+        "hippopotamus",
+        "humpback+whale",
+        "raccoon",
+        "rat",
+        "seal",
+    ]
     names = load_att_splits(packaged_dir("AWA2") / "att_splits.mat").class_names
     ss = tmp_path / "standard_split" / "AWA2"
     ss.mkdir(parents=True)
@@ -238,7 +257,7 @@ def test_standard_split_from_user_class_lists(tmp_path, xlsa17_root):
 
 def test_stratified_holdout_is_seeded_and_per_class():
     labels = np.repeat(np.arange(4), [10, 5, 2, 1])
-    mask = stratified_holdout(labels, 0.2, seed=3)
+    mask = holdout_images(labels, 0.2, seed=3)
     assert [int(mask[labels == c].sum()) for c in range(4)] == [2, 1, 1, 0]
-    np.testing.assert_array_equal(mask, stratified_holdout(labels, 0.2, seed=3))
-    assert not np.array_equal(mask, stratified_holdout(labels, 0.2, seed=4))
+    np.testing.assert_array_equal(mask, holdout_images(labels, 0.2, seed=3))
+    assert not np.array_equal(mask, holdout_images(labels, 0.2, seed=4))

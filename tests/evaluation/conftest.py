@@ -13,8 +13,14 @@ from tests.evaluation.evaluation_fixtures import CLASSES, DIM, SEEN, TEST, VAL, 
 @pytest.fixture
 def graph() -> ClassGraph:
     """n00000001 is the parent of n00000000; n00000002 its child; n00000003 unrelated."""
-    edges = [("root", "n00000001"), ("n00000001", "n00000000"), ("n00000000", "n00000002"),
-             ("root", "n00000003"), ("n00000003", "n00000004"), ("n00000003", "n00000005")]
+    edges = [
+        ("root", "n00000001"),
+        ("n00000001", "n00000000"),
+        ("n00000000", "n00000002"),
+        ("root", "n00000003"),
+        ("n00000003", "n00000004"),
+        ("n00000003", "n00000005"),
+    ]
     edges += [("root", w) for w in VAL + SEEN]
     return ClassGraph.from_edges(edges)
 
@@ -40,7 +46,11 @@ def bench(tmp_path) -> dict:
     for name, wnids in (("split", TEST), ("val", VAL), ("seen_classes", SEEN)):
         (root / f"{name}.txt").write_text("\n".join(wnids) + "\n")
     return {
-        "root": root, "features": features, "seen": seen, "protos": root / "protos.npz",
-        "split": root / "split.txt", "val": root / "val.txt",
+        "root": root,
+        "features": features,
+        "seen": seen,
+        "protos": root / "protos.npz",
+        "split": root / "split.txt",
+        "val": root / "val.txt",
         "seen_classes": root / "seen_classes.txt",
     }

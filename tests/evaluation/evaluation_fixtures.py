@@ -20,16 +20,23 @@ def one_hot(labels: np.ndarray) -> np.ndarray:
     return np.eye(DIM, dtype=np.float32)[labels]
 
 
-def write_feature_dir(path: Path, labels: np.ndarray, features: np.ndarray,
-                      shard_rows: int = 7, classes: list[str] | None = None) -> Path:
+def write_feature_dir(
+    path: Path,
+    labels: np.ndarray,
+    features: np.ndarray,
+    shard_rows: int = 7,
+    classes: list[str] | None = None,
+) -> Path:
     """Feature dir in the shared format, split into shards of ``shard_rows`` rows."""
     classes = CLASSES if classes is None else classes
     path.mkdir(parents=True)
     records = []
     for index, start in enumerate(range(0, len(labels), shard_rows)):
         rows = slice(start, start + shard_rows)
-        ids = [f"{classes[lab] if lab < len(classes) else 'x'}/{start + i}.JPEG"
-               for i, lab in enumerate(labels[rows])]
+        ids = [
+            f"{classes[lab] if lab < len(classes) else 'x'}/{start + i}.JPEG"
+            for i, lab in enumerate(labels[rows])
+        ]
         records.append(write_shard(path, shard_name(0, index), features[rows], labels[rows], ids))
     write_manifest(path, {"classes": classes, "dim": int(features.shape[1]), "shards": records})
     return path

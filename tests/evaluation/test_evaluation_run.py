@@ -1,25 +1,30 @@
 """End to end: tiny feature directories → `imagenet-zsl evaluate` → metrics worked out by hand."""
 
 import json
-import sys
-import types
 
 import numpy as np
 import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation import queries
 from imagenet_zsl.evaluation import run as run_module
-from imagenet_zsl.scoring import hit_at_k
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.models.base import ZSLModel
+from imagenet_zsl.scoring import hit_at_k
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import CLASSES, DIM, SEEN, TEST, VAL, one_hot, write_feature_dir
 
 
 def config(bench, out, **kw) -> EvaluationConfig:
-    base = dict(features=bench["features"], split=bench["split"], out=out,
-                prototypes=bench["protos"], ks=[1, 2, 5], label_frequency=False)
+    base = dict(
+        features=bench["features"],
+        split=bench["split"],
+        out=out,
+        prototypes=bench["protos"],
+        ks=[1, 2, 5],
+        label_frequency=False,
+    )
     base.update(kw)
     return EvaluationConfig(**base)
 
@@ -31,15 +36,22 @@ def test_zsl_gzsl_calibration_and_breakdown_end_to_end(bench, graph, tmp_path):
     test_labels = np.repeat(np.arange(6), 3)
     test_features = one_hot(test_labels)
     test_features[0] = one_hot(np.array([1]))[0]  # planted error: looks like its parent
-    features = write_feature_dir(tmp_path / "f2", np.r_[test_labels, val_rows],
-                                 np.vstack([test_features, val_features]))
+    features = write_feature_dir(
+        tmp_path / "f2", np.r_[test_labels, val_rows], np.vstack([test_features, val_features])
+    )
     out = tmp_path / "run"
-    m = evaluate(config(bench, out, features=features, gzsl=True, seen_features=bench["seen"],
-                        val_split=bench["val"]), graph=graph, progress=False)
+    m = evaluate(
+        config(bench, out, features=features, gzsl=True, seen_features=bench["seen"], val_split=bench["val"]),
+        graph=graph,
+        progress=False,
+    )
 
     # ZSL: 17 of 18 images right; the planted one ties 5 classes at 0 -> rank 5: miss at K<=5
-    assert m["zsl"]["flat"] == {"1": pytest.approx(17 / 18), "2": pytest.approx(17 / 18),
-                                "5": pytest.approx(17 / 18)}
+    assert m["zsl"]["flat"] == {
+        "1": pytest.approx(17 / 18),
+        "2": pytest.approx(17 / 18),
+        "5": pytest.approx(17 / 18),
+    }
     assert m["zsl"]["per_class"]["1"] == pytest.approx((2 / 3 + 5) / 6)
     # GZSL at γ=0: every seen image right, unseen as in ZSL
     g = m["gzsl"]["per_class"]["1"]
@@ -59,8 +71,16 @@ def test_zsl_gzsl_calibration_and_breakdown_end_to_end(bench, graph, tmp_path):
     assert h["semantic_lower_bound"] == pytest.approx(1.0)
 
     files = {p.name for p in out.iterdir()}
-    assert {"metrics.json", "per_class.csv", "report.md", "manifest.json", "hit_at_k.png",
-            "suc_curve.png", "error_breakdown.png", "topk"} <= files
+    assert {
+        "metrics.json",
+        "per_class.csv",
+        "report.md",
+        "manifest.json",
+        "hit_at_k.png",
+        "suc_curve.png",
+        "error_breakdown.png",
+        "topk",
+    } <= files
     for png in ("hit_at_k.png", "suc_curve.png", "error_breakdown.png"):
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     report = (out / "report.md").read_text()
@@ -97,15 +117,43 @@ def test_same_inputs_same_bytes(bench, graph, tmp_path):
 
 def test_cli_evaluate_and_errors(bench, tmp_path, capsys):
     out = tmp_path / "cli-run"
-    rc = main(["evaluate", "--features", str(bench["features"]), "--split", str(bench["split"]),
-               "--prototypes", str(bench["protos"]), "--k", "1", "5", "--graph", "none",
-               "--no-label-frequency", "--out", str(out)])
+    rc = main(
+        [
+            "evaluate",
+            "--features",
+            str(bench["features"]),
+            "--split",
+            str(bench["split"]),
+            "--prototypes",
+            str(bench["protos"]),
+            "--k",
+            "1",
+            "5",
+            "--graph",
+            "none",
+            "--no-label-frequency",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     assert "hit@1 94.44%" in capsys.readouterr().out
     assert json.loads((out / "metrics.json").read_text())["parameters"]["ks"] == [1, 5]
 
-    rc = main(["evaluate", "--features", str(bench["features"]), "--split", str(bench["split"]),
-               "--prototypes", str(bench["protos"]), "--gzsl", "--out", str(tmp_path / "x")])
+    rc = main(
+        [
+            "evaluate",
+            "--features",
+            str(bench["features"]),
+            "--split",
+            str(bench["split"]),
+            "--prototypes",
+            str(bench["protos"]),
+            "--gzsl",
+            "--out",
+            str(tmp_path / "x"),
+        ]
+    )
     assert rc == 2
     assert "error: --gzsl needs --seen-features" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
@@ -133,8 +181,10 @@ def test_bad_input_fails_before_searching(bench, tmp_path, monkeypatch):
     expect_error(config(bench, out, gzsl=True), "--gzsl needs --seen-features")
     # a seen class in the test split
     (tmp_path / "overlap.txt").write_text("\n".join(SEEN[:1] + TEST[:1]) + "\n")
-    expect_error(config(bench, out, gzsl=True, seen_features=bench["seen"],
-                        seen_classes=tmp_path / "overlap.txt"), "both seen and in the test")
+    expect_error(
+        config(bench, out, gzsl=True, seen_features=bench["seen"], seen_classes=tmp_path / "overlap.txt"),
+        "both seen and in the test",
+    )
     # a split class without any image
     labels = np.repeat(np.arange(5), 2)
     no_five = write_feature_dir(tmp_path / "no5", labels, one_hot(labels))
@@ -144,8 +194,10 @@ def test_bad_input_fails_before_searching(bench, tmp_path, monkeypatch):
     short = write_feature_dir(tmp_path / "short", labels, one_hot(labels), classes=CLASSES[:7])
     expect_error(config(bench, out, features=short), "labels outside the directory's 7 classes")
     # validation classes that are test classes
-    expect_error(config(bench, out, gzsl=True, seen_features=bench["seen"],
-                        val_split=bench["split"]), "validation classes are test or seen")
+    expect_error(
+        config(bench, out, gzsl=True, seen_features=bench["seen"], val_split=bench["split"]),
+        "validation classes are test or seen",
+    )
 
 
 def test_nan_features_name_the_image(bench, tmp_path):
@@ -153,8 +205,7 @@ def test_nan_features_name_the_image(bench, tmp_path):
     features = one_hot(labels)
     features[7, 3] = np.nan
     bad = write_feature_dir(tmp_path / "nan", labels, features, shard_rows=5)
-    expect_error(config(bench, tmp_path / "out", features=bad),
-                 r"NaN or Inf \(first: n00000003/7.JPEG\)")
+    expect_error(config(bench, tmp_path / "out", features=bad), r"NaN or Inf \(first: n00000003/7.JPEG\)")
 
 
 def test_interrupted_run_resumes_from_cached_shards(bench, tmp_path, monkeypatch):
@@ -201,33 +252,42 @@ class ScaledModel(ZSLModel):
 
 
 def test_model_directory_is_evaluated_through_the_registry(bench, tmp_path, monkeypatch):
-    registry = types.ModuleType("imagenet_zsl.models.registry")
-    registry.load_model = lambda path: ScaledModel()
-    monkeypatch.setitem(sys.modules, "imagenet_zsl.models.registry", registry)
+    monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
     model_dir = tmp_path / "model"
     model_dir.mkdir()
     (model_dir / "manifest.json").write_text("{}")
-    m = evaluate(config(bench, tmp_path / "run", prototypes=None, model=model_dir),
-                 graph="none", progress=False)
+    m = evaluate(
+        config(bench, tmp_path / "run", prototypes=None, model=model_dir), graph="none", progress=False
+    )
     assert m["model"]["kind"] == "model" and m["model"]["type"] == "scaled"
     assert m["model"]["name"] == "model"  # the directory names the fitted model in reports
     assert m["zsl"]["flat"]["1"] == pytest.approx(17 / 18)
     # a model that cannot embed these features: one clear line before any search
     wide = write_feature_dir(tmp_path / "wide", np.arange(6), np.zeros((6, DIM + 3)))
-    expect_error(config(bench, tmp_path / "run2", prototypes=None, model=model_dir,
-                        features=wide), "model cannot embed the 13-d features")
+    expect_error(
+        config(bench, tmp_path / "run2", prototypes=None, model=model_dir, features=wide),
+        "model cannot embed the 13-d features",
+    )
 
 
 def test_val_split_without_seen_dir_holds_out_seen_images(bench, tmp_path):
-    m = evaluate(config(bench, tmp_path / "run", gzsl=True, seen_features=bench["seen"],
-                        val_split=bench["val"], val_seen_fraction=0.5, seed=3),
-                 graph="none", progress=False)
+    m = evaluate(
+        config(
+            bench,
+            tmp_path / "run",
+            gzsl=True,
+            seen_features=bench["seen"],
+            val_split=bench["val"],
+            val_seen_fraction=0.5,
+            seed=3,
+        ),
+        graph="none",
+        progress=False,
+    )
     held = m["gzsl"]["calibration"]["validation_images"]["seen"]
     assert 0 < held < 6 and m["gzsl"]["images"]["seen"] == 6 - held
-    assert m["inputs"]["val_seen"] == {"held_out_from": "seen_features", "fraction": 0.5,
-                                       "seed": 3}
-    assert VAL == json.loads((tmp_path / "run" / "topk" / "classes.json").read_text())[
-        "val_unseen"]
+    assert m["inputs"]["val_seen"] == {"held_out_from": "seen_features", "fraction": 0.5, "seed": 3}
+    assert VAL == json.loads((tmp_path / "run" / "topk" / "classes.json").read_text())["val_unseen"]
 
 
 def test_kept_images_restricts_the_test_set(bench, graph, tmp_path):
@@ -235,14 +295,13 @@ def test_kept_images_restricts_the_test_set(bench, graph, tmp_path):
     filter_dir = tmp_path / "filter"
     filter_dir.mkdir()
     kept = [f"{CLASSES[c]}/{i}.JPEG" for i, c in enumerate(np.repeat(np.arange(6), 3)) if i != 0]
-    (filter_dir / "kept.csv").write_text("image_id,wnid\n" + "".join(
-        f"{image},{image.split('/')[0]}\n" for image in kept))
-    m = evaluate(config(bench, tmp_path / "run", kept_images=filter_dir), graph=graph,
-                 progress=False)
+    (filter_dir / "kept.csv").write_text(
+        "image_id,wnid\n" + "".join(f"{image},{image.split('/')[0]}\n" for image in kept)
+    )
+    m = evaluate(config(bench, tmp_path / "run", kept_images=filter_dir), graph=graph, progress=False)
     assert m["zsl"]["images"] == 17
     assert m["zsl"]["flat"]["1"] == pytest.approx(1.0)
     assert m["parameters"]["kept_images"]["n_kept_ids"] == 17
     (filter_dir / "kept.csv").write_text("image_id,wnid\nnot/there.JPEG,n00000000\n")
     with pytest.raises(UserInputError, match="none of the split's images"):
-        evaluate(config(bench, tmp_path / "run2", kept_images=filter_dir), graph=graph,
-                 progress=False)
+        evaluate(config(bench, tmp_path / "run2", kept_images=filter_dir), graph=graph, progress=False)

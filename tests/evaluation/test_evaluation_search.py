@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.search import TopKSearcher, topk_from_scores, topk_inner_product
+from imagenet_zsl.evaluation.search import TopKSearcher, topk_inner_product
+from imagenet_zsl.scoring import topk_from_scores
 
 
 def brute_force(queries, prototypes, k):
@@ -40,7 +41,7 @@ def test_random_real_data_matches_brute_force():
 def test_tie_order_and_boundary_keep_smallest_ids():
     queries = np.ones((25, 2), np.float32)
     prototypes = np.ones((8, 2), np.float32)  # eight classes, all tied
-    prototypes[5] = 2.0                         # one clear winner
+    prototypes[5] = 2.0  # one clear winner
     scores, ids = topk_inner_product(queries, prototypes, 3)
     assert ids.tolist() == [[5, 0, 1]] * 25
     assert scores.tolist() == [[4.0, 2.0, 2.0]] * 25

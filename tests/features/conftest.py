@@ -12,7 +12,7 @@ import pytest
 import torch
 from PIL import Image
 
-from imagenet_zsl.features.backbones import build_backbone
+from imagenet_zsl.features.backbones import create_backbone
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 from imagenet_zsl.features.transforms import Preprocessing
 
@@ -27,13 +27,22 @@ def write_classes(path: Path, wnids: list[str]) -> Path:
 def extract(store, classes_file: Path, out: Path, **overrides):
     """A fast extraction: tiny random-weight backbone, small images, no worker processes."""
     settings = {
-        "backbone": "tiny-test", "weights": "random", "batch_size": 4, "shard_size": 6,
-        "workers": 0, "device": "cpu", "progress": False, **SMALL,
+        "backbone": "tiny-test",
+        "weights": "random",
+        "batch_size": 4,
+        "shard_size": 6,
+        "workers": 0,
+        "device": "cpu",
+        "progress": False,
+        **SMALL,
     }
     settings.update(overrides)
     config = ExtractConfig(
-        store=str(store.root), classes_file=str(classes_file), out=str(out),
-        val_labels=str(store.labels) if store.labels else None, **settings,
+        store=str(store.root),
+        classes_file=str(classes_file),
+        out=str(out),
+        val_labels=str(store.labels) if store.labels else None,
+        **settings,
     )
     return run_extraction(config)
 
@@ -50,12 +59,11 @@ def image_bytes(store, image_id: str) -> bytes:
 
 def reference_outputs(store, ids, backbone="tiny-test", resize=64, crop=56, seed=0):
     """The plain way: ImageFolder's loader (PIL convert RGB), torchvision transforms, fp32 forward."""
-    net, _ = build_backbone(backbone, "random", seed=seed)
+    net, _ = create_backbone(backbone, "random", seed=seed)
     transform = Preprocessing(resize, crop).reference_transform()
-    batch = torch.stack([
-        transform(Image.open(io.BytesIO(image_bytes(store, image_id))).convert("RGB"))
-        for image_id in ids
-    ])
+    batch = torch.stack(
+        [transform(Image.open(io.BytesIO(image_bytes(store, image_id))).convert("RGB")) for image_id in ids]
+    )
     with torch.no_grad():
         features, logits = net(batch)
     return features.numpy(), logits.numpy()
@@ -65,7 +73,8 @@ def all_files(root: Path) -> dict[str, bytes]:
     """Every output file's bytes except the (timestamped) logs."""
     return {
         str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*")) if p.is_file() and "logs" not in p.parts
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "logs" not in p.parts
     }
 
 
@@ -79,6 +88,9 @@ def _private_index_cache(tmp_path, monkeypatch):
 def fx():
     """The helpers above: fx.extract, fx.write_classes, fx.reference_outputs, fx.all_files."""
     return types.SimpleNamespace(
-        extract=extract, write_classes=write_classes, reference_outputs=reference_outputs,
-        all_files=all_files, image_bytes=image_bytes,
+        extract=extract,
+        write_classes=write_classes,
+        reference_outputs=reference_outputs,
+        all_files=all_files,
+        image_bytes=image_bytes,
     )

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.backbones import REGISTRY, build_backbone, get_spec
+from imagenet_zsl.features.backbones import create_backbone, get_spec
 from imagenet_zsl.io import sha256_file
 
 
@@ -21,13 +21,13 @@ def _outputs(net, x):
 def test_registry_dimensions_match_the_networks():
     x = torch.rand(2, 3, 64, 64)
     for name in ("resnet18", "tiny-test"):
-        features, logits = _outputs(build_backbone(name, "random")[0], x)
-        assert features.shape == (2, REGISTRY[name].dim) and logits.shape == (2, 1000)
-    assert REGISTRY["resnet50"].dim == REGISTRY["resnet101"].dim == 2048
+        features, logits = _outputs(create_backbone(name, "random")[0], x)
+        assert features.shape == (2, get_spec(name).dim) and logits.shape == (2, 1000)
+    assert get_spec("resnet50").dim == get_spec("resnet101").dim == 2048
 
 
 def test_logits_are_the_classifier_applied_to_the_pooled_features():
-    net, _ = build_backbone("resnet18", "random")
+    net, _ = create_backbone("resnet18", "random")
     x = torch.rand(2, 3, 64, 64)
     features, logits = _outputs(net, x)
     with torch.no_grad():
@@ -38,9 +38,9 @@ def test_logits_are_the_classifier_applied_to_the_pooled_features():
 
 
 def test_random_weights_are_seeded_and_stamped():
-    a, info = build_backbone("tiny-test", "random", seed=0)
-    b, _ = build_backbone("tiny-test", "random", seed=0)
-    c, _ = build_backbone("tiny-test", "random", seed=1)
+    a, info = create_backbone("tiny-test", "random", seed=0)
+    b, _ = create_backbone("tiny-test", "random", seed=0)
+    c, _ = create_backbone("tiny-test", "random", seed=1)
     x = torch.rand(1, 3, 32, 32)
     assert torch.equal(_outputs(a, x)[0], _outputs(b, x)[0])
     assert not torch.equal(_outputs(a, x)[0], _outputs(c, x)[0])
@@ -51,25 +51,29 @@ def test_random_weights_are_seeded_and_stamped():
 
 def test_missing_pretrained_weights_are_an_error_never_random(torch_home):
     with pytest.raises(UserInputError) as caught:
-        build_backbone("resnet50")
+        create_backbone("resnet50")
     message = str(caught.value)
     assert str(torch_home / "hub" / "checkpoints" / "resnet50-0676ba61.pth") in message
     assert "https://download.pytorch.org/models/resnet50-0676ba61.pth" in message
     with pytest.raises(UserInputError, match="has no pretrained weights; pass --weights random"):
-        build_backbone("tiny-test")
+        create_backbone("tiny-test")
 
 
 def test_weights_found_in_the_torch_hub_cache_are_loaded(torch_home):
-    source, _ = build_backbone("resnet18", "random", seed=5)
+    source, _ = create_backbone("resnet18", "random", seed=5)
     # a torchvision-format checkpoint: the original ResNet keys, classifier under fc.
-    state = {**{k.removeprefix("model."): v for k, v in source.state_dict().items()
-                if k.startswith("model.")},
-             **{"fc." + k.removeprefix("head."): v for k, v in source.state_dict().items()
-                if k.startswith("head.")}}
+    state = {
+        **{k.removeprefix("model."): v for k, v in source.state_dict().items() if k.startswith("model.")},
+        **{
+            "fc." + k.removeprefix("head."): v
+            for k, v in source.state_dict().items()
+            if k.startswith("head.")
+        },
+    }
     path = torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
     path.parent.mkdir(parents=True)
     torch.save(state, path)
-    net, info = build_backbone("resnet18")
+    net, info = create_backbone("resnet18")
     assert info.source == "torch-hub-cache" and info.sha256 == sha256_file(path)
     x = torch.rand(1, 3, 64, 64)
     for mine, theirs in zip(_outputs(net, x), _outputs(source, x), strict=True):
@@ -77,25 +81,24 @@ def test_weights_found_in_the_torch_hub_cache_are_loaded(torch_home):
 
 
 def test_weights_file_roundtrip_and_mismatch(tmp_path):
-    source, _ = build_backbone("tiny-test", "random", seed=3)
+    source, _ = create_backbone("tiny-test", "random", seed=3)
     path = tmp_path / "tiny.pt"
     torch.save({"state_dict": {"module." + k: v for k, v in source.state_dict().items()}}, path)
-    net, info = build_backbone("tiny-test", str(path))
-    assert info.describe() == {"source": "file", "path": str(path.resolve()),
-                               "sha256": sha256_file(path)}
+    net, info = create_backbone("tiny-test", str(path))
+    assert info.describe() == {"source": "file", "path": str(path.resolve()), "sha256": sha256_file(path)}
     x = torch.rand(1, 3, 32, 32)
     assert torch.equal(_outputs(net, x)[0], _outputs(source, x)[0])
     with pytest.raises(UserInputError, match=r"tiny.pt: weights do not fit --backbone resnet18"):
-        build_backbone("resnet18", str(path))
+        create_backbone("resnet18", str(path))
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(UserInputError, match="junk.pt: cannot read weights"):
-        build_backbone("tiny-test", str(tmp_path / "junk.pt"))
+        create_backbone("tiny-test", str(tmp_path / "junk.pt"))
     with pytest.raises(UserInputError, match="file not found"):
-        build_backbone("tiny-test", str(tmp_path / "absent.pt"))
+        create_backbone("tiny-test", str(tmp_path / "absent.pt"))
 
 
 def test_unknown_backbones_name_the_choices():
-    with pytest.raises(UserInputError, match="choose one of resnet50, resnet50-v2"):
+    with pytest.raises(UserInputError, match="choose one of resnet101, resnet18, resnet50, resnet50-v2"):
         get_spec("vgg16")
     with pytest.raises(UserInputError, match="timm has no model"):
         get_spec("timm:not_a_model_at_all")
@@ -104,9 +107,9 @@ def test_unknown_backbones_name_the_choices():
 def test_timm_backbone_pools_features_and_refuses_missing_weights(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
-    net, _ = build_backbone("timm:resnet18", "random")
+    net, _ = create_backbone("timm:resnet18", "random")
     features, logits = _outputs(net, torch.rand(1, 3, 64, 64))
     assert features.shape == (1, 512) and logits.shape == (1, 1000)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     with pytest.raises(UserInputError, match="no pretrained weights for --backbone timm:resnet18"):
-        build_backbone("timm:resnet18")
+        create_backbone("timm:resnet18")

@@ -31,8 +31,7 @@ def test_shard_ranges_cover_every_shard_once_in_order(num_shards, world):
 
 
 def test_rank_info_reads_torchrun_variables(monkeypatch):
-    for name, value in {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1",
-                        "LOCAL_WORLD_SIZE": "2"}.items():
+    for name, value in {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}.items():
         monkeypatch.setenv(name, value)
     assert RankInfo.from_env() == RankInfo(3, 4, 1, 2)
     monkeypatch.setenv("RANK", "4")
@@ -55,7 +54,8 @@ def _same_content(a: Path, b: Path) -> None:
     assert one.manifest["skipped"] == two.manifest["skipped"]
     strip = {"shards"}
     assert {k: v for k, v in one.manifest.items() if k not in strip} == {
-        k: v for k, v in two.manifest.items() if k not in strip}
+        k: v for k, v in two.manifest.items() if k not in strip
+    }
 
 
 def test_ranks_split_the_work_and_the_last_one_merges(tmp_path, store, monkeypatch, fx):
@@ -98,15 +98,49 @@ def _free_port() -> int:
 def test_torchrun_two_processes_equal_one_process(tmp_path, store, fx):
     classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
     fx.extract(store, classes, tmp_path / "single")
-    args = ["extract", "--store", str(store.root), "--classes", str(classes),
-            "--backbone", "tiny-test", "--weights", "random", "--device", "cpu",
-            "--workers", "0", "--batch-size", "4", "--shard-size", "6", "--resize", "64",
-            "--crop", "56", "--no-progress"]
+    args = [
+        "extract",
+        "--store",
+        str(store.root),
+        "--classes",
+        str(classes),
+        "--backbone",
+        "tiny-test",
+        "--weights",
+        "random",
+        "--device",
+        "cpu",
+        "--workers",
+        "0",
+        "--batch-size",
+        "4",
+        "--shard-size",
+        "6",
+        "--resize",
+        "64",
+        "--crop",
+        "56",
+        "--no-progress",
+    ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1",
-               "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
-               "--master_port", str(_free_port()), "-m", "imagenet_zsl.cli",
-               *args, "--out", str(tmp_path / "torchrun")]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "1",
+        "--nproc_per_node",
+        "2",
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(_free_port()),
+        "-m",
+        "imagenet_zsl.cli",
+        *args,
+        "--out",
+        str(tmp_path / "torchrun"),
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     out = tmp_path / "torchrun"

@@ -6,10 +6,11 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import extract as extract_mod
-from imagenet_zsl.features.extract import plan_work, read_classes_file
+from imagenet_zsl.features.extract import plan_work
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.synthetic_store import BROKEN, make_store
 from imagenet_zsl.images.store import open_store
+from imagenet_zsl.splits.io import read_wnid_list
 
 CLASSES = {"n01440764": 8, "n01443537": 3, "n01484850": 4}
 
@@ -58,11 +59,11 @@ def test_corrupt_files_are_skipped_listed_and_logged(tmp_path, tar_store, fx):
 
 
 def test_real_resnet50_pipeline_equals_the_plain_reference_loop(tmp_path, fx):
-    store = make_store(tmp_path / "store", "tree", {"n01440764": 2}, size=(300, 240),
-                       oddities=False)
+    store = make_store(tmp_path / "store", "tree", {"n01440764": 2}, size=(300, 240), oddities=False)
     classes = fx.write_classes(tmp_path / "c.txt", ["n01440764"])
-    fx.extract(store, classes, tmp_path / "out", backbone="resnet50", resize=256, crop=224,
-            logits=True, batch_size=2)
+    fx.extract(
+        store, classes, tmp_path / "out", backbone="resnet50", resize=256, crop=224, logits=True, batch_size=2
+    )
     block = FeatureDir(tmp_path / "out").load(with_logits=True)
     assert block.features.shape == (2, 2048)
     expected_f, expected_l = fx.reference_outputs(store, block.ids.tolist(), "resnet50", 256, 224)
@@ -128,10 +129,8 @@ def test_an_output_directory_never_mixes_two_runs(tmp_path, tar_store, fx):
 
 def test_per_class_sample_is_seeded_stable_and_layout_independent(tmp_path):
     counts = {"n01440764": 20, "n01443537": 3, "n01484850": 12}
-    tars = open_store(make_store(tmp_path / "a", "tars", counts, oddities=False).root,
-                      progress=False)
-    tree = open_store(make_store(tmp_path / "b", "tree", counts, oddities=False).root,
-                      progress=False)
+    tars = open_store(make_store(tmp_path / "a", "tars", counts, oddities=False).root, progress=False)
+    tree = open_store(make_store(tmp_path / "b", "tree", counts, oddities=False).root, progress=False)
     wnids = list(counts)
     first = plan_work(tars, wnids, per_class=5, seed=7)
     assert np.bincount(first.labels).tolist() == [5, 3, 5]
@@ -153,15 +152,16 @@ def test_per_class_extraction_samples_before_decoding(tmp_path, tar_store, fx):
     assert manifest["counts"]["work_items"] == 6
     assert result.images + result.skipped == 6
     assert manifest["parameters"]["per_class"] == 2 and manifest["parameters"]["seed"] == 3
+    assert manifest["format"] == "imagenet-zsl/features-v1" and manifest["tool"] == "imagenet-zsl extract"
 
 
 def test_classes_file_rules(tmp_path, tar_store, fx):
     path = tmp_path / "c.txt"
     path.write_text("# my split\nn01440764\n\nn01443537\textra column\n")
-    assert read_classes_file(path) == ["n01440764", "n01443537"]
+    assert read_wnid_list(path) == ["n01440764", "n01443537"]
     path.write_text("n01440764\nn01443537\nn01440764\n")
-    with pytest.raises(UserInputError, match=r"c.txt:3: n01440764 repeats line 1"):
-        read_classes_file(path)
+    with pytest.raises(UserInputError, match=r"c.txt:3: n01440764 already listed on line 1"):
+        read_wnid_list(path)
     fx.write_classes(path, ["n09999999"])
     with pytest.raises(UserInputError, match="none of its 1 classes has images"):
         fx.extract(tar_store, path, tmp_path / "out")
@@ -189,7 +189,8 @@ def test_torchvision_decoder_skips_the_same_files_and_agrees_closely(tmp_path, t
     a, b = pil.load(), tv.load()
     assert a.ids.tolist() == b.ids.tolist()
     cosine = (a.features * b.features).sum(1) / (
-        np.linalg.norm(a.features, axis=1) * np.linalg.norm(b.features, axis=1))
+        np.linalg.norm(a.features, axis=1) * np.linalg.norm(b.features, axis=1)
+    )
     assert cosine.min() > 0.99  # tensor resize vs PIL resize: close, not identical
 
 
@@ -212,9 +213,28 @@ def test_truncated_tar_member_is_skipped_with_its_reason(tmp_path, fx):
 def test_cli_extract_end_to_end_and_argument_errors(tmp_path, tar_store, capsys, fx):
     classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
     out = tmp_path / "out"
-    argv = ["extract", "--store", str(tar_store.root), "--classes", str(classes), "--out", str(out),
-            "--backbone", "tiny-test", "--weights", "random", "--device", "cpu", "--workers", "0",
-            "--resize", "64", "--crop", "56", "--no-progress"]
+    argv = [
+        "extract",
+        "--store",
+        str(tar_store.root),
+        "--classes",
+        str(classes),
+        "--out",
+        str(out),
+        "--backbone",
+        "tiny-test",
+        "--weights",
+        "random",
+        "--device",
+        "cpu",
+        "--workers",
+        "0",
+        "--resize",
+        "64",
+        "--crop",
+        "56",
+        "--no-progress",
+    ]
     assert main(argv) == 0
     stdout = capsys.readouterr().out
     assert "extracted 11 images (4 skipped)" in stdout and "images/s" in stdout

@@ -19,7 +19,11 @@ from imagenet_zsl.features.simulate import (
     simulation_config_from_dict,
 )
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
 from imagenet_zsl.io import sha256_file
+from imagenet_zsl.models.registry import create
+from imagenet_zsl.models.training import load_seen_data
+from imagenet_zsl.scoring import hit_at_k
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 CONFIG = """
@@ -35,8 +39,6 @@ test: {{classes: [near.txt, far.txt], images_per_class: 6}}
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
-    from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
-
     root = tmp_path_factory.mktemp("simulate")
     graph = load_class_graph("wordnet")
     train = training_wnids()
@@ -62,6 +64,7 @@ def test_parts_are_feature_directories_that_say_they_are_simulated(simulated):
     for part in parts.values():
         assert part.simulated and "NOT extracted from images" in part.manifest["WARNING"]
         assert part.dim == 16 and not part.verify()
+        assert part.manifest["tool"] == top["tool"] == "imagenet-zsl simulate"
     assert parts["train"].classes == train and parts["train"].num_rows == 8000
     assert parts["seen_test"].classes == train and parts["seen_test"].num_rows == 2000
     assert parts["test"].classes == sorted(near + far) and parts["test"].num_rows == 6 * 240
@@ -110,10 +113,6 @@ def test_means_walk_down_the_dag():
 
 
 def test_trivial_baseline_shows_the_structural_bias(simulated):
-    from imagenet_zsl.scoring import hit_at_k
-    from imagenet_zsl.models.registry import create
-    from imagenet_zsl.models.training import load_seen_data
-
     root, graph, _, near, far = simulated
     model = create("trivial").fit(load_seen_data(root / "out" / "train"), None, graph)
     assert model.fit_info_["classifier"] == "head"

@@ -45,8 +45,9 @@ def test_reader_returns_the_exact_bytes_written(tmp_path, layout):
     reader = store.reader()
     ids = store.image_ids()
     for row in range(len(store)):
-        data = reader.read(int(store.source_index[row]), store.member[row],
-                           int(store.offset[row]), int(store.size[row]))
+        data = reader.read(
+            int(store.source_index[row]), store.member[row], int(store.offset[row]), int(store.size[row])
+        )
         wnid, name = ids[row].split("/")
         if layout == "tars":
             with tarfile.open(generated.root / f"{wnid}.tar") as tar:
@@ -114,8 +115,9 @@ def test_devkit_ground_truth_maps_ids_through_the_packaged_wnid_list(tmp_path):
 
 def test_devkit_flat_store_end_to_end(tmp_path):
     chosen = sorted(ilsvrc2012_wnids())[:2]
-    generated = make_store(tmp_path / "s", "flat", dict.fromkeys(chosen, 3), oddities=False,
-                           labels_format="devkit")
+    generated = make_store(
+        tmp_path / "s", "flat", dict.fromkeys(chosen, 3), oddities=False, labels_format="devkit"
+    )
     store = open_store(generated.root, val_labels=generated.labels, progress=False)
     assert sorted(store.image_ids().tolist()) == sorted(generated.ids)
 
@@ -193,8 +195,9 @@ def test_damaged_tar_keeps_the_members_before_the_damage(tmp_path, caplog):
     store = open_store(generated.root, progress=False)
     assert store.counts() == {"n01440764": 3, "n02084071": 2}  # the cut member is still listed
     row = int(np.flatnonzero(store.member == last.name)[0])
-    data = store.reader().read(int(store.source_index[row]), last.name, int(store.offset[row]),
-                               int(store.size[row]))
+    data = store.reader().read(
+        int(store.source_index[row]), last.name, int(store.offset[row]), int(store.size[row])
+    )
     assert len(data) == 100 < store.size[row]  # the extractor reports it as truncated
     assert "damaged tar" in caplog.text and "n03000134.tar" in caplog.text
 

@@ -14,5 +14,3 @@ torch.set_num_threads(1)
 @pytest.fixture()
 def problem() -> Problem:
     return Problem()
-
-

@@ -14,8 +14,17 @@ class Problem:
     is unseen): class means are a random walk down the tree plus a linear image of the class's
     semantic vector (a random walk too); images are noisy means."""
 
-    def __init__(self, seed: int = 0, dim: int = 12, sem_dim: int = 6, images: int = 20,
-                 noise: float = 0.3, walk: float = 0.3, groups: int = 3, leaves: int = 4):
+    def __init__(
+        self,
+        seed: int = 0,
+        dim: int = 12,
+        sem_dim: int = 6,
+        images: int = 20,
+        noise: float = 0.3,
+        walk: float = 0.3,
+        groups: int = 3,
+        leaves: int = 4,
+    ):
         rng = np.random.default_rng(seed)
         edges = [("root", f"g{g}") for g in range(groups)]
         edges += [(f"g{g}", f"g{g}c{c}") for g in range(groups) for c in range(leaves)]
@@ -27,8 +36,9 @@ class Problem:
             walk_part[child] = walk_part[parent] + walk * rng.normal(size=dim)
         projection = rng.normal(size=(sem_dim, dim))
         self.wnids = self.graph.wnids
-        self.semantics = ClassVectors(self.wnids, np.array([semantic[w] for w in self.wnids]),
-                                      source="generated")
+        self.semantics = ClassVectors(
+            self.wnids, np.array([semantic[w] for w in self.wnids]), source="generated"
+        )
         unit = {w: semantic[w] / np.linalg.norm(semantic[w]) for w in self.wnids}
         self.means = {w: unit[w] @ projection + walk_part[w] for w in self.wnids}
         self.leaves = [w for w in self.wnids if "c" in w]

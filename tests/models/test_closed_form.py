@@ -29,10 +29,14 @@ def test_eszsl_matches_the_papers_closed_form():
     s = semantics.get(data.seen_wnids).astype(np.float64)  # (z, a): the paper's S is s.T
     y = -np.ones((len(x), len(s)))
     y[np.arange(len(x)), data.labels] = 1.0
-    v = np.linalg.inv(x.T @ x + gamma * np.eye(x.shape[1])) @ x.T @ y @ s @ np.linalg.inv(
-        s.T @ s + lam * np.eye(s.shape[1])
+    v = (
+        np.linalg.inv(x.T @ x + gamma * np.eye(x.shape[1]))
+        @ x.T
+        @ y
+        @ s
+        @ np.linalg.inv(s.T @ s + lam * np.eye(s.shape[1]))
     )
-    np.testing.assert_allclose(model._map, v, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(model.map_, v, rtol=1e-8, atol=1e-10)
     # the score of image i for class c is x_i V s_c
     test_x = np.random.default_rng(5).normal(size=(3, x.shape[1])).astype(np.float32)
     scores = model.embed_images(test_x) @ model.class_prototypes(["c3", "c4"]).T
@@ -52,23 +56,33 @@ def test_sae_solves_its_objective_exactly():
     # S Sᵀ W + λ W X Xᵀ = (1+λ) S Xᵀ  ⇔  (I_D ⊗ SSᵀ + λ XXᵀ ⊗ I_E) vec(W) = (1+λ) vec(SXᵀ)
     system = np.kron(np.eye(d), s @ s.T) + lam * np.kron(x @ x.T, np.eye(e))
     w = np.linalg.solve(system, (1 + lam) * (s @ x.T).reshape(-1, order="F")).reshape((e, d), order="F")
-    np.testing.assert_allclose(model._encoder, w, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(model.encoder_, w, rtol=1e-4, atol=1e-6)
+
     # the solution is a stationary point of the objective
     def objective(m: np.ndarray) -> float:
         return float(np.sum((x - m.T @ s) ** 2) + lam * np.sum((m @ x - s) ** 2))
+
     bumped = w + 1e-3 * np.random.default_rng(0).normal(size=w.shape)
     assert objective(w) < objective(bumped)
 
     probe = np.random.default_rng(7).normal(size=(2, d)).astype(np.float32)
     unit = semantics.get(["c3", "c4"]) / np.linalg.norm(semantics.get(["c3", "c4"]), axis=1, keepdims=True)
-    np.testing.assert_allclose(model.embed_images(probe) @ model.class_prototypes(["c3", "c4"]).T,
-                               probe @ w.T @ unit.T, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        model.embed_images(probe) @ model.class_prototypes(["c3", "c4"]).T,
+        probe @ w.T @ unit.T,
+        rtol=1e-4,
+        atol=1e-5,
+    )
     decoder = create("sae", lam=lam, direction="s2v", features="none", semantic_norm="none")
     decoder.fit(data, semantics)
     decoded = semantics.get(["c3", "c4"]) @ w
     decoded /= np.linalg.norm(decoded, axis=1, keepdims=True)
-    np.testing.assert_allclose(decoder.embed_images(probe) @ decoder.class_prototypes(["c3", "c4"]).T,
-                               probe @ decoded.T, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        decoder.embed_images(probe) @ decoder.class_prototypes(["c3", "c4"]).T,
+        probe @ decoded.T,
+        rtol=1e-4,
+        atol=1e-5,
+    )
 
 
 def test_ridge_equals_least_squares_on_an_augmented_system():
@@ -80,7 +94,7 @@ def test_ridge_equals_least_squares_on_an_augmented_system():
     stacked_x = np.vstack([x, np.sqrt(alpha) * np.eye(x.shape[1])])
     stacked_y = np.vstack([targets, np.zeros((x.shape[1], targets.shape[1]))])
     expected = np.linalg.lstsq(stacked_x, stacked_y, rcond=None)[0]
-    np.testing.assert_allclose(model._map, expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model.map_, expected, rtol=1e-5, atol=1e-6)
 
 
 def test_ridge_s2v_ranks_classes_by_euclidean_distance_to_the_predicted_mean():

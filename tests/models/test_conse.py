@@ -16,8 +16,9 @@ def test_convex_combination_by_hand():
     vectors = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
     # image 0, T=2: (0.5·[1,0] + 0.3·[0,1]) / 0.8 = [0.625, 0.375]
     # image 1, T=2: 0.8·[1,1] + 0.1·[1,0] (tie between classes 0 and 1: the lower index wins) / 0.9
-    np.testing.assert_allclose(convex_combination(posterior, vectors, 2),
-                               [[0.625, 0.375], [0.9 / 0.9, 0.8 / 0.9]], rtol=1e-6)
+    np.testing.assert_allclose(
+        convex_combination(posterior, vectors, 2), [[0.625, 0.375], [0.9 / 0.9, 0.8 / 0.9]], rtol=1e-6
+    )
     # T=1 is the top class's vector; T >= S uses all classes
     np.testing.assert_allclose(convex_combination(posterior, vectors, 1), [[1, 0], [1, 1]])
     np.testing.assert_allclose(convex_combination(posterior, vectors, 9)[0], [0.7, 0.5], rtol=1e-6)
@@ -26,10 +27,18 @@ def test_convex_combination_by_hand():
 def test_conse_uses_the_backbone_head_posterior_and_cosine_ranking():
     """Seen classes s0, s1, s2 with word vectors; the head's logits give p = softmax(logits)."""
     seen = ["s0", "s1", "s2"]
-    semantics = ClassVectors(seen + ["u0", "u1"], np.array([
-        [2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 1.0],  # seen (normalised to unit inside)
-        [1.0, 1.0, 0.0], [0.0, 0.2, 5.0],                    # unseen
-    ]))
+    semantics = ClassVectors(
+        seen + ["u0", "u1"],
+        np.array(
+            [
+                [2.0, 0.0, 0.0],
+                [0.0, 3.0, 0.0],
+                [0.0, 0.0, 1.0],  # seen (normalised to unit inside)
+                [1.0, 1.0, 0.0],
+                [0.0, 0.2, 5.0],  # unseen
+            ]
+        ),
+    )
     rng = np.random.default_rng(0)
     features = rng.normal(size=(30, 4)).astype(np.float32)
     head = rng.normal(size=(4, 3))

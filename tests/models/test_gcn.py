@@ -30,8 +30,10 @@ def test_normalised_adjacency_by_hand():
 def test_ancestor_hops_group_ancestors_by_shortest_upward_distance():
     graph = ClassGraph.from_edges(TOY_EDGES)
     hops = ancestor_hops(graph)
+
     def at(k: int, node: str) -> set[str]:
         return {graph.wnids[j] for j in hops[k - 1][graph.index[node]].indices}
+
     assert at(1, "m") == {"a2", "b1"}
     assert at(2, "m") == {"A", "B"}
     assert at(3, "m") == {"root"}
@@ -47,8 +49,12 @@ def test_every_parameter_receives_a_gradient(attention):
     graph = ClassGraph.from_edges(TOY_EDGES)
     groups = [[_torch_sparse(normalized_adjacency(graph.adjacency, "row"), "cpu")]]
     if attention:
-        groups = [[_torch_sparse(normalized_adjacency(graph.adjacency, "row"), "cpu"),
-                   _torch_sparse(np.eye(len(graph)), "cpu")]]
+        groups = [
+            [
+                _torch_sparse(normalized_adjacency(graph.adjacency, "row"), "cpu"),
+                _torch_sparse(np.eye(len(graph)), "cpu"),
+            ]
+        ]
     torch.manual_seed(0)
     network = _build_network([5, 7, 3], groups * 2, attention, dropout=0.0, negative_slope=0.2)
     output = network(torch.randn(len(graph), 5))
@@ -81,9 +87,9 @@ def test_gcn_is_deterministic_for_a_seed_and_rejects_unknown_classes(problem):
     params = {"hidden": [8], "epochs": 5, "dropout": 0.5, "classifier": "softmax", "seed": 3}
     first = create("sgcn", **params).fit(data, problem.semantics, problem.graph)
     second = create("sgcn", **params).fit(data, problem.semantics, problem.graph)
-    np.testing.assert_array_equal(first._node_outputs, second._node_outputs)
+    np.testing.assert_array_equal(first.node_outputs_, second.node_outputs_)
     other = create("sgcn", **{**params, "seed": 4}).fit(data, problem.semantics, problem.graph)
-    assert not np.array_equal(first._node_outputs, other._node_outputs)
+    assert not np.array_equal(first.node_outputs_, other.node_outputs_)
     with pytest.raises(UserInputError, match="not nodes"):
         first.class_prototypes(["nowhere"])
     with pytest.raises(UserInputError, match="class graph"):

@@ -10,19 +10,23 @@ import pytest
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.models.base import SeenData
 from imagenet_zsl.models.lampert import DAP, IAP
+from imagenet_zsl.models.registry import MODELS, load_model, save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 # 6 binary attributes. Unseen classes are three 3-attribute combinations; the seen classes are all
 # other combinations of 2 or 3 attributes, so attributes vary independently among seen classes.
 UNSEEN_SIGNATURES = ((1, 0, 0, 1, 1, 0), (0, 1, 1, 0, 0, 1), (1, 1, 1, 0, 0, 0))
 SEEN_SIGNATURES = [
-    combo for combo in itertools.product((0, 1), repeat=6)
+    combo
+    for combo in itertools.product((0, 1), repeat=6)
     if sum(combo) in (2, 3) and combo not in UNSEEN_SIGNATURES
 ]
 SEEN = [f"s{i}" for i in range(len(SEEN_SIGNATURES))]
 UNSEEN = ["u0", "u1", "u2"]
-SIGNATURES = {**dict(zip(SEEN, map(list, SEEN_SIGNATURES), strict=True)),
-              **dict(zip(UNSEEN, map(list, UNSEEN_SIGNATURES), strict=True))}
+SIGNATURES = {
+    **dict(zip(SEEN, map(list, SEEN_SIGNATURES), strict=True)),
+    **dict(zip(UNSEEN, map(list, UNSEEN_SIGNATURES), strict=True)),
+}
 
 
 def _semantics(scale: float = 1.0) -> ClassVectors:
@@ -51,8 +55,12 @@ def test_score_is_lamperts_log_posterior(cls):
     p = model.attribute_posteriors(features).astype(np.float64)
     signatures = np.array([SIGNATURES[n] for n in UNSEEN], float)
     prior = np.array([SIGNATURES[n] for n in SEEN], float).mean(axis=0)
-    by_hand = np.array([[np.sum(s * np.log(pi / pr) + (1 - s) * np.log((1 - pi) / (1 - pr)))
-                         for s in signatures] for pi, pr in zip(p, [prior] * len(p), strict=True)])
+    by_hand = np.array(
+        [
+            [np.sum(s * np.log(pi / pr) + (1 - s) * np.log((1 - pi) / (1 - pr))) for s in signatures]
+            for pi, pr in zip(p, [prior] * len(p), strict=True)
+        ]
+    )
     scores = model.embed_images(features) @ model.class_prototypes(UNSEEN).T
     np.testing.assert_allclose(scores, by_hand, rtol=1e-4, atol=1e-4)
     assert model.class_prototypes(UNSEEN).shape == (3, 12)
@@ -74,7 +82,7 @@ def test_iap_posteriors_are_class_posteriors_through_seen_signatures():
     features, labels = _images(UNSEEN, 30, seed=3)
     p = model.attribute_posteriors(features)
     assert p.min() >= 1e-4 and p.max() <= 1 - 1e-4
-    logits = ((features - model._mean) / model._scale) @ model._weight + model._bias
+    logits = ((features - model.mean_) / model.scale_) @ model.weight_ + model.bias_
     softmax = np.exp(logits - logits.max(axis=1, keepdims=True))
     softmax /= softmax.sum(axis=1, keepdims=True)
     seen = np.array([SIGNATURES[n] for n in SEEN], float)
@@ -125,9 +133,7 @@ def test_bad_input_is_reported():
 
 
 def test_save_and_load_give_the_same_scores(tmp_path):
-    from imagenet_zsl.models.registry import MODELS, load_model, save_model
-
-    assert MODELS["dap"] is DAP and MODELS["iap"] is IAP
+    assert MODELS.get("dap") is DAP and MODELS.get("iap") is IAP
     features, _ = _images(UNSEEN, 4, seed=5)
     for cls in (DAP, IAP):
         model = _fit(cls, reg=1e-2, max_iter=20)

@@ -39,7 +39,7 @@ def test_ranking_models_are_deterministic_for_a_seed(problem):
     data = problem.seen_data()
     first = create("ale", epochs=2, seed=5).fit(data, problem.semantics)
     second = create("ale", epochs=2, seed=5).fit(data, problem.semantics)
-    np.testing.assert_array_equal(first._map, second._map)
+    np.testing.assert_array_equal(first.map_, second.map_)
 
 
 def test_phantom_weights_are_a_softmax_of_negative_squared_distances():
@@ -57,9 +57,10 @@ def test_sync_synthesises_classifiers_from_phantoms(problem):
     # a class's classifier is its phantom mixture times the phantom classifiers
     unseen = problem.semantics.get(problem.unseen)
     unit = unseen / np.linalg.norm(unseen, axis=1, keepdims=True)
-    mixing = phantom_weights(unit, model._phantoms, model._bandwidth)
-    np.testing.assert_allclose(model.class_prototypes(problem.unseen), mixing @ model._phantom_classifiers,
-                               rtol=1e-5)
+    mixing = phantom_weights(unit, model.phantoms_, model.bandwidth_)
+    np.testing.assert_allclose(
+        model.class_prototypes(problem.unseen), mixing @ model.phantom_classifiers_, rtol=1e-5
+    )
     features, labels = problem.draw(problem.seen)
     assert accuracy(model, features, labels, problem.seen) > 0.9  # fits the seen classes
     features, labels = problem.draw(problem.unseen)

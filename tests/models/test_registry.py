@@ -9,18 +9,38 @@ import pytest
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import sha256_file
+from imagenet_zsl.models.base import NotFittedError, check_is_fitted
 from imagenet_zsl.models.registry import MODELS, create, load_model, save_model
 
 QUICK = {
-    "sgcn": {"hidden": [8], "epochs": 3}, "dgp": {"hidden": [8], "epochs": 3},
-    "gcnz": {"hidden": [8, 8, 8, 8, 8], "epochs": 3}, "devise": {"epochs": 2}, "ale": {"epochs": 2},
-    "sync": {"max_iter": 5}, "dap": {"max_iter": 5}, "iap": {"max_iter": 5},
+    "sgcn": {"hidden": [8], "epochs": 3},
+    "dgp": {"hidden": [8], "epochs": 3},
+    "gcnz": {"hidden": [8, 8, 8, 8, 8], "epochs": 3},
+    "devise": {"epochs": 2},
+    "ale": {"epochs": 2},
+    "sync": {"max_iter": 5},
+    "dap": {"max_iter": 5},
+    "iap": {"max_iter": 5},
 }
 
 
 def test_registry_lists_every_baseline():
-    expected = {"trivial", "conse", "devise", "eszsl", "sae", "ale", "sync", "ridge", "ridge_s2v",
-                "gcnz", "sgcn", "dgp", "dap", "iap"}
+    expected = {
+        "trivial",
+        "conse",
+        "devise",
+        "eszsl",
+        "sae",
+        "ale",
+        "sync",
+        "ridge",
+        "ridge_s2v",
+        "gcnz",
+        "sgcn",
+        "dgp",
+        "dap",
+        "iap",
+    }
     assert expected <= set(MODELS)
     for name, cls in MODELS.items():
         assert cls.name == name
@@ -48,8 +68,9 @@ def test_every_model_round_trips_through_a_directory(problem, tmp_path, name):
     logits = problem.bayes_logits(features) if data.logits is not None else None
     wnids = problem.unseen + problem.seen
     expected = model.embed_images(features, logits) @ model.class_prototypes(wnids).T
-    np.testing.assert_array_equal(loaded.embed_images(features, logits) @ loaded.class_prototypes(wnids).T,
-                                  expected)
+    np.testing.assert_array_equal(
+        loaded.embed_images(features, logits) @ loaded.class_prototypes(wnids).T, expected
+    )
 
 
 def test_same_fit_gives_the_same_bytes_and_tampering_is_detected(problem, tmp_path):
@@ -70,5 +91,17 @@ def test_same_fit_gives_the_same_bytes_and_tampering_is_detected(problem, tmp_pa
 def test_trivial_model_keeps_its_graph_for_unseen_classes_after_loading(problem, tmp_path):
     model = create("trivial", classifier="softmax").fit(problem.seen_data(), None, problem.graph)
     loaded = load_model(save_model(model, tmp_path / "trivial"))
-    np.testing.assert_array_equal(loaded.class_prototypes(["g0c3", "root"]),
-                                  model.class_prototypes(["g0c3", "root"]))
+    np.testing.assert_array_equal(
+        loaded.class_prototypes(["g0c3", "root"]), model.class_prototypes(["g0c3", "root"])
+    )
+
+
+def test_fitted_state_ends_in_an_underscore_and_unfitted_models_are_refused(problem, tmp_path):
+    model = create("eszsl")
+    with pytest.raises(NotFittedError, match="call fit"):
+        check_is_fitted(model)
+    with pytest.raises(NotFittedError):
+        save_model(model, tmp_path / "unfitted")
+    model.fit(problem.seen_data(), problem.semantics)
+    assert model.fitted_attributes() == ["fit_info_", "map_", "prep_", "semantics_"]
+    check_is_fitted(model)

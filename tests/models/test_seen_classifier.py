@@ -56,7 +56,8 @@ def test_head_requested_without_logits_is_a_clear_error():
     data = SeenData(features, np.array([0, 1, 0, 1]), ["a", "b"])
     with pytest.raises(UserInputError, match="logits"):
         SeenClassifier("head").fit(data, features, data.labels)
-    data = SeenData(features, np.array([0, 1, 0, 1]), ["a", "b"], logits=np.zeros((4, 1)),
-                    logit_classes=["a"])
+    data = SeenData(
+        features, np.array([0, 1, 0, 1]), ["a", "b"], logits=np.zeros((4, 1)), logit_classes=["a"]
+    )
     with pytest.raises(UserInputError, match="not outputs of the backbone head"):
         SeenClassifier("head").fit(data, features, data.labels)

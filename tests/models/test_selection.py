@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.models.registry import select_hyperparameters
 from imagenet_zsl.models.selection import (
     grid_points,
     holdout_images,
     search_hyperparameters,
     split_seen_classes,
+    split_seen_data,
 )
 from tests.models.problems import Problem
 
@@ -32,6 +32,11 @@ def test_holdout_takes_a_share_of_every_class():
     labels = np.repeat([0, 1, 2], [10, 5, 1])
     mask = holdout_images(labels, 0.2, seed=0)
     assert [int(mask[labels == c].sum()) for c in range(3)] == [2, 1, 0]
+    labels = np.repeat(np.arange(4), [10, 5, 2, 1])
+    mask = holdout_images(labels, 0.2, seed=3)
+    assert [int(mask[labels == c].sum()) for c in range(4)] == [2, 1, 1, 0]
+    np.testing.assert_array_equal(mask, holdout_images(labels, 0.2, seed=3))
+    assert not np.array_equal(mask, holdout_images(labels, 0.2, seed=4))
 
 
 def test_grid_points_cover_the_product_in_a_stable_order():
@@ -44,20 +49,36 @@ def test_selection_finds_the_planted_good_value_and_only_looks_at_seen_classes()
     problem = Problem(groups=4, leaves=6)
     data = problem.seen_data()
     # an absurd regulariser maps every image to ~0: ties everywhere, the worst possible hit@1
-    result = search_hyperparameters("ridge", {"alpha": [1e9, 1.0]}, data, problem.semantics,
-                                    val_fraction=0.3, seed=0)
+    split = split_seen_data(data, val_fraction=0.3, seed=0)
+    result = search_hyperparameters("ridge", {"alpha": [1e9, 1.0]}, split, problem.semantics)
     assert result.best_params["alpha"] == 1.0
     assert result.rows[0]["score"] < result.rows[1]["score"]
     assert set(result.val_wnids) <= set(problem.seen) and not set(result.val_wnids) & set(result.fit_wnids)
-    assert select_hyperparameters("ridge", {"alpha": [1e9, 1.0]}, data, problem.semantics,
-                                  val_fraction=0.3, seed=0) == {"alpha": 1.0}
+    assert result.gamma is None and result.best_model.params["alpha"] == 1.0  # nothing to calibrate on
+    with pytest.raises(UserInputError, match="unknown hyper-parameters"):
+        search_hyperparameters("ridge", {"beta": [1.0]}, split, problem.semantics)
 
 
 def test_gzsl_selection_reports_harmonic_mean_and_calibration():
     problem = Problem(groups=4, leaves=6)
-    result = search_hyperparameters("eszsl", {"gamma": [1.0], "lam": [1.0]}, problem.seen_data(),
-                                    problem.semantics, val_fraction=0.3, seed=0, mode="gzsl",
-                                    base_params={"features": "none"})
+    split = split_seen_data(problem.seen_data(), val_fraction=0.3, seed=0, seen_holdout=0.2)
+    result = search_hyperparameters(
+        "eszsl",
+        {"gamma": [1.0], "lam": [1.0]},
+        split,
+        problem.semantics,
+        mode="gzsl",
+        base_params={"features": "none"},
+    )
     assert result.mode == "gzsl" and result.gamma is not None
     assert 0 < result.best_score <= 1 and result.best_params == {"gamma": 1.0, "lam": 1.0, "features": "none"}
-    assert result.rows[0]["gamma"] == result.gamma
+    assert result.rows[0]["gamma"] == result.gamma and result.validation_h == result.best_score
+
+
+def test_zsl_selection_calibrates_the_best_point_when_seen_images_are_held_out():
+    problem = Problem(groups=4, leaves=6)
+    split = split_seen_data(problem.seen_data(), val_fraction=0.3, seed=0, seen_holdout=0.2)
+    assert split.calibrates and not set(split.fit_wnids) & set(split.val_wnids)
+    result = search_hyperparameters("ridge", {"alpha": [1e9, 1.0]}, split, problem.semantics)
+    assert result.best_params == {"alpha": 1.0} and "gamma" not in result.rows[0]
+    assert result.gamma is not None and 0 < result.validation_h <= 1

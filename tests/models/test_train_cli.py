@@ -22,13 +22,16 @@ def workspace(tmp_path):
     feature_dir.mkdir()
     ids = [f"{problem.seen[c]}/{i}" for i, c in enumerate(labels)]
     half = len(labels) // 2
-    shards = [write_shard(feature_dir, "r000-s000000", features[:half], labels[:half], ids[:half]),
-              write_shard(feature_dir, "r000-s000001", features[half:], labels[half:], ids[half:])]
+    shards = [
+        write_shard(feature_dir, "r000-s000000", features[:half], labels[:half], ids[:half]),
+        write_shard(feature_dir, "r000-s000001", features[half:], labels[half:], ids[half:]),
+    ]
     write_manifest(feature_dir, {"classes": problem.seen, "dim": features.shape[1], "shards": shards})
     # one seen class lacks a vector: it must be reported, not silently kept or zero-filled
     keep = [w for w in problem.wnids if w != problem.seen[0]]
     ClassVectors(keep, problem.semantics.get(keep), missing=[problem.seen[0]], source="test").save(
-        tmp_path / "vectors.npz")
+        tmp_path / "vectors.npz"
+    )
     return problem, tmp_path
 
 
@@ -40,8 +43,19 @@ def test_train_with_selection_writes_a_loadable_model(workspace, capsys):
         f"semantics: {root / 'vectors.npz'}\n"
         "select: {grid: {gamma: [0.1, 10.0], lam: [1.0]}, val_fraction: 0.25, seed: 0}\n"
     )
-    code = main(["train", "--config", str(config), "--features", str(root / "features"),
-                 "--out", str(root / "model"), "--set", "semantic_norm=l2"])
+    code = main(
+        [
+            "train",
+            "--config",
+            str(config),
+            "--features",
+            str(root / "features"),
+            "--out",
+            str(root / "model"),
+            "--set",
+            "semantic_norm=l2",
+        ]
+    )
     assert code == 0
     assert "saved eszsl" in capsys.readouterr().out
     manifest = json.loads((root / "model" / "manifest.json").read_text())
@@ -60,12 +74,20 @@ def test_bad_configs_exit_with_one_clear_line(workspace, capsys):
     _, root = workspace
     config = root / "bad.yaml"
     config.write_text("model: eszsl\nparms: {}\n")
-    assert main(["train", "--config", str(config), "--features", str(root / "features"),
-                 "--out", str(root / "m")]) == 2
+    assert (
+        main(
+            ["train", "--config", str(config), "--features", str(root / "features"), "--out", str(root / "m")]
+        )
+        == 2
+    )
     assert "unknown keys parms" in capsys.readouterr().err
     config.write_text("model: eszsl\nparams: {gamma: -3}\n")
-    assert main(["train", "--config", str(config), "--features", str(root / "features"),
-                 "--out", str(root / "m")]) == 2
+    assert (
+        main(
+            ["train", "--config", str(config), "--features", str(root / "features"), "--out", str(root / "m")]
+        )
+        == 2
+    )
     assert "gamma must be >= 0" in capsys.readouterr().err
     assert not (root / "m").exists()
 

@@ -17,16 +17,18 @@ def test_nearest_training_classes_on_the_toy_graph():
     # root ── A ── a1 (train), a2, a3 ── a31 ;  root ── B ── b1 ── b11, b2 (train) ; m under a2 and b1
     graph = ClassGraph.from_edges(TOY_EDGES, nodes=["island"])
     codes = nearest_seen_matrix(graph, TOY_TRAIN, ["a1", "a2", "a31", "A", "root", "b11", "m", "island"])
-    expected = np.array([
-        [1, 0],      # a1 is a training class
-        [1, 0],      # a2 - A - a1: 2 hops (b2 is 4)
-        [1, 0],      # a31 - a3 - A - a1: 3 hops
-        [1, 0],      # A - a1
-        [0.5, 0.5],  # root is 2 hops from both: uniform over the tie
-        [0, 1],      # b11 - b1 - B - b2: 3 hops (a1 is 5)
-        [0.5, 0.5],  # m - a2 - A - a1 and m - b1 - B - b2: 3 hops each
-        [0.5, 0.5],  # isolated: no training class reachable, uniform
-    ])
+    expected = np.array(
+        [
+            [1, 0],  # a1 is a training class
+            [1, 0],  # a2 - A - a1: 2 hops (b2 is 4)
+            [1, 0],  # a31 - a3 - A - a1: 3 hops
+            [1, 0],  # A - a1
+            [0.5, 0.5],  # root is 2 hops from both: uniform over the tie
+            [0, 1],  # b11 - b1 - B - b2: 3 hops (a1 is 5)
+            [0.5, 0.5],  # m - a2 - A - a1 and m - b1 - B - b2: 3 hops each
+            [0.5, 0.5],  # isolated: no training class reachable, uniform
+        ]
+    )
     np.testing.assert_allclose(codes, expected)
 
 
@@ -34,12 +36,14 @@ def test_layered_nearest_sets_equal_brute_force_bfs():
     rng = np.random.default_rng(0)
     for _ in range(25):
         n = int(rng.integers(5, 40))
-        edges = [(f"v{rng.integers(0, i)}", f"v{i}")
-                 for i in range(1, n) for _ in range(int(rng.integers(1, 3)))]
+        edges = [
+            (f"v{rng.integers(0, i)}", f"v{i}") for i in range(1, n) for _ in range(int(rng.integers(1, 3)))
+        ]
         graph = ClassGraph.from_edges(edges, nodes=[f"v{i}" for i in range(n)] + ["lonely"])
         seen = list(rng.choice(graph.wnids[:-1], size=int(rng.integers(1, 6)), replace=False))
-        np.testing.assert_allclose(nearest_seen_matrix(graph, seen, graph.wnids),
-                                   nearest_seen_matrix_bfs(graph, seen, graph.wnids))
+        np.testing.assert_allclose(
+            nearest_seen_matrix(graph, seen, graph.wnids), nearest_seen_matrix_bfs(graph, seen, graph.wnids)
+        )
 
 
 def test_trivial_scores_an_image_by_the_posterior_of_its_nearest_training_classes(problem):

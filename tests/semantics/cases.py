@@ -6,13 +6,13 @@ import numpy as np
 
 #: wnid → its exclusion reasons under configs/labels.yaml (checked by hand; "" = kept)
 CLASSES = {
-    "n07273802": "",                          # cairn, the stone memorial
-    "n02096177": "secondary_meaning",         # cairn terrier (an ILSVRC-2012 class)
-    "n02963159": "",                          # cardigan (sweater)
-    "n02113186": "secondary_meaning",         # Cardigan Welsh corgi
-    "n01678343": "rare_label",                # chuckwalla
-    "n00006024": "no_vector;rare_label",      # heterotroph
-    "n02084071": "",                          # dog
+    "n07273802": "",  # cairn, the stone memorial
+    "n02096177": "secondary_meaning",  # cairn terrier (an ILSVRC-2012 class)
+    "n02963159": "",  # cardigan (sweater)
+    "n02113186": "secondary_meaning",  # Cardigan Welsh corgi
+    "n01678343": "rare_label",  # chuckwalla
+    "n00006024": "no_vector;rare_label",  # heterotroph
+    "n02084071": "",  # dog
 }
 
 

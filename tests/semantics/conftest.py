@@ -25,4 +25,3 @@ def sense_model(glove_vectorizer, nouns):
     from imagenet_zsl.semantics.senses import PrimarySenseModel
 
     return PrimarySenseModel(glove_vectorizer, nouns)
-

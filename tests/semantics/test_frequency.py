@@ -40,8 +40,9 @@ def test_wordfreq_on_real_labels():
 
 def test_count_table_and_phrase_rule(tmp_path):
     path = tmp_path / "counts.tsv"
-    path.write_text("word\tcount\n# comment\nCairn\t40\ncairn\t60\nterrier\t300\nsea bass\t7\nsea\t1000\n"
-                    "bass\t100\n")
+    path.write_text(
+        "word\tcount\n# comment\nCairn\t40\ncairn\t60\nterrier\t300\nsea bass\t7\nsea\t1000\nbass\t100\n"
+    )
     table = CountTableFrequencies.read(path)
     assert table.total == 1507
     assert table.counts["cairn"] == 100  # case variants summed
@@ -57,13 +58,19 @@ def test_count_table_and_phrase_rule(tmp_path):
     assert np.all(np.isfinite(zipf))
 
 
-@pytest.mark.parametrize("body, message", [
-    ("cairn\t10\nterrier\tmany\n", r"counts\.tsv:2: count 'many' of 'terrier' is not a non-negative integer"),
-    ("cairn\t10\nterrier\t5\t7\n", r"counts\.tsv:2: expected 'word<TAB>count'"),
-    ("cairn\t10\n\t5\n", r"counts\.tsv:2: expected 'word<TAB>count'"),
-    ("cairn\t-3\n", r"counts\.tsv:1: count '-3'"),
-    ("cairn\t0\n", r"counts\.tsv: the frequency table holds no counts"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            "cairn\t10\nterrier\tmany\n",
+            r"counts\.tsv:2: count 'many' of 'terrier' is not a non-negative integer",
+        ),
+        ("cairn\t10\nterrier\t5\t7\n", r"counts\.tsv:2: expected 'word<TAB>count'"),
+        ("cairn\t10\n\t5\n", r"counts\.tsv:2: expected 'word<TAB>count'"),
+        ("cairn\t-3\n", r"counts\.tsv:1: count '-3'"),
+        ("cairn\t0\n", r"counts\.tsv: the frequency table holds no counts"),
+    ],
+)
 def test_bad_tables_name_file_and_line(tmp_path, body, message):
     path = tmp_path / "counts.tsv"
     path.write_text(body)

@@ -62,8 +62,15 @@ def test_labels_build_cli_writes_everything_deterministically(tmp_path, sense_mo
         assert main(argv) == 0
         outputs.append(out)
     files = sorted(p.name for p in outputs[0].iterdir())
-    assert files == ["class_vectors.npz", "classes.csv", "exclusion_reasons.png", "label_frequency.png",
-                     "lemmas.csv", "manifest.json", "report.md"]
+    assert files == [
+        "class_vectors.npz",
+        "classes.csv",
+        "exclusion_reasons.png",
+        "label_frequency.png",
+        "lemmas.csv",
+        "manifest.json",
+        "report.md",
+    ]
     for name in files:
         assert (outputs[0] / name).read_bytes() == (outputs[1] / name).read_bytes(), name
     manifest = json.loads((outputs[0] / "manifest.json").read_text())
@@ -87,13 +94,16 @@ def test_bad_config_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("text, message", [
-    ("lemma_rule: median\n", "lemma_rule must be one of mean, first"),
-    ("polysemy: {min_confidence: 2}\n", r"min_confidence must be in \[0, 1\]"),
-    ("polysemy: {temperature: -1}\n", "temperature: must be > 0"),
-    ("vectors: {source: glove-6b-50d, format: excel}\n", "format"),
-    ("- a list\n", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("lemma_rule: median\n", "lemma_rule must be one of mean, first"),
+        ("polysemy: {min_confidence: 2}\n", r"min_confidence must be in \[0, 1\]"),
+        ("polysemy: {temperature: -1}\n", "temperature: must be > 0"),
+        ("vectors: {source: glove-6b-50d, format: excel}\n", "format"),
+        ("- a list\n", "expected a mapping"),
+    ],
+)
 def test_config_errors(tmp_path, text, message):
     path = tmp_path / "labels.yaml"
     path.write_text(text)
@@ -104,5 +114,7 @@ def test_config_errors(tmp_path, text, message):
 def test_shipped_config_is_the_documented_default():
     shipped = load_label_config("configs/labels.yaml")
     default = load_label_config(None)
-    assert shipped.as_dict() == {**default.as_dict(),
-                                 "frequency": {**default.as_dict()["frequency"], "reference_tokens": 3.0e9}}
+    assert shipped.as_dict() == {
+        **default.as_dict(),
+        "frequency": {**default.as_dict()["frequency"], "reference_tokens": 3.0e9},
+    }

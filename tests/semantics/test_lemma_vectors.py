@@ -14,11 +14,22 @@ R = np.sqrt(0.5)
 
 @pytest.fixture()
 def vectorizer() -> LemmaVectorizer:
-    return LemmaVectorizer(tiny_keyed_vectors({
-        "cairn": [1, 0, 0], "terrier": [0, 2, 0], "new_york": [0, 0, 3], "Paris": [0, 5, 0],
-        "bird": [3, 0, 0], "of": [0, 0, 7], "paradise": [0, 0, 1], "ice": [1, 0, 0], "cream": [0, 1, 0],
-        "zero": [0, 0, 0],
-    }))
+    return LemmaVectorizer(
+        tiny_keyed_vectors(
+            {
+                "cairn": [1, 0, 0],
+                "terrier": [0, 2, 0],
+                "new_york": [0, 0, 3],
+                "Paris": [0, 5, 0],
+                "bird": [3, 0, 0],
+                "of": [0, 0, 7],
+                "paradise": [0, 0, 1],
+                "ice": [1, 0, 0],
+                "cream": [0, 1, 0],
+                "zero": [0, 0, 0],
+            }
+        )
+    )
 
 
 def test_phrase_token_wins(vectorizer):
@@ -52,7 +63,8 @@ def test_any_unknown_word_means_no_vector(vectorizer):
 
 def test_class_rule_mean(vectorizer):
     vectors = class_vectors_from_lemmas(
-        vectorizer, ["n1", "n2", "n3"], [["cairn", "cairn_terrier"], ["xyzzy", "New_York"], ["qqq"]], "mean")
+        vectorizer, ["n1", "n2", "n3"], [["cairn", "cairn_terrier"], ["xyzzy", "New_York"], ["qqq"]], "mean"
+    )
     assert vectors.wnids == ["n1", "n2"]
     assert vectors.missing == ["n3"]  # reported, never zero-filled
     mean = np.array([1 + R, R, 0]) / 2

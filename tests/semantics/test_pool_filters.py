@@ -29,14 +29,17 @@ def test_pipeline_counts_and_agreement_with_label_tables(sense_model):
     ctx = _ctx()
     pool, steps = run_pool(list(CLASSES), STEPS, ctx)
     assert [(s.filter, s.before, s.after) for s in steps] == [
-        ("has_vector", 7, 6),           # heterotroph has no vector
-        ("min_word_frequency", 6, 5),   # chuckwalla is rare
-        ("primary_meaning", 5, 3),      # the terrier and the corgi are secondary meanings
+        ("has_vector", 7, 6),  # heterotroph has no vector
+        ("min_word_frequency", 6, 5),  # chuckwalla is rare
+        ("primary_meaning", 5, 3),  # the terrier and the corgi are secondary meanings
     ]
     assert pool == [w for w, reasons in CLASSES.items() if not reasons]
     # expensive objects are memoised for the rest of the build
-    assert {key[0] for key in ctx.cache} == {"semantics.class_vectors", "semantics.frequencies",
-                                             "semantics.sense_model"}
+    assert {key[0] for key in ctx.cache} == {
+        "semantics.class_vectors",
+        "semantics.frequencies",
+        "semantics.sense_model",
+    }
     again, _ = run_pool(list(CLASSES), STEPS, ctx)
     assert again == pool
 

@@ -15,19 +15,19 @@ from imagenet_zsl.semantics.senses import (
 
 # (word, the ImageNet class, is it the word's primary meaning?) — checked by hand against dictionaries
 HAND_CHECKED = [
-    ("cairn", "n07273802", True),    # the stone memorial ...
-    ("cairn", "n02096177", False),   # ... not the terrier (Hascoet et al.'s example)
+    ("cairn", "n07273802", True),  # the stone memorial ...
+    ("cairn", "n02096177", False),  # ... not the terrier (Hascoet et al.'s example)
     ("cardigan", "n02963159", True),  # the sweater ...
     ("cardigan", "n02113186", False),  # ... not the Welsh corgi
-    ("boxer", "n02108089", False),   # the dog; a boxer is a fighter
-    ("tiger", "n02129604", True),    # the cat, not "a fierce or audacious person" (WordNet's sense 1)
+    ("boxer", "n02108089", False),  # the dog; a boxer is a fighter
+    ("tiger", "n02129604", True),  # the cat, not "a fierce or audacious person" (WordNet's sense 1)
     ("monitor", "n01694709", False),  # the lizard; a monitor is a screen
     ("bishop", "n02844056", False),  # the chess piece; a bishop is a clergyman
-    ("mouse", "n02330245", True),    # the rodent ...
-    ("mouse", "n03793489", False),   # ... not the computer device
-    ("apple", "n07739125", True),    # the fruit, not the tree
+    ("mouse", "n02330245", True),  # the rodent ...
+    ("mouse", "n03793489", False),  # ... not the computer device
+    ("apple", "n07739125", True),  # the fruit, not the tree
     ("pitcher", "n03950228", False),  # the jug; a pitcher throws the ball
-    ("jaguar", "n02128925", True),   # monosemous in WordNet
+    ("jaguar", "n02128925", True),  # monosemous in WordNet
 ]
 
 

@@ -140,7 +140,8 @@ def test_truncated_binary(tmp_path):
 
     path = tmp_path / "vectors.bin"
     tiny_keyed_vectors(dict(zip(WORDS, VECTORS.tolist(), strict=True))).save_word2vec_format(
-        str(path), binary=True)
+        str(path), binary=True
+    )
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 7])
     with pytest.raises(UserInputError, match=r"vectors\.bin: corrupt or truncated word2vec binary"):

@@ -15,8 +15,14 @@ REPO = Path(__file__).resolve().parents[2]
 def test_stats_json_on_the_committed_benchmark(capsys):
     assert main(["splits", "stats", str(REPO / "splits" / "benchmark.txt"), "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
-    assert set(stats) == {"n_classes", "n_images", "structural_ratio", "pairs_within",
-                          "pairs_with_train", "consistent"}
+    assert set(stats) == {
+        "n_classes",
+        "n_images",
+        "structural_ratio",
+        "pairs_within",
+        "pairs_with_train",
+        "consistent",
+    }
     assert stats["n_classes"] == 500 and stats["consistent"] is True
 
 
@@ -71,12 +77,19 @@ def test_build_with_unknown_filter_names_it(tmp_path, capsys):
 
 def test_build_small_config_writes_files_and_manifest(tmp_path, capsys):
     config = tmp_path / "small.yaml"
-    config.write_text("splits:\n  - {name: hop1, kind: hops, k: 1}\n"
-                      "  - {name: lp500, kind: population, n: 500, most: false}\n")
+    config.write_text(
+        "splits:\n  - {name: hop1, kind: hops, k: 1}\n"
+        "  - {name: lp500, kind: population, n: 500, most: false}\n"
+    )
     out = tmp_path / "out"
     assert main(["splits", "build", str(config), "--out", str(out), "--no-progress"]) == 0
     assert "| hop1 |" in capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == [
-        "hop1.txt", "lp500.txt", "manifest.json", "report.md", "structural_ratios.png"]
+        "hop1.txt",
+        "lp500.txt",
+        "manifest.json",
+        "report.md",
+        "structural_ratios.png",
+    ]
     lines = (out / "hop1.txt").read_text().splitlines()
     assert lines == sorted(lines) and len(lines) == 1_548

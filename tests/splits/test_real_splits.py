@@ -59,11 +59,13 @@ def test_benchmark_split_is_consistent_and_beats_every_standard_split(rebuilt):
     assert bench["n_classes"] == 500
     assert bench["consistent"] and bench["pairs_within"] == 0 and bench["pairs_with_train"] == 0
     assert all(fall11_counts()[w] > 300 for w in read_wnid_list(rebuilt / "benchmark.txt"))
-    assert bench["structural_ratio"] > max(r["structural_ratio"] for n, r in records.items()
-                                           if n != "benchmark")
+    assert bench["structural_ratio"] > max(
+        r["structural_ratio"] for n, r in records.items() if n != "benchmark"
+    )
     assert [s["filter"] for s in bench["pool"]][:2] == ["not_training", "min_images"]
-    assert bench["pool"][1]["after"] == sum(1 for w, c in fall11_counts().items()
-                                            if c >= 301 and w not in set(training_wnids()))
+    assert bench["pool"][1]["after"] == sum(
+        1 for w, c in fall11_counts().items() if c >= 301 and w not in set(training_wnids())
+    )
     for name, record in records.items():
         assert record["sha256"] and record["n_classes"] > 0, name
     assert "benchmark" in (rebuilt / "report.md").read_text()

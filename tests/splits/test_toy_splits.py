@@ -45,8 +45,9 @@ def _brute_force_best(size: int) -> float:
     for combo in itertools.combinations(pool, size):
         if any((a, b) in related for a, b in itertools.combinations(combo, 2)):
             continue
-        ratios = [min(lengths[c][t] for t in TOY_TRAIN) / min(lengths[c][o] for o in combo if o != c)
-                  for c in combo]
+        ratios = [
+            min(lengths[c][t] for t in TOY_TRAIN) / min(lengths[c][o] for o in combo if o != c) for c in combo
+        ]
         best = max(best, sum(ratios) / size)
     return best
 
@@ -80,8 +81,9 @@ def test_branch_quota_is_respected(toy_graph):
     branch = {"a2": "left", "a3": "left", "a31": "left", "b1": "right", "b11": "right", "m": "right"}
     free = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 2, progress=False, branch_of=branch)
     assert free.branch_counts == {"right": 2}
-    capped = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 2, progress=False,
-                              branch_of=branch, branch_quota={"right": 1})
+    capped = select_max_ratio(
+        toy_graph, CANDIDATES, TOY_TRAIN, 2, progress=False, branch_of=branch, branch_quota={"right": 1}
+    )
     # with at most one "right" class the best sets tie at R = 1: {a2, a3} or {a2, b1}
     assert capped.branch_counts.get("right", 0) <= 1
     assert capped.ratio == pytest.approx(1.0) and free.ratio == pytest.approx(1.5)

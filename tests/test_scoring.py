@@ -16,7 +16,6 @@ from imagenet_zsl.scoring import (
     harmonic_mean,
     hit_at_k,
     metrics_from_scores,
-    per_class_hit_at_k,
     ranks_from_scores,
     seen_unseen_curve,
     true_rank,
@@ -41,12 +40,19 @@ def test_true_rank_counts_ties_against_the_model():
 def test_flat_and_per_class_hit_at_k_by_hand():
     assert hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES) == {1: 0.25, 2: 0.5}
     # classes: 0 -> images 0, 3; 1 -> image 1; 2 -> image 2
-    per_class = per_class_hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES)
+    per_class = hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES, per_class=True)
     assert per_class[1] == pytest.approx((0.5 + 0 + 0) / 3)
     assert per_class[2] == pytest.approx((0.5 + 1 + 0) / 3)
     # classes without images do not dilute the mean
-    assert per_class_hit_at_k(IDS, LABELS, [2], num_classes=10, topk_scores=SCORES)[2] == \
-        pytest.approx(0.5)
+    assert hit_at_k(IDS, LABELS, [2], num_classes=10, topk_scores=SCORES, per_class=True)[2] == pytest.approx(
+        0.5
+    )
+    # the per-class rates themselves (NaN: no image), from ranks as well as from top-k lists
+    rates = hit_at_k(
+        true_rank(IDS, LABELS, SCORES), LABELS, [2], num_classes=4, per_class=True, average=False
+    )[2]
+    np.testing.assert_array_equal(rates, [0.5, 1.0, 0.0, np.nan])
+    assert hit_at_k(true_rank(IDS, LABELS, SCORES), LABELS, [1, 2]) == {1: 0.25, 2: 0.5}
 
 
 def test_k_equal_to_list_length_needs_one_more_result():
@@ -80,12 +86,15 @@ def test_labels_outside_label_space_and_empty_input():
 
 # ------------------------------------------------------------------ GZSL
 # joint classes: 0, 1 unseen; 2, 3 seen. Full scores per image [u0, u1, s2, s3]:
-FULL = np.array([
-    [5, 3, 6, 2],   # A, class 0: unseen rank 0; best seen 6, 2nd seen 2
-    [1, 4, 3, 5],   # B, class 1: unseen rank 0; best seen 5, 2nd seen 3
-    [4, 1, 7, 3],   # C, class 2: seen rank 0; best unseen 4, 2nd unseen 1
-    [2, 6, 1, 4],   # D, class 3: seen rank 0; best unseen 6, 2nd unseen 2
-], np.float32)
+FULL = np.array(
+    [
+        [5, 3, 6, 2],  # A, class 0: unseen rank 0; best seen 6, 2nd seen 2
+        [1, 4, 3, 5],  # B, class 1: unseen rank 0; best seen 5, 2nd seen 3
+        [4, 1, 7, 3],  # C, class 2: seen rank 0; best unseen 4, 2nd unseen 1
+        [2, 6, 1, 4],  # D, class 3: seen rank 0; best unseen 6, 2nd unseen 2
+    ],
+    np.float32,
+)
 GZ_LABELS = np.array([0, 1, 2, 3])
 SEEN_MASK = np.array([False, False, True, True])
 
@@ -108,7 +117,10 @@ def test_direct_stacking_and_harmonic_mean():
     assert gzsl_accuracies(gz, 1, 0.0, per_class=True) == {"seen": 0.5, "unseen": 0.0, "H": 0.0}
     # γ = 2: A (seen best 4 < 5) and B (3 < 4) now win, C still wins (5 > 4)
     assert gzsl_accuracies(gz, 1, 2.0, per_class=True) == {
-        "seen": 0.5, "unseen": 1.0, "H": pytest.approx(2 / 3)}
+        "seen": 0.5,
+        "unseen": 1.0,
+        "H": pytest.approx(2 / 3),
+    }
     # γ exactly at a breakpoint: A's calibrated seen score 6-1 = 5 ties its true score -> miss
     assert gzsl_accuracies(gz, 1, 1.0, per_class=True)["unseen"] == 0.0
 

@@ -16,17 +16,16 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from imagenet_zsl.cli import CommandTree
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
-from imagenet_zsl.images import filter_cli, quality
-from imagenet_zsl.images.quality import (
-    CrossFitFilter,
-    FilterParams,
-    filter_feature_dir,
-    kept_classes_from,
-    kept_image_ids,
-    stratified_folds,
-)
+from imagenet_zsl.image_filter import classifiers, crossfit
+from imagenet_zsl.image_filter import cli as filter_cli
+from imagenet_zsl.image_filter.crossfit import CrossFitFilter
+from imagenet_zsl.image_filter.folds import stratified_folds
+from imagenet_zsl.image_filter.outputs import CLASS_COLUMNS, class_verdicts, kept_image_ids
+from imagenet_zsl.image_filter.params import FilterParams
+from imagenet_zsl.image_filter.quality import filter_feature_dir
 
 NUM_CLASSES, PER_CLASS, DIM = 20, 60, 32
 FAST = {"min_steps": 150}  # enough AdamW steps for these small, well separated problems
@@ -37,8 +36,13 @@ def wnid(c: int) -> str:
 
 
 def write_feature_dir(
-    path: Path, features: np.ndarray, labels: np.ndarray, classes: list[str],
-    ids: list[str] | None = None, shard_rows: int = 400, **manifest_extra,
+    path: Path,
+    features: np.ndarray,
+    labels: np.ndarray,
+    classes: list[str],
+    ids: list[str] | None = None,
+    shard_rows: int = 400,
+    **manifest_extra,
 ) -> Path:
     path.mkdir(parents=True)
     if ids is None:
@@ -46,10 +50,10 @@ def write_feature_dir(
     records = []
     for k, start in enumerate(range(0, len(labels), shard_rows)):
         stop = start + shard_rows
-        records.append(write_shard(path, shard_name(0, k), features[start:stop],
-                                   labels[start:stop], ids[start:stop]))
-    write_manifest(path, {"classes": classes, "dim": features.shape[1], "shards": records,
-                          **manifest_extra})
+        records.append(
+            write_shard(path, shard_name(0, k), features[start:stop], labels[start:stop], ids[start:stop])
+        )
+    write_manifest(path, {"classes": classes, "dim": features.shape[1], "shards": records, **manifest_extra})
     return path
 
 
@@ -77,8 +81,9 @@ def planted_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 @pytest.fixture(scope="module")
 def planted_dir(tmp_path_factory) -> tuple[Path, np.ndarray, np.ndarray, np.ndarray]:
     features, labels, planted = planted_data()
-    path = write_feature_dir(tmp_path_factory.mktemp("feat") / "features", features, labels,
-                             [wnid(c) for c in range(NUM_CLASSES)])
+    path = write_feature_dir(
+        tmp_path_factory.mktemp("feat") / "features", features, labels, [wnid(c) for c in range(NUM_CLASSES)]
+    )
     ids = np.array([f"{wnid(label)}/{wnid(label)}_{i}.JPEG" for i, label in enumerate(labels)])
     return path, labels, planted, ids
 
@@ -146,9 +151,8 @@ def test_ridge_fold_model_matches_direct_least_squares():
     features = rng.normal(size=(90, 6)).astype(np.float32)
     labels = np.repeat(np.arange(3), 30)
     fold = stratified_folds(labels, 3, 3, seed=0)
-    stats = quality._ridge_stats(torch.from_numpy(features), labels, fold, 3, 3,
-                                 torch.device("cpu"))
-    weight, offset = quality._ridge_fold_model(stats, 1, alpha=0.5)
+    stats = classifiers.ridge_stats(torch.from_numpy(features), labels, fold, 3, 3, torch.device("cpu"))
+    weight, offset = classifiers.ridge_fold_model(stats, 1, alpha=0.5)
     train = fold != 1
     x = features[train].astype(np.float64)
     y = np.eye(3)[labels[train]]
@@ -178,8 +182,9 @@ def test_stratified_folds_deal_each_class_evenly_and_skip_small_classes():
 
 def test_several_seeds_keep_only_images_right_under_every_seed():
     features, labels, _ = planted_data(5)
-    runs = {seed: CrossFitFilter(FilterParams(seed=seed, **FAST)).fit(features, labels, 20)
-            for seed in (7, 8)}
+    runs = {
+        seed: CrossFitFilter(FilterParams(seed=seed, **FAST)).fit(features, labels, 20) for seed in (7, 8)
+    }
     both = CrossFitFilter(FilterParams(seed=7, seeds=2, **FAST)).fit(features, labels, 20)
     np.testing.assert_array_equal(both.predicted_[0], runs[7].predicted_[0])
     np.testing.assert_array_equal(both.predicted_[1], runs[8].predicted_[0])
@@ -191,16 +196,21 @@ def test_same_inputs_and_seed_give_identical_bytes(planted_dir, default_run, tmp
     again = tmp_path / "again"
     filter_feature_dir(planted_dir[0], again, FilterParams())
     names = sorted(p.name for p in default_run.iterdir())
-    assert names == ["class_accuracy.png", "classes.csv", "kept.csv", "manifest.json",
-                     "rejected.csv", "report.md"]
+    assert names == [
+        "class_accuracy.png",
+        "classes.csv",
+        "kept.csv",
+        "manifest.json",
+        "rejected.csv",
+        "report.md",
+    ]
     for name in names:
         assert (again / name).read_bytes() == (default_run / name).read_bytes(), name
 
 
-def test_interrupted_run_resumes_from_finished_folds(planted_dir, default_run, tmp_path,
-                                                     monkeypatch):
+def test_interrupted_run_resumes_from_finished_folds(planted_dir, default_run, tmp_path, monkeypatch):
     out = tmp_path / "filtered"
-    real = quality._train_softmax_fold
+    real = crossfit.train_softmax_fold
     calls = []
 
     def interrupt_on_third(*args, **kwargs):
@@ -209,7 +219,7 @@ def test_interrupted_run_resumes_from_finished_folds(planted_dir, default_run, t
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(quality, "_train_softmax_fold", interrupt_on_third)
+    monkeypatch.setattr(crossfit, "train_softmax_fold", interrupt_on_third)
     with pytest.raises(KeyboardInterrupt):
         filter_feature_dir(planted_dir[0], out, FilterParams())
     assert not out.exists()  # nothing half-written
@@ -217,8 +227,7 @@ def test_interrupted_run_resumes_from_finished_folds(planted_dir, default_run, t
     assert sorted(p.name for p in work.glob("*.npy")) == ["seed0-fold0.npy", "seed0-fold1.npy"]
 
     calls.clear()
-    monkeypatch.setattr(quality, "_train_softmax_fold",
-                        lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    monkeypatch.setattr(crossfit, "train_softmax_fold", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
     filter_feature_dir(planted_dir[0], out, FilterParams())
     assert len(calls) == 3  # folds 2, 3, 4 only
     assert not work.exists()
@@ -242,8 +251,13 @@ def class_rule_run(tmp_path_factory) -> Path:
     tiny = means[5] + 3.0 + rng.normal(0.0, 0.5, (3, 16))
     features = np.concatenate([features, ambiguous, tiny]).astype(np.float16)
     labels = np.concatenate([truth, np.full(40, 6), np.full(3, 7)])
-    path = write_feature_dir(tmp_path_factory.mktemp("rules") / "features", features, labels,
-                             [wnid(c) for c in range(9)], shard_rows=100)
+    path = write_feature_dir(
+        tmp_path_factory.mktemp("rules") / "features",
+        features,
+        labels,
+        [wnid(c) for c in range(9)],
+        shard_rows=100,
+    )
     out = path.parent / "filtered"
     filter_feature_dir(path, out, FilterParams(min_class_accuracy=0.6, min_images=38, **FAST))
     return out
@@ -251,7 +265,7 @@ def class_rule_run(tmp_path_factory) -> Path:
 
 def test_classes_below_thresholds_are_dropped_with_the_reason(class_rule_run):
     rows = {r["wnid"]: r for r in read_csv(class_rule_run / "classes.csv")}
-    assert list(rows[wnid(0)]) == list(quality.CLASS_COLUMNS)
+    assert list(rows[wnid(0)]) == list(CLASS_COLUMNS)
     assert "held-out accuracy" in rows[wnid(6)]["reason"] and rows[wnid(6)]["kept"] == "false"
     assert float(rows[wnid(6)]["heldout_accuracy"]) < 0.6
     assert rows[wnid(7)]["reason"] == "3 images, fewer than --folds 5: cannot be cross-fitted"
@@ -265,7 +279,7 @@ def test_classes_below_thresholds_are_dropped_with_the_reason(class_rule_run):
         if not expected_kept:
             assert row["reason"] == f"{row['images_after']} images kept < --min-images 38"
     kept_rows = read_csv(class_rule_run / "kept.csv")
-    kept = kept_classes_from(class_rule_run / "classes.csv")
+    kept = {w for w, k in class_verdicts(class_rule_run / "classes.csv").items() if k}
     assert kept == {w for w, r in rows.items() if r["kept"] == "true"} and wnid(6) not in kept
     assert {r["wnid"] for r in kept_rows} == kept
     for w in kept:  # kept.csv holds exactly the surviving images of kept classes
@@ -281,8 +295,7 @@ def test_report_renders_histogram_and_dropped_classes(class_rule_run):
     assert "![per-class held-out accuracy](class_accuracy.png)" in report
     with Image.open(class_rule_run / "class_accuracy.png") as image:
         assert image.size == (600, 350)
-    histogram = [line for line in report.splitlines() if line.startswith("| 0.") or
-                 line.startswith("| 1.")]
+    histogram = [line for line in report.splitlines() if line.startswith("| 0.") or line.startswith("| 1.")]
     assert len(histogram) == 10
     judged_classes = 7  # 0-6; class 7 (too small) and 8 (empty) have no held-out accuracy
     assert sum(int(line.split("|")[2]) for line in histogram) == judged_classes
@@ -309,8 +322,9 @@ def small_dir(tmp_path) -> Path:
     rng = np.random.default_rng(0)
     features = rng.normal(size=(60, 8)).astype(np.float16)
     labels = np.repeat(np.arange(3), 20)
-    return write_feature_dir(tmp_path / "features", features, labels,
-                             [wnid(c) for c in range(3)], shard_rows=30)
+    return write_feature_dir(
+        tmp_path / "features", features, labels, [wnid(c) for c in range(3)], shard_rows=30
+    )
 
 
 def assert_fails_cleanly(features_dir: Path, out: Path, match: str, **params) -> None:
@@ -323,8 +337,9 @@ def assert_fails_cleanly(features_dir: Path, out: Path, match: str, **params) ->
 
 def test_shards_from_another_backbone_are_refused(small_dir, tmp_path):
     rng = np.random.default_rng(1)
-    write_shard(small_dir, shard_name(1, 0), rng.normal(size=(5, 12)), np.zeros(5, int),
-                [f"x{i}" for i in range(5)])
+    write_shard(
+        small_dir, shard_name(1, 0), rng.normal(size=(5, 12)), np.zeros(5, int), [f"x{i}" for i in range(5)]
+    )
     assert_fails_cleanly(small_dir, tmp_path / "out", "another backbone")
 
 
@@ -358,8 +373,13 @@ def test_images_without_a_valid_label_are_refused(small_dir, tmp_path):
 def test_duplicate_ids_and_non_finite_features_are_refused(tmp_path):
     features = np.ones((20, 4), np.float16)
     labels = np.repeat(np.arange(2), 10)
-    dup = write_feature_dir(tmp_path / "dup", features, labels, [wnid(0), wnid(1)],
-                            ids=["same"] * 2 + [f"i{k}" for k in range(18)])
+    dup = write_feature_dir(
+        tmp_path / "dup",
+        features,
+        labels,
+        [wnid(0), wnid(1)],
+        ids=["same"] * 2 + [f"i{k}" for k in range(18)],
+    )
     assert_fails_cleanly(dup, tmp_path / "out", "occur more than once")
     features[3, 1] = np.inf
     bad = write_feature_dir(tmp_path / "inf", features, labels, [wnid(0), wnid(1)])
@@ -384,7 +404,7 @@ def test_foreign_output_directory_is_not_overwritten(small_dir, tmp_path):
 def test_consumer_helpers_refuse_wrong_files(tmp_path):
     (tmp_path / "classes.csv").write_text("wnid,score\nn1,0.5\n")
     with pytest.raises(UserInputError, match="missing column"):
-        kept_classes_from(tmp_path / "classes.csv")
+        class_verdicts(tmp_path / "classes.csv")
     with pytest.raises(UserInputError, match="images filter"):
         kept_image_ids(tmp_path / "nowhere")
 
@@ -394,16 +414,32 @@ def test_consumer_helpers_refuse_wrong_files(tmp_path):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="imagenet-zsl images")
-    filter_cli.register_filter(top.add_subparsers(dest="cmd"))
+    top = argparse.ArgumentParser(prog="imagenet-zsl")
+    filter_cli.register(CommandTree(top))
     return top
 
 
 def test_cli_filters_a_feature_directory(small_dir, tmp_path, capsys):
     out = tmp_path / "out"
-    args = parser().parse_args(["filter", "--features", str(small_dir), "--out", str(out),
-                                "--classifier", "ridge", "--folds", "4", "--min-images", "0",
-                                "--no-progress", "--threads", "1"])
+    args = parser().parse_args(
+        [
+            "images",
+            "filter",
+            "--features",
+            str(small_dir),
+            "--out",
+            str(out),
+            "--classifier",
+            "ridge",
+            "--folds",
+            "4",
+            "--min-images",
+            "0",
+            "--no-progress",
+            "--threads",
+            "1",
+        ]
+    )
     assert args.func(args) == 0
     assert "images and 3/3 classes" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
@@ -412,8 +448,17 @@ def test_cli_filters_a_feature_directory(small_dir, tmp_path, capsys):
 
 
 def test_cli_finetune_option_says_what_it_needs(small_dir, tmp_path):
-    args = parser().parse_args(["filter", "--features", str(small_dir), "--out",
-                                str(tmp_path / "out"), "--finetune-last-block"])
+    args = parser().parse_args(
+        [
+            "images",
+            "filter",
+            "--features",
+            str(small_dir),
+            "--out",
+            str(tmp_path / "out"),
+            "--finetune-last-block",
+        ]
+    )
     with pytest.raises(UserInputError, match="needs --images STORE"):
         args.func(args)
     assert not (tmp_path / "out").exists()

@@ -4,7 +4,7 @@ A softmax layer on frozen features can only re-weight what the backbone already 
 classes the backbone never saw (most of ImageNet-21K), training its last block on the candidate
 classes judges images more like a supervised classifier would (Hascoet et al. fine-tune).
 
-For every (seed, fold) of :class:`~imagenet_zsl.images.quality.CrossFitFilter`, the trainer
+For every (seed, fold) of :class:`~imagenet_zsl.image_filter.crossfit.CrossFitFilter`, the trainer
 copies the backbone (the one the feature directory's manifest records, or ``--backbone`` /
 ``--weights``), freezes everything but :func:`~imagenet_zsl.features.backbones.last_block`,
 adds a new linear head over the C candidate classes, trains on the training folds' images and
@@ -29,13 +29,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tqdm import tqdm
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.backbones import create_backbone, last_block
+from imagenet_zsl.features.loading import ImageDataset, WorkList, image_loader
+from imagenet_zsl.features.transforms import Preprocessing
+from imagenet_zsl.image_filter.feature_data import LoadedFeatures
+from imagenet_zsl.images.store import open_store
 
 if TYPE_CHECKING:
     import torch
-
-    from imagenet_zsl.images.quality import LoadedFeatures
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +66,14 @@ class FinetuneParams:
     workers: int | None = None
 
     def validate(self) -> FinetuneParams:
+        """``self`` if every value is usable; a UserInputError naming the flag otherwise."""
         checks = [
             (self.epochs >= 1, f"--finetune-epochs must be at least 1 (got {self.epochs})"),
-            (self.batch_size >= 1,
-             f"--finetune-batch-size must be at least 1 (got {self.batch_size})"),
+            (self.batch_size >= 1, f"--finetune-batch-size must be at least 1 (got {self.batch_size})"),
             (self.lr > 0, f"--finetune-lr must be positive (got {self.lr})"),
             (self.weight_decay >= 0, f"weight_decay must be >= 0 (got {self.weight_decay})"),
             (self.min_steps >= 0, f"min_steps must be >= 0 (got {self.min_steps})"),
-            (self.workers is None or self.workers >= 0,
-             f"--workers must be >= 0 (got {self.workers})"),
+            (self.workers is None or self.workers >= 0, f"--workers must be >= 0 (got {self.workers})"),
         ]
         for ok, message in checks:
             if not ok:
@@ -92,29 +95,27 @@ def _recorded_backbone(manifest: dict[str, Any]) -> tuple[str | None, str | None
     return record.get("name"), None, 0  # torch hub / Hugging Face cache
 
 
-def _recorded_preprocessing(manifest: dict[str, Any]):
-    from imagenet_zsl.features.transforms import Preprocessing
-
+def _recorded_preprocessing(manifest: dict[str, Any]) -> Preprocessing:
+    """The preprocessing the feature manifest records (the standard one when it records none)."""
     recorded = manifest.get("preprocessing")
     if not isinstance(recorded, dict):
         return Preprocessing()
     default = Preprocessing()
     return Preprocessing(
-        int(recorded.get("resize", default.resize)), int(recorded.get("crop", default.crop)),
-        tuple(recorded.get("mean", default.mean)), tuple(recorded.get("std", default.std)),
+        int(recorded.get("resize", default.resize)),
+        int(recorded.get("crop", default.crop)),
+        tuple(recorded.get("mean", default.mean)),
+        tuple(recorded.get("std", default.std)),
     )
 
 
 class LastBlockFinetuner:
     """``trainer(train_rows (n,), test_rows (m,), seed) -> predictions (m,) int32`` (-1 where the
-    image could not be decoded): rows index the feature directory's images."""
+    image could not be decoded): rows index the feature directory's images (N of them)."""
 
-    def __init__(self, data: LoadedFeatures, params: FinetuneParams, device: torch.device,
-                 progress: bool = False):
-        from imagenet_zsl.features.backbones import build_backbone, last_block
-        from imagenet_zsl.features.extract import WorkList
-        from imagenet_zsl.images.store import open_store
-
+    def __init__(
+        self, data: LoadedFeatures, params: FinetuneParams, device: torch.device, progress: bool = False
+    ):
         self.params = params.validate()
         manifest = data.manifest
         name, weights, weights_seed = _recorded_backbone(manifest)
@@ -127,7 +128,7 @@ class LastBlockFinetuner:
                 f"{data.path}: the feature manifest records no backbone; give --backbone NAME "
                 "(and --weights PATH) for --finetune-last-block"
             )
-        self.net, self.weights_info = build_backbone(name, weights, seed=weights_seed)
+        self.net, self.weights_info = create_backbone(name, weights, seed=weights_seed)
         self.net.want_logits = False
         last_block(self.net)  # refuses backbones without a recognisable last block, up front
         self.backbone = name
@@ -143,57 +144,45 @@ class LastBlockFinetuner:
                 f"--images {params.images}: the features come from a flat (val) store and its "
                 f"labels file {val_labels} is gone; restore it"
             )
-        store = open_store(params.images, layout, val_labels if layout == "flat" else None,
-                           progress=progress)
+        store = open_store(params.images, layout, val_labels if layout == "flat" else None, progress=progress)
         rows = _store_rows(store.image_ids(), data.ids, params.images)
-        self.work = WorkList(
-            classes=list(data.classes), labels=data.labels.astype(np.int32),
-            source=store.source_index[rows].astype(np.int32),
-            member=store.member[rows].astype(np.str_), offset=store.offset[rows].astype(np.int64),
-            size=store.size[rows].astype(np.int64), missing_classes=[],
-        )
+        self.work = WorkList.from_store_rows(store, rows, data.classes, data.labels)
         self.reader = store.reader()
         self.labels = data.labels.astype(np.int64)
         self.num_classes = len(data.classes)
         self.device = device
         self.progress = progress
         if device.type == "cpu":
-            log.warning("--finetune-last-block on CPU: fine for small stores, days at ImageNet scale; "
-                        "run it on a CUDA GPU")
+            log.warning(
+                "--finetune-last-block on CPU: fine for small stores, days at ImageNet scale; "
+                "run it on a CUDA GPU"
+            )
 
     def describe(self) -> dict[str, Any]:
         """For the manifest and the resume key."""
         return {
-            **asdict(self.params), "backbone": self.backbone,
-            "weights": self.weights_info.describe(), "preprocessing": self.pre.describe(),
+            **asdict(self.params),
+            "backbone": self.backbone,
+            "weights": self.weights_info.describe(),
+            "preprocessing": self.pre.describe(),
             "block_lr_scale": BLOCK_LR_SCALE,
         }
 
     # -- data ---------------------------------------------------------------------------------
 
     def _loader(self, batches: list[list[int]]):
-        from torch.utils.data import DataLoader
-
-        from imagenet_zsl.features.extract import _Collate, _ImageDataset
-
-        dataset = _ImageDataset(self.work, 0, len(self.work), self.reader, self.pre,
-                                device_decode=False)
+        dataset = ImageDataset(self.work, 0, len(self.work), self.reader, self.pre)
         on_cuda = self.device.type == "cuda"
         workers = self.params.workers
         if workers is None:
             workers = 0 if not on_cuda else 8
-        return DataLoader(dataset, batch_sampler=batches, num_workers=workers,
-                          collate_fn=_Collate(self.pre.crop), pin_memory=on_cuda,
-                          prefetch_factor=2 if workers else None)
+        return image_loader(dataset, batches, workers=workers, pin_memory=on_cuda)
 
     # -- one fold -----------------------------------------------------------------------------
 
     def __call__(self, train_rows: np.ndarray, test_rows: np.ndarray, seed: int) -> np.ndarray:
         import torch
         import torch.nn.functional as F
-        from tqdm import tqdm
-
-        from imagenet_zsl.features.backbones import last_block
 
         params, device = self.params, self.device
         on_cuda = device.type == "cuda"
@@ -208,8 +197,10 @@ class LastBlockFinetuner:
             dim = self._dim(net)
             head = torch.nn.Linear(dim, self.num_classes).to(device)
         optimizer = torch.optim.AdamW(
-            [{"params": list(block.parameters()), "lr": params.lr * BLOCK_LR_SCALE},
-             {"params": list(head.parameters()), "lr": params.lr}],
+            [
+                {"params": list(block.parameters()), "lr": params.lr * BLOCK_LR_SCALE},
+                {"params": list(head.parameters()), "lr": params.lr},
+            ],
             weight_decay=params.weight_decay,
         )
         batch = min(params.batch_size, len(train_rows))
@@ -218,12 +209,12 @@ class LastBlockFinetuner:
         batches: list[list[int]] = []
         while len(batches) < total:
             order = train_rows[torch.randperm(len(train_rows), generator=generator).numpy()]
-            batches += [order[s : s + batch].tolist()
-                        for s in range(0, len(order) - batch + 1, batch)][: total - len(batches)]
+            batches += [order[s : s + batch].tolist() for s in range(0, len(order) - batch + 1, batch)][
+                : total - len(batches)
+            ]
         schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=total)
         normalize = self.pre.normalizer(device)
-        autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if on_cuda
-                    else contextlib.nullcontext())
+        autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_cuda else contextlib.nullcontext()
         labels = torch.from_numpy(self.labels)
 
         def logits_of(images):
@@ -232,8 +223,9 @@ class LastBlockFinetuner:
                 features, _ = net(x.contiguous(memory_format=torch.channels_last))
             return head(features.float())
 
-        for item in tqdm(self._loader(batches), total=total, desc="fine-tune steps", leave=False,
-                         disable=not self.progress):
+        for item in tqdm(
+            self._loader(batches), total=total, desc="fine-tune steps", leave=False, disable=not self.progress
+        ):
             if len(item["pos"]):
                 loss = F.cross_entropy(logits_of(item["images"]), labels[item["pos"]].to(device))
                 optimizer.zero_grad(set_to_none=True)
@@ -242,8 +234,9 @@ class LastBlockFinetuner:
             schedule.step()
 
         predictions = np.full(len(test_rows), -1, dtype=np.int32)
-        chunks = [test_rows[s : s + params.batch_size].tolist()
-                  for s in range(0, len(test_rows), params.batch_size)]
+        chunks = [
+            test_rows[s : s + params.batch_size].tolist() for s in range(0, len(test_rows), params.batch_size)
+        ]
         with torch.inference_mode():
             for item in self._loader(chunks):
                 if len(item["pos"]):

@@ -18,12 +18,15 @@ import pytest
 import torch
 from PIL import Image
 
+from imagenet_zsl.cli import CommandTree
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.backbones import build_backbone, last_block
+from imagenet_zsl.features.backbones import create_backbone, last_block
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
-from imagenet_zsl.images import filter_cli
-from imagenet_zsl.images.finetune import FinetuneParams
-from imagenet_zsl.images.quality import FilterParams, filter_feature_dir
+from imagenet_zsl.image_filter import cli as filter_cli
+from imagenet_zsl.image_filter import finetune as module
+from imagenet_zsl.image_filter.finetune import FinetuneParams
+from imagenet_zsl.image_filter.params import FilterParams
+from imagenet_zsl.image_filter.quality import filter_feature_dir
 
 CLASSES = ["n01440764", "n01443537", "n01484850", "n01491361"]
 COLOURS = [(220, 30, 30), (30, 200, 40), (40, 50, 220), (230, 220, 40)]
@@ -55,11 +58,22 @@ def dataset(tmp_path_factory) -> dict[str, Path]:
     features = root / "features"
     mp = pytest.MonkeyPatch()
     mp.setenv("IMAGENET_ZSL_CACHE", str(root / "index-cache"))
-    run_extraction(ExtractConfig(
-        store=str(store), classes_file=str(classes), backbone="tiny-test", out=str(features),
-        weights="random", batch_size=8, shard_size=16, workers=0, device="cpu", progress=False,
-        resize=40, crop=32,
-    ))
+    run_extraction(
+        ExtractConfig(
+            store=str(store),
+            classes_file=str(classes),
+            backbone="tiny-test",
+            out=str(features),
+            weights="random",
+            batch_size=8,
+            shard_size=16,
+            workers=0,
+            device="cpu",
+            progress=False,
+            resize=40,
+            crop=32,
+        )
+    )
     mp.undo()
     return {"store": store, "features": features, "root": root}
 
@@ -71,23 +85,22 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def run(dataset, out: Path, seed: int = 0, **finetune) -> dict:
     params = FinetuneParams(images=str(dataset["store"]), **{**FAST, **finetune})
-    return filter_feature_dir(dataset["features"], out, FilterParams(folds=5, seed=seed, device="cpu"),
-                              finetune=params)
+    return filter_feature_dir(
+        dataset["features"], out, FilterParams(folds=5, seed=seed, device="cpu"), finetune=params
+    )
 
 
 def test_last_block_of_the_test_backbone_and_resnet():
-    net, _ = build_backbone("tiny-test", "random")
+    net, _ = create_backbone("tiny-test", "random")
     block = last_block(net)
     assert isinstance(block[0], torch.nn.Conv2d) and block[0].out_channels == 32
     assert block[0] is [m for m in net.model if isinstance(m, torch.nn.Conv2d)][-1]
-    resnet, _ = build_backbone("resnet18", "random")
+    resnet, _ = create_backbone("resnet18", "random")
     assert last_block(resnet) is resnet.model.layer4
 
 
 def test_finetune_rejects_the_planted_image_and_judges_every_image_out_of_fold(dataset, tmp_path):
     calls = []
-    from imagenet_zsl.images import finetune as module
-
     original = module.LastBlockFinetuner.__call__
 
     def spy(self, train_rows, test_rows, seed):
@@ -124,8 +137,6 @@ def test_same_seed_same_bytes_and_resume(dataset, tmp_path):
     for name in ("kept.csv", "rejected.csv", "classes.csv", "manifest.json", "report.md"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     # resume: per-fold results of an interrupted run are reused (same key), not retrained
-    from imagenet_zsl.images import finetune as module
-
     work = tmp_path / ".c.work"
     mp = pytest.MonkeyPatch()
     original = module.LastBlockFinetuner.__call__
@@ -143,8 +154,9 @@ def test_same_seed_same_bytes_and_resume(dataset, tmp_path):
     mp.undo()
     assert len(list(work.glob("seed0-fold*.npy"))) == 2 and not (tmp_path / "c").exists()
     calls.clear()
-    mp.setattr(module.LastBlockFinetuner, "__call__",
-               lambda self, *a: (calls.append(a[2]), original(self, *a))[1])
+    mp.setattr(
+        module.LastBlockFinetuner, "__call__", lambda self, *a: (calls.append(a[2]), original(self, *a))[1]
+    )
     run(dataset, tmp_path / "c", epochs=2)
     mp.undo()
     assert len(calls) == 3
@@ -152,19 +164,39 @@ def test_same_seed_same_bytes_and_resume(dataset, tmp_path):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="imagenet-zsl images")
-    filter_cli.register_filter(top.add_subparsers(dest="cmd"))
+    top = argparse.ArgumentParser(prog="imagenet-zsl")
+    filter_cli.register(CommandTree(top))
     return top
 
 
 def test_cli_runs_the_finetune_path(dataset, tmp_path, capsys):
     out = tmp_path / "out"
-    args = parser().parse_args([
-        "filter", "--features", str(dataset["features"]), "--out", str(out), "--device", "cpu",
-        "--finetune-last-block", "--images", str(dataset["store"]), "--backbone", "tiny-test",
-        "--weights", "random", "--finetune-epochs", "1", "--finetune-batch-size", "16",
-        "--no-progress", "--threads", "1",
-    ])
+    args = parser().parse_args(
+        [
+            "images",
+            "filter",
+            "--features",
+            str(dataset["features"]),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--finetune-last-block",
+            "--images",
+            str(dataset["store"]),
+            "--backbone",
+            "tiny-test",
+            "--weights",
+            "random",
+            "--finetune-epochs",
+            "1",
+            "--finetune-batch-size",
+            "16",
+            "--no-progress",
+            "--threads",
+            "1",
+        ]
+    )
     assert args.func(args) == 0
     assert "images and" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
@@ -173,8 +205,19 @@ def test_cli_runs_the_finetune_path(dataset, tmp_path, capsys):
 
 
 def cli_error(dataset, tmp_path, *extra: str) -> str:
-    args = parser().parse_args(["filter", "--features", str(dataset["features"]), "--out",
-                                str(tmp_path / "out"), "--device", "cpu", *extra])
+    args = parser().parse_args(
+        [
+            "images",
+            "filter",
+            "--features",
+            str(dataset["features"]),
+            "--out",
+            str(tmp_path / "out"),
+            "--device",
+            "cpu",
+            *extra,
+        ]
+    )
     with pytest.raises(UserInputError) as caught:
         args.func(args)
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.work").exists()
@@ -186,12 +229,14 @@ def cli_error(dataset, tmp_path, *extra: str) -> str:
 def test_bad_input_gives_one_clear_line(dataset, tmp_path):
     assert "needs --images STORE" in cli_error(dataset, tmp_path, "--finetune-last-block")
     assert "only used with --finetune-last-block" in cli_error(
-        dataset, tmp_path, "--images", str(dataset["store"]))
+        dataset, tmp_path, "--images", str(dataset["store"])
+    )
     assert "--backbone 'nope' is unknown" in cli_error(
-        dataset, tmp_path, "--finetune-last-block", "--images", str(dataset["store"]),
-        "--backbone", "nope")
+        dataset, tmp_path, "--finetune-last-block", "--images", str(dataset["store"]), "--backbone", "nope"
+    )
     assert "image store not found" in cli_error(
-        dataset, tmp_path, "--finetune-last-block", "--images", str(tmp_path / "nowhere"))
+        dataset, tmp_path, "--finetune-last-block", "--images", str(tmp_path / "nowhere")
+    )
     # a store that lacks some of the features' images (here: the planted one)
     partial = tmp_path / "partial"
     for wnid in CLASSES:

@@ -1,0 +1,1 @@
+"""Hascoet et al.'s analyses: controlled factor splits, the correction ladder, the reproduction table."""

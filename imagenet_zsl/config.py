@@ -1,0 +1,192 @@
+"""The one typed config layer: every YAML recipe is a pydantic model read by one strict loader.
+
+A recipe is declared once as a :class:`Config` subclass (typed fields, ranges, defaults); the
+loader rejects unknown keys (listing the allowed ones and suggesting the closest), wrong types and
+out-of-range values with one line that names the file, the key path and the value::
+
+    error: unknown key 'trian' (configs/x.yaml: trian): did you mean 'train'? allowed: graph, splits, train
+    error: invalid value (configs/x.yaml: splits[4].n = -5): Input should be greater than or equal to 1
+
+so a typo can never silently build a different benchmark.
+"""
+
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from imagenet_zsl.errors import UserInputError
+
+C = TypeVar("C", bound="Config")
+
+
+class Config(BaseModel):
+    """Base of every recipe section: unknown keys are errors, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able dict of every field (defaults included), for manifests and digests."""
+        return self.model_dump(mode="json")
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Parse a YAML file; a missing file, unreadable bytes or bad YAML is a one-line error."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserInputError(f"config not found ({path}): check the path")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise UserInputError(
+            f"config is not UTF-8 text ({path}, byte {err.start}): save it as UTF-8"
+        ) from err
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UserInputError(f"invalid YAML ({where}): {problem}") from err
+
+
+def load_config(path: str | Path, model: type[C]) -> C:
+    """Read ``path`` as YAML and validate it strictly against ``model``."""
+    data = read_yaml(path)
+    if data is None:
+        data = {}
+    return validate_config(data, model, str(path))
+
+
+def validate_config(data: Any, model: type[C], where: str) -> C:
+    """Validate already-parsed ``data`` against ``model``; errors name ``where`` and the key path."""
+    if not isinstance(data, Mapping):
+        raise UserInputError(
+            f"config must be a mapping of keys ({where}): got {type(data).__name__}; "
+            "see the examples in configs/"
+        )
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as err:
+        raise UserInputError(describe_error(err, model, data, where)) from None
+
+
+def key_path(loc: tuple[Any, ...]) -> str:
+    """('splits', 2, 'n') → 'splits[2].n'."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def describe_error(err: ValidationError, model: type[BaseModel], data: Any, where: str) -> str:
+    """One line for the first validation error: what, where (file: key path = value), what to do."""
+    first = err.errors(include_url=False)[0]
+    loc = _data_loc(first["loc"], data)
+    path = key_path(loc)
+    if first["type"] == "extra_forbidden":
+        allowed = _allowed_keys(model, loc[:-1], data)
+        name = str(loc[-1])
+        close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return f"unknown key {name!r} ({where}: {path}): {hint}allowed: {', '.join(allowed)}"
+    if first["type"] == "missing":
+        return f"missing key ({where}: {path}): add it (see the examples in configs/)"
+    if first["type"] == "union_tag_invalid":
+        ctx = first.get("ctx", {})
+        key = str(ctx.get("discriminator", "kind")).strip("'")
+        return (
+            f"invalid value ({where}: {key_path((*loc, key))} = {ctx.get('tag')!r}): "
+            f"expected one of {ctx.get('expected_tags')}"
+        )
+    value = first.get("input")
+    shown = repr(value) if not isinstance(value, Mapping) else "{...}"
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return f"invalid value ({where}: {path} = {shown}): {first['msg']}"
+
+
+def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
+    """Drop the discriminator tags pydantic inserts in the location of tagged-union members."""
+    out: list[Any] = []
+    node = data
+    for part in loc:
+        if isinstance(node, Mapping):
+            if part in node:
+                out.append(part)
+                node = node[part]
+            elif isinstance(part, str) and part.startswith("function-"):
+                continue
+            elif any(v == part for v in node.values() if isinstance(v, str)):
+                continue  # a tag value such as 'hops' in ('splits', 0, 'hops', 'kk')
+            else:
+                out.append(part)
+                node = None
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            out.append(part)
+            node = node[part]
+        else:
+            out.append(part)
+            node = None
+    return tuple(out)
+
+
+def _allowed_keys(model: type[BaseModel], parent: tuple[Any, ...], data: Any) -> list[str]:
+    """The field names of the model that validates the mapping at ``parent``."""
+    target: Any = model
+    node = data
+    for part in parent:
+        node = node[part] if isinstance(node, Mapping | list) else None
+        target = _step(target, part, node)
+        if target is None:
+            return []
+    target = _pick_member(target, node)
+    if isinstance(target, type) and issubclass(target, BaseModel):
+        return sorted(f.alias or name for name, f in target.model_fields.items())
+    return []
+
+
+def _step(target: Any, part: Any, node: Any) -> Any:
+    target = _pick_member(target, node if not isinstance(part, int) else None)
+    if isinstance(target, type) and issubclass(target, BaseModel) and isinstance(part, str):
+        field = target.model_fields.get(part)
+        return None if field is None else field.annotation
+    args = typing.get_args(target)
+    origin = typing.get_origin(target)
+    if origin in (list, tuple) and args:
+        return args[0]
+    if origin in (dict, Mapping) and len(args) == 2:
+        return args[1]
+    if origin is typing.Annotated:
+        return _step(args[0], part, node)
+    return None
+
+
+def _pick_member(target: Any, node: Any) -> Any:
+    """For a union annotation, the member that fits ``node`` (by its tag field if it has one)."""
+    if typing.get_origin(target) is typing.Annotated:
+        target = typing.get_args(target)[0]
+    if typing.get_origin(target) not in (typing.Union, types.UnionType):
+        return target
+    members = [m for m in typing.get_args(target) if isinstance(m, type) and issubclass(m, BaseModel)]
+    if isinstance(node, Mapping):
+        for member in members:
+            for name, field in member.model_fields.items():
+                literal = (
+                    typing.get_args(field.annotation)
+                    if typing.get_origin(field.annotation) is typing.Literal
+                    else ()
+                )
+                if literal and node.get(name) in literal:
+                    return member
+    return members[0] if len(members) == 1 else (members[0] if members else target)

@@ -1,0 +1,177 @@
+"""`imagenet-zsl images filter`: drop ambiguous images with a cross-fitted classifier.
+
+This stage's commands join the ``images`` group that :mod:`imagenet_zsl.images.cli` also adds
+to (``CommandTree.group`` hands both the same group). Torch is imported only when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.image_filter.finetune import FinetuneParams
+from imagenet_zsl.image_filter.params import FilterParams
+from imagenet_zsl.image_filter.quality import filter_feature_dir
+from imagenet_zsl.images.cli import GROUP_HELP
+
+if TYPE_CHECKING:
+    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+
+
+def register(tree: CommandTree) -> None:
+    """Add ``imagenet-zsl images filter`` to the command line."""
+    _register_filter(tree.group("images", GROUP_HELP))
+
+
+def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
+        "filter",
+        help="keep only images a cross-fitted classifier recognises (Hascoet et al.)",
+        description=(
+            "Train a classifier over the candidate classes on extracted features, cross-fitted "
+            "so every image is judged by a model that never saw it, and keep an image only if "
+            "it is classified correctly (under every seed). Classes with low held-out accuracy "
+            "or too few surviving images are dropped, with the reason. Writes kept.csv, "
+            "classes.csv, rejected.csv, report.md, class_accuracy.png and manifest.json."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--features",
+        required=True,
+        metavar="DIR",
+        help="feature directory written by 'imagenet-zsl extract' or 'simulate'",
+    )
+    parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    parser.add_argument("--folds", type=int, default=5, help="cross-fitting folds (per class)")
+    parser.add_argument(
+        "--seeds", type=int, default=1, help="number of seeds (fold splits); an image must be right under all"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument(
+        "--min-class-accuracy",
+        type=float,
+        default=0.0,
+        metavar="A",
+        help="drop classes whose held-out accuracy is below A",
+    )
+    parser.add_argument(
+        "--min-images", type=int, default=1, metavar="M", help="drop classes left with fewer than M images"
+    )
+    parser.add_argument(
+        "--classifier",
+        choices=("softmax", "ridge"),
+        default="softmax",
+        help="softmax layer trained with AdamW, or closed-form ridge regression "
+        "(one pass for all folds: much faster on CPU at scale)",
+    )
+    parser.add_argument("--epochs", type=int, default=10, help="softmax: passes over the data")
+    parser.add_argument("--batch-size", type=int, default=1024, help="softmax: mini-batch rows")
+    parser.add_argument("--lr", type=float, default=1e-3, help="softmax: AdamW learning rate")
+    parser.add_argument("--weight-decay", type=float, default=1e-4, help="softmax: AdamW decay")
+    parser.add_argument(
+        "--ridge-alpha", type=float, default=1e-2, help="ridge: penalty relative to the mean feature variance"
+    )
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    tune = parser.add_argument_group(
+        "fine-tuning (--finetune-last-block)",
+        "Judge images by fine-tuning the backbone's last block (ResNet layer4) plus a new head over "
+        "the classes on the images themselves, per (seed, fold), instead of a classifier on the "
+        "features. Images are read from --images and preprocessed as at extraction; uses a CUDA GPU "
+        "(bf16) when present, runs (slowly) on CPU. The head learns at --finetune-lr, the block at "
+        "a tenth of it; BatchNorm statistics stay frozen.",
+    )
+    tune.add_argument(
+        "--finetune-last-block",
+        action="store_true",
+        help="fine-tune the backbone's last block from the images (needs --images)",
+    )
+    tune.add_argument(
+        "--images",
+        metavar="STORE",
+        default=None,
+        help="the image store the features were extracted from (tars, class folders or val folder)",
+    )
+    tune.add_argument(
+        "--backbone", default=None, help="backbone to fine-tune; None: the one the features' manifest records"
+    )
+    tune.add_argument(
+        "--weights",
+        default=None,
+        metavar="PATH|random",
+        help="its weights; None: as the features' manifest records",
+    )
+    tune.add_argument("--finetune-epochs", type=int, default=3, help="passes over the training folds")
+    tune.add_argument("--finetune-batch-size", type=int, default=64, help="images per step")
+    tune.add_argument("--finetune-lr", type=float, default=1e-3, help="AdamW learning rate of the head")
+    tune.add_argument(
+        "--workers", type=int, default=None, help="image decoding processes; None: 0 on CPU, 8 on CUDA"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.set_defaults(func=run_filter_command)
+    return parser
+
+
+def run_filter_command(args: argparse.Namespace) -> int:
+    """Handler of ``images filter``: check the flags, run :func:`filter_feature_dir`, print a line."""
+    finetune = None
+    if args.finetune_last_block:
+        if args.images is None:
+            raise UserInputError(
+                "--finetune-last-block needs --images STORE: the image store the features were "
+                "extracted from (it trains on the images themselves)"
+            )
+        finetune = FinetuneParams(
+            images=args.images,
+            backbone=args.backbone,
+            weights=args.weights,
+            epochs=args.finetune_epochs,
+            batch_size=args.finetune_batch_size,
+            lr=args.finetune_lr,
+            workers=args.workers,
+        ).validate()
+    else:
+        given = [
+            flag
+            for flag, value in (
+                ("--images", args.images),
+                ("--backbone", args.backbone),
+                ("--weights", args.weights),
+            )
+            if value is not None
+        ]
+        if given:
+            raise UserInputError(
+                f"{', '.join(given)}: only used with --finetune-last-block; add it or drop them"
+            )
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UserInputError(f"--threads must be at least 1 (got {args.threads})")
+        import torch
+
+        torch.set_num_threads(args.threads)
+    params = FilterParams(
+        folds=args.folds,
+        seeds=args.seeds,
+        seed=args.seed,
+        classifier=args.classifier,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        weight_decay=args.weight_decay,
+        ridge_alpha=args.ridge_alpha,
+        min_class_accuracy=args.min_class_accuracy,
+        min_images=args.min_images,
+        device=args.device,
+    )
+    summary = filter_feature_dir(
+        args.features, args.out, params, progress=not args.no_progress, finetune=finetune
+    )
+    print(
+        f"kept {summary['images_after']}/{summary['images_before']} images and "
+        f"{summary['classes_after']}/{summary['classes_before']} classes "
+        f"(held-out accuracy {summary['heldout_accuracy']:.4f}) -> {args.out}"
+    )
+    return 0

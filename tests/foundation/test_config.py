@@ -1,0 +1,71 @@
+"""The typed config layer: unknown keys, wrong types and ranges are one-line errors naming file and key."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import Field
+
+from imagenet_zsl.config import Config, load_config
+from imagenet_zsl.errors import UserInputError
+
+
+class Hops(Config):
+    name: str
+    kind: Literal["hops"]
+    k: Annotated[int, Field(ge=1)] = 1
+
+
+class Population(Config):
+    name: str
+    kind: Literal["population"]
+    n: Annotated[int, Field(ge=1)]
+    most: bool = True
+
+
+class Recipe(Config):
+    train: str = "ilsvrc2012"
+    splits: list[Annotated[Hops | Population, Field(discriminator="kind")]]
+
+
+def _error(tmp_path, text: str) -> str:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    with pytest.raises(UserInputError) as info:
+        load_config(path, Recipe)
+    message = str(info.value)
+    assert "\n" not in message
+    assert str(path) in message
+    return message
+
+
+def test_valid_recipe_is_typed(tmp_path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("splits:\n  - {name: hop2, kind: hops, k: 2}\n  - {name: mp, kind: population, n: 5}\n")
+    recipe = load_config(path, Recipe)
+    assert recipe.splits[0].k == 2 and recipe.splits[1].n == 5 and recipe.train == "ilsvrc2012"
+
+
+def test_top_level_typo_suggests_closest(tmp_path):
+    message = _error(tmp_path, "trian: x\nsplits: []\n")
+    assert message.startswith("unknown key 'trian'")
+    assert "did you mean 'train'?" in message and "allowed: splits, train" in message
+
+
+def test_typo_inside_a_tagged_union_member(tmp_path):
+    message = _error(tmp_path, "splits:\n  - {name: hop2, kind: hops, kk: 2}\n")
+    assert "unknown key 'kk'" in message and "splits[0].kk" in message
+    assert "did you mean 'k'?" in message and "allowed: k, kind, name" in message
+
+
+def test_range_type_and_missing(tmp_path):
+    assert "splits[0].n = -5" in _error(tmp_path, "splits:\n  - {name: p, kind: population, n: -5}\n")
+    assert "splits[0].n = 'lots'" in _error(tmp_path, "splits:\n  - {name: p, kind: population, n: lots}\n")
+    assert _error(tmp_path, "splits:\n  - {name: p, kind: population}\n").startswith("missing key")
+    assert "kind" in _error(tmp_path, "splits:\n  - {name: p, kind: lists}\n")
+
+
+def test_bad_yaml_and_not_a_mapping(tmp_path):
+    assert _error(tmp_path, "splits: [\n").startswith("invalid YAML")
+    assert _error(tmp_path, "- a\n- b\n").startswith("config must be a mapping")
