@@ -12,10 +12,12 @@ an entry point there is enough to add its commands.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import sys
 from importlib import metadata
+from typing import NoReturn
 
 from imagenet_zsl import __version__
 from imagenet_zsl.errors import UserInputError
@@ -69,22 +71,72 @@ def command_modules() -> list[str]:
     return [entries[name] for name in sorted(entries, key=lambda n: (rank.get(n, len(rank)), n))]
 
 
+class _UsageError(Exception):
+    """A command-line usage mistake (unknown flag, bad value): reported as one ``error:`` line."""
+
+    def __init__(self, message: str, prog: str):
+        super().__init__(message)
+        self.prog = prog
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse whose usage errors become one ``error:`` line (exit 2) instead of usage + message.
+
+    Sub-parsers inherit this class, so every stage's flags behave the same way.
+    """
+
+    def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse's hook
+        raise _UsageError(message, self.prog)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="imagenet-zsl",
         description="Zero-shot-learning benchmarks on ImageNet-21K and the attribute datasets.",
     )
     parser.add_argument("--version", action="version", version=f"imagenet-zsl {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the full traceback of an internal error (a bug: please report it)",
+    )
     tree = CommandTree(parser)
     for module_name in command_modules():
         importlib.import_module(module_name).register(tree)
     return parser
 
 
+#: errno → what the user can do about it
+_OS_ADVICE = {
+    errno.ENOSPC: "the disk is full; free space or choose another --out",
+    errno.EDQUOT: "the disk quota is exceeded; free space or choose another --out",
+    errno.EROFS: "the file system is read-only; choose a writable location",
+    errno.EACCES: "permission denied; choose a location you may write to or read from",
+    errno.EPERM: "operation not permitted; choose another location",
+    errno.ENOTDIR: "a path component is not a directory; check the path",
+    errno.EISDIR: "a directory was given where a file is expected; check the path",
+    errno.ENOENT: "no such file or directory; check the path",
+    errno.EMFILE: "too many open files; lower --workers or raise 'ulimit -n'",
+}
+
+
+def describe_os_error(err: OSError) -> str:
+    """One line for an OSError the user's environment caused (disk full, read-only, missing path)."""
+    where = err.filename if err.filename is not None else "?"
+    advice = _OS_ADVICE.get(err.errno or -1, "check the path and the disk")
+    return f"{err.strerror or type(err).__name__} ({where}): {advice}"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run ``imagenet-zsl ARGV``: 0 on success, 2 on a user's mistake (one ``error:`` line), 1 on a
+    bug (one ``internal error:`` line; ``--debug`` shows the traceback), 130 when interrupted."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as err:
+        print(f"error: {err} ({err.prog}): see '{err.prog} --help'", file=sys.stderr)
+        return 2
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
@@ -100,6 +152,25 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: finished work is kept; re-run the same command to resume", file=sys.stderr)
         return 130
+    except MemoryError:
+        if args.debug:
+            raise
+        print("error: out of memory (this machine): lower --batch-size or --block-rows", file=sys.stderr)
+        return 2
+    except OSError as err:
+        if args.debug or err.errno not in _OS_ADVICE:
+            raise
+        print(f"error: {describe_os_error(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:  # a bug: one line unless --debug asks for the traceback
+        if args.debug:
+            raise
+        print(
+            f"internal error: {type(err).__name__}: {err} — this is a bug; re-run with --debug for the "
+            "traceback and report it",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":
