@@ -33,8 +33,8 @@ COMMAND_ORDER = (
     "models",
     "evaluation",
     "batch",
-    "analysis",
     "attributes",
+    "analysis",
 )
 
 

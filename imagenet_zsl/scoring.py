@@ -1,20 +1,36 @@
 """ZSL and generalized-ZSL metrics computed from per-image top-k lists, without searching again.
 
-Tie rule (ties count against the model): the rank of the true class is the number of *other*
-classes whose score is greater than **or equal to** the true class's score. hit@K means rank < K.
-A model that gives every class the same score therefore scores 0, never 1/C.
+Tie rules. For each image let ``r`` be the number of classes scoring strictly above the true
+class and ``t`` the number of *other* classes scoring exactly the same (its tie group).
 
-Exactness: a top-m list decides hit@K exactly for every K < m (if the true class is absent
-from the list, or sits at its last place, at least m-1 >= K other classes score >= it). The
-evaluate command therefore searches ``max(K) + 1`` classes. A list that holds every class of its
-label space (padded with id -1) is exact for all K.
+* ``expected`` (the headline): hit@K is the expected value under uniform random tie-breaking,
+  credit ``min(1, max(0, (K − r) / (t + 1)))``. A model that gives every class the same score
+  scores K/C, chance, not 0.
+* ``strict`` (ties count against the model): hit iff ``r + t < K``.
+
+With continuous scores ``t = 0`` and the two coincide. Classes with exactly identical prototypes
+form one tie group whatever the float rounding: the search hashes prototype rows up front and
+scores each distinct row once (see :mod:`imagenet_zsl.evaluation.search`), which then reports
+``r`` and ``t`` of the true class exactly (:class:`TieRanks`).
+
+Exactness: a top-m list decides hit@K for every K < m under both rules when the true class's
+tie group does not reach the end of the list (if the true class is absent from the list, at
+least m > K classes score above it or tie with the last listed one). Pass ``tail_ties`` (the
+number of unlisted classes tied with the last listed score) or the exact :class:`TieRanks` of the
+search otherwise. The evaluate command searches ``max(K) + 1`` classes.
+
+Non-finite scores: a NaN true-class score is never a hit (it ranks below every class); scores
+that overflow to ±inf are an error.
 
 GZSL (Chao et al. 2016, calibrated stacking): seen-class scores are lowered by γ. Per image we keep
-the top-m among seen classes and the top-m among unseen classes separately; whether an image is
-a hit@K is then a threshold test on γ (``γ > θ`` for unseen-class images, ``γ < φ`` for
-seen-class images, strict because ties count against the model). Accuracies at any γ, the whole
-Seen-Unseen accuracy Curve, its area (AUSUC) and the γ maximising H all follow exactly from
-these thresholds — one sort over the breakpoints, no grid.
+the top-m among seen classes and the top-m among unseen classes separately. Under the strict
+rule, whether an image is a hit@K is a threshold test on γ (``γ > θ`` for unseen-class images,
+``γ < φ`` for seen-class images, strict at the breakpoint). Under the expected rule an image
+whose true class has ``t`` tied classes in its own label space is ``t + 1`` equally weighted
+entries, one per position of the true class inside its tie group (rank ``r + i``), each a
+threshold test; cross-space equality at exactly a breakpoint γ counts against the model.
+Accuracies at any γ, the whole Seen-Unseen accuracy Curve, its area (AUSUC) and the γ maximising
+H all follow exactly from these thresholds — one sort over the breakpoints, no grid.
 """
 
 from __future__ import annotations
@@ -28,6 +44,14 @@ import numpy as np
 from imagenet_zsl.errors import UserInputError
 
 DEFAULT_KS = (1, 2, 5, 10, 20)
+#: the two tie rules; ``expected`` is the headline number everywhere
+TIE_RULES = ("expected", "strict")
+TIE_RULE_TEXT = {
+    "expected": "expected value under uniform random tie-breaking: a true class with r classes "
+    "strictly above it and t others tied with it earns min(1, max(0, (K - r) / (t + 1))) at hit@K; "
+    "classes with identical prototypes always tie",
+    "strict": "ties count against the model: hit@K iff r + t < K (keys ending in _strict)",
+}
 
 
 # ----------------------------------------------------------------------------- ranks & hit@K
@@ -45,6 +69,53 @@ def _check_labels(labels: np.ndarray, n: int, num_classes: int | None = None) ->
             f"labels outside the label space [0, {num_classes}): min {labels.min()}, max {labels.max()}"
         )
     return labels
+
+
+def _check_rule(tie_rule: str) -> str:
+    if tie_rule not in TIE_RULES:
+        raise ValueError(f"tie_rule must be one of {TIE_RULES}, got {tie_rule!r}")
+    return tie_rule
+
+
+def check_scores_finite(scores: np.ndarray, what: str = "scores") -> None:
+    """Raise a one-line error when scores hold ±inf (an overflow: the ranking is meaningless)."""
+    if np.isinf(scores).any():
+        raise UserInputError(
+            f"{what} overflow to inf; rescale the features or prototypes (e.g. --l2-normalize)"
+        )
+
+
+@dataclass(frozen=True)
+class TieRanks:
+    """Where each image's true class stands: ``above`` (N,) classes scoring strictly higher,
+    ``tied`` (N,) other classes scoring exactly the same. ``above`` = m (list length) marks a
+    true class outside the list (no credit for any K < m)."""
+
+    above: np.ndarray
+    tied: np.ndarray
+
+    @classmethod
+    def from_strict(cls, ranks: np.ndarray) -> TieRanks:
+        """Plain 0-based ranks (no tie information): both rules then agree."""
+        ranks = np.asarray(ranks, dtype=np.int64)
+        return cls(ranks, np.zeros_like(ranks))
+
+    @property
+    def strict(self) -> np.ndarray:
+        """(N,) rank under the strict rule: r + t."""
+        return self.above + self.tied
+
+    def credit(self, k: int, tie_rule: str = "expected") -> np.ndarray:
+        """(N,) float64 hit@k credit in [0, 1] of each image under ``tie_rule``."""
+        if _check_rule(tie_rule) == "strict":
+            return (self.strict < k).astype(np.float64)
+        return np.clip((k - self.above) / (self.tied + 1.0), 0.0, 1.0)
+
+    def __len__(self) -> int:
+        return len(self.above)
+
+    def take(self, rows: np.ndarray) -> TieRanks:
+        return TieRanks(self.above[rows], self.tied[rows])
 
 
 def _complete(topk_ids: np.ndarray, num_classes: int | None) -> bool:
@@ -68,57 +139,107 @@ def check_ks(ks: Iterable[int], m: int, exact_limit: bool) -> list[int]:
     return ks
 
 
-def true_rank(topk_ids: np.ndarray, labels: np.ndarray, topk_scores: np.ndarray | None = None) -> np.ndarray:
-    """0-based rank of each image's true class; ``m`` (the list length) when it is not listed.
+def tie_ranks(
+    topk_ids: np.ndarray,
+    labels: np.ndarray,
+    topk_scores: np.ndarray,
+    tail_ties: np.ndarray | None = None,
+) -> TieRanks:
+    """:class:`TieRanks` of the true class from top-m lists (N, m) of ids and scores.
 
-    With ``topk_scores`` the tie rule applies (other listed classes with an equal score rank
-    ahead); without them the list order is the ranking.
+    ``tail_ties`` (N,): classes outside the list that tie with its last score (0 when omitted:
+    a tie group reaching the end of the list is assumed to end there). A true class absent from
+    its list gets ``above = m``. NaN scores rank below every class.
     """
     topk_ids = np.asarray(topk_ids)
     n, m = topk_ids.shape
     labels = _check_labels(labels, n)
+    scores = np.asarray(topk_scores)
+    check_scores_finite(scores[topk_ids >= 0], "top-k scores")
+    scores = np.where(np.isnan(scores), -np.inf, scores)
     is_true = topk_ids == labels[:, None]
     present = is_true.any(axis=1)
-    position = is_true.argmax(axis=1)
-    if topk_scores is None:
-        rank = position.astype(np.int64)
-    else:
-        topk_scores = np.asarray(topk_scores)
-        true_score = topk_scores[np.arange(n), position]
-        rank = ((topk_scores >= true_score[:, None]) & ~is_true).sum(axis=1).astype(np.int64)
-    rank[~present] = m
+    true_score = scores[np.arange(n), is_true.argmax(axis=1)]
+    listed = topk_ids >= 0
+    above = (listed & (scores > true_score[:, None])).sum(axis=1).astype(np.int64)
+    tied = (listed & (scores == true_score[:, None]) & ~is_true).sum(axis=1).astype(np.int64)
+    if tail_ties is not None and m:
+        at_end = scores[:, -1] == true_score
+        tied = tied + np.where(at_end, np.asarray(tail_ties, dtype=np.int64), 0)
+    # a NaN (now -inf) true score is a miss whatever else is listed
+    nan_true = present & np.isneginf(true_score)
+    above = np.where(present & ~nan_true, above, m)
+    tied = np.where(present & ~nan_true, tied, 0)
+    return TieRanks(above, tied)
+
+
+def true_rank(topk_ids: np.ndarray, labels: np.ndarray, topk_scores: np.ndarray | None = None) -> np.ndarray:
+    """0-based strict rank of each image's true class; ``m`` (the list length) when it is not listed.
+
+    With ``topk_scores`` the strict tie rule applies (other listed classes with an equal score
+    rank ahead; :func:`tie_ranks` keeps the two counts apart); without them the list order is
+    the ranking.
+    """
+    topk_ids = np.asarray(topk_ids)
+    n, m = topk_ids.shape
+    labels = _check_labels(labels, n)
+    if topk_scores is not None:
+        return tie_ranks(topk_ids, labels, topk_scores).strict
+    is_true = topk_ids == labels[:, None]
+    rank = is_true.argmax(axis=1).astype(np.int64)
+    rank[~is_true.any(axis=1)] = m
     return rank
 
 
-def ranks_from_scores(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Exact tie-against-model rank of the true class from a full (N, C) score matrix."""
+def tie_ranks_from_scores(scores: np.ndarray, labels: np.ndarray) -> TieRanks:
+    """Exact :class:`TieRanks` from a full (N, C) score matrix.
+
+    A NaN true-class score ranks last (never a hit); other NaN scores rank below every class;
+    ±inf anywhere is an error (an overflow).
+    """
     scores = np.asarray(scores)
     labels = _check_labels(labels, len(scores), scores.shape[1])
+    check_scores_finite(scores)
     true_score = scores[np.arange(len(scores)), labels]
-    return (scores >= true_score[:, None]).sum(axis=1).astype(np.int64) - 1
+    nan_true = np.isnan(true_score)
+    above = (scores > true_score[:, None]).sum(axis=1).astype(np.int64)
+    tied = (scores == true_score[:, None]).sum(axis=1).astype(np.int64) - 1
+    c = scores.shape[1]
+    return TieRanks(np.where(nan_true, c, above), np.where(nan_true, 0, tied))
 
 
-def _flat_rates(ranks: np.ndarray, ks: Sequence[int]) -> dict[int, float]:
-    """Flat hit@K: the share of images whose true-class rank is < K."""
-    ranks = np.asarray(ranks)
+def ranks_from_scores(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Exact strict (tie-against-model) rank of the true class from a full (N, C) score matrix."""
+    return tie_ranks_from_scores(scores, labels).strict
+
+
+def _as_tie_ranks(ranks: TieRanks | np.ndarray) -> TieRanks:
+    return ranks if isinstance(ranks, TieRanks) else TieRanks.from_strict(ranks)
+
+
+def _flat_rates(ranks: TieRanks, ks: Sequence[int], tie_rule: str) -> dict[int, float]:
+    """Flat hit@K: the mean credit over images."""
     if len(ranks) == 0:
         raise UserInputError("no images to evaluate")
-    return {int(k): float(np.mean(ranks < k)) for k in ks}
+    return {int(k): float(np.mean(ranks.credit(k, tie_rule))) for k in ks}
 
 
 def _class_rates(
-    ranks: np.ndarray, labels: np.ndarray, ks: Sequence[int], num_classes: int | None = None
+    ranks: TieRanks, labels: np.ndarray, ks: Sequence[int], tie_rule: str, num_classes: int | None = None
 ) -> dict[int, np.ndarray]:
     """Per-class hit@K rates {K: (C,)}; NaN for classes without images."""
     labels = np.asarray(labels, dtype=np.int64)
     size = int(max(num_classes or 0, labels.max() + 1 if len(labels) else 0))
     counts = np.bincount(labels, minlength=size)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return {int(k): np.bincount(labels, weights=(ranks < k), minlength=size) / counts for k in ks}
+        return {
+            int(k): np.bincount(labels, weights=ranks.credit(k, tie_rule), minlength=size) / counts
+            for k in ks
+        }
 
 
 def hit_at_k(
-    ranks_or_ids: np.ndarray,
+    ranks_or_ids: TieRanks | np.ndarray,
     labels: np.ndarray,
     ks: Sequence[int] = DEFAULT_KS,
     topk_scores: np.ndarray | None = None,
@@ -126,29 +247,35 @@ def hit_at_k(
     *,
     per_class: bool = False,
     average: bool = True,
+    tie_rule: str = "expected",
 ) -> dict[int, Any]:
     """hit@K → {K: share in [0, 1]}, like scikit-learn's ``top_k_accuracy_score``.
 
-    ``ranks_or_ids``: either (N,) 0-based true-class ranks (:func:`ranks_from_scores`,
-    :func:`true_rank`) or (N, m) top-m class ids; labels: (N,) true classes. With top-m ids, pass
-    ``topk_scores`` (N, m) to apply the tie rule (then K < m unless the lists are complete).
+    ``ranks_or_ids``: :class:`TieRanks`; or (N,) 0-based true-class ranks (no tie information:
+    both rules agree); or (N, m) top-m class ids. With top-m ids, pass ``topk_scores`` (N, m) so
+    ties are judged from the scores (then K < m unless the lists are complete). labels: (N,)
+    true classes. ``tie_rule``: "expected" (default) or "strict" (see module doc).
     ``per_class``: hit@K per class, averaged over the classes that have images (Xian et al.'s
     per-class accuracy for K=1); with ``average=False`` the (C,) per-class rates themselves
     (NaN for classes without images, C = ``num_classes`` or max label + 1).
     """
-    ranks_or_ids = np.asarray(ranks_or_ids)
-    if ranks_or_ids.ndim == 2:
-        exact = topk_scores is not None and not _complete(ranks_or_ids, num_classes)
-        ks = check_ks(ks, ranks_or_ids.shape[1], exact)
-        labels = _check_labels(labels, len(ranks_or_ids), num_classes)
-        ranks = true_rank(ranks_or_ids, labels, topk_scores)
+    _check_rule(tie_rule)
+    if isinstance(ranks_or_ids, np.ndarray | list) and np.asarray(ranks_or_ids).ndim == 2:
+        ids = np.asarray(ranks_or_ids)
+        exact = topk_scores is not None and not _complete(ids, num_classes)
+        ks = check_ks(ks, ids.shape[1], exact)
+        labels = _check_labels(labels, len(ids), num_classes)
+        if topk_scores is None:
+            ranks = TieRanks.from_strict(true_rank(ids, labels))
+        else:
+            ranks = tie_ranks(ids, labels, topk_scores)
     else:
         ks = sorted({int(k) for k in ks})
-        ranks = ranks_or_ids
+        ranks = _as_tie_ranks(ranks_or_ids)
         labels = np.asarray(labels, dtype=np.int64)
     if not per_class:
-        return _flat_rates(ranks, ks)
-    rates = _class_rates(ranks, labels, ks, num_classes)
+        return _flat_rates(ranks, ks, tie_rule)
+    rates = _class_rates(ranks, labels, ks, tie_rule, num_classes)
     if not average:
         return rates
     present = np.bincount(labels, minlength=len(next(iter(rates.values())))) > 0
@@ -172,7 +299,10 @@ class GZSLTopK:
 
     Class indices are into one joint label space of C classes; ``seen_mask`` (C,) bool marks the
     seen ones. seen_scores/seen_ids, unseen_scores/unseen_ids: (N, m) float32/int64 in the search
-    tie order (padding id -1, score -inf); labels: (N,) int64 joint indices.
+    tie order (padding id -1, score -inf); labels: (N,) int64 joint indices. ``own_ranks``: the
+    exact :class:`TieRanks` of the true class within its own label space (seen classes for a
+    seen-class image, unseen for an unseen-class one), e.g. from the search; derived from the
+    lists when omitted.
     """
 
     seen_scores: np.ndarray
@@ -181,6 +311,7 @@ class GZSLTopK:
     unseen_ids: np.ndarray
     labels: np.ndarray
     seen_mask: np.ndarray
+    own_ranks: TieRanks | None = None
 
     def __post_init__(self) -> None:
         self.seen_mask = np.asarray(self.seen_mask, dtype=bool)
@@ -197,6 +328,15 @@ class GZSLTopK:
                 raise ValueError(f"{name}_ids hold classes outside the {name} label space")
         if self.seen_mask.all() or not self.seen_mask.any():
             raise UserInputError("GZSL needs both seen and unseen classes in the label space")
+        if self.own_ranks is None:
+            own_ids, own_scores = self._own("ids"), self._own("scores")
+            self.own_ranks = tie_ranks(own_ids, self.labels, own_scores)
+        elif len(self.own_ranks) != n:
+            raise ValueError(f"own_ranks hold {len(self.own_ranks)} images, the lists {n}")
+
+    def _own(self, what: str, own: bool = True) -> np.ndarray:
+        seen_img = self.seen_images[:, None] if own else ~self.seen_images[:, None]
+        return np.where(seen_img, getattr(self, f"seen_{what}"), getattr(self, f"unseen_{what}"))
 
     @property
     def m(self) -> int:
@@ -214,45 +354,82 @@ class GZSLTopK:
             self.unseen_ids[rows],
             self.labels[rows],
             self.seen_mask,
+            self.own_ranks.take(rows),
         )
 
     @classmethod
     def concat(cls, parts: Sequence[GZSLTopK]) -> GZSLTopK:
+        ranks = TieRanks(
+            np.concatenate([p.own_ranks.above for p in parts]),
+            np.concatenate([p.own_ranks.tied for p in parts]),
+        )
         return cls(
             *(
                 np.concatenate([getattr(p, f) for p in parts])
                 for f in ("seen_scores", "seen_ids", "unseen_scores", "unseen_ids", "labels")
             ),
             parts[0].seen_mask,
+            ranks,
         )
 
 
+def _entry_thresholds(gz: GZSLTopK, rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """θ of images ``rows`` when their true class sits at 0-based ``rank`` of its own space.
+
+    Unseen-class image: hit iff γ > θ, θ = (q+1)-th best seen score − true score, with q = k −
+    1 − rank (passed through ``rank`` relative to k by the caller). Seen-class image: hit iff γ <
+    φ, φ = true score − (q+1)-th best unseen score. ±inf encode always/never.
+    """
+    m = gz.m
+    seen_img = gz.seen_images[rows]
+    own_scores = gz._own("scores")[rows]
+    other_scores = gz._own("scores", own=False)[rows]
+    above = gz.own_ranks.above[rows]
+    present = above < m
+    # sorted lists: entry ``above`` is the first of the true class's tie group (its score)
+    true_score = own_scores[np.arange(len(rows)), np.minimum(above, m - 1)].astype(np.float64)
+    never = (rank < 0) | ~present
+    other = other_scores[np.arange(len(rows)), np.clip(rank, 0, m - 1)].astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        theta = np.where(seen_img, true_score - other, other - true_score)
+    # other == -inf (fewer competitors than q+1): the image is a hit at every γ
+    theta = np.where(np.isneginf(other), np.where(seen_img, np.inf, -np.inf), theta)
+    return np.where(never, np.where(seen_img, -np.inf, np.inf), theta)
+
+
+def gzsl_entries(
+    gz: GZSLTopK, k: int, tie_rule: str = "expected"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Threshold entries deciding hit@k under calibrated stacking → (rows, θ, fraction).
+
+    ``strict``: one entry per image (rank r + t). ``expected``: one entry per position i of the
+    true class inside its tie group that can still be a hit (r + i < k), weighted 1/(t + 1).
+    rows (E,) index images; θ (E,) float64 as in :func:`gzsl_thresholds`; fraction (E,) the
+    share of the image's weight each entry carries.
+    """
+    check_ks([k], gz.m, True)
+    ranks = gz.own_ranks
+    n = len(gz.labels)
+    if _check_rule(tie_rule) == "strict":
+        rows = np.arange(n)
+        return rows, _entry_thresholds(gz, rows, k - 1 - ranks.strict), np.ones(n)
+    offsets = np.arange(k)
+    position = ranks.above[:, None] + offsets[None, :]
+    valid = (offsets[None, :] <= ranks.tied[:, None]) & (position <= k - 1)
+    rows, col = np.nonzero(valid)
+    theta = _entry_thresholds(gz, rows, k - 1 - position[rows, col])
+    return rows, theta, 1.0 / (ranks.tied[rows] + 1.0)
+
+
 def gzsl_thresholds(gz: GZSLTopK, k: int) -> np.ndarray:
-    """Per image the γ threshold that decides hit@k under calibrated stacking (float64, ±inf).
+    """Per image the γ threshold that decides hit@k under the strict rule (float64, ±inf).
 
     Unseen-class image: hit iff γ > θ, θ = (q+1)-th best seen score − true score, with
     q = k − 1 − (rank among unseen classes). Seen-class image: hit iff γ < φ, φ = true score −
     (q+1)-th best unseen score, q = k − 1 − (rank among seen classes). +inf/−inf encode
     always/never (or never/always).
     """
-    check_ks([k], gz.m, True)
-    n = len(gz.labels)
-    seen_img = gz.seen_images
-    own_scores = np.where(seen_img[:, None], gz.seen_scores, gz.unseen_scores)
-    own_ids = np.where(seen_img[:, None], gz.seen_ids, gz.unseen_ids)
-    other_scores = np.where(seen_img[:, None], gz.unseen_scores, gz.seen_scores)
-    rank = true_rank(own_ids, gz.labels, own_scores)
-    is_true = own_ids == gz.labels[:, None]
-    true_score = own_scores[np.arange(n), is_true.argmax(axis=1)].astype(np.float64)
-    q = k - 1 - rank
-    never = q < 0
-    other = other_scores[np.arange(n), np.clip(q, 0, gz.m - 1)].astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        theta = np.where(seen_img, true_score - other, other - true_score)
-    # other == -inf (fewer competitors than q+1): unseen image always a hit, seen image too
-    theta = np.where(np.isneginf(other), np.where(seen_img, np.inf, -np.inf), theta)
-    theta = np.where(never, np.where(seen_img, -np.inf, np.inf), theta)
-    return theta
+    return gzsl_entries(gz, k, "strict")[1]
 
 
 def _group_weights(labels: np.ndarray, group: np.ndarray, per_class: bool) -> np.ndarray:
@@ -269,13 +446,19 @@ def _group_weights(labels: np.ndarray, group: np.ndarray, per_class: bool) -> np
     return weights
 
 
+def _image_weights(gz: GZSLTopK, per_class: bool) -> np.ndarray:
+    seen_img = gz.seen_images
+    return _group_weights(gz.labels, seen_img, per_class) + _group_weights(gz.labels, ~seen_img, per_class)
+
+
 @dataclass
 class SeenUnseenCurve:
     """The exact Seen-Unseen accuracy Curve for one K.
 
     Interval j covers γ in (breakpoints[j-1], breakpoints[j]) (open, with ±inf at the ends);
     ``seen[j]``/``unseen[j]`` are the accuracies there (len(breakpoints) + 1 values). Along j the
-    unseen accuracy never falls and the seen accuracy never rises.
+    unseen accuracy never falls and the seen accuracy never rises. thresholds, seen_images and
+    weights are per threshold entry (:func:`gzsl_entries`).
     """
 
     k: int
@@ -286,6 +469,7 @@ class SeenUnseenCurve:
     thresholds: np.ndarray
     seen_images: np.ndarray
     weights: np.ndarray
+    tie_rule: str = "expected"
 
     @property
     def ausuc(self) -> float:
@@ -304,7 +488,7 @@ class SeenUnseenCurve:
         hit = np.where(self.seen_images, gamma < self.thresholds, gamma > self.thresholds)
         seen = float(np.sum(self.weights[hit & self.seen_images]))
         unseen = float(np.sum(self.weights[hit & ~self.seen_images]))
-        return seen, unseen
+        return min(seen, 1.0), min(unseen, 1.0)
 
     @property
     def harmonic(self) -> np.ndarray:
@@ -328,40 +512,37 @@ def _breakpoint_index(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def seen_unseen_curve(
-    gz: GZSLTopK, k: int = 1, per_class: bool = True, thresholds: np.ndarray | None = None
+    gz: GZSLTopK, k: int = 1, per_class: bool = True, tie_rule: str = "expected"
 ) -> SeenUnseenCurve:
-    """Sweep every breakpoint of calibrated stacking for hit@k, vectorised (one sort).
-
-    ``thresholds`` may pass ``gzsl_thresholds(gz, k)`` when the caller already has them.
-    """
-    seen_img = gz.seen_images
-    if not seen_img.any() or seen_img.all():
+    """Sweep every breakpoint of calibrated stacking for hit@k, vectorised (one sort)."""
+    if not gz.seen_images.any() or gz.seen_images.all():
         raise UserInputError("GZSL needs test images of both seen and unseen classes")
-    theta = gzsl_thresholds(gz, k) if thresholds is None else thresholds
-    weights = _group_weights(gz.labels, seen_img, per_class) + _group_weights(gz.labels, ~seen_img, per_class)
+    rows, theta, fraction = gzsl_entries(gz, k, tie_rule)
+    seen_img = gz.seen_images[rows]
+    weights = _image_weights(gz, per_class)[rows] * fraction
     breakpoints, index = _breakpoint_index(theta)
     nb = len(breakpoints)
-    # unseen image with θ = b_i is a hit in intervals j >= i+1; −inf: all; +inf: none
+    # unseen entry with θ = b_i is a hit in intervals j >= i+1; −inf: all; +inf: none
     start = np.where(np.isneginf(theta), 0, np.where(np.isposinf(theta), nb + 1, index + 1))
     unseen_w = np.where(seen_img, 0.0, weights)
     unseen = np.cumsum(np.bincount(start, weights=unseen_w, minlength=nb + 2))[: nb + 1]
-    # seen image with φ = b_i is a hit in intervals j <= i; +inf: all; −inf: none
+    # seen entry with φ = b_i is a hit in intervals j <= i; +inf: all; −inf: none
     end = np.where(np.isposinf(theta), nb, np.where(np.isneginf(theta), -1, index))
     seen_w = np.where(seen_img, weights, 0.0)
     per_end = np.bincount(end + 1, weights=seen_w, minlength=nb + 2)
     seen = np.cumsum(per_end[::-1])[::-1][1 : nb + 2]
     # cumulative sums of 1/n weights can overshoot 1 by an ulp or two
     seen, unseen = np.clip(seen, 0.0, 1.0), np.clip(unseen, 0.0, 1.0)
-    return SeenUnseenCurve(k, per_class, breakpoints, seen, unseen, theta, seen_img, weights)
+    return SeenUnseenCurve(k, per_class, breakpoints, seen, unseen, theta, seen_img, weights, tie_rule)
 
 
-def ausuc(gz: GZSLTopK, k: int = 1, per_class: bool = True) -> float:
+def ausuc(gz: GZSLTopK, k: int = 1, per_class: bool = True, tie_rule: str = "expected") -> float:
     """Area under the Seen-Unseen accuracy Curve (Chao et al. 2016), exact."""
-    return seen_unseen_curve(gz, k, per_class).ausuc
+    return seen_unseen_curve(gz, k, per_class, tie_rule).ausuc
 
 
 def choose_gamma(
-    gz_val: GZSLTopK | SeenUnseenCurve, k: int = 1, per_class: bool = True
+    gz_val: GZSLTopK | SeenUnseenCurve, k: int = 1, per_class: bool = True, tie_rule: str = "expected"
 ) -> tuple[float, float]:
     """γ maximising H on a validation set (Le Cacheux et al. 2019) → (γ, validation H).
 
@@ -370,7 +551,9 @@ def choose_gamma(
     unbounded interval: its finite end moved by the median breakpoint gap). Among equally good
     intervals the one closest to 0 wins.
     """
-    curve = gz_val if isinstance(gz_val, SeenUnseenCurve) else seen_unseen_curve(gz_val, k, per_class)
+    curve = (
+        gz_val if isinstance(gz_val, SeenUnseenCurve) else seen_unseen_curve(gz_val, k, per_class, tie_rule)
+    )
     harmonic = curve.harmonic
     best = float(harmonic.max())
     candidates = np.flatnonzero(harmonic >= best - 1e-12)
@@ -395,16 +578,37 @@ def choose_gamma(
     return float(gamma), best
 
 
-def gzsl_accuracies(gz: GZSLTopK, k: int, gamma: float, per_class: bool) -> dict[str, float]:
+def _entry_hits(gz: GZSLTopK, k: int, gamma: float, tie_rule: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, credit) of the threshold entries at ``gamma``: credit = fraction where a hit."""
+    rows, theta, fraction = gzsl_entries(gz, k, tie_rule)
+    hit = np.where(gz.seen_images[rows], gamma < theta, gamma > theta)
+    return rows, np.where(hit, fraction, 0.0)
+
+
+def gzsl_accuracies(
+    gz: GZSLTopK, k: int, gamma: float, per_class: bool, tie_rule: str = "expected"
+) -> dict[str, float]:
     """{'seen', 'unseen', 'H'} hit@k accuracies at calibration ``gamma`` (0 = direct stacking)."""
     seen_img = gz.seen_images
-    theta = gzsl_thresholds(gz, k)
-    hit = np.where(seen_img, gamma < theta, gamma > theta)
-    seen_w = _group_weights(gz.labels, seen_img, per_class)
-    unseen_w = _group_weights(gz.labels, ~seen_img, per_class)
-    seen = float(np.sum(seen_w[hit]))
-    unseen = float(np.sum(unseen_w[hit]))
+    rows, credit = _entry_hits(gz, k, gamma, tie_rule)
+    seen_w = _group_weights(gz.labels, seen_img, per_class)[rows]
+    unseen_w = _group_weights(gz.labels, ~seen_img, per_class)[rows]
+    seen = min(float(np.sum(seen_w * credit)), 1.0)
+    unseen = min(float(np.sum(unseen_w * credit)), 1.0)
     return {"seen": seen, "unseen": unseen, "H": harmonic_mean(seen, unseen)}
+
+
+def gzsl_class_rates(gz: GZSLTopK, k: int, gamma: float = 0.0, tie_rule: str = "expected") -> np.ndarray:
+    """(C,) per-class GZSL hit@k at ``gamma`` over the joint label space (NaN: no image)."""
+    rows, credit = _entry_hits(gz, k, gamma, tie_rule)
+    size = len(gz.seen_mask)
+    per = np.bincount(gz.labels[rows], weights=credit, minlength=size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return per / np.bincount(gz.labels, minlength=size)
+
+
+def _strict_key(mode: str, tie_rule: str) -> str:
+    return mode if tie_rule == "expected" else f"{mode}_strict"
 
 
 def gzsl_metrics(
@@ -415,28 +619,34 @@ def gzsl_metrics(
     """Every GZSL figure for each K: seen/unseen/H under direct stacking (γ = 0) and AUSUC,
     per class (Xian et al., the default) and flat; plus seen/unseen/H at ``gamma`` if given.
 
-    Returns {"per_class": {K: {...}}, "flat": {K: {...}}, "calibrated": {...} | absent}.
+    Returns {"per_class": {K: {...}}, "flat": {K: {...}}, "calibrated": {...} | absent} under
+    the expected tie rule, with the strict twins under "per_class_strict" and "flat_strict".
     """
     ks = check_ks(ks, gz.m, True)
     seen_img = gz.seen_images
     if not seen_img.any() or seen_img.all():
         raise UserInputError("GZSL needs test images of both seen and unseen classes")
-    out: dict = {"per_class": {}, "flat": {}}
-    for k in ks:
-        thresholds = gzsl_thresholds(gz, k)
-        for mode, per_class in (("per_class", True), ("flat", False)):
-            curve = seen_unseen_curve(gz, k, per_class, thresholds)
-            seen, unseen = curve.at(0.0)
-            out[mode][k] = {
-                "seen": seen,
-                "unseen": unseen,
-                "H": harmonic_mean(seen, unseen),
-                "ausuc": curve.ausuc,
-            }
+    out: dict = {}
+    modes = (("per_class", True), ("flat", False))
+    for tie_rule in TIE_RULES:
+        for mode, per_class in modes:
+            block = out.setdefault(_strict_key(mode, tie_rule), {})
+            for k in ks:
+                curve = seen_unseen_curve(gz, k, per_class, tie_rule)
+                seen, unseen = curve.at(0.0)
+                block[k] = {
+                    "seen": seen,
+                    "unseen": unseen,
+                    "H": harmonic_mean(seen, unseen),
+                    "ausuc": curve.ausuc,
+                }
     if gamma is not None:
         out["calibrated"] = {"gamma": float(gamma)}
-        for mode, per_class in (("per_class", True), ("flat", False)):
-            out["calibrated"][mode] = {k: gzsl_accuracies(gz, k, gamma, per_class) for k in ks}
+        for tie_rule in TIE_RULES:
+            for mode, per_class in modes:
+                out["calibrated"][_strict_key(mode, tie_rule)] = {
+                    k: gzsl_accuracies(gz, k, gamma, per_class, tie_rule) for k in ks
+                }
     return out
 
 
@@ -453,19 +663,39 @@ def calibrated_topk(gz: GZSLTopK, gamma: float, k: int) -> tuple[np.ndarray, np.
 # ----------------------------------------------------------------------------- full score matrices
 
 
+def _own_space_ranks(scores: np.ndarray, labels: np.ndarray, seen_mask: np.ndarray) -> TieRanks:
+    """Exact TieRanks of each true class within its own label space (seen or unseen columns)."""
+    check_scores_finite(scores)
+    n = len(scores)
+    true_score = scores[np.arange(n), labels]
+    own = seen_mask[None, :] == seen_mask[labels][:, None]
+    above = (own & (scores > true_score[:, None])).sum(axis=1).astype(np.int64)
+    tied = (own & (scores == true_score[:, None])).sum(axis=1).astype(np.int64) - 1
+    nan_true = np.isnan(true_score)
+    return TieRanks(np.where(nan_true, scores.shape[1], above), np.where(nan_true, 0, tied))
+
+
 def gzsl_from_scores(scores: np.ndarray, labels: np.ndarray, seen_mask: np.ndarray, m: int) -> GZSLTopK:
-    """GZSL top-m lists from a full (N, C) score matrix and a (C,) seen-class mask."""
+    """GZSL top-m lists from a full (N, C) score matrix and a (C,) seen-class mask (with the
+    exact own-space tie ranks)."""
 
     scores = np.asarray(scores, dtype=np.float32)
     seen_mask = np.asarray(seen_mask, dtype=bool)
     if seen_mask.shape != (scores.shape[1],):
         raise ValueError(f"seen_mask must have shape ({scores.shape[1]},), got {seen_mask.shape}")
+    if seen_mask.all() or not seen_mask.any():
+        raise UserInputError(
+            f"seen_mask marks {int(seen_mask.sum())} of {len(seen_mask)} classes as seen; GZSL needs "
+            "both seen and unseen classes (drop seen_mask for plain ZSL)"
+        )
+    labels = _check_labels(labels, len(scores), scores.shape[1])
+    ranks = _own_space_ranks(scores, labels, seen_mask)
     lists = []
     for mask in (seen_mask, ~seen_mask):
         columns = np.flatnonzero(mask)
         top_scores, top = topk_from_scores(scores[:, columns], m)
         lists += [top_scores, np.where(top >= 0, columns[np.maximum(top, 0)], -1)]
-    return GZSLTopK(*lists, labels=labels, seen_mask=seen_mask)
+    return GZSLTopK(*lists, labels=labels, seen_mask=seen_mask, own_ranks=ranks)
 
 
 def metrics_from_scores(
@@ -477,20 +707,24 @@ def metrics_from_scores(
 ) -> dict:
     """All metrics of a full (N, C) score matrix (small label spaces, e.g. 717 SUN classes).
 
-    Without ``seen_mask``: ZSL {"flat": {K: hit}, "per_class": {K: hit}} over all C columns.
-    With it: the :func:`gzsl_metrics` dict (labels index the same C columns).
+    Without ``seen_mask``: ZSL {"flat": {K: hit}, "per_class": {K: hit}} over all C columns
+    (expected tie rule) plus "flat_strict"/"per_class_strict". With it: the
+    :func:`gzsl_metrics` dict (labels index the same C columns).
     """
     scores = np.asarray(scores, dtype=np.float32)
     if scores.ndim != 2:
         raise ValueError(f"scores must be (N, C), got {scores.shape}")
     if seen_mask is None:
-        ranks = ranks_from_scores(scores, labels)
+        ranks = tie_ranks_from_scores(scores, labels)
         ks = check_ks(ks, scores.shape[1], False)
         labels = np.asarray(labels, dtype=np.int64)
-        return {
-            "flat": hit_at_k(ranks, labels, ks),
-            "per_class": hit_at_k(ranks, labels, ks, num_classes=scores.shape[1], per_class=True),
-        }
+        out = {}
+        for tie_rule in TIE_RULES:
+            out[_strict_key("flat", tie_rule)] = hit_at_k(ranks, labels, ks, tie_rule=tie_rule)
+            out[_strict_key("per_class", tie_rule)] = hit_at_k(
+                ranks, labels, ks, num_classes=scores.shape[1], per_class=True, tie_rule=tie_rule
+            )
+        return out
     ks = sorted({int(k) for k in ks})
     gz = gzsl_from_scores(scores, labels, seen_mask, max(ks) + 1)
     return gzsl_metrics(gz, ks, gamma)
@@ -516,7 +750,7 @@ def sort_topk(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def topk_from_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-``k`` of a full (N, C) score matrix in the same tie order as the faiss search.
+    """Top-``k`` of a full (N, C) score matrix in the same tie order as the evaluation search.
 
     For small label spaces (attribute datasets, C in the hundreds) where the caller already
     holds every score. Padded with (-inf, -1) when ``k > C``.

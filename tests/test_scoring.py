@@ -6,6 +6,7 @@ import pytest
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.scoring import (
     GZSLTopK,
+    TieRanks,
     ausuc,
     calibrated_topk,
     choose_gamma,
@@ -18,6 +19,8 @@ from imagenet_zsl.scoring import (
     metrics_from_scores,
     ranks_from_scores,
     seen_unseen_curve,
+    tie_ranks,
+    tie_ranks_from_scores,
     true_rank,
 )
 
@@ -38,21 +41,74 @@ def test_true_rank_counts_ties_against_the_model():
 
 
 def test_flat_and_per_class_hit_at_k_by_hand():
-    assert hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES) == {1: 0.25, 2: 0.5}
+    strict = {"tie_rule": "strict"}
+    assert hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES, **strict) == {1: 0.25, 2: 0.5}
     # classes: 0 -> images 0, 3; 1 -> image 1; 2 -> image 2
-    per_class = hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES, per_class=True)
+    per_class = hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES, per_class=True, **strict)
     assert per_class[1] == pytest.approx((0.5 + 0 + 0) / 3)
     assert per_class[2] == pytest.approx((0.5 + 1 + 0) / 3)
     # classes without images do not dilute the mean
-    assert hit_at_k(IDS, LABELS, [2], num_classes=10, topk_scores=SCORES, per_class=True)[2] == pytest.approx(
-        0.5
-    )
+    assert hit_at_k(IDS, LABELS, [2], num_classes=10, topk_scores=SCORES, per_class=True, **strict)[
+        2
+    ] == pytest.approx(0.5)
     # the per-class rates themselves (NaN: no image), from ranks as well as from top-k lists
     rates = hit_at_k(
         true_rank(IDS, LABELS, SCORES), LABELS, [2], num_classes=4, per_class=True, average=False
     )[2]
     np.testing.assert_array_equal(rates, [0.5, 1.0, 0.0, np.nan])
     assert hit_at_k(true_rank(IDS, LABELS, SCORES), LABELS, [1, 2]) == {1: 0.25, 2: 0.5}
+
+
+def test_expected_hit_at_k_by_hand():
+    # (r, t) per image: (0, 0), (0, 1), absent, (1, 1)
+    ranks = tie_ranks(IDS, LABELS, SCORES)
+    assert ranks.above.tolist() == [0, 0, 3, 1] and ranks.tied.tolist() == [0, 1, 0, 1]
+    # hit@1 credits 1, 1/2, 0, 0; hit@2 credits 1, 1, 0, (2-1)/2
+    assert hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES) == {1: 0.375, 2: 0.625}
+    per_class = hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES, per_class=True)
+    assert per_class[1] == pytest.approx((0.5 + 0.5 + 0) / 3)
+    assert per_class[2] == pytest.approx((0.75 + 1 + 0) / 3)
+    # the credit formula min(1, max(0, (K - r) / (t + 1))) on its own
+    r = TieRanks(np.array([0, 0, 2, 1, 5]), np.array([0, 3, 4, 9, 0]))
+    np.testing.assert_allclose(r.credit(1), [1, 1 / 4, 0, 0, 0])
+    np.testing.assert_allclose(r.credit(3), [1, 3 / 4, 1 / 5, 2 / 10, 0])
+    np.testing.assert_allclose(r.credit(3, "strict"), [1, 0, 0, 0, 0])
+
+
+def test_all_equal_scores_give_chance_not_zero():
+    scores = np.zeros((4, 5), np.float32)
+    labels = np.array([0, 1, 2, 4])
+    out = metrics_from_scores(scores, labels, ks=[1, 2])
+    assert out["flat"] == {1: pytest.approx(0.2), 2: pytest.approx(0.4)}
+    assert out["flat_strict"] == {1: 0.0, 2: 0.0}
+    assert out["per_class"][1] == pytest.approx(0.2)
+
+
+def test_tail_ties_extend_the_tie_group():
+    # true class 2 tied with the last listed class and 3 more unlisted classes: t = 1 + 3
+    ids = np.array([[0, 2, 1]])
+    scores = np.array([[5, 1, 1]], np.float32)
+    ranks = tie_ranks(ids, np.array([2]), scores, tail_ties=np.array([3]))
+    assert (ranks.above.tolist(), ranks.tied.tolist()) == ([1], [4])
+    assert ranks.credit(2) == pytest.approx([1 / 5])
+
+
+def test_nan_true_score_is_never_a_hit_and_inf_is_an_error():
+    assert hit_at_k(ranks_from_scores(np.array([[np.nan, 9, 9]]), np.array([0])), np.array([0]), [1]) == {
+        1: 0.0
+    }
+    out = metrics_from_scores(np.array([[np.nan, 9, 9], [1, np.nan, 0]], np.float32), np.array([0, 0]))
+    # image 1: the NaN of another class ranks below the true class
+    assert out["flat"] == {1: 0.5} and out["flat_strict"] == {1: 0.5}
+    with pytest.raises(UserInputError, match="overflow to inf"):
+        metrics_from_scores(np.array([[np.inf, 1, 0]], np.float32), np.array([1]))
+    with pytest.raises(UserInputError, match="overflow to inf"):
+        hit_at_k(IDS, LABELS, [1], topk_scores=np.where(SCORES == 5, np.inf, SCORES))
+
+
+def test_metrics_from_scores_with_every_class_seen_is_a_clear_error():
+    with pytest.raises(UserInputError, match="3 of 3 classes as seen"):
+        metrics_from_scores(np.eye(3, dtype=np.float32), np.arange(3), seen_mask=np.ones(3, bool))
 
 
 def test_k_equal_to_list_length_needs_one_more_result():
@@ -67,8 +123,11 @@ def test_ranks_from_full_scores():
     scores = np.array([[1, 1, 0], [0, 2, 2], [3, 1, 2]], np.float32)
     assert ranks_from_scores(scores, np.array([0, 2, 0])).tolist() == [1, 1, 0]
     out = metrics_from_scores(scores, np.array([0, 2, 0]), ks=[1, 2])
-    assert out["flat"] == {1: pytest.approx(1 / 3), 2: 1.0}
-    assert out["per_class"] == {1: pytest.approx(0.25), 2: 1.0}  # class 0: 1/2, class 2: 0
+    assert out["flat_strict"] == {1: pytest.approx(1 / 3), 2: 1.0}
+    assert out["per_class_strict"] == {1: pytest.approx(0.25), 2: 1.0}  # class 0: 1/2, class 2: 0
+    # expected rule: images 0 and 1 tie for the top place with one class -> 1/2 each at hit@1
+    assert out["flat"] == {1: pytest.approx((0.5 + 0.5 + 1) / 3), 2: 1.0}
+    assert out["per_class"] == {1: pytest.approx(((0.5 + 1) / 2 + 0.5) / 2), 2: 1.0}
 
 
 def test_harmonic_mean():
@@ -180,9 +239,11 @@ def test_per_class_versus_flat_gzsl():
     assert out["calibrated"]["gamma"] == 0.5
 
 
+@pytest.mark.parametrize("tie_rule", ["strict", "expected"])
 @pytest.mark.parametrize("seed", range(4))
-def test_exact_curve_matches_recomputing_every_gamma(seed):
-    """Between and at every breakpoint the curve equals a brute-force re-ranking."""
+def test_exact_curve_matches_recomputing_every_gamma(seed, tie_rule):
+    """Between (and, for the strict rule, at) every breakpoint the curve equals a brute-force
+    re-ranking of the calibrated full score matrix under the same tie rule."""
     rng = np.random.default_rng(seed)
     n, c = 40, 9
     scores = rng.integers(0, 5, (n, c)).astype(np.float32)
@@ -191,12 +252,13 @@ def test_exact_curve_matches_recomputing_every_gamma(seed):
     labels = np.r_[rng.integers(0, 4, n // 2), rng.integers(4, c, n - n // 2)]
     k = 2
     gz = gzsl_from_scores(scores, labels, seen_mask, m=k + 1)
-    curve = seen_unseen_curve(gz, k, per_class=True)
+    curve = seen_unseen_curve(gz, k, per_class=True, tie_rule=tie_rule)
     b = curve.breakpoints
-    gammas = np.r_[b, (b[1:] + b[:-1]) / 2, b[0] - 1, b[-1] + 1]
+    between = np.r_[(b[1:] + b[:-1]) / 2, b[0] - 1, b[-1] + 1]
+    # at a breakpoint a seen and an unseen class tie across spaces: only the strict rule is exact there
+    gammas = np.r_[b, between] if tie_rule == "strict" else between
     for gamma in gammas:
-        ranks = ranks_from_scores(scores.astype(np.float64) - gamma * seen_mask, labels)
-        hit = ranks < k
+        hit = tie_ranks_from_scores(scores.astype(np.float64) - gamma * seen_mask, labels).credit(k, tie_rule)
         seen_img = seen_mask[labels]
 
         def mean_per_class(group, hit=hit):
@@ -204,6 +266,7 @@ def test_exact_curve_matches_recomputing_every_gamma(seed):
 
         expected = (mean_per_class(seen_img), mean_per_class(~seen_img))
         assert curve.at(gamma) == pytest.approx(expected)
+        assert gzsl_accuracies(gz, k, gamma, True, tie_rule)["seen"] == pytest.approx(expected[0])
     for j in range(len(b) + 1):
         lo, hi = curve.interval(j)
         gamma = (lo + hi) / 2 if np.isfinite(lo + hi) else (hi - 1 if np.isfinite(hi) else lo + 1)

@@ -4,10 +4,12 @@ Measures, in one run on the real WordNet / ImageNet-21K graph (warm WordNet cach
   1. R of the committed 500-class benchmark split with ClassGraph (multi-source BFS + Voronoi),
      vs networkx BFS from every test class (exact), and vs networkx shortest paths per pair
      (timed on a sample of test classes, extrapolated linearly to all 500 — labelled as such);
-  2. the whole default build (configs/default.yaml, 11 splits) vs the per-pair networkx
+  2. the exact optimiser (MILP, HiGHS) vs the local-search heuristic on the default
+     ``benchmark`` pool, side by side: time, R, proven upper bound and gap;
+  3. the whole default build (configs/default.yaml) vs the per-pair networkx
      reference for its hop splits alone (sampled and extrapolated the same way).
 
-Usage: .venv/bin/python tools/bench_splits.py [--sample 20] [--skip-build]
+Usage: .venv/bin/python tools/bench_splits.py [--sample 20] [--skip-build] [--skip-optimisers]
 """
 
 from __future__ import annotations
@@ -19,8 +21,18 @@ from pathlib import Path
 
 import networkx as nx
 
+from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
-from imagenet_zsl.splits.build import build_splits
+from imagenet_zsl.splits.build import (
+    benchmark_pool,
+    build_splits,
+    config_graph,
+    resolve_counts,
+    resolve_train,
+    select_for,
+)
+from imagenet_zsl.splits.config import load_splits_config
+from imagenet_zsl.splits.frontier import pick_benchmark
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.structure import structural_ratio
 
@@ -57,11 +69,34 @@ def nx_ratio_pairs(und: nx.Graph, sample: list[str], test: list[str], train: lis
     return total / len(sample)
 
 
+def compare_optimisers(config: Path = REPO / "configs" / "default.yaml", split: str = "benchmark") -> None:
+    """exact vs local_search on one benchmark pool: time, R, bound, gap in one table."""
+    cfg = load_splits_config(config)
+    spec = pick_benchmark(config, split)
+    train = resolve_train(cfg.train, str(config))
+    counts = resolve_counts(cfg.counts)
+    graph = config_graph(cfg)
+    candidates = sorted(w for w in fall11_counts() if w not in set(train))
+    pool, _ = benchmark_pool(spec, graph, train, candidates, counts, split)
+    print(f"optimisers on {config.name}:{split} (pool {len(pool):,}, N = {spec.size})")
+    print(f"  {'optimizer':<14}{'time':>9}{'R':>10}{'bound':>10}{'gap':>10}")
+    for optimizer in ("exact", "local_search"):
+        start = time.perf_counter()
+        sel = select_for(spec, graph, train, pool, optimizer=optimizer)
+        took = time.perf_counter() - start
+        bound = "-" if sel.upper_bound is None else f"{sel.upper_bound:.4f}"
+        gap = "unknown" if sel.gap is None else f"{sel.gap:.2g}"
+        print(f"  {optimizer:<14}{took:8.1f}s{sel.ratio:10.4f}{bound:>10}{gap:>10}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sample", type=int, default=5, help="classes timed for per-pair refs")
     parser.add_argument("--skip-build", action="store_true")
+    parser.add_argument("--skip-optimisers", action="store_true")
     args = parser.parse_args()
+    if not args.skip_optimisers:
+        compare_optimisers()
 
     graph = load_class_graph("wordnet")
     train = training_wnids()

@@ -1,12 +1,133 @@
-"""Command-line entry point of this stage (its commands are added as the stage is written)."""
+"""``imagenet-zsl analyze ladder|factor`` and ``imagenet-zsl splits factor``."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from imagenet_zsl.analysis.factor_analysis import FactorOptions, run_factor_analysis
+from imagenet_zsl.analysis.factor_analysis import render_markdown as render_factor_table
+from imagenet_zsl.analysis.factor_splits import write_factor_splits
+from imagenet_zsl.analysis.factors import FACTORS
+from imagenet_zsl.analysis.ladder import (
+    DEFAULT_MIN_IMAGES,
+    RELATIONS,
+    LadderOptions,
+    render_markdown,
+    run_ladder,
+)
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
 
 
 def register(tree: CommandTree) -> None:
-    """Add this stage's commands to the command line."""
+    """Add the ``analyze`` group and ``splits factor`` to the command line."""
+    group = tree.group(
+        "analyze", "Hascoet et al.'s analyses of finished runs (correction ladder, factor plots)"
+    )
+    ladder = group.add_parser(
+        "ladder",
+        help="hit@1/hit@5 of a finished run under cumulative corrections (Hascoet Fig. 6)",
+        description="Recompute, from the stored top-k lists (no new search), hit@K under cumulative "
+        "corrections: as evaluated; related (parent/child) prediction counts; drop rare labels; drop "
+        "secondary meanings; drop classes with few images; keep only filter-kept images. Writes "
+        "ladder.md, ladder.csv, ladder.png and manifest.json.",
+    )
+    ladder.add_argument("run_dir", help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`")
+    ladder.add_argument("--filter", dest="filter_dir", help="--out of `imagenet-zsl images filter` (step 6)")
+    ladder.add_argument(
+        "--labels", dest="labels_dir", help="--out of `imagenet-zsl labels build` (default: computed)"
+    )
+    ladder.add_argument("--out", help="output directory (default: RUN_DIR-ladder)")
+    ladder.add_argument(
+        "--graph", default="wordnet", help="wordnet, imagenet or a parent<TAB>child edge file"
+    )
+    ladder.add_argument("--counts", help="'wnid<TAB>count' TSV for step 5 (default: fall11 counts)")
+    ladder.add_argument("--relation", choices=RELATIONS, default="parent-child", help="what step 2 accepts")
+    ladder.add_argument(
+        "--min-images", type=int, default=DEFAULT_MIN_IMAGES, help="step 5 keeps classes with >= N"
+    )
+    ladder.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
+    ladder.set_defaults(func=_ladder)
+
+    factor_plot = group.add_parser(
+        "factor",
+        help="per-class hit@K against a controlled factor per model, with bootstrap intervals",
+        description="For a run on factor splits (`imagenet-zsl splits factor`), per-class hit@K per "
+        "(model, bin) with a seeded bootstrap interval over classes. Writes factor.md, factor.csv, "
+        "factor.png and manifest.json.",
+    )
+    factor_plot.add_argument(
+        "run_dir", help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`"
+    )
+    factor_plot.add_argument(
+        "--splits", dest="splits_dir", help="the factor-split directory (default: found)"
+    )
+    factor_plot.add_argument("--out", help="output directory (default: RUN_DIR-factor)")
+    factor_plot.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
+    factor_plot.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    factor_plot.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    factor_plot.set_defaults(func=_factor_plot)
+
+    splits = tree.group("splits", "build ImageNet-21K zero-shot splits and analyse wnid lists")
+    factor = splits.add_parser(
+        "factor",
+        help="B test splits where one factor moves and the others are matched (Hascoet Figs. 3, 5, 9)",
+        description="Write B test splits of SIZE classes: the chosen factor moves from bin to bin, the "
+        "other factors (frequency, meaning, population, ratio, depth) are held equal by seeded matched "
+        "sampling; each split is structurally consistent. Writes one wnid file per bin, classes.csv, "
+        "report.md (balance table) and manifest.json.",
+    )
+    factor.add_argument("config", help="split config, e.g. configs/default.yaml (optional factor: section)")
+    factor.add_argument("--factor", required=True, choices=tuple(FACTORS), help="the factor that moves")
+    factor.add_argument("--bins", type=int, default=5, help="number of splits (meaning: 2)")
+    factor.add_argument("--size", type=int, default=100, help="classes per split")
+    factor.add_argument("--out", required=True, help="output directory (replaced atomically)")
+    factor.set_defaults(func=_factor_splits)
+
+
+def _path(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def _ladder(args: argparse.Namespace) -> int:
+    opts = LadderOptions(
+        run_dir=Path(args.run_dir),
+        out=_path(args.out),
+        filter_dir=_path(args.filter_dir),
+        labels_dir=_path(args.labels_dir),
+        graph=args.graph,
+        counts=args.counts,
+        relation=args.relation,
+        min_images=args.min_images,
+        ks=args.k,
+    )
+    table = run_ladder(opts)
+    print(render_markdown(table, sorted(set(args.k))), end="")
+    print(f"\nwrote ladder.md, ladder.csv, ladder.png and manifest.json to {opts.out_dir}")
+    return 0
+
+
+def _factor_splits(args: argparse.Namespace) -> int:
+    manifest = write_factor_splits(args.config, args.factor, args.bins, args.size, args.out)
+    report = Path(args.out) / "report.md"
+    print(report.read_text(encoding="utf-8"), end="")
+    print(f"wrote {len(manifest['splits'])} splits, classes.csv, report.md and manifest.json to {args.out}")
+    return 0
+
+
+def _factor_plot(args: argparse.Namespace) -> int:
+    opts = FactorOptions(
+        run_dir=Path(args.run_dir),
+        out=_path(args.out),
+        splits_dir=_path(args.splits_dir),
+        ks=args.k,
+        resamples=args.resamples,
+        seed=args.seed,
+    )
+    table = run_factor_analysis(opts)
+    print(render_factor_table(table, opts.level), end="")
+    print(f"\nwrote factor.md, factor.csv, factor.png and manifest.json to {opts.out_dir}")
+    return 0

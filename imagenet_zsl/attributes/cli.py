@@ -117,8 +117,7 @@ def _robustness(args: argparse.Namespace) -> int:
         args.methods,
         args.seeds,
         args.out,
-        inverse=args.inverse,
-        k=args.k,
+        inverse_k=(args.inverse, args.k),
         params=params,
         progress=_progress,
     )

@@ -28,13 +28,15 @@ DEMO_GRIDS: dict[str, dict[str, list[Any]]] = {
     "iap": {"reg": [1e-2, 1.0]},
     "eszsl": {"gamma": [0.1, 1.0, 10.0], "lam": [0.1, 1.0, 10.0]},
     "sae": {"lam": [0.1, 1.0, 10.0, 100.0]},
+    "gfzsl": {"lam_mean": [0.1, 1.0, 10.0], "lam_var": [1.0]},
 }
 DEMO_PARAMS: dict[str, dict[str, Any]] = {"dap": {"max_iter": 25}, "iap": {"max_iter": 25}}
-PREFERRED_MODELS = ("dap", "iap", "eszsl", "sae")
+PREFERRED_MODELS = ("dap", "iap", "eszsl", "sae", "gfzsl")
 
 
 def default_models() -> list[str]:
-    """DAP, IAP and, once the shared registry has them, ESZSL and SAE (closed-form, fast)."""
+    """DAP, IAP and, once the shared registry has them, ESZSL, SAE and GFZSL (closed-form, fast);
+    the SGD-trained models (DeViSE, ALE, SJE, LATEM, CMT, SSE) run with ``--models``."""
     return [m for m in PREFERRED_MODELS if m in MODELS]
 
 

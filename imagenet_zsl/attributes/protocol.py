@@ -47,7 +47,13 @@ from imagenet_zsl.models.selection import (
     score_images,
     search_hyperparameters,
 )
-from imagenet_zsl.scoring import gzsl_from_scores, gzsl_metrics, metrics_from_scores, ranks_from_scores
+from imagenet_zsl.scoring import (
+    GZSLTopK,
+    gzsl_from_scores,
+    gzsl_metrics,
+    metrics_from_scores,
+    ranks_from_scores,
+)
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 log = logging.getLogger(__name__)
@@ -112,7 +118,7 @@ def zsl_accuracy(model: ZSLModel, ds: AttributeDataset, task: Task) -> dict[str,
     return {"top1_per_class": result["per_class"][1], "top1_flat": result["flat"][1]}
 
 
-def gzsl_topk(model: ZSLModel, ds: AttributeDataset, task: Task):
+def gzsl_topk(model: ZSLModel, ds: AttributeDataset, task: Task) -> GZSLTopK:
     """GZSL top-2 lists over seen ∪ unseen classes (ds class order) for the task's test images."""
     classes = np.union1d(task.seen, task.unseen)
     images = np.concatenate([task.test_seen, task.test_unseen])

@@ -73,12 +73,15 @@ def run_study(
     seeds: int,
     out: str | Path,
     *,
-    inverse: bool = False,
-    k: int | None = None,
+    inverse_k: tuple[bool, int | None] = (False, None),
     params: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """Run base + every method over ``seeds`` seeds into ``out``; returns the per-run table."""
+    """Run base + every method over ``seeds`` seeds into ``out``; returns the per-run table.
+
+    ``inverse_k`` is (inverse, k): also run the gcs/ccs/mas inverses; attributes/components kept by
+    mas/pas (None: A/2)."""
+    inverse, k = inverse_k
     if seeds < 2:
         raise UserInputError("--seeds must be at least 2 to estimate a variance")
     out = Path(out)

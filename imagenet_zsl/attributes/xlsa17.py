@@ -79,9 +79,22 @@ def load_mat(path: str | Path) -> dict[str, Any]:
                 }
         except OSError as err:
             raise UserInputError(f"{path}: unreadable MATLAB v7.3 (HDF5) file: {err}") from err
+    if path.stat().st_size == 0:
+        raise UserInputError(f"{path}: empty file (0 bytes); download the xlsa17 .mat file again")
+    with path.open("rb") as handle:
+        head = handle.read(128)
+    if not head.startswith(b"MATLAB") and all(32 <= b < 127 or b in b"\t\r\n" for b in head):
+        raise UserInputError(f"{path}: a text file, not a MATLAB file; expected an xlsa17 .mat (v5 or v7.3)")
     try:
         raw = scipy.io.loadmat(path)
-    except (ValueError, TypeError, OSError, NotImplementedError) as err:
+    except (
+        ValueError,
+        TypeError,
+        OSError,
+        NotImplementedError,
+        IndexError,
+        scipy.io.matlab.MatReadError,
+    ) as err:
         raise UserInputError(f"{path}: unreadable MATLAB file: {err}") from err
     return {key: value for key, value in raw.items() if not key.startswith("__")}
 
@@ -165,6 +178,10 @@ def load_res101(path: str | Path) -> Res101:
         raise UserInputError(
             f"{path}: 'features' is {features.shape[0]} x {features.shape[1]} but 'labels' has "
             f"{n} entries; expected D x {n}"
+        )
+    if features.shape[1] == 0:
+        raise UserInputError(
+            f"{path}: 'features' has 0 dimensions for {n} images; expected the D x N ResNet-101 features"
         )
     features = np.ascontiguousarray(features, dtype=np.float32)
     if not np.all(np.isfinite(features)):

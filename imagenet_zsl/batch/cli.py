@@ -1,8 +1,13 @@
-"""Command-line entry point of this stage (its commands are added as the stage is written)."""
+"""Command-line entry point of the `batch` stage: ``imagenet-zsl run RECIPE --out DIR``."""
 
 from __future__ import annotations
 
+import argparse
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from imagenet_zsl.batch.runner import run
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -10,3 +15,35 @@ if TYPE_CHECKING:
 
 def register(tree: CommandTree) -> None:
     """Add this stage's commands to the command line."""
+    parser = tree.command(
+        "run",
+        "The main job in one command: train every model of a recipe once, evaluate it on every "
+        "split (ZSL and GZSL), and write a models x splits hit@K table (Markdown, CSV, LaTeX) "
+        "and plot. Resumable; a failing cell is reported and the others still run.",
+        epilog="example: imagenet-zsl run configs/demo.yaml --out out/demo",
+    )
+    parser.add_argument("recipe", type=Path, help="run recipe YAML (configs/demo.yaml documents every key)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="run directory (re-running it resumes: finished cells are skipped)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar (one line per cell)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    result = run(args.recipe, args.out, progress=not args.no_progress)
+    print(
+        f"trained {len(result.trained)} models; evaluated {len(result.evaluated)} cells, "
+        f"skipped {len(result.skipped)} finished, {len(result.failed)} failed"
+    )
+    print("files written:")
+    for path in result.files:
+        print(f"  {path}")
+    print(f"  {result.out / 'cells'}/  (one evaluation run directory per model and split)")
+    if result.failed:
+        print(f"error: {len(result.failed)} cells failed: {', '.join(result.failed)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,10 +1,11 @@
-"""Evaluation: exact faiss top-k search, flat/per-class hit@K, GZSL (H, calibrated stacking,
+"""Evaluation: exact top-k search (blocked BLAS matmul), flat/per-class hit@K, GZSL (H, calibrated stacking,
 exact AUSUC), hierarchy-aware error breakdown, per-class tables and reports.
 
 Functional API (small, numpy in / numbers out) used by the CLI and by other stages::
 
     topk_inner_product(queries, prototypes, k)          -> (scores (N,k), ids (N,k))
-    hit_at_k(ids, labels, ks, topk_scores=..., per_class=False)  -> {K: hit@K}
+    hit_at_k(ids, labels, ks, topk_scores=..., per_class=False, tie_rule="expected")  -> {K: hit@K}
+    tie_ranks(ids, labels, scores) / tie_ranks_from_scores(scores, labels)  -> TieRanks(above, tied)
     GZSLTopK / gzsl_metrics / seen_unseen_curve / ausuc / choose_gamma
     metrics_from_scores(scores (N,C), labels, ks, seen_mask=None)  # full score matrices
 
@@ -16,12 +17,16 @@ from imagenet_zsl.evaluation.hierarchy_errors import CATEGORIES, ErrorBreakdown,
 from imagenet_zsl.evaluation.search import TopKSearcher, topk_inner_product
 from imagenet_zsl.scoring import (
     DEFAULT_KS,
+    TIE_RULES,
     GZSLTopK,
     SeenUnseenCurve,
+    TieRanks,
     ausuc,
     calibrated_topk,
     choose_gamma,
     gzsl_accuracies,
+    gzsl_class_rates,
+    gzsl_entries,
     gzsl_from_scores,
     gzsl_metrics,
     gzsl_thresholds,
@@ -30,6 +35,8 @@ from imagenet_zsl.scoring import (
     metrics_from_scores,
     ranks_from_scores,
     seen_unseen_curve,
+    tie_ranks,
+    tie_ranks_from_scores,
     topk_from_scores,
     true_rank,
 )
@@ -37,15 +44,19 @@ from imagenet_zsl.scoring import (
 __all__ = [
     "CATEGORIES",
     "DEFAULT_KS",
+    "TIE_RULES",
     "ErrorBreakdown",
     "GZSLTopK",
     "SeenUnseenCurve",
+    "TieRanks",
     "TopKSearcher",
     "ausuc",
     "calibrated_topk",
     "choose_gamma",
     "error_breakdown",
     "gzsl_accuracies",
+    "gzsl_class_rates",
+    "gzsl_entries",
     "gzsl_from_scores",
     "gzsl_metrics",
     "gzsl_thresholds",
@@ -54,6 +65,8 @@ __all__ = [
     "metrics_from_scores",
     "ranks_from_scores",
     "seen_unseen_curve",
+    "tie_ranks",
+    "tie_ranks_from_scores",
     "topk_from_scores",
     "topk_inner_product",
     "true_rank",

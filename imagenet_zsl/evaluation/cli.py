@@ -18,7 +18,7 @@ def register(tree: CommandTree) -> None:
     """Add this stage's commands to the `imagenet-zsl` command line."""
     ev = tree.command(
         "evaluate",
-        "Score images against class prototypes (faiss top-k) and write ZSL/GZSL metrics, "
+        "Score images against class prototypes (exact top-k) and write ZSL/GZSL metrics, "
         "per-class table, report and plots.",
     )
     ev.add_argument(
@@ -83,14 +83,16 @@ def register(tree: CommandTree) -> None:
         help="output dir of 'imagenet-zsl images filter': evaluate only kept test images",
     )
     ev.add_argument("--no-plots", action="store_true")
-    ev.add_argument("--block-rows", type=int, default=32768, help="images per search call (memory bound)")
+    ev.add_argument(
+        "--block-rows", type=int, default=32768, help="images read and converted at once (memory bound)"
+    )
     gpu = ev.add_mutually_exclusive_group()
     gpu.add_argument(
         "--gpu",
         dest="use_gpu",
         action="store_const",
         const=True,
-        help="search on the GPU (needs faiss-gpu; default: when one is present)",
+        help="score on a CUDA GPU with torch (default: when one is present)",
     )
     gpu.add_argument("--cpu", dest="use_gpu", action="store_const", const=False)
     ev.add_argument("--out", type=Path, required=True, help="run directory to write")
@@ -138,6 +140,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     print(
         f"ZSL   {zsl['images']} images, {zsl['classes']} classes: "
         + ", ".join(f"hit@{k} {100 * zsl['flat'][str(k)]:.2f}%" for k in ks)
+        + (
+            f" (strict ties: hit@{ks[0]} {100 * zsl['flat_strict'][str(ks[0])]:.2f}%)"
+            if zsl.get("tied_images")
+            else ""
+        )
     )
     gzsl = metrics.get("gzsl")
     if gzsl:

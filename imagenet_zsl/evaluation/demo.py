@@ -16,6 +16,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,8 +25,13 @@ from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, t
 from imagenet_zsl.io import atomic_directory, atomic_write_text
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
+if TYPE_CHECKING:
+    from imagenet_zsl.hierarchy.graph import ClassGraph
 
-def hierarchical_vectors(graph, dim: int, rng: np.random.Generator, step: float = 0.6) -> np.ndarray:
+
+def hierarchical_vectors(
+    graph: ClassGraph, dim: int, rng: np.random.Generator, step: float = 0.6
+) -> np.ndarray:
     """(n_nodes, dim): roots ~ N(0, 1); every other node = mean of its parents + N(0, step²)."""
     depth = graph.depths
     depth = np.where(np.isfinite(depth), depth, 0).astype(int)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -93,7 +93,7 @@ class ErrorBreakdown:
         }
 
 
-def _lookup(matrix, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+def _lookup(matrix: Any, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     """matrix[rows[i], cols[i]] for all i as a bool array (vectorised sparse lookup)."""
     if len(rows) == 0:
         return np.zeros(0, bool)

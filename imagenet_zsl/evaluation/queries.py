@@ -68,10 +68,10 @@ class PrototypeFile(QuerySource):
                 f"{feature_dim}-d; --prototypes must live in feature space (use --model otherwise)"
             )
 
-    def _embed(self, features, logits):
+    def _embed(self, features: np.ndarray, logits: np.ndarray | None) -> np.ndarray:
         return features
 
-    def _class_vectors(self, wnids):
+    def _class_vectors(self, wnids: Sequence[str]) -> np.ndarray:
         return self.vectors.get(wnids)
 
     def describe(self) -> dict:
@@ -114,10 +114,10 @@ class ModelDirectory(QuerySource):
         self.name = self.path.name + (" (cosine)" if l2 else "")
         self.uses_logits = True
 
-    def _embed(self, features, logits):
+    def _embed(self, features: np.ndarray, logits: np.ndarray | None) -> np.ndarray:
         return self.model.embed_images(features, logits)
 
-    def _class_vectors(self, wnids):
+    def _class_vectors(self, wnids: Sequence[str]) -> np.ndarray:
         return self.model.class_prototypes(wnids)
 
     def probe(self, features: np.ndarray, logits: np.ndarray | None, where: str) -> int:

@@ -18,12 +18,32 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import atomic_write_text
 
 METRICS_NAME = "metrics.json"
+#: table columns holding counts, not fractions: printed as integers, never bold, never scaled
+COUNT_COLUMNS = ("seen in pretraining",)
+
+
+def _cell(table_column: str, value: float | None) -> str:
+    if table_column in COUNT_COLUMNS:
+        return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else str(int(value))
+    return _pct(value)
 
 
 def _pct(value: float | None, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return f"{100 * value:.{digits}f}"
+
+
+def _tie_rule_lines(rule: str | dict) -> list[str]:
+    if isinstance(rule, str):  # runs written before both rules were reported
+        return [f"- tie rule: {rule}"]
+    return [f"- tie rule ({name}): {text}" for name, text in rule.items() if name != "headline"]
+
+
+def _pretraining_lines(block: dict | None) -> list[str]:
+    if not block:
+        return []
+    return [f"- seen in pretraining: {block['test_classes_seen']} test classes ({block['note']})"]
 
 
 def _by_k(block: dict) -> list[tuple[int, dict | float]]:
@@ -49,7 +69,8 @@ def render_run_report(metrics: dict) -> str:
         f"sha256 {inputs['split']['sha256'][:12]})",
         f"- features: `{inputs['features']['path']}` ({zsl['images']} test images"
         f"{', simulated' if inputs['features'].get('simulated') else ''})",
-        f"- tie rule: {metrics['parameters']['tie_rule']}",
+        *_tie_rule_lines(metrics["parameters"]["tie_rule"]),
+        *_pretraining_lines(metrics.get("pretraining")),
         "",
         "## ZSL (test classes only)",
         "",
@@ -61,6 +82,14 @@ def render_run_report(metrics: dict) -> str:
             [
                 ["flat (per image)", *[_pct(zsl["flat"][str(k)]) for k in ks]],
                 ["per-class mean", *[_pct(zsl["per_class"][str(k)]) for k in ks]],
+                *(
+                    [
+                        ["flat, strict ties", *[_pct(zsl["flat_strict"][str(k)]) for k in ks]],
+                        ["per-class, strict ties", *[_pct(zsl["per_class_strict"][str(k)]) for k in ks]],
+                    ]
+                    if "flat_strict" in zsl
+                    else []
+                ),
             ],
         )
     )
@@ -77,8 +106,8 @@ def render_run_report(metrics: dict) -> str:
             "",
         ]
         rows = []
-        for mode in ("per_class", "flat"):
-            for k, v in _by_k(gzsl[mode]):
+        for mode in ("per_class", "flat", "per_class_strict", "flat_strict"):
+            for k, v in _by_k(gzsl.get(mode, {})):
                 rows.append(
                     [
                         mode.replace("_", "-"),
@@ -102,6 +131,21 @@ def render_run_report(metrics: dict) -> str:
                 f"**H {_pct(test['H'])}**.",
             ]
         out += ["", "![SUC](suc_curve.png)", ""]
+    gzsl_hier = (gzsl or {}).get("hierarchy")
+    if gzsl_hier:
+        out += ["## Hierarchy-aware errors, GZSL (top-1 over test + seen classes)", ""]
+        rows = []
+        for name, block in (
+            ("direct (γ = 0)", gzsl_hier["direct"]),
+            ("calibrated", gzsl_hier.get("calibrated")),
+        ):
+            if block is None:
+                continue
+            for part in ("unseen_images", "seen_images"):
+                shares = block[part]["error_shares"]
+                rows.append([name, part.replace("_", " "), *[_pct(v, 1) for v in shares.values()]])
+        header = list(gzsl_hier["direct"]["all"]["error_shares"])
+        out += [_md_table(["stacking", "images", *header], rows), ""]
     hier = metrics.get("hierarchy")
     if hier:
         out += [
@@ -168,6 +212,9 @@ def run_row(metrics: dict) -> dict:
     for k, v in _by_k(zsl["flat"]):
         row[f"hit@{k}"] = v
     row["per-class top-1"] = zsl["per_class"].get("1", nan)
+    row["strict hit@1"] = zsl.get("flat_strict", {}).get("1", nan)
+    seen_count = (metrics.get("pretraining") or {}).get("test_classes_seen")
+    row["seen in pretraining"] = seen_count if isinstance(seen_count, int) else nan
     gzsl = metrics.get("gzsl") or {}
     direct = gzsl.get("per_class", {}).get("1", {})
     row["GZSL S"] = direct.get("seen", nan)
@@ -203,7 +250,7 @@ def _best_mask(table: pd.DataFrame) -> pd.DataFrame:
     for _, group in table.groupby("split", sort=False):
         if len(group) < 2:
             continue
-        for col in cols:
+        for col in (c for c in cols if c not in COUNT_COLUMNS):
             values = group[col]
             if values.notna().any():
                 best.loc[group.index, col] = values == values.max()
@@ -217,13 +264,15 @@ def to_markdown(table: pd.DataFrame) -> str:
     for i, row in table.iterrows():
         cells = [row["split"], row["model"], row["features"]]
         for col in cols:
-            text = _pct(row[col])
+            text = _cell(col, row[col])
             cells.append(f"**{text}**" if best.loc[i, col] else text)
         rows.append(cells)
     note = (
-        "\n\nValues in %. hit@K: flat ZSL hit@K over test classes; per-class top-1: Xian et "
+        "\n\nValues in %. hit@K: flat ZSL hit@K over test classes (expected value under random "
+        "tie-breaking); strict hit@1: ties count against the model; per-class top-1: Xian et "
         "al.; GZSL S/U/H: per-class hit@1 under direct stacking; calibrated H: γ chosen on "
-        "validation. Best per split in bold.\n"
+        "validation; seen in pretraining: number of test classes (blank: unknown). Best per "
+        "split in bold.\n"
     )
     return _md_table(["split", "model", "features", *cols], rows) + note
 
@@ -259,7 +308,7 @@ def to_latex(table: pd.DataFrame) -> str:
         previous = row["split"]
         cells = [_tex_escape(str(row[c])) for c in ("split", "model", "features")]
         for col in cols:
-            text = _pct(row[col]).replace("–", "--")
+            text = _cell(col, row[col]).replace("–", "--")
             cells.append(rf"\textbf{{{text}}}" if best.loc[i, col] else text)
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
@@ -272,7 +321,8 @@ def write_report_tables(table: pd.DataFrame, out: str | Path) -> list[Path]:
     stem = out.with_suffix("") if out.suffix in (".md", ".csv", ".tex") else out
     csv_table = table.copy()
     for col in _value_columns(csv_table):
-        csv_table[col] = (100 * csv_table[col]).round(4)
+        if col not in COUNT_COLUMNS:
+            csv_table[col] = (100 * csv_table[col]).round(4)
     paths = [
         atomic_write_text(stem.with_suffix(".md"), to_markdown(table)),
         atomic_write_text(stem.with_suffix(".csv"), csv_table.to_csv(index=False)),

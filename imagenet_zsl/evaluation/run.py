@@ -2,7 +2,7 @@
 
 Flow: every input is checked first (split, feature manifests, class coverage, dimensions, seen
 classes), then each image set is streamed shard by shard through the query source and searched
-against each label space with faiss, then metrics, tables and plots are written into the output
+against each label space (blocked matmul), then metrics, tables and plots are written into the output
 directory in one atomic rename.
 
 Image sets and label spaces (``m = max(K) + 1`` classes kept per image and space):
@@ -15,6 +15,12 @@ Image sets and label spaces (``m = max(K) + 1`` classes kept per image and space
   images, used only to choose the calibration γ (never the test images). Without
   ``--val-seen-features`` a seeded ``--val-seen-fraction`` of the seen images is held out for
   validation and removed from the seen test images.
+
+Ties: every hit@K is reported under two rules (:mod:`imagenet_zsl.scoring`): the expected value
+under random tie-breaking (the headline keys) and ties-against-the-model (``*_strict`` keys); the
+search counts, over the full score row, the classes strictly above and tied with each true class
+(identical prototypes always tie). When the features' manifest records the backbone's
+pretraining label set, the test classes seen in pretraining are counted and warned about.
 
 Resumable: each shard's search result is cached in ``.<out>.search-cache/`` next to ``--out``
 (keyed by the model/prototype digest, the shard's sha256 and k); re-running an interrupted
@@ -54,23 +60,24 @@ from imagenet_zsl.io import (
     atomic_write_bytes,
     atomic_write_json,
     atomic_write_text,
+    check_out_dir,
     command_line,
     file_record,
     sha256_file,
     software_versions,
 )
 from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.pretraining import Pretraining
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
 
 log = logging.getLogger(__name__)
 
-TIE_RULE = (
-    "ties count against the model: the true class's rank is the number of other classes "
-    "scoring greater than or equal to it; hit@K iff rank < K"
-)
-CACHE_VERSION = 1
+TOOL = "imagenet-zsl evaluate"
+#: the label space each image set's true classes live in (its "own" space)
+OWN_SPACE = {"test": "unseen", "seen": "seen", "val": "val_unseen", "val_seen": "seen"}
+CACHE_VERSION = 2
 
 
 @dataclass
@@ -182,15 +189,20 @@ def present_classes(fd: FeatureDir) -> list[str]:
 @dataclass
 class SetResult:
     """Search results of one image set: labels index its class list; ``lists[space]`` =
-    (scores (n, m) float32, ids (n, m) int64 into that space's class list)."""
+    (scores (n, m) float32, ids (n, m) int64 into that space's class list); ``ranks``: the exact
+    :class:`~imagenet_zsl.scoring.TieRanks` of each true class in the set's own label space."""
 
     labels: np.ndarray
     rows: np.ndarray
     lists: dict[str, tuple[np.ndarray, np.ndarray]]
+    ranks: M.TieRanks
 
     def take(self, keep: np.ndarray) -> SetResult:
         return SetResult(
-            self.labels[keep], self.rows[keep], {s: (a[keep], b[keep]) for s, (a, b) in self.lists.items()}
+            self.labels[keep],
+            self.rows[keep],
+            {s: (a[keep], b[keep]) for s, (a, b) in self.lists.items()},
+            self.ranks.take(keep),
         )
 
 
@@ -230,12 +242,42 @@ class SearchCache:
 @dataclass
 class SearchContext:
     """What every image set's search shares: the query source, the resumable shard cache, the
-    rows per faiss call and whether to show a progress bar."""
+    rows read per block and whether to show a progress bar."""
 
     source: QuerySource
     cache: SearchCache
     block_rows: int = DEFAULT_BLOCK_ROWS
     progress: bool = True
+
+
+def _shard_key(
+    name: str,
+    shard: dict,
+    lookup: np.ndarray,
+    spaces: dict[str, TopKSearcher],
+    source: QuerySource,
+    kept_ids: np.ndarray | None,
+) -> str:
+    """Everything a shard's cached search result depends on, hashed."""
+    space_key = {s: hashlib.sha256(sp.prototypes.tobytes()).hexdigest() for s, sp in spaces.items()}
+    return hashlib.sha256(
+        json.dumps(
+            [
+                CACHE_VERSION,
+                name,
+                source.digest,
+                space_key,
+                sorted(spaces),
+                shard.get("sha256", {}),
+                int(shard["rows"]),
+                {s: sp.k for s, sp in spaces.items()},
+                int(lookup.sum()),
+                hashlib.sha256(lookup.tobytes()).hexdigest(),
+                None if kept_ids is None else hashlib.sha256(kept_ids.tobytes()).hexdigest(),
+            ],
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()
 
 
 def search_set(
@@ -247,58 +289,95 @@ def search_set(
     kept_ids: np.ndarray | None = None,
 ) -> SetResult:
     """Stream a feature directory's rows of the wanted classes through the query source and search
-    each label space; memory is bounded by one shard (plus the kept top-k lists)."""
+    each label space.
+
+    Memory: one block of ``context.block_rows`` rows and one score tile while searching; then the
+    labels, row numbers and tie ranks (32 bytes per image) in memory, and the top-k lists
+    (``n * m * 8`` bytes per space) memory-mapped from the cache directory when there is one.
+    """
     source = context.source
     use_logits = source.uses_logits and fd.has_logits
-    space_key = {s: hashlib.sha256(sp.prototypes.tobytes()).hexdigest() for s, sp in spaces.items()}
-    labels_out, rows_out = [], []
-    lists_out: dict[str, list] = {s: [] for s in spaces}
+    parts: list[dict[str, np.ndarray]] = []  # only without a cache directory
+    done: list[tuple[str, str, int]] = []
     offset = 0
-    bar = tqdm(
+    with tqdm(
         total=fd.num_rows, desc=f"search {name}", unit="img", disable=not context.progress, leave=False
-    )
-    for shard in fd.shards:
-        shard_name, shard_rows = shard["name"], int(shard["rows"])
-        key = hashlib.sha256(
-            json.dumps(
-                [
-                    CACHE_VERSION,
-                    source.digest,
-                    space_key,
-                    sorted(spaces),
-                    shard.get("sha256", {}),
-                    shard_rows,
-                    {s: sp.k for s, sp in spaces.items()},
-                    int(lookup.sum()),
-                    hashlib.sha256(lookup.tobytes()).hexdigest(),
-                    None if kept_ids is None else hashlib.sha256(kept_ids.tobytes()).hexdigest(),
-                ],
-                sort_keys=True,
-            ).encode()
-        ).hexdigest()
-        cached = context.cache.get(name, shard_name, key)
-        if cached is None:
-            cached = _search_shard(fd, shard_name, lookup, spaces, context, use_logits, kept_ids)
-            cached["rows"] = cached["rows"] + offset
-            context.cache.put(name, shard_name, key, cached)
-        labels_out.append(cached["labels"])
-        rows_out.append(cached["rows"])
-        for s in spaces:
-            lists_out[s].append((cached[f"{s}.scores"], cached[f"{s}.ids"]))
-        offset += shard_rows
-        bar.update(shard_rows)
-    bar.close()
-    m = {s: sp.k for s, sp in spaces.items()}
-    lists = {
-        s: (
-            np.concatenate([a for a, _ in parts]) if parts else np.zeros((0, m[s]), np.float32),
-            np.concatenate([b for _, b in parts]) if parts else np.zeros((0, m[s]), np.int64),
-        )
-        for s, parts in lists_out.items()
-    }
+    ) as bar:
+        for shard in fd.shards:
+            shard_name, shard_rows = shard["name"], int(shard["rows"])
+            key = _shard_key(name, shard, lookup, spaces, source, kept_ids)
+            cached = context.cache.get(name, shard_name, key)
+            if cached is None:
+                cached = _search_shard(
+                    fd, shard_name, lookup, spaces, context, use_logits, OWN_SPACE[name], kept_ids
+                )
+                cached["rows"] = cached["rows"] + offset
+                context.cache.put(name, shard_name, key, cached)
+            if context.cache.root is None:
+                parts.append(cached)
+            done.append((shard_name, key, len(cached["labels"])))
+            offset += shard_rows
+            bar.update(shard_rows)
+    if context.cache.root is not None:
+        return _joined_from_cache(name, spaces, context.cache, done)
+    return _joined(parts, spaces)
+
+
+def _set_result(fields: dict[str, np.ndarray], spaces: dict[str, TopKSearcher]) -> SetResult:
     return SetResult(
-        np.concatenate(labels_out).astype(np.int64), np.concatenate(rows_out).astype(np.int64), lists
+        fields["labels"].astype(np.int64),
+        fields["rows"].astype(np.int64),
+        {s: (fields[f"{s}.scores"], fields[f"{s}.ids"]) for s in spaces},
+        M.TieRanks(fields["above"].astype(np.int64), fields["tied"].astype(np.int64)),
     )
+
+
+def _field_specs(spaces: dict[str, TopKSearcher]) -> dict[str, tuple[tuple[int, ...], type]]:
+    specs: dict[str, tuple[tuple[int, ...], type]] = {
+        "labels": ((), np.int64),
+        "rows": ((), np.int64),
+        "above": ((), np.int64),
+        "tied": ((), np.int64),
+    }
+    for s, sp in spaces.items():
+        specs[f"{s}.scores"] = ((sp.k,), np.float32)
+        specs[f"{s}.ids"] = ((sp.k,), np.int32)
+    return specs
+
+
+def _joined(parts: list[dict[str, np.ndarray]], spaces: dict[str, TopKSearcher]) -> SetResult:
+    fields = {
+        f: np.concatenate([p[f] for p in parts]) if parts else np.zeros((0, *shape), dtype)
+        for f, (shape, dtype) in _field_specs(spaces).items()
+    }
+    return _set_result(fields, spaces)
+
+
+def _joined_from_cache(
+    name: str, spaces: dict[str, TopKSearcher], cache: SearchCache, done: list[tuple[str, str, int]]
+) -> SetResult:
+    """The set's arrays filled shard by shard from the cache; the top-k lists as memory-mapped
+    .npy files in the cache directory (so they need no heap memory)."""
+    total = sum(n for _, _, n in done)
+    fields: dict[str, np.ndarray] = {}
+    for f, (shape, dtype) in _field_specs(spaces).items():
+        if shape:
+            path = cache.root / f"{name}.{f}.npy"
+            fields[f] = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(total, *shape))
+        else:
+            fields[f] = np.empty(total, dtype)
+    start = 0
+    for shard_name, key, n in done:
+        data = cache.get(name, shard_name, key)
+        if data is None:  # removed under our feet
+            raise UserInputError(f"{cache.root}: the search cache changed during the run; re-run the command")
+        for f in fields:
+            fields[f][start : start + n] = data[f]
+        start += n
+    for array in fields.values():
+        if isinstance(array, np.memmap):
+            array.flush()
+    return _set_result(fields, spaces)
 
 
 def _search_shard(
@@ -308,45 +387,51 @@ def _search_shard(
     spaces: dict[str, TopKSearcher],
     context: SearchContext,
     use_logits: bool,
+    own_space: str,
     kept_ids: np.ndarray | None = None,
 ) -> dict:
-    """One shard's labels, row numbers and top-k lists in every space (the unit of the cache)."""
-    block_rows = context.block_rows
-    labels = np.load(fd.path / f"{shard_name}.labels.npy", allow_pickle=False).astype(np.int64)
-    target = lookup[labels]
+    """One shard's labels, row numbers, top-k lists in every space and the true classes' tie
+    ranks in their own space (the unit of the cache). Reads only through :class:`FeatureDir`."""
+    target = lookup[fd.shard_labels(shard_name)]
     wanted = target >= 0
     if kept_ids is not None:
-        ids = np.load(fd.path / f"{shard_name}.ids.npy", allow_pickle=False)
-        wanted &= np.isin(ids, kept_ids)
+        wanted &= np.isin(fd.shard_ids(shard_name), kept_ids)
     keep = np.flatnonzero(wanted)
-    out = {"labels": target[keep], "rows": keep.astype(np.int64)}
+    out = {
+        "labels": target[keep],
+        "rows": keep.astype(np.int64),
+        "above": np.empty(len(keep), np.int64),
+        "tied": np.empty(len(keep), np.int64),
+    }
     for s, sp in spaces.items():
         out[f"{s}.scores"] = np.empty((len(keep), sp.k), np.float32)
         out[f"{s}.ids"] = np.empty((len(keep), sp.k), np.int32)
     if len(keep) == 0:
         return out
-    features_mm = np.load(fd.path / f"{shard_name}.features.npy", mmap_mode="r")
-    logits_mm = np.load(fd.path / f"{shard_name}.logits.npy", mmap_mode="r") if use_logits else None
-    for start in range(0, len(keep), block_rows):
-        rows = keep[start : start + block_rows]
-        features = np.asarray(features_mm[rows], dtype=np.float32)
-        logits = None if logits_mm is None else np.asarray(logits_mm[rows], dtype=np.float32)
-        _check_rows(fd, shard_name, rows, features, "features")
-        queries = context.source.encode(features, logits)
-        _check_rows(fd, shard_name, rows, queries, "query vectors (model output)")
+    start = 0
+    # every row wanted (the usual case): contiguous slices, one fp16 -> fp32 pass per block
+    rows = None if len(keep) == len(target) else keep
+    for block in fd.shard_blocks(shard_name, rows, context.block_rows, with_logits=use_logits):
+        done = slice(start, start + len(block))
+        _check_rows(fd, shard_name, block.ids, block.features, "features")
+        queries = context.source.encode(block.features, block.logits)
+        _check_rows(fd, shard_name, block.ids, queries, "query vectors (model output)")
         for s, sp in spaces.items():
-            scores, ids = sp.search(queries)
-            out[f"{s}.scores"][start : start + len(rows)] = scores
-            out[f"{s}.ids"][start : start + len(rows)] = ids
+            labels = target[keep[done]] if s == own_space else None
+            scores, ids, ranks = sp.search_ranked(queries, labels)
+            out[f"{s}.scores"][done] = scores
+            out[f"{s}.ids"][done] = ids
+            if ranks is not None:
+                out["above"][done], out["tied"][done] = ranks.above, ranks.tied
+        start += len(block)
     return out
 
 
-def _check_rows(fd: FeatureDir, shard: str, rows: np.ndarray, matrix: np.ndarray, what: str) -> None:
+def _check_rows(fd: FeatureDir, shard: str, ids: np.ndarray, matrix: np.ndarray, what: str) -> None:
     finite = np.isfinite(matrix).all(axis=1)
     if finite.all():
         return
-    ids = np.load(fd.path / f"{shard}.ids.npy", allow_pickle=False)
-    bad = rows[~finite]
+    bad = np.flatnonzero(~finite)
     raise UserInputError(
         f"{fd.path}: {what} of {len(bad)} images in shard {shard} contain NaN or Inf "
         f"(first: {ids[bad[0]]}); re-extract them or drop those images"
@@ -377,6 +462,7 @@ def build_gzsl(
                 u_ids,
                 part.labels + label_offset,
                 np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)],
+                part.ranks,
             )
         )
     return M.GZSLTopK.concat(parts)
@@ -402,11 +488,11 @@ def _finite_or_none(obj: Any) -> Any:
     return obj
 
 
-def _predictions(ranks: np.ndarray, ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Top-1 prediction consistent with the tie rule: when the true class is listed first but
-    tied (rank > 0), the prediction is the next class in the list."""
+def _predictions(ranks: M.TieRanks, ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Strict top-1 prediction: when the true class is listed first but tied (strict rank > 0),
+    the prediction is the next class in the list."""
     pred = ids[:, 0].astype(np.int64)
-    tied_first = (pred == labels) & (ranks > 0)
+    tied_first = (pred == labels) & (ranks.strict > 0)
     pred[tied_first] = ids[tied_first, 1]
     return pred
 
@@ -415,7 +501,7 @@ def _predictions(ranks: np.ndarray, ids: np.ndarray, labels: np.ndarray) -> np.n
 class EvaluationInputs:
     """Every input of a run, checked before any long work: the image sets with their class lists
     and label lookups (``None`` where the run does not use them), the query source, the graph for
-    the error breakdown and the faiss searcher of each label space."""
+    the error breakdown and the searcher of each label space."""
 
     cfg: EvaluationConfig
     ks: list[int]
@@ -436,6 +522,9 @@ class EvaluationInputs:
     val_seen_lookup: np.ndarray | None = None
     spaces: dict[str, TopKSearcher] = field(default_factory=dict)
     kept_ids: np.ndarray | None = None
+    #: "seen in pretraining" block of metrics.json (None: the features do not record it)
+    pretraining: dict[str, Any] | None = None
+    pretraining_wnids: frozenset[str] | None = None
 
     def feature_dirs(self) -> list[FeatureDir]:
         return [d for d in (self.fd, self.seen_fd, self.val_fd, self.val_seen_fd) if d is not None]
@@ -445,6 +534,12 @@ def _check_ks(cfg: EvaluationConfig) -> list[int]:
     ks = sorted({int(k) for k in cfg.ks})
     if not ks or ks[0] < 1:
         raise UserInputError(f"--k values must be positive integers, got {list(cfg.ks)}")
+    if cfg.gzsl and ks[0] != 1:
+        raise UserInputError(
+            f"--k {' '.join(map(str, ks))}: --gzsl reports H and calibrates γ at hit@1; add 1 to --k"
+        )
+    if int(cfg.block_rows) < 1:
+        raise UserInputError(f"--block-rows {cfg.block_rows}: must be a positive number of images")
     return ks
 
 
@@ -525,7 +620,7 @@ def _drop_unrepresentable_seen(inp: EvaluationInputs) -> None:
 
 
 def _label_spaces(inp: EvaluationInputs) -> dict[str, TopKSearcher]:
-    """One faiss searcher per label space; all prototypes (and a model's queries) share one dim."""
+    """One searcher per label space; all prototypes (and a model's queries) share one dim."""
     cfg = inp.cfg
     wnids = {"unseen": inp.test_wnids, "seen": inp.seen_wnids, "val_unseen": inp.val_wnids}
     spaces = {
@@ -538,7 +633,7 @@ def _label_spaces(inp: EvaluationInputs) -> dict[str, TopKSearcher]:
         raise UserInputError(f"class prototypes have differing dimensions {sorted(dims)}")
     if isinstance(inp.source, ModelDirectory):
         for feature_dir in inp.feature_dirs():
-            features, logits = _first_row(feature_dir)
+            features, logits = feature_dir.first_row()
             qdim = inp.source.probe(features, logits, str(feature_dir.path))
             if qdim not in dims:
                 raise UserInputError(
@@ -552,6 +647,7 @@ def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -
     ks = _check_ks(cfg)
     if (cfg.model is None) == (cfg.prototypes is None):
         raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
+    check_out_dir(cfg.out, TOOL, _input_paths(cfg))
     test_wnids = _read_classes(cfg.split, "split")
     fd = FeatureDir(cfg.features)
     inp = EvaluationInputs(
@@ -572,6 +668,7 @@ def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -
     inp.spaces = _label_spaces(inp)
     if cfg.kept_images is not None:
         inp.kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
+    inp.pretraining, inp.pretraining_wnids = pretraining_overlap(fd, test_wnids)
     return inp
 
 
@@ -644,27 +741,38 @@ class EvaluationRun:
     calibrated_points: dict[str, tuple[float, float]] = field(default_factory=dict)
     breakdown: Any = None  # ErrorBreakdown
     #: ZSL (test classes) and GZSL (test + seen classes) per-class image counts and hit@K rates
+    #: (expected tie rule; the strict twins under the same keys in ``*_strict``)
     class_counts: np.ndarray | None = None
     class_hits: dict[int, np.ndarray] = field(default_factory=dict)
+    class_hits_strict: dict[int, np.ndarray] = field(default_factory=dict)
     gzsl_counts: np.ndarray | None = None
     gzsl_class_hits: dict[int, np.ndarray] | None = None
 
 
+def _suffix(tie_rule: str) -> str:
+    return "" if tie_rule == "expected" else "_strict"
+
+
 def zsl_metrics(run: EvaluationRun) -> None:
-    """ZSL hit@K (flat and per class) of the test images among the test classes."""
+    """ZSL hit@K (flat and per class, both tie rules) of the test images among the test classes."""
     inp, test = run.inputs, run.results.test
     n_test = len(inp.test_wnids)
-    scores, ids = test.lists["unseen"]
-    ranks = M.true_rank(ids, test.labels, scores)
-    run.metrics["zsl"] = {
-        "images": int(len(test.labels)),
-        "classes": n_test,
-        "flat": M.hit_at_k(ranks, test.labels, inp.ks),
-        "per_class": M.hit_at_k(ranks, test.labels, inp.ks, num_classes=n_test, per_class=True),
-    }
+    ranks = test.ranks
+    zsl: dict[str, Any] = {"images": int(len(test.labels)), "classes": n_test}
+    for rule in M.TIE_RULES:
+        zsl[f"flat{_suffix(rule)}"] = M.hit_at_k(ranks, test.labels, inp.ks, tie_rule=rule)
+        zsl[f"per_class{_suffix(rule)}"] = M.hit_at_k(
+            ranks, test.labels, inp.ks, num_classes=n_test, per_class=True, tie_rule=rule
+        )
+    zsl["tied_images"] = int(np.count_nonzero(ranks.tied))
+    zsl["duplicate_prototypes"] = int(inp.spaces["unseen"].duplicate_classes)
+    run.metrics["zsl"] = zsl
     run.class_counts = np.bincount(test.labels, minlength=n_test)
-    run.class_hits = M.hit_at_k(ranks, test.labels, inp.ks, num_classes=n_test, per_class=True, average=False)
+    per_class = {"num_classes": n_test, "per_class": True, "average": False}
+    run.class_hits = M.hit_at_k(ranks, test.labels, inp.ks, **per_class)
+    run.class_hits_strict = M.hit_at_k(ranks, test.labels, inp.ks, tie_rule="strict", **per_class)
     if inp.graph is not None:
+        _, ids = test.lists["unseen"]
         pred = _predictions(ranks, ids, test.labels)
         run.breakdown = error_breakdown(inp.graph, inp.test_wnids, test.labels, pred)
         run.metrics["hierarchy"] = {"graph": inp.graph.source, **run.breakdown.to_dict()}
@@ -678,20 +786,38 @@ def _calibration(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK) 
     return {
         "gamma": gamma,
         "k": 1,
-        "criterion": "per-class H@1 on validation",
+        "criterion": "per-class H@1 on validation (expected tie rule)",
         "validation_split": str(inp.cfg.val_split),
         "validation_H": val_h,
         "validation_images": {
             "unseen": int(len(results.val.labels)),
             "seen": int(len(results.val_seen.labels)),
         },
-        "test": {"per_class": calibrated["per_class"], "flat": calibrated["flat"]},
+        "test": {key: calibrated[key] for key in ("per_class", "flat", "per_class_strict", "flat_strict")},
+    }
+
+
+def _gzsl_breakdown(inp: EvaluationInputs, gz: M.GZSLTopK, gamma: float) -> dict[str, Any]:
+    """Hierarchy-aware error breakdown of the GZSL top-1 (joint space: test then seen classes) at
+    calibration ``gamma``; a true class tied at the top counts as an error (strict top-1)."""
+    scores, ids = M.calibrated_topk(gz, gamma, 2)
+    pred = ids[:, 0].copy()
+    tied_first = (pred == gz.labels) & (scores[:, 0] == scores[:, 1])
+    pred[tied_first] = ids[tied_first, 1]
+    joint = list(inp.test_wnids) + list(inp.seen_wnids)
+    breakdown = error_breakdown(inp.graph, joint, gz.labels, pred)
+    seen_img = gz.seen_images
+    return {
+        "gamma": float(gamma),
+        "all": breakdown.to_dict(),
+        "unseen_images": error_breakdown(inp.graph, joint, gz.labels[~seen_img], pred[~seen_img]).to_dict(),
+        "seen_images": error_breakdown(inp.graph, joint, gz.labels[seen_img], pred[seen_img]).to_dict(),
     }
 
 
 def gzsl_metrics(run: EvaluationRun) -> None:
     """GZSL over test ∪ seen classes: direct stacking, AUSUC, the calibrated γ (with a validation
-    split), the curves to plot and per-class GZSL hit@K at γ = 0."""
+    split), the curves to plot, per-class GZSL hit@K at γ = 0 and the hierarchy breakdown."""
     inp, results = run.inputs, run.results
     n_test, n_seen = len(inp.test_wnids), len(inp.seen_wnids)
     gz = build_gzsl(results.test, results.seen, n_test, n_seen, "unseen")
@@ -701,6 +827,10 @@ def gzsl_metrics(run: EvaluationRun) -> None:
     gzsl["seen_classes_without_prototypes"] = inp.excluded_seen
     if results.val is not None:
         gzsl["calibration"] = _calibration(inp, results, gz)
+    if inp.graph is not None:
+        gzsl["hierarchy"] = {"graph": inp.graph.source, "direct": _gzsl_breakdown(inp, gz, 0.0)}
+        if "calibration" in gzsl:
+            gzsl["hierarchy"]["calibrated"] = _gzsl_breakdown(inp, gz, gzsl["calibration"]["gamma"])
     run.metrics["gzsl"] = gzsl
     for k in inp.ks:
         if k in (1, inp.ks[-1]):
@@ -709,15 +839,8 @@ def gzsl_metrics(run: EvaluationRun) -> None:
             run.direct_points[f"hit@{k}"] = curve.at(0.0)
             if "calibration" in gzsl:
                 run.calibrated_points[f"hit@{k}"] = curve.at(gzsl["calibration"]["gamma"])
-    size = n_test + n_seen
-    run.gzsl_counts = np.bincount(gz.labels, minlength=size)
-    run.gzsl_class_hits = {}
-    for k in inp.ks:
-        theta = M.gzsl_thresholds(gz, k)
-        hit = np.where(gz.seen_images, 0.0 < theta, 0.0 > theta)
-        per = np.bincount(gz.labels, weights=hit, minlength=size)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            run.gzsl_class_hits[k] = per / run.gzsl_counts
+    run.gzsl_counts = np.bincount(gz.labels, minlength=n_test + n_seen)
+    run.gzsl_class_hits = {k: M.gzsl_class_rates(gz, k, 0.0) for k in inp.ks}
 
 
 # ----------------------------------------------------------------------------- class table
@@ -757,6 +880,10 @@ def class_table(run: EvaluationRun) -> None:
     table["images"] = np.r_[run.class_counts, run.gzsl_counts[n_test:]] if cfg.gzsl else run.class_counts
     for k in ks:
         table[f"hit@{k}"] = np.r_[run.class_hits[k], np.full(len(all_wnids) - n_test, np.nan)]
+    for k in ks:
+        table[f"hit@{k}_strict"] = np.r_[run.class_hits_strict[k], np.full(len(all_wnids) - n_test, np.nan)]
+    if inp.pretraining_wnids is not None:
+        table["seen_in_pretraining"] = [w in inp.pretraining_wnids for w in all_wnids]
     if run.gzsl_class_hits is not None:
         for k in ks:
             table[f"gzsl_hit@{k}"] = run.gzsl_class_hits[k]
@@ -804,12 +931,14 @@ def provenance(run: EvaluationRun) -> None:
         )
     run.metrics["inputs"] = inputs
     run.metrics["model"] = inp.source.describe()
+    if inp.pretraining is not None:
+        run.metrics["pretraining"] = inp.pretraining
     run.metrics["parameters"] = {
         "ks": inp.ks,
         "kept_per_image": inp.m,
         "l2_normalize": cfg.l2_normalize,
         "gzsl": cfg.gzsl,
-        "tie_rule": TIE_RULE,
+        "tie_rule": {"headline": "expected", **M.TIE_RULE_TEXT},
         "graph": None if inp.graph is None else inp.graph.source,
         "kept_images": None
         if cfg.kept_images is None
@@ -828,6 +957,7 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None, progr
     """
     inp = check_inputs(cfg, graph)
     out = Path(cfg.out)
+    _warn_pretraining(inp)
     cache = SearchCache(out.parent / f".{out.name}.search-cache")
     results = run_search(inp, SearchContext(inp.source, cache, cfg.block_rows, progress))
     run = EvaluationRun(inp, results, metrics={})
@@ -837,20 +967,72 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None, progr
     class_table(run)
     provenance(run)
     run.metrics = _finite_or_none(_str_keys(run.metrics))
-    with atomic_directory(out, tool="imagenet-zsl evaluate") as tmp:
+    with atomic_directory(out, tool=TOOL, inputs=_input_paths(cfg)) as tmp:
         write_run(tmp, run)
     shutil.rmtree(cache.root, ignore_errors=True)
     return run.metrics
 
 
-def _first_row(fd: FeatureDir) -> tuple[np.ndarray, np.ndarray | None]:
-    """The first image's features (and logits) without reading a whole shard."""
-    name = next(s["name"] for s in fd.shards if int(s["rows"]) > 0)
-    features = np.asarray(np.load(fd.path / f"{name}.features.npy", mmap_mode="r")[:1], dtype=np.float32)
-    logits = None
-    if fd.has_logits:
-        logits = np.asarray(np.load(fd.path / f"{name}.logits.npy", mmap_mode="r")[:1], dtype=np.float32)
-    return features, logits
+def _input_paths(cfg: EvaluationConfig) -> list[Path | None]:
+    """Every path the run reads: ``--out`` may neither contain nor lie inside one of them."""
+    return [
+        cfg.features,
+        cfg.split,
+        cfg.model,
+        cfg.prototypes,
+        cfg.seen_features,
+        cfg.seen_classes,
+        cfg.val_split,
+        cfg.val_features,
+        cfg.val_seen_features,
+        cfg.kept_images,
+    ]
+
+
+def pretraining_overlap(fd: FeatureDir, test_wnids: Sequence[str]) -> tuple[dict | None, frozenset | None]:
+    """What the features' backbone saw in pretraining (``manifest["pretraining"]``, written by
+    extraction) → (the metrics block, the wnid set or None when unknown)."""
+    record = fd.manifest.get("pretraining")
+    if not isinstance(record, dict):
+        return None, None
+    info = Pretraining(
+        str(record.get("model", "")), tuple(record.get("label_sets") or ()), bool(record.get("web_data"))
+    )
+    try:
+        wnids = info.wnids
+    except UserInputError as err:  # a --pretraining-classes file that is gone
+        log.warning("pretraining label set of %s cannot be read: %s", fd.path, err)
+        wnids = None
+    block: dict[str, Any] = {
+        "note": record.get("note") or info.describe(),
+        "label_sets": list(info.label_sets),
+    }
+    if wnids is None:
+        block["test_classes_seen"] = "unknown (web data)" if info.web_data else "unknown"
+        return block, None
+    seen = sorted(set(test_wnids) & wnids)
+    block["test_classes_seen"] = len(seen)
+    if info.web_data:
+        block["test_classes_seen_note"] = "a lower bound: web data came too"
+    block["seen_wnids"] = seen
+    return block, wnids
+
+
+def _warn_pretraining(inp: EvaluationInputs) -> None:
+    block = inp.pretraining
+    if block is None:
+        return
+    count = block["test_classes_seen"]
+    if isinstance(count, int) and count > 0:
+        log.warning(
+            "%d of %d test classes were labels of the backbone's pretraining (%s): results on them "
+            "are not zero-shot",
+            count,
+            len(inp.test_wnids),
+            block["note"],
+        )
+    elif not isinstance(count, int):
+        log.warning("test classes seen in pretraining: %s (%s)", count, block["note"])
 
 
 def _feature_info(fd: FeatureDir) -> dict:
@@ -868,9 +1050,11 @@ def _save_set(topk_dir: Path, name: str, result: SetResult | None) -> None:
         return
     atomic_save_npy(topk_dir / f"{name}.labels.npy", result.labels.astype(np.int32))
     atomic_save_npy(topk_dir / f"{name}.rows.npy", result.rows)
+    atomic_save_npy(topk_dir / f"{name}.true_above.npy", result.ranks.above.astype(np.int32))
+    atomic_save_npy(topk_dir / f"{name}.true_tied.npy", result.ranks.tied.astype(np.int32))
     for space, (scores, ids) in result.lists.items():
-        atomic_save_npy(topk_dir / f"{name}.{space}.scores.npy", scores.astype(np.float32))
-        atomic_save_npy(topk_dir / f"{name}.{space}.ids.npy", ids.astype(np.int32))
+        atomic_save_npy(topk_dir / f"{name}.{space}.scores.npy", np.asarray(scores, dtype=np.float32))
+        atomic_save_npy(topk_dir / f"{name}.{space}.ids.npy", np.asarray(ids, dtype=np.int32))
 
 
 def _write_plots(tmp: Path, run: EvaluationRun) -> None:
@@ -897,7 +1081,9 @@ def write_run(tmp: Path, run: EvaluationRun) -> None:
             "val_unseen": list(inp.val_wnids or []),
             "about": "X.labels.npy index the set's own classes (test/val: unseen or val_unseen; "
             "seen/val_seen: seen); X.SPACE.ids.npy index SPACE's list; X.rows.npy are row "
-            "numbers in the set's feature directory (shard order); -1/-inf pad short lists",
+            "numbers in the set's feature directory (shard order); -1/-inf pad short lists; "
+            "X.true_above.npy / X.true_tied.npy: classes of the set's own space scoring strictly "
+            "above / exactly equal to the true class (over all classes, identical prototypes tied)",
         },
     )
     for name, result in run.results.sets():

@@ -1,17 +1,23 @@
-"""Exact top-k inner-product search of image queries against class prototypes (faiss).
+"""Exact top-k inner-product search of image queries against class prototypes.
 
-Scoring millions of images against up to 21,842 classes is the toolkit's hot loop. faiss's
-exhaustive inner-product search multiplies query tiles by prototype tiles with BLAS and keeps a
-k-heap per query, so it runs at matrix-product speed without ever holding the full (N, C) score
-matrix (see ``tools/bench_search.py``).
+Scoring millions of images against up to 21,842 classes is the toolkit's hot loop. Each tile of
+queries is multiplied by the prototype matrix with one BLAS call (``Q @ P.T``; on a GPU with
+torch), the top ``k + 1`` classes are picked with ``argpartition`` and sorted, and the tile's
+score matrix is dropped: memory is bounded by one tile (``TILE_ELEMENTS`` scores plus their
+indices), never the full (N, C) matrix. This is the plain blocked matmul + argpartition floor
+that ``tools/bench_search.py`` measures against.
+
+Identical prototypes. Classes whose prototype rows are exactly equal (bytes, after mapping -0.0
+to 0.0) are detected up front by hashing the rows; each distinct row is scored once and its
+score copied to every class sharing it, so such classes always tie exactly, whatever the float
+rounding of their column position.
 
 Tie order (deterministic, documented contract): every returned row is sorted by descending score,
 equal scores by ascending class index, and when equal scores straddle the k-th place the smaller
-class indices are kept — exactly what a stable full sort would give. faiss alone does not
-promise which tied classes it keeps, so we search k+1 classes and re-rank, from their full score
-row, the (rare) rows whose k-th and (k+1)-th scores are equal. Rows with fewer than ``k``
+class indices are kept — exactly what a stable full sort would give. Rows with fewer than ``k``
 classes available are padded with id ``-1`` and score ``-inf``. Metrics never rely on tie
-order: they judge ties from the scores (ties count against the model, see
+order: :meth:`TopKSearcher.search_ranked` also returns the exact number of classes strictly
+above and tied with each image's true class, counted over the full score row (see
 :mod:`imagenet_zsl.scoring`).
 """
 
@@ -23,24 +29,26 @@ from collections.abc import Callable
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.scoring import sort_topk, topk_from_scores  # noqa: F401 - re-exported
+from imagenet_zsl.scoring import TieRanks, sort_topk, topk_from_scores  # noqa: F401 - re-exported
 
 log = logging.getLogger(__name__)
-# faiss logs which SIMD build it loads at INFO level; that is noise on every CLI run
-logging.getLogger("faiss.loader").setLevel(logging.WARNING)
 
-#: rows per faiss call: bounds memory to block_rows * (E + 2k) * 4 bytes beyond the inputs
+#: rows read per block by callers streaming feature shards (memory: block_rows * D * 4 bytes)
 DEFAULT_BLOCK_ROWS = 32768
+#: scores per tile: bounds the search's working memory to about TILE_ELEMENTS * 12 bytes (200 MB);
+#: tiles of several hundred rows keep the BLAS call at full speed for 21,842 classes
+TILE_ELEMENTS = 1 << 24
+#: float32 scores stay finite when |q| * |p| is below this (Cauchy-Schwarz, with rounding margin)
+_SAFE_SCORE_BOUND = 1e37
 
 
 def gpu_available() -> bool:
-    """True when this faiss build has GPU support and sees at least one GPU."""
-    import faiss
-
+    """True when torch sees a CUDA GPU."""
     try:
-        return hasattr(faiss, "GpuIndexFlatIP") and faiss.get_num_gpus() > 0
-    except Exception:  # a CPU build without the symbol, or a driver problem
+        import torch
+    except ImportError:
         return False
+    return bool(torch.cuda.is_available())
 
 
 def _as_matrix(name: str, array: np.ndarray) -> np.ndarray:
@@ -62,16 +70,33 @@ def check_finite(name: str, matrix: np.ndarray, row_names: np.ndarray | None = N
         )
 
 
+def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Distinct rows of a (C, E) matrix in first-occurrence order, and each row's index among them.
+
+    Rows are compared by their bytes (-0.0 counted as 0.0). Returns (unique (u, E), group (C,)
+    int64), or (matrix, None) when every row is distinct.
+    """
+    canonical = np.ascontiguousarray(matrix + np.float32(0.0))
+    view = canonical.view(np.dtype((np.void, canonical.dtype.itemsize * canonical.shape[1]))).ravel()
+    _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
+    if len(first) == len(matrix):
+        return matrix, None
+    order = np.argsort(first)
+    position = np.empty_like(order)
+    position[order] = np.arange(len(order))
+    return canonical[first[order]], position[inverse.ravel()].astype(np.int64)
+
+
 class TopKSearcher:
-    """Holds one prototype matrix (on the GPU when used) and answers top-k queries block by block.
+    """Holds one prototype matrix and answers top-k queries tile by tile.
 
     prototypes: (C, E) float32; ``search(queries (n, E)) -> (scores (n, k) float32, ids (n, k)
-    int64)`` in the documented tie order. ``k`` larger than C is allowed (rows are padded).
+    int64)`` in the documented tie order; :meth:`search_ranked` adds the true classes' exact
+    :class:`~imagenet_zsl.scoring.TieRanks`. ``k`` larger than C is allowed (rows are padded).
+    ``use_gpu``: score on a CUDA GPU with torch (None: when one is present).
     """
 
     def __init__(self, prototypes: np.ndarray, k: int, use_gpu: bool | None = None):
-        import faiss
-
         self.prototypes = _as_matrix("prototypes", prototypes)
         if len(self.prototypes) == 0:
             raise UserInputError("prototype matrix is empty: the label space has no classes")
@@ -80,55 +105,116 @@ class TopKSearcher:
             raise ValueError(f"k must be >= 1, got {k}")
         self.k = int(k)
         self.dim = int(self.prototypes.shape[1])
-        # one extra class reveals ties across the k-th place
-        self._k_search = min(self.k + 1, len(self.prototypes))
+        self.num_classes = int(len(self.prototypes))
+        self.unique_, self.group_ = unique_rows(self.prototypes)
+        self._max_norm = float(np.sqrt((self.unique_.astype(np.float64) ** 2).sum(axis=1).max()))
         self.use_gpu = gpu_available() if use_gpu is None else bool(use_gpu)
-        self._index = None
+        self._device_unique = None
         if self.use_gpu:
             if not gpu_available():
                 raise UserInputError(
-                    "use_gpu=True but faiss sees no GPU; install the 'gpu' extra "
-                    "(faiss-gpu-cu12) on a machine with a CUDA GPU, or leave use_gpu unset"
+                    "use_gpu=True but torch sees no CUDA GPU; run on a machine with one, or leave it unset"
                 )
-            self._resources = faiss.StandardGpuResources()
-            self._index = faiss.GpuIndexFlatIP(self._resources, self.dim)
-            self._index.add(self.prototypes)
-        self._faiss = faiss
+            import torch
 
-    def search(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            self._device_unique = torch.from_numpy(self.unique_).cuda()
+
+    @property
+    def duplicate_classes(self) -> int:
+        """Classes whose prototype repeats an earlier class's (they tie with it exactly)."""
+        return self.num_classes - len(self.unique_)
+
+    def _tile_rows(self) -> int:
+        return max(1, TILE_ELEMENTS // self.num_classes)
+
+    def _scores(self, queries: np.ndarray) -> np.ndarray:
+        """(n, C) float32 class scores; identical prototypes get the same value."""
+        if self._device_unique is not None:
+            import torch
+
+            with torch.no_grad():
+                scores = (torch.from_numpy(queries).cuda() @ self._device_unique.T).cpu().numpy()
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                scores = queries @ self.unique_.T
+        query_norm = float(np.sqrt(np.einsum("ij,ij->i", queries, queries, dtype=np.float64).max()))
+        if query_norm * self._max_norm >= _SAFE_SCORE_BOUND and not np.isfinite(scores).all():
+            raise UserInputError(
+                "scores overflow to inf (queries and prototypes are finite but their products "
+                "are not); rescale the features or prototypes, e.g. with --l2-normalize"
+            )
+        return scores if self.group_ is None else scores[:, self.group_]
+
+    def _check_queries(self, queries: np.ndarray) -> np.ndarray:
         queries = _as_matrix("queries", queries)
         if queries.shape[1] != self.dim:
             raise UserInputError(
                 f"query dimension {queries.shape[1]} differs from prototype dimension {self.dim}: "
                 "use the model that produced these prototypes, or prototypes in feature space"
             )
-        if len(queries) == 0:
-            return np.zeros((0, self.k), np.float32), np.zeros((0, self.k), np.int64)
-        if self._index is not None:
-            scores, ids = self._index.search(queries, self._k_search)
-        else:
-            scores, ids = self._faiss.knn(
-                queries, self.prototypes, self._k_search, metric=self._faiss.METRIC_INNER_PRODUCT
-            )
-        scores, ids = sort_topk(scores, ids)
-        if self._k_search > self.k:
-            tied = np.flatnonzero(scores[:, self.k - 1] == scores[:, self.k])
-            if len(tied):
-                scores[tied], ids[tied] = self._rerank(queries[tied])
-            return scores[:, : self.k], ids[:, : self.k]
-        pad = self.k - self._k_search
-        if pad:
-            scores = np.hstack([scores, np.full((len(scores), pad), -np.inf, np.float32)])
-            ids = np.hstack([ids, np.full((len(ids), pad), -1, np.int64)])
+        return queries
+
+    def search(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores (n, k) float32, ids (n, k) int64) of each query."""
+        scores, ids, _ = self.search_ranked(queries, None)
         return scores, ids
 
-    def _rerank(self, queries: np.ndarray, rows: int = 1024) -> tuple[np.ndarray, np.ndarray]:
-        """Exact stable top-(k+1) from full score rows, for rows with a tie at the k-th place."""
-        parts = [
-            topk_from_scores(queries[i : i + rows] @ self.prototypes.T, self._k_search)
-            for i in range(0, len(queries), rows)
-        ]
-        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    def search_ranked(
+        self, queries: np.ndarray, labels: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, TieRanks | None]:
+        """Top-k lists plus, with ``labels`` (n,) (class indices; -1: the true class is not in this
+        space), the exact TieRanks of each true class over the full score row (above = C and
+        tied = 0 where the label is -1)."""
+        queries = self._check_queries(queries)
+        n = len(queries)
+        out_scores = np.empty((n, self.k), np.float32)
+        out_ids = np.empty((n, self.k), np.int64)
+        above = np.empty(n, np.int64) if labels is not None else None
+        tied = np.empty(n, np.int64) if labels is not None else None
+        step = self._tile_rows()
+        for start in range(0, n, step):
+            stop = min(start + step, n)
+            scores = self._scores(queries[start:stop])
+            out_scores[start:stop], out_ids[start:stop] = self._topk(scores)
+            if labels is not None:
+                above[start:stop], tied[start:stop] = self._true_ranks(scores, labels[start:stop])
+        return out_scores, out_ids, None if labels is None else TieRanks(above, tied)
+
+    def _topk(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        n, c = scores.shape
+        k = self.k
+        take = min(k + 1, c)  # one extra class reveals ties across the k-th place
+        if take < c:
+            part = np.argpartition(scores, c - take, axis=1)[:, c - take :]
+        else:
+            part = np.broadcast_to(np.arange(c), (n, c))
+        top, ids = sort_topk(np.take_along_axis(scores, part, axis=1), part)
+        if take > k:
+            for row in np.flatnonzero(top[:, k - 1] == top[:, k]):
+                self._fill_boundary(scores[row], top[row], ids[row])
+            return top[:, :k], ids[:, :k]
+        pad = k - take
+        if pad:
+            top = np.hstack([top, np.full((n, pad), -np.inf, np.float32)])
+            ids = np.hstack([ids, np.full((n, pad), -1, np.int64)])
+        return top, ids
+
+    def _fill_boundary(self, row: np.ndarray, top: np.ndarray, ids: np.ndarray) -> None:
+        """Equal scores straddle the k-th place: keep the smallest class indices among them."""
+        value = top[self.k - 1]
+        first = int(np.count_nonzero(top[: self.k] > value))
+        tied = np.flatnonzero(row == value)[: self.k + 1 - first]
+        top[first : first + len(tied)] = value
+        ids[first : first + len(tied)] = tied
+
+    @staticmethod
+    def _true_ranks(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        labels = np.asarray(labels, dtype=np.int64)
+        valid = labels >= 0
+        true = scores[np.arange(len(scores)), np.maximum(labels, 0)]
+        above = (scores > true[:, None]).sum(axis=1)
+        tied = (scores == true[:, None]).sum(axis=1) - 1
+        return np.where(valid, above, scores.shape[1]), np.where(valid, tied, 0)
 
 
 def topk_inner_product(
@@ -144,10 +230,12 @@ def topk_inner_product(
 
     queries (N, E) float32, prototypes (C, E) float32 → (scores (N, k) float32, ids (N, k)
     int64 row indices of ``prototypes``), in the module's tie order. Queries are searched in
-    blocks of ``block_rows`` so memory stays bounded; ``use_gpu=None`` uses a GPU when faiss
+    blocks of ``block_rows`` so memory stays bounded; ``use_gpu=None`` uses a GPU when torch
     sees one. NaN/Inf in the inputs raise ``UserInputError``. ``progress(n)`` is called after
     each block with its row count (e.g. ``tqdm.update``).
     """
+    if block_rows < 1:
+        raise UserInputError(f"--block-rows must be a positive number of images, got {block_rows}")
     queries = _as_matrix("queries", queries)
     searcher = TopKSearcher(prototypes, k, use_gpu=use_gpu)
     if queries.shape[1] != searcher.dim:

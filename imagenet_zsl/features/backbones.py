@@ -13,14 +13,19 @@ for tests and benchmarks only) is stamped into the manifest.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import logging
+import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
 from imagenet_zsl.io import sha256_file
 from imagenet_zsl.registry import Registry
 
@@ -99,24 +104,86 @@ def tiny_test() -> BackboneSpec:
 def describe_backbones() -> str:
     """One line per registered backbone, for --help."""
     lines = [f"{name}: {spec().summary}" for name, spec in BACKBONES.items()]
-    lines.append("timm:<model>: any timm model, e.g. timm:resnet50.a1_in1k")
+    lines.append(
+        "timm:<model> (or a plain tagged timm name): any timm model, "
+        "e.g. timm:vit_small_patch16_224.augreg_in21k"
+    )
+    lines.append("open_clip:<arch>/<pretrained>: the image tower of an open_clip model")
     return "; ".join(lines)
 
 
 def get_spec(name: str) -> BackboneSpec:
-    """The :class:`BackboneSpec` of a registered name or of ``timm:<model>``."""
+    """The :class:`BackboneSpec` of a registered name, ``timm:<model>`` (or a plain timm model
+    name), or ``open_clip:<arch>[/<pretrained>]``."""
     if name in BACKBONES:
         return BACKBONES.get(name)()
-    if name.startswith("timm:") and len(name) > 5:
-        import timm
+    if name.startswith("open_clip:") and len(name) > 10:
+        return _open_clip_spec(name)
+    import timm
 
+    if name.startswith("timm:"):
         arch = name[5:]
-        if not timm.is_model(arch.split(".")[0]):
+        if not arch or not timm.is_model(arch.split(".")[0]):
             raise UserInputError(f"--backbone {name}: timm has no model {arch!r} (see timm.list_models)")
         return BackboneSpec(name, "timm", arch, None, None, "timm model")
+    if "." in name and timm.is_model(name.split(".")[0]):  # a plain tagged timm name
+        return BackboneSpec(name, "timm", name, None, None, "timm model")
     raise UserInputError(
-        f"--backbone {name!r} is unknown; choose one of {', '.join(BACKBONES.names())} or timm:<model>"
+        f"--backbone {name!r} is unknown; choose one of {', '.join(BACKBONES.names())}, "
+        "timm:<model> (see timm.list_models) or open_clip:<arch>/<pretrained>"
     )
+
+
+def _open_clip_spec(name: str) -> BackboneSpec:
+    try:
+        import open_clip
+    except ImportError:
+        raise UserInputError(
+            f"--backbone {name}: open_clip is not installed (pip install open_clip_torch)"
+        ) from None
+    arch, _, tag = name[len("open_clip:") :].partition("/")
+    if arch not in open_clip.list_models():
+        raise UserInputError(
+            f"--backbone {name}: open_clip has no model {arch!r} (see open_clip.list_models)"
+        )
+    return BackboneSpec(name, "open_clip", arch, None, tag or None, "open_clip image tower")
+
+
+def backbone_preprocessing(net: Any, resize: int | None = None, crop: int | None = None) -> Preprocessing:
+    """The preprocessing ``net`` was trained with: torchvision/builtin nets the ImageNet standard
+    (resize 256, crop 224, bilinear); timm models their pretrained config
+    (``timm.data.resolve_data_config``: input size, crop_pct, interpolation, mean/std); open_clip
+    towers their ``preprocess_cfg`` (resize to the input size, centre crop, CLIP mean/std).
+    ``resize``/``crop`` given explicitly override the backbone's own."""
+    kind = net.kind
+    if kind == "timm":
+        from timm.data import resolve_data_config
+
+        config = resolve_data_config({}, model=net.model)
+        size = int(config["input_size"][-1])
+        own = Preprocessing(
+            resize=int(math.floor(size / float(config.get("crop_pct") or 1.0))),
+            crop=size,
+            mean=tuple(float(v) for v in config["mean"]),
+            std=tuple(float(v) for v in config["std"]),
+            interpolation=config.get("interpolation", "bicubic")
+            if config.get("interpolation") in ("bilinear", "bicubic", "nearest")
+            else "bicubic",
+        )
+    elif kind == "open_clip":
+        cfg = getattr(net.model, "preprocess_cfg", {}) or {}
+        size = cfg.get("size", getattr(net.model, "image_size", 224))
+        size = int(size[-1] if isinstance(size, list | tuple) else size)
+        own = Preprocessing(
+            resize=size,
+            crop=size,
+            mean=tuple(float(v) for v in cfg.get("mean", IMAGENET_MEAN)),
+            std=tuple(float(v) for v in cfg.get("std", IMAGENET_STD)),
+            interpolation=cfg.get("interpolation", "bicubic"),
+        )
+    else:
+        own = Preprocessing()
+    return dataclasses.replace(own, resize=resize or own.resize, crop=crop or own.crop)
 
 
 @dataclass
@@ -149,14 +216,14 @@ def _tiny_net():
 
 
 @functools.cache
-def feature_net_class():
+def feature_net_class() -> type:
     """The FeatureNet wrapper class (defined lazily so importing this module does not load torch)."""
     from torch import nn
 
     class FeatureNet(nn.Module):
         """Backbone wrapper: ``forward(x) -> (features (B, D), logits (B, K) or None)``."""
 
-        def __init__(self, spec: BackboneSpec, model, head, kind: str):
+        def __init__(self, spec: BackboneSpec, model: nn.Module, head: nn.Module | None, kind: str):
             super().__init__()
             self.spec = spec
             self.model = model
@@ -168,7 +235,7 @@ def feature_net_class():
         def num_logits(self) -> int | None:
             return getattr(self.head, "out_features", None)
 
-        def forward(self, x):
+        def forward(self, x: Any) -> tuple[Any, Any]:
             if self.kind == "timm":
                 features = self.model.forward_head(self.model.forward_features(x), pre_logits=True)
             else:
@@ -199,7 +266,7 @@ def _load_state_dict(path: Path) -> dict:
     return {k.removeprefix("module."): v for k, v in state.items()}
 
 
-def _apply_state_dict(module, state: dict, path: Path, name: str) -> None:
+def _apply_state_dict(module: Any, state: dict, path: Path, name: str) -> None:
     own = module.state_dict()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
@@ -223,6 +290,54 @@ def _hub_checkpoint(spec: BackboneSpec) -> tuple[Path, str]:
     return path, weights.url
 
 
+@contextlib.contextmanager
+def _offline() -> Any:
+    """Nothing is downloaded by surprise: Hugging Face Hub calls stay offline while models are built."""
+    old = os.environ.get("HF_HUB_OFFLINE")
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = old
+
+
+@contextlib.contextmanager
+def _quiet_root_logger() -> Any:
+    """open_clip logs 'initialized randomly' on the root logger; weights are loaded (or recorded
+    as random) by :func:`create_backbone` itself."""
+    root = logging.getLogger()
+    old = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(old)
+
+
+def _open_clip_checkpoint(spec: BackboneSpec) -> Path | None:
+    """The open_clip weights of ``spec`` in the local Hugging Face cache, if downloaded."""
+    import open_clip
+
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    if not spec.weights_tag:
+        return None
+    repo = (open_clip.get_pretrained_cfg(spec.arch, spec.weights_tag) or {}).get("hf_hub", "")
+    repo = repo.rstrip("/")
+    if not repo:
+        return None
+    for filename in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin"):
+        found = try_to_load_from_cache(repo, filename)
+        if isinstance(found, str):
+            return Path(found)
+    return None
+
+
 def _hf_checkpoint(arch: str) -> Path | None:
     try:
         import timm
@@ -244,82 +359,112 @@ def _hf_checkpoint(arch: str) -> Path | None:
     return None
 
 
+def _build_net(spec: BackboneSpec) -> Any:
+    """The FeatureNet of ``spec`` with freshly initialised weights (seed set by the caller)."""
+    import torch
+
+    FeatureNet = feature_net_class()  # noqa: N806 - a class
+    if spec.library == "torchvision":
+        import torchvision.models as tvm
+
+        model = tvm.get_model(spec.arch, weights=None)
+        head, model.fc = model.fc, torch.nn.Identity()
+        return FeatureNet(spec, model, head, "torchvision")
+    if spec.library == "timm":
+        import timm
+
+        with _offline():
+            model = timm.create_model(spec.arch, pretrained=False)
+        return FeatureNet(spec, model, model.get_classifier(), "timm")
+    if spec.library == "open_clip":
+        import open_clip
+
+        with _offline(), _quiet_root_logger():
+            tower = open_clip.create_model(spec.arch, pretrained=None).visual
+        tower.preprocess_cfg = dict(getattr(tower, "preprocess_cfg", {}) or {})
+        if spec.weights_tag:
+            pretrained = open_clip.get_pretrained_cfg(spec.arch, spec.weights_tag) or {}
+            keep = ("mean", "std", "interpolation")
+            tower.preprocess_cfg.update({k: v for k, v in pretrained.items() if k in keep})
+        return FeatureNet(spec, tower, None, "open_clip")
+    body, head = _tiny_net()
+    return FeatureNet(spec, body, head, "builtin")
+
+
+_NO_WEIGHTS_HINT = "or pass --weights PATH (--weights random is for tests and benchmarks only)"
+
+
+def _cached_weights(spec: BackboneSpec) -> WeightsInfo:
+    """The pretrained weights already on this machine (never downloaded), or a UserInputError."""
+    name = spec.name
+    if spec.library == "torchvision":
+        path, url = _hub_checkpoint(spec)
+        if not path.is_file():
+            raise UserInputError(
+                f"no pretrained weights for --backbone {name}: {path} is not in the torch hub cache; "
+                f"download {url} there (or set TORCH_HOME) {_NO_WEIGHTS_HINT}"
+            )
+        return WeightsInfo("torch-hub-cache", str(path), sha256_file(path))
+    if spec.library in ("timm", "open_clip"):
+        found = _hf_checkpoint(spec.arch) if spec.library == "timm" else _open_clip_checkpoint(spec)
+        if found is None:
+            raise UserInputError(
+                f"no pretrained weights for --backbone {name} in the Hugging Face cache; download "
+                f"them (huggingface-cli download <repo>) {_NO_WEIGHTS_HINT}"
+            )
+        return WeightsInfo("hf-cache", str(found), sha256_file(found))
+    raise UserInputError(
+        f"--backbone {name} has no pretrained weights; pass --weights random or --weights PATH"
+    )
+
+
+def _load_weights(net: Any, spec: BackboneSpec, path: Path) -> None:
+    """Load a checkpoint into ``net``: a FeatureNet's own, the library's original, or a full CLIP."""
+    state = _load_state_dict(path)
+    if spec.library == "open_clip":
+        target = net.model  # the image tower: keep the full CLIP checkpoint's visual.* part
+        if any(k.startswith("visual.") for k in state):
+            state = {k[len("visual.") :]: v for k, v in state.items() if k.startswith("visual.")}
+    elif all(k.startswith(("model.", "head.")) for k in state):
+        target = net  # saved from a FeatureNet
+    elif spec.library == "torchvision":  # the original torchvision checkpoint: fc is the head
+        target = net
+        state = {("head." + k[3:] if k.startswith("fc.") else "model." + k): v for k, v in state.items()}
+    else:
+        target = net.model
+    _apply_state_dict(target, state, path, spec.name)
+
+
 def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tuple[Any, WeightsInfo]:
     """The named backbone with its weights loaded (CPU, eval mode) and a record of the weights.
 
     ``weights``: a file path, ``"random"`` (seeded init: tests/benchmarks only), or None for the
-    torch-hub / Hugging Face cache. Raises UserInputError when pretrained weights are missing.
+    torch-hub / Hugging Face cache (never downloaded: ``HF_HUB_OFFLINE=1`` while building). Raises
+    UserInputError when pretrained weights are missing.
     """
     import torch
 
     spec = get_spec(name)
-    FeatureNet = feature_net_class()  # noqa: N806 - a class
-    weights_path: Path | None = None
-    if weights is not None and weights != RANDOM:
-        weights_path = Path(weights).expanduser()
-        if not weights_path.is_file():
-            raise UserInputError(f"--weights {weights}: file not found")
-
+    if weights is not None and weights != RANDOM and not Path(weights).expanduser().is_file():
+        raise UserInputError(f"--weights {weights}: file not found")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if spec.library == "torchvision":
-            import torchvision.models as tvm
-
-            model = tvm.get_model(spec.arch, weights=None)
-            head, model.fc = model.fc, torch.nn.Identity()
-            net = FeatureNet(spec, model, head, "torchvision")
-        elif spec.library == "timm":
-            import timm
-
-            model = timm.create_model(spec.arch, pretrained=False)
-            net = FeatureNet(spec, model, model.get_classifier(), "timm")
-        else:
-            body, head = _tiny_net()
-            net = FeatureNet(spec, body, head, "builtin")
-
+        net = _build_net(spec)
     if weights == RANDOM:
         log.warning("backbone %s uses RANDOM weights (seed %d): for tests and benchmarks only", name, seed)
         info = WeightsInfo(RANDOM, None, None, seed)
-    elif weights_path is not None:
-        info = WeightsInfo("file", str(weights_path.resolve()), sha256_file(weights_path))
-    elif spec.library == "torchvision":
-        weights_path, url = _hub_checkpoint(spec)
-        if not weights_path.is_file():
-            raise UserInputError(
-                f"no pretrained weights for --backbone {name}: {weights_path} is not in the torch "
-                f"hub cache; download {url} there (or set TORCH_HOME) or pass --weights PATH "
-                "(--weights random is for tests and benchmarks only)"
-            )
-        info = WeightsInfo("torch-hub-cache", str(weights_path), sha256_file(weights_path))
-    elif spec.library == "timm":
-        weights_path = _hf_checkpoint(spec.arch)
-        if weights_path is None:
-            raise UserInputError(
-                f"no pretrained weights for --backbone {name} in the Hugging Face cache; download "
-                "them (e.g. huggingface-cli download timm/<model>) or pass --weights PATH "
-                "(--weights random is for tests and benchmarks only)"
-            )
-        info = WeightsInfo("hf-cache", str(weights_path), sha256_file(weights_path))
+    elif weights is not None:
+        path = Path(weights).expanduser()
+        info = WeightsInfo("file", str(path.resolve()), sha256_file(path))
     else:
-        raise UserInputError(
-            f"--backbone {name} has no pretrained weights; pass --weights random or --weights PATH"
-        )
-
-    if weights_path is not None:
-        state = _load_state_dict(weights_path)
-        if all(k.startswith(("model.", "head.")) for k in state):
-            target = net  # saved from a FeatureNet
-        elif spec.library == "torchvision":  # the original torchvision checkpoint: fc is the head
-            target = net
-            state = {("head." + k[3:] if k.startswith("fc.") else "model." + k): v for k, v in state.items()}
-        else:
-            target = net.model
-        _apply_state_dict(target, state, weights_path, name)
+        info = _cached_weights(spec)
+    if info.path is not None:
+        _load_weights(net, spec, Path(info.path))
     net.eval()
     return net, info
 
 
-def last_block(net) -> Any:
+def last_block(net: Any) -> Any:
     """The backbone's last stage, the part ``images filter --finetune-last-block`` trains.
 
     ResNets (torchvision): ``layer4``; the builtin test net: its last conv + BN + ReLU; timm

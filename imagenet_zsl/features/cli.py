@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from imagenet_zsl.cli_types import non_negative_int, positive_int
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import describe_backbones
 from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
@@ -20,7 +21,13 @@ examples:
   imagenet-zsl extract --merge feats/2-hops                        (check shards, write manifest)
 
 Re-running the same command resumes (finished shards are kept) and, on a finished run, verifies
-every shard's sha256. Preprocessing: resize 256, centre crop 224, ImageNet mean/std.
+every shard's sha256. Preprocessing: the backbone's own (torchvision: resize 256, centre crop 224,
+bilinear, ImageNet mean/std; timm: its pretrained config; open_clip: its preprocess config), with
+large JPEGs decoded at reduced DCT scale before the resize. Nothing is downloaded: weights come
+from --weights PATH or the torch hub / Hugging Face cache.
+
+  imagenet-zsl extract --backbone timm:vit_small_patch16_224.augreg_in21k ...
+  imagenet-zsl extract --backbone open_clip:ViT-B-32/laion2b_s34b_b79k ...
 """
 
 
@@ -40,20 +47,28 @@ def register(tree: CommandTree) -> None:
         "--weights",
         help="weights file, or 'random' (tests/benchmarks only); default: the torch hub / Hugging Face cache",
     )
-    parser.add_argument("--per-class", type=int, help="seeded sample of at most N images per class")
+    parser.add_argument("--per-class", type=positive_int, help="seeded sample of at most N images per class")
     parser.add_argument(
-        "--seed", type=int, default=0, help="seed of --per-class sampling and of --weights random (default 0)"
+        "--seed",
+        type=non_negative_int,
+        default=0,
+        help="seed of --per-class sampling and of --weights random (default 0)",
     )
-    parser.add_argument("--batch-size", type=int, help="default 256 on CUDA, 32 on CPU")
+    parser.add_argument("--batch-size", type=positive_int, help="default 256 on CUDA, 32 on CPU")
     parser.add_argument("--device", default="auto", help="cuda, cuda:N, cpu or auto (default)")
-    parser.add_argument("--workers", type=int, help="decode worker processes (default: from CPUs)")
+    parser.add_argument(
+        "--workers", type=non_negative_int, help="decode worker processes (default: from CPUs)"
+    )
     parser.add_argument(
         "--logits",
         action="store_true",
         help="also store the backbone's ImageNet-1K logits (ConSE, GCN targets)",
     )
     parser.add_argument(
-        "--shard-size", type=int, default=10_240, help="images per shard (default 10240: 40 batches of 256)"
+        "--shard-size",
+        type=positive_int,
+        default=10_240,
+        help="images per shard (default 10240: 40 batches of 256)",
     )
     parser.add_argument("--layout", default="auto", choices=["auto", "tars", "tree", "flat"])
     parser.add_argument(
@@ -74,8 +89,16 @@ def register(tree: CommandTree) -> None:
         choices=["auto", "fp32", "bf16", "fp16"],
         help="autocast dtype (auto: bf16 on CUDA, fp32 on CPU)",
     )
-    parser.add_argument("--resize", type=int, default=256, help=argparse.SUPPRESS)
-    parser.add_argument("--crop", type=int, default=224, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--resize", type=positive_int, help="shorter side before the crop (default: the backbone's own)"
+    )
+    parser.add_argument("--crop", type=positive_int, help="centre crop size (default: the backbone's own)")
+    parser.add_argument(
+        "--pretraining-classes",
+        metavar="FILE",
+        help="wnid list the backbone was pretrained on, recorded in the manifest (default: from "
+        "the model name's pretrained tag, e.g. .in21k, .in12k, .in22k_ft_in1k)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--merge", metavar="DIR", help="instead of extracting: check DIR's shards and write its manifest"
@@ -116,6 +139,7 @@ def _extract(args: argparse.Namespace) -> int:
         resize=args.resize,
         crop=args.crop,
         progress=not args.no_progress,
+        pretraining_classes=args.pretraining_classes,
     )
     run_extraction(config)
     return 0

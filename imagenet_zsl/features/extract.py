@@ -34,7 +34,7 @@ from imagenet_zsl.data import ilsvrc2012_wnids
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features import distributed as dist
-from imagenet_zsl.features.backbones import create_backbone
+from imagenet_zsl.features.backbones import RANDOM, backbone_preprocessing, create_backbone, get_spec
 from imagenet_zsl.features.loading import ImageDataset, WorkList, image_loader
 from imagenet_zsl.features.shards import shard_name, write_shard
 from imagenet_zsl.features.transforms import Preprocessing
@@ -42,6 +42,7 @@ from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
 from imagenet_zsl.images.store import ImageStore, StoreReader, open_store, select_rows
 from imagenet_zsl.io import atomic_write_json, canonical_json, file_record, software_versions
 from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.pretraining import pretraining_of
 
 if TYPE_CHECKING:
     import torch
@@ -73,9 +74,10 @@ class ExtractConfig:
     val_labels: str | None = None
     decode: str = "auto"
     precision: str = "auto"
-    resize: int = 256
-    crop: int = 224
+    resize: int | None = None  # None: the backbone's own (256 for torchvision, timm's pretrained cfg)
+    crop: int | None = None
     progress: bool = True
+    pretraining_classes: str | None = None  # wnid list the backbone was pretrained on (overrides)
     pad_batches: bool | None = None  # pad short batches to batch_size (None: on CUDA only)
 
 
@@ -215,6 +217,8 @@ def _run_record(
         "preprocessing": pre.describe(),
         "parameters": parameters,
         "classes_without_images": work.missing_classes,
+        "store_problems": store.problems,
+        "pretraining": _pretraining_record(cfg, weights),
         "software": software_versions(),
     }
     if logit_classes is not None:
@@ -229,6 +233,38 @@ def _run_record(
         "num_shards": num_shards,
         "num_items": len(work),
     }
+
+
+def _pretraining_record(cfg: ExtractConfig, weights: dict[str, Any]) -> dict[str, Any]:
+    """What the backbone was pretrained on: ``--pretraining-classes FILE`` if given, else the label
+    sets its name's pretrained tag names (:func:`~imagenet_zsl.splits.pretraining.pretraining_of`;
+    torchvision's registered weights are ImageNet-1K). Random weights saw nothing."""
+    if cfg.pretraining_classes:
+        wnids = read_wnid_list(cfg.pretraining_classes)
+        return {
+            "model": cfg.backbone,
+            "label_sets": [],
+            "file": file_record(cfg.pretraining_classes),
+            "web_data": False,
+            "n_classes": len(wnids),
+            "note": f"{cfg.backbone}: pretrained on the {len(wnids)} classes of {cfg.pretraining_classes}",
+        }
+    if weights.get("source") == RANDOM:
+        return {
+            "model": cfg.backbone,
+            "label_sets": [],
+            "web_data": False,
+            "n_classes": 0,
+            "note": "random weights: no pretraining",
+        }
+    spec = get_spec(cfg.backbone)
+    if spec.library == "torchvision":
+        name = f"{spec.arch}.tv_in1k"
+    elif spec.library == "open_clip":
+        name = f"{spec.arch}/{spec.weights_tag or ''}"
+    else:
+        name = spec.arch
+    return pretraining_of(name).as_dict()
 
 
 def _check_or_write_run(out: Path, record: dict) -> None:
@@ -295,11 +331,12 @@ def _default_workers(on_cuda: bool, ranks: dist.RankInfo) -> int:
     return max(1, min(4, cpus // (4 * max(1, ranks.local_world_size))))
 
 
-def _load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any]]:
-    """(FeatureNet, feature dim, weights record) of ``cfg.backbone``."""
+def _load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any], Preprocessing]:
+    """(FeatureNet, feature dim, weights record, its preprocessing) of ``cfg.backbone``."""
     import torch
 
     net, weights = create_backbone(cfg.backbone, cfg.weights, seed=cfg.seed)
+    pre = backbone_preprocessing(net, cfg.resize, cfg.crop)
     net.want_logits = cfg.logits
     if cfg.logits and net.num_logits != 1000:
         raise UserInputError(
@@ -307,10 +344,16 @@ def _load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any]]:
             "only for ImageNet-1K classifiers"
         )
     dim = net.spec.dim
-    if dim is None:  # timm models: measure
+    if dim is None:  # timm and open_clip models: measure
         with torch.inference_mode():
-            dim = int(net(torch.zeros(1, 3, cfg.crop, cfg.crop))[0].shape[1])
-    return net, dim, weights.describe()
+            try:
+                dim = int(net(torch.zeros(1, 3, pre.crop, pre.crop))[0].shape[1])
+            except (RuntimeError, AssertionError) as err:
+                raise UserInputError(
+                    f"--backbone {cfg.backbone}: does not run on {pre.crop}x{pre.crop} crops "
+                    f"({str(err)[:160]}); drop --crop to use the model's own input size"
+                ) from None
+    return net, dim, weights.describe(), pre
 
 
 def run_extraction(cfg: ExtractConfig) -> ExtractResult:
@@ -329,13 +372,13 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
     batch_size = cfg.batch_size or (256 if on_cuda else 32)
     if batch_size < 1:
         raise UserInputError(f"--batch-size {batch_size}: must be at least 1")
-    net, dim, weights = _load_backbone(cfg)
+    net, dim, weights, pre = _load_backbone(cfg)
     setup = ExtractionSetup(
         cfg=cfg,
         work=work,
         net=net,
         dim=dim,
-        pre=Preprocessing(cfg.resize, cfg.crop),
+        pre=pre,
         device=device,
         precision=cfg.precision if cfg.precision != "auto" else ("bf16" if on_cuda else "fp32"),
         decode=cfg.decode if cfg.decode != "auto" else "pil",
@@ -526,7 +569,7 @@ class _ShardBuffer:
         self.logits: list = []
         self.skipped: list[tuple[int, str]] = []
 
-    def add(self, positions: np.ndarray, features, logits) -> None:
+    def add(self, positions: np.ndarray, features: Any, logits: Any) -> None:
         self.positions.append(positions)
         self.features.append(features)
         if logits is not None:
@@ -588,7 +631,9 @@ def _device_decode(raw: list, raw_pos: list[int], pre: Preprocessing, device: to
                 crop = pre.crop_tensor(image)
         if crop is None:  # the device could not decode or resize it: PIL decides
             try:
-                crop = torch.from_numpy(pre.crop_pil(decode_rgb(data.numpy().tobytes()))).to(device)
+                crop = torch.from_numpy(
+                    pre.crop_pil(decode_rgb(data.numpy().tobytes(), pre.decode_min_side))
+                ).to(device)
             except DecodeFailure as err:
                 failed.append((pos, str(err)))
                 continue

@@ -124,7 +124,7 @@ class ImageDataset:
         if self.device_decode and is_plain_ycbcr_jpeg(data):
             return pos, None, data, None
         try:
-            image = decode_rgb(data)
+            image = decode_rgb(data, self.pre.decode_min_side)
         except DecodeFailure as err:
             return pos, None, None, str(err)
         try:
@@ -160,7 +160,9 @@ class Collate:
         }
 
 
-def image_loader(dataset: ImageDataset, batches: Sequence[Sequence[int]], *, workers: int, pin_memory: bool):
+def image_loader(
+    dataset: ImageDataset, batches: Sequence[Sequence[int]], *, workers: int, pin_memory: bool
+) -> Any:
     """A DataLoader over ``dataset`` yielding :class:`Collate` dicts, one per list of work
     positions in ``batches``; ``workers`` decode processes keep 2 batches each in flight."""
     from torch.utils.data import DataLoader

@@ -28,6 +28,9 @@ from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_save_npy,
     atomic_write_json,
+    atomic_write_text,
+    cache_dir,
+    sha256_bytes,
     sha256_file,
 )
 
@@ -106,33 +109,123 @@ def write_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
     return atomic_write_json(Path(out_dir) / MANIFEST_NAME, manifest)
 
 
-class FeatureDir:
-    """Read-only view of a feature directory; streams blocks with bounded memory.
+#: in-process record of shard files whose sha256 matched the manifest, keyed by
+#: (path, device, inode, size, mtime_ns, ctime_ns): a second read of an unchanged file is free
+_VERIFIED: dict[tuple, str] = {}
+_VERIFIED_CACHE_DIR = "verified-shards"
 
-    ``classes`` is the label space (list of wnids): ``labels`` index into it.
+
+def _file_key(path: Path) -> tuple:
+    """What changes whenever a file's bytes may have changed (ctime cannot be set back by users)."""
+    st = path.stat()
+    return (str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _marker(key: tuple) -> Path | None:
+    """The on-disk note that ``key``'s file was verified (shared between runs); None without a cache."""
+    try:
+        root = cache_dir() / _VERIFIED_CACHE_DIR
+    except OSError:
+        return None
+    return root / sha256_bytes(repr(key).encode())[:40]
+
+
+def _known_good(key: tuple, digest: str) -> bool:
+    if _VERIFIED.get(key) == digest:
+        return True
+    marker = _marker(key)
+    try:
+        if marker is not None and marker.read_text() == digest:
+            _VERIFIED[key] = digest
+            return True
+    except OSError:
+        pass
+    return False
+
+
+def _remember_good(key: tuple, digest: str) -> None:
+    _VERIFIED[key] = digest
+    marker = _marker(key)
+    if marker is None:
+        return
+    try:
+        atomic_write_text(marker, digest)
+    except OSError:  # a read-only cache only costs a re-hash next time
+        pass
+
+
+def _manifest_problem(manifest: Any) -> str | None:
+    """What makes ``manifest`` unusable as a feature manifest (None when it is fine)."""
+    if not isinstance(manifest, dict):
+        return "not a JSON object"
+    classes = manifest.get("classes")
+    if classes is None:
+        return "no 'classes' list (the label space the shards' labels index)"
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        return "'classes' must be a list of wnids"
+    if not isinstance(manifest.get("dim"), int) or isinstance(manifest.get("dim"), bool):
+        return "no integer 'dim' (the feature dimension)"
+    shards = manifest.get("shards")
+    if not isinstance(shards, list):
+        return "no 'shards' list"
+    for i, shard in enumerate(shards):
+        if not isinstance(shard, dict) or not isinstance(shard.get("name"), str):
+            return f"shards[{i}] has no 'name'"
+        if not isinstance(shard.get("rows"), int) or shard["rows"] < 0:
+            return f"shards[{i}] ({shard['name']}) has no row count 'rows'"
+        if "/" in shard["name"] or shard["name"].startswith("."):
+            return f"shards[{i}]: {shard['name']!r} is not a plain shard name"
+    return None
+
+
+class FeatureDir:
+    """Read-only view of a feature directory: the ONLY code that opens shard files.
+
+    ``classes`` is the label space (list of wnids): ``labels`` index into it. Every shard file is
+    checked before its first use: present, sha256 equal to the manifest's record (hashed once per
+    file version, see :data:`_VERIFIED`; also noted in the cache directory so the next run does
+    not hash again), a readable ``.npy`` with the manifest's row count (and ``dim`` columns for
+    features). Any failure is a one-line :class:`UserInputError` naming the file.
+
+    Reading API (all arrays as stored unless said otherwise):
+
+    - :meth:`shard_names`, :meth:`rows_of` — the shards in order and their row counts;
+    - :meth:`shard_labels` (n,) int64, :meth:`shard_ids` (n,) str — one shard, no features read;
+    - :meth:`labels`, :meth:`ids` — the same over all shards;
+    - :meth:`array` — one verified file (features/logits memory-mapped, float16);
+    - :meth:`read_rows` — a :class:`FeatureBlock` of selected rows of one shard (float32);
+    - :meth:`shard_blocks` — selected rows of one shard in blocks of at most ``block_rows``;
+    - :meth:`iter_shards`, :meth:`iter_blocks`, :meth:`load` — whole directory;
+    - :meth:`first_row`, :meth:`stray_feature_files`, :meth:`verify`.
     """
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         manifest_path = self.path / MANIFEST_NAME
-        if not manifest_path.exists():
+        if not manifest_path.is_file():
             raise UserInputError(
                 f"{manifest_path}: no feature manifest; point to a directory written by "
                 "'imagenet-zsl extract' or 'imagenet-zsl simulate' (after --merge for torchrun runs)"
             )
         try:
-            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text())
-        except json.JSONDecodeError as err:
+            self.manifest: dict[str, Any] = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
             raise UserInputError(f"{manifest_path}: not valid JSON ({err})") from err
-        if self.manifest.get("format") != FORMAT:
+        if not isinstance(self.manifest, dict) or self.manifest.get("format") != FORMAT:
+            found = self.manifest.get("format") if isinstance(self.manifest, dict) else None
+            raise UserInputError(f"{manifest_path}: format is {found!r}, expected {FORMAT!r}")
+        problem = _manifest_problem(self.manifest)
+        if problem:
             raise UserInputError(
-                f"{manifest_path}: format is {self.manifest.get('format')!r}, expected {FORMAT!r}"
+                f"{manifest_path}: {problem}; the feature manifest is incomplete or damaged: "
+                "re-run the extraction (or 'imagenet-zsl extract --merge DIR')"
             )
         self.classes: list[str] = list(self.manifest["classes"])
         self.dim: int = int(self.manifest["dim"])
         self.shards: list[dict[str, Any]] = list(self.manifest["shards"])
+        self._records = {s["name"]: s for s in self.shards}
         logits = self.manifest.get("logits") or {}
-        self.logit_classes: list[str] | None = logits.get("classes")
+        self.logit_classes: list[str] | None = logits.get("classes") if isinstance(logits, dict) else None
 
     @property
     def num_rows(self) -> int:
@@ -146,44 +239,154 @@ class FeatureDir:
     def simulated(self) -> bool:
         return bool(self.manifest.get("simulated", False))
 
-    def _load(self, name: str, kind: str, mmap: bool = True) -> np.ndarray:
-        path = self.path / f"{name}.{kind}.npy"
-        if not path.exists():
-            raise UserInputError(f"{path}: shard file listed in the manifest is missing")
-        return np.load(path, mmap_mode="r" if mmap and kind != "ids" else None, allow_pickle=False)
+    def shard_names(self) -> list[str]:
+        """The shards' names in row order."""
+        return [s["name"] for s in self.shards]
+
+    def rows_of(self, shard: str) -> int:
+        """Row count of ``shard`` per the manifest."""
+        return int(self._record(shard)["rows"])
+
+    # -- the one place shard files are opened ------------------------------------------------------
+
+    def _record(self, shard: str) -> dict[str, Any]:
+        try:
+            return self._records[shard]
+        except KeyError:
+            raise UserInputError(f"{self.path}: no shard {shard!r} in the manifest") from None
+
+    def _checked_path(self, shard: str, kind: str) -> Path:
+        """The file of ``shard``'s ``kind``, after checking it exists and matches its sha256."""
+        path = self.path / f"{shard}.{kind}.npy"
+        if not path.is_file():
+            raise UserInputError(
+                f"{path}: shard {kind} listed in the manifest is missing; re-run the extraction "
+                "(it resumes) or restore the file"
+            )
+        digest = (self._record(shard).get("sha256") or {}).get(kind)
+        if digest is None:
+            return path  # written before shards were hashed: shape checks only
+        key = _file_key(path)
+        if not _known_good(key, digest):
+            if sha256_file(path) != digest:
+                raise UserInputError(
+                    f"{path}: sha256 does not match the manifest: the shard is corrupted or was "
+                    "changed after extraction; restore it or re-extract (delete its .done.json and "
+                    "re-run the extract command)"
+                )
+            _remember_good(key, digest)
+        return path
+
+    def array(self, shard: str, kind: str, mmap: bool = True) -> np.ndarray:
+        """One verified shard file: ``features``/``logits`` (n, D)/(n, K) float16 (memory-mapped
+        unless ``mmap`` is False), ``labels`` (n,) int, ``ids`` (n,) str."""
+        if kind not in SHARD_FILES:
+            raise ValueError(f"kind must be one of {SHARD_FILES}, got {kind!r}")
+        if kind == "logits" and not self.has_logits:
+            raise UserInputError(f"{self.path}: features were extracted without logits")
+        path = self._checked_path(shard, kind)
+        try:
+            array = np.load(path, mmap_mode="r" if mmap and kind != "ids" else None, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as err:
+            raise UserInputError(
+                f"{path}: not a readable .npy file (truncated or garbled: {str(err)[:120]}); "
+                "restore it or re-extract the shard"
+            ) from None
+        rows = self.rows_of(shard)
+        if array.ndim < 1 or len(array) != rows:
+            raise UserInputError(
+                f"{path}: holds {array.shape[0] if array.ndim else 0} rows but the manifest says {rows}; "
+                "the shard is damaged or from another run: re-extract it"
+            )
+        if kind == "features" and (array.ndim != 2 or array.shape[1] != self.dim):
+            raise UserInputError(
+                f"{path}: features have shape {tuple(array.shape)} but the manifest says "
+                f"{self.dim}-d; shards from different backbones are mixed in this directory: "
+                "re-extract into an empty directory"
+            )
+        if kind == "labels" and not np.issubdtype(array.dtype, np.integer):
+            raise UserInputError(f"{path}: labels must be integers, got {array.dtype}")
+        if kind == "ids" and array.dtype.kind != "U":
+            raise UserInputError(f"{path}: ids must be strings, got {array.dtype}")
+        return array
+
+    # -- per shard ---------------------------------------------------------------------------------
+
+    def shard_labels(self, shard: str) -> np.ndarray:
+        """(n,) int64 labels of one shard (into ``classes``), without reading features."""
+        return np.asarray(self.array(shard, "labels"), dtype=np.int64)
+
+    def shard_ids(self, shard: str) -> np.ndarray:
+        """(n,) image ids of one shard, without reading features."""
+        return self.array(shard, "ids")
+
+    def read_rows(
+        self, shard: str, rows: np.ndarray | slice | None = None, with_logits: bool = False
+    ) -> FeatureBlock:
+        """Rows ``rows`` (indices or a slice into the shard; None: all) of one shard as float32."""
+        rows = slice(None) if rows is None else rows
+        features = self.array(shard, "features")
+        logits = self.array(shard, "logits") if with_logits else None
+        return FeatureBlock(
+            features=np.asarray(features[rows], dtype=np.float32),
+            labels=self.shard_labels(shard)[rows],
+            ids=self.shard_ids(shard)[rows],
+            logits=None if logits is None else np.asarray(logits[rows], dtype=np.float32),
+        )
+
+    def shard_blocks(
+        self,
+        shard: str,
+        rows: np.ndarray | None = None,
+        block_rows: int = 65536,
+        with_logits: bool = False,
+    ) -> Iterator[FeatureBlock]:
+        """The selected ``rows`` (sorted indices; None: all) of one shard in blocks of at most
+        ``block_rows`` rows, features float32: memory bounded by one block."""
+        if block_rows < 1:
+            raise UserInputError(f"block_rows {block_rows}: must be at least 1")
+        features = self.array(shard, "features")
+        logits = self.array(shard, "logits") if with_logits else None
+        labels, ids = self.shard_labels(shard), self.shard_ids(shard)
+        total = len(labels) if rows is None else len(rows)
+        for start in range(0, total, block_rows):
+            pick = slice(start, start + block_rows) if rows is None else rows[start : start + block_rows]
+            yield FeatureBlock(
+                np.asarray(features[pick], dtype=np.float32),
+                labels[pick],
+                ids[pick],
+                None if logits is None else np.asarray(logits[pick], dtype=np.float32),
+            )
+
+    # -- whole directory ---------------------------------------------------------------------------
 
     def iter_shards(self, with_logits: bool = False) -> Iterator[FeatureBlock]:
         """One block per shard, features as float32."""
-        for shard in self.shards:
-            name = shard["name"]
-            logits = None
-            if with_logits:
-                if not self.has_logits:
-                    raise UserInputError(f"{self.path}: features were extracted without logits")
-                logits = np.asarray(self._load(name, "logits"), dtype=np.float32)
-            yield FeatureBlock(
-                features=np.asarray(self._load(name, "features"), dtype=np.float32),
-                labels=np.asarray(self._load(name, "labels"), dtype=np.int64),
-                ids=self._load(name, "ids"),
-                logits=logits,
-            )
+        for name in self.shard_names():
+            yield self.read_rows(name, with_logits=with_logits)
 
     def iter_blocks(self, block_rows: int = 65536, with_logits: bool = False) -> Iterator[FeatureBlock]:
         """Blocks of at most ``block_rows`` rows in shard order (memory bounded by the block)."""
-        for block in self.iter_shards(with_logits=with_logits):
-            for start in range(0, len(block), block_rows):
-                stop = start + block_rows
-                yield FeatureBlock(
-                    block.features[start:stop],
-                    block.labels[start:stop],
-                    block.ids[start:stop],
-                    None if block.logits is None else block.logits[start:stop],
-                )
+        for name in self.shard_names():
+            yield from self.shard_blocks(name, None, block_rows, with_logits)
 
     def labels(self) -> np.ndarray:
         """All labels (int64), without reading features."""
-        parts = [np.asarray(self._load(s["name"], "labels"), dtype=np.int64) for s in self.shards]
+        parts = [self.shard_labels(name) for name in self.shard_names()]
         return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def ids(self) -> np.ndarray:
+        """All image ids (str), without reading features."""
+        parts = [self.shard_ids(name) for name in self.shard_names()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.str_)
+
+    def first_row(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The first image's features (1, D) float32 (and logits (1, K) or None), reading one row."""
+        names = [s["name"] for s in self.shards if int(s["rows"]) > 0]
+        if not names:
+            raise UserInputError(f"{self.path}: the feature directory holds no images")
+        block = self.read_rows(names[0], slice(0, 1), with_logits=self.has_logits)
+        return block.features, block.logits
 
     def load(self, classes: Sequence[str] | None = None, with_logits: bool = False) -> FeatureBlock:
         """All rows (optionally only those of ``classes``) in memory as one block."""
@@ -197,16 +400,12 @@ class FeatureDir:
                 )
             keep = np.isin(np.arange(len(self.classes)), [self.classes.index(c) for c in classes])
         parts: list[FeatureBlock] = []
-        for block in self.iter_shards(with_logits=with_logits):
-            if keep is not None:
-                mask = keep[block.labels]
-                block = FeatureBlock(
-                    block.features[mask],
-                    block.labels[mask],
-                    block.ids[mask],
-                    None if block.logits is None else block.logits[mask],
-                )
-            parts.append(block)
+        for name in self.shard_names():
+            if keep is None:
+                parts.append(self.read_rows(name, with_logits=with_logits))
+            else:
+                mask = keep[self.shard_labels(name)]
+                parts.append(self.read_rows(name, np.flatnonzero(mask), with_logits=with_logits))
         if not parts:
             empty = np.zeros((0, self.dim), np.float32)
             return FeatureBlock(empty, np.zeros(0, np.int64), np.zeros(0, np.str_))
@@ -217,14 +416,28 @@ class FeatureDir:
             None if not with_logits else np.concatenate([p.logits for p in parts]),
         )
 
+    def stray_feature_files(self) -> dict[str, tuple[int, ...]]:
+        """``*.features.npy`` files NOT listed in the manifest → their shape (header only; an
+        unreadable one maps to ``()``): leftovers of another run or backbone."""
+        listed = set(self._records)
+        found: dict[str, tuple[int, ...]] = {}
+        for path in sorted(self.path.glob("*.features.npy")):
+            name = path.name[: -len(".features.npy")]
+            if name in listed:
+                continue
+            try:
+                found[name] = tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape)
+            except (ValueError, OSError, EOFError):
+                found[name] = ()
+        return found
+
     def verify(self) -> list[str]:
-        """Problems found (missing files, sha256 mismatches); empty list when all is well."""
+        """Problems found (missing, corrupted or malformed shard files); empty when all is well."""
         problems = []
         for shard in self.shards:
-            for kind, digest in shard.get("sha256", {}).items():
-                path = self.path / f"{shard['name']}.{kind}.npy"
-                if not path.exists():
-                    problems.append(f"{path}: missing")
-                elif sha256_file(path) != digest:
-                    problems.append(f"{path}: sha256 mismatch")
+            for kind in shard.get("sha256") or {"features": None, "labels": None, "ids": None}:
+                try:
+                    self.array(shard["name"], kind)
+                except UserInputError as err:
+                    problems.append(str(err).split(";")[0])
         return problems

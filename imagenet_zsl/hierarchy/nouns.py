@@ -12,6 +12,7 @@ import io
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -76,7 +77,7 @@ class WordNetNouns:
         return [(self.wnids[p], self.wnids[c]) for p, c in rows]
 
 
-def _parse(wn, digest: str) -> WordNetNouns:
+def _parse(wn: Any, digest: str) -> WordNetNouns:
     log.info("parsing WordNet 3.0 nouns with nltk (once; cached afterwards)")
     synsets = sorted(wn.all_synsets("n"), key=lambda s: s.offset())
     wnids = tuple(synset_wnid(s) for s in synsets)

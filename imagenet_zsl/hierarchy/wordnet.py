@@ -20,6 +20,7 @@ import sys
 import warnings
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from imagenet_zsl.data import data_path
 from imagenet_zsl.errors import UserInputError
@@ -140,14 +141,14 @@ def _reader_class():
     class OfflineWordNetReader(WordNetCorpusReader):
         """nltk's reader without the mapping to Open English WordNet (a download we never need)."""
 
-        def map_wn(self, version="oewn"):  # noqa: ARG002 - nltk's signature
+        def map_wn(self, version: str = "oewn") -> None:  # noqa: ARG002 - nltk's signature
             return None
 
     return OfflineWordNetReader
 
 
 @functools.cache
-def get_wordnet():
+def get_wordnet() -> Any:  # nltk WordNetCorpusReader (nltk is imported lazily)
     """An nltk WordNetCorpusReader over WordNet 3.0 (checked)."""
     import nltk
 
@@ -183,6 +184,6 @@ def wordnet_digest(root: Path | None = None) -> str:
     return digest.hexdigest()
 
 
-def synset_wnid(synset) -> str:
+def synset_wnid(synset: Any) -> str:
     """ImageNet's id of a noun synset: 'n' + 8-digit WordNet 3.0 offset."""
     return f"{synset.pos()}{synset.offset():08d}"

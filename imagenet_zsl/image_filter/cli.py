@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.image_filter.finetune import FinetuneParams
 from imagenet_zsl.image_filter.params import FilterParams
@@ -44,11 +45,14 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         help="feature directory written by 'imagenet-zsl extract' or 'simulate'",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    parser.add_argument("--folds", type=int, default=5, help="cross-fitting folds (per class)")
+    parser.add_argument("--folds", type=int_at_least(2), default=5, help="cross-fitting folds (per class)")
     parser.add_argument(
-        "--seeds", type=int, default=1, help="number of seeds (fold splits); an image must be right under all"
+        "--seeds",
+        type=positive_int,
+        default=1,
+        help="number of seeds (fold splits); an image must be right under all",
     )
-    parser.add_argument("--seed", type=int, default=0, help="first seed")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="first seed")
     parser.add_argument(
         "--min-class-accuracy",
         type=float,
@@ -57,7 +61,11 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         help="drop classes whose held-out accuracy is below A",
     )
     parser.add_argument(
-        "--min-images", type=int, default=1, metavar="M", help="drop classes left with fewer than M images"
+        "--min-images",
+        type=non_negative_int,
+        default=1,
+        metavar="M",
+        help="drop classes left with fewer than M images",
     )
     parser.add_argument(
         "--classifier",
@@ -66,15 +74,15 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         help="softmax layer trained with AdamW, or closed-form ridge regression "
         "(one pass for all folds: much faster on CPU at scale)",
     )
-    parser.add_argument("--epochs", type=int, default=10, help="softmax: passes over the data")
-    parser.add_argument("--batch-size", type=int, default=1024, help="softmax: mini-batch rows")
+    parser.add_argument("--epochs", type=positive_int, default=10, help="softmax: passes over the data")
+    parser.add_argument("--batch-size", type=positive_int, default=1024, help="softmax: mini-batch rows")
     parser.add_argument("--lr", type=float, default=1e-3, help="softmax: AdamW learning rate")
     parser.add_argument("--weight-decay", type=float, default=1e-4, help="softmax: AdamW decay")
     parser.add_argument(
         "--ridge-alpha", type=float, default=1e-2, help="ridge: penalty relative to the mean feature variance"
     )
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     tune = parser.add_argument_group(
         "fine-tuning (--finetune-last-block)",
         "Judge images by fine-tuning the backbone's last block (ResNet layer4) plus a new head over "
@@ -103,11 +111,16 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         metavar="PATH|random",
         help="its weights; None: as the features' manifest records",
     )
-    tune.add_argument("--finetune-epochs", type=int, default=3, help="passes over the training folds")
-    tune.add_argument("--finetune-batch-size", type=int, default=64, help="images per step")
+    tune.add_argument(
+        "--finetune-epochs", type=positive_int, default=3, help="passes over the training folds"
+    )
+    tune.add_argument("--finetune-batch-size", type=positive_int, default=64, help="images per step")
     tune.add_argument("--finetune-lr", type=float, default=1e-3, help="AdamW learning rate of the head")
     tune.add_argument(
-        "--workers", type=int, default=None, help="image decoding processes; None: 0 on CPU, 8 on CUDA"
+        "--workers",
+        type=non_negative_int,
+        default=None,
+        help="image decoding processes; None: 0 on CPU, 8 on CUDA",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     parser.set_defaults(func=run_filter_command)

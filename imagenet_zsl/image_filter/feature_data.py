@@ -40,17 +40,10 @@ class LoadedFeatures:
         return int(self.features.shape[1])
 
 
-def _npy_shape(path: Path) -> tuple[int, ...]:
-    """Shape from the .npy header only (no data read)."""
-    return tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape)
-
-
-def _check_one_backbone(directory: Path, manifest: dict[str, Any]) -> None:
+def _check_one_backbone(fdir: FeatureDir) -> None:
     """Refuse directories whose shards come from different backbones (different dims or names)."""
-    dim = int(manifest["dim"])
-    shards = manifest["shards"]
-    listed = {s["name"] for s in shards}
-    names = {s.get("backbone") for s in shards if "backbone" in s}
+    directory, manifest, dim = fdir.path, fdir.manifest, fdir.dim
+    names = {s.get("backbone") for s in fdir.shards if "backbone" in s}
     top = manifest.get("backbone")
     if isinstance(top, dict):
         if top.get("dim") is not None and int(top["dim"]) != dim:
@@ -67,20 +60,11 @@ def _check_one_backbone(directory: Path, manifest: dict[str, Any]) -> None:
             " extract each backbone into its own directory and filter one at a time"
         )
     foreign = []
-    for path in sorted(directory.glob("*.features.npy")):
-        name = path.name[: -len(".features.npy")]
-        shape = _npy_shape(path)
-        if name in listed:
-            if len(shape) != 2 or shape[1] != dim:
-                raise UserInputError(
-                    f"{path}: features have shape {shape} but the manifest says {dim}-d; shards "
-                    "from different backbones are mixed in this directory: re-extract into an "
-                    "empty directory"
-                )
-        elif len(shape) != 2 or shape[1] != dim:
-            foreign.append(f"{path.name} ({shape[-1]}-d)")
+    for name, shape in fdir.stray_feature_files().items():
+        if len(shape) != 2 or shape[1] != dim:
+            foreign.append(f"{name}.features.npy ({shape[-1] if shape else '?'}-d)")
         else:
-            log.warning("%s: not listed in the manifest; ignored", path)
+            log.warning("%s: not listed in the manifest; ignored", directory / f"{name}.features.npy")
     if foreign:
         raise UserInputError(
             f"{directory}: shard files of another backbone are mixed in ({preview(foreign)}; "
@@ -96,7 +80,7 @@ def load_features(path: str | Path, progress: bool = False) -> LoadedFeatures:
     """
     fdir = FeatureDir(path)
     directory = fdir.path
-    _check_one_backbone(directory, fdir.manifest)
+    _check_one_backbone(fdir)
     if not fdir.classes:
         raise UserInputError(f"{directory / MANIFEST_NAME}: 'classes' is empty; nothing to filter")
     total = fdir.num_rows
@@ -107,41 +91,26 @@ def load_features(path: str | Path, progress: bool = False) -> LoadedFeatures:
     ids: list[np.ndarray] = []
     start = 0
     num_classes = len(fdir.classes)
-    for shard in tqdm(fdir.shards, desc="load features", unit="shard", disable=not progress):
-        name, rows = shard["name"], int(shard["rows"])
-        files = {kind: directory / f"{name}.{kind}.npy" for kind in ("features", "labels", "ids")}
-        for kind, file in files.items():
-            if not file.exists():
-                raise UserInputError(
-                    f"{file}: shard {kind} listed in the manifest is missing; re-run the "
-                    "extraction (it resumes) or restore the file"
-                )
-        block = np.load(files["features"], mmap_mode="r", allow_pickle=False)
-        block_labels = np.load(files["labels"], allow_pickle=False)
-        block_ids = np.load(files["ids"], allow_pickle=False)
-        if not (len(block) == len(block_labels) == len(block_ids) == rows):
-            raise UserInputError(
-                f"{files['features']}: shard has {len(block)} feature rows, {len(block_labels)} "
-                f"labels and {len(block_ids)} ids but the manifest says {rows}; re-extract it"
-            )
-        if not np.issubdtype(block_labels.dtype, np.integer):
-            raise UserInputError(f"{files['labels']}: labels must be integers, got {block_labels.dtype}")
+    for name in tqdm(fdir.shard_names(), desc="load features", unit="shard", disable=not progress):
+        rows = fdir.rows_of(name)
+        block_labels = fdir.shard_labels(name)
         bad = (block_labels < 0) | (block_labels >= num_classes)
         if bad.any():
             raise UserInputError(
-                f"{files['labels']}: {int(bad.sum())} images have no valid label (values "
-                f"{preview(np.unique(block_labels[bad]).tolist(), 4)}; expected 0..{num_classes - 1}"
-                "); the filter needs a class for every image: remove them or fix the labels"
+                f"{directory / f'{name}.labels.npy'}: {int(bad.sum())} images have no valid label "
+                f"(values {preview(np.unique(block_labels[bad]).tolist(), 4)}; expected "
+                f"0..{num_classes - 1}); the filter needs a class for every image: remove them or "
+                "fix the labels"
             )
         target = features[start : start + rows]
-        target[...] = block
+        target[...] = fdir.array(name, "features")
         if not np.isfinite(target).all():
             raise UserInputError(
-                f"{files['features']}: features contain NaN or inf (or overflow float16); "
-                "re-extract this shard"
+                f"{directory / f'{name}.features.npy'}: features contain NaN or inf (or overflow "
+                "float16); re-extract this shard"
             )
         labels[start : start + rows] = block_labels
-        ids.append(block_ids.astype(np.str_))
+        ids.append(fdir.shard_ids(name).astype(np.str_))
         start += rows
     all_ids = np.concatenate(ids)
     unique, counts = np.unique(all_ids, return_counts=True)

@@ -106,6 +106,7 @@ def _recorded_preprocessing(manifest: dict[str, Any]) -> Preprocessing:
         int(recorded.get("crop", default.crop)),
         tuple(recorded.get("mean", default.mean)),
         tuple(recorded.get("std", default.std)),
+        jpeg_draft=bool(recorded.get("jpeg_draft", False)),  # manifests before it: full-size decode
     )
 
 
@@ -217,7 +218,7 @@ class LastBlockFinetuner:
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_cuda else contextlib.nullcontext()
         labels = torch.from_numpy(self.labels)
 
-        def logits_of(images):
+        def logits_of(images: torch.Tensor) -> torch.Tensor:
             x = normalize(images.to(device, non_blocking=True))
             with autocast:
                 features, _ = net(x.contiguous(memory_format=torch.channels_last))
@@ -244,7 +245,7 @@ class LastBlockFinetuner:
                     predictions[where] = logits_of(item["images"]).argmax(dim=1).cpu().numpy()
         return predictions
 
-    def _dim(self, net) -> int:
+    def _dim(self, net: Any) -> int:
         import torch
 
         with torch.no_grad():

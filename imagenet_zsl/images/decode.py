@@ -26,8 +26,16 @@ class DecodeFailure(Exception):
     """An image that cannot be decoded; ``str(err)`` is the reason recorded in the manifest."""
 
 
-def decode_rgb(data: bytes) -> Image.Image:
-    """Decode ``data`` (any format PIL reads) to a loaded 8-bit RGB image, or raise DecodeFailure."""
+def decode_rgb(data: bytes, min_side: int | None = None) -> Image.Image:
+    """Decode ``data`` (any format PIL reads) to a loaded 8-bit RGB image, or raise DecodeFailure.
+
+    ``min_side``: the caller will shrink the image so its shorter side is ``min_side`` anyway, so
+    a JPEG may be decoded at 1/2, 1/4 or 1/8 scale in the DCT domain (libjpeg's scaled decode, PIL
+    ``draft``) as long as its shorter side stays at least ``min_side``: 2-10x less decode work for
+    large photos; the resized result differs by about one grey level on average (the scaled IDCT
+    is a different low-pass filter, see tests/images/test_image_decode.py). Other formats and
+    images under twice ``min_side`` decode at full size, unchanged.
+    """
     if not data:
         raise DecodeFailure("empty file (0 bytes)")
     with warnings.catch_warnings():
@@ -36,6 +44,8 @@ def decode_rgb(data: bytes) -> Image.Image:
             image = Image.open(io.BytesIO(data))
             if image.width * image.height > MAX_PIXELS:
                 raise DecodeFailure(f"too large ({image.width}x{image.height} pixels)")
+            if min_side is not None and image.format == "JPEG":
+                _draft(image, min_side)
             image.load()
             return to_rgb(image)
         except DecodeFailure:
@@ -49,6 +59,15 @@ def decode_rgb(data: bytes) -> Image.Image:
             raise DecodeFailure(f"decode error: {type(err).__name__}: {text[:120]}") from None
         except Exception as err:  # noqa: BLE001 - any decoder bug is a skip, never a crash
             raise DecodeFailure(f"decode error: {type(err).__name__}: {str(err)[:120]}") from None
+
+
+def _draft(image: Image.Image, min_side: int) -> None:
+    """Ask libjpeg for the smallest DCT scale (1/2, 1/4, 1/8) keeping the shorter side ≥ min_side."""
+    width, height = image.size
+    short = min(width, height)
+    if short < 2 * min_side:
+        return
+    image.draft(None, (-(-width * min_side // short), -(-height * min_side // short)))
 
 
 def to_rgb(image: Image.Image) -> Image.Image:

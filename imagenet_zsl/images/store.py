@@ -31,7 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -57,7 +57,7 @@ IMAGE_SUFFIXES = frozenset(
 )
 WNID_RE = re.compile(r"^n\d{8}$")
 WNID_TAR_RE = re.compile(r"^(n\d{8})\.tar$")
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: problems (damaged tars, skipped entries) recorded
 
 
 def _index_path(key: str) -> Path | None:
@@ -121,12 +121,18 @@ def read_val_labels(path: str | Path) -> dict[str, str]:
 
 @dataclass
 class _Scan:
-    """Images found in one source (a tar or a folder)."""
+    """Images found in one source (a tar or a folder), and what could not be indexed there.
+
+    ``problems``: one dict per damage or skipped entry, ``{"source", "kind", "detail", ...}``
+    (kinds: ``damaged-tar`` with ``offset`` and ``members_lost``, ``truncated-tar``,
+    ``dangling-symlink``, ``non-utf8-name``, ``unreadable``).
+    """
 
     source: str
     members: list[str]
     offsets: list[int]
     sizes: list[int]
+    problems: list[dict] = field(default_factory=list)
 
 
 def _source_path(root: Path, source: str) -> Path:
@@ -134,14 +140,70 @@ def _source_path(root: Path, source: str) -> Path:
 
 
 _COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd")
+_BLOCK = tarfile.BLOCKSIZE
+
+
+def _printable(name: str) -> str:
+    """A name that may hold undecodable bytes (surrogate escapes) as printable text."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _is_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _headers_after(path: Path, offset: int) -> int:
+    """Valid tar headers of image files found after ``offset`` (resynchronising block by block):
+    the members a damaged header hides from the index."""
+    lost = 0
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        pos = offset + _BLOCK
+        while pos + _BLOCK <= size:
+            handle.seek(pos)
+            block = handle.read(_BLOCK)
+            try:
+                info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
+            except tarfile.HeaderError:
+                pos += _BLOCK
+                continue
+            if info.isfile() and is_image_name(info.name):
+                lost += 1
+            pos += _BLOCK + -(-info.size // _BLOCK) * _BLOCK
+    return lost
+
+
+def _tar_end_problem(path: Path, end: int, file_size: int, count: int) -> dict | None:
+    """Why the member list stopped at byte ``end``: None for a proper end-of-archive marker."""
+    if end >= file_size:
+        return None  # ends at a member boundary (end marker missing): nothing lost
+    with open(path, "rb") as handle:
+        handle.seek(end)
+        block = handle.read(_BLOCK)
+    if len(block) == _BLOCK and not block.strip(b"\0"):
+        return None  # the end-of-archive zero block
+    if len(block) < _BLOCK:
+        detail = f"cut inside a member header at byte {end} (after {count} images)"
+        return {"kind": "damaged-tar", "offset": end, "members_lost": None, "detail": detail}
+    lost = _headers_after(path, end)
+    detail = (
+        f"bad member header at byte {end} (after {count} images); {lost} image members after it "
+        "are not indexed"
+    )
+    return {"kind": "damaged-tar", "offset": end, "members_lost": lost, "detail": detail}
 
 
 def _scan_tar(root: Path, source: str) -> _Scan:
-    """Members of an uncompressed tar. A damaged tar (truncated download, garbage) keeps the members
-    read before the damage, with a warning; its last member may then extend past the end of the
-    file and is skipped, with its reason, when read."""
+    """Members of an uncompressed tar. A damaged tar (truncated download, bad header, garbage)
+    keeps the members read before the damage, and the damage is recorded (offset, members lost
+    when they can be counted) and warned about; a last member cut short is listed and skipped,
+    with its reason, when read. Names that are not valid UTF-8 are skipped and recorded."""
     path = _source_path(root, source)
-    members, offsets, sizes = [], [], []
+    scan = _Scan(source, [], [], [])
     with open(path, "rb") as handle:
         magic = handle.read(6)
     if magic.startswith(_COMPRESSED_MAGIC):
@@ -149,30 +211,80 @@ def _scan_tar(root: Path, source: str) -> _Scan:
             f"{path}: a compressed archive; extraction reads uncompressed tars in place, so "
             "decompress it first (e.g. gunzip) and point --store at the .tar files"
         )
+    file_size = path.stat().st_size
+    damage = None
     try:
-        with tarfile.open(path, mode="r:") as tar:
+        with tarfile.open(path, mode="r:", encoding="utf-8", errors="surrogateescape") as tar:
             for info in tar:
-                if info.isfile() and is_image_name(info.name):
-                    members.append(info.name)
-                    offsets.append(info.offset_data)
-                    sizes.append(info.size)
+                if not (info.isfile() and is_image_name(info.name)):
+                    continue
+                if not _is_utf8(info.name):
+                    scan.problems.append(
+                        {
+                            "kind": "non-utf8-name",
+                            "offset": info.offset,
+                            "detail": f"member name {_printable(info.name)!r} is not valid UTF-8; skipped",
+                        }
+                    )
+                    continue
+                scan.members.append(info.name)
+                scan.offsets.append(info.offset_data)
+                scan.sizes.append(info.size)
+            damage = _tar_end_problem(path, tar.offset, file_size, len(scan.members))
     except tarfile.ReadError as err:
-        log.warning("%s: damaged tar (%s); indexed the %d images before the damage", path, err, len(members))
-    return _Scan(source, members, offsets, sizes)
+        damage = {
+            "kind": "damaged-tar",
+            "offset": 0,
+            "members_lost": None,
+            "detail": f"not a readable tar ({err}); indexed the {len(scan.members)} images before the damage",
+        }
+    if damage is not None:
+        scan.problems.append(damage)
+    if scan.members and scan.offsets[-1] + scan.sizes[-1] > file_size:
+        scan.problems.append(
+            {
+                "kind": "truncated-tar",
+                "offset": file_size,
+                "members_lost": 1,
+                "detail": f"the tar ends inside its last image {scan.members[-1]} (skipped when read)",
+            }
+        )
+    for problem in scan.problems:
+        problem["source"] = source
+    return scan
 
 
 def _scan_folder(root: Path, source: str, recursive: bool = True) -> _Scan:
+    """Image files under a folder; dangling symlinks, unreadable entries and names that are not
+    valid UTF-8 are skipped and recorded."""
     base = _source_path(root, source)
-    members, sizes = [], []
+    scan = _Scan(source, [], [], [])
+
+    def skip(kind: str, name: str, detail: str) -> None:
+        scan.problems.append({"source": source, "kind": kind, "path": _printable(name), "detail": detail})
+
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if recursive else []
         rel = os.path.relpath(dirpath, base)
         for name in filenames:
-            if is_image_name(name):
-                full = os.path.join(dirpath, name)
-                members.append(name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"))
-                sizes.append(os.stat(full).st_size)
-    return _Scan(source, members, [-1] * len(members), sizes)
+            if not is_image_name(name):
+                continue
+            member = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
+            if not _is_utf8(member):
+                skip("non-utf8-name", member, "file name is not valid UTF-8; skipped")
+                continue
+            try:
+                size = os.stat(os.path.join(dirpath, name)).st_size
+            except FileNotFoundError:
+                skip("dangling-symlink", member, "symbolic link to a missing file; skipped")
+                continue
+            except OSError as err:
+                skip("unreadable", member, f"cannot stat ({err.strerror}); skipped")
+                continue
+            scan.members.append(member)
+            scan.sizes.append(size)
+    scan.offsets = [-1] * len(scan.members)
+    return scan
 
 
 # ----------------------------------------------------------------------------- the store
@@ -185,7 +297,9 @@ class ImageStore:
     Arrays (length n): ``class_index`` int32 into ``classes`` (sorted wnids present),
     ``source_index`` int32 into ``sources`` (tar files or folders, relative to ``root``),
     ``member`` (object, name inside the tar / path inside the folder), ``offset`` int64 (data
-    offset inside the tar, -1 for plain files), ``size`` int64 (bytes).
+    offset inside the tar, -1 for plain files), ``size`` int64 (bytes). ``problems``: damaged
+    tars and skipped entries found while indexing (see :class:`_Scan`), recorded in the index
+    and in every extraction manifest.
     """
 
     root: Path
@@ -198,6 +312,7 @@ class ImageStore:
     member: np.ndarray
     offset: np.ndarray
     size: np.ndarray
+    problems: list[dict] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.member)
@@ -239,6 +354,7 @@ class ImageStore:
             "key": self.key,
             "classes": self.classes,
             "sources": self.sources,
+            "problems": self.problems,
         }
         table = table.replace_schema_metadata({"imagenet_zsl": canonical_json(meta)})
         buffer = io.BytesIO()
@@ -264,6 +380,7 @@ class ImageStore:
             member=table["member"].to_numpy(zero_copy_only=False).astype(object),
             offset=table["offset"].to_numpy().astype(np.int64),
             size=table["size"].to_numpy().astype(np.int64),
+            problems=list(meta.get("problems", [])),
         )
 
 
@@ -401,7 +518,7 @@ def _index_key(root: Path, layout: str, sources: list[str], labels_sha: str | No
 
 def _build(
     root: Path, layout: str, sources: list[str], labels: dict[str, str] | None, progress: bool
-) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
     def scan(source: str) -> _Scan:
         if _source_path(root, source).is_file():
             return _scan_tar(root, source)
@@ -455,6 +572,7 @@ def _build(
         member[order],
         offset[order],
         size[order],
+        [problem for found in scans for problem in found.problems],
     )
 
 
@@ -498,11 +616,13 @@ def open_store(
         try:
             store = ImageStore.from_parquet(cached)
             log.debug("store index loaded from %s", cached)
+            warn_problems(store)
             return store
         except Exception as err:  # noqa: BLE001 - a broken cache file is rebuilt, never trusted
             log.warning("ignoring unreadable index cache %s (%s); rebuilding", cached, err)
     built = _build(root, layout, sources, labels, progress)
     store = ImageStore(root, layout, key, *built)
+    warn_problems(store)
     if not len(store):
         raise UserInputError(f"{root}: the store holds no image files")
     if cached is not None:
@@ -519,6 +639,20 @@ def open_store(
                 CACHE_ENV,
             )
     return store
+
+
+def warn_problems(store: ImageStore, limit: int = 5) -> None:
+    """Log one warning per recorded problem (the first ``limit``) and a summary of the rest."""
+    for problem in store.problems[:limit]:
+        kind = problem["kind"]
+        what = "damaged tar" if kind in ("damaged-tar", "truncated-tar") else kind.replace("-", " ")
+        log.warning("%s: %s: %s", _source_path(store.root, problem["source"]), what, problem["detail"])
+    if len(store.problems) > limit:
+        log.warning(
+            "%s: %d more damaged or skipped entries (listed in the store index and the extraction manifest)",
+            store.root,
+            len(store.problems) - limit,
+        )
 
 
 def write_counts_tsv(counts: dict[str, int], path: str | Path | None = None) -> str:

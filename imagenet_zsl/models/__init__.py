@@ -7,7 +7,9 @@ registry lists every model as soon as anything of the package is imported.
 from imagenet_zsl.models import (  # noqa: F401 - imported for their @MODELS.register side effect
     closed_form,
     conse,
+    embedding,
     gcn,
+    generative,
     lampert,
     ranking,
     sync,

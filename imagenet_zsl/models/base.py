@@ -87,6 +87,17 @@ class ZSLModel(ABC):
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         """Any list of wnids (seen or unseen) → (C, E) float32 prototypes, in that order."""
 
+    def scores(
+        self, features: np.ndarray, wnids: Sequence[str], logits: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(N, C) float32 exact scores of images against classes.
+
+        For every model but LATEM (whose score is a max over K bilinear maps) this is the dot
+        product ``embed_images(x) · class_prototypes(c)`` that evaluation's faiss search ranks by;
+        a model that overrides it documents how its dot-product pair differs."""
+        queries = np.asarray(self.embed_images(features, logits), dtype=np.float32)
+        return queries @ np.asarray(self.class_prototypes(wnids), dtype=np.float32).T
+
 
 #: model name → model class; filled by ``@MODELS.register`` in each model module
 MODELS: Registry[type[ZSLModel]] = Registry("model")

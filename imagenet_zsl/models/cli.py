@@ -1,4 +1,6 @@
-"""Command-line entry points of the `models` stage: ``train``, ``models`` and ``simulate``.
+"""Command-line entry points of the `models` stage: ``train``, ``models``, ``simulate`` and
+``labels visual-prototypes`` (Chao et al.'s idealised semantics, added to the semantics stage's
+``labels`` group).
 
 (``simulate`` writes feature directories and lives in :mod:`imagenet_zsl.features.simulate`; it is
 registered here because its purpose is exercising the models end to end.)
@@ -15,6 +17,7 @@ import yaml
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
+from imagenet_zsl.models.prototypes import visual_prototypes
 from imagenet_zsl.models.registry import MODELS, describe
 from imagenet_zsl.models.training import load_train_config, train
 
@@ -56,6 +59,18 @@ def register(tree: CommandTree) -> None:
     simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
     simulate.add_argument("--seed", type=int, default=None, help="override the config's seed")
     simulate.set_defaults(func=_simulate)
+
+    labels = tree.group("labels", "label curation: class word vectors, rare words, polysemy")
+    prototypes = labels.add_parser(
+        "visual-prototypes",
+        help="class vectors = mean visual feature per class (Chao et al.'s idealised semantics)",
+        description="write a class-vectors .npz whose vector for each class is the mean of its "
+        "features (Chao et al. 2016, Sec. 6): use it as 'semantics:' to bound what better semantics "
+        "could give a model",
+    )
+    prototypes.add_argument("--features", required=True, type=Path, help="feature directory")
+    prototypes.add_argument("--out", required=True, type=Path, help="class-vectors file to write (.npz)")
+    prototypes.set_defaults(func=_visual_prototypes)
 
 
 def _parse_overrides(items: list[str]) -> dict:
@@ -108,6 +123,23 @@ def _models(args: argparse.Namespace) -> int:
         grid = getattr(cls, "grid", {})
         if grid:
             print(f"{'':10s} grid: " + "; ".join(f"{k} in {v}" for k, v in sorted(grid.items())))
+    return 0
+
+
+def _visual_prototypes(args: argparse.Namespace) -> int:
+    if args.out.suffix != ".npz":
+        raise UserInputError(f"--out {args.out}: a class-vectors file ends in .npz; choose FILE.npz")
+    if args.out.is_dir():
+        raise UserInputError(f"--out {args.out} is a directory; give a file path FILE.npz")
+    if args.out.resolve().is_relative_to(args.features.resolve()):
+        raise UserInputError(
+            f"--out {args.out} lies inside the input {args.features}; choose an --out outside it"
+        )
+    vectors = visual_prototypes(args.features)
+    vectors.save(args.out)
+    print(f"wrote {args.out}: {len(vectors)} classes x {vectors.dim} (mean visual features)")
+    if vectors.missing:
+        print(f"{len(vectors.missing)} classes of {args.features} have no images and no vector")
     return 0
 
 

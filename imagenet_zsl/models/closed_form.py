@@ -7,7 +7,9 @@ S (Z, E) the seen classes' semantic vectors, Y (N, Z) the label matrix.
   score(x, c) = x V s_c.
 * SAE (Kodirov et al., CVPR 2017): W (E, D) solves the Sylvester equation
   S_yᵀS_y W + λ W XᵀX = (1 + λ) S_yᵀX; "v2s" compares W x with s_c, "s2v" compares x with Wᵀ s_c
-  (cosine, as in the paper).
+  (cosine, as in the paper). As Kodirov's code (``NormalizeFea(W)`` in ``demo_*.m``) and its common
+  ports, each row of W is L2-normalised before predicting in both directions
+  (``normalize_w: true``, the default; ``false`` keeps the raw Sylvester solution).
 * ridge (visual → semantic): W = (XᵀX + αI)⁻¹ XᵀS_y; score = x W s_c.
 * ridge_s2v (semantic → visual, Shigeto et al. 2015, less hubness): p_c = x̄ + (s_c - s̄) W with
   W = (S̃ᵀS̃ + αI)⁻¹ S̃ᵀX̃ on centred data; ranked by Euclidean distance, written as a dot product:
@@ -120,6 +122,7 @@ class SAE(_LinearSemanticModel):
     defaults: ClassVar[dict[str, Any]] = {
         "lam": 1.0,
         "direction": "v2s",
+        "normalize_w": True,
         "features": "l2",
         "semantic_norm": "l2",
     }
@@ -129,12 +132,17 @@ class SAE(_LinearSemanticModel):
         super().__init__(**params)
         check_positive(self.name, self.params, ["lam"])
         check_choice(self.name, "direction", self.params["direction"], ["v2s", "s2v"])
+        check_choice(self.name, "normalize_w", self.params["normalize_w"], [True, False])
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> SAE:
         gram, sums, counts, s = self._statistics(data, semantics)
         lam = float(self.params["lam"])
         # S_yᵀS_y = Σ_c n_c s_c s_cᵀ and S_yᵀX = Σ_c s_c (Σ_{i in c} x_i)ᵀ
         encoder = scipy.linalg.solve_sylvester((s.T * counts) @ s, lam * gram, (1.0 + lam) * s.T @ sums)
+        if self.params["normalize_w"]:  # the reference's NormalizeFea(W): unit rows (E of them)
+            encoder = encoder / np.where(
+                (norms := np.linalg.norm(encoder, axis=1, keepdims=True)) > 0, norms, 1.0
+            )
         self.encoder_ = encoder.astype(np.float32)  # (E, D)
         self.map_ = encoder.T.astype(np.float32)  # image side of "v2s": x ↦ W x
         self.fit_info_ = {}

@@ -12,7 +12,8 @@ its predicted classifier and an image is embedded as [x, 1], so the score is the
 * DGP (Kampffmeyer et al., CVPR 2019): a 2-layer GCN on the *dense* graph where every node is linked
   to all its ancestors and descendants. Edges are grouped by hop distance k (k = 0 is the node
   itself); each group is row-normalised and weighted by learnt attention α = softmax(a):
-  H = σ(Σ_k α^a_k A^a_k σ(Σ_k α^d_k A^d_k X Θ_d) Θ_a) — descendants first, then ancestors.
+  H = σ(Σ_k α^a_k A^a_k σ(Σ_k α^d_k A^d_k X Θ_d) Θ_a) — descendants first, then ancestors. As the
+  reference (``lim = 4``), hops >= 4 share one group (``max_hops``, default 4).
   (DGP's second stage, fine-tuning the CNN on the predicted classifiers, needs images and is out of
   scope here: features are fixed.)
 
@@ -300,7 +301,9 @@ class DGP(_GraphClassifierRegression):
 
     name: ClassVar[str] = "dgp"
     attention: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {"hidden": [2048], "max_hops": 0, **_GCN_DEFAULTS}
+    #: max_hops 4: the reference (train_gcn_dense_att.py, ``lim = 4``) merges every hop >= 4 into one
+    #: attention group; 0 keeps one group per hop distance
+    defaults: ClassVar[dict[str, Any]] = {"hidden": [2048], "max_hops": 4, **_GCN_DEFAULTS}
 
     def __init__(self, **params: Any):
         super().__init__(**params)

@@ -1,15 +1,25 @@
-"""Bilinear compatibility F(x, c) = θ(x)ᵀ W φ(c) learnt with ranking losses: DeViSE and ALE.
+"""Bilinear compatibility F(x, c) = θ(x)ᵀ W φ(c) learnt with ranking losses: DeViSE, ALE, SJE, LATEM.
 
-Both score every seen class for a mini-batch and penalise the margin violations
+All score every seen class for a mini-batch and penalise the margin violations
 ``l_j = max(0, Δ + F(x, j) - F(x, y))`` of the wrong classes j ≠ y:
 
 * DeViSE (Frome et al., NIPS 2013): the hinge rank loss sum_j l_j, margin Δ = ``margin``.
 * ALE (Akata et al., TPAMI 2016): the weighted approximate ranking loss
   (β_r / r) · sum_j l_j with r the number of violations and β_r = sum_{i<=r} 1/i, which puts more
   weight on pushing the true class into the top ranks than on its exact position further down.
+* SJE (Akata et al., CVPR 2015): the structured SVM loss max_j l_j (only the most violating class,
+  Δ the 0/1 label loss scaled by ``margin``). SJE's "multiple outputs" F = Σ_k α_k θᵀW_kφ_k(y)
+  is one bilinear map on the concatenated class vectors [φ_1, φ_2, ...] (α_k is absorbed by W_k):
+  pass a class-vector file holding the concatenation.
+* LATEM (Xian et al., CVPR 2016): K maps, F(x, y) = max_k θ(x)ᵀ W_k φ(y) (piecewise bilinear), the
+  SJE loss on F. A max is not one dot product: :meth:`LATEM.scores` is exact (the attribute
+  protocol and model selection use it); the dot-product pair ``embed_images``/``class_prototypes``
+  used by the faiss search gives Σ_k θᵀW_kφ(y), the sum over the maps (documented deviation).
 
 Trained with Adam on seeded mini-batches (torch, CPU or GPU). The image side is θ(x)ᵀ W, the class
-side the (normalised) semantic vector.
+side the (normalised) semantic vector. Defaults converge on small sets (lr 1e-2, 50 epochs, batch 64:
+margin 1 with unit-norm class vectors: DeViSE's 0.1 under-trains, 0.72 against 0.93 unseen top-1 on
+the generated test problem); margin (0.1 and 1) and epochs are in the selection grid.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
 from imagenet_zsl.models.common import (
+    check_features,
     check_positive,
     minibatches,
     seeded_torch,
@@ -31,11 +42,11 @@ from imagenet_zsl.models.common import (
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 _TRAINING_DEFAULTS: dict[str, Any] = {
-    "margin": 0.1,
-    "lr": 1e-3,
+    "margin": 1.0,
+    "lr": 1e-2,
     "weight_decay": 1e-4,
-    "epochs": 20,
-    "batch_size": 256,
+    "epochs": 50,
+    "batch_size": 64,
     "features": "standard",
     "semantic_norm": "l2",
     "device": "cpu",
@@ -46,7 +57,13 @@ _TRAINING_DEFAULTS: dict[str, Any] = {
 class _BilinearRanking(_LinearSemanticModel):
     weighting: ClassVar[str] = "uniform"
     defaults: ClassVar[dict[str, Any]] = dict(_TRAINING_DEFAULTS)
-    grid: ClassVar[dict[str, list[Any]]] = {"lr": [1e-4, 1e-3, 1e-2], "weight_decay": [0.0, 1e-4, 1e-2]}
+    #: GBU tune learning rate and epochs of the SGD-trained models; margin and weight decay too
+    grid: ClassVar[dict[str, list[Any]]] = {
+        "lr": [1e-3, 1e-2],
+        "epochs": [25, 50],
+        "margin": [0.1, 1.0],
+        "weight_decay": [0.0, 1e-4],
+    }
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -59,7 +76,7 @@ class _BilinearRanking(_LinearSemanticModel):
         true = scores.gather(1, labels[:, None])
         violation = torch.relu(float(self.params["margin"]) + scores - true)
         violation = violation.scatter(1, labels[:, None], 0.0)
-        total = violation.sum(dim=1)
+        total = violation.amax(dim=1) if self.weighting == "max" else violation.sum(dim=1)
         if self.weighting == "rank":
             rank = (violation > 0).sum(dim=1).to(scores.dtype)
             harmonic = torch.special.digamma(rank + 1) + np.euler_gamma  # β_r = sum_{i<=r} 1/i
@@ -77,7 +94,7 @@ class _BilinearRanking(_LinearSemanticModel):
         targets = torch.from_numpy(labels).to(device)
         seen = torch.from_numpy(s.astype(np.float32)).to(device)
         with seeded_torch(int(self.params["seed"]), device):
-            weight = torch.randn(x.shape[1], s.shape[1], device=device) / np.sqrt(x.shape[1])
+            weight = torch.randn(self._maps(), x.shape[1], s.shape[1], device=device) / np.sqrt(x.shape[1])
             weight.requires_grad_(True)
             optimiser = torch.optim.Adam(
                 [weight], lr=float(self.params["lr"]), weight_decay=float(self.params["weight_decay"])
@@ -88,19 +105,25 @@ class _BilinearRanking(_LinearSemanticModel):
                 for batch in minibatches(len(x), int(self.params["batch_size"]), rng):
                     batch = np.sort(batch)  # sorted rows read faster from memory-mapped features
                     features = torch.from_numpy(self.prep_(x[batch])).to(device)
-                    scores = features @ weight @ seen.T
+                    scores = (features @ weight @ seen.T).amax(dim=0)  # max over the maps
                     loss = self._loss(scores, targets[torch.from_numpy(batch).to(device)])
                     optimiser.zero_grad()
                     loss.backward()
                     optimiser.step()
                     epoch_loss += float(loss.detach()) * len(batch)
                 losses.append(epoch_loss / len(x))
-        self.map_ = weight.detach().cpu().numpy().astype(np.float32)
+        maps = weight.detach().cpu().numpy().astype(np.float32)
+        self.map_ = maps[0] if len(maps) == 1 else maps.sum(axis=0)
+        if len(maps) > 1:
+            self.maps_ = maps
         self.fit_info_ = {
             "loss_first_epoch": losses[0] if losses else None,
             "loss_last_epoch": losses[-1] if losses else None,
         }
         return self
+
+    def _maps(self) -> int:
+        return 1
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         return self._semantic(wnids)
@@ -120,4 +143,40 @@ class ALE(_BilinearRanking):
 
     name: ClassVar[str] = "ale"
     weighting: ClassVar[str] = "rank"
-    defaults: ClassVar[dict[str, Any]] = {**_TRAINING_DEFAULTS, "margin": 1.0}
+
+
+@MODELS.register("sje")
+class SJE(_BilinearRanking):
+    """SJE: bilinear compatibility with the structured SVM loss (most violating class only)."""
+
+    name: ClassVar[str] = "sje"
+    weighting: ClassVar[str] = "max"
+
+
+@MODELS.register("latem")
+class LATEM(_BilinearRanking):
+    """LATEM: K latent bilinear maps, the best-scoring one per pair (piecewise linear), SJE loss."""
+
+    name: ClassVar[str] = "latem"
+    weighting: ClassVar[str] = "max"
+    defaults: ClassVar[dict[str, Any]] = {**_TRAINING_DEFAULTS, "k": 4}
+    #: GBU: K in {2, 4, 6, 8, 10}, learning rate and epochs
+    grid: ClassVar[dict[str, list[Any]]] = {"k": [2, 4, 6, 8, 10], "lr": [1e-3, 1e-2], "epochs": [25, 50]}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_positive(self.name, self.params, ["k"])
+
+    def _maps(self) -> int:
+        return int(self.params["k"])
+
+    def scores(
+        self, features: np.ndarray, wnids: Sequence[str], logits: np.ndarray | None = None
+    ) -> np.ndarray:
+        """(N, C) exact LATEM scores max_k θ(x)ᵀ W_k φ(c)."""
+        maps = getattr(self, "maps_", None)
+        if maps is None:  # K = 1: one map, the dot product is exact
+            return super().scores(features, wnids, logits)
+        x = self.prep_(check_features(self.name, features, self.prep_.dim))
+        semantic = self._semantic(wnids)
+        return np.max(np.einsum("nd,kde,ce->knc", x, maps, semantic), axis=0).astype(np.float32)

@@ -20,6 +20,7 @@ import io
 import json
 import logging
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -139,14 +140,21 @@ def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 
 
 # ----------------------------------------------------------------------------- save / load
-def save_model(model: ZSLModel, directory: str | Path, extra: dict[str, Any] | None = None) -> Path:
-    """Write a fitted model to ``directory`` atomically (replacing it); ``extra`` goes into the
-    manifest (e.g. inputs, hyper-parameter search). Returns the directory."""
+def save_model(
+    model: ZSLModel,
+    directory: str | Path,
+    extra: dict[str, Any] | None = None,
+    inputs: Sequence[str | Path] = (),
+) -> Path:
+    """Write a fitted model to ``directory`` atomically; ``extra`` goes into the manifest (e.g.
+    inputs, hyper-parameter search). An existing ``directory`` is replaced only if an earlier
+    ``imagenet-zsl train`` wrote it, and never when it holds or lies inside one of ``inputs``.
+    Returns the directory."""
     check_is_fitted(model)
     arrays: dict[str, np.ndarray] = {}
     state = _encode_attributes({k: getattr(model, k) for k in model.fitted_attributes()}, "", arrays)
     directory = Path(directory)
-    with atomic_directory(directory, tool="imagenet-zsl train") as tmp:
+    with atomic_directory(directory, tool="imagenet-zsl train", inputs=inputs) as tmp:
         (tmp / "weights.npz").write_bytes(_npz_bytes(arrays))
         (tmp / "state.json").write_text(canonical_json(state))
         (tmp / "config.json").write_text(canonical_json({"model": model.name, "params": model.params}))

@@ -209,11 +209,15 @@ def score_images(
     ``rows`` (default: all) of ``features`` (N, D) against ``wnids`` (C,), in blocks of
     ``SCORE_BLOCK`` images; NaN/Inf is a user error."""
     rows = np.arange(len(features)) if rows is None else np.asarray(rows)
-    prototypes = np.asarray(model.class_prototypes(wnids), dtype=np.float32)
+    exact = type(model).scores is not ZSLModel.scores  # not one dot product (LATEM)
+    prototypes = None if exact else np.asarray(model.class_prototypes(wnids), dtype=np.float32)
     out = np.empty((len(rows), len(wnids)), np.float32)
     for start in range(0, len(rows), SCORE_BLOCK):
         part = rows[start : start + SCORE_BLOCK]
         block_logits = None if logits is None else np.asarray(logits)[part]
+        if prototypes is None:
+            out[start : start + SCORE_BLOCK] = model.scores(np.asarray(features)[part], wnids, block_logits)
+            continue
         queries = model.embed_images(np.asarray(features)[part], block_logits)
         out[start : start + SCORE_BLOCK] = np.asarray(queries, dtype=np.float32) @ prototypes.T
     if not np.isfinite(out).all():

@@ -21,19 +21,20 @@ grid with every validation score, and the fit summary.
 
 from __future__ import annotations
 
+import difflib
 import logging
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
-import yaml
+from pydantic import ConfigDict, Field
 
+from imagenet_zsl.config import Config, load_config, validate_config
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.simulate import resolve_class_vectors
 from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.io import MANIFEST_NAME, command_line, file_record
+from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, command_line, file_record
 from imagenet_zsl.models.base import MODELS, SeenData, create
 from imagenet_zsl.models.registry import save_model
 from imagenet_zsl.models.selection import search_hyperparameters, split_seen_data
@@ -41,44 +42,95 @@ from imagenet_zsl.splits.io import read_wnid_list
 
 log = logging.getLogger(__name__)
 
-SELECT_KEYS = {"grid", "val_fraction", "seed", "mode", "seen_holdout"}
+TOOL = "imagenet-zsl train"
 
 
-@dataclass
-class TrainConfig:
+class SelectConfig(Config):
+    """The ``select`` block: choose hyper-parameters on validation classes."""
+
+    grid: str | dict[str, list[Any]] = "default"
+    val_fraction: float = Field(0.2, gt=0, lt=1)
+    seed: int = 0
+    mode: Literal["zsl", "gzsl"] = "zsl"
+    seen_holdout: float = Field(0.2, gt=0, lt=1)
+
+
+class TrainConfigFile(Config):
+    """The schema of a model config file (configs/models/*.yaml), ``select`` typed in full."""
+
     model: str
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+    semantics: str = "glove-6b-50d"
+    graph: str = "wordnet"
+    seen: str | None = None
+    select: SelectConfig | None = None
+
+
+class TrainConfig(Config):
+    """A validated model config. Mutable (validated on assignment) because recipes and the demo
+    override fields of a loaded config; ``select`` is the plain dict of a :class:`SelectConfig`
+    (every key filled in), so ``vars(config)`` stays JSON-able for cache digests."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=False, strict=True, validate_default=True, validate_assignment=True
+    )
+
+    model: str
+    params: dict[str, Any] = Field(default_factory=dict)
     semantics: str = "glove-6b-50d"
     graph: str = "wordnet"
     seen: str | None = None
     select: dict[str, Any] | None = None
 
+    def selection(self, where: str = "select") -> SelectConfig | None:
+        """The ``select`` block validated (it may have been assigned after loading)."""
+        return None if self.select is None else validate_config(self.select, SelectConfig, where)
+
+
+def check_model_params(name: str, params: dict[str, Any], where: str) -> None:
+    """An unknown model, an unknown hyper-parameter or an invalid value → one line naming ``where``
+    (the config file) and the key, with the closest allowed name."""
+    if name not in MODELS:
+        close = difflib.get_close_matches(name, MODELS.names(), n=1, cutoff=0.5)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UserInputError(f"unknown model {name!r} ({where}: model): {hint}see 'imagenet-zsl models'")
+    cls = MODELS.get(name)
+    for key in params:
+        if key not in cls.defaults:
+            allowed = sorted(cls.defaults)
+            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise UserInputError(
+                f"unknown key {key!r} ({where}: params.{key}): {hint}allowed for {name}: {', '.join(allowed)}"
+            )
+    try:
+        create(name, **params)
+    except UserInputError as err:
+        raise UserInputError(f"invalid value ({where}: params): {err}") from None
+
 
 def train_config_from_dict(raw: dict[str, Any], where: str = "train config") -> TrainConfig:
-    if not isinstance(raw, dict) or "model" not in raw:
-        raise UserInputError(f"{where}: needs a 'model' key (see 'imagenet-zsl models')")
-    known = set(TrainConfig.__dataclass_fields__)
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise UserInputError(f"{where}: unknown keys {preview(unknown)}; known: {', '.join(sorted(known))}")
-    config = TrainConfig(**raw)
-    config.params = dict(config.params or {})
-    if config.select is not None:
-        if not isinstance(config.select, dict) or set(config.select) - SELECT_KEYS:
-            raise UserInputError(f"{where}: select takes {', '.join(sorted(SELECT_KEYS))}")
-    return config
+    """A validated :class:`TrainConfig` (typed, unknown keys rejected, model params checked)."""
+    checked = validate_config(raw, TrainConfigFile, where)
+    check_model_params(checked.model, checked.params, where)
+    return TrainConfig(**checked.as_dict())
 
 
 def load_train_config(path: str | Path) -> TrainConfig:
-
-    path = Path(path)
-    if not path.exists():
-        raise UserInputError(f"{path}: model config not found")
-    return train_config_from_dict(yaml.safe_load(path.read_text()) or {}, str(path))
+    """Read and validate a model config; every mistake is one line naming the file and key."""
+    checked = load_config(path, TrainConfigFile)
+    check_model_params(checked.model, checked.params, str(path))
+    return TrainConfig(**checked.as_dict())
 
 
 def load_seen_data(features_dir: str | Path, seen: list[str] | None = None) -> SeenData:
-    """SeenData from a feature directory: the given classes, or every class that has images."""
+    """SeenData from a feature directory: the given classes, or every class that has images.
+
+    Memory bound (issue 16): the seen features are held in memory once, N x D float32 (ImageNet-1K
+    at D = 2048: 1.28M x 2048 x 4 B = 10.5 GB, plus logits N x 1000 x 4 B when present). Every
+    model then streams over them in blocks of ``BLOCK_ROWS`` rows (closed forms, GFZSL, the feature
+    statistics) or mini-batches (ranking, CMT, SSE); the full-batch ones (softmax seen classifier,
+    SYNC) make one more float32 copy of the prepared features."""
     features = FeatureDir(features_dir)
     if features.simulated:
         log.warning("%s holds SIMULATED features (see its manifest)", features_dir)
@@ -121,6 +173,16 @@ def drop_classes(data: SeenData, drop: list[str]) -> SeenData:
     )
 
 
+def _inputs(features_dir: str | Path, semantics: str, config_path: str | Path | None) -> list[Path]:
+    """The files and directories ``train`` reads: its ``--out`` may neither hold nor lie in them."""
+    inputs = [Path(features_dir)]
+    if config_path is not None:
+        inputs.append(Path(config_path))
+    if str(semantics).endswith(".npz") or Path(str(semantics)).is_file():
+        inputs.append(Path(semantics))
+    return inputs
+
+
 def train(
     config: TrainConfig,
     features_dir: str | Path,
@@ -128,10 +190,16 @@ def train(
     config_path: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> Path:
-    """Fit ``config.model`` on the seen classes of ``features_dir`` and save it to ``out_dir``."""
+    """Fit ``config.model`` on the seen classes of ``features_dir`` and save it to ``out_dir``.
+
+    ``out_dir`` is written atomically and only replaces an earlier ``imagenet-zsl train`` output;
+    an ``out_dir`` holding or inside an input is refused before anything is read."""
     cls = MODELS.get(config.model)
     params = {**config.params, **(overrides or {})}
-    create(cls.name, **params)  # validate before any loading
+    check_model_params(cls.name, params, "--set" if overrides else str(config_path or "train config"))
+    select = config.selection(str(config_path or "train config"))
+    inputs = _inputs(features_dir, config.semantics, config_path)
+    check_out_dir(Path(out_dir), TOOL, inputs)  # fail before loading anything
     seen = None
     if config.seen:
         seen_path = Path(config.seen)
@@ -143,7 +211,7 @@ def train(
     graph = resolve_graph(config.graph) if getattr(cls, "needs_graph", False) else None
     extra: dict[str, Any] = {
         "command": command_line(),
-        "train_config": asdict(config),
+        "train_config": config.as_dict(),
         "inputs": {
             "features": file_record(Path(features_dir) / MANIFEST_NAME),
             "seen_classes": len(data.seen_wnids),
@@ -167,23 +235,20 @@ def train(
             extra["inputs"]["seen_classes_without_vector"] = sorted(without)
             extra["inputs"]["seen_classes"] = len(data.seen_wnids)
             extra["inputs"]["images"] = int(len(data.labels))
-    if config.select:
-        params, extra["selection"] = _select(cls.name, config.select, params, data, semantics, graph)
+    if select is not None:
+        params, extra["selection"] = _select(cls.name, select, params, data, semantics, graph)
     model = create(cls.name, **params).fit(data, semantics, graph)
-    return save_model(model, out_dir, extra)
+    return save_model(model, out_dir, extra, inputs=inputs)
 
 
 def _select(
-    name: str, select: dict[str, Any], params: dict[str, Any], data: SeenData, semantics: Any, graph: Any
+    name: str, select: SelectConfig, params: dict[str, Any], data: SeenData, semantics: Any, graph: Any
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The config's ``select`` block → (chosen hyper-parameters, manifest record)."""
-    grid = select.get("grid", "default")
-    mode = select.get("mode", "zsl")
+    grid = select.grid
+    mode = select.mode
     split = split_seen_data(
-        data,
-        float(select.get("val_fraction", 0.2)),
-        int(select.get("seed", 0)),
-        float(select.get("seen_holdout", 0.2)) if mode == "gzsl" else None,
+        data, select.val_fraction, select.seed, select.seen_holdout if mode == "gzsl" else None
     )
     result = search_hyperparameters(
         name,

@@ -19,7 +19,16 @@ from scipy.sparse import csgraph
 
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
-from imagenet_zsl.models.common import check_features, check_seen_data, require_graph
+from imagenet_zsl.models.common import (
+    FEATURE_MODES,
+    FeaturePrep,
+    check_choice,
+    check_features,
+    check_positive,
+    check_seen_data,
+    feature_statistics,
+    require_graph,
+)
 from imagenet_zsl.models.seen_classifier import SeenClassifier
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
@@ -139,6 +148,54 @@ class Trivial(ZSLModel):
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
         features = check_features(self.name, features, self.dim_)
         return self.classifier_.posterior(features, logits).astype(np.float32)
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        return nearest_seen_matrix(self.graph_, self.seen_wnids_, list(wnids))
+
+
+@MODELS.register("hascoet_trivial")
+class HascoetTrivial(ZSLModel):
+    """Hascoet et al.'s trivial linear baseline: ridge onto one-hot codes, nearest training class."""
+
+    # Hascoet et al. (2019, Sec. 5.2, App. E): the linear baseline (ridge regression from image
+    # features to the class embedding) trained with one-hot codes of the training classes as the
+    # embedding; a test class gets the code of its nearest training class in the graph (uniform over
+    # ties: the expected value of a random tie break). Unlike ``trivial`` the image side is the
+    # regression output x W (D, S), not a softmax posterior.
+    name: ClassVar[str] = "hascoet_trivial"
+    defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0, "features": "standard"}
+    grid: ClassVar[dict[str, list[Any]]] = {"alpha": [10.0**p for p in range(-3, 4)]}
+    needs_graph: ClassVar[bool] = True
+    needs_semantics: ClassVar[bool] = False
+    seen_need_vectors: ClassVar[bool] = False
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_positive(self.name, self.params, ["alpha"], allow_zero=True)
+        check_choice(self.name, "features", self.params["features"], FEATURE_MODES)
+
+    def fit(
+        self, data: SeenData, semantics: ClassVectors | None = None, graph: ClassGraph | None = None
+    ) -> HascoetTrivial:
+        graph = require_graph(self.name, graph)
+        graph.indices(data.seen_wnids, "seen classes")
+        features, labels = check_seen_data(self.name, data)
+        self.prep_ = FeaturePrep(self.params["features"]).fit(features)
+        gram, sums, _ = feature_statistics(self.prep_, features, labels, len(data.seen_wnids))
+        # ridge onto one-hot targets: W = (XᵀX + αI)⁻¹ XᵀY, and XᵀY is the per-class feature sums
+        system = gram + float(self.params["alpha"]) * np.eye(len(gram))
+        try:
+            self.map_ = np.linalg.solve(system, sums.T).astype(np.float32)
+        except np.linalg.LinAlgError:
+            self.map_ = np.linalg.lstsq(system, sums.T, rcond=None)[0].astype(np.float32)
+        self.seen_wnids_ = list(data.seen_wnids)
+        self.graph_ = graph
+        self.fit_info_ = {}
+        return self
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        features = check_features(self.name, features, self.prep_.dim)
+        return (self.prep_(features) @ self.map_).astype(np.float32)
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         return nearest_seen_matrix(self.graph_, self.seen_wnids_, list(wnids))

@@ -1,4 +1,4 @@
-"""Command-line entry points of the `semantics` stage: ``imagenet-zsl labels vectors|build|sense``."""
+"""Command-line entry points of the `semantics` stage: ``imagenet-zsl labels vectors|encode|build|sense``."""
 
 from __future__ import annotations
 
@@ -12,12 +12,19 @@ from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import universe_wnids
-from imagenet_zsl.io import sha256_file
-from imagenet_zsl.semantics.config import load_label_config
+from imagenet_zsl.io import check_out_dir, sha256_file
+from imagenet_zsl.semantics.config import LabelConfig, load_label_config
+from imagenet_zsl.semantics.encode import (
+    DEFAULT_TEMPLATES,
+    check_templates,
+    check_wnids,
+    encode_class_vectors,
+)
 from imagenet_zsl.semantics.labels import build_label_tables
 from imagenet_zsl.semantics.lemma_vectors import build_class_vectors, vectorizer_for
-from imagenet_zsl.semantics.report import figures, write_label_outputs
+from imagenet_zsl.semantics.report import BUILD_TOOL, figures, write_label_outputs
 from imagenet_zsl.semantics.senses import PrimarySenseModel, word_key
+from imagenet_zsl.semantics.text_encoders import create_text_encoder
 from imagenet_zsl.semantics.vector_files import save_class_vectors
 from imagenet_zsl.splits.io import read_wnid_list
 
@@ -39,6 +46,34 @@ def register(tree: CommandTree) -> None:
     vectors.add_argument("config", help="labels YAML (configs/labels.yaml) or a vector-set name/path")
     vectors.add_argument("--out", required=True, type=Path, help="output .npz or .parquet file")
     vectors.set_defaults(func=_vectors)
+
+    encode = group.add_parser(
+        "encode",
+        help="class vectors from a text encoder (CLIP text tower or sentence model), npz or parquet",
+        description="Mean over templates × WordNet lemmas of the unit text vectors, L2-normalised "
+        "(see imagenet_zsl/semantics/encode.py). Weights are never downloaded.",
+    )
+    encode.add_argument(
+        "--encoder",
+        required=True,
+        help="clip:ARCH/PRETRAINED (open_clip, e.g. clip:ViT-B-32/openai) or sentence:MODEL "
+        "(e.g. sentence:all-MiniLM-L6-v2, or a model folder)",
+    )
+    encode.add_argument(
+        "--template",
+        action="append",
+        default=None,
+        help=f"prompt with {{}} for the class name; repeatable (default: {DEFAULT_TEMPLATES[0]!r})",
+    )
+    encode.add_argument("--gloss", action="store_true", help="append the WordNet definition to each text")
+    encode.add_argument("--weights", type=Path, default=None, help="local checkpoint file or model folder")
+    encode.add_argument(
+        "--classes", type=Path, default=None, help="encode only the wnids in this file (default: all 21,842)"
+    )
+    encode.add_argument("--batch-size", type=int, default=256, help="texts per forward pass (default 256)")
+    encode.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    encode.add_argument("--out", required=True, type=Path, help="output .npz or .parquet file")
+    encode.set_defaults(func=_encode)
 
     build = group.add_parser(
         "build",
@@ -75,10 +110,37 @@ def _config(value: str | None):
     return load_label_config({"vectors": value})
 
 
+def _inside(path: Path, other: Path) -> bool:
+    return path == other or other in path.parents
+
+
+def check_out_file(out: Path, inputs: list[Path | str | None]) -> None:
+    """Refuse an ``--out`` file that is not .npz/.parquet, is a folder, or is (inside) an input."""
+    if out.suffix not in (".npz", ".parquet"):
+        raise UserInputError(f"--out {out}: must end in .npz or .parquet")
+    if out.is_dir():
+        raise UserInputError(f"--out {out} is a directory; give a file name ending in .npz or .parquet")
+    resolved = out.resolve()
+    for given in inputs:
+        if given is not None and _inside(resolved, Path(given).resolve()):
+            raise UserInputError(
+                f"--out {out} would overwrite the input {given}; choose an --out outside every input"
+            )
+    parent = resolved.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserInputError(f"--out {out}: {parent} is not a directory")
+
+
+def _vector_inputs(cfg: LabelConfig) -> list[Path | None]:
+    """The files a labels config reads: itself and its word-vector file or folder."""
+    return [cfg.path, None if cfg.vectors.is_named else Path(cfg.vectors.source)]
+
+
 def _vectors(args: argparse.Namespace) -> int:
     cfg = _config(args.config)
-    if args.out.suffix not in (".npz", ".parquet"):
-        raise UserInputError(f"{args.out}: --out must end in .npz or .parquet")
+    check_out_file(args.out, _vector_inputs(cfg))
     vectors = build_class_vectors(cfg)
     save_class_vectors(vectors, args.out)
     counts = fall11_counts()
@@ -97,8 +159,31 @@ def _vectors(args: argparse.Namespace) -> int:
     return 0
 
 
+def _encode(args: argparse.Namespace) -> int:
+    check_out_file(args.out, [args.classes, args.weights])
+    if args.batch_size < 1:
+        raise UserInputError(f"--batch-size {args.batch_size}: must be at least 1")
+    templates = check_templates(args.template or DEFAULT_TEMPLATES)
+    wnids = read_wnid_list(args.classes) if args.classes is not None else list(universe_wnids())
+    check_wnids(wnids)  # before loading a model
+    encoder = create_text_encoder(args.encoder, weights=args.weights, device=args.device)
+    vectors = encode_class_vectors(
+        encoder, wnids, templates, gloss=args.gloss, batch_size=args.batch_size, progress=True
+    )
+    save_class_vectors(vectors, args.out)
+    print(
+        f"encoded {len(vectors):,} classes with {args.encoder} ({len(templates)} template(s)"
+        f"{', + gloss' if args.gloss else ''}), dim {vectors.dim}"
+    )
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _build(args: argparse.Namespace) -> int:
+    if not str(args.config).endswith((".yaml", ".yml")):
+        raise UserInputError(f"{args.config}: labels build needs a labels YAML config (configs/labels.yaml)")
     cfg = _config(str(args.config))
+    check_out_dir(args.out, BUILD_TOOL, [*_vector_inputs(cfg), args.classes])
     wnids = None
     if args.classes is not None:
         wnids = read_wnid_list(args.classes)
@@ -111,7 +196,7 @@ def _build(args: argparse.Namespace) -> int:
     }
     if args.classes is not None:
         inputs["classes"] = {"name": args.classes.name, "sha256": sha256_file(args.classes)}
-    write_label_outputs(tables, args.out, inputs)
+    write_label_outputs(tables, args.out, inputs, sources=[*_vector_inputs(cfg), args.classes])
     print(figures(tables).to_string())
     print(
         f"wrote {args.out}/lemmas.csv ({len(tables.lemmas):,} rows), classes.csv "

@@ -1,7 +1,9 @@
 """The label-curation config (``configs/labels.yaml``): vectors, frequency and polysemy settings.
 
-Every key is optional; unknown keys are an error (a typo must not silently fall back to a
-default)::
+Read through the project's one typed config layer (``imagenet_zsl.config``): every key is
+optional, and an unknown key (with the closest allowed one suggested), a wrong type or an
+out-of-range value is a one-line error naming the file, the key path and the value, so a typo can
+never silently fall back to a default::
 
     vectors: glove-6b-50d        # a named set, a path, or {source: PATH, format: auto, dim: 300}
     lemma_rule: mean             # mean | first   (semantics.lemma_vectors)
@@ -21,17 +23,85 @@ default)::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
-import yaml
+from pydantic import BeforeValidator, Field
 
-from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.semantics.frequency import DEFAULT_MIN_COUNT, load_frequencies, rare_threshold
-from imagenet_zsl.semantics.spec import DEFAULT_MIN_CONFIDENCE, LEMMA_RULES, SENSE_DEFAULTS
-from imagenet_zsl.semantics.word_vectors import VectorSpec
+from imagenet_zsl.config import Config, load_config, validate_config
+from imagenet_zsl.semantics.frequency import DEFAULT_MIN_COUNT, Frequencies, load_frequencies, rare_threshold
+from imagenet_zsl.semantics.spec import DEFAULT_MIN_CONFIDENCE, SENSE_DEFAULTS
+from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS, VectorSpec
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _yaml_number(value: Any) -> Any:
+    """YAML 1.1 reads ``3.0e9`` (no exponent sign) as a string: accept such numeric strings."""
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
+        return float(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _section(value: Any) -> Any:
+    """An empty section (``frequency:`` with nothing under it) means all defaults."""
+    return {} if value is None else value
+
+
+def _vector_section(value: Any) -> Any:
+    """``vectors: NAME_OR_PATH`` is short for ``vectors: {source: NAME_OR_PATH}``."""
+    return {"source": str(value)} if isinstance(value, str | Path) else value
+
+
+Number = Annotated[float, BeforeValidator(_yaml_number)]
+#: ``auto`` or one of ``word_vectors.FORMATS`` (kept equal by tests/semantics/test_config.py)
+VectorFormat = Literal[
+    "auto", "npy-parquet", "word2vec-binary", "word2vec-text", "fasttext", "glove", "gensim"
+]
+
+
+class VectorsSection(Config):
+    """``vectors:``: a named set or a path (relative to the config's folder), its format and dim."""
+
+    source: str | None = None
+    path: str | None = None  # synonym of source
+    name: str | None = None  # synonym of source
+    format: VectorFormat = "auto"
+    dim: Annotated[int, Field(ge=1)] | None = None
+
+
+class FrequencySection(Config):
+    """``frequency:``: where word frequencies come from and the rare-label threshold."""
+
+    source: str = "wordfreq"
+    lang: str = "en"
+    min_count: Annotated[Number, Field(gt=0)] | None = float(DEFAULT_MIN_COUNT)
+    reference_tokens: Annotated[Number, Field(gt=0)] | None = None
+    min_zipf: Annotated[Number, Field(ge=0, le=9)] | None = None
+
+
+class PolysemySection(Config):
+    """``polysemy:``: the primary-meaning threshold and the sense model's parameters."""
+
+    min_confidence: Annotated[Number, Field(ge=0, le=1)] = DEFAULT_MIN_CONFIDENCE
+    temperature: Annotated[Number, Field(gt=0)] = SENSE_DEFAULTS["temperature"]
+    order_decay: Annotated[Number, Field(gt=0, le=1)] = SENSE_DEFAULTS["order_decay"]
+    prior_strength: Annotated[Number, Field(gt=0)] = SENSE_DEFAULTS["prior_strength"]
+
+
+class LabelsRecipe(Config):
+    """The whole ``configs/labels.yaml`` as typed by the config layer (see the module docstring)."""
+
+    vectors: Annotated[VectorsSection, BeforeValidator(_vector_section)] = VectorsSection()
+    lemma_rule: Literal["mean", "first"] = "mean"
+    normalize: bool = True
+    frequency: Annotated[FrequencySection, BeforeValidator(_section)] = FrequencySection()
+    polysemy: Annotated[PolysemySection, BeforeValidator(_section)] = PolysemySection()
 
 
 @dataclass(frozen=True)
@@ -43,10 +113,10 @@ class FrequencyConfig:
     min_zipf: float | None = None
     base_dir: Path | None = None
 
-    def load(self):
+    def load(self) -> Frequencies:
         return load_frequencies(self.source, self.lang, self.base_dir)
 
-    def threshold(self, frequencies=None) -> float:
+    def threshold(self, frequencies: Frequencies | None = None) -> float:
         """Zipf value below which a label is rare."""
         frequencies = frequencies or self.load()
         return rare_threshold(frequencies, self.min_zipf, self.min_count, self.reference_tokens)
@@ -83,91 +153,47 @@ class LabelConfig:
         }
 
 
-def _check_keys(section: Mapping, allowed: set[str], where: str) -> None:
-    unknown = set(section) - allowed
-    if unknown:
-        raise UserInputError(f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-
-
-def _number(value: Any, where: str, positive: bool = False, optional: bool = True) -> float | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise UserInputError(f"{where}: expected a number, got {value!r}")
-    try:
-        number = float(value)
-    except ValueError as err:
-        raise UserInputError(f"{where}: expected a number, got {value!r}") from err
-    if positive and not number > 0:
-        raise UserInputError(f"{where}: must be > 0, got {value!r}")
-    return number
-
-
 def load_label_config(source: str | Path | Mapping | None = None) -> LabelConfig:
-    """Parse a labels YAML file (or an already-loaded mapping; None → all defaults)."""
+    """A labels YAML file (or an already-parsed mapping; None → all defaults), strictly validated.
+
+    Unknown keys, wrong types and out-of-range values are one-line ``UserInputError``s naming the
+    file, the key path and the value (``imagenet_zsl.config``).
+    """
     path: Path | None = None
     if source is None:
-        data: Any = {}
+        recipe = LabelsRecipe()
     elif isinstance(source, Mapping):
-        data = dict(source)
+        recipe = validate_config(dict(source), LabelsRecipe, "label config")
     else:
         path = Path(source)
-        if not path.is_file():
-            raise UserInputError(f"{path}: label config not found")
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as err:
-            raise UserInputError(f"{path}: invalid YAML ({err})") from err
+        recipe = load_config(path, LabelsRecipe)
     where = str(path) if path else "label config"
-    if not isinstance(data, Mapping):
-        raise UserInputError(f"{where}: expected a mapping at the top level")
-    _check_keys(data, {"vectors", "lemma_rule", "normalize", "frequency", "polysemy"}, where)
     base_dir = path.parent if path else None
-    vectors = VectorSpec.parse(data.get("vectors", "glove-6b-50d"), base_dir, f"{where}: vectors")
-    rule = data.get("lemma_rule", "mean")
-    if rule not in LEMMA_RULES:
-        raise UserInputError(f"{where}: lemma_rule must be one of {', '.join(LEMMA_RULES)}, got {rule!r}")
-    normalize = data.get("normalize", True)
-    if not isinstance(normalize, bool):
-        raise UserInputError(f"{where}: normalize must be true or false, got {normalize!r}")
-
-    freq = data.get("frequency") or {}
-    if not isinstance(freq, Mapping):
-        raise UserInputError(f"{where}: frequency must be a mapping")
-    _check_keys(freq, {"source", "lang", "min_count", "reference_tokens", "min_zipf"}, f"{where}: frequency")
-    frequency = FrequencyConfig(
-        source=str(freq.get("source", "wordfreq")),
-        lang=str(freq.get("lang", "en")),
-        min_count=_number(freq.get("min_count", DEFAULT_MIN_COUNT), f"{where}: frequency.min_count"),
-        reference_tokens=_number(
-            freq.get("reference_tokens"), f"{where}: frequency.reference_tokens", positive=True
-        ),
-        min_zipf=_number(freq.get("min_zipf"), f"{where}: frequency.min_zipf"),
-        base_dir=base_dir,
+    section = recipe.vectors
+    vectors = VectorSpec.parse(
+        {
+            "source": section.source or section.path or section.name or DEFAULT_VECTORS,
+            "format": section.format,
+            "dim": section.dim,
+        },
+        base_dir,
+        f"{where}: vectors",
     )
-    poly = data.get("polysemy") or {}
-    if not isinstance(poly, Mapping):
-        raise UserInputError(f"{where}: polysemy must be a mapping")
-    _check_keys(poly, {"min_confidence", *SENSE_DEFAULTS}, f"{where}: polysemy")
-    min_conf = _number(
-        poly.get("min_confidence", DEFAULT_MIN_CONFIDENCE),
-        f"{where}: polysemy.min_confidence",
-        optional=False,
-    )
-    if not 0 <= min_conf <= 1:
-        raise UserInputError(f"{where}: polysemy.min_confidence must be in [0, 1], got {min_conf}")
-    params = {
-        k: _number(poly.get(k, v), f"{where}: polysemy.{k}", positive=True, optional=False)
-        for k, v in SENSE_DEFAULTS.items()
-    }
-    if params["order_decay"] > 1:
-        raise UserInputError(f"{where}: polysemy.order_decay must be in (0, 1], got {params['order_decay']}")
+    freq = recipe.frequency
+    poly = recipe.polysemy
     return LabelConfig(
         vectors=vectors,
-        lemma_rule=rule,
-        normalize=normalize,
-        frequency=frequency,
-        min_confidence=min_conf,
-        sense_params=tuple(sorted(params.items())),
+        lemma_rule=recipe.lemma_rule,
+        normalize=recipe.normalize,
+        frequency=FrequencyConfig(
+            source=freq.source,
+            lang=freq.lang,
+            min_count=freq.min_count,
+            reference_tokens=freq.reference_tokens,
+            min_zipf=freq.min_zipf,
+            base_dir=base_dir,
+        ),
+        min_confidence=poly.min_confidence,
+        sense_params=tuple(sorted((k, float(getattr(poly, k))) for k in SENSE_DEFAULTS)),
         path=path,
     )

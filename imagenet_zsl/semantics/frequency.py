@@ -144,7 +144,11 @@ class CountTableFrequencies:
         return out
 
 
-def load_frequencies(source: str = "wordfreq", lang: str = "en", base_dir: Path | None = None):
+#: either source of word frequencies (both offer ``zipf(labels)`` and ``reference_tokens``)
+Frequencies = WordfreqFrequencies | CountTableFrequencies
+
+
+def load_frequencies(source: str = "wordfreq", lang: str = "en", base_dir: Path | None = None) -> Frequencies:
     """``wordfreq`` or a path to a count table (relative paths: against ``base_dir`` first)."""
     if source == "wordfreq":
         return WordfreqFrequencies(lang)
@@ -155,7 +159,7 @@ def load_frequencies(source: str = "wordfreq", lang: str = "en", base_dir: Path 
 
 
 def rare_threshold(
-    frequencies,
+    frequencies: Frequencies,
     min_zipf: float | None = None,
     min_count: float | None = DEFAULT_MIN_COUNT,
     reference_tokens: float | None = None,

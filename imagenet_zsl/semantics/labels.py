@@ -35,7 +35,7 @@ import pandas as pd
 
 from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.nouns import WordNetNouns, load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import training_wnids, universe_wnids
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.config import LabelConfig
@@ -57,7 +57,7 @@ LEMMA_COLUMNS = (
 )
 
 
-def chosen_labels(wnids: Sequence[str], nouns=None) -> list[str]:
+def chosen_labels(wnids: Sequence[str], nouns: WordNetNouns | None = None) -> list[str]:
     """The label of each class: its first WordNet lemma (see the module docstring)."""
     if nouns is None:
         nouns = load_wordnet_nouns()
@@ -95,7 +95,7 @@ def primary_decisions(
     return is_primary, confidence, primary
 
 
-def imagenet_classes_by_lemma(nouns, universe: Sequence[str]) -> dict[str, list[str]]:
+def imagenet_classes_by_lemma(nouns: WordNetNouns, universe: Sequence[str]) -> dict[str, list[str]]:
     """lemma (index form) → the ImageNet classes having it among their lemmas (universe order)."""
     found: dict[str, list[str]] = {}
     for wnid in universe:

@@ -29,7 +29,7 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,6 +43,9 @@ from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.config import LabelConfig, load_label_config
 from imagenet_zsl.semantics.spec import LEMMA_RULES
 from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS, VectorSpec, load_word_vectors
+
+if TYPE_CHECKING:
+    from gensim.models import KeyedVectors
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ class LemmaVectorizer:
     (``phrase``, ``words`` or ``oov``). Results are memoised: ImageNet lemmas repeat.
     """
 
-    def __init__(self, keyed_vectors):
+    def __init__(self, keyed_vectors: KeyedVectors) -> None:
         self.kv = keyed_vectors
         self._key_to_index = keyed_vectors.key_to_index
         norms = np.linalg.norm(keyed_vectors.vectors, axis=1)

@@ -4,6 +4,7 @@
 
     pool:
       - {filter: has_vector, vectors: glove-6b-50d}          # lemma_rule: mean|first, format: auto
+      - {filter: has_vector, vectors: clip_vectors.npz}      # a `labels encode|vectors` output file
       - {filter: min_word_frequency}                         # label seen >= 50 times per 3e9 words
       - {filter: min_word_frequency, zipf_min: 2.0}          # ... or a Zipf threshold
       - {filter: min_word_frequency, table: counts.tsv}      # ... or a user's word<TAB>count table
@@ -16,6 +17,7 @@ frequency lists, the sense model) are memoised in ``ctx.cache`` for the rest of 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,11 +28,12 @@ from imagenet_zsl.semantics.labels import chosen_labels, primary_decisions
 from imagenet_zsl.semantics.lemma_vectors import load_class_vectors, vectorizer_for
 from imagenet_zsl.semantics.senses import PrimarySenseModel
 from imagenet_zsl.semantics.spec import DEFAULT_MIN_CONFIDENCE, SENSE_DEFAULTS
+from imagenet_zsl.semantics.vector_files import is_class_vector_file, load_class_vector_file
 from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS, VectorSpec
 from imagenet_zsl.splits.pool import POOL_FILTERS, PoolContext
 
 
-def _memo(ctx: PoolContext, key: tuple, build):
+def _memo(ctx: PoolContext, key: tuple, build: Callable[[], Any]) -> Any:
     if key not in ctx.cache:
         ctx.cache[key] = build()
     return ctx.cache[key]
@@ -48,7 +51,12 @@ def has_vector(
     lemma_rule: str = "mean",
     format: str = "auto",
 ) -> list[str]:  # noqa: A002 - config key
-    """Keep classes that have a word-vector class embedding (none of their lemmas in vocabulary → out)."""
+    """Keep classes that have a class vector: from word vectors (none of their lemmas in vocabulary →
+    out), or listed in a class-vector file (``labels vectors|encode`` output, .npz or .parquet)."""
+    if is_class_vector_file(vectors):
+        key = ("semantics.class_vector_file", str(vectors))
+        table = _memo(ctx, key, lambda: load_class_vector_file(vectors))
+        return [w for w in candidates if w in table]
     spec = VectorSpec.parse(vectors if format == "auto" else {"source": vectors, "format": format})
     config = {
         "vectors": {"source": spec.source, "format": spec.format, "dim": spec.dim},

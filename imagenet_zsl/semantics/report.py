@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from imagenet_zsl.io import atomic_directory, atomic_write_json, file_record, so
 from imagenet_zsl.plotting import save_figure, subplots
 from imagenet_zsl.semantics.labels import LEMMA_COLUMNS, REASONS, LabelTables
 
+#: the command that writes a labels folder (its manifest's "tool")
+BUILD_TOOL = "imagenet-zsl labels build"
 FREQUENCY_PLOT = "label_frequency.png"
 REASONS_PLOT = "exclusion_reasons.png"
 CLASS_VECTORS = "class_vectors.npz"
@@ -172,10 +175,19 @@ def render_report(tables: LabelTables) -> str:
     return "\n".join(lines)
 
 
-def write_label_outputs(tables: LabelTables, out_dir: str | Path, inputs: dict[str, Any]) -> Path:
-    """All outputs into ``out_dir`` atomically (a failed run leaves the old folder untouched)."""
+def write_label_outputs(
+    tables: LabelTables,
+    out_dir: str | Path,
+    inputs: dict[str, Any],
+    sources: Sequence[str | Path | None] = (),
+) -> Path:
+    """All outputs into ``out_dir`` atomically (a failed run leaves the old folder untouched).
+
+    ``inputs`` is recorded in the manifest; ``sources`` are the files read (config, vector files,
+    class list): an ``out_dir`` that contains or lies inside one of them is refused.
+    """
     out_dir = Path(out_dir)
-    with atomic_directory(out_dir, tool="imagenet-zsl labels build") as tmp:
+    with atomic_directory(out_dir, tool=BUILD_TOOL, inputs=sources) as tmp:
         lemma_columns = list(LEMMA_COLUMNS) + [c for c in tables.lemmas.columns if c not in LEMMA_COLUMNS]
         tables.lemmas[lemma_columns].to_csv(tmp / "lemmas.csv", index=False, lineterminator="\n")
         tables.classes.to_csv(tmp / "classes.csv", index=False, lineterminator="\n")
@@ -188,7 +200,7 @@ def write_label_outputs(tables: LabelTables, out_dir: str | Path, inputs: dict[s
         kept = tables.classes
         manifest = {
             "format": "imagenet-zsl/labels-v1",
-            "tool": "imagenet-zsl labels build",
+            "tool": BUILD_TOOL,
             "version": __version__,
             "inputs": inputs,
             "parameters": {

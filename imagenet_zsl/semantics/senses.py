@@ -48,7 +48,7 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.optimize import minimize_scalar
 
-from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.nouns import WordNetNouns, load_wordnet_nouns
 from imagenet_zsl.semantics.lemma_vectors import LemmaVectorizer
 from imagenet_zsl.semantics.spec import SENSE_DEFAULTS
 
@@ -70,7 +70,7 @@ class SenseInventory:
     children: sp.csr_matrix
 
     @classmethod
-    def from_nouns(cls, nouns) -> SenseInventory:
+    def from_nouns(cls, nouns: WordNetNouns) -> SenseInventory:
         n = len(nouns.wnids)
         edges = np.concatenate([nouns.hypernym_edges, nouns.instance_edges])
         ones = np.ones(len(edges), dtype=np.int8)
@@ -119,7 +119,9 @@ class PrimarySenseModel:
 
     defaults = SENSE_DEFAULTS
 
-    def __init__(self, vectorizer: LemmaVectorizer | None, nouns=None, **params):
+    def __init__(
+        self, vectorizer: LemmaVectorizer | None, nouns: WordNetNouns | None = None, **params: float
+    ) -> None:
         unknown = set(params) - set(self.defaults)
         if unknown:
             raise ValueError(

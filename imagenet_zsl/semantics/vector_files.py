@@ -45,6 +45,27 @@ def save_class_vectors(vectors: ClassVectors, path: str | Path) -> Path:
     return atomic_write_bytes(path, buffer.getvalue())
 
 
+def is_class_vector_file(spec: object) -> bool:
+    """True when ``spec`` names a class-vector file (``labels vectors|encode`` output), not word vectors.
+
+    An ``.npz`` is always one; a ``.parquet`` is one when it has a ``wnid`` column (a word-vector
+    vocabulary parquet has none). Only the schema is read.
+    """
+    if not isinstance(spec, str | Path):
+        return False
+    path = Path(spec)
+    if path.suffix == ".npz":
+        return True
+    if path.suffix != ".parquet" or not path.is_file():
+        return False
+    import pyarrow.parquet as pq
+
+    try:
+        return "wnid" in pq.read_schema(path).names
+    except Exception:  # not readable as parquet: let the word-vector loader report it
+        return False
+
+
 def load_class_vector_file(path: str | Path) -> ClassVectors:
     """Read a file written by ``save_class_vectors``."""
     path = Path(path)

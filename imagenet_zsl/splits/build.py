@@ -1,6 +1,6 @@
 """Build every split a config asks for: files, manifest and report, all or nothing.
 
-Config schema (YAML; see configs/default.yaml)::
+Config schema (YAML, validated strictly by :mod:`imagenet_zsl.splits.config`; see configs/default.yaml)::
 
     graph: {source: wordnet, include_instances: false}   # or source: imagenet
     train: ilsvrc2012            # or a path to a wnid list
@@ -14,7 +14,10 @@ Config schema (YAML; see configs/default.yaml)::
         size: 500
         seed: 0
         pool: [{filter: not_training}, {filter: min_images, min: 301}]
-        optimiser: {shortlist_factors: [1.5, 2, 3], max_passes: 4, horizon: 10}
+        optimizer: exact                # or local_search (the heuristic, no bound)
+        optimiser: {levels: 4, time_limit: 120, shortlist_factor: 2.0}   # exact's knobs
+        include: null                   # wnid file: classes that must be chosen
+        exclude: null                   # wnid file: classes removed from the pool
         max_branch_share: null          # e.g. 0.3: at most 30% of classes per WordNet branch
         branch_quota: {}                # e.g. {noun.animal: 100}
 
@@ -30,14 +33,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from imagenet_zsl import __version__
+from imagenet_zsl.config import read_yaml
 from imagenet_zsl.data import fall11_counts, read_wnid_counts
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES, resolve_graph, training_wnids
+from imagenet_zsl.hierarchy.universe import resolve_graph, training_wnids
 from imagenet_zsl.io import (
     atomic_directory,
     atomic_write_json,
@@ -45,16 +48,26 @@ from imagenet_zsl.io import (
     sha256_file,
     software_versions,
 )
-from imagenet_zsl.splits.benchmark import select_max_ratio
+from imagenet_zsl.splits.benchmark import BenchmarkSelection, select_max_ratio
+from imagenet_zsl.splits.config import (
+    AllSplit,
+    BenchmarkSplit,
+    HopsSplit,
+    ListSplit,
+    PopulationSplit,
+    SplitsConfig,
+    SplitSpec,
+    load_splits_config,
+)
 from imagenet_zsl.splits.hops import LITERATURE_NAMES, hop_split
 from imagenet_zsl.splits.io import check_noun_synsets, read_wnid_list, write_wnid_list
+from imagenet_zsl.splits.leakage import REPORT_LABEL_SETS, WINTER21_SET, absent_from, split_leakage
 from imagenet_zsl.splits.pool import PoolContext, PoolStep, run_pool
 from imagenet_zsl.splits.population import population_split
 from imagenet_zsl.splits.report import write_report
 from imagenet_zsl.splits.structure import structural_ratios
 
 log = logging.getLogger(__name__)
-KINDS = ("hops", "all", "population", "benchmark", "list")
 
 
 @dataclass
@@ -80,23 +93,6 @@ class BuiltSplit:
         return self.pairs_within == 0 and self.pairs_with_train == 0
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    if not path.exists():
-        raise UserInputError(f"{path}: config not found")
-    try:
-        config = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise UserInputError(f"{path}: invalid YAML ({err})") from err
-    if not isinstance(config, dict) or not isinstance(config.get("splits"), list):
-        raise UserInputError(f"{path}: a split config needs a 'splits:' list")
-    names = [s.get("name") for s in config["splits"] if isinstance(s, dict)]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise UserInputError(f"{path}: split names must be unique, repeated: {', '.join(map(str, dup))}")
-    return config
-
-
 def resolve_train(spec: Any, where: str) -> list[str]:
     if spec in (None, "ilsvrc2012"):
         return training_wnids()
@@ -112,13 +108,9 @@ def resolve_counts(spec: Any) -> dict[str, int]:
     return read_wnid_counts(spec)
 
 
-def _config_graph(config: dict[str, Any]) -> ClassGraph:
+def config_graph(config: SplitsConfig) -> ClassGraph:
     """The packaged class graph a config's ``graph: {source, include_instances}`` names."""
-    graph_cfg = config.get("graph") or {}
-    source = graph_cfg.get("source", "wordnet")
-    if source not in GRAPH_SOURCES:
-        raise UserInputError(f"graph.source must be one of {', '.join(GRAPH_SOURCES)}, got {source!r}")
-    return resolve_graph(source + ("+instances" if graph_cfg.get("include_instances", False) else ""))
+    return resolve_graph(config.graph.source + ("+instances" if config.graph.include_instances else ""))
 
 
 def lexname_branches(wnids: list[str]) -> dict[str, str]:
@@ -127,69 +119,43 @@ def lexname_branches(wnids: list[str]) -> dict[str, str]:
     return {w: nouns.lexnames[nouns.index[w]] for w in wnids if w in nouns}
 
 
-def build_split(
-    spec: dict[str, Any],
+def build_split(  # noqa: PLR0913
+    spec: SplitSpec,
     graph: ClassGraph,
     train: list[str],
     candidates: list[str],
     counts: dict[str, int],
     where: str,
     progress: bool = True,
+    params: dict[str, Any] | None = None,
 ) -> BuiltSplit:
-    """One split from its config entry (pure: writes nothing)."""
-    name, kind = spec.get("name"), spec.get("kind")
-    if not name or kind not in KINDS:
-        raise UserInputError(f"{where}: each split needs a name and a kind in {KINDS}, got {spec}")
-    params = {k: v for k, v in spec.items() if k not in ("name", "kind")}
+    """One split from its validated config entry (pure: writes nothing).
+
+    ``params`` is what the manifest records (the entry as written, less name and kind).
+    """
+    if params is None:
+        params = {
+            k: v for k, v in spec.model_dump(exclude_defaults=True).items() if k not in ("name", "kind")
+        }
     details: dict[str, Any] = {}
     steps: list[PoolStep] = []
-    if kind == "hops":
-        k = int(params.get("k", 1))
-        wnids = hop_split(graph, candidates, train, k)
-        if f"hop{k}" in LITERATURE_NAMES:
-            details["literature_name"] = LITERATURE_NAMES[f"hop{k}"]
-    elif kind == "all":
+    if isinstance(spec, HopsSplit):
+        wnids = hop_split(graph, candidates, train, spec.k)
+        if f"hop{spec.k}" in LITERATURE_NAMES:
+            details["literature_name"] = LITERATURE_NAMES[f"hop{spec.k}"]
+    elif isinstance(spec, AllSplit):
         wnids = sorted(candidates)
-    elif kind == "population":
-        wnids = population_split(candidates, counts, int(params["n"]), bool(params.get("most", True)))
-    elif kind == "list":
-        wnids = sorted(read_wnid_list(params["path"]))
+    elif isinstance(spec, PopulationSplit):
+        wnids = population_split(candidates, counts, spec.n, spec.most)
+    elif isinstance(spec, ListSplit):
+        wnids = sorted(read_wnid_list(spec.path))
     else:
-        ctx = PoolContext(graph, train, counts)
-        pool, steps = run_pool(candidates, params.get("pool", []), ctx, where=f"{where}.pool")
-        if not pool:
-            raise UserInputError(
-                f"{where}: the candidate pool is empty after the filters "
-                f"({', '.join(f'{s.filter}: {s.after}' for s in steps)})"
-            )
-        branches = lexname_branches(pool)
-        selection = select_max_ratio(
-            graph,
-            pool,
-            train,
-            int(params.get("size", 500)),
-            seed=int(params.get("seed", 0)),
-            branch_of=branches,
-            branch_quota=params.get("branch_quota") or None,
-            max_branch_share=params.get("max_branch_share"),
-            progress=progress,
-            **(params.get("optimiser") or {}),
-        )
-        wnids = selection.wnids
-        details = {
-            "pool_size": len(pool),
-            "dropped_related_to_train": selection.dropped_related_to_train,
-            "greedy_ratio": round(selection.greedy_ratio, 6),
-            "swaps": selection.swaps,
-            "passes": selection.passes,
-            "shortlist": selection.shortlist,
-            "branches": selection.branch_counts,
-        }
+        wnids, steps, details = _benchmark(spec, graph, train, candidates, counts, where, progress)
     if not wnids:
-        raise UserInputError(f"{where}: split {name!r} came out empty")
+        raise UserInputError(f"{where}: split {spec.name!r} came out empty")
     return BuiltSplit(
-        name=name,
-        kind=kind,
+        name=spec.name,
+        kind=spec.kind,
         params=params,
         wnids=wnids,
         ratios=structural_ratios(graph, wnids, train),
@@ -199,6 +165,113 @@ def build_split(
         pool_steps=steps,
         details=details,
     )
+
+
+def benchmark_pool(
+    spec: BenchmarkSplit,
+    graph: ClassGraph,
+    train: list[str],
+    candidates: list[str],
+    counts: dict[str, int],
+    where: str,
+) -> tuple[list[str], list[PoolStep]]:
+    """The candidate pool of a benchmark split: its filters, then its ``exclude`` list."""
+    ctx = PoolContext(graph, train, counts)
+    pool, steps = run_pool(candidates, spec.pool, ctx, where=f"{where}.pool")
+    if spec.exclude:
+        banned = set(read_wnid_list(spec.exclude))
+        kept = [w for w in pool if w not in banned]
+        steps.append(PoolStep("exclude", {"path": spec.exclude}, len(pool), len(kept)))
+        pool = kept
+    if not pool:
+        raise UserInputError(
+            f"{where}: the candidate pool is empty after the filters "
+            f"({', '.join(f'{s.filter}: {s.after}' for s in steps)})"
+        )
+    return pool, steps
+
+
+def select_for(
+    spec: BenchmarkSplit,
+    graph: ClassGraph,
+    train: list[str],
+    pool: list[str],
+    progress: bool = False,
+    **overrides: Any,
+) -> BenchmarkSelection:
+    """Run the configured optimiser on ``pool`` (``overrides`` replace spec fields, e.g. size)."""
+    opts = spec.optimiser
+    values = {
+        "size": spec.size,
+        "max_branch_share": spec.max_branch_share,
+        "optimizer": spec.optimizer,
+        **overrides,
+    }
+    common = {
+        "branch_of": lexname_branches(pool),
+        "branch_quota": dict(spec.branch_quota) or None,
+        "max_branch_share": values["max_branch_share"],
+        "progress": progress,
+        "optimizer": values["optimizer"],
+        "include": read_wnid_list(spec.include) if spec.include else (),
+    }
+    if values["optimizer"] == "exact":
+        tuning = {
+            "time_limit": opts.time_limit,
+            "levels": opts.levels,
+            "shortlist_factor": opts.shortlist_factor,
+        }
+    else:
+        tuning = {
+            "seed": spec.seed,
+            "shortlist_factors": opts.shortlist_factors,
+            "max_passes": opts.max_passes,
+            "horizon": opts.horizon,
+        }
+    return select_max_ratio(graph, pool, train, int(values["size"]), **common, **tuning)
+
+
+def _benchmark(
+    spec: BenchmarkSplit,
+    graph: ClassGraph,
+    train: list[str],
+    candidates: list[str],
+    counts: dict[str, int],
+    where: str,
+    progress: bool,
+) -> tuple[list[str], list[PoolStep], dict[str, Any]]:
+    pool, steps = benchmark_pool(spec, graph, train, candidates, counts, where)
+    selection = select_for(spec, graph, train, pool, progress)
+    gap = selection.gap
+    details = {
+        "pool_size": len(pool),
+        "dropped_related_to_train": selection.dropped_related_to_train,
+        "optimizer": selection.optimizer,
+        "status": selection.status,
+        "upper_bound": None if selection.upper_bound is None else round(selection.upper_bound, 6),
+        "gap": None if gap is None else round(gap, 6),
+        "shortlist": selection.shortlist,
+        "branches": selection.branch_counts,
+    }
+    if selection.optimizer == "exact":
+        details["rounds"] = selection.passes
+    else:
+        details.update(
+            greedy_ratio=round(selection.greedy_ratio, 6), swaps=selection.swaps, passes=selection.passes
+        )
+    return selection.wnids, steps, details
+
+
+def input_files(config: SplitsConfig) -> list[str]:
+    """Every file a recipe reads: training list, counts, list splits, include/exclude, pool lists."""
+    files = [spec for spec in (config.train, config.counts) if spec not in ("ilsvrc2012", "fall11")]
+    for spec in config.splits:
+        if isinstance(spec, ListSplit):
+            files.append(spec.path)
+        if isinstance(spec, BenchmarkSplit):
+            files += [p for p in (spec.include, spec.exclude) if p]
+            files += [str(step["path"]) for step in spec.pool if isinstance(step.get("path"), str)]
+    return files
 
 
 def _ratio_summary(ratios: np.ndarray) -> dict[str, float]:
@@ -212,20 +285,20 @@ def _ratio_summary(ratios: np.ndarray) -> dict[str, float]:
 def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = True) -> list[BuiltSplit]:
     """Build all splits of a config into ``out_dir`` (atomic: all files appear at once or none)."""
     config_path = Path(config_path)
-    config = load_config(config_path)
-    train = resolve_train(config.get("train"), str(config_path))
+    config = load_splits_config(config_path)
+    raw = read_yaml(config_path)
+    train = resolve_train(config.train, str(config_path))
     check_noun_synsets(train, f"{config_path}: train")
-    counts = resolve_counts(config.get("counts"))
-    graph = _config_graph(config)
+    counts = resolve_counts(config.counts)
+    graph = config_graph(config)
     train_set = set(train)
     candidates = sorted(w for w in fall11_counts() if w not in train_set)
     built: list[BuiltSplit] = []
     started = time.perf_counter()
-    for i, spec in enumerate(config["splits"]):
+    for i, spec in enumerate(config.splits):
         where = f"{config_path}: splits[{i}]"
-        if not isinstance(spec, dict):
-            raise UserInputError(f"{where}: expected a mapping, got {spec!r}")
-        split = build_split(spec, graph, train, candidates, counts, where, progress)
+        params = {k: v for k, v in raw["splits"][i].items() if k not in ("name", "kind")}
+        split = build_split(spec, graph, train, candidates, counts, where, progress, params)
         overlap = sorted(set(split.wnids) & train_set)
         if overlap:
             raise UserInputError(
@@ -234,7 +307,8 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
         log.info("split %-10s %6d classes  R=%.3f", split.name, len(split.wnids), split.ratio)
         built.append(split)
     nouns = load_wordnet_nouns()
-    with atomic_directory(out_dir, tool="imagenet-zsl splits build") as tmp:
+    inputs = [config_path] + [Path(p) for p in input_files(config)]
+    with atomic_directory(out_dir, tool="imagenet-zsl splits build", inputs=inputs) as tmp:
         records = {}
         for split in built:
             path = write_wnid_list(tmp / f"{split.name}.txt", split.wnids)
@@ -255,6 +329,10 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
                     for s in split.pool_steps
                 ],
                 **split.details,
+                "leakage": {
+                    name: split_leakage(split.wnids, name, counts).as_dict() for name in REPORT_LABEL_SETS
+                },
+                "absent_from_in21k_p_winter21": absent_from(split.wnids, WINTER21_SET),
             }
         manifest = {
             "format": "imagenet-zsl/splits-v1",
@@ -263,7 +341,7 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
             "config": {
                 "name": config_path.name,
                 "sha256": sha256_bytes(config_path.read_bytes()),
-                "content": config,
+                "content": raw,
             },
             "graph": {
                 "source": graph.source,

@@ -1,4 +1,4 @@
-"""``imagenet-zsl splits build`` and ``imagenet-zsl splits stats``."""
+"""``imagenet-zsl splits build | stats | leakage | frontier``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,12 @@ from typing import TYPE_CHECKING
 
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.splits.build import build_splits, resolve_counts, resolve_train
+from imagenet_zsl.splits.frontier import DEFAULT_SHARES, frontier, frontier_table
+from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.leakage import split_leakage
+from imagenet_zsl.splits.pretraining import LABEL_SET_FILES, label_set
 from imagenet_zsl.splits.report import split_table
-from imagenet_zsl.splits.stats import split_stats
+from imagenet_zsl.splits.stats import default_pool_config, optimum_for_size, split_stats
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -34,8 +38,81 @@ def register(tree: CommandTree) -> None:
     stats.add_argument("--train", help="training wnid list (default: the ILSVRC-2012 1,000)")
     stats.add_argument("--graph", choices=("wordnet", "imagenet"), default="wordnet")
     stats.add_argument("--counts", help="'wnid<TAB>count' TSV (default: packaged fall11 counts)")
+    stats.add_argument(
+        "--pool-config",
+        help="split recipe whose benchmark pool gives the optimum R for a list of this size "
+        "(default: configs/default.yaml's 'benchmark' pool when the repository has it)",
+    )
+    stats.add_argument("--split", help="benchmark split of --pool-config (default: its first)")
+    stats.add_argument("--no-optimum", action="store_true", help="skip the optimum R (it takes seconds)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(func=_stats)
+
+    leak = group.add_parser(
+        "leakage",
+        help="share of a split's test classes and images seen as labels in pretraining",
+        description="For each split file, the share of its classes (and of their images) that "
+        "are labels of a pretraining label set.",
+    )
+    leak.add_argument("splits", nargs="+", help="wnid list(s)")
+    leak.add_argument(
+        "--pretraining", required=True, help=f"label set: {', '.join(LABEL_SET_FILES)} or a wnid-list FILE"
+    )
+    leak.add_argument("--counts", help="'wnid<TAB>count' TSV (default: packaged fall11 counts)")
+    leak.add_argument("--json", action="store_true", help="print one JSON object per split")
+    leak.set_defaults(func=_leakage)
+
+    front = group.add_parser(
+        "frontier",
+        help="optimal R as the largest share of one WordNet branch goes from 1.0 to 0.1",
+        description="Solve a benchmark split of CONFIG exactly for each max_branch_share; write "
+        "the sets, frontier.csv/.md, frontier.png and manifest.json to DIR.",
+    )
+    front.add_argument("config", help="split recipe, e.g. configs/default.yaml")
+    front.add_argument("--out", required=True, help="output directory (replaced atomically)")
+    front.add_argument("--split", help="benchmark split of CONFIG (default: its first)")
+    front.add_argument(
+        "--shares",
+        type=_shares,
+        default=DEFAULT_SHARES,
+        help="comma-separated max_branch_share values (default: 1.0,0.9,...,0.1)",
+    )
+    front.set_defaults(func=_frontier)
+
+
+def _shares(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+    if not values or not all(0 < v <= 1 for v in values):
+        raise argparse.ArgumentTypeError(f"each share must be in (0, 1], got {text!r}")
+    return values
+
+
+def _leakage(args: argparse.Namespace) -> int:
+    counts = resolve_counts(args.counts)
+    seen = label_set(args.pretraining)  # fail fast on an unknown set
+    del seen
+    for path in args.splits:
+        wnids = read_wnid_list(path)
+        leak = split_leakage(wnids, args.pretraining, counts)
+        if args.json:
+            print(json.dumps({"split": path, **leak.as_dict()}, sort_keys=True))
+        else:
+            print(
+                f"{path}: {leak.seen_classes:,}/{leak.n_classes:,} test classes "
+                f"({100 * leak.class_share:.1f}%) and {100 * leak.image_share:.1f}% of "
+                f"{leak.n_images:,} test images are {args.pretraining} labels"
+            )
+    return 0
+
+
+def _frontier(args: argparse.Namespace) -> int:
+    rows = frontier(args.config, args.out, split=args.split, shares=args.shares)
+    print(frontier_table(rows))
+    print(f"\nwrote {len(rows)} optimal sets, frontier.csv/.md/.png and manifest.json to {args.out}")
+    return 0
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -47,7 +124,11 @@ def _build(args: argparse.Namespace) -> int:
 
 def _stats(args: argparse.Namespace) -> int:
     train = resolve_train(args.train, "--train")
-    stats = split_stats(args.file, train, resolve_graph(args.graph), resolve_counts(args.counts))
+    graph = resolve_graph(args.graph)
+    stats = split_stats(args.file, train, graph, resolve_counts(args.counts))
+    pool_config = args.pool_config or (None if args.no_optimum else default_pool_config())
+    if pool_config is not None and not args.no_optimum:
+        stats.update(optimum_for_size(pool_config, args.split, stats["n_classes"]))
     if args.json:
         print(json.dumps(stats, sort_keys=True))
     else:

@@ -14,16 +14,29 @@ WNID_RE = re.compile(r"^n\d{8}$")
 
 
 def read_wnid_list(path: str | Path) -> list[str]:
-    """wnids of a split file in file order; '#' comments and blank lines are ignored.
+    """wnids of a list file in file order — the one reader of every wnid list (splits,
+    --classes, --seen-classes, include/exclude lists).
 
-    Raises UserInputError naming the file and line of a malformed wnid or a duplicate.
+    Accepts a UTF-8 BOM, CRLF line ends, blank lines and '#' comments; extra columns after the
+    wnid are ignored. Raises UserInputError naming the file and line of a malformed wnid
+    (``dog``, ``N01443537``), a duplicate, or a byte that is not UTF-8.
     """
     path = Path(path)
-    if not path.exists():
-        raise UserInputError(f"{path}: wnid list not found")
+    if not path.is_file():
+        raise UserInputError(
+            f"{path}: wnid list not found" + (" (it is a directory)" if path.is_dir() else "")
+        )
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line_no = data[: err.start].count(b"\n") + 1
+        raise UserInputError(
+            f"{path}:{line_no}: invalid UTF-8 byte 0x{data[err.start]:02x}; save the list as UTF-8 text"
+        ) from None
     wnids: list[str] = []
     seen: dict[str, int] = {}
-    for line_no, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for line_no, raw in enumerate(text.splitlines(), 1):
         token = raw.split("#", 1)[0].strip()
         if not token:
             continue

@@ -28,6 +28,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.registry import Registry
 from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.pretraining import label_set as pretraining_label_set
 
 PoolFilter = Callable[..., list[str]]
 #: every pool filter by name; downstream stages register theirs via the entry-point group
@@ -129,3 +130,11 @@ def exclude_list(candidates: list[str], ctx: PoolContext, path: str) -> list[str
     """Drop classes listed in a wnid file (one per line)."""
     banned = set(read_wnid_list(path))
     return [w for w in candidates if w not in banned]
+
+
+@POOL_FILTERS.register("not_in_pretraining")
+def not_in_pretraining(candidates: list[str], ctx: PoolContext, label_set: str = "in12k") -> list[str]:
+    """Drop the labels of a pretraining set (``in1k``, ``in12k``, ``in21k-p``, ``in22k`` or a wnid
+    file): a benchmark from this pool has zero leakage for backbones pretrained on that set."""
+    seen = pretraining_label_set(label_set)
+    return [w for w in candidates if w not in seen]

@@ -22,14 +22,19 @@ def _fmt(x: float) -> str:
 def split_table(splits: list[BuiltSplit]) -> str:
     """Markdown table: one row per split (printed by the CLI too)."""
     rows = [
-        "| split | kind | classes | images (fall11) | R | flaws within | flaws with train | consistent |",
-        "|---|---|---:|---:|---:|---:|---:|:---:|",
+        "| split | kind | classes | images (fall11) | R | bound | gap | flaws within "
+        "| flaws with train | consistent |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|:---:|",
     ]
     for s in splits:
         lit = s.details.get("literature_name")
         kind = f'{s.kind} (lit. "{lit}")' if lit else s.kind
+        bound, gap = s.details.get("upper_bound"), s.details.get("gap")
+        bound_cell = "-" if bound is None else f"{bound:.3f}"
+        gap_cell = "-" if gap is None else f"{gap:.3g}"
         rows.append(
             f"| {s.name} | {kind} | {len(s.wnids):,} | {s.n_images:,} | {_fmt(s.ratio)} | "
+            f"{bound_cell} | {gap_cell} | "
             f"{s.pairs_within:,} | {s.pairs_with_train:,} | {'yes' if s.consistent else 'no'} |"
         )
     return "\n".join(rows)
@@ -89,13 +94,8 @@ def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, An
                 f"| {step.filter} | {params} | {step.before:,} | {step.after:,} | {step.removed:,} |"
             )
         dist = manifest["splits"][s.name]["ratio_distribution"]
+        lines += ["", _optimiser_line(s, d)]
         lines += [
-            "",
-            f"Optimiser: pool {d['pool_size']:,} classes, {d['dropped_related_to_train']:,} dropped as "
-            f"ancestors/descendants of training classes; greedy R {d['greedy_ratio']:.3f} → "
-            f"{s.ratio:.3f} after {d['swaps']} improving moves (single swaps and pair moves) in "
-            f"{d['passes']} passes (shortlist of "
-            f"{d['shortlist']:,} classes farthest from training).",
             "",
             "Per-class ratio r(c): " + ", ".join(f"{k} {v:.2f}" for k, v in dist.items()),
             "",
@@ -106,4 +106,68 @@ def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, An
         ]
         for branch, n in sorted(d["branches"].items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"| {branch} | {n} |")
+    lines += _leakage_lines(splits, manifest)
     atomic_write_text(out_dir / "report.md", "\n".join(lines) + "\n")
+
+
+def _optimiser_line(s: BuiltSplit, d: dict[str, Any]) -> str:
+    pool = (
+        f"pool {d['pool_size']:,} classes, {d['dropped_related_to_train']:,} dropped as "
+        "ancestors/descendants of training classes"
+    )
+    if d.get("optimizer") == "exact":
+        certified = (
+            "certified optimal"
+            if d["gap"] is not None and d["gap"] <= 1e-6
+            else f"not certified ({d['status']})"
+        )
+        return (
+            f"Optimiser: exact (MILP, HiGHS); {pool}. R {s.ratio:.6f}, proven upper bound "
+            f"{d['upper_bound']:.6f}, gap {d['gap']:.3g}: {certified} over the whole pool "
+            f"(shortlist {d['shortlist']:,} classes, {d['rounds']} solve(s))."
+        )
+    return (
+        f"Optimiser: local search; {pool}; greedy R {d['greedy_ratio']:.3f} → "
+        f"{s.ratio:.3f} after {d['swaps']} improving moves in {d['passes']} passes (shortlist of "
+        f"{d['shortlist']:,} classes farthest from training); no upper bound."
+    )
+
+
+def _leakage_lines(splits: list[BuiltSplit], manifest: dict[str, Any]) -> list[str]:
+    records = manifest["splits"]
+    if not splits or "leakage" not in records[splits[0].name]:
+        return []
+    names = list(records[splits[0].name]["leakage"])
+    lines = [
+        "",
+        "## Pretraining leakage",
+        "",
+        "Share of test classes (and of their fall11 images) that are labels of a pretraining set "
+        "(timm's synset lists): a backbone pretrained on that set has seen these classes.",
+        "",
+        "| split | " + " | ".join(f"{n} classes | {n} images" for n in names) + " |",
+        "|---|" + "---:|---:|" * len(names),
+    ]
+    for s in splits:
+        cells = []
+        for n in names:
+            leak = records[s.name]["leakage"][n]
+            cells.append(f"{leak['seen_classes']:,} ({100 * leak['class_share']:.1f}%)")
+            cells.append(f"{100 * leak['image_share']:.1f}%")
+        lines.append(f"| {s.name} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Classes absent from ImageNet-21K-P winter21",
+        "",
+        "ImageNet-21K-P winter21 here is timm's `imagenet21k_miil_w21_synsets.txt` (MIIL's processed "
+        "10,450-class subset of the winter21 release, label set `in21k-p-w21`); a class outside it "
+        "may lack images in the copy a user can download today.",
+        "",
+        "| split | absent | classes (benchmark splits) |",
+        "|---|---:|---|",
+    ]
+    for s in splits:
+        absent = records[s.name]["absent_from_in21k_p_winter21"]
+        shown = ", ".join(absent) if s.kind == "benchmark" and absent else "-"
+        lines.append(f"| {s.name} | {len(absent):,} | {shown} |")
+    return lines

@@ -20,7 +20,7 @@ def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatc
     ds = load_dataset("APY", apy_root)
     out = tmp_path / "study"
     runs = run_study(
-        ds, "ridge", ["random", "gcs", "mas"], seeds=2, out=out, inverse=True, k=16, params={"alpha": 1.0}
+        ds, "ridge", ["random", "gcs", "mas"], seeds=2, out=out, inverse_k=(True, 16), params={"alpha": 1.0}
     )
     assert runs["method"].tolist() == [
         m for m in ["base", "random", "gcs", "gcs_inv", "mas", "mas_inv"] for _ in range(2)
@@ -54,7 +54,7 @@ def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatc
     # resume: finished runs are kept
     monkeypatch.setattr(protocol, "run_protocol", lambda *a, **k: pytest.fail("recomputed"))
     again = run_study(
-        ds, "ridge", ["random", "gcs", "mas"], seeds=2, out=out, inverse=True, k=16, params={"alpha": 1.0}
+        ds, "ridge", ["random", "gcs", "mas"], seeds=2, out=out, inverse_k=(True, 16), params={"alpha": 1.0}
     )
     pd.testing.assert_frame_equal(again, runs)
 

@@ -1,6 +1,12 @@
 """End to end: tiny feature directories → `imagenet-zsl evaluate` → metrics worked out by hand."""
 
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,13 +52,23 @@ def test_zsl_gzsl_calibration_and_breakdown_end_to_end(bench, graph, tmp_path):
         progress=False,
     )
 
-    # ZSL: 17 of 18 images right; the planted one ties 5 classes at 0 -> rank 5: miss at K<=5
-    assert m["zsl"]["flat"] == {
+    # ZSL: 17 of 18 images right; the planted one ties 5 classes at 0 -> strict rank 5: miss at K<=5
+    assert m["zsl"]["flat_strict"] == {
         "1": pytest.approx(17 / 18),
         "2": pytest.approx(17 / 18),
         "5": pytest.approx(17 / 18),
     }
+    assert m["zsl"]["per_class_strict"]["1"] == pytest.approx((2 / 3 + 5) / 6)
+    # expected rule: r = 1 class above, t = 4 tied -> credit (K - 1) / 5 = 0, 1/5, 4/5
+    assert m["zsl"]["flat"] == {
+        "1": pytest.approx(17 / 18),
+        "2": pytest.approx((17 + 1 / 5) / 18),
+        "5": pytest.approx((17 + 4 / 5) / 18),
+    }
     assert m["zsl"]["per_class"]["1"] == pytest.approx((2 / 3 + 5) / 6)
+    assert m["zsl"]["per_class"]["5"] == pytest.approx(((2 + 4 / 5) / 3 + 5) / 6)
+    assert m["zsl"]["tied_images"] == 1
+    assert "expected" in m["parameters"]["tie_rule"] and "strict" in m["parameters"]["tie_rule"]
     # GZSL at γ=0: every seen image right, unseen as in ZSL
     g = m["gzsl"]["per_class"]["1"]
     assert g["seen"] == pytest.approx(1.0) and g["unseen"] == pytest.approx(17 / 18)
@@ -68,6 +84,13 @@ def test_zsl_gzsl_calibration_and_breakdown_end_to_end(bench, graph, tmp_path):
     # hierarchy: the one error predicts the true class's parent
     h = m["hierarchy"]
     assert h["counts"]["correct"] == 17 and h["counts"]["parent"] == 1
+    # GZSL breakdown (joint test + seen label space): the same parent error; seen images right
+    gh = m["gzsl"]["hierarchy"]
+    assert gh["direct"]["unseen_images"]["counts"]["parent"] == 1
+    assert gh["direct"]["unseen_images"]["counts"]["correct"] == 17
+    seen_part = gh["direct"]["seen_images"]
+    assert seen_part["counts"]["correct"] == seen_part["images"] == m["gzsl"]["images"]["seen"]
+    assert gh["calibrated"]["gamma"] == pytest.approx(0.75)
     assert h["semantic_lower_bound"] == pytest.approx(1.0)
 
     files = {p.name for p in out.iterdir()}
@@ -230,6 +253,93 @@ def test_interrupted_run_resumes_from_cached_shards(bench, tmp_path, monkeypatch
     n_shards = len(json.loads((bench["features"] / "manifest.json").read_text())["shards"])
     assert len(calls) == n_shards - 2  # the two finished shards were not searched again
     assert m["zsl"]["flat"]["1"] == pytest.approx(17 / 18)
+    assert not cache.exists()
+
+
+def test_identical_prototypes_tie_and_pretraining_leakage_is_counted(bench, tmp_path):
+    # classes n00000004 and n00000005 share one prototype (e4 + e5), at different columns
+    matrix = np.eye(DIM, dtype=np.float32)
+    matrix[4] = matrix[5] = one_hot(np.array([4]))[0] + one_hot(np.array([5]))[0]
+    ClassVectors(CLASSES, matrix).save(tmp_path / "twins.npz")
+    # the backbone's pretraining label set holds two test classes
+    (tmp_path / "pretrain.txt").write_text(f"{TEST[0]}\n{TEST[3]}\nn09999999\n")
+    manifest_path = bench["features"] / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["pretraining"] = {
+        "model": "toy",
+        "label_sets": [str(tmp_path / "pretrain.txt")],
+        "web_data": False,
+    }
+    manifest_path.write_text(json.dumps(manifest))
+    m = evaluate(
+        config(bench, tmp_path / "run", prototypes=tmp_path / "twins.npz"), graph="none", progress=False
+    )
+    # 12 images as before (one planted error among them); the 6 twin images have r = 0, t = 1
+    assert m["zsl"]["flat"]["1"] == pytest.approx((11 + 3 * 0.5 * 2) / 18)
+    assert m["zsl"]["flat_strict"]["1"] == pytest.approx(11 / 18)
+    # the planted image (r = 1, t = 4) earns 1/5 at hit@2; the twins 1
+    assert m["zsl"]["flat"]["2"] == pytest.approx((17 + 1 / 5) / 18)
+    assert m["zsl"]["duplicate_prototypes"] == 1 and m["zsl"]["tied_images"] == 7
+    assert m["pretraining"]["test_classes_seen"] == 2
+    assert m["pretraining"]["seen_wnids"] == [TEST[0], TEST[3]]
+    table = (tmp_path / "run" / "per_class.csv").read_text().splitlines()
+    assert "seen_in_pretraining" in table[0] and "hit@1_strict" in table[0]
+    assert "seen in pretraining: 2 test classes" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_web_data_pretraining_is_reported_as_unknown(bench, tmp_path):
+    manifest_path = bench["features"] / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["pretraining"] = {"model": "ViT-B-32/laion2b", "label_sets": [], "web_data": True}
+    manifest_path.write_text(json.dumps(manifest))
+    m = evaluate(config(bench, tmp_path / "run"), graph="none", progress=False)
+    assert m["pretraining"]["test_classes_seen"] == "unknown (web data)"
+
+
+#: runs `imagenet-zsl ARGV` in a fresh interpreter; with DIE_AT=n it SIGKILLs itself when the
+#: n-th shard search starts (no cleanup handler runs: a real kill -9)
+_KILLABLE = """
+import os, signal, sys
+from imagenet_zsl.evaluation import run
+real, calls = run._search_shard, []
+def dying(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == int(os.environ.get("DIE_AT", "0")):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(*args, **kwargs)
+run._search_shard = dying
+from imagenet_zsl.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _evaluate_process(args: list[str], die_at: int = 0) -> int:
+    env = {**os.environ, "DIE_AT": str(die_at), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    return subprocess.run([sys.executable, "-c", _KILLABLE, *args], env=env, capture_output=True).returncode
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_killed_run_resumes_to_the_same_bytes(bench, tmp_path):
+    out = tmp_path / "run"
+    args = [
+        "evaluate",
+        *("--features", str(bench["features"]), "--split", str(bench["split"])),
+        *("--prototypes", str(bench["protos"]), "--gzsl", "--seen-features", str(bench["seen"])),
+        *("--k", "1", "2", "--graph", "none", "--no-label-frequency", "--no-plots", "--out", str(out)),
+    ]
+    assert _evaluate_process(args) == 0
+    reference = _files(out)
+    shutil.rmtree(out)
+    # killed while searching the third shard: two shards are cached, nothing else is written
+    assert _evaluate_process(args, die_at=3) == -signal.SIGKILL
+    assert not out.exists()
+    cache = tmp_path / ".run.search-cache"
+    assert len(list(cache.glob("*.npz"))) == 2
+    assert _evaluate_process(args) == 0
+    assert _files(out) == reference
     assert not cache.exists()
 
 

@@ -14,7 +14,7 @@ def brute_force(queries, prototypes, k):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_faiss_topk_equals_brute_force_with_many_ties(seed):
+def test_topk_equals_brute_force_with_many_ties(seed):
     # small integer vectors: scores are exact in float32 and ties are everywhere
     rng = np.random.default_rng(seed)
     n, c, e = int(rng.integers(1, 200)), int(rng.integers(2, 80)), int(rng.integers(1, 5))
@@ -70,3 +70,53 @@ def test_bad_input_is_reported_clearly():
         TopKSearcher(np.full((2, 3), np.inf, np.float32), 1)
     with pytest.raises(UserInputError, match="empty"):
         TopKSearcher(np.zeros((0, 3), np.float32), 1)
+
+
+def test_identical_prototypes_always_tie_whatever_their_column():
+    """Identical rows at different positions are scored once: their scores are bit-equal and the
+    tie ranks count them as one tie group (BLAS may round equal rows differently by column)."""
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((40, 37)).astype(np.float32)
+    prototypes = base[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9] * 4]  # 40 classes, each row 4 times
+    queries = rng.standard_normal((64, 37)).astype(np.float32)
+    searcher = TopKSearcher(prototypes, 5)
+    assert searcher.duplicate_classes == 30
+    labels = rng.integers(0, 40, 64)
+    scores, ids, ranks = searcher.search_ranked(queries, labels)
+    # class c and c + 10, c + 20, c + 30 share a row: 3 others tied, strictly above = 4 * (better rows)
+    row_scores = queries @ base[:10].T
+    for i, label in enumerate(labels):
+        better = np.sum(row_scores[i] > row_scores[i, label % 10])
+        assert (ranks.above[i], ranks.tied[i]) == (4 * better, 3)
+    # the top-5 of every query: the 4 classes of its best row (ascending ids), then the next row's first
+    best = np.argsort(-row_scores, axis=1, kind="stable")
+    assert ids[:, :4].tolist() == [[b, b + 10, b + 20, b + 30] for b in best[:, 0]]
+    assert (scores[:, :4] == scores[:, :1]).all()
+    assert ids[:, 4].tolist() == best[:, 1].tolist()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_search_ranked_equals_full_score_ranks(seed):
+    from imagenet_zsl.scoring import tie_ranks_from_scores
+
+    rng = np.random.default_rng(seed)
+    queries = rng.integers(-2, 3, (150, 3)).astype(np.float32)
+    prototypes = rng.integers(-1, 2, (30, 3)).astype(np.float32)
+    labels = rng.integers(0, 30, 150)
+    scores, ids, ranks = TopKSearcher(prototypes, 4).search_ranked(queries, labels)
+    ref = tie_ranks_from_scores(queries @ prototypes.T, labels)
+    np.testing.assert_array_equal(ranks.above, ref.above)
+    np.testing.assert_array_equal(ranks.tied, ref.tied)
+    ref_scores, ref_ids = brute_force(queries, prototypes, 4)
+    np.testing.assert_array_equal(ids, ref_ids)
+    # a label of -1 (true class outside this label space) gets no rank
+    _, _, none = TopKSearcher(prototypes, 4).search_ranked(queries[:2], np.array([-1, 0]))
+    assert none.above[0] == 30 and none.tied[0] == 0
+
+
+def test_scores_that_overflow_are_an_error():
+    prototypes = np.full((2, 4), 1e30, np.float32)
+    with pytest.raises(UserInputError, match="overflow to inf"):
+        topk_inner_product(np.full((1, 4), 1e30, np.float32), prototypes, 1)
+    with pytest.raises(UserInputError, match="block-rows"):
+        topk_inner_product(np.ones((1, 4), np.float32), prototypes, 1, block_rows=0)

@@ -113,3 +113,38 @@ def test_timm_backbone_pools_features_and_refuses_missing_weights(tmp_path, monk
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
     with pytest.raises(UserInputError, match="no pretrained weights for --backbone timm:resnet18"):
         create_backbone("timm:resnet18")
+
+
+def test_timm_vit_uses_its_own_preprocessing_and_pre_logit_features():
+    from imagenet_zsl.features.backbones import backbone_preprocessing
+
+    assert get_spec("vit_tiny_patch16_224.augreg_in21k").library == "timm"  # plain tagged name
+    net, _ = create_backbone("timm:vit_tiny_patch16_224.augreg_in21k", "random")
+    pre = backbone_preprocessing(net)
+    # the model's pretrained config: 224 input, crop_pct 0.9, bicubic, mean/std 0.5
+    assert (pre.resize, pre.crop, pre.interpolation) == (248, 224, "bicubic")
+    assert pre.mean == (0.5, 0.5, 0.5) and pre.std == (0.5, 0.5, 0.5)
+    x = torch.rand(2, 3, 224, 224)
+    features, logits = _outputs(net, x)
+    assert features.shape == (2, 192) and logits.shape == (2, 21843)
+    with torch.inference_mode():
+        expected = net.model.forward_head(net.model.forward_features(x), pre_logits=True)
+    assert torch.equal(features, expected)
+    again, _ = create_backbone("timm:vit_tiny_patch16_224.augreg_in21k", "random")
+    assert torch.equal(_outputs(again, x)[0], features)  # deterministic (seeded)
+    assert backbone_preprocessing(net, resize=80, crop=64).crop == 64  # flags override
+
+
+def test_open_clip_image_tower_is_a_backbone():
+    pytest.importorskip("open_clip")
+    from imagenet_zsl.features.backbones import backbone_preprocessing
+
+    net, info = create_backbone("open_clip:RN50/openai", "random")
+    pre = backbone_preprocessing(net)
+    assert (pre.resize, pre.crop, pre.interpolation) == (224, 224, "bicubic")
+    assert pre.mean[0] == pytest.approx(0.48145466)
+    features, logits = _outputs(net, torch.rand(1, 3, 224, 224))
+    assert features.shape == (1, 1024) and logits is None
+    assert info.source == "random"
+    with pytest.raises(UserInputError, match="open_clip has no model"):
+        get_spec("open_clip:NoSuchNet/x")

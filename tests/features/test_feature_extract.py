@@ -266,3 +266,38 @@ def test_padding_short_batches_does_not_change_rows(tmp_path, tar_store, fx):
     a, b = FeatureDir(tmp_path / "plain").load(), FeatureDir(tmp_path / "padded").load()
     assert a.ids.tolist() == b.ids.tolist()
     np.testing.assert_allclose(a.features, b.features, rtol=2e-3, atol=2e-4)
+
+
+def test_timm_backbone_extracts_with_its_own_preprocessing_and_records_pretraining(tmp_path, tar_store, fx):
+    classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
+    pretrained_on = fx.write_classes(tmp_path / "pretrain.txt", ["n01440764", "n01443537"])
+    fx.extract(
+        tar_store,
+        classes,
+        tmp_path / "out",
+        backbone="timm:resnet18.a1_in1k",
+        pretraining_classes=str(pretrained_on),
+        resize=None,
+        crop=None,
+        shard_size=64,
+    )
+    features = FeatureDir(tmp_path / "out")
+    pre = features.manifest["preprocessing"]
+    # timm's pretrained config of resnet18.a1_in1k: 224 crop at crop_pct 0.95, bicubic
+    assert (pre["resize"], pre["crop"], pre["interpolation"]) == (235, 224, "bicubic (antialiased)")
+    assert features.dim == 512 and features.num_rows == len(tar_store.good_ids)
+    assert features.manifest["pretraining"]["n_classes"] == 2
+    assert features.manifest["store_problems"] == []
+
+
+def test_pretraining_is_recorded_from_the_backbone_name():
+    from imagenet_zsl.features.extract import ExtractConfig, _pretraining_record
+
+    def record(backbone: str, source: str = "hf-cache") -> dict:
+        cfg = ExtractConfig(store="s", classes_file="c", backbone=backbone, out="o")
+        return _pretraining_record(cfg, {"source": source})
+
+    assert record("timm:vit_small_patch16_224.augreg_in21k")["label_sets"] == ["in21k"]
+    assert record("resnet50", "torch-hub-cache")["label_sets"] == ["in1k"]
+    assert record("open_clip:ViT-B-32/laion2b_s34b_b79k")["web_data"] is True
+    assert record("tiny-test", "random")["n_classes"] == 0

@@ -363,11 +363,20 @@ def test_missing_labels_file_is_refused(small_dir, tmp_path):
     assert_fails_cleanly(small_dir, tmp_path / "out", "labels listed in the manifest is missing")
 
 
-def test_images_without_a_valid_label_are_refused(small_dir, tmp_path):
+def test_images_without_a_valid_label_are_refused(tmp_path):
+    labels = np.repeat(np.arange(3), 20)
+    labels[:2] = -1  # a consistent shard (sha256 recorded) whose labels are out of range
+    bad = write_feature_dir(
+        tmp_path / "features", np.ones((60, 8), np.float16), labels, [wnid(c) for c in range(3)]
+    )
+    assert_fails_cleanly(bad, tmp_path / "out", "2 images have no valid label")
+
+
+def test_a_shard_changed_after_extraction_is_refused(small_dir, tmp_path):
     labels = np.load(small_dir / f"{shard_name(0, 0)}.labels.npy")
-    labels[:2] = -1
+    labels[:2] = 1
     np.save(small_dir / f"{shard_name(0, 0)}.labels.npy", labels)
-    assert_fails_cleanly(small_dir, tmp_path / "out", "2 images have no valid label")
+    assert_fails_cleanly(small_dir, tmp_path / "out", "sha256 does not match the manifest")
 
 
 def test_duplicate_ids_and_non_finite_features_are_refused(tmp_path):

@@ -94,3 +94,31 @@ def test_jpeg_with_garbage_inside_is_rejected_by_pil(picture):
     assert is_plain_ycbcr_jpeg(data)  # looks complete: the GPU decoder tries, fails, PIL decides
     with pytest.raises(DecodeFailure, match=r"^decode error: OSError: broken data stream"):
         decode_rgb(data)
+
+
+@pytest.mark.parametrize("size", [(1200, 900), (640, 480), (2000, 600)])
+def test_draft_decode_gives_the_same_crop_within_tolerance(size):
+    """DCT-scaled decoding (PIL draft) before the resize: the crop differs by < 1.5 grey levels on
+    average and < 1% of pixels differ by more than 24 levels (stated tolerance)."""
+    from imagenet_zsl.features.transforms import Preprocessing
+
+    width, height = size
+    picture = smooth_image(np.random.default_rng(7), height, width)
+    data = encode(picture, "jpeg", quality=90)
+    pre = Preprocessing()
+    full = pre.crop_pil(decode_rgb(data)).astype(int)
+    drafted_image = decode_rgb(data, min_side=pre.resize)
+    assert min(drafted_image.size) >= pre.resize
+    if min(size) >= 2 * pre.resize:
+        assert drafted_image.size[0] < width  # really decoded at reduced scale
+    drafted = pre.crop_pil(drafted_image).astype(int)
+    assert full.shape == drafted.shape == (3, 224, 224)
+    diff = np.abs(full - drafted)
+    assert diff.mean() < 1.5 and (diff > 24).mean() < 0.01
+
+
+def test_draft_leaves_small_and_non_jpeg_images_untouched(picture):
+    data = encode(picture, "jpeg", quality=95)
+    assert np.array_equal(np.asarray(decode_rgb(data, min_side=40)), np.asarray(decode_rgb(data)))
+    png = _png(Image.fromarray(picture))
+    assert np.array_equal(np.asarray(decode_rgb(png, min_side=8)), np.asarray(decode_rgb(png)))

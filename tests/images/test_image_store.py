@@ -243,3 +243,68 @@ def test_paths_are_resolved(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     store = open_store(Path("s"), progress=False)
     assert store.root == generated.root.resolve()
+
+
+def _tar_of(path: Path, names: list[str], payload: bytes = b"\xff\xd8jpeg\xff\xd9") -> list[tarfile.TarInfo]:
+    with tarfile.open(
+        path, "w", format=tarfile.GNU_FORMAT, encoding="utf-8", errors="surrogateescape"
+    ) as tar:
+        for name in names:
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    with tarfile.open(path, encoding="utf-8", errors="surrogateescape") as tar:
+        return tar.getmembers()
+
+
+def test_bad_member_header_is_recorded_with_the_members_it_hides(tmp_path, caplog):
+    root = tmp_path / "s"
+    root.mkdir()
+    members = _tar_of(root / "n01440764.tar", [f"n01440764_{i}.JPEG" for i in range(5)])
+    data = bytearray((root / "n01440764.tar").read_bytes())
+    data[members[2].offset + 148 : members[2].offset + 156] = b"garbage!"  # checksum field
+    (root / "n01440764.tar").write_bytes(bytes(data))
+    store = open_store(root, progress=False)
+    assert store.counts() == {"n01440764": 2}
+    [problem] = store.problems
+    assert problem["kind"] == "damaged-tar" and problem["source"] == "n01440764.tar"
+    assert problem["offset"] == members[2].offset and problem["members_lost"] == 2
+    assert "damaged tar" in caplog.text and "bad member header" in caplog.text
+    # recorded in the cached index too
+    again = open_store(root, progress=False)
+    assert again.problems == store.problems
+
+
+def test_tar_cut_inside_a_header_is_recorded(tmp_path, caplog):
+    root = tmp_path / "s"
+    root.mkdir()
+    members = _tar_of(root / "n01440764.tar", [f"n01440764_{i}.JPEG" for i in range(3)])
+    os.truncate(root / "n01440764.tar", members[2].offset + 200)
+    store = open_store(root, progress=False)
+    assert store.counts() == {"n01440764": 2}
+    assert [p["kind"] for p in store.problems] == ["damaged-tar"]
+    assert "cut inside a member header" in store.problems[0]["detail"]
+    assert "damaged tar" in caplog.text
+
+
+def test_non_utf8_member_names_in_tars_are_skipped_and_recorded(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir()
+    bad = b"n01440764_\xff.JPEG".decode("utf-8", "surrogateescape")
+    _tar_of(root / "n01440764.tar", ["n01440764_1.JPEG", bad])
+    store = open_store(root, progress=False)
+    assert store.counts() == {"n01440764": 1}
+    assert [p["kind"] for p in store.problems] == ["non-utf8-name"]
+
+
+def test_dangling_symlinks_and_non_utf8_file_names_are_skipped_and_recorded(tmp_path):
+    generated = make_store(tmp_path / "s", "tree", {"n01440764": 2}, oddities=False)
+    folder = generated.root / "n01440764"
+    os.symlink(folder / "gone.JPEG", folder / "link.JPEG")
+    with open(os.fsencode(folder) + b"/n01440764_\xff.JPEG", "wb") as handle:
+        handle.write(b"x")
+    store = open_store(generated.root, progress=False)
+    assert store.counts() == {"n01440764": 2}
+    kinds = sorted(p["kind"] for p in store.problems)
+    assert kinds == ["dangling-symlink", "non-utf8-name"]
+    assert any(p.get("path") == "link.JPEG" for p in store.problems)

@@ -49,7 +49,8 @@ def test_sae_solves_its_objective_exactly():
     normal equations (Kronecker products), then check v2s and s2v scoring."""
     data, semantics = _tiny(seed=3)
     lam = 0.8
-    model = create("sae", lam=lam, features="none", semantic_norm="none").fit(data, semantics)
+    model = create("sae", lam=lam, normalize_w=False, features="none", semantic_norm="none")
+    model.fit(data, semantics)
     x = data.features.astype(np.float64).T  # (D, N)
     s = semantics.get(data.seen_wnids).astype(np.float64)[data.labels].T  # (E, N)
     e, d = s.shape[0], x.shape[0]
@@ -73,7 +74,9 @@ def test_sae_solves_its_objective_exactly():
         rtol=1e-4,
         atol=1e-5,
     )
-    decoder = create("sae", lam=lam, direction="s2v", features="none", semantic_norm="none")
+    decoder = create(
+        "sae", lam=lam, direction="s2v", normalize_w=False, features="none", semantic_norm="none"
+    )
     decoder.fit(data, semantics)
     decoded = semantics.get(["c3", "c4"]) @ w
     decoded /= np.linalg.norm(decoded, axis=1, keepdims=True)
@@ -131,3 +134,17 @@ def test_bad_hyperparameters_are_rejected():
         create("eszsl", gamm=1)
     with pytest.raises(UserInputError, match="direction"):
         create("sae", direction="sideways")
+
+
+def test_sae_normalises_the_rows_of_w_as_the_reference():
+    """Kodirov's demo predicts with NormalizeFea(W): each of W's E rows scaled to unit length, the
+    same W in both directions."""
+    data, semantics = _tiny(seed=3)
+    raw = create("sae", lam=10.0, normalize_w=False, features="none", semantic_norm="none").fit(
+        data, semantics
+    )
+    model = create("sae", lam=10.0, features="none", semantic_norm="none").fit(data, semantics)
+    expected = raw.encoder_ / np.linalg.norm(raw.encoder_, axis=1, keepdims=True)
+    np.testing.assert_allclose(model.encoder_, expected, rtol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(model.encoder_, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(model.map_, expected.T, rtol=1e-5)

@@ -65,3 +65,35 @@ def test_sync_synthesises_classifiers_from_phantoms(problem):
     assert accuracy(model, features, labels, problem.seen) > 0.9  # fits the seen classes
     features, labels = problem.draw(problem.unseen)
     assert accuracy(model, features, labels, problem.unseen) >= 0.6  # chance: 1/3
+
+
+def test_sje_loss_is_the_most_violating_class():
+    scores = torch.tensor([[1.0, 0.5, 0.95, -2.0], [0.0, 3.0, 2.0, 1.5]])
+    labels = torch.tensor([0, 2])
+    # margin 0.6: image 0 violations [-, 0.1, 0.55, 0] → max 0.55; image 1 [0, 1.6, -, 0.1] → 1.6
+    sje = create("sje", margin=0.6)
+    assert float(sje._loss(scores, labels)) == pytest.approx((0.55 + 1.6) / 2)
+
+
+def test_latem_scores_are_the_max_over_its_maps(problem):
+    from imagenet_zsl.models.selection import score_images
+
+    model = create("latem", k=3, epochs=3).fit(problem.seen_data(), problem.semantics)
+    assert model.maps_.shape[0] == 3
+    features, _ = problem.draw(problem.unseen, images=2)
+    x = model.prep_(features)
+    s = problem.semantics.get(problem.unseen)
+    s = s / np.linalg.norm(s, axis=1, keepdims=True)
+    by_hand = np.max([x @ w @ s.T for w in model.maps_], axis=0)
+    np.testing.assert_allclose(model.scores(features, problem.unseen), by_hand, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(score_images(model, features, problem.unseen), by_hand, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["devise", "ale", "sje", "latem"])
+def test_ranking_models_converge_with_their_defaults(problem, name):
+    """Defaults train small sets to convergence (the old lr 1e-3 / 20 epochs gave 0.49 for DeViSE)."""
+    from imagenet_zsl.models.selection import score_images
+
+    model = create(name).fit(problem.seen_data(), problem.semantics)
+    features, labels = problem.draw(problem.unseen)
+    assert float(np.mean(score_images(model, features, problem.unseen).argmax(1) == labels)) >= 0.75

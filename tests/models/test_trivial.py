@@ -8,6 +8,7 @@ import pytest
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.models.base import SeenData
 from imagenet_zsl.models.registry import create
 from imagenet_zsl.models.trivial import nearest_seen_matrix, nearest_seen_matrix_bfs
 from tests.toy import TOY_EDGES, TOY_TRAIN
@@ -66,3 +67,21 @@ def test_trivial_needs_the_graph(problem):
         create("trivial").fit(problem.seen_data(), None, None)
     with pytest.raises(UserInputError, match="not nodes"):
         create("trivial").fit(problem.seen_data(), None, ClassGraph.from_edges([("x", "y")]))
+
+
+def test_hascoet_trivial_is_ridge_onto_one_hot_codes_of_the_nearest_training_class():
+    """Hand-made graph: root ── A ── a1 (train), a2 ; root ── B ── b1 (train), b2. Images of a1 sit
+    at (1, 0), of b1 at (0, 1); with α = 0 the ridge map onto one-hot codes is the identity, so an
+    image at (0.9, 0.2) scores a2 (nearest training class a1) 0.9 and b2 0.2; root ties a1 and b1."""
+    graph = ClassGraph.from_edges(
+        [("root", "A"), ("root", "B"), ("A", "a1"), ("A", "a2"), ("B", "b1"), ("B", "b2")]
+    )
+    features = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], np.float32)
+    data = SeenData(features, np.array([0, 0, 1, 1]), ["a1", "b1"])
+    model = create("hascoet_trivial", alpha=0.0, features="none").fit(data, graph=graph)
+    np.testing.assert_allclose(model.map_, np.eye(2), atol=1e-6)
+    np.testing.assert_allclose(model.class_prototypes(["a2", "b2", "root"]), [[1, 0], [0, 1], [0.5, 0.5]])
+    scores = model.embed_images(np.array([[0.9, 0.2]], np.float32)) @ model.class_prototypes(["a2", "b2"]).T
+    np.testing.assert_allclose(scores, [[0.9, 0.2]], atol=1e-6)
+    with pytest.raises(UserInputError, match="graph"):
+        create("hascoet_trivial").fit(data)

@@ -1,4 +1,4 @@
-"""Label tables on real classes, the `labels build` outputs, and the label-curation config."""
+"""Label tables on real classes and the `labels build` outputs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl.cli import main
-from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.config import load_label_config
 from imagenet_zsl.semantics.labels import LEMMA_COLUMNS, build_label_tables
@@ -90,31 +89,5 @@ def test_bad_config_writes_nothing(tmp_path, capsys):
     config.write_text("vectors: glove-6b-50d\nfrequency: {min_cont: 50}\n")
     out = tmp_path / "out"
     assert main(["labels", "build", str(config), "--out", str(out)]) == 2
-    assert "frequency: unknown key(s) ['min_cont']" in capsys.readouterr().err
+    assert "unknown key 'min_cont' (" in capsys.readouterr().err
     assert not out.exists()
-
-
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        ("lemma_rule: median\n", "lemma_rule must be one of mean, first"),
-        ("polysemy: {min_confidence: 2}\n", r"min_confidence must be in \[0, 1\]"),
-        ("polysemy: {temperature: -1}\n", "temperature: must be > 0"),
-        ("vectors: {source: glove-6b-50d, format: excel}\n", "format"),
-        ("- a list\n", "expected a mapping"),
-    ],
-)
-def test_config_errors(tmp_path, text, message):
-    path = tmp_path / "labels.yaml"
-    path.write_text(text)
-    with pytest.raises(UserInputError, match=message):
-        load_label_config(path)
-
-
-def test_shipped_config_is_the_documented_default():
-    shipped = load_label_config("configs/labels.yaml")
-    default = load_label_config(None)
-    assert shipped.as_dict() == {
-        **default.as_dict(),
-        "frequency": {**default.as_dict()["frequency"], "reference_tokens": 3.0e9},
-    }

@@ -82,3 +82,15 @@ def test_real_pool_matches_label_tables_on_a_sample(sense_model):
     tables = build_label_tables(load_label_config(None), sample, model=sense_model)
     assert pool == tables.classes.loc[tables.classes["kept"], "wnid"].tolist()
     assert 0.5 < len(pool) / len(sample) < 0.9
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".parquet"])
+def test_has_vector_with_a_class_vector_file(tmp_path, suffix):
+    """A `labels encode|vectors` output works where GloVe does: the pool keeps the classes it lists."""
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+    from imagenet_zsl.semantics.vector_files import save_class_vectors
+
+    listed = ["n07273802", "n02084071"]
+    path = save_class_vectors(ClassVectors(listed, np.eye(2, 3)), tmp_path / f"cv{suffix}")
+    pool, steps = run_pool(list(CLASSES), [{"filter": "has_vector", "vectors": str(path)}], _ctx())
+    assert pool == [w for w in CLASSES if w in listed] and steps[0].after == 2

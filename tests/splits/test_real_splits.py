@@ -69,3 +69,15 @@ def test_benchmark_split_is_consistent_and_beats_every_standard_split(rebuilt):
     for name, record in records.items():
         assert record["sha256"] and record["n_classes"] > 0, name
     assert "benchmark" in (rebuilt / "report.md").read_text()
+
+
+def test_every_committed_benchmark_is_certified_optimal(rebuilt):
+    records = json.loads((rebuilt / "manifest.json").read_text())["splits"]
+    benches = {n: r for n, r in records.items() if r["kind"] == "benchmark"}
+    assert set(benches) == {"benchmark", "benchmark1k", "curated", "curated1k", "benchmark_in12k"}
+    for name, record in benches.items():
+        assert record["optimizer"] == "exact" and record["gap"] <= 1e-6, name
+        assert record["upper_bound"] == pytest.approx(record["structural_ratio"], abs=1e-6), name
+        assert record["consistent"], name
+        assert "has_vector" in [s["filter"] for s in record["pool"]], name
+    assert records["benchmark_in12k"]["leakage"]["in12k"]["seen_classes"] == 0

@@ -1,0 +1,176 @@
+"""``imagenet-zsl analyze factor RUN_DIR``: hit@K against a controlled factor, per model.
+
+The run's splits are factor splits (``imagenet-zsl splits factor``): each cell's split file lies
+in a factor-split directory whose manifest names the factor, the bin and the bin's mean factor
+value (or give that directory with ``--splits``). Per (model, factor, bin) the headline is the
+per-class hit@K (mean over the split's classes of the class's hit@K, from the cell's
+``per_class.csv``) with a seeded percentile bootstrap confidence interval over classes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from imagenet_zsl.analysis.factor_splits import FORMAT
+from imagenet_zsl.analysis.runs import RunCell, read_cells
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import atomic_directory, atomic_write_json, atomic_write_text, command_line, file_record
+from imagenet_zsl.plotting import save_figure, subplots
+
+
+@dataclass
+class FactorOptions:
+    """``imagenet-zsl analyze factor`` settings."""
+
+    run_dir: Path
+    out: Path | None = None
+    splits_dir: Path | None = None
+    ks: Sequence[int] = field(default_factory=lambda: [1, 5])
+    resamples: int = 1000
+    level: float = 0.95
+    seed: int = 0
+
+    @property
+    def out_dir(self) -> Path:
+        """``--out``, by default ``RUN_DIR-factor`` next to the run."""
+        return Path(self.out) if self.out is not None else Path(f"{Path(self.run_dir)}-factor")
+
+
+def bootstrap_ci(
+    values: np.ndarray, resamples: int, level: float, rng: np.random.Generator
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (resampling classes)."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    means = values[rng.integers(0, len(values), (resamples, len(values)))].mean(axis=1)
+    tail = (1 - level) / 2
+    return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
+
+
+def _factor_manifest(cell: RunCell, splits_dir: Path | None) -> dict | None:
+    folder = splits_dir if splits_dir is not None else (cell.split_path.parent if cell.split_path else None)
+    path = None if folder is None else Path(folder) / "manifest.json"
+    if path is None or not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserInputError(f"{path}: not a readable manifest ({err})") from err
+    if manifest.get("format") != FORMAT or cell.split not in manifest.get("splits", {}):
+        return None
+    return manifest
+
+
+def _per_class(cell: RunCell, ks: Sequence[int]) -> pd.DataFrame:
+    path = cell.path / "per_class.csv"
+    if not path.is_file():
+        raise UserInputError(f"{path}: missing; the run directory is incomplete")
+    table = pd.read_csv(path)
+    absent = [f"hit@{k}" for k in ks if f"hit@{k}" not in table.columns]
+    if absent:
+        raise UserInputError(f"{path}: no column {absent[0]}; was the run evaluated with that K (--k)?")
+    return table[table["role"] == "unseen"]
+
+
+def factor_rows(opts: FactorOptions) -> pd.DataFrame:
+    """One row per (model, factor, bin, K): x (bin mean of the factor), hit@K and its interval."""
+    ks = sorted({int(k) for k in opts.ks})
+    if not ks or ks[0] < 1:
+        raise UserInputError(f"--k values must be positive integers, got {list(opts.ks)}")
+    if opts.resamples < 1 or not 0 < opts.level < 1:
+        raise UserInputError("--resamples must be >= 1 and --level in (0, 1)")
+    rng = np.random.default_rng(opts.seed)
+    rows = []
+    for cell in read_cells(opts.run_dir):
+        manifest = _factor_manifest(cell, opts.splits_dir)
+        if manifest is None:
+            continue
+        factor, info = manifest["factor"], manifest["splits"][cell.split]
+        table = _per_class(cell, ks)
+        for k in ks:
+            values = table[f"hit@{k}"].dropna().to_numpy(dtype=np.float64)
+            low, high = bootstrap_ci(values, opts.resamples, opts.level, rng)
+            rows.append(
+                {
+                    "model": cell.model,
+                    "factor": factor,
+                    "split": cell.split,
+                    "bin": int(info["bin"]),
+                    "x": float(info["means"][factor]),
+                    "k": k,
+                    "classes": int(len(values)),
+                    "hit": float(values.mean()) if len(values) else float("nan"),
+                    "ci_low": low,
+                    "ci_high": high,
+                }
+            )
+    if not rows:
+        raise UserInputError(
+            f"{opts.run_dir}: no cell was evaluated on a factor split (`imagenet-zsl splits factor`); "
+            "give the factor-split directory with --splits if the files moved"
+        )
+    return (
+        pd.DataFrame(rows).sort_values(["factor", "model", "k", "bin"], kind="stable").reset_index(drop=True)
+    )
+
+
+def render_markdown(table: pd.DataFrame, level: float) -> str:
+    """Per-class hit@K (%) with its bootstrap interval, one row per (factor, model, K, bin)."""
+    lines = [
+        f"| factor | model | K | bin | factor mean | classes | per-class hit@K % | {int(100 * level)}% CI |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in table.to_dict("records"):
+        lines.append(
+            f"| {r['factor']} | {r['model']} | {r['k']} | {r['bin']} | {r['x']:.3f} | {r['classes']} | "
+            f"{100 * r['hit']:.2f} | [{100 * r['ci_low']:.2f}, {100 * r['ci_high']:.2f}] |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plot_factor(table: pd.DataFrame, path: str | Path) -> None:
+    """One panel per (factor, K): per-class hit@K against the bin's factor mean, one line per model."""
+    panels = list(dict.fromkeys(zip(table["factor"], table["k"], strict=True)))
+    fig, axes = subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    for ax, (factor, k) in zip(axes[0], panels, strict=True):
+        part = table[(table["factor"] == factor) & (table["k"] == k)]
+        for model, rows in part.groupby("model", sort=True):
+            y = 100 * rows["hit"].to_numpy()
+            err = [y - 100 * rows["ci_low"].to_numpy(), 100 * rows["ci_high"].to_numpy() - y]
+            ax.errorbar(rows["x"], y, yerr=err, marker="o", capsize=3, label=str(model))
+        ax.set_xlabel(f"{factor} (bin mean)")
+        ax.set_ylabel(f"per-class hit@{k} (%)")
+        ax.legend(fontsize=7)
+    save_figure(fig, path)
+
+
+def run_factor_analysis(opts: FactorOptions) -> pd.DataFrame:
+    """Compute the factor table of a run and write factor.md, factor.csv, factor.png, manifest.json."""
+    table = factor_rows(opts)
+    with atomic_directory(opts.out_dir, tool="imagenet-zsl analyze factor", inputs=[opts.run_dir]) as tmp:
+        atomic_write_text(tmp / "factor.md", render_markdown(table, opts.level))
+        atomic_write_text(
+            tmp / "factor.csv", table.to_csv(index=False, float_format="%.6g", lineterminator="\n")
+        )
+        plot_factor(table, tmp / "factor.png")
+        atomic_write_json(
+            tmp / "manifest.json",
+            {
+                "format": "imagenet-zsl/factor-analysis-v1",
+                "tool": "imagenet-zsl analyze factor",
+                "command": command_line(),
+                "run_dir": str(opts.run_dir),
+                "resamples": opts.resamples,
+                "level": opts.level,
+                "seed": opts.seed,
+                "outputs": [file_record(p, tmp) for p in sorted(tmp.glob("*")) if p.is_file()],
+            },
+        )
+    return table

@@ -1,0 +1,233 @@
+"""``imagenet-zsl splits factor CONFIG --factor F --bins B --size N --out DIR``.
+
+CONFIG is a split config (``configs/default.yaml`` works as is: its ``splits:`` list is ignored
+here) with an optional ``factor:`` section::
+
+    graph: {source: wordnet, include_instances: false}
+    train: ilsvrc2012            # or a wnid list
+    counts: fall11               # or a 'wnid<TAB>count' TSV
+    factor:
+      pool:                      # the candidate pool: splits.pool filters, in order
+        - {filter: not_training}
+        - {filter: min_images, min: 50}
+        - {filter: connected}
+        - {filter: not_related_to_training}
+      labels: null               # a labels config (configs/labels.yaml) for frequency and meaning
+      seed: 0
+
+Writes DIR/<factor>_<bin>.txt (bin 1 = lowest values), classes.csv (every picked class with its
+five factors), report.md (the balance table) and manifest.json. See ``analysis.factors``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from pydantic import Field
+
+from imagenet_zsl.analysis.factors import (
+    FACTORS,
+    balance_table,
+    covariates,
+    factor_bins,
+    matched_sample,
+    standardized_differences,
+)
+from imagenet_zsl.analysis.properties import label_properties
+from imagenet_zsl.config import Config, load_config
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.hierarchy.universe import candidate_wnids, resolve_graph
+from imagenet_zsl.io import atomic_directory, atomic_write_json, atomic_write_text, command_line, sha256_file
+from imagenet_zsl.splits.build import resolve_counts, resolve_train
+from imagenet_zsl.splits.io import write_wnid_list
+from imagenet_zsl.splits.pool import PoolContext, run_pool
+from imagenet_zsl.splits.structure import structural_ratios, structure_stats
+
+log = logging.getLogger(__name__)
+
+FORMAT = "imagenet-zsl/factor-splits-v1"
+TOOL = "imagenet-zsl splits factor"
+DEFAULT_POOL = (
+    {"filter": "not_training"},
+    {"filter": "min_images", "min": 50},
+    {"filter": "connected"},
+    {"filter": "not_related_to_training"},
+)
+
+
+class GraphSection(Config):
+    source: Literal["wordnet", "imagenet"] = "wordnet"
+    include_instances: bool = False
+
+
+class FactorSection(Config):
+    pool: list[dict[str, Any]] = Field(default_factory=lambda: [dict(s) for s in DEFAULT_POOL])
+    labels: str | None = None
+    seed: int = 0
+
+
+class FactorSplitConfig(Config):
+    """A split config's ``graph``/``train``/``counts`` plus the ``factor`` section."""
+
+    graph: GraphSection = GraphSection()
+    train: str = "ilsvrc2012"
+    counts: str = "fall11"
+    #: a ``splits build`` config's own list: accepted so that configs/default.yaml works, unused
+    splits: list[Any] | None = None
+    factor: FactorSection = FactorSection()
+
+
+def factor_values(
+    pool: list[str], graph: ClassGraph, train: list[str], counts: dict[str, int], labels: str | None
+) -> pd.DataFrame:
+    """One row per pool class: wnid, label and the five ``FACTORS``."""
+    props = label_properties(pool, labels)
+    ratios = np.asarray(structural_ratios(graph, pool, train), dtype=np.float64)
+    finite = np.isfinite(ratios)
+    ratios[~finite] = ratios[finite].max() if finite.any() else 0.0
+    return pd.DataFrame(
+        {
+            "wnid": pool,
+            "label": props["label"].to_numpy(),
+            "frequency": props["zipf"].to_numpy(dtype=np.float64),
+            "meaning": props["primary"].to_numpy(dtype=np.float64),
+            "population": np.log10(1.0 + np.asarray([counts.get(w, 0) for w in pool], dtype=np.float64)),
+            "ratio": ratios,
+            "depth": graph.depths[graph.indices(pool)].astype(np.float64),
+        }
+    )
+
+
+def relation_matrix(graph: ClassGraph, wnids: list[str]) -> sp.csr_matrix:
+    """(n, n) boolean: ancestor or descendant among ``wnids``."""
+    idx = graph.indices(wnids)
+    rel = (graph.ancestor_matrix[idx][:, idx] + graph.descendant_matrix[idx][:, idx]).tocsr()
+    rel.data[:] = 1
+    rel.setdiag(0)
+    rel.eliminate_zeros()
+    return rel.astype(bool).tocsr()
+
+
+def build_factor_splits(
+    config_path: str | Path, factor: str, bins: int, size: int
+) -> tuple[pd.DataFrame, list[np.ndarray], dict[str, Any]]:
+    """Pool, factor values and the matched splits (pure: writes nothing)."""
+    if factor not in FACTORS:
+        raise UserInputError(f"--factor must be one of {', '.join(FACTORS)}, got {factor!r}")
+    if size < 1:
+        raise UserInputError(f"--size must be >= 1, got {size}")
+    factor_bins(np.zeros(0), factor, bins)  # checks --bins before any long work
+    cfg = load_config(config_path, FactorSplitConfig)
+    graph = resolve_graph(cfg.graph.source + ("+instances" if cfg.graph.include_instances else ""))
+    train = resolve_train(cfg.train, f"{config_path}: train")
+    counts = resolve_counts(cfg.counts)
+    ctx = PoolContext(graph=graph, train=train, counts=counts)
+    candidates = [w for w in candidate_wnids() if w in graph]
+    pool, steps = run_pool(candidates, cfg.factor.pool, ctx, where=f"{config_path}: factor.pool")
+    if not pool:
+        raise UserInputError(f"{config_path}: factor.pool keeps no class")
+    table = factor_values(pool, graph, train, counts, cfg.factor.labels)
+    bin_of = factor_bins(table[factor].to_numpy(), factor, bins, cfg.factor.seed)
+    members = matched_sample(
+        covariates(table, factor), bin_of, size, cfg.factor.seed, relation_matrix(graph, pool)
+    )
+    info = {
+        "config": cfg.as_dict(),
+        "config_sha256": sha256_file(config_path),
+        "pool": [
+            {"filter": s.filter, "params": s.params, "before": s.before, "after": s.after} for s in steps
+        ],
+        "graph": graph,
+        "train": train,
+    }
+    return table, members, info
+
+
+def split_name(factor: str, b: int) -> str:
+    return f"{factor}_{b + 1}"
+
+
+def render_report(factor: str, table: pd.DataFrame, members: list[np.ndarray], manifest: dict) -> str:
+    """report.md: what moves, what is held, and the balance table."""
+    lines = [
+        f"# Factor splits: {factor}",
+        "",
+        f"{len(members)} test splits of {len(members[0])} classes; {factor} ({FACTORS[factor]}) moves "
+        "from bin to bin, the other factors are matched (nearest neighbour in z-scored factor space, "
+        f"seed {manifest['seed']}). Pool: {len(table):,} classes.",
+        "",
+        "| split | " + " | ".join(FACTORS) + " | R | flaws within | flaws with train |",
+        "|---|" + "---:|" * (len(FACTORS) + 3),
+    ]
+    balance = balance_table(table, members)
+    for b, row in balance.iterrows():
+        split = manifest["splits"][split_name(factor, int(b))]
+        values = " | ".join(f"{row[f]:.3f}" for f in FACTORS)
+        lines.append(
+            f"| {split_name(factor, int(b))} | {values} | {split['ratio']:.3f} | "
+            f"{split['pairs_within']} | {split['pairs_with_train']} |"
+        )
+    lines += ["", "Largest gap between two bins' means, in pool standard deviations:", ""]
+    for name, gap in manifest["max_standardized_gap"].items():
+        lines.append(f"- {name}: {gap:.3f}")
+    lines += [
+        "",
+        "Factors: " + "; ".join(f"**{k}** = {v}" for k, v in FACTORS.items()) + ".",
+        "R is each split's own structural ratio against the training classes.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_factor_splits(config_path: str | Path, factor: str, bins: int, size: int, out: str | Path) -> dict:
+    """Build and write the factor splits; returns the manifest."""
+    table, members, info = build_factor_splits(config_path, factor, bins, size)
+    graph, train = info.pop("graph"), info.pop("train")
+    splits: dict[str, Any] = {}
+    with atomic_directory(out, tool=TOOL, inputs=[config_path]) as tmp:
+        picked = []
+        for b, idx in enumerate(members):
+            name = split_name(factor, b)
+            wnids = sorted(table["wnid"].iloc[idx])
+            path = write_wnid_list(tmp / f"{name}.txt", wnids)
+            stats = structure_stats(graph, wnids, train)
+            values = table.iloc[idx]
+            splits[name] = {
+                "file": path.name,
+                "sha256": sha256_file(path),
+                "bin": b + 1,
+                "classes": len(wnids),
+                "factor_range": [float(values[factor].min()), float(values[factor].max())],
+                "means": {f: float(values[f].mean()) for f in FACTORS},
+                "ratio": stats.structural_ratio,
+                "pairs_within": stats.pairs_within,
+                "pairs_with_train": stats.pairs_with_train,
+            }
+            picked.append(values.assign(split=name))
+        classes = pd.concat(picked)[["split", "wnid", "label", *FACTORS]]
+        atomic_write_text(
+            tmp / "classes.csv", classes.to_csv(index=False, float_format="%.6g", lineterminator="\n")
+        )
+        manifest = {
+            "format": FORMAT,
+            "tool": TOOL,
+            "command": command_line(),
+            "factor": factor,
+            "bins": bins,
+            "size": size,
+            "seed": info["config"]["factor"]["seed"],
+            "factors": FACTORS,
+            "pool_classes": len(table),
+            **info,
+            "max_standardized_gap": standardized_differences(table, members, factor),
+            "splits": splits,
+        }
+        atomic_write_text(tmp / "report.md", render_report(factor, table, members, manifest))
+        atomic_write_json(tmp / "manifest.json", manifest)
+    return manifest

@@ -1,0 +1,242 @@
+"""The recipe of ``imagenet-zsl run``: one YAML file naming features, semantics, models and splits.
+
+Example (``configs/demo.yaml`` is a complete one)::
+
+    features:                       # seen-class training features and test features ...
+      train: feats/train
+      test: feats/test              # one directory, or {split name: directory}
+      seen: feats/ilsvrc_val        # optional: held-out seen images (GZSL)
+    # features: {simulate: configs/demo-simulate.yaml}   # ... or SIMULATED ones, written to OUT/features
+    semantics: glove-6b-50d         # optional: overrides the models' own (a vector set or a .npz)
+    models:                         # name -> a model config, a fitted model directory, or inline
+      trivial: configs/models/trivial.yaml
+      sgcn: {config: configs/models/sgcn.yaml, params: {epochs: 300}}
+      ridge: {model: ridge, params: {lam: 1.0}}
+    splits: [hop1, benchmark, my/split.txt]   # committed split names (splits/NAME.txt) or paths
+    ks: [1, 2, 5, 10, 20]
+    gzsl: true
+    calibration: {classes: val_classes.txt}   # optional: validation classes choosing the GZSL γ
+    missing_semantics: drop         # drop | error: test classes a model cannot represent
+
+Every key is validated strictly (:mod:`imagenet_zsl.config`): a typo is a one-line error naming
+the file and the key. Relative paths are taken from the working directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, model_validator
+
+from imagenet_zsl.config import Config, load_config
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.simulate import load_simulation_config
+from imagenet_zsl.io import MANIFEST_NAME, canonical_json, read_manifest, sha256_file
+from imagenet_zsl.models.registry import MODEL_FORMAT
+from imagenet_zsl.models.training import TrainConfig, check_model_params, load_train_config
+from imagenet_zsl.scoring import DEFAULT_KS
+
+RUN_TOOL = "imagenet-zsl run"
+RUN_FORMAT = "imagenet-zsl/run-v1"
+#: model names become directory names (cells/<model>__<split>)
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class FeatureDirs(Config):
+    """Feature directories given by path."""
+
+    train: str
+    test: str | dict[str, str]
+    seen: str | None = None
+
+
+class SimulatedFeatures(Config):
+    """SIMULATED features (``imagenet-zsl simulate``) written once to ``OUT/features``."""
+
+    simulate: str
+
+
+class InlineModel(Config):
+    """A model given in the recipe: a registry name or a model config, with parameter overrides."""
+
+    model: str | None = None
+    config: str | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    semantics: str | None = None
+    graph: str | None = None
+    select: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> InlineModel:
+        if (self.model is None) == (self.config is None):
+            raise ValueError("give exactly one of 'model' (a registry name) or 'config' (a model YAML)")
+        return self
+
+
+class Calibration(Config):
+    """Validation classes (disjoint from test and seen) choosing the GZSL calibration γ."""
+
+    classes: str
+    features: str | None = None
+
+
+class Recipe(Config):
+    """The whole ``imagenet-zsl run`` recipe (see the module docstring)."""
+
+    features: FeatureDirs | SimulatedFeatures
+    semantics: str | None = None
+    models: Annotated[
+        dict[Annotated[str, Field(pattern=NAME_PATTERN)], str | InlineModel], Field(min_length=1)
+    ]
+    splits: Annotated[list[str], Field(min_length=1)]
+    splits_dir: str = "splits"
+    ks: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = Field(
+        default_factory=lambda: list(DEFAULT_KS)
+    )
+    gzsl: bool = False
+    calibration: Calibration | None = None
+    missing_semantics: Literal["drop", "error"] = "drop"
+    graph: str = "auto"
+    label_frequency: bool = True
+    plots: bool = True
+
+
+@dataclass
+class ModelSpec:
+    """One model of a recipe: either ``train`` (a config to fit) or ``fitted`` (a model directory)."""
+
+    name: str
+    train: TrainConfig | None = None
+    fitted: Path | None = None
+    config_path: Path | None = None
+
+    def digest(self, features_sha256: str) -> str:
+        """Cache key of the fitted model: config, training-features manifest and semantics."""
+        if self.fitted is not None:
+            return sha256_file(self.fitted / MANIFEST_NAME)
+        assert self.train is not None
+        record = {
+            "config": self.train.as_dict(),
+            "features": features_sha256,
+            "semantics": _file_or_name(self.train.semantics),
+            "graph": _file_or_name(self.train.graph),
+            "seen": _file_or_name(self.train.seen) if self.train.seen else None,
+        }
+        return hashlib.sha256(canonical_json(record).encode()).hexdigest()
+
+
+def _file_or_name(spec: str) -> str:
+    """A named resource stays its name; a file is identified by its sha256 too."""
+    path = Path(spec)
+    return f"{spec}@{sha256_file(path)}" if path.is_file() else spec
+
+
+def load_recipe(path: str | Path) -> Recipe:
+    """Read and validate a recipe; a typo or a wrong type is a one-line error."""
+    return load_config(path, Recipe)
+
+
+def split_paths(recipe: Recipe, where: str) -> dict[str, Path]:
+    """Split name -> wnid file; a name is ``splits_dir/NAME.txt``, anything else a path."""
+    out: dict[str, Path] = {}
+    for spec in recipe.splits:
+        path = Path(spec)
+        if not path.is_file():
+            path = Path(recipe.splits_dir) / f"{spec}.txt"
+        if not path.is_file():
+            raise UserInputError(
+                f"split {spec!r} not found ({where}: splits): neither a file nor "
+                f"{Path(recipe.splits_dir) / f'{spec}.txt'}; build it with 'imagenet-zsl splits build'"
+            )
+        name = path.stem
+        if name in out:
+            raise UserInputError(f"split {name!r} is given twice ({where}: splits): give each once")
+        out[name] = path
+    return out
+
+
+def model_specs(recipe: Recipe, where: str) -> list[ModelSpec]:
+    """Each recipe model as a :class:`ModelSpec`, its hyper-parameters checked before any work."""
+    specs = []
+    for name, entry in recipe.models.items():
+        key = f"{where}: models.{name}"
+        if isinstance(entry, str):
+            path = Path(entry)
+            if path.is_dir():
+                manifest = read_manifest(path)
+                if manifest is None or manifest.get("format") != MODEL_FORMAT:
+                    raise UserInputError(
+                        f"{entry} is not a fitted model directory ({key}): it has no {MODEL_FORMAT} manifest"
+                    )
+                specs.append(ModelSpec(name, fitted=path))
+                continue
+            if not path.is_file():
+                raise UserInputError(
+                    f"model {entry!r} not found ({key}): give a model config, a fitted model "
+                    "directory or {model: NAME, params: {...}}"
+                )
+            config, config_path, params = load_train_config(path), path, {}
+        else:
+            config_path = Path(entry.config) if entry.config else None
+            if config_path is not None and not config_path.is_file():
+                raise UserInputError(f"model config {entry.config!r} not found ({key}.config)")
+            config = load_train_config(config_path) if config_path else TrainConfig(model=entry.model or "")
+            params = entry.params
+            for field in ("semantics", "graph", "select"):
+                if getattr(entry, field) is not None:
+                    setattr(config, field, getattr(entry, field))
+        config.params = {**config.params, **params}
+        if recipe.semantics is not None:
+            config.semantics = recipe.semantics
+        check_model_params(config.model, config.params, key)
+        specs.append(ModelSpec(name, train=config, config_path=config_path))
+    return specs
+
+
+def input_paths(
+    recipe: Recipe, recipe_path: Path, splits: dict[str, Path], models: list[ModelSpec]
+) -> list[Path]:
+    """Every file or directory the run reads (an ``--out`` must not overlap any of them)."""
+    paths: list[Path] = [recipe_path, *splits.values()]
+    features = recipe.features
+    if isinstance(features, FeatureDirs):
+        tests = features.test.values() if isinstance(features.test, dict) else [features.test]
+        paths += [Path(p) for p in (features.train, *tests, features.seen) if p is not None]
+    else:
+        paths.append(Path(features.simulate))
+    for spec in models:
+        paths += [p for p in (spec.fitted, spec.config_path) if p is not None]
+    if recipe.calibration is not None:
+        paths += [Path(p) for p in (recipe.calibration.classes, recipe.calibration.features) if p]
+    if recipe.semantics is not None and Path(recipe.semantics).is_file():
+        paths.append(Path(recipe.semantics))
+    return paths
+
+
+def check_features(recipe: Recipe, splits: dict[str, Path], where: str) -> None:
+    """Feature directories exist, a per-split mapping covers every split, GZSL has seen images."""
+    features = recipe.features
+    if isinstance(features, SimulatedFeatures):
+        load_simulation_config(features.simulate)
+        return
+    if isinstance(features.test, dict):
+        missing = sorted(set(splits) - set(features.test))
+        if missing:
+            raise UserInputError(
+                f"no test features for split {missing[0]!r} ({where}: features.test): "
+                "give one directory for every split, or one directory for all"
+            )
+    tests = features.test.values() if isinstance(features.test, dict) else [features.test]
+    for key, value in (("train", features.train), *(("test", t) for t in tests), ("seen", features.seen)):
+        if value is not None and not (Path(value) / MANIFEST_NAME).is_file():
+            raise UserInputError(
+                f"{value} is not a feature directory ({where}: features.{key}): it has no {MANIFEST_NAME}"
+            )
+    if recipe.gzsl and features.seen is None:
+        raise UserInputError(
+            f"gzsl needs held-out seen images ({where}: features.seen): add the directory, "
+            "e.g. ILSVRC-2012 validation features"
+        )

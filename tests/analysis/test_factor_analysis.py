@@ -1,0 +1,76 @@
+"""`imagenet-zsl analyze factor` on a hand-made batch run over two factor splits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from imagenet_zsl.analysis.factor_analysis import bootstrap_ci
+from imagenet_zsl.analysis.factor_splits import FORMAT
+from imagenet_zsl.cli import main
+
+HITS = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.5, 0.0, 0.5]}
+
+
+def fake_cell(root: Path, split_file: Path, hits: list[float]) -> None:
+    """A cell as `evaluate` lays it out (only what the analyses read)."""
+    cell = root / "cells" / f"toy__{split_file.stem}"
+    (cell / "topk").mkdir(parents=True)
+    classes = [f"n0000000{i}" for i in range(len(hits))]
+    metrics = {
+        "model": {"name": "toy"},
+        "inputs": {"split": {"name": split_file.stem, "path": str(split_file)}},
+    }
+    (cell / "metrics.json").write_text(json.dumps(metrics))
+    (cell / "topk" / "classes.json").write_text(json.dumps({"unseen": classes}))
+    labels = np.arange(len(hits))
+    np.save(cell / "topk" / "test.labels.npy", labels.astype(np.int32))
+    np.save(cell / "topk" / "test.rows.npy", labels.astype(np.int64))
+    np.save(
+        cell / "topk" / "test.unseen.ids.npy", np.tile(np.arange(len(hits)), (len(hits), 1)).astype(np.int32)
+    )
+    np.save(cell / "topk" / "test.unseen.scores.npy", np.zeros((len(hits), len(hits)), np.float32))
+    pd.DataFrame({"wnid": classes, "role": "unseen", "hit@1": hits}).to_csv(
+        cell / "per_class.csv", index=False
+    )
+
+
+@pytest.fixture
+def factor_run(tmp_path: Path) -> Path:
+    splits = tmp_path / "factor_splits"
+    splits.mkdir()
+    manifest = {"format": FORMAT, "tool": "imagenet-zsl splits factor", "factor": "depth", "splits": {}}
+    for b, name in enumerate(HITS):
+        (splits / f"{name}.txt").write_text("n00000000\n")
+        manifest["splits"][name] = {"bin": b + 1, "means": {"depth": 5.0 + 3 * b}}
+        fake_cell(tmp_path / "run", splits / f"{name}.txt", HITS[name])
+    (splits / "manifest.json").write_text(json.dumps(manifest))
+    return tmp_path / "run"
+
+
+def test_factor_table_and_plot(factor_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = factor_run.parent / "fa"
+    assert (
+        main(["analyze", "factor", str(factor_run), "--k", "1", "--out", str(out), "--resamples", "200"]) == 0
+    )
+    assert "| depth | toy | 1 | 1 | 5.000 | 4 | 75.00 |" in capsys.readouterr().out
+    table = pd.read_csv(out / "factor.csv")
+    assert table["hit"].tolist() == pytest.approx([0.75, 0.25])
+    assert table["x"].tolist() == [5.0, 8.0]
+    assert (table["ci_low"] <= table["hit"]).all() and (table["hit"] <= table["ci_high"]).all()
+    assert (out / "factor.png").stat().st_size > 0
+    first = (out / "factor.csv").read_bytes()
+    assert (
+        main(["analyze", "factor", str(factor_run), "--k", "1", "--out", str(out), "--resamples", "200"]) == 0
+    )
+    assert (out / "factor.csv").read_bytes() == first  # seeded
+
+
+def test_bootstrap_interval_brackets_the_mean() -> None:
+    values = np.r_[np.ones(30), np.zeros(70)]
+    low, high = bootstrap_ci(values, 2000, 0.95, np.random.default_rng(0))
+    assert low < 0.3 < high and high - low == pytest.approx(2 * 1.96 * np.sqrt(0.21 / 100), abs=0.03)

@@ -1,0 +1,75 @@
+"""Bad inputs of ``attributes run``: exit 2, one ``error:`` line naming the culprit, no traceback,
+nothing written, inputs byte-identical. A 0-image or 0-dimensional feature matrix is an error, never
+a ZSL accuracy of 0.0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+
+from imagenet_zsl.attributes.dataset import packaged_dir
+
+CASES = ("zero-byte", "text", "no-labels", "zero-images", "zero-dim", "nan", "labels-zero-based")
+
+
+def _write_bad(path: Path, case: str) -> str:
+    """Write a broken res101.mat; returns the culprit the error must name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if case == "zero-byte":
+        path.write_bytes(b"")
+    elif case == "text":
+        path.write_text("these are not MATLAB bytes\n")
+    elif case == "no-labels":
+        scipy.io.savemat(path, {"features": np.ones((4, 3))})
+        return "labels"
+    elif case == "zero-images":
+        scipy.io.savemat(path, {"features": np.zeros((4, 0)), "labels": np.zeros((0, 1))})
+        return "labels"
+    elif case == "zero-dim":
+        scipy.io.savemat(path, {"features": np.zeros((0, 3)), "labels": np.ones((3, 1))})
+        return "features"
+    elif case == "nan":
+        scipy.io.savemat(path, {"features": np.full((4, 3), np.nan), "labels": np.ones((3, 1))})
+        return "NaN"
+    else:
+        scipy.io.savemat(path, {"features": np.ones((4, 3)), "labels": np.zeros((3, 1))})
+        return "1-based"
+    return "res101.mat"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_attributes_run_bad_res101(cli_error, tmp_path, case):
+    mat = tmp_path / "APY" / "res101.mat"
+    culprit = _write_bad(mat, case)
+    out = tmp_path / "run"
+    cli_error(
+        ["attributes", "run", "--dataset", "APY", "--root", tmp_path, "--model", "eszsl", "--out", out],
+        [culprit, str(mat)] if culprit != str(mat) else culprit,
+        inputs=[mat, packaged_dir("APY")],
+        not_created=[out],
+    )
+
+
+def test_attributes_run_missing_res101(cli_error, tmp_path):
+    out = tmp_path / "run"
+    cli_error(
+        ["attributes", "run", "--dataset", "APY", "--root", tmp_path, "--model", "eszsl", "--out", out],
+        "res101.mat",
+        not_created=[out],
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "culprit"), [(["--model", "nosuch"], "nosuch"), (["--param", "x"], "--param")]
+)
+def test_attributes_run_bad_option(cli_error, tmp_path, extra, culprit):
+    from tests.attributes.conftest import make_root
+
+    make_root(tmp_path, "APY")
+    out = tmp_path / "run"
+    argv = ["attributes", "run", "--dataset", "APY", "--root", tmp_path, "--out", out]
+    argv += extra if "--model" in extra else ["--model", "eszsl", *extra]
+    cli_error(argv, culprit, inputs=[tmp_path / "APY"], not_created=[out])

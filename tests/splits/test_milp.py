@@ -1,0 +1,113 @@
+"""The exact optimiser against brute force: every subset of small random hierarchies enumerated."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.splits.benchmark import select_max_ratio
+from imagenet_zsl.splits.structure import structural_ratio, structure_stats
+
+
+def _random_hierarchy(seed: int, n: int = 16) -> tuple[ClassGraph, list[str], list[str]]:
+    """A random DAG (mostly a tree, some second parents), 2 training leaves, the rest candidates."""
+    rng = np.random.default_rng(seed)
+    names = [f"c{i:02d}" for i in range(n)]
+    edges = []
+    for i in range(1, n):
+        parents = {int(rng.integers(0, i))}
+        if rng.random() < 0.15 and i > 2:
+            parents.add(int(rng.integers(0, i)))
+        edges += [(names[p], names[i]) for p in sorted(parents)]
+    graph = ClassGraph.from_edges(edges, nodes=names)
+    leaves = [w for w in names if not graph.children(w)]
+    train = sorted(rng.choice(leaves, size=2, replace=False).tolist())
+    return graph, [w for w in names if w not in train], train
+
+
+def _brute_force(graph, candidates, train, size, branch_of=None, cap=None, include=()):
+    """Best R over every consistent subset (None when no subset is feasible)."""
+    related = set(graph.related_pairs(candidates)) | {(b, a) for a, b in graph.related_pairs(candidates)}
+    train_related = {a for a, _ in graph.related_pairs(candidates, train)}
+    pool = [c for c in candidates if c not in train_related]
+    best = None
+    for combo in itertools.combinations(pool, size):
+        if not set(include) <= set(combo):
+            continue
+        if any((a, b) in related for a, b in itertools.combinations(combo, 2)):
+            continue
+        if cap is not None:
+            counts: dict[str, int] = {}
+            for c in combo:
+                counts[branch_of[c]] = counts.get(branch_of[c], 0) + 1
+            if max(counts.values()) > cap:
+                continue
+        r = structural_ratio(graph, list(combo), train)
+        best = r if best is None else max(best, r)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("size", [2, 3, 4])
+def test_exact_matches_brute_force(seed, size):
+    graph, candidates, train = _random_hierarchy(seed)
+    best = _brute_force(graph, candidates, train, size)
+    if best is None:
+        with pytest.raises(UserInputError):
+            select_max_ratio(graph, candidates, train, size, progress=False)
+        return
+    result = select_max_ratio(graph, candidates, train, size, progress=False, levels=2)
+    assert result.ratio == pytest.approx(best, abs=1e-9)
+    assert result.upper_bound == pytest.approx(best, abs=1e-6) and result.gap <= 1e-6
+    assert result.status == "optimal" and result.optimizer == "exact"
+    assert structure_stats(graph, result.wnids, train).consistent
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_branch_share_holds_and_matches_brute_force(seed):
+    graph, candidates, train = _random_hierarchy(seed)
+    branch_of = {w: ("even" if int(w[1:]) % 2 == 0 else "odd") for w in candidates}
+    best = _brute_force(graph, candidates, train, 4, branch_of, cap=2)
+    if best is None:
+        pytest.skip("no feasible set for this seed")
+    result = select_max_ratio(
+        graph, candidates, train, 4, progress=False, branch_of=branch_of, max_branch_share=0.5
+    )
+    assert max(result.branch_counts.values()) <= 2
+    assert result.ratio == pytest.approx(best, abs=1e-9) and result.gap <= 1e-6
+
+
+def test_include_is_kept_and_matches_brute_force():
+    graph, candidates, train = _random_hierarchy(3)
+    free = select_max_ratio(graph, candidates, train, 3, progress=False)
+    pool = [c for c in candidates if c not in {a for a, _ in graph.related_pairs(candidates, train)}]
+    forced = next(c for c in pool if c not in free.wnids)
+    best = _brute_force(graph, candidates, train, 3, include=[forced])
+    result = select_max_ratio(graph, candidates, train, 3, progress=False, include=[forced])
+    assert forced in result.wnids and result.ratio == pytest.approx(best, abs=1e-9)
+    with pytest.raises(UserInputError, match="not in the final pool"):
+        select_max_ratio(graph, candidates, train, 3, progress=False, include=[train[0]])
+
+
+def test_infeasible_size_is_a_clear_error():
+    graph, candidates, train = _random_hierarchy(0)
+    with pytest.raises(UserInputError, match="no structurally consistent set|pool holds only"):
+        select_max_ratio(graph, candidates, train, len(candidates), progress=False)
+
+
+def test_exact_is_deterministic():
+    graph, candidates, train = _random_hierarchy(5, n=30)
+    runs = [select_max_ratio(graph, candidates, train, 5, progress=False) for _ in range(3)]
+    assert all(r.wnids == runs[0].wnids and r.ratio == runs[0].ratio for r in runs)
+
+
+def test_local_search_stays_available_without_a_bound():
+    graph, candidates, train = _random_hierarchy(1)
+    result = select_max_ratio(graph, candidates, train, 3, progress=False, optimizer="local_search")
+    assert result.optimizer == "local_search" and result.upper_bound is None and result.gap is None
+    exact = select_max_ratio(graph, candidates, train, 3, progress=False)
+    assert exact.ratio >= result.ratio - 1e-12

@@ -1,0 +1,104 @@
+"""Every `imagenet-zsl ...` command shown in a README code block is run by some test with small inputs.
+
+``TESTED_BY`` maps each sub-command (as the README shows it, normalised to its command words, e.g.
+``splits build``) to the test file that runs it successfully through ``imagenet_zsl.cli.main``. The
+test fails when the README shows a sub-command with no entry here, when the named file no longer
+runs it (a ``main([...])`` call with those words not compared to an error status), or when an entry
+is no longer shown in the README (keep the list honest).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from imagenet_zsl.cli import build_parser
+
+REPO = Path(__file__).resolve().parents[1]
+
+TESTED_BY = {
+    "run": "tests/batch/conftest.py",
+    "images count": "tests/images/test_image_store.py",
+    "extract": "tests/features/test_feature_distributed.py",
+    "train": "tests/test_pipeline_e2e.py",
+    "evaluate": "tests/test_pipeline_e2e.py",
+    "report": "tests/test_pipeline_e2e.py",
+    "attributes run": "tests/attributes/test_attributes_protocol.py",
+    "attributes table": "tests/attributes/test_attributes_protocol.py",
+    "attributes split": "tests/attributes/test_attributes_protocol.py",
+    "attributes robustness": "tests/attributes/test_attributes_robustness.py",
+}
+
+
+def _groups() -> set[str]:
+    """Top-level commands that are groups of sub-commands (``splits``, ``labels``, ...)."""
+    parser = build_parser()
+    top = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return {
+        name
+        for name, sub in top.choices.items()
+        if any(a.__class__.__name__ == "_SubParsersAction" for a in sub._actions)
+    }
+
+
+def readme_commands() -> list[str]:
+    """The command words of every `imagenet-zsl` line inside a README code block."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    groups = _groups()
+    found = []
+    for block in re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split("#", 1)[0].strip()
+            if not line.startswith("imagenet-zsl "):
+                continue
+            words = shlex.split(line)[1:]
+            command = " ".join(words[:2]) if words[0] in groups and len(words) > 1 else words[0]
+            found.append(command)
+    return sorted(set(found))
+
+
+def _runs_successfully(path: Path, words: list[str]) -> bool:
+    """True if ``path`` calls ``main([*words, ...])`` other than in a comparison with an error code."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "main" and node.args):
+            continue
+        argv = node.args[0]
+        if not isinstance(argv, ast.List) or len(argv.elts) < len(words):
+            continue
+        head = [e.value if isinstance(e, ast.Constant) else None for e in argv.elts[: len(words)]]
+        if head != words:
+            continue
+        parent = parents.get(node)
+        if isinstance(parent, ast.Compare) and any(
+            isinstance(c, ast.Constant) and c.value not in (0, None) for c in parent.comparators
+        ):
+            continue  # an error-path test
+        return True
+    return False
+
+
+def test_readme_shows_commands():
+    assert "run" in readme_commands()
+
+
+@pytest.mark.parametrize("command", readme_commands())
+def test_every_readme_command_is_run_by_a_test(command: str):
+    assert command in TESTED_BY, (
+        f"README.md shows 'imagenet-zsl {command}' but no test is mapped to it: add a test that runs it "
+        f"with small inputs and map it in TESTED_BY ({__file__})"
+    )
+    path = REPO / TESTED_BY[command]
+    assert path.is_file(), f"{TESTED_BY[command]} (mapped to '{command}') does not exist"
+    assert _runs_successfully(path, command.split()), (
+        f"{TESTED_BY[command]} no longer runs 'imagenet-zsl {command}' successfully through main([...])"
+    )
+
+
+def test_mapping_has_no_stale_entries():
+    assert sorted(set(TESTED_BY) - set(readme_commands())) == []
