@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from imagenet_zsl.analysis.properties import label_properties
+from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.data import data_path, fall11_counts
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
@@ -180,23 +181,42 @@ def population_rows(universe: Sequence[str], counts: dict[str, int]) -> list[Row
     ]
 
 
+#: Xian et al. (GBU, TPAMI 2018) Table 1: attributes, seen (trainval) / unseen classes, and the
+#: Proposed Split's images in trainval / test-seen / test-unseen
+GBU_TABLE1 = {
+    "AWA1": (85, "40 / 10", "19,832 / 4,958 / 5,685"),
+    "AWA2": (85, "40 / 10", "23,527 / 5,882 / 7,913"),
+    "CUB": (312, "150 / 50", "7,057 / 1,764 / 2,967"),
+    "SUN": (102, "645 / 72", "10,320 / 2,580 / 1,440"),
+    "APY": (64, "20 / 12", "5,932 / 1,483 / 7,924"),
+}
+
+
 def gbu_rows() -> list[Row]:
-    """Seen/unseen class counts of the GBU proposed splits (xlsa17 class lists)."""
-    paper = {"AWA1": "40 / 10", "AWA2": "40 / 10", "CUB": "150 / 50", "SUN": "645 / 72", "APY": "20 / 12"}
+    """GBU Table 1 from the packaged xlsa17 files: class lists, attributes and the image split."""
     rows = []
-    for name, value in paper.items():
+    for name, (n_att, classes, images) in GBU_TABLE1.items():
         folder = data_path("xlsa17") / name
         seen = len((folder / "trainvalclasses.txt").read_text().split())
         unseen = len((folder / "testclasses.txt").read_text().split())
-        rows.append(
+        split = load_att_splits(folder / "att_splits.mat")
+        locs = [len(split.locs[k]) for k in ("trainval_loc", "test_seen_loc", "test_unseen_loc")]
+        rows += [
             Row(
                 f"GBU {name} seen / unseen classes",
-                value,
+                classes,
                 f"{seen} / {unseen}",
                 "xlsa17 proposed split (trainval / test class lists)",
                 "identical files",
-            )
-        )
+            ),
+            Row(
+                f"GBU {name} attributes; images trainval / test-seen / test-unseen",
+                f"{n_att}; {images}",
+                f"{split.num_attributes}; " + " / ".join(f"{n:,}" for n in locs),
+                "rows of `att` and lengths of the `*_loc` lists in xlsa17's att_splits.mat",
+                "identical files",
+            ),
+        ]
     return rows
 
 

@@ -232,7 +232,7 @@ def _solve_model(  # noqa: PLR0913
         integrality=integrality,
         bounds=Bounds(lower, np.ones(n_var)),
         constraints=constraints,
-        options={"time_limit": max(1.0, time_limit), "mip_rel_gap": gap, "presolve": True},
+        options={"time_limit": max(1.0, time_limit), "mip_rel_gap": gap, "presolve": __import__("os").environ.get("ZSL_PRE", "1") == "1", "disp": __import__("os").environ.get("ZSL_DISP") == "1"},
     )
     if res.x is None:
         if res.status == 2:
