@@ -29,18 +29,34 @@ wordnet: $(STAMP)
 	fi
 	@$(BIN)/python -c "from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns as l; n=l(); print(f'WordNet 3.0 ready: {len(n.wnids):,} noun synsets')"
 
+# configs/demo.yaml reads the factor splits from here (a fixed path, whatever OUT is)
+FACTOR_SPLITS := out/factor-frequency
+PRETRAINING   := in1k in12k in21k-p in22k
+
 demo: install
-	@echo "== 1/5 ImageNet-21K splits on the real WordNet graph (configs/default.yaml)"
+	@echo "== 1/8 ImageNet-21K splits on the real WordNet graph (configs/default.yaml)"
 	$(BIN)/imagenet-zsl splits build configs/default.yaml --out $(OUT)/splits --no-progress
-	@echo "== 2/5 label curation: GloVe class vectors, rare words, primary meanings"
+	@echo "== 2/8 label curation: GloVe class vectors, rare words, primary meanings"
 	$(BIN)/imagenet-zsl labels build configs/labels.yaml --out $(OUT)/labels
 	$(BIN)/imagenet-zsl labels sense cairn
-	@echo "== 3/5 Hascoet-style benchmark with curated labels (configs/hascoet.yaml)"
+	@echo "== 3/8 Hascoet-style benchmark with curated labels (configs/hascoet.yaml)"
 	$(BIN)/imagenet-zsl splits build configs/hascoet.yaml --out $(OUT)/splits-hascoet --no-progress
-	@echo "== 4/5 GBU protocol on generated features with the real xlsa17 class structure"
+	@echo "== 4/8 GBU protocol on generated features with the real xlsa17 class structure"
 	$(BIN)/imagenet-zsl attributes demo --out $(OUT)/attributes-demo
-	@echo "== 5/5 the main job: imagenet-zsl run configs/demo.yaml (6 models x 4 splits, ZSL + GZSL, SIMULATED features)"
+	@echo "== 5/8 factor splits: label frequency moves, the other factors matched (3 bins x 30 classes)"
+	$(BIN)/imagenet-zsl splits factor configs/default.yaml --factor frequency --bins 3 --size 30 --out $(FACTOR_SPLITS)
+	@echo "== 6/8 the main job: imagenet-zsl run configs/demo.yaml (7 models x 5 splits + 3 factor splits, ZSL + GZSL, SIMULATED features)"
 	$(BIN)/imagenet-zsl run configs/demo.yaml --out $(OUT)/demo --no-progress
+	@echo "== 7/8 leakage: test classes of each committed split that were labels of a backbone's pretraining"
+	@for set in $(PRETRAINING); do $(BIN)/imagenet-zsl splits leakage splits/*.txt --pretraining $$set || exit 1; done
+	@echo "== 8/8 Hascoet's analyses of the run: hit@K against label frequency, the correction ladder"
+	$(BIN)/imagenet-zsl analyze factor $(OUT)/demo --out $(OUT)/demo-factor
+	$(BIN)/imagenet-zsl analyze ladder $(OUT)/demo/cells/sgcn__hop2 --out $(OUT)/demo-ladder
+	@echo "== files written"
+	@for f in $(OUT)/splits/report.md $(OUT)/labels $(OUT)/splits-hascoet/report.md $(OUT)/attributes-demo \
+	  $(FACTOR_SPLITS)/report.md $(OUT)/demo/summary.md $(OUT)/demo/summary.csv $(OUT)/demo/summary.tex \
+	  $(OUT)/demo/hit_at_k.png $(OUT)/demo/cells $(OUT)/demo-factor/factor.md $(OUT)/demo-factor/factor.png \
+	  $(OUT)/demo-ladder/ladder.md $(OUT)/demo-ladder/ladder.png; do echo "  $$f"; done
 
 test: install
 	$(BIN)/pytest -q

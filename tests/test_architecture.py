@@ -25,8 +25,8 @@ STAGES = (
     "models",
     "evaluation",
     "batch",
-    "analysis",
     "attributes",
+    "analysis",
     "cli",
 )
 BOTTOM = {

@@ -77,7 +77,7 @@ def compare_optimisers(config: Path = REPO / "configs" / "default.yaml", split: 
     counts = resolve_counts(cfg.counts)
     graph = config_graph(cfg)
     candidates = sorted(w for w in fall11_counts() if w not in set(train))
-    pool, _ = benchmark_pool(spec, graph, train, candidates, counts, split)
+    pool, _ = benchmark_pool(spec, PoolContext(graph, train, counts), candidates, split)
     print(f"optimisers on {config.name}:{split} (pool {len(pool):,}, N = {spec.size})")
     print(f"  {'optimizer':<14}{'time':>9}{'R':>10}{'bound':>10}{'gap':>10}")
     for optimizer in ("exact", "local_search"):

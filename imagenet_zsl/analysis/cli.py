@@ -32,7 +32,8 @@ def register(tree: CommandTree) -> None:
         help="hit@1/hit@5 of a finished run under cumulative corrections (Hascoet Fig. 6)",
         description="Recompute, from the stored top-k lists (no new search), hit@K under cumulative "
         "corrections: as evaluated; related (parent/child) prediction counts; drop rare labels; drop "
-        "secondary meanings; drop classes with few images; keep only filter-kept images. Writes "
+        "secondary meanings; drop classes with few images; keep only filter-kept images. hit@K is the "
+        "expected value under random tie-breaking (as `evaluate`), with the strict twin. Writes "
         "ladder.md, ladder.csv, ladder.png and manifest.json.",
     )
     ladder.add_argument("run_dir", help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`")
@@ -56,8 +57,8 @@ def register(tree: CommandTree) -> None:
         "factor",
         help="per-class hit@K against a controlled factor per model, with bootstrap intervals",
         description="For a run on factor splits (`imagenet-zsl splits factor`), per-class hit@K per "
-        "(model, bin) with a seeded bootstrap interval over classes. Writes factor.md, factor.csv, "
-        "factor.png and manifest.json.",
+        "(model, bin) with a seeded bootstrap interval over classes, expected and strict tie rule. "
+        "Writes factor.md, factor.csv, factor.png and manifest.json.",
     )
     factor_plot.add_argument(
         "run_dir", help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`"

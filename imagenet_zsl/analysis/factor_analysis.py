@@ -5,6 +5,10 @@ in a factor-split directory whose manifest names the factor, the bin and the bin
 value (or give that directory with ``--splits``). Per (model, factor, bin) the headline is the
 per-class hit@K (mean over the split's classes of the class's hit@K, from the cell's
 ``per_class.csv``) with a seeded percentile bootstrap confidence interval over classes.
+
+Tie rules as in ``evaluate``: ``hit`` is the expected value under uniform random tie-breaking (the
+``hit@K`` column), ``hit_strict`` counts ties against the model (``hit@K_strict``); both come from
+the same bootstrap resamples of classes, so their intervals are paired.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from imagenet_zsl import scoring as M
 from imagenet_zsl.analysis.factor_splits import FORMAT
 from imagenet_zsl.analysis.runs import RunCell, read_cells
 from imagenet_zsl.errors import UserInputError
@@ -54,6 +59,22 @@ def bootstrap_ci(
     return float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))
 
 
+def paired_bootstrap_ci(
+    columns: Sequence[np.ndarray], resamples: int, level: float, rng: np.random.Generator
+) -> list[tuple[float, float]]:
+    """:func:`bootstrap_ci` of several (n,) value columns over the same resampled rows."""
+    n = len(columns[0])
+    if n == 0:
+        return [(float("nan"), float("nan"))] * len(columns)
+    rows = rng.integers(0, n, (resamples, n))
+    tail = (1 - level) / 2
+    out = []
+    for values in columns:
+        means = np.asarray(values, dtype=np.float64)[rows].mean(axis=1)
+        out.append((float(np.quantile(means, tail)), float(np.quantile(means, 1 - tail))))
+    return out
+
+
 def _factor_manifest(cell: RunCell, splits_dir: Path | None) -> dict | None:
     folder = splits_dir if splits_dir is not None else (cell.split_path.parent if cell.split_path else None)
     path = None if folder is None else Path(folder) / "manifest.json"
@@ -76,6 +97,11 @@ def _per_class(cell: RunCell, ks: Sequence[int]) -> pd.DataFrame:
     absent = [f"hit@{k}" for k in ks if f"hit@{k}" not in table.columns]
     if absent:
         raise UserInputError(f"{path}: no column {absent[0]}; was the run evaluated with that K (--k)?")
+    absent = [f"hit@{k}_strict" for k in ks if f"hit@{k}_strict" not in table.columns]
+    if absent:
+        raise UserInputError(
+            f"{path}: no column {absent[0]}; the run predates the tie-fair metrics, re-run the evaluation"
+        )
     return table[table["role"] == "unseen"]
 
 
@@ -95,8 +121,11 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
         factor, info = manifest["factor"], manifest["splits"][cell.split]
         table = _per_class(cell, ks)
         for k in ks:
-            values = table[f"hit@{k}"].dropna().to_numpy(dtype=np.float64)
-            low, high = bootstrap_ci(values, opts.resamples, opts.level, rng)
+            part = table[[f"hit@{k}", f"hit@{k}_strict"]].dropna()
+            values, strict = (part[c].to_numpy(dtype=np.float64) for c in part.columns)
+            (low, high), (low_s, high_s) = paired_bootstrap_ci(
+                [values, strict], opts.resamples, opts.level, rng
+            )
             rows.append(
                 {
                     "model": cell.model,
@@ -109,6 +138,9 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
                     "hit": float(values.mean()) if len(values) else float("nan"),
                     "ci_low": low,
                     "ci_high": high,
+                    "hit_strict": float(strict.mean()) if len(strict) else float("nan"),
+                    "ci_low_strict": low_s,
+                    "ci_high_strict": high_s,
                 }
             )
     if not rows:
@@ -122,15 +154,20 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
 
 
 def render_markdown(table: pd.DataFrame, level: float) -> str:
-    """Per-class hit@K (%) with its bootstrap interval, one row per (factor, model, K, bin)."""
+    """Per-class hit@K (%) with its bootstrap interval, expected (headline) and strict tie rule,
+    one row per (factor, model, K, bin)."""
+    ci = f"{int(100 * level)}% CI"
     lines = [
-        f"| factor | model | K | bin | factor mean | classes | per-class hit@K % | {int(100 * level)}% CI |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| factor | model | K | bin | factor mean | classes | per-class hit@K % | "
+        f"{ci} | strict % | strict {ci} |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in table.to_dict("records"):
         lines.append(
             f"| {r['factor']} | {r['model']} | {r['k']} | {r['bin']} | {r['x']:.3f} | {r['classes']} | "
-            f"{100 * r['hit']:.2f} | [{100 * r['ci_low']:.2f}, {100 * r['ci_high']:.2f}] |"
+            f"{100 * r['hit']:.2f} | [{100 * r['ci_low']:.2f}, {100 * r['ci_high']:.2f}] | "
+            f"{100 * r['hit_strict']:.2f} | "
+            f"[{100 * r['ci_low_strict']:.2f}, {100 * r['ci_high_strict']:.2f}] |"
         )
     return "\n".join(lines) + "\n"
 
@@ -170,6 +207,7 @@ def run_factor_analysis(opts: FactorOptions) -> pd.DataFrame:
                 "resamples": opts.resamples,
                 "level": opts.level,
                 "seed": opts.seed,
+                "tie_rule": {"headline": "expected", **M.TIE_RULE_TEXT},
                 "outputs": [file_record(p, tmp) for p in sorted(tmp.glob("*")) if p.is_file()],
             },
         )

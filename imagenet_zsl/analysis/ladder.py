@@ -2,7 +2,7 @@
 
 hit@K of a finished run under cumulative corrections, with no new search:
 
-1. ``evaluated``  — as evaluated (ties count against the model, as ``evaluate`` does);
+1. ``evaluated``  — as evaluated: exactly the run's ``metrics.json`` headline and strict twin;
 2. ``structure``  — a prediction of a class related to the true class (its parent or child by
    default; any ancestor or descendant with ``relation="ancestor-descendant"``) also counts as
    correct: the structural flaws of the split no longer cost the model;
@@ -11,12 +11,27 @@ hit@K of a finished run under cumulative corrections, with no new search:
 5. ``few_images`` — classes with fewer than ``min_images`` images (fall11 counts) are dropped;
 6. ``ambiguous_images`` — only test images the ambiguous-image filter kept remain (when given).
 
-A dropped class leaves the test set *and* the label space: it is removed from every image's
-top-m list and the true class's rank is recounted among the remaining classes. The stored list is
-the top ``m = max(K) + 1`` of the full label space, so a listed true class keeps an exact rank;
-a true class that is not listed ranks below every remaining listed class. When fewer than K
-listed classes remain (possible only after many drops) the hit cannot be decided without a new
-search: it counts as a miss and the image is reported in ``undetermined@K``.
+Tie rules (as ``evaluate``, :mod:`imagenet_zsl.scoring`). Every step reports the expected value
+under uniform random tie-breaking (the headline) and the strict twin (ties count against the
+model). With a *set* of correct classes (step 2 on: the true class and its related classes) and
+the best-scoring correct class having ``r`` wrong classes strictly above it and a tie group of
+``c`` correct and ``w`` wrong classes, the expected credit is the probability that a random order
+of the group puts a correct class among its first ``j = K − r`` places,
+``1 − C(w, j) / C(c + w, j)`` (``(K − r) / (w + 1)`` when ``c = 1``, the evaluation's formula);
+strict: a hit iff ``r + w < K``.
+
+What is exact. Step 1 uses the true class's stored tie ranks (``true_above``/``true_tied``, over
+all split classes) and is exact. Later steps re-rank within the corrected label space: a dropped
+class leaves the test set *and* the label space (removed from every list). The stored list is
+the top ``m = max(K) + 1`` of the full space, so every class scoring above the last listed score
+is listed and ``r`` is always exact; the credit is exact unless (a) the best correct class's tie
+group reaches the end of the list, or (b) no correct class is listed and fewer than K remaining
+classes are, or an unlisted related class may tie with the last listed score. There the unlisted
+classes' identities are unknown (only their numbers: unlisted
+dropped, correct and wrong classes per image, and the true class's stored ranks, which give the
+size of the last tie group when the true class is in it), and the step reports the **lower
+bound** (unknown classes placed against the model) as ``hit@K``/``hit@K_strict``, the upper
+bound as ``hit@K_upper``, and the number of such images as ``undetermined@K``.
 """
 
 from __future__ import annotations
@@ -81,47 +96,173 @@ def related_keys(graph: ClassGraph, classes: Sequence[str], relation: str = "par
     return np.unique(np.asarray(keys, dtype=np.int64))
 
 
-def corrected_ranks(
-    cell: RunCell, active: np.ndarray, related: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rank of the first correct class among the active classes, from the stored lists.
+@dataclass
+class GroupBounds:
+    """Per image, where the best correct class stands in the corrected label space, as a worst and
+    a best case (equal where exact): ``r`` wrong classes strictly above, ``c`` correct and ``w``
+    wrong classes in its tie group. Each field is (n,) int64; see the module docstring."""
 
-    ``active`` (C,) bool: classes still in the label space. ``related``: keys of
-    :func:`related_keys` (None: only the true class is correct). Returns ranks (n,) int64 (ties
-    against the model), ``listed`` (n,) the number of active classes in each list, and ``found``
-    (n,) whether a correct class is listed.
+    worst: tuple[np.ndarray, np.ndarray, np.ndarray]
+    best: tuple[np.ndarray, np.ndarray, np.ndarray]
+    #: (r, w) with c = 1: a second lower bound, the true class alone, where no correct class is listed
+    true_worst: tuple[np.ndarray, np.ndarray] | None = None
+    #: the true class's own tie ranks when they alone decide (step 1): the evaluation's exact credit
+    ranks: M.TieRanks | None = None
+
+    @classmethod
+    def from_tie_ranks(cls, ranks: M.TieRanks) -> GroupBounds:
+        """Exact bounds from the true class's own tie ranks (the label space as evaluated)."""
+        above, tied = ranks.above.astype(np.int64), ranks.tied.astype(np.int64)
+        exact = (above, np.ones_like(above), tied)
+        return cls(exact, exact, ranks=ranks)
+
+    def credit(self, k: int, tie_rule: str = "expected") -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) (n,) float64 hit@k credit under ``tie_rule``."""
+        if self.ranks is not None:  # bit-identical to metrics.json (same formula as evaluate)
+            exact = self.ranks.credit(k, tie_rule)
+            return exact, exact
+        low = group_credit(k, *self.worst, tie_rule=tie_rule)
+        if self.true_worst is not None:
+            r, w = self.true_worst
+            low = np.maximum(low, group_credit(k, r, np.ones_like(r), w, tie_rule=tie_rule))
+        return low, group_credit(k, *self.best, tie_rule=tie_rule)
+
+
+def group_credit(
+    k: int, r: np.ndarray, c: np.ndarray, w: np.ndarray, tie_rule: str = "expected"
+) -> np.ndarray:
+    """(n,) hit@k credit of a correct set whose best member has ``r`` wrong classes strictly above
+    and a tie group of ``c`` correct and ``w`` wrong classes (all (n,) int).
+
+    expected: P(a correct class is among the first ``j = k − r`` places of a uniformly random
+    order of the group) = ``1 − C(w, j) / C(c + w, j)``; strict: ``r + w < k``; 0 when ``c = 0``.
     """
-    ids, scores, labels = cell.ids, cell.scores, cell.labels
+    r, c, w = (np.asarray(x, dtype=np.int64) for x in (r, c, w))
+    if tie_rule == "strict":
+        return ((c > 0) & (r + w < k)).astype(np.float64)
+    if tie_rule != "expected":
+        raise ValueError(f"tie_rule must be one of {M.TIE_RULES}, got {tie_rule!r}")
+    j = np.clip(k - r, 0, k)
+    miss = np.ones(len(r), dtype=np.float64)
+    for i in range(k):
+        term = np.where(w > i, (w - i) / np.maximum(c + w - i, 1), 0.0)
+        miss *= np.where(i < j, term, 1.0)
+    return np.where(c > 0, 1.0 - miss, 0.0)
+
+
+def _correct_counts(cell: RunCell, active: np.ndarray, related: np.ndarray | None) -> np.ndarray:
+    """(C,) number of active correct classes for each true class (itself and its related ones)."""
+    n = len(cell.classes)
+    if related is None:
+        return np.ones(n, dtype=np.int64)
+    a, b = np.divmod(related, n)
+    return np.bincount(a[active[b]], minlength=n).astype(np.int64)
+
+
+def corrected_bounds(cell: RunCell, active: np.ndarray, related: np.ndarray | None = None) -> GroupBounds:
+    """Where the best correct class stands among the ``active`` (C,) classes, from the stored
+    lists and the true class's stored tie ranks (see the module docstring for what is exact).
+
+    ``related``: keys of :func:`related_keys` (None: only the true class is correct). Images
+    whose true class is inactive get meaningless bounds; callers drop them.
+    """
+    ids, labels, n_classes = cell.ids, cell.labels, len(cell.classes)
+    scores = np.where(np.isnan(cell.scores), -np.inf, cell.scores).astype(np.float64)
+    ranks = cell.tie_ranks()
     valid = ids >= 0
     safe = np.where(valid, ids, 0)
     listed = valid & active[safe]
     if related is None:
         correct = listed & (ids == labels[:, None])
     else:
-        correct = listed & np.isin(labels[:, None] * len(cell.classes) + safe, related)
-    best = np.where(correct, scores, -np.inf).max(axis=1, initial=-np.inf)
-    found = correct.any(axis=1)
-    ranks = (listed & ~correct & (scores >= best[:, None])).sum(axis=1).astype(np.int64)
-    n_listed = listed.sum(axis=1).astype(np.int64)
-    ranks[~found] = n_listed[~found]
-    return ranks, n_listed, found
+        correct = listed & np.isin(labels[:, None] * n_classes + safe, related)
+    wrong = listed & ~correct
+    n_valid = valid.sum(axis=1)
+    complete = (n_valid >= n_classes) | ~valid[:, -1]
+    s_last = np.where(valid, scores, np.inf).min(axis=1)
+    is_true = valid & (ids == labels[:, None])
+    true_unlisted = ~is_true.any(axis=1)
+    true_score = np.where(is_true, scores, -np.inf).max(axis=1)
+    # the true class scores exactly the last listed score: the last tie group's size is known
+    true_at_last = ~complete & np.where(true_unlisted, ranks.above < n_valid, true_score == s_last)
+    unlisted_tied = np.maximum(ranks.above + ranks.tied + 1 - n_valid - true_unlisted, 0)
+    n_correct = _correct_counts(cell, active, related)[labels]
+    u_correct = n_correct - correct.sum(axis=1) - true_unlisted  # unlisted correct, true excluded
+    u_wrong = int(active.sum()) - n_correct - wrong.sum(axis=1)
+    u_dropped = (n_classes - n_valid) - true_unlisted - u_correct - u_wrong
+
+    has_star = correct.any(axis=1) | (true_unlisted & true_at_last)
+    star = np.where(correct.any(axis=1), np.where(correct, scores, -np.inf).max(axis=1), s_last)
+    r = (wrong & (scores > star[:, None])).sum(axis=1)
+    c = (correct & (scores == star[:, None])).sum(axis=1) + (true_unlisted & true_at_last & (star == s_last))
+    w = (wrong & (scores == star[:, None])).sum(axis=1)
+    at_end = has_star & ~complete & (star == s_last)
+    known = at_end & true_at_last
+    unknown = at_end & ~true_at_last
+    # the last tie group's unlisted members: known number, unknown identities
+    u = unlisted_tied
+    c_worst = c + np.where(known, np.maximum(u - u_wrong - u_dropped, 0), 0)
+    w_worst = w + np.where(known, np.minimum(u, u_wrong), np.where(unknown, u_wrong, 0))
+    extra_correct = np.where(known, np.minimum(u, u_correct), np.where(unknown, u_correct, 0))
+    rest = np.where(known, u - extra_correct, 0)
+    c_best = c + extra_correct
+    w_best = w + rest - np.minimum(rest, u_dropped)
+    # no correct class listed: at worst below every remaining class; at best right after the
+    # listed ones, or (unlisted related classes) all tied with the last listed score
+    n_listed = listed.sum(axis=1)
+    none = ~has_star
+    r_worst = np.where(none, n_listed + u_wrong, r)
+    one = np.ones_like(r)
+    worst = (r_worst, np.where(none, one, c_worst), np.where(none, 0, w_worst))
+    at_last = none & ~complete & (u_correct > 0)
+    gt_last = (wrong & (scores > s_last[:, None])).sum(axis=1)
+    eq_last = (wrong & (scores == s_last[:, None])).sum(axis=1)
+    best = (
+        np.where(at_last, gt_last, np.where(none, n_listed, r)),
+        np.where(at_last, u_correct, np.where(none, one, c_best)),
+        np.where(at_last, eq_last, np.where(none, 0, w_best)),
+    )
+    # ... and the true class itself can have at most this many active classes above / tied
+    others = np.maximum(u_wrong + u_correct, 0)
+    above_unlisted = np.minimum(np.maximum(ranks.above - n_valid, 0), others)
+    true_r = np.where(none, n_listed + above_unlisted, r_worst)
+    true_w = np.where(none, np.minimum(ranks.tied, others - above_unlisted), w_worst)
+    true_worst = (true_r, np.where(none, true_w, w_worst)) if none.any() else None
+    return GroupBounds(worst, best, true_worst)
 
 
-def _hits(
-    cell: RunCell, keep: np.ndarray, ranks: np.ndarray, undecided: np.ndarray, ks: Sequence[int]
-) -> dict:
+def _class_mean(labels: np.ndarray, credit: np.ndarray, n_classes: int) -> float:
+    """Mean over classes with images of the class's mean credit."""
+    counts = np.bincount(labels, minlength=n_classes)
+    sums = np.bincount(labels, weights=credit, minlength=n_classes)
+    present = counts > 0
+    return float(np.mean(sums[present] / counts[present]))
+
+
+def _hits(cell: RunCell, keep: np.ndarray, bounds: GroupBounds, ks: Sequence[int]) -> dict:
     labels = cell.labels[keep]
-    ranks = np.where(undecided[keep], np.iinfo(np.int64).max, ranks[keep])
     row: dict = {"classes": int(len(np.unique(labels))), "images": int(keep.sum())}
-    if not keep.any():
-        row.update({f"hit@{k}": float("nan") for k in ks})
-        row.update({f"per_class_hit@{k}": float("nan") for k in ks})
-        return row
-    flat = M.hit_at_k(ranks, labels, ks)
-    per_class = M.hit_at_k(ranks, labels, ks, num_classes=len(cell.classes), per_class=True)
-    row.update({f"hit@{k}": float(flat[k]) for k in ks})
-    row.update({f"per_class_hit@{k}": float(per_class[k]) for k in ks})
+    for k in ks:
+        if not keep.any():
+            row.update({name: float("nan") for name in _metric_columns([k])})
+            row[f"undetermined@{k}"] = 0
+            continue
+        low, high = bounds.credit(k)
+        low_strict, high_strict = bounds.credit(k, "strict")
+        low, high, low_strict, high_strict = (x[keep] for x in (low, high, low_strict, high_strict))
+        row[f"hit@{k}"] = float(np.mean(low))
+        row[f"hit@{k}_strict"] = float(np.mean(low_strict))
+        row[f"per_class_hit@{k}"] = _class_mean(labels, low, len(cell.classes))
+        row[f"per_class_hit@{k}_strict"] = _class_mean(labels, low_strict, len(cell.classes))
+        row[f"hit@{k}_upper"] = float(np.mean(high))
+        row[f"undetermined@{k}"] = int(((low < high) | (low_strict < high_strict)).sum())
     return row
+
+
+def _metric_columns(ks: Sequence[int]) -> list[str]:
+    names = [f"hit@{k}" for k in ks] + [f"hit@{k}_strict" for k in ks]
+    names += [f"per_class_hit@{k}" for k in ks] + [f"per_class_hit@{k}_strict" for k in ks]
+    return names + [f"hit@{k}_upper" for k in ks]
 
 
 def cell_ladder(
@@ -133,8 +274,7 @@ def cell_ladder(
     min_images: int = DEFAULT_MIN_IMAGES,
 ) -> list[dict]:
     """One row per ladder step (``STEPS``; the last only with ``kept_images``, (n,) bool)."""
-    n_classes = len(cell.classes)
-    active = np.ones(n_classes, dtype=bool)
+    active = np.ones(len(cell.classes), dtype=bool)
     drops = {
         "rare_labels": flags.rare,
         "secondary_meaning": flags.secondary,
@@ -149,14 +289,13 @@ def cell_ladder(
             image_mask &= kept_images
         if step in drops:
             active &= ~np.asarray(drops[step], dtype=bool)
-        ranks, n_listed, found = corrected_ranks(cell, active, None if step == "evaluated" else related)
+        if step == "evaluated":
+            bounds = GroupBounds.from_tie_ranks(cell.tie_ranks())
+        else:
+            bounds = corrected_bounds(cell, active, related)
         keep = image_mask & active[cell.labels]
-        full = (cell.ids >= 0).all(axis=1)
         row = {"model": cell.model, "split": cell.split, "step": step, "correction": about}
-        for k in ks:
-            undecided = ~found & full & (n_listed < k)
-            row.update(_hits(cell, keep, ranks, undecided, [k]))
-            row[f"undetermined@{k}"] = int((undecided & keep).sum())
+        row.update(_hits(cell, keep, bounds, ks))
         rows.append(row)
     return rows
 
@@ -174,23 +313,28 @@ def flags_for(classes: Sequence[str], labels: pd.DataFrame, counts: Mapping[str,
 def ladder_table(rows: list[dict], ks: Sequence[int] = DEFAULT_KS) -> pd.DataFrame:
     """The ladder rows as a table with a fixed column order."""
     columns = ["model", "split", "step", "correction", "classes", "images"]
-    columns += (
-        [f"hit@{k}" for k in ks] + [f"per_class_hit@{k}" for k in ks] + [f"undetermined@{k}" for k in ks]
-    )
+    columns += _metric_columns(ks) + [f"undetermined@{k}" for k in ks]
     return pd.DataFrame(rows, columns=columns)
 
 
 def render_markdown(table: pd.DataFrame, ks: Sequence[int] = DEFAULT_KS) -> str:
-    """Markdown table: hit@K in percent (flat and per class), one row per (model, split, step)."""
+    """Markdown table: hit@K in percent, expected (headline) and strict, flat and per class, one
+    row per (model, split, step)."""
     head = ["model", "split", "step", "classes", "images"]
-    head += [f"hit@{k} %" for k in ks] + [f"per-class hit@{k} %" for k in ks]
+    head += [f"hit@{k} %" for k in ks] + [f"strict hit@{k} %" for k in ks]
+    head += [f"per-class hit@{k} %" for k in ks] + [f"per-class strict hit@{k} %" for k in ks]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
     for values in table.to_dict("records"):
         cells = [str(values["model"]), str(values["split"]), str(values["step"])]
         cells += [f"{values['classes']:,}", f"{values['images']:,}"]
-        cells += [_pct(values[f"hit@{k}"]) for k in ks]
-        cells += [_pct(values[f"per_class_hit@{k}"]) for k in ks]
+        cells += [_pct(values[name]) for name in _metric_columns(ks) if not name.endswith("_upper")]
         lines.append("| " + " | ".join(cells) + " |")
+    undetermined = sum(int(table[f"undetermined@{k}"].sum()) for k in ks)
+    if undetermined:
+        lines.append(
+            "\nSome hits could not be decided from the stored lists (`undetermined@K` in ladder.csv); "
+            "they count as lower bounds (upper bounds in `hit@K_upper`)."
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -288,6 +432,12 @@ def run_ladder(opts: LadderOptions) -> pd.DataFrame:
                 "command": command_line(),
                 "settings": {**settings, "ks": ks, "out": str(opts.out_dir)},
                 "steps": [{"step": s, "correction": a} for s, a in STEPS],
+                "tie_rule": {
+                    "headline": "expected",
+                    **M.TIE_RULE_TEXT,
+                    "bounds": "where the stored lists cannot decide a hit, hit@K is the lower bound, "
+                    "hit@K_upper the upper bound and undetermined@K counts those images",
+                },
                 "cells": [str(c.path) for c in cells],
                 "outputs": [file_record(p, tmp) for p in sorted(tmp.glob("*")) if p.is_file()],
             },

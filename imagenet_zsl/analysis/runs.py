@@ -4,8 +4,11 @@ A batch run keeps one evaluation run per (model, split) under ``RUN_DIR/cells/<m
 each laid out exactly as ``evaluate`` writes it (``imagenet_zsl.evaluation.run.write_run``):
 ``metrics.json``, ``per_class.csv`` and ``topk/`` with ``classes.json``,
 ``test.labels.npy`` (n,) int32 index into the split's classes, ``test.unseen.ids.npy`` /
-``test.unseen.scores.npy`` (n, m) top-m lists among the split's classes and ``test.rows.npy``
-(n,) row numbers in the feature directory. The analyses only read these files.
+``test.unseen.scores.npy`` (n, m) top-m lists among the split's classes, ``test.rows.npy``
+(n,) row numbers in the feature directory and ``test.true_above.npy`` / ``test.true_tied.npy``
+(n,) the true class's exact tie ranks over all split classes (runs written before the tie-fair
+metrics lack them; their ranks are then derived from the lists). The analyses only read these
+files.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.report import METRICS_NAME
 from imagenet_zsl.features.shards import FeatureDir
@@ -29,7 +33,9 @@ class RunCell:
     """One evaluated (model, split): its metrics and the stored ZSL top-k lists of the test images.
 
     ``labels`` (n,) int64 index ``classes``; ``ids`` (n, m) int64 and ``scores`` (n, m) float32 are
-    the top-m classes among ``classes`` per image (-1 / -inf padding).
+    the top-m classes among ``classes`` per image (-1 / -inf padding). ``above`` / ``tied`` (n,)
+    int64: classes scoring strictly above / exactly equal to the true class over *all* split
+    classes, as ``evaluate`` stored them (None: not stored; :meth:`tie_ranks` derives them).
     """
 
     path: Path
@@ -39,6 +45,15 @@ class RunCell:
     ids: np.ndarray
     scores: np.ndarray
     rows: np.ndarray
+    above: np.ndarray | None = None
+    tied: np.ndarray | None = None
+
+    def tie_ranks(self) -> M.TieRanks:
+        """The true class's :class:`~imagenet_zsl.scoring.TieRanks` over all split classes: the
+        stored counts, or (older runs) counted from the lists, ties assumed to end with the list."""
+        if self.above is not None and self.tied is not None:
+            return M.TieRanks(self.above, self.tied)
+        return M.tie_ranks(self.ids, self.labels, self.scores)
 
     @property
     def model(self) -> str:
@@ -108,7 +123,19 @@ def read_cell(path: str | Path) -> RunCell:
         )
     if len(labels) and (labels.min() < 0 or labels.max() >= len(classes)):
         raise UserInputError(f"{topk / 'test.labels.npy'}: labels outside the {len(classes)} split classes")
-    return RunCell(path, metrics, [str(c) for c in classes], labels, ids, scores, rows)
+    above, tied = _tie_counts(topk, len(labels))
+    return RunCell(path, metrics, [str(c) for c in classes], labels, ids, scores, rows, above, tied)
+
+
+def _tie_counts(topk: Path, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The stored ``test.true_above.npy`` / ``test.true_tied.npy`` (None, None when absent)."""
+    paths = [topk / "test.true_above.npy", topk / "test.true_tied.npy"]
+    if not any(p.is_file() for p in paths):
+        return None, None
+    above, tied = (_load_array(p).astype(np.int64) for p in paths)
+    if above.shape != (n,) or tied.shape != (n,) or min(above.min(initial=0), tied.min(initial=0)) < 0:
+        raise UserInputError(f"{topk}: true_above/true_tied are not ({n},) non-negative counts")
+    return above, tied
 
 
 def read_cells(run_dir: str | Path) -> list[RunCell]:

@@ -25,18 +25,20 @@ the file and the key. Relative paths are taken from the working directory.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from imagenet_zsl.config import Config, load_config
+from imagenet_zsl.config import Config, read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.simulate import load_simulation_config
 from imagenet_zsl.io import MANIFEST_NAME, canonical_json, read_manifest, sha256_file
+from imagenet_zsl.models.base import MODELS
 from imagenet_zsl.models.registry import MODEL_FORMAT
-from imagenet_zsl.models.training import TrainConfig, check_model_params, load_train_config
+from imagenet_zsl.models.training import SelectConfig, TrainConfig, check_model_params, load_train_config
 from imagenet_zsl.scoring import DEFAULT_KS
 
 RUN_TOOL = "imagenet-zsl run"
@@ -67,7 +69,10 @@ class InlineModel(Config):
     params: dict[str, Any] = Field(default_factory=dict)
     semantics: str | None = None
     graph: str | None = None
-    select: dict[str, Any] | None = None
+    #: the models' own selection schema, so a typo is caught with the recipe's key path
+    select: SelectConfig | None = None
+    #: evaluate this model on these of the recipe's splits only (split names; default: all)
+    splits: Annotated[list[str], Field(min_length=1)] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> InlineModel:
@@ -112,6 +117,12 @@ class ModelSpec:
     train: TrainConfig | None = None
     fitted: Path | None = None
     config_path: Path | None = None
+    #: the split names this model is evaluated on (None: every split of the recipe)
+    splits: list[str] | None = None
+
+    def evaluates(self, split: str) -> bool:
+        """Whether the (model, ``split``) cell is part of the run."""
+        return self.splits is None or split in self.splits
 
     def digest(self, features_sha256: str) -> str:
         """Cache key of the fitted model: config, training-features manifest and semantics."""
@@ -134,9 +145,22 @@ def _file_or_name(spec: str) -> str:
     return f"{spec}@{sha256_file(path)}" if path.is_file() else spec
 
 
+class _InlineModels(Config):
+    """The inline model entries alone: validated first, so that a mistake inside one is reported
+    with its key path (``models.NAME.select.KEY``) rather than as "not a string" by the union."""
+
+    models: dict[str, InlineModel]
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe; a typo or a wrong type is a one-line error."""
-    return load_config(path, Recipe)
+    data = read_yaml(path)
+    models = data.get("models") if isinstance(data, Mapping) else None
+    if isinstance(models, Mapping):
+        inline = {name: entry for name, entry in models.items() if isinstance(entry, Mapping)}
+        if inline:
+            validate_config({"models": inline}, _InlineModels, str(path))
+    return validate_config({} if data is None else data, Recipe, str(path))
 
 
 def split_paths(recipe: Recipe, where: str) -> dict[str, Path]:
@@ -185,15 +209,58 @@ def model_specs(recipe: Recipe, where: str) -> list[ModelSpec]:
                 raise UserInputError(f"model config {entry.config!r} not found ({key}.config)")
             config = load_train_config(config_path) if config_path else TrainConfig(model=entry.model or "")
             params = entry.params
-            for field in ("semantics", "graph", "select"):
+            for field in ("semantics", "graph"):
                 if getattr(entry, field) is not None:
                     setattr(config, field, getattr(entry, field))
+            if entry.select is not None:
+                config.select = entry.select.as_dict()
         config.params = {**config.params, **params}
         if recipe.semantics is not None:
             config.semantics = recipe.semantics
         check_model_params(config.model, config.params, key)
-        specs.append(ModelSpec(name, train=config, config_path=config_path))
+        inline = not isinstance(entry, str) and entry.select is not None
+        check_selection(
+            config, f"{key}.select" if inline or config_path is None else f"{config_path}: select"
+        )
+        splits = None if isinstance(entry, str) else entry.splits
+        specs.append(ModelSpec(name, train=config, config_path=config_path, splits=splits))
     return specs
+
+
+def check_model_splits(models: list[ModelSpec], splits: dict[str, Path], where: str) -> None:
+    """A model's ``splits`` names only splits of the recipe (by name: ``hop1``, or a path's stem)."""
+    for spec in models:
+        for name in spec.splits or ():
+            if name not in splits:
+                raise UserInputError(
+                    f"split {name!r} is not one of the recipe's splits ({where}: models.{spec.name}.splits): "
+                    f"give some of {', '.join(splits)}"
+                )
+
+
+def check_selection(config: TrainConfig, key: str) -> None:
+    """The model's ``select`` block (validated by its schema) names a grid the model can search:
+    'default' or {hyper-parameter: non-empty list}; anything else is one line naming ``key``
+    (``FILE: key.path`` of the ``select`` block)."""
+    select = config.selection(key)
+    if select is None:
+        return
+    grid = select.grid
+    if isinstance(grid, str):
+        if grid != "default":
+            raise UserInputError(
+                f"invalid value ({key}.grid = {grid!r}): give 'default' (the model's grid) "
+                "or {hyper-parameter: [values]}"
+            )
+        return
+    allowed = sorted(MODELS.get(config.model).defaults)
+    for name, values in grid.items():
+        if name not in allowed:
+            raise UserInputError(
+                f"unknown key {name!r} ({key}.grid.{name}): allowed for {config.model}: {', '.join(allowed)}"
+            )
+        if not values:
+            raise UserInputError(f"invalid value ({key}.grid.{name} = []): give at least one value")
 
 
 def input_paths(

@@ -41,12 +41,13 @@ from imagenet_zsl.batch.recipe import (
     ModelSpec,
     Recipe,
     check_features,
+    check_model_splits,
     input_paths,
     load_recipe,
     model_specs,
     split_paths,
 )
-from imagenet_zsl.batch.summary import SUMMARY_FILES, summary_rows, write_summary
+from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.queries import ModelDirectory
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate, representable_classes
@@ -125,6 +126,7 @@ def plan_run(recipe_path: str | Path, out: str | Path) -> Plan:
     where = str(recipe_path)
     splits = split_paths(recipe, where)
     models = model_specs(recipe, where)
+    check_model_splits(models, splits, where)
     check_features(recipe, splits, where)
     split_wnids = {}
     for name, path in splits.items():
@@ -230,8 +232,10 @@ def _kept(source: ModelDirectory, wnids: list[str], what: str) -> tuple[list[str
         ) from None
 
 
-def apply_policy(plan: Plan, name: str, model_dir: Path) -> dict[str, CellClasses]:
-    """Per split, the classes ``model_dir`` can represent; ``missing_semantics: error`` raises."""
+def apply_policy(plan: Plan, spec: ModelSpec, model_dir: Path) -> dict[str, CellClasses]:
+    """Per split of the model, the classes ``model_dir`` can represent; ``missing_semantics: error``
+    raises."""
+    name = spec.name
     recipe = plan.recipe
     source = ModelDirectory(model_dir)
     out: dict[str, CellClasses] = {}
@@ -242,6 +246,8 @@ def apply_policy(plan: Plan, name: str, model_dir: Path) -> dict[str, CellClasse
         if excluded:
             val_file = _write_classes(plan.out / "classes" / name / f"{val_file.stem}.txt", kept)
     for split, wnids in plan.split_wnids.items():
+        if not spec.evaluates(split):
+            continue
         kept, excluded = _kept(source, wnids, f"split {split}")
         _check_policy(plan, name, split, excluded)
         split_file = plan.splits[split]
@@ -370,9 +376,10 @@ def run(
             result.trained.append(spec.name)
             echo(f"model {spec.name}: trained in {time.perf_counter() - tic:.1f} s")
     classes = {}
+    specs = {spec.name: spec for spec in plan.models}
     for name, (model_dir, _) in list(trained.items()):
         try:
-            classes[name] = apply_policy(plan, name, model_dir)
+            classes[name] = apply_policy(plan, specs[name], model_dir)
         except MissingSemanticsError:
             raise
         except Exception as err:  # e.g. a model that cannot give prototypes: its cells fail
@@ -394,7 +401,7 @@ def _run_cells(
     echo: Callable[[str], None],
 ) -> list[dict[str, Any]]:
     """Evaluate every (model, split) cell not finished yet; returns every cell's record."""
-    cells = [(spec.name, split) for spec in plan.models for split in plan.splits]
+    cells = [(spec.name, split) for spec in plan.models for split in plan.splits if spec.evaluates(split)]
     pending = []
     records: dict[tuple[str, str], dict[str, Any]] = {}
     for model, split in cells:
@@ -445,6 +452,8 @@ def _summarise(
     _write_manifest(plan, records, outputs)
     result.files = [plan.out / MANIFEST_NAME, *paths]
     echo(result.table)
+    for line in pretraining_warnings(rows):
+        echo(f"warning: {line}")
 
 
 def _write_manifest(plan: Plan, records: list[dict[str, Any]], outputs: list[dict[str, Any]]) -> None:

@@ -3,9 +3,12 @@ and one plot of hit@K per split.
 
 Columns: classes evaluated / classes in the split, flat hit@K (the headline: expected value under
 uniform random tie-breaking, metrics.json's ``zsl.flat``), per-class hit@1, strict hit@1 (ties
-count against the model, ``zsl.flat_strict`` when the evaluation writes it), and with GZSL the
-per-class seen / unseen accuracy, H and AUSUC under direct stacking, and the calibrated H when a
-validation split chose γ. A failed cell keeps its row, with its error.
+count against the model, ``zsl.flat_strict`` when the evaluation writes it), with GZSL the
+per-class seen / unseen accuracy, H and AUSUC under direct stacking and the calibrated H when a
+validation split chose γ, and the number of test classes seen in the backbone's pretraining
+(``pretraining.test_classes_seen``; "unknown" when the features do not record it). A failed cell
+keeps its row, with its error. The table renderers are the ones of ``imagenet-zsl report``
+(:mod:`imagenet_zsl.evaluation.report`).
 """
 
 from __future__ import annotations
@@ -16,11 +19,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.evaluation.report import md_table, pct, tex_escape
 from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.plotting import save_figure, subplots
 
 SUMMARY_FILES = ("summary.md", "summary.csv", "summary.tex", "hit_at_k.png")
 GZSL_COLUMNS = ("GZSL U", "GZSL S", "GZSL H", "AUSUC", "calibrated H")
+SEEN_COLUMN = "seen in pretraining"
+#: columns printed as text (the others are fractions, printed in %)
+TEXT_COLUMNS = ("model", "split", "classes", SEEN_COLUMN, "status")
 
 
 def _get(block: Any, *keys: str) -> float | None:
@@ -58,34 +65,52 @@ def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bo
             row["AUSUC"] = _get(block, "per_class", "1", "ausuc")
             cal = block.get("calibration")
             row["calibrated H"] = _get(cal, "test", "per_class", str(cal["k"]), "H") if cal else None
+        row[SEEN_COLUMN] = seen_in_pretraining(metrics) if record["status"] == "ok" else "–"
         row["status"] = "ok" if record["status"] == "ok" else f"failed: {record['error']}"
         rows.append(row)
     return rows
 
 
+def seen_in_pretraining(metrics: dict) -> str:
+    """The cell's count of test classes seen in pretraining, as text ("unknown" when not recorded)."""
+    count = (metrics.get("pretraining") or {}).get("test_classes_seen")
+    return "unknown" if count is None else str(count)
+
+
+def pretraining_warnings(rows: Sequence[dict]) -> list[str]:
+    """One line per cell whose test classes include pretraining labels (not zero-shot there)."""
+    return [
+        f"{row['model']} on {row['split']}: {row[SEEN_COLUMN]} test classes were labels of the "
+        "backbone's pretraining; results on them are not zero-shot"
+        for row in rows
+        if row.get(SEEN_COLUMN, "0").isdigit() and int(row[SEEN_COLUMN]) > 0
+    ]
+
+
 def _value_columns(rows: Sequence[dict]) -> list[str]:
-    return [c for c in rows[0] if c not in ("model", "split", "classes", "status")] if rows else []
+    return [c for c in rows[0] if c not in TEXT_COLUMNS] if rows else []
 
 
 def _pct(value: float | None) -> str:
-    return "–" if value is None or math.isnan(value) else f"{100 * value:.2f}"
+    return pct(None if value is not None and math.isnan(value) else value)
 
 
 def to_markdown(rows: Sequence[dict]) -> str:
     """The table in Markdown, values in %, with a note on the tie rules."""
     if not rows:
         return "(no cells)\n"
-    columns = ["model", "split", "classes", *_value_columns(rows), "status"]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
-    for row in rows:
-        cells = [_pct(row[c]) if c in _value_columns(rows) else str(row[c]) for c in columns]
-        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
+    values = _value_columns(rows)
+    columns = ["model", "split", "classes", *values, SEEN_COLUMN, "status"]
+    table = [
+        [(_pct(row[c]) if c in values else str(row[c])).replace("|", "/") for c in columns] for row in rows
+    ]
     note = (
         "\nValues in %. hit@K: flat ZSL hit@K over the split's evaluated classes, the expected value "
         "under uniform random tie-breaking; strict hit@1: ties count against the model; classes: "
-        "evaluated / in the split (missing_semantics: drop).\n"
+        "evaluated / in the split (missing_semantics: drop); seen in pretraining: test classes that "
+        "were labels of the backbone's pretraining (unknown: the features do not record it).\n"
     )
-    return "\n".join(lines) + "\n" + note
+    return md_table(columns, table) + "\n" + note
 
 
 def to_csv(rows: Sequence[dict]) -> str:
@@ -106,27 +131,22 @@ def to_csv(rows: Sequence[dict]) -> str:
     return buffer.getvalue()
 
 
-def _tex(text: str) -> str:
-    for char, repl in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#")):
-        text = text.replace(char, repl)
-    return text
-
-
 def to_latex(rows: Sequence[dict]) -> str:
     """The table as a LaTeX tabular (booktabs), values in %; a failed cell reads 'failed'."""
     values = _value_columns(rows)
     lines = [
-        r"\begin{tabular}{lll" + "r" * len(values) + "}",
+        r"\begin{tabular}{lll" + "r" * (len(values) + 1) + "}",
         r"\toprule",
-        " & ".join(["Model", "Split", "Classes", *(_tex(c) for c in values)]) + r" \\",
+        " & ".join(["Model", "Split", "Classes", *(tex_escape(c) for c in (*values, SEEN_COLUMN))]) + r" \\",
         r"\midrule",
     ]
     for row in rows:
-        cells = [_tex(str(row[c])) for c in ("model", "split", "classes")]
+        cells = [tex_escape(str(row[c])) for c in ("model", "split", "classes")]
         if row["status"] == "ok":
             cells += [_pct(row[c]).replace("–", "--") for c in values]
+            cells.append(tex_escape(str(row.get(SEEN_COLUMN, "unknown"))))
         else:
-            cells += [r"\multicolumn{" + str(len(values)) + "}{c}{failed}"]
+            cells += [r"\multicolumn{" + str(len(values) + 1) + "}{c}{failed}"]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"

@@ -17,6 +17,18 @@ Bounds of "semantically correct" top-1 accuracy:
 * ``upper_bound`` = lower_bound + child + descendant: a finer label that may also be right,
   because ImageNet images labelled with a general class often show one of its subclasses.
 
+Tie rules (as the hit@K metrics, :mod:`imagenet_zsl.scoring`). :func:`error_breakdown` takes one
+top-1 prediction per image: the strict rule, where a true class tied at the top is an error (the
+next listed class is "the" prediction). :func:`expected_error_breakdown` is the expected value
+under uniform random tie-breaking: a top-1 tie group of ``G`` classes is ``G`` predictions of
+weight ``1/G``, each put in its own category, so the counts are expected image counts (floats)
+and ``strict_top1`` (the ``correct`` share; "strict" as opposed to the semantic bounds) equals the
+expected hit@1. It is exact when the whole tie group is in the stored top-m list. When the group
+runs past the list (``m`` or more classes tie for first), the true class's exact tie ranks (the
+search's ``TieRanks``) still give its exact share ``1/(t + 1)``; the remaining share is split evenly
+over the listed wrong members of the group, i.e. the unlisted members are assumed to fall in the
+categories of the listed ones in the same proportions (an approximation, not a bound).
+
 All lookups are sparse-matrix fancy indexing over the images at once (no Python per image).
 """
 
@@ -27,6 +39,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from imagenet_zsl.scoring import TieRanks
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -44,14 +58,22 @@ CATEGORIES = (
 
 @dataclass
 class ErrorBreakdown:
-    """``category`` (N,) int8 index into CATEGORIES; counts and shares per category; bounds."""
+    """``category`` (P,) int8 index into CATEGORIES of each prediction; counts and shares per
+    category; bounds. Strict rule: one prediction per image (P = N), integer counts. Expected
+    rule: ``image`` (P,) and ``weight`` (P,) give each prediction's image and its weight (summing
+    to 1 per image), and the counts are expected image counts (floats)."""
 
     category: np.ndarray
-    counts: dict[str, int]
+    counts: dict[str, int] | dict[str, float]
+    image: np.ndarray | None = None
+    weight: np.ndarray | None = None
+    images: int | None = None
+    tie_rule: str = "strict"
 
     @property
     def total(self) -> int:
-        return int(len(self.category))
+        """Number of images."""
+        return int(self.images if self.images is not None else len(self.category))
 
     @property
     def shares(self) -> dict[str, float]:
@@ -83,6 +105,7 @@ class ErrorBreakdown:
 
     def to_dict(self) -> dict:
         return {
+            "tie_rule": self.tie_rule,
             "images": self.total,
             "counts": self.counts,
             "shares": self.shares,
@@ -100,20 +123,10 @@ def _lookup(matrix: Any, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
     return np.asarray(matrix[rows, cols]).ravel().astype(bool)
 
 
-def error_breakdown(
-    graph: ClassGraph,
-    classes: Sequence[str],
-    labels: np.ndarray,
-    predictions: np.ndarray,
-) -> ErrorBreakdown:
-    """Categorise each top-1 prediction relative to the true class.
-
-    classes: the label space (wnids); labels, predictions: (N,) int indices into ``classes``.
-    """
-    labels = np.asarray(labels, dtype=np.int64)
-    predictions = np.asarray(predictions, dtype=np.int64)
-    if labels.shape != predictions.shape:
-        raise ValueError(f"labels {labels.shape} and predictions {predictions.shape} differ")
+def _categories(
+    graph: ClassGraph, classes: Sequence[str], labels: np.ndarray, predictions: np.ndarray
+) -> np.ndarray:
+    """(P,) int8 category (index into CATEGORIES) of each (true, predicted) pair of indices."""
     node = np.array([graph.index.get(w, -1) for w in classes], dtype=np.int64)
     true_node = node[labels]
     pred_node = node[np.clip(predictions, 0, None)]
@@ -134,5 +147,89 @@ def error_breakdown(
     sub[_lookup(parent, p, t)] = CATEGORIES.index("child")
     sub[_lookup(parent, t, p)] = CATEGORIES.index("parent")
     category[wrong] = sub
+    return category
+
+
+def error_breakdown(
+    graph: ClassGraph,
+    classes: Sequence[str],
+    labels: np.ndarray,
+    predictions: np.ndarray,
+) -> ErrorBreakdown:
+    """Categorise each top-1 prediction relative to the true class (strict tie rule: the caller
+    picks one prediction per image).
+
+    classes: the label space (wnids); labels, predictions: (N,) int indices into ``classes``.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    predictions = np.asarray(predictions, dtype=np.int64)
+    if labels.shape != predictions.shape:
+        raise ValueError(f"labels {labels.shape} and predictions {predictions.shape} differ")
+    category = _categories(graph, classes, labels, predictions)
     counts = np.bincount(category, minlength=len(CATEGORIES))
     return ErrorBreakdown(category, {name: int(c) for name, c in zip(CATEGORIES, counts, strict=True)})
+
+
+def top1_shares(
+    topk_ids: np.ndarray, topk_scores: np.ndarray, labels: np.ndarray, ranks: TieRanks | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The top-1 tie group of each image as weighted predictions (see the module docstring).
+
+    topk_ids, topk_scores: (N, m) lists (-1 padding); labels (N,); ``ranks``: the true class's
+    exact tie ranks over the whole label space (None: judged from the lists alone). Returns
+    ``image`` (P,), ``prediction`` (P,) class indices and ``weight`` (P,) float64, 1 per image.
+    """
+    ids = np.asarray(topk_ids, dtype=np.int64)
+    labels = np.asarray(labels, dtype=np.int64)
+    scores = np.asarray(topk_scores, dtype=np.float64)
+    scores = np.where(np.isnan(scores) | (ids < 0), -np.inf, scores)
+    in_group = (ids >= 0) & (scores == scores[:, :1])
+    is_true = in_group & (ids == labels[:, None])
+    listed_true = is_true.any(axis=1)
+    if ranks is None:
+        true_first = listed_true
+        group = in_group.sum(axis=1)
+    else:
+        true_first = np.asarray(ranks.above) == 0
+        group = np.where(true_first, np.asarray(ranks.tied) + 1, in_group.sum(axis=1))
+    true_share = np.where(true_first, 1.0 / np.maximum(group, 1), 0.0)
+    n_wrong = (in_group & ~is_true).sum(axis=1)
+    wrong_share = np.where(n_wrong > 0, (1.0 - true_share) / np.maximum(n_wrong, 1), 0.0)
+    weight = np.where(is_true, true_share[:, None], wrong_share[:, None]) * in_group
+    # a true class tied first but outside the list (the group ran past it) still gets its share
+    unlisted = true_first & ~listed_true
+    keep = weight > 0
+    image = np.r_[np.nonzero(keep)[0], np.nonzero(unlisted)[0]]
+    prediction = np.r_[ids[keep], labels[unlisted]]
+    weights = np.r_[weight[keep], true_share[unlisted]]
+    order = np.argsort(image, kind="stable")
+    return image[order], prediction[order], weights[order]
+
+
+def expected_error_breakdown(
+    graph: ClassGraph,
+    classes: Sequence[str],
+    labels: np.ndarray,
+    topk_ids: np.ndarray,
+    topk_scores: np.ndarray,
+    ranks: TieRanks | None = None,
+) -> ErrorBreakdown:
+    """The breakdown under the expected tie rule: each image's top-1 tie group split uniformly
+    over its classes' categories (:func:`top1_shares`); counts are expected image counts.
+
+    classes: the label space (wnids); labels (N,), topk_ids / topk_scores (N, m) index it.
+    """
+    labels = np.asarray(labels, dtype=np.int64)
+    if len(topk_ids) != len(labels):
+        raise ValueError(f"labels {labels.shape} and top-k lists {np.shape(topk_ids)} differ")
+    image, prediction, weight = top1_shares(topk_ids, topk_scores, labels, ranks)
+    category = _categories(graph, classes, labels[image], prediction)
+    counts = np.bincount(category, weights=weight, minlength=len(CATEGORIES))
+    return ErrorBreakdown(
+        category,
+        {name: float(c) for name, c in zip(CATEGORIES, counts, strict=True)},
+        image=image,
+        weight=weight,
+        images=len(labels),
+        tie_rule="expected",
+    )

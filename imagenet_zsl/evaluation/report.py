@@ -25,10 +25,11 @@ COUNT_COLUMNS = ("seen in pretraining",)
 def _cell(table_column: str, value: float | None) -> str:
     if table_column in COUNT_COLUMNS:
         return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else str(int(value))
-    return _pct(value)
+    return pct(value)
 
 
-def _pct(value: float | None, digits: int = 2) -> str:
+def pct(value: float | None, digits: int = 2) -> str:
+    """A fraction as a percentage with ``digits`` decimals; '–' for a missing (None / NaN) value."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     return f"{100 * value:.{digits}f}"
@@ -50,7 +51,8 @@ def _by_k(block: dict) -> list[tuple[int, dict | float]]:
     return sorted(((int(k), v) for k, v in block.items()), key=lambda kv: kv[0])
 
 
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table (no trailing newline); cells are printed with ``str``."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
@@ -77,15 +79,15 @@ def render_run_report(metrics: dict) -> str:
     ]
     ks = [k for k, _ in _by_k(zsl["flat"])]
     out.append(
-        _md_table(
+        md_table(
             ["", *[f"hit@{k}" for k in ks]],
             [
-                ["flat (per image)", *[_pct(zsl["flat"][str(k)]) for k in ks]],
-                ["per-class mean", *[_pct(zsl["per_class"][str(k)]) for k in ks]],
+                ["flat (per image)", *[pct(zsl["flat"][str(k)]) for k in ks]],
+                ["per-class mean", *[pct(zsl["per_class"][str(k)]) for k in ks]],
                 *(
                     [
-                        ["flat, strict ties", *[_pct(zsl["flat_strict"][str(k)]) for k in ks]],
-                        ["per-class, strict ties", *[_pct(zsl["per_class_strict"][str(k)]) for k in ks]],
+                        ["flat, strict ties", *[pct(zsl["flat_strict"][str(k)]) for k in ks]],
+                        ["per-class, strict ties", *[pct(zsl["per_class_strict"][str(k)]) for k in ks]],
                     ]
                     if "flat_strict" in zsl
                     else []
@@ -112,13 +114,13 @@ def render_run_report(metrics: dict) -> str:
                     [
                         mode.replace("_", "-"),
                         f"hit@{k}",
-                        _pct(v["seen"]),
-                        _pct(v["unseen"]),
-                        _pct(v["H"]),
-                        _pct(v["ausuc"]),
+                        pct(v["seen"]),
+                        pct(v["unseen"]),
+                        pct(v["H"]),
+                        pct(v["ausuc"]),
                     ]
                 )
-        out.append(_md_table(["", "K", "seen", "unseen", "H", "AUSUC"], rows))
+        out.append(md_table(["", "K", "seen", "unseen", "H", "AUSUC"], rows))
         cal = gzsl.get("calibration")
         if cal:
             test = cal["test"]["per_class"][str(cal["k"])]
@@ -126,9 +128,9 @@ def render_run_report(metrics: dict) -> str:
                 "",
                 f"Calibrated stacking: γ = {cal['gamma']:.6g}, chosen on the validation "
                 f"split `{cal['validation_split']}` to maximise per-class H@{cal['k']} "
-                f"(validation H {_pct(cal['validation_H'])}); on test: seen "
-                f"{_pct(test['seen'])}, unseen {_pct(test['unseen'])}, "
-                f"**H {_pct(test['H'])}**.",
+                f"(validation H {pct(cal['validation_H'])}); on test: seen "
+                f"{pct(test['seen'])}, unseen {pct(test['unseen'])}, "
+                f"**H {pct(test['H'])}**.",
             ]
         out += ["", "![SUC](suc_curve.png)", ""]
     gzsl_hier = (gzsl or {}).get("hierarchy")
@@ -143,9 +145,9 @@ def render_run_report(metrics: dict) -> str:
                 continue
             for part in ("unseen_images", "seen_images"):
                 shares = block[part]["error_shares"]
-                rows.append([name, part.replace("_", " "), *[_pct(v, 1) for v in shares.values()]])
+                rows.append([name, part.replace("_", " "), *[pct(v, 1) for v in shares.values()]])
         header = list(gzsl_hier["direct"]["all"]["error_shares"])
-        out += [_md_table(["stacking", "images", *header], rows), ""]
+        out += [md_table(["stacking", "images", *header], rows), ""]
     hier = metrics.get("hierarchy")
     if hier:
         out += [
@@ -156,12 +158,12 @@ def render_run_report(metrics: dict) -> str:
             "",
         ]
         shares = hier["error_shares"]
-        out.append(_md_table(list(shares), [[_pct(v, 1) for v in shares.values()]]))
+        out.append(md_table(list(shares), [[pct(v, 1) for v in shares.values()]]))
         out += [
             "",
-            f"Strict top-1 {_pct(hier['strict_top1'])}%; semantically correct between "
-            f"{_pct(hier['semantic_lower_bound'])}% (prediction is the class or one of its "
-            f"ancestors) and {_pct(hier['semantic_upper_bound'])}% (also descendants).",
+            f"Strict top-1 {pct(hier['strict_top1'])}%; semantically correct between "
+            f"{pct(hier['semantic_lower_bound'])}% (prediction is the class or one of its "
+            f"ancestors) and {pct(hier['semantic_upper_bound'])}% (also descendants).",
             "",
             "![errors](error_breakdown.png)",
             "",
@@ -176,7 +178,7 @@ def render_run_report(metrics: dict) -> str:
             "",
         ]
         out.append(
-            _md_table(
+            md_table(
                 ["property", "Spearman ρ", "classes"],
                 [[name, f"{v['rho']:.3f}", v["classes"]] for name, v in props["spearman_hit1"].items()],
             )
@@ -274,10 +276,11 @@ def to_markdown(table: pd.DataFrame) -> str:
         "validation; seen in pretraining: number of test classes (blank: unknown). Best per "
         "split in bold.\n"
     )
-    return _md_table(["split", "model", "features", *cols], rows) + note
+    return md_table(["split", "model", "features", *cols], rows) + note
 
 
-def _tex_escape(text: str) -> str:
+def tex_escape(text: str) -> str:
+    """``text`` with the LaTeX special characters escaped, for a tabular cell."""
     for char, repl in (
         ("\\", r"\textbackslash{}"),
         ("_", r"\_"),
@@ -298,7 +301,7 @@ def to_latex(table: pd.DataFrame) -> str:
     lines = [
         r"\begin{tabular}{lll" + "r" * len(cols) + "}",
         r"\toprule",
-        " & ".join(["Split", "Model", "Features", *(_tex_escape(c) for c in cols)]) + r" \\",
+        " & ".join(["Split", "Model", "Features", *(tex_escape(c) for c in cols)]) + r" \\",
         r"\midrule",
     ]
     previous = None
@@ -306,7 +309,7 @@ def to_latex(table: pd.DataFrame) -> str:
         if previous is not None and row["split"] != previous:
             lines.append(r"\midrule")
         previous = row["split"]
-        cells = [_tex_escape(str(row[c])) for c in ("split", "model", "features")]
+        cells = [tex_escape(str(row[c])) for c in ("split", "model", "features")]
         for col in cols:
             text = _cell(col, row[col]).replace("–", "--")
             cells.append(rf"\textbf{{{text}}}" if best.loc[i, col] else text)

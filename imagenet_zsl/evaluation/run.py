@@ -45,7 +45,7 @@ from tqdm import tqdm
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation import plots
-from imagenet_zsl.evaluation.hierarchy_errors import error_breakdown
+from imagenet_zsl.evaluation.hierarchy_errors import expected_error_breakdown
 from imagenet_zsl.evaluation.properties import class_properties
 from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
 from imagenet_zsl.evaluation.report import METRICS_NAME, render_run_report
@@ -488,15 +488,6 @@ def _finite_or_none(obj: Any) -> Any:
     return obj
 
 
-def _predictions(ranks: M.TieRanks, ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Strict top-1 prediction: when the true class is listed first but tied (strict rank > 0),
-    the prediction is the next class in the list."""
-    pred = ids[:, 0].astype(np.int64)
-    tied_first = (pred == labels) & (ranks.strict > 0)
-    pred[tied_first] = ids[tied_first, 1]
-    return pred
-
-
 @dataclass
 class EvaluationInputs:
     """Every input of a run, checked before any long work: the image sets with their class lists
@@ -772,9 +763,8 @@ def zsl_metrics(run: EvaluationRun) -> None:
     run.class_hits = M.hit_at_k(ranks, test.labels, inp.ks, **per_class)
     run.class_hits_strict = M.hit_at_k(ranks, test.labels, inp.ks, tie_rule="strict", **per_class)
     if inp.graph is not None:
-        _, ids = test.lists["unseen"]
-        pred = _predictions(ranks, ids, test.labels)
-        run.breakdown = error_breakdown(inp.graph, inp.test_wnids, test.labels, pred)
+        scores, ids = test.lists["unseen"]
+        run.breakdown = expected_error_breakdown(inp.graph, inp.test_wnids, test.labels, ids, scores, ranks)
         run.metrics["hierarchy"] = {"graph": inp.graph.source, **run.breakdown.to_dict()}
 
 
@@ -799,19 +789,19 @@ def _calibration(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK) 
 
 def _gzsl_breakdown(inp: EvaluationInputs, gz: M.GZSLTopK, gamma: float) -> dict[str, Any]:
     """Hierarchy-aware error breakdown of the GZSL top-1 (joint space: test then seen classes) at
-    calibration ``gamma``; a true class tied at the top counts as an error (strict top-1)."""
-    scores, ids = M.calibrated_topk(gz, gamma, 2)
-    pred = ids[:, 0].copy()
-    tied_first = (pred == gz.labels) & (scores[:, 0] == scores[:, 1])
-    pred[tied_first] = ids[tied_first, 1]
+    calibration ``gamma``, under the expected tie rule (a top-1 tie group shares its image)."""
+    scores, ids = M.calibrated_topk(gz, gamma, gz.m)
     joint = list(inp.test_wnids) + list(inp.seen_wnids)
-    breakdown = error_breakdown(inp.graph, joint, gz.labels, pred)
     seen_img = gz.seen_images
+
+    def part(mask: np.ndarray) -> dict[str, Any]:
+        return expected_error_breakdown(inp.graph, joint, gz.labels[mask], ids[mask], scores[mask]).to_dict()
+
     return {
         "gamma": float(gamma),
-        "all": breakdown.to_dict(),
-        "unseen_images": error_breakdown(inp.graph, joint, gz.labels[~seen_img], pred[~seen_img]).to_dict(),
-        "seen_images": error_breakdown(inp.graph, joint, gz.labels[seen_img], pred[seen_img]).to_dict(),
+        "all": part(np.ones(len(gz.labels), dtype=bool)),
+        "unseen_images": part(~seen_img),
+        "seen_images": part(seen_img),
     }
 
 

@@ -17,7 +17,7 @@ anything of the package is imported. Fitted state follows scikit-learn: every at
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -86,6 +86,40 @@ class ZSLModel(ABC):
     @abstractmethod
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         """Any list of wnids (seen or unseen) → (C, E) float32 prototypes, in that order."""
+
+    @classmethod
+    def fit_many(
+        cls,
+        param_sets: Sequence[dict[str, Any]],
+        data: SeenData,
+        semantics: ClassVectors | None,
+        graph: ClassGraph | None = None,
+    ) -> Iterator[ZSLModel]:
+        """One fitted model per hyper-parameter set, all on the same data, yielded in order.
+
+        Why: a grid search fits the same data many times, and most of the work does not depend on
+        the grid values (feature statistics, a seen-class classifier, a γ-solve shared by every λ).
+        The models of one call share a private cache (``_shared``) that :meth:`shared` fills once;
+        each yielded model equals ``cls(**params).fit(data, semantics, graph)`` exactly, because
+        the cached values are the very numbers that fit would have computed."""
+        cache: dict[Any, Any] = {}
+        for params in param_sets:
+            model = cls(**params)
+            model._shared = cache
+            try:
+                yield model.fit(data, semantics, graph)
+            finally:
+                del model._shared
+
+    def shared(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()`` — once per :meth:`fit_many` call for a given hashable ``key`` (which must
+        name every hyper-parameter the value depends on); without fit_many, simply ``compute()``."""
+        cache = getattr(self, "_shared", None)
+        if cache is None:
+            return compute()
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
 
     def scores(
         self, features: np.ndarray, wnids: Sequence[str], logits: np.ndarray | None = None

@@ -61,11 +61,21 @@ class _LinearSemanticModel(ZSLModel):
         seen = semantic_matrix(semantics, data.seen_wnids, self.params["semantic_norm"])
         return features, labels, seen.astype(np.float64)
 
-    def _statistics(self, data: SeenData, semantics: ClassVectors):  # noqa: ANN202
-        """(XᵀX, class sums (Z, D), counts (Z,), S (Z, E)) of the prepared features."""
-        features, labels, seen = self._prepare(data, semantics)
-        gram, sums, counts = feature_statistics(self.prep_, features, labels, len(seen))
-        return gram, sums, counts, seen
+    def _statistics(
+        self, data: SeenData, semantics: ClassVectors
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(XᵀX, class sums (Z, D), counts (Z,), S (Z, E)) of the prepared features; computed once
+        per grid search (:meth:`ZSLModel.fit_many`) — they depend on the normalisations only."""
+
+        def compute() -> tuple[FeaturePrep, tuple[np.ndarray, ...]]:
+            features, labels, seen = self._prepare(data, semantics)
+            gram, sums, counts = feature_statistics(self.prep_, features, labels, len(seen))
+            return self.prep_, (gram, sums, counts, seen)
+
+        key = ("statistics", self.params["features"], self.params["semantic_norm"])
+        self.prep_, statistics = self.shared(key, compute)  # a fitted FeaturePrep is never changed
+        self.semantics_ = semantics
+        return statistics  # type: ignore[return-value]
 
     def _semantic(self, wnids: Sequence[str]) -> np.ndarray:
         return semantic_matrix(self.semantics_, list(wnids), self.params["semantic_norm"])
@@ -106,9 +116,13 @@ class ESZSL(_LinearSemanticModel):
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> ESZSL:
         gram, sums, _, s = self._statistics(data, semantics)
-        xty = 2.0 * sums.T - sums.sum(axis=0)[:, None]  # XᵀY with Y = 2·onehot − 1
         gamma, lam = float(self.params["gamma"]), float(self.params["lam"])
-        left = _solve(gram + gamma * np.eye(len(gram)), xty @ s)  # (D, E)
+
+        def solve_left() -> np.ndarray:  # (XᵀX + γI)⁻¹ XᵀY S, (D, E): shared by every λ of a grid
+            xty = 2.0 * sums.T - sums.sum(axis=0)[:, None]  # XᵀY with Y = 2·onehot − 1
+            return _solve(gram + gamma * np.eye(len(gram)), xty @ s)
+
+        left = self.shared(("eszsl-left", self.params["features"], self.params["semantic_norm"], gamma), solve_left)
         self.map_ = _solve(s.T @ s + lam * np.eye(s.shape[1]), left.T).T  # left (SᵀS + λI)⁻¹
         self.fit_info_ = {}
         return self

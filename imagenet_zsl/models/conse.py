@@ -62,7 +62,7 @@ class ConSE(ZSLModel):
         features, labels = check_seen_data(self.name, data)
         self.semantics_ = semantics
         self.seen_vectors_ = semantic_matrix(semantics, data.seen_wnids, self.params["semantic_norm"])
-        self.classifier_ = fit_seen_classifier(self.params, data, features, labels)
+        self.classifier_ = fit_seen_classifier(self, data, features, labels)
         self.dim_ = features.shape[1]
         self.fit_info_ = self.classifier_.info()
         return self

@@ -24,6 +24,7 @@ graph node are stored with the model, so loading it never needs the graph again.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -44,6 +45,7 @@ from imagenet_zsl.models.common import (
     require_graph,
     seeded_torch,
     semantic_matrix,
+    torch_threads,
 )
 from imagenet_zsl.models.seen_classifier import augment
 from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier
@@ -104,39 +106,68 @@ def _torch_sparse(matrix: sp.spmatrix, device):  # noqa: ANN001, ANN202 - torch 
     return torch.sparse_coo_tensor(indices, values, coo.shape, check_invariants=False).coalesce().to(device)
 
 
+def receptive_rows(operators: list[list[sp.csr_matrix]], targets: np.ndarray) -> list[np.ndarray]:
+    """The graph nodes each layer must compute for the outputs at ``targets``: [R_in, R_1, ...,
+    R_L] (sorted node indices) where R_L = targets and R_(l-1) = the columns that layer l's
+    propagation matrices read on the rows R_l. Why: the loss sees the seen classes only, so a
+    2-layer GCN trains exactly on their 2-hop neighbourhood (SGCN on WordNet: ~1/10 of the 82K
+    nodes); every row it computes is the number the full graph would give it."""
+    rows = [np.unique(np.asarray(targets, dtype=np.int64))]
+    for groups in reversed(operators):
+        needed = rows[0]
+        rows.insert(0, np.unique(np.concatenate([g[needed].indices for g in groups]).astype(np.int64)))
+    return rows
+
+
 def _build_network(
-    layer_dims: list[int], operators: list[list[Any]], attention: bool, dropout: float, negative_slope: float
+    layer_dims: list[int],
+    operators: list[list[Any]],
+    attention: bool,
+    dropout: float,
+    negative_slope: float,
+    *,
+    bias: bool = True,
+    dropout_layers: int | None = None,
 ):  # noqa: ANN202 - torch module
     """A stack of graph convolutions: layer i aggregates with operators[i] (one matrix, or several
-    hop groups mixed by learnt softmax attention)."""
+    hop groups mixed by learnt softmax attention). ``dropout_layers`` k: dropout before the last k
+    layers only (None: every layer); ``bias``: a bias per layer. ``forward(x, operators)`` may pass
+    row-restricted operators (:func:`receptive_rows`) in place of the full ones."""
     import torch
     from torch import nn
 
+    num_layers = len(layer_dims) - 1
+    first_dropout = 0 if dropout_layers is None else max(num_layers - int(dropout_layers), 0)
+
     class GraphConvolution(nn.Module):
-        def __init__(self, fan_in: int, fan_out: int, groups: list[Any]):
+        def __init__(self, fan_in: int, fan_out: int, groups: list[Any], rate: float):
             super().__init__()
-            self.linear = nn.Linear(fan_in, fan_out)
+            self.linear = nn.Linear(fan_in, fan_out, bias=bias)
             self.groups = groups
+            self.rate = rate
             self.attention = nn.Parameter(torch.zeros(len(groups))) if attention else None
 
-        def forward(self, h: torch.Tensor) -> torch.Tensor:
-            h = self.linear(nn.functional.dropout(h, dropout, self.training))
+        def forward(self, h: torch.Tensor, groups: list[Any] | None = None) -> torch.Tensor:
+            groups = self.groups if groups is None else groups
+            h = self.linear(nn.functional.dropout(h, self.rate, self.training) if self.rate else h)
             if self.attention is None:
-                return torch.sparse.mm(self.groups[0], h)
+                return torch.sparse.mm(groups[0], h)
             alpha = torch.softmax(self.attention, dim=0)
-            return sum(alpha[k] * torch.sparse.mm(group, h) for k, group in enumerate(self.groups))
+            return sum(alpha[k] * torch.sparse.mm(group, h) for k, group in enumerate(groups))
 
     class GraphNetwork(nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.layers = nn.ModuleList(
-                GraphConvolution(layer_dims[i], layer_dims[i + 1], operators[i])
-                for i in range(len(layer_dims) - 1)
+                GraphConvolution(
+                    layer_dims[i], layer_dims[i + 1], operators[i], dropout if i >= first_dropout else 0.0
+                )
+                for i in range(num_layers)
             )
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def forward(self, x: torch.Tensor, operators: list[list[Any]] | None = None) -> torch.Tensor:
             for i, layer in enumerate(self.layers):
-                x = layer(x)
+                x = layer(x, None if operators is None else operators[i])
                 if i < len(self.layers) - 1:
                     x = nn.functional.leaky_relu(x, negative_slope)
             return nn.functional.normalize(x, dim=1)
@@ -152,6 +183,11 @@ _GCN_DEFAULTS: dict[str, Any] = {
     "dropout": 0.5,
     "negative_slope": 0.2,
     "semantic_norm": "l2",
+    #: dropout before every layer ("all") or before the last k layers only (k)
+    "dropout_layers": "all",
+    "bias": True,
+    #: "mean": ½ mean over seen classes of |ŵ_c - w_c|² (DGP's mask_l2_loss); "sum": ½ the sum
+    "loss": "mean",
     **CLASSIFIER_DEFAULTS,
 }
 
@@ -176,6 +212,11 @@ class _GraphClassifierRegression(ZSLModel):
         if not 0 <= float(self.params["dropout"]) < 1:
             raise ValueError(f"{self.name}: dropout must be in [0, 1)")
         check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
+        check_choice(self.name, "bias", self.params["bias"], [True, False])
+        check_choice(self.name, "loss", self.params["loss"], ["mean", "sum"])
+        layers = self.params["dropout_layers"]
+        if layers != "all" and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 0):
+            raise ValueError(f"{self.name}: dropout_layers must be 'all' or an integer >= 0, got {layers!r}")
 
     def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
         """One list of propagation matrices per layer."""
@@ -198,25 +239,35 @@ class _GraphClassifierRegression(ZSLModel):
         graph = require_graph(self.name, graph)
         seen_idx = graph.indices(data.seen_wnids, "seen classes")
         features, labels = check_seen_data(self.name, data)
-        classifier = fit_seen_classifier(self.params, data, features, labels)
+        classifier = fit_seen_classifier(self, data, features, labels)
         targets = l2_normalize(classifier.weights.T)  # (S, D + 1)
         inputs, without_vector = self._node_inputs(graph, semantics)
         layer_dims = [inputs.shape[1], *self.params["hidden"], targets.shape[1]]
         device = resolve_device(self.params["device"])
-        operators = [
-            [_torch_sparse(m, device) for m in group] for group in self._operators(graph, len(layer_dims) - 1)
+        full = self._operators(graph, len(layer_dims) - 1)
+        rows = receptive_rows(full, seen_idx)  # train on the seen classes' receptive field only
+        operators = [[_torch_sparse(m, device) for m in group] for group in full]
+        restricted = [
+            [_torch_sparse(m[rows[i + 1]][:, rows[i]], device) for m in group] for i, group in enumerate(full)
         ]
         x = torch.from_numpy(inputs).to(device)
+        x_train = torch.from_numpy(inputs[rows[0]]).to(device)
         y = torch.from_numpy(targets).to(device)
-        seen = torch.from_numpy(seen_idx).to(device)
+        seen = torch.from_numpy(np.searchsorted(rows[-1], seen_idx)).to(device)
+        reduce = torch.sum if self.params["loss"] == "sum" else torch.mean
+        step_flops = 6.0 * sum(len(rows[i]) * layer_dims[i] * layer_dims[i + 1] for i in range(len(full)))
+        threads = torch_threads(step_flops) if device.type == "cpu" else contextlib.nullcontext()
         losses: list[float] = []
-        with seeded_torch(int(self.params["seed"]), device):
+        dropout_layers = self.params["dropout_layers"]
+        with seeded_torch(int(self.params["seed"]), device), threads:
             network = _build_network(
                 layer_dims,
                 operators,
                 self.attention,
                 float(self.params["dropout"]),
                 float(self.params["negative_slope"]),
+                bias=bool(self.params["bias"]),
+                dropout_layers=None if dropout_layers == "all" else int(dropout_layers),
             ).to(device)
             optimiser = torch.optim.Adam(
                 network.parameters(),
@@ -228,15 +279,16 @@ class _GraphClassifierRegression(ZSLModel):
                 range(int(self.params["epochs"])), desc=f"{self.name} epochs", disable=None, leave=False
             ):
                 optimiser.zero_grad()
-                output = network(x)
-                loss = 0.5 * ((output[seen] - y) ** 2).sum(dim=1).mean()
+                output = network(x_train, restricted)
+                loss = 0.5 * reduce(((output[seen] - y) ** 2).sum(dim=1))
                 loss.backward()
                 optimiser.step()
                 losses.append(float(loss.detach()))
             network.eval()
             with torch.no_grad():
                 outputs = network(x).cpu().numpy().astype(np.float32)
-                final = float(0.5 * ((outputs[seen_idx] - targets) ** 2).sum(axis=1).mean())
+                errors = 0.5 * ((outputs[seen_idx] - targets) ** 2).sum(axis=1)
+                final = float(errors.sum() if self.params["loss"] == "sum" else errors.mean())
         self.dim_ = features.shape[1]
         self.node_wnids_ = np.asarray(graph.wnids, dtype=np.str_)
         self.node_outputs_ = outputs
@@ -279,7 +331,15 @@ class GCNZ(_GraphClassifierRegression):
     """GCNZ: 6-layer GCN on the is-a graph regressing the seen classifiers (Wang et al. 2018)."""
 
     name: ClassVar[str] = "gcnz"
-    defaults: ClassVar[dict[str, Any]] = {"hidden": [2048, 2048, 1024, 1024, 512], **_GCN_DEFAULTS}
+    #: as the reference (Wang et al.'s zero-shot-gcn): dropout before the last two layers only, no
+    #: bias, the summed loss; ``dropout_layers: all, bias: true, loss: mean`` are SGCN's choices
+    defaults: ClassVar[dict[str, Any]] = {
+        "hidden": [2048, 2048, 1024, 1024, 512],
+        **_GCN_DEFAULTS,
+        "dropout_layers": 2,
+        "bias": False,
+        "loss": "sum",
+    }
 
     def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
         return [[normalized_adjacency(graph.adjacency, "sym")]] * layers

@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
-from imagenet_zsl.models.common import check_seen_data
+from imagenet_zsl.models.common import blas_threads, check_seen_data, gram_flops
 from imagenet_zsl.scoring import choose_gamma, gzsl_from_scores, hit_at_k, ranks_from_scores
 
 if TYPE_CHECKING:
@@ -277,13 +277,29 @@ def search_hyperparameters(
     base = dict(base_params or {})
     _check_names(cls, set(base) | set(grid))
     points = grid_points(grid) if grid else [{}]
-    report = progress or log.info
+    param_sets = [{**base, **point} for point in points]
+    for params in param_sets:
+        create(cls.name, **params)  # every point's values checked before any fit
+    with blas_threads(gram_flops(split.fit)):
+        return _search(cls, points, param_sets, split, semantics, graph, mode, progress or log.info)
+
+
+def _search(
+    cls: type[ZSLModel],
+    points: list[dict[str, Any]],
+    param_sets: list[dict[str, Any]],
+    split: ValidationSplit,
+    semantics: ClassVectors | None,
+    graph: ClassGraph | None,
+    mode: str,
+    report: Callable[[str], None],
+) -> SearchResult:
     criterion = "H" if mode == "gzsl" else "top-1"
     all_params, scores, gammas = [], [], []
     best: tuple[float, int, ZSLModel | None] = (-np.inf, -1, None)
-    for i, point in enumerate(tqdm(points, desc=f"{cls.name} grid", disable=None, leave=False)):
-        params = {**base, **point}
-        model = create(cls.name, **params).fit(split.fit, semantics, graph)
+    fitted = cls.fit_many(param_sets, split.fit, semantics, graph)  # shares work between points
+    progress = tqdm(fitted, total=len(points), desc=f"{cls.name} grid", disable=None, leave=False)
+    for i, (params, model) in enumerate(zip(param_sets, progress, strict=True)):
         gamma = None
         if mode == "zsl":
             value = zsl_score(model, split)

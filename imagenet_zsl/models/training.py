@@ -36,6 +36,7 @@ from imagenet_zsl.features.simulate import resolve_class_vectors
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, command_line, file_record
 from imagenet_zsl.models.base import MODELS, SeenData, create
+from imagenet_zsl.models.common import blas_threads, gram_flops
 from imagenet_zsl.models.registry import save_model
 from imagenet_zsl.models.selection import search_hyperparameters, split_seen_data
 from imagenet_zsl.splits.io import read_wnid_list
@@ -235,9 +236,10 @@ def train(
             extra["inputs"]["seen_classes_without_vector"] = sorted(without)
             extra["inputs"]["seen_classes"] = len(data.seen_wnids)
             extra["inputs"]["images"] = int(len(data.labels))
-    if select is not None:
-        params, extra["selection"] = _select(cls.name, select, params, data, semantics, graph)
-    model = create(cls.name, **params).fit(data, semantics, graph)
+    with blas_threads(gram_flops(data)):  # small problems: one BLAS thread (see blas_threads)
+        if select is not None:
+            params, extra["selection"] = _select(cls.name, select, params, data, semantics, graph)
+        model = create(cls.name, **params).fit(data, semantics, graph)
     return save_model(model, out_dir, extra, inputs=inputs)
 
 

@@ -43,15 +43,22 @@ CLASSIFIER_DEFAULTS: dict[str, Any] = {
 
 
 def fit_seen_classifier(
-    params: dict[str, Any], data: SeenData, features: np.ndarray, labels: np.ndarray
+    model: ZSLModel, data: SeenData, features: np.ndarray, labels: np.ndarray
 ) -> SeenClassifier:
-    return SeenClassifier(
-        source=params["classifier"],
-        reg=float(params["classifier_reg"]),
-        max_iter=int(params["classifier_iter"]),
-        device=params["device"],
-        seed=int(params["seed"]),
-    ).fit(data, features, labels)
+    """The seen-class classifier of ``model`` (its ``CLASSIFIER_DEFAULTS`` parameters) on ``data``;
+    fitted once per grid search (:meth:`ZSLModel.shared`): no grid value of these models changes it."""
+    params = model.params
+    key = ("seen-classifier", *(repr(params[name]) for name in sorted(CLASSIFIER_DEFAULTS)))
+    return model.shared(
+        key,
+        lambda: SeenClassifier(
+            source=params["classifier"],
+            reg=float(params["classifier_reg"]),
+            max_iter=int(params["classifier_iter"]),
+            device=params["device"],
+            seed=int(params["seed"]),
+        ).fit(data, features, labels),
+    )
 
 
 def nearest_seen_sets(graph: ClassGraph, seen: Sequence[str]) -> tuple[sp.csr_matrix, np.ndarray]:
@@ -138,7 +145,7 @@ class Trivial(ZSLModel):
         graph = require_graph(self.name, graph)
         graph.indices(data.seen_wnids, "seen classes")
         features, labels = check_seen_data(self.name, data)
-        self.classifier_ = fit_seen_classifier(self.params, data, features, labels)
+        self.classifier_ = fit_seen_classifier(self, data, features, labels)
         self.dim_ = features.shape[1]
         self.seen_wnids_ = list(data.seen_wnids)
         self.graph_ = graph
@@ -180,8 +187,12 @@ class HascoetTrivial(ZSLModel):
         graph = require_graph(self.name, graph)
         graph.indices(data.seen_wnids, "seen classes")
         features, labels = check_seen_data(self.name, data)
-        self.prep_ = FeaturePrep(self.params["features"]).fit(features)
-        gram, sums, _ = feature_statistics(self.prep_, features, labels, len(data.seen_wnids))
+
+        def compute() -> tuple[FeaturePrep, tuple[np.ndarray, ...]]:
+            prep = FeaturePrep(self.params["features"]).fit(features)
+            return prep, feature_statistics(prep, features, labels, len(data.seen_wnids))
+
+        self.prep_, (gram, sums, _) = self.shared(("statistics", self.params["features"]), compute)
         # ridge onto one-hot targets: W = (XᵀX + αI)⁻¹ XᵀY, and XᵀY is the per-class feature sums
         system = gram + float(self.params["alpha"]) * np.eye(len(gram))
         try:

@@ -42,7 +42,13 @@ from tqdm.auto import tqdm
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.splits.milp import ExactProblem, branch_arrays, solve_exact
+from imagenet_zsl.splits.milp import (
+    ExactProblem,
+    ExactSolution,
+    branch_arrays,
+    prefer_low_positions,
+    solve_exact,
+)
 from imagenet_zsl.splits.structure import structural_ratio
 
 log = logging.getLogger(__name__)
@@ -67,6 +73,7 @@ class BenchmarkSelection:
     upper_bound: float | None = None  # proven upper bound on R over the whole pool (exact only)
     status: str = "heuristic"  # "optimal" | "time_limit" | "heuristic"
     seconds: float = 0.0
+    tie_break: str | None = None  # exact: "min_positions" | "solver_order" (see splits.milp)
 
     @property
     def gap(self) -> float | None:
@@ -300,6 +307,7 @@ def _exact(  # noqa: PLR0913
     )
     started = time.perf_counter()
     best: BenchmarkSelection | None = None
+    best_solution: ExactSolution | None = None
     k = levels
     while True:
         remaining = time_limit - (time.perf_counter() - started)
@@ -332,6 +340,7 @@ def _exact(  # noqa: PLR0913
                 solution.status,
                 0.0,
             )
+            best_solution = solution
         best.upper_bound = upper
         if (best.gap is not None and best.gap <= 1e-6) or k >= MAX_LEVELS or solution.status != "optimal":
             break
@@ -339,11 +348,41 @@ def _exact(  # noqa: PLR0913
         far = graph.nearest_other_distance(wnids)
         k = int(min(MAX_LEVELS, max(k + 2, np.nanmax(np.where(np.isfinite(far), far, 0)))))
         log.info("exact: R %.6f, bound %.6f; retrying with %d distance levels", ratio, bound, k)
-    assert best is not None
+    assert best is not None and best_solution is not None
     if best.gap is None or best.gap > 1e-6:
         best.status = "time_limit" if best.status == "time_limit" else "gap"
+    else:
+        _break_ties(
+            best, best_solution, graph, pool, train, branch_of, time_limit - (time.perf_counter() - started)
+        )
     best.seconds = round(time.perf_counter() - started, 3)
     return best
+
+
+def _break_ties(  # noqa: PLR0913
+    best: BenchmarkSelection,
+    solution: ExactSolution,
+    graph: ClassGraph,
+    pool: list[str],
+    train: Sequence[str],
+    branch_of: Mapping[str, str] | None,
+    time_left: float,
+) -> None:
+    """Apply the documented tie rule to a certified optimum in place (see :mod:`splits.milp`)."""
+    best.tie_break = "solver_order"
+    if time_left <= 0:
+        return
+    chosen = prefer_low_positions(solution, best.ratio * len(best.wnids), time_limit=time_left)
+    if chosen is None:
+        return
+    wnids = sorted(pool[i] for i in chosen)
+    ratio = structural_ratio(graph, wnids, train)
+    if ratio < best.ratio - 1e-9:  # an over-valued set reached the objective: keep the first optimum
+        log.info("exact: the tie-break set has R %.6f < %.6f; keeping the first optimum", ratio, best.ratio)
+        return
+    best.wnids, best.ratio, best.greedy_ratio = wnids, ratio, ratio
+    best.branch_counts = _branch_counts(wnids, branch_of)
+    best.tie_break = "min_positions"
 
 
 def _quota(

@@ -44,6 +44,7 @@ from imagenet_zsl.hierarchy.universe import resolve_graph, training_wnids
 from imagenet_zsl.io import (
     atomic_directory,
     atomic_write_json,
+    canonical_json,
     sha256_bytes,
     sha256_file,
     software_versions,
@@ -119,20 +120,21 @@ def lexname_branches(wnids: list[str]) -> dict[str, str]:
     return {w: nouns.lexnames[nouns.index[w]] for w in wnids if w in nouns}
 
 
-def build_split(  # noqa: PLR0913
+def build_split(
     spec: SplitSpec,
-    graph: ClassGraph,
-    train: list[str],
+    ctx: PoolContext,
     candidates: list[str],
-    counts: dict[str, int],
     where: str,
     progress: bool = True,
     params: dict[str, Any] | None = None,
 ) -> BuiltSplit:
     """One split from its validated config entry (pure: writes nothing).
 
+    ``ctx`` holds the graph, training classes and counts; splits built with the same ``ctx``
+    share their pool filters' work (benchmarks with the same pool compute it once).
     ``params`` is what the manifest records (the entry as written, less name and kind).
     """
+    graph, train, counts = ctx.graph, ctx.train, ctx.counts
     if params is None:
         params = {
             k: v for k, v in spec.model_dump(exclude_defaults=True).items() if k not in ("name", "kind")
@@ -150,7 +152,7 @@ def build_split(  # noqa: PLR0913
     elif isinstance(spec, ListSplit):
         wnids = sorted(read_wnid_list(spec.path))
     else:
-        wnids, steps, details = _benchmark(spec, graph, train, candidates, counts, where, progress)
+        wnids, steps, details = _benchmark(spec, ctx, candidates, where, progress)
     if not wnids:
         raise UserInputError(f"{where}: split {spec.name!r} came out empty")
     return BuiltSplit(
@@ -169,14 +171,28 @@ def build_split(  # noqa: PLR0913
 
 def benchmark_pool(
     spec: BenchmarkSplit,
-    graph: ClassGraph,
-    train: list[str],
+    ctx: PoolContext,
     candidates: list[str],
-    counts: dict[str, int],
     where: str,
 ) -> tuple[list[str], list[PoolStep]]:
-    """The candidate pool of a benchmark split: its filters, then its ``exclude`` list."""
-    ctx = PoolContext(graph, train, counts)
+    """The candidate pool of a benchmark split: its filters, then its ``exclude`` list.
+
+    Memoised in ``ctx.cache`` by (filters, exclude, candidates): splits that share a pool share it.
+    """
+    key = (
+        "splits.benchmark_pool",
+        canonical_json([spec.pool, spec.exclude]),
+        sha256_bytes("\n".join(candidates).encode()),
+    )
+    if key not in ctx.cache:
+        ctx.cache[key] = _benchmark_pool(spec, ctx, candidates, where)
+    pool, steps = ctx.cache[key]
+    return list(pool), list(steps)
+
+
+def _benchmark_pool(
+    spec: BenchmarkSplit, ctx: PoolContext, candidates: list[str], where: str
+) -> tuple[list[str], list[PoolStep]]:
     pool, steps = run_pool(candidates, spec.pool, ctx, where=f"{where}.pool")
     if spec.exclude:
         banned = set(read_wnid_list(spec.exclude))
@@ -233,15 +249,13 @@ def select_for(
 
 def _benchmark(
     spec: BenchmarkSplit,
-    graph: ClassGraph,
-    train: list[str],
+    ctx: PoolContext,
     candidates: list[str],
-    counts: dict[str, int],
     where: str,
     progress: bool,
 ) -> tuple[list[str], list[PoolStep], dict[str, Any]]:
-    pool, steps = benchmark_pool(spec, graph, train, candidates, counts, where)
-    selection = select_for(spec, graph, train, pool, progress)
+    pool, steps = benchmark_pool(spec, ctx, candidates, where)
+    selection = select_for(spec, ctx.graph, ctx.train, pool, progress)
     gap = selection.gap
     details = {
         "pool_size": len(pool),
@@ -255,6 +269,7 @@ def _benchmark(
     }
     if selection.optimizer == "exact":
         details["rounds"] = selection.passes
+        details["tie_break"] = selection.tie_break
     else:
         details.update(
             greedy_ratio=round(selection.greedy_ratio, 6), swaps=selection.swaps, passes=selection.passes
@@ -295,10 +310,11 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
     candidates = sorted(w for w in fall11_counts() if w not in train_set)
     built: list[BuiltSplit] = []
     started = time.perf_counter()
+    ctx = PoolContext(graph, train, counts)
     for i, spec in enumerate(config.splits):
         where = f"{config_path}: splits[{i}]"
         params = {k: v for k, v in raw["splits"][i].items() if k not in ("name", "kind")}
-        split = build_split(spec, graph, train, candidates, counts, where, progress, params)
+        split = build_split(spec, ctx, candidates, where, progress, params)
         overlap = sorted(set(split.wnids) & train_set)
         if overlap:
             raise UserInputError(

@@ -71,7 +71,8 @@ def frontier(
     counts = resolve_counts(config.counts)
     graph = config_graph(config)
     candidates = sorted(w for w in fall11_counts() if w not in set(train))
-    pool, steps = benchmark_pool(spec, graph, train, candidates, counts, f"{config_path}: {spec.name}")
+    ctx = PoolContext(graph, train, counts)
+    pool, steps = benchmark_pool(spec, ctx, candidates, f"{config_path}: {spec.name}")
     rows: list[dict[str, Any]] = []
     sets: dict[str, list[str]] = {}
     for share in shares:

@@ -8,7 +8,9 @@ binary choices:
 
 * x_c in {0, 1}: c is chosen;
 * y_{c,k} in [0, 1] for distance levels k = 2..K: "c is chosen and has another member within k";
-  y_{c,k} <= x_c and y_{c,k} <= sum_{c' : d(c, c') <= k} x_{c'};
+  y_{c,k} <= x_c and y_{c,k} <= y_{c,k-1} + sum_{c' : d(c, c') = k} x_{c'} (y_{c,1} = 0): the
+  shells of c's neighbourhood, each listed once; by induction y_{c,k} <= sum_{d(c, c') <= k} x_{c'},
+  the same LP relaxation as listing every ball in full, with about half the nonzeros;
 * objective sum_c [ x_c num_c / (K+1) + sum_k y_{c,k} num_c (1/k - 1/(k+1)) ]: it telescopes to
   num_c / d_c when d_c <= K and to num_c / (K+1) otherwise — an *upper* bound of the true ratio,
   so the solver's dual bound is an upper bound of the true optimum;
@@ -26,11 +28,20 @@ again; when the chosen set's exact R (recomputed on the whole graph) equals the 
 certified optimal (gap 0). Objective coefficients are scaled by lcm(2..K+1) so that every
 objective value is an integer and the bound can be rounded down exactly.
 
-Ties between equally optimal sets: the model is built in sorted-wnid order and HiGHS runs
-single-threaded and deterministically, so the same inputs and the same scipy/HiGHS version give
-the same set (the manifest records the scipy version). A perturbation that would prefer
-lexicographically smaller sets was tried and rejected: resolving it needs a near-zero MIP gap,
-which made the default solve ~8x slower.
+Ties between equally optimal sets (there are many: on the default pool two optimal sets found by
+different solver paths differ in ~50 of 500 classes). The rule: **among the optimal sets, the one
+whose members have the smallest sum of positions in the sorted pool** (position 1 = the smallest
+wnid). Once the optimum S* is certified, :func:`prefer_low_positions` solves the same model once
+more with the objective fixed (>= S*) and minimises sum_c position(c) x_c. Every optimal set of the
+whole pool is feasible there (the model over-values, never under-values), so when the set it returns
+has exact R = R* it is the rule's set; otherwise, or when that solve stops at its node limit, the
+first optimum stands (the manifest says which: ``tie_break`` = ``min_positions`` | ``solver_order``).
+Sets with equal position sums (rare) are told apart by HiGHS's deterministic search order. HiGHS runs
+single-threaded with a node limit (not a time limit) on that solve, so the result does not depend on
+the machine's speed. The rule makes the set a function of the problem, not of the model's layout.
+
+HiGHS runs without presolve: the LP relaxation is nearly integral (the root node usually closes
+the gap), and presolve cost more than the whole branch-and-bound on every committed pool.
 """
 
 from __future__ import annotations
@@ -39,7 +50,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,6 +68,7 @@ class ExactSolution:
     """A solved model: the chosen pool indices and the certificate, in sum-of-ratios units.
 
     ``upper_total`` bounds sum_c r(c) over every feasible set of the whole pool; divide by N for R.
+    ``model`` is the last model solved (what :func:`prefer_low_positions` re-solves).
     """
 
     chosen: np.ndarray  # (N,) int, indices into the pool
@@ -66,6 +78,19 @@ class ExactSolution:
     shortlist: int
     levels: int
     rounds: int
+    model: _Model | None = field(default=None, repr=False)
+
+
+@dataclass
+class _Model:
+    """One MILP in scipy's terms: maximise ``objective`` (scaled integers) over x (pool) then y."""
+
+    objective: np.ndarray  # (n_pool + n_y,)
+    constraints: list[LinearConstraint]
+    bounds: Bounds
+    integrality: np.ndarray
+    n_pool: int
+    scale: int
 
 
 @dataclass
@@ -140,7 +165,8 @@ def solve_exact(
             for i, row in zip(missing, block, strict=True):
                 dist_rows[i] = row
         remaining = time_limit - (time.perf_counter() - started)
-        res = _solve_model(problem, members, dist_rows, pairs, upper, scale, levels, gap, remaining)
+        model = _build_model(problem, members, dist_rows, pairs, upper, scale, levels)
+        res = _run(model, gap, remaining)
         seconds = time.perf_counter() - started
         if res is None:
             return ExactSolution(
@@ -151,12 +177,50 @@ def solve_exact(
         outside = chosen[~short[chosen]]
         status = "optimal" if optimal else "time_limit"
         if len(outside) == 0 or not optimal or rounds >= max_rounds or remaining <= 0:
-            return ExactSolution(chosen, upper_total, status, seconds, len(members), levels, rounds)
+            return ExactSolution(chosen, upper_total, status, seconds, len(members), levels, rounds, model)
         log.info("exact: %d outside classes chosen; adding them to the shortlist", len(outside))
         short[outside] = True
 
 
-def _solve_model(  # noqa: PLR0913
+def prefer_low_positions(
+    solution: ExactSolution, optimum_total: float, time_limit: float = 60.0, node_limit: int = 200
+) -> np.ndarray | None:
+    """The tie rule: among sets whose model objective reaches ``optimum_total`` (the certified
+    optimal sum of ratios, N R*), the one with the smallest sum of pool positions; None when the
+    solve stops at a limit or finds nothing (see the module docstring).
+
+    The caller must check that the returned (N,) pool indices have exact R = R*: the model
+    over-values some sets, which then also reach the objective.
+    """
+    model = solution.model
+    if model is None:
+        return None
+    # every set's model value is an integer >= its true (scaled) value
+    target = math.ceil(optimum_total * model.scale - 1e-6)
+    n_var = len(model.objective)
+    fixed = LinearConstraint(sp.csr_matrix(model.objective[None, :]), target - 0.5, np.inf)
+    positions = np.zeros(n_var)
+    positions[: model.n_pool] = np.arange(1, model.n_pool + 1)
+    worst = float(np.sort(positions)[::-1][: len(solution.chosen)].sum()) + 1.0
+    res = milp(
+        positions,
+        integrality=model.integrality,
+        bounds=model.bounds,
+        constraints=[*model.constraints, fixed],
+        options={
+            "time_limit": max(1.0, time_limit),
+            "node_limit": node_limit,
+            "mip_rel_gap": min(1e-6, 0.4 / worst),
+            "presolve": False,
+            "disp": __import__("os").environ.get("ZSL_DISP") == "1",
+        },
+    )
+    if res.status != 0 or res.x is None:
+        return None
+    return np.flatnonzero(res.x[: model.n_pool] > 0.5)
+
+
+def _build_model(  # noqa: PLR0913
     problem: ExactProblem,
     members: np.ndarray,
     dist_rows: dict[int, np.ndarray],
@@ -164,10 +228,8 @@ def _solve_model(  # noqa: PLR0913
     upper: np.ndarray,
     scale: int,
     levels: int,
-    gap: float,
-    time_limit: float,
-) -> tuple[np.ndarray, float, bool] | None:
-    """One MILP over x (all pool classes) and y (shortlist x levels); None when infeasible."""
+) -> _Model:
+    """The MILP over x (all pool classes) and y (shortlist x levels); see the module docstring."""
     n_pool, size = len(problem.pool), problem.size
     numer = problem.numer.astype(np.int64)
     lev = np.arange(2, levels + 1)
@@ -190,15 +252,16 @@ def _solve_model(  # noqa: PLR0913
     cols += [y_flat, x_of_y]
     vals += [np.ones(n_y), -np.ones(n_y)]
     n_rows += n_y
-    # y_{c,k} - sum_{c' in ball_k(c)} x_{c'} <= 0
+    # y_{c,k} - y_{c,k-1} - sum_{c' at distance k from c} x_{c'} <= 0 (the shells; y_{c,1} = 0)
     for j, ci in enumerate(members):
         row = dist_rows[int(ci)].astype(np.int64)
         row[ci] = 255
         for li, k in enumerate(lev):
-            ball = np.flatnonzero(row <= k)
-            rows.append(np.full(len(ball) + 1, n_rows))
-            cols.append(np.concatenate([[y_index[j, li]], ball]))
-            vals.append(np.concatenate([[1.0], -np.ones(len(ball))]))
+            shell = np.flatnonzero(row <= k) if li == 0 else np.flatnonzero(row == k)
+            previous = [y_index[j, li - 1]] if li else []
+            rows.append(np.full(len(shell) + 1 + len(previous), n_rows))
+            cols.append(np.concatenate([[y_index[j, li]], previous, shell]).astype(np.int64))
+            vals.append(np.concatenate([[1.0], -np.ones(len(previous) + len(shell))]))
             n_rows += 1
     upper_rows = n_rows
     # x_a + x_b <= 1 for related pairs
@@ -227,12 +290,17 @@ def _solve_model(  # noqa: PLR0913
     lower = np.zeros(n_var)
     lower[problem.include] = 1.0
     integrality = np.concatenate([np.ones(n_pool), np.zeros(n_y)])
+    return _Model(c, constraints, Bounds(lower, np.ones(n_var)), integrality, n_pool, scale)
+
+
+def _run(model: _Model, gap: float, time_limit: float) -> tuple[np.ndarray, float, bool] | None:
+    """Maximise the model: (chosen pool indices, dual bound, proven optimal), None when infeasible."""
     res = milp(
-        -c,
-        integrality=integrality,
-        bounds=Bounds(lower, np.ones(n_var)),
-        constraints=constraints,
-        options={"time_limit": max(1.0, time_limit), "mip_rel_gap": gap, "presolve": __import__("os").environ.get("ZSL_PRE", "1") == "1", "disp": __import__("os").environ.get("ZSL_DISP") == "1"},
+        -model.objective,
+        integrality=model.integrality,
+        bounds=model.bounds,
+        constraints=model.constraints,
+        options={"time_limit": max(1.0, time_limit), "mip_rel_gap": gap, "presolve": False},
     )
     if res.x is None:
         if res.status == 2:
@@ -243,7 +311,7 @@ def _solve_model(  # noqa: PLR0913
                 "raise optimiser.time_limit or use optimizer: local_search"
             )
         raise UserInputError(f"benchmark: the exact optimiser failed ({res.message})")
-    chosen = np.flatnonzero(res.x[:n_pool] > 0.5)
+    chosen = np.flatnonzero(res.x[: model.n_pool] > 0.5)
     bound = -res.mip_dual_bound if res.mip_dual_bound is not None else -res.fun
     return chosen, float(bound), res.status == 0
 

@@ -58,7 +58,7 @@ def optimum_for_size(config_path: str | Path, split: str | None, size: int) -> d
     counts = resolve_counts(config.counts)
     graph = config_graph(config)
     candidates = sorted(w for w in fall11_counts() if w not in set(train))
-    pool, _ = benchmark_pool(spec, graph, train, candidates, counts, f"{config_path}: {spec.name}")
+    pool, _ = benchmark_pool(spec, PoolContext(graph, train, counts), candidates, f"{config_path}: {spec.name}")
     if size < 2 or size > len(pool):
         return {"optimum_pool": f"{Path(config_path).name}:{spec.name}", "optimum_ratio": None}
     sel = select_for(spec, graph, train, pool, size=size, optimizer="exact")

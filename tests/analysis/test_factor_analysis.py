@@ -14,9 +14,11 @@ from imagenet_zsl.analysis.factor_splits import FORMAT
 from imagenet_zsl.cli import main
 
 HITS = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.5, 0.0, 0.5]}
+# per class hit@1 under the strict rule: in depth_2 the 0.5 classes are ties (expected 1/2, strict 0)
+STRICT = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.0, 0.0, 0.0]}
 
 
-def fake_cell(root: Path, split_file: Path, hits: list[float]) -> None:
+def fake_cell(root: Path, split_file: Path, hits: list[float], strict: list[float] | None = None) -> None:
     """A cell as `evaluate` lays it out (only what the analyses read)."""
     cell = root / "cells" / f"toy__{split_file.stem}"
     (cell / "topk").mkdir(parents=True)
@@ -34,9 +36,10 @@ def fake_cell(root: Path, split_file: Path, hits: list[float]) -> None:
         cell / "topk" / "test.unseen.ids.npy", np.tile(np.arange(len(hits)), (len(hits), 1)).astype(np.int32)
     )
     np.save(cell / "topk" / "test.unseen.scores.npy", np.zeros((len(hits), len(hits)), np.float32))
-    pd.DataFrame({"wnid": classes, "role": "unseen", "hit@1": hits}).to_csv(
-        cell / "per_class.csv", index=False
-    )
+    table = pd.DataFrame({"wnid": classes, "role": "unseen", "hit@1": hits})
+    if strict is not None:
+        table["hit@1_strict"] = strict
+    table.to_csv(cell / "per_class.csv", index=False)
 
 
 @pytest.fixture
@@ -47,7 +50,7 @@ def factor_run(tmp_path: Path) -> Path:
     for b, name in enumerate(HITS):
         (splits / f"{name}.txt").write_text("n00000000\n")
         manifest["splits"][name] = {"bin": b + 1, "means": {"depth": 5.0 + 3 * b}}
-        fake_cell(tmp_path / "run", splits / f"{name}.txt", HITS[name])
+        fake_cell(tmp_path / "run", splits / f"{name}.txt", HITS[name], STRICT[name])
     (splits / "manifest.json").write_text(json.dumps(manifest))
     return tmp_path / "run"
 
@@ -59,7 +62,10 @@ def test_factor_table_and_plot(factor_run: Path, capsys: pytest.CaptureFixture[s
     )
     assert "| depth | toy | 1 | 1 | 5.000 | 4 | 75.00 |" in capsys.readouterr().out
     table = pd.read_csv(out / "factor.csv")
-    assert table["hit"].tolist() == pytest.approx([0.75, 0.25])
+    assert table["hit"].tolist() == pytest.approx([0.75, 0.25])  # expected tie rule (headline)
+    assert table["hit_strict"].tolist() == pytest.approx([0.75, 0.0])
+    assert table["ci_low_strict"][1] == table["ci_high_strict"][1] == 0.0
+    assert (table["ci_low_strict"] <= table["ci_low"]).all()  # same resamples, strict <= expected
     assert table["x"].tolist() == [5.0, 8.0]
     assert (table["ci_low"] <= table["hit"]).all() and (table["hit"] <= table["ci_high"]).all()
     assert (out / "factor.png").stat().st_size > 0

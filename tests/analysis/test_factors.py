@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
 
+from imagenet_zsl.analysis.factor_splits import FactorSplitConfig
 from imagenet_zsl.analysis.factors import (
     balance_table,
     covariates,
@@ -14,6 +17,7 @@ from imagenet_zsl.analysis.factors import (
     matched_sample,
     standardized_differences,
 )
+from imagenet_zsl.config import load_config
 from imagenet_zsl.errors import UserInputError
 
 
@@ -81,3 +85,8 @@ def test_meaning_has_two_levels_and_bins_must_fit() -> None:
         factor_bins(table["meaning"].to_numpy(), "meaning", 3)
     with pytest.raises(UserInputError, match="--size"):
         matched_sample(covariates(table, "meaning"), bins, 500)
+
+
+def test_the_factor_config_is_the_documented_default() -> None:
+    cfg = load_config(Path(__file__).parents[2] / "configs" / "factors.yaml", FactorSplitConfig)
+    assert cfg == FactorSplitConfig()

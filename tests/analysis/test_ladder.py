@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -10,7 +11,15 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl import scoring as M
-from imagenet_zsl.analysis.ladder import STEPS, ClassFlags, cell_ladder, corrected_ranks, related_keys
+from imagenet_zsl.analysis.ladder import (
+    STEPS,
+    ClassFlags,
+    GroupBounds,
+    cell_ladder,
+    corrected_bounds,
+    group_credit,
+    related_keys,
+)
 from imagenet_zsl.analysis.runs import RunCell, read_cells
 from imagenet_zsl.cli import main
 from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -22,6 +31,7 @@ from tests.toy import TOY_EDGES
 SPLIT = ["a3", "a31", "b1", "b11"]
 LABELS = np.array([0, 1, 2, 3, 2])
 IDS = np.array([[0, 1, 2], [0, 1, 3], [0, 1, 3], [3, 2, 0], [2, 0, 1]])
+# image 3: its true class b11 ties with b1 at the top (r = 0, t = 1)
 SCORES = np.array([[0.9, 0.5, 0.1], [0.9, 0.8, 0.1], [0.9, 0.8, 0.7], [0.5, 0.5, 0.1], [0.9, 0.3, 0.2]])
 
 
@@ -30,18 +40,45 @@ def toy_cell() -> RunCell:
     return RunCell(Path("toy"), metrics, SPLIT, LABELS, IDS, SCORES.astype(np.float32), np.arange(5))
 
 
+def brute_force_credit(k: int, r: int, c: int, w: int) -> float:
+    """Share of the orders of a tie group (c correct, w wrong) with a correct class in the first k − r."""
+    orders = list(itertools.permutations([True] * c + [False] * w))
+    return sum(any(o[: max(k - r, 0)]) for o in orders) / len(orders)
+
+
+@pytest.mark.parametrize(
+    ("k", "r", "c", "w"), [(1, 0, 1, 0), (1, 0, 1, 3), (2, 0, 2, 2), (3, 1, 2, 3), (2, 2, 3, 1)]
+)
+def test_group_credit_is_the_expected_value_of_random_tie_breaking(k: int, r: int, c: int, w: int) -> None:
+    one = np.array([r]), np.array([c]), np.array([w])
+    assert group_credit(k, *one)[0] == pytest.approx(brute_force_credit(k, r, c, w))
+    assert group_credit(k, *one, tie_rule="strict")[0] == float(r + w < k)
+
+
+def test_group_credit_with_one_correct_class_is_the_evaluation_formula() -> None:
+    r, t = np.array([0, 0, 1, 2, 4]), np.array([0, 3, 2, 0, 1])
+    for k in (1, 2, 5):
+        expected = M.TieRanks(r, t).credit(k)
+        assert group_credit(k, r, np.ones_like(r), t) == pytest.approx(expected)
+
+
 def test_evaluated_step_is_the_evaluation_tie_rule() -> None:
     cell = toy_cell()
-    ranks, _, _ = corrected_ranks(cell, np.ones(4, bool))
-    assert ranks.tolist() == M.true_rank(IDS, LABELS, SCORES).tolist() == [0, 1, 3, 1, 0]
+    ranks = cell.tie_ranks()  # no stored counts here: derived from the lists
+    assert ranks.above.tolist() == [0, 1, 3, 0, 0] and ranks.tied.tolist() == [0, 0, 0, 1, 0]
+    low, high = GroupBounds.from_tie_ranks(ranks).credit(1)
+    assert low.tolist() == high.tolist() == [1, 0, 0, 0.5, 1]
 
 
 def test_related_predictions_count() -> None:
     cell = toy_cell()
     related = related_keys(ClassGraph.from_edges(TOY_EDGES), SPLIT)
-    ranks, _, found = corrected_ranks(cell, np.ones(4, bool), related)
-    assert ranks.tolist() == [0, 0, 2, 0, 0]
-    assert found.all()
+    bounds = corrected_bounds(cell, np.ones(4, bool), related)
+    r, c, w = bounds.worst
+    assert r.tolist() == [0, 0, 2, 0, 0]
+    assert c.tolist() == [1, 1, 1, 2, 1]  # image 3: b11 and b1 (related) tie at the top
+    assert w.tolist() == [0] * 5
+    assert [x.tolist() for x in bounds.best] == [x.tolist() for x in bounds.worst]  # all exact
 
 
 def test_ladder_arithmetic() -> None:
@@ -55,21 +92,72 @@ def test_ladder_arithmetic() -> None:
     kept = np.array([True, True, True, True, False])
     rows = {r["step"]: r for r in cell_ladder(cell, related, flags, kept, ks=(1, 2), min_images=301)}
     expect = {
-        # step: (classes, images, hit@1, hit@2, per-class hit@1, undetermined@2)
-        "evaluated": (4, 5, 2 / 5, 4 / 5, (1 + 0 + 0.5 + 0) / 4, 0),
-        "structure": (4, 5, 4 / 5, 4 / 5, (1 + 1 + 0.5 + 1) / 4, 0),
-        "rare_labels": (3, 4, 3 / 4, 1.0, (1 + 0.5 + 1) / 3, 0),
-        "secondary_meaning": (3, 4, 3 / 4, 1.0, (1 + 0.5 + 1) / 3, 0),
-        # b11 leaves the label space: image 2's list keeps only a3 (above b1), b1 unlisted
-        "few_images": (2, 3, 2 / 3, 2 / 3, (1 + 0.5) / 2, 1),
-        "ambiguous_images": (2, 2, 1 / 2, 1 / 2, (1 + 0) / 2, 1),
+        # step: (classes, images, hit@1, strict hit@1, hit@2, per-class hit@1, per-class strict hit@1)
+        # evaluated: credits (1, 0, 0, 1/2, 1) at K = 1; image 3's tie costs 1/2 (strict: all of it)
+        "evaluated": (4, 5, 2.5 / 5, 2 / 5, 4 / 5, (1 + 0 + 0.5 + 0.5) / 4, (1 + 0 + 0.5 + 0) / 4),
+        # image 3: both tied classes are correct now
+        "structure": (4, 5, 4 / 5, 4 / 5, 4 / 5, (1 + 1 + 0.5 + 1) / 4, (1 + 1 + 0.5 + 1) / 4),
+        "rare_labels": (3, 4, 3 / 4, 3 / 4, 1.0, (1 + 0.5 + 1) / 3, (1 + 0.5 + 1) / 3),
+        "secondary_meaning": (3, 4, 3 / 4, 3 / 4, 1.0, (1 + 0.5 + 1) / 3, (1 + 0.5 + 1) / 3),
+        # b11 leaves the label space: image 2's list keeps only a3 (above b1), b1 unlisted; every
+        # unlisted class is dropped or b1 itself, so b1 ranks second: a miss at 1, a hit at 2 (exact)
+        "few_images": (2, 3, 2 / 3, 2 / 3, 1.0, (1 + 0.5) / 2, (1 + 0.5) / 2),
+        "ambiguous_images": (2, 2, 1 / 2, 1 / 2, 1.0, (1 + 0) / 2, (1 + 0) / 2),
     }
     assert list(rows) == list(expect)
-    for step, (classes, images, h1, h2, pc1, und2) in expect.items():
+    for step, values in expect.items():
         row = rows[step]
-        got = (row["classes"], row["images"], row["hit@1"], row["hit@2"], row["per_class_hit@1"])
-        assert got == pytest.approx((classes, images, h1, h2, pc1)), step
-        assert row["undetermined@2"] == und2, step
+        names = ["classes", "images", "hit@1", "hit@1_strict", "hit@2", "per_class_hit@1"]
+        got = tuple(row[n] for n in [*names, "per_class_hit@1_strict"])
+        assert got == pytest.approx(values), step
+        assert row["undetermined@2"] == row["undetermined@1"] == 0, step
+        assert row["hit@2_upper"] == pytest.approx(row["hit@2"]), step
+
+
+def tied_cell(above: int, tied: int) -> RunCell:
+    """One image of class 0 among 6; lists hold 3 classes all tied at 0.5 (a trivial model)."""
+    metrics = {"model": {"name": "tie"}, "inputs": {"split": {"name": "s"}}}
+    ids = np.array([[0, 1, 2]]) if above == 0 else np.array([[1, 2, 3]])
+    scores = np.full((1, 3), 0.5, np.float32)
+    return RunCell(
+        Path("tie"), metrics, list("abcdef"), np.array([0]), ids, scores, np.arange(1),
+        np.array([above]), np.array([tied]),
+    )  # fmt: skip
+
+
+def test_stored_tie_ranks_size_the_tie_group_beyond_the_list() -> None:
+    # classes a..e tie at the top (t = 4), f scores lower: evaluated hit@1 = 1/5, hit@2 = 2/5
+    cell = tied_cell(above=0, tied=4)
+    low, high = GroupBounds.from_tie_ranks(cell.tie_ranks()).credit(2)
+    assert low[0] == high[0] == pytest.approx(2 / 5)
+    # label space intact: the stored counts make the re-ranking exact
+    bounds = corrected_bounds(cell, np.ones(6, bool))
+    assert [int(x[0]) for x in bounds.worst] == [int(x[0]) for x in bounds.best] == [0, 1, 4]
+    # drop d (unlisted): the group has 3 or 4 other members left, we cannot tell which were dropped
+    active = np.array([True, True, True, False, True, True])
+    low, high = corrected_bounds(cell, active).credit(1)
+    assert (low[0], high[0]) == pytest.approx((1 / 5, 1 / 4))  # the truth, 1/4, is bracketed
+    low, high = corrected_bounds(cell, active).credit(1, "strict")
+    assert low[0] == high[0] == 0
+
+
+def test_unlisted_true_class_in_the_last_tie_group() -> None:
+    # a is unlisted but tied with the listed b, c, d (above = 0, tied = 3; e, f lower)
+    cell = tied_cell(above=0, tied=3)
+    cell.ids = np.array([[1, 2, 3]])
+    low, high = corrected_bounds(cell, np.ones(6, bool)).credit(2)
+    assert low[0] == high[0] == pytest.approx(2 / 4)
+    # a below b, c, d (above = 3, tied = 0), all three dropped: a ranks first among a, e, f (exact)
+    cell = tied_cell(above=3, tied=0)
+    active = np.array([True, False, False, False, True, True])
+    low, high = corrected_bounds(cell, active).credit(1)
+    assert low[0] == high[0] == 1.0
+    # with one more (unlisted) class above a, e or f: a ranks second, but which one is unknown
+    cell = tied_cell(above=4, tied=0)
+    low, high = corrected_bounds(cell, active).credit(1)
+    assert (low[0], high[0]) == (0.0, 1.0)
+    low, high = corrected_bounds(cell, active).credit(3)
+    assert low[0] == high[0] == 1.0  # only 3 classes remain
 
 
 def test_ladder_without_filter_has_five_steps() -> None:
@@ -77,7 +165,7 @@ def test_ladder_without_filter_has_five_steps() -> None:
     flags = ClassFlags(np.zeros(4, bool), np.zeros(4, bool), np.full(4, 1000))
     rows = cell_ladder(cell, related_keys(ClassGraph.from_edges(TOY_EDGES), SPLIT), flags, None, (1,))
     assert [r["step"] for r in rows][-1] == "few_images" and len(rows) == 5
-    assert rows[0]["hit@1"] == rows[-1]["hit@1"] - (4 / 5 - 2 / 5)
+    assert rows[0]["hit@1"] == pytest.approx(rows[-1]["hit@1"] - (4 / 5 - 2.5 / 5))
 
 
 @pytest.fixture
@@ -124,9 +212,54 @@ def test_ladder_command_on_an_evaluated_run(finished_run, capsys) -> None:
     table = pd.read_csv(out / "ladder.csv")
     assert table["step"].tolist() == [s for s, _ in STEPS]
     flat = json.loads((run / "metrics.json").read_text())["zsl"]["flat"]
+    zsl = json.loads((run / "metrics.json").read_text())["zsl"]
     assert table["hit@1"][0] == pytest.approx(flat["1"])  # 11 of 12
+    assert table["hit@1_strict"][0] == pytest.approx(zsl["flat_strict"]["1"])
+    assert table["per_class_hit@5"][0] == pytest.approx(zsl["per_class"]["5"])
+    assert (run / "topk" / "test.true_above.npy").is_file()  # step 1 used the stored tie ranks
     assert table["hit@1"].tolist() == pytest.approx([11 / 12, 1.0, 1.0, 1.0, 1.0, 1.0])
     assert table["classes"].tolist() == [6, 6, 5, 4, 3, 1]
     assert table["images"].tolist() == [12, 12, 10, 8, 6, 2]
     assert json.loads((out / "manifest.json").read_text())["tool"] == "imagenet-zsl analyze ladder"
     assert len(read_cells(run)) == 1
+
+
+def test_bounds_bracket_the_truth_on_random_tied_runs() -> None:
+    """Lists of the top 3 of 8 classes with many ties: every bound holds, exact cases are exact."""
+    rng = np.random.default_rng(0)
+    n, n_classes, m = 400, 8, 3
+    full = rng.integers(0, 4, (n, n_classes)).astype(np.float32)  # integer scores: many ties
+    labels = rng.integers(0, n_classes, n)
+    order = np.lexsort((np.tile(np.arange(n_classes), (n, 1)), -full), axis=1)[:, :m]
+    ids, scores = order, np.take_along_axis(full, order, axis=1)
+    true = full[np.arange(n), labels][:, None]
+    above = (full > true).sum(axis=1)
+    tied = (full == true).sum(axis=1) - 1
+    cell = RunCell(Path("r"), {}, [f"c{i}" for i in range(n_classes)], labels, ids, scores, np.arange(n))
+    cell.above, cell.tied = above, tied
+    pairs = [(0, 1), (1, 0), (2, 3), (3, 2), (4, 5), (5, 4)]
+    related = np.unique([i * n_classes + i for i in range(n_classes)] + [a * n_classes + b for a, b in pairs])
+    for active in ([True] * 8, [True, True, False, True, True, False, True, True], [True, False] * 4):
+        active = np.asarray(active)
+        for rel in (None, related):
+            bounds = corrected_bounds(cell, active, rel)
+            is_correct = np.zeros((n, n_classes), bool)
+            is_correct[np.arange(n), labels] = True
+            if rel is not None:
+                a, b = np.divmod(rel, n_classes)
+                for x, y in zip(a, b, strict=True):
+                    is_correct[labels == x, y] = True
+            is_correct &= active
+            wrong = active & ~is_correct
+            best = np.where(is_correct, full, -np.inf).max(axis=1)[:, None]
+            r = (wrong & (full > best)).sum(axis=1)
+            c = (is_correct & (full == best)).sum(axis=1)
+            w = (wrong & (full == best)).sum(axis=1)
+            keep = active[labels]
+            for k in (1, 2):
+                for rule in ("expected", "strict"):
+                    truth = group_credit(k, r, c, w, tie_rule=rule)[keep]
+                    low, high = (x[keep] for x in bounds.credit(k, rule))
+                    assert (low <= truth + 1e-12).all() and (truth <= high + 1e-12).all(), (k, rule)
+            if rel is None and active.all():  # the label space as evaluated: exact
+                assert (low == high).all()

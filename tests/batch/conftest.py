@@ -1,7 +1,9 @@
 """The reduced demo recipe: configs/demo.yaml with small splits, a small simulation and 3 cheap models.
 
-``demo_inputs`` writes the inputs (session-wide); ``demo_run`` runs the recipe once through the
-command line, as ``make demo`` does, and is shared by the tests that only read its outputs.
+``demo_inputs`` writes the inputs (session-wide), the label-frequency factor splits included (built
+with ``splits factor`` on the real graph, as ``make demo`` does, only smaller); ``demo_run`` runs
+the recipe once through the command line, as ``make demo`` does, and is shared by the tests that
+only read its outputs.
 """
 
 from __future__ import annotations
@@ -49,21 +51,27 @@ def demo_inputs(tmp_path_factory: pytest.TempPathFactory) -> DemoInputs:
     small_hop1 = sorted([w for w in hop1 if w not in vectors][:3] + [w for w in hop1 if w in vectors][:12])
     _write(root / "hop1.txt", small_hop1)
     _write(root / "benchmark.txt", bench[:15])
+    factor = root / "factor-frequency"
+    argv = ["splits", "factor", str(REPO / "configs" / "default.yaml"), "--factor", "frequency"]
+    assert main([*argv, "--bins", "2", "--size", "4", "--out", str(factor)]) == 0
+    factor_splits = [str(factor / f"frequency_{b}.txt") for b in (1, 2)]
     sim = yaml.safe_load((REPO / "configs" / "demo-simulate.yaml").read_text())
     sim.update(dim=16, train={"classes": ["training"], "images_per_class": 2})
     sim.update(
         seen_test={"images_per_class": 1},
-        test={"classes": ["hop1.txt", "benchmark.txt"], "images_per_class": 3},
+        test={"classes": ["hop1.txt", "benchmark.txt", *factor_splits], "images_per_class": 3},
     )
     (root / "sim.yaml").write_text(yaml.safe_dump(sim))
-    # trivial exactly as the demo has it; eszsl and conse inline, without the demo's grid search
+    # trivial and eszsl as the demo has them (trivial also on the factor splits); conse inline
+    trivial = {**demo["models"]["trivial"], "splits": ["hop1", "benchmark", "frequency_1", "frequency_2"]}
+    trivial["config"] = str(REPO / trivial["config"])
     models = {
-        "trivial": str(REPO / demo["models"]["trivial"]),
-        "eszsl": {"model": "eszsl"},
-        "conse": {"model": "conse", "params": {"top": 5}},
+        "trivial": trivial,
+        "eszsl": {"model": "eszsl", "select": {"grid": {"gamma": [1.0], "lam": [0.1, 1.0]}}},
+        "conse": {"model": "conse", "params": {"top": 5}, "splits": ["hop1", "benchmark"]},
     }
     data = {**demo, "features": {"simulate": str(root / "sim.yaml")}, "models": models}
-    data.update(splits=["hop1", "benchmark"], splits_dir=str(root), label_frequency=False)
+    data.update(splits=["hop1", "benchmark", *factor_splits], splits_dir=str(root), label_frequency=False)
     inputs = DemoInputs(root, root / "demo.yaml", data)
     inputs.write_recipe("demo.yaml")
     return inputs

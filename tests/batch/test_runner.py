@@ -30,6 +30,7 @@ def _fitted_recipe(demo_inputs, demo_run, name: str, **changes: object) -> Path:
         },
         "models": {m: str(demo_run / "models" / m) for m in ("trivial", "eszsl")},
     }
+    data.update(splits=["hop1", "benchmark"])  # not the factor splits
     data.update(plots=False, label_frequency=False, **changes)  # cheaper cells: only their count matters
     return demo_inputs.write_recipe(name, **data)
 
@@ -118,6 +119,21 @@ def test_killed_run_resumes_and_keeps_finished_cells(demo_inputs, demo_run, tmp_
         ({"ks": [0]}, "ks[0]"),
         ({"missing_semantics": "ignore"}, "missing_semantics"),
         ({"calibration": {"classes": "nowhere.txt"}}, "calibration.classes"),
+        (
+            {"models": {"x": {"model": "eszsl", "select": {"val_frction": 0.2}}}},
+            "models.x.select.val_frction",
+        ),
+        (
+            {"models": {"x": {"model": "eszsl", "select": {"val_fraction": 1.5}}}},
+            "models.x.select.val_fraction",
+        ),
+        ({"models": {"x": {"model": "eszsl", "select": {"mode": "gszl"}}}}, "models.x.select.mode"),
+        ({"models": {"x": {"model": "eszsl", "select": {"grid": "defualt"}}}}, "models.x.select.grid"),
+        (
+            {"models": {"x": {"model": "eszsl", "select": {"grid": {"gama": [1]}}}}},
+            "models.x.select.grid.gama",
+        ),
+        ({"models": {"x": {"model": "eszsl", "select": {"grid": {"lam": []}}}}}, "models.x.select.grid.lam"),
     ],
 )
 def test_recipe_mistakes_are_one_line(demo_inputs, tmp_path, cli_error, change, culprit):
@@ -130,4 +146,17 @@ def test_out_overlapping_an_input_is_refused(demo_inputs, cli_error):
     # --out = the directory holding the recipe and its split files
     cli_error(
         ["run", demo_inputs.recipe, "--out", demo_inputs.root], culprit="--out", inputs=[demo_inputs.root]
+    )
+
+
+def test_a_bad_grid_in_a_model_config_names_that_file(demo_inputs, tmp_path, cli_error):
+    config = tmp_path / "eszsl.yaml"
+    config.write_text("model: eszsl\nselect: {grid: {gama: [1.0]}}\n")
+    recipe = demo_inputs.write_recipe("bad_grid.yaml", models={"x": str(config)})
+    out = tmp_path / "out"
+    cli_error(
+        ["run", recipe, "--out", out],
+        culprit=[str(config), "select.grid.gama"],
+        inputs=[recipe, config],
+        not_created=[out],
     )

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from imagenet_zsl.evaluation.hierarchy_errors import CATEGORIES, error_breakdown
+from imagenet_zsl.evaluation.hierarchy_errors import CATEGORIES, error_breakdown, expected_error_breakdown
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.scoring import TieRanks
 
 
 @pytest.fixture
@@ -61,3 +62,52 @@ def test_breakdown_on_a_hand_made_graph(animals):
     assert sum(shares.values()) == pytest.approx(1.0)
     as_dict = result.to_dict()
     assert as_dict["semantic_upper_bound"] == pytest.approx(0.6)
+
+
+def test_expected_breakdown_splits_a_tied_top1_uniformly(animals):
+    classes = ["animal", "dog", "dalmatian", "poodle", "cat", "tree"]
+    c = {w: i for i, w in enumerate(classes)}
+    ids = np.array(
+        [
+            [c["dalmatian"], c["dog"], c["cat"]],  # 0: dalmatian alone on top: correct
+            [c["dog"], c["dalmatian"], c["animal"]],  # 1: dalmatian tied with dog, animal below
+            [c["poodle"], c["dog"], c["tree"]],  # 2: poodle, dog and tree tied, dalmatian unlisted
+            [c["cat"], c["tree"], c["dog"]],  # 3: the true class (dalmatian) tied with all three
+        ]
+    )
+    scores = np.array([[0.9, 0.5, 0.1], [0.7, 0.7, 0.2], [0.4, 0.4, 0.4], [0.3, 0.3, 0.3]])
+    labels = np.full(4, c["dalmatian"])
+    result = expected_error_breakdown(animals, classes, labels, ids, scores)
+    # image 3 without tie ranks: only the listed classes are known, 1/3 each
+    expected = {
+        "correct": 1 + 1 / 2,
+        "parent": 1 / 2 + 1 / 3 + 1 / 3,
+        "unrelated": 1 / 3 + 1 / 3 + 1 / 3 + 1 / 3,  # poodle (sibling), tree, cat, tree
+        "child": 0.0,
+        "ancestor": 0.0,
+        "descendant": 0.0,
+        "not_in_graph": 0.0,
+    }
+    assert result.counts == pytest.approx(expected)
+    assert result.total == 4 and sum(result.counts.values()) == pytest.approx(4)
+    assert result.strict == pytest.approx((1 + 1 / 2) / 4)
+    assert result.to_dict()["tie_rule"] == "expected"
+    # with the search's tie ranks: image 3's true class is tied first with 3 others (t = 3), image 2's
+    # true class is below (above = 3); the expected top-1 is then the expected hit@1
+    ranks = TieRanks(np.array([0, 0, 3, 0]), np.array([0, 1, 0, 3]))
+    result = expected_error_breakdown(animals, classes, labels, ids, scores, ranks)
+    assert result.counts["correct"] == pytest.approx(1 + 1 / 2 + 1 / 4)
+    assert result.strict == pytest.approx(np.mean(ranks.credit(1)))
+    assert result.counts["parent"] == pytest.approx(1 / 2 + 1 / 3 + 1 / 4)
+    assert result.counts["unrelated"] == pytest.approx(1 / 3 + 1 / 3 + 1 / 4 + 1 / 4)
+
+
+def test_expected_breakdown_equals_the_strict_one_without_ties(animals):
+    classes = ["animal", "dog", "dalmatian", "poodle", "cat", "tree"]
+    ids = np.array([[2, 1], [1, 0], [4, 5], [3, 2]])
+    scores = np.array([[0.9, 0.1], [0.8, 0.3], [0.5, 0.4], [0.6, 0.2]])
+    labels = np.array([2, 2, 0, 2])
+    strict = error_breakdown(animals, classes, labels, ids[:, 0])
+    expected = expected_error_breakdown(animals, classes, labels, ids, scores)
+    assert expected.counts == pytest.approx(strict.counts)
+    assert expected.error_shares == pytest.approx(strict.error_shares)

@@ -82,3 +82,49 @@ def test_zsl_selection_calibrates_the_best_point_when_seen_images_are_held_out()
     result = search_hyperparameters("ridge", {"alpha": [1e9, 1.0]}, split, problem.semantics)
     assert result.best_params == {"alpha": 1.0} and "gamma" not in result.rows[0]
     assert result.gamma is not None and 0 < result.validation_h <= 1
+
+
+@pytest.mark.parametrize(
+    ("name", "grid", "logits"),
+    [
+        ("eszsl", {"gamma": [0.1, 1.0], "lam": [0.1, 1.0, 10.0]}, False),
+        ("sae", {"lam": [0.1, 10.0], "direction": ["v2s", "s2v"]}, False),
+        ("ridge", {"alpha": [0.1, 1.0], "features": ["none", "standard"]}, False),
+        ("conse", {"top": [1, 3]}, True),
+        ("conse", {"top": [1, 3]}, False),
+    ],
+)
+def test_fit_many_shares_work_and_equals_separate_fits(problem, name, grid, logits):
+    """A grid search's fits share statistics / the γ-solve / the seen classifier (fit_many): every
+    model is bit-identical to a separate ``fit`` with the same parameters, and the shared work is
+    done once (one entry per distinct key in the private cache)."""
+    from imagenet_zsl.models.base import MODELS, create
+
+    data = problem.seen_data(logits=logits)
+    points = grid_points(grid)
+    cls = MODELS.get(name)
+    models = list(cls.fit_many(points, data, problem.semantics))
+    x = problem.draw(problem.unseen)[0]
+    for point, model in zip(points, models, strict=True):
+        alone = create(name, **point).fit(data, problem.semantics)
+        assert model.params == alone.params and not hasattr(model, "_shared")
+        for attribute in alone.fitted_attributes():
+            mine, theirs = getattr(model, attribute), getattr(alone, attribute)
+            if isinstance(theirs, np.ndarray):
+                np.testing.assert_array_equal(mine, theirs)
+        np.testing.assert_array_equal(
+            model.scores(x, problem.unseen, problem.bayes_logits(x) if logits else None),
+            alone.scores(x, problem.unseen, problem.bayes_logits(x) if logits else None),
+        )
+    if name == "conse":  # one seen classifier for the whole grid
+        assert models[0].classifier_ is models[1].classifier_
+
+
+def test_shared_without_fit_many_just_computes(problem):
+    from imagenet_zsl.models.base import create
+
+    model = create("eszsl")
+    calls = []
+    assert model.shared("k", lambda: calls.append(1) or 5) == 5
+    assert model.shared("k", lambda: calls.append(1) or 5) == 5
+    assert calls == [1, 1]

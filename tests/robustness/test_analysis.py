@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+
+from imagenet_zsl.analysis.factor_splits import FORMAT
+from tests.analysis.test_factor_analysis import fake_cell
 
 
 @pytest.fixture
@@ -60,3 +64,19 @@ def test_factor_analysis_on_an_empty_run(cli_error, tmp_path: Path) -> None:
     run = tmp_path / "run"
     (run / "cells").mkdir(parents=True)
     cli_error(["analyze", "factor", run], str(run), inputs=[run], not_created=[Path(f"{run}-factor")])
+
+
+def test_factor_analysis_on_a_run_without_strict_hits(cli_error, tmp_path: Path) -> None:
+    splits = tmp_path / "splits"
+    splits.mkdir()
+    (splits / "depth_1.txt").write_text("n00000000\n")
+    manifest = {"format": FORMAT, "factor": "depth", "splits": {"depth_1": {"bin": 1, "means": {"depth": 1}}}}
+    (splits / "manifest.json").write_text(json.dumps(manifest))
+    run = tmp_path / "run"
+    fake_cell(run, splits / "depth_1.txt", [1.0, 0.0])  # per_class.csv written before the tie rules
+    cli_error(
+        ["analyze", "factor", run, "--k", "1"],
+        "hit@1_strict",
+        inputs=[run],
+        not_created=[Path(f"{run}-factor")],
+    )
