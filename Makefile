@@ -50,7 +50,7 @@ demo: install
 	@echo "== 7/8 leakage: test classes of each committed split that were labels of a backbone's pretraining"
 	@for set in $(PRETRAINING); do $(BIN)/imagenet-zsl splits leakage splits/*.txt --pretraining $$set || exit 1; done
 	@echo "== 8/8 Hascoet's analyses of the run: hit@K against label frequency, the correction ladder"
-	$(BIN)/imagenet-zsl analyze factor $(OUT)/demo --out $(OUT)/demo-factor
+	$(BIN)/imagenet-zsl analyze factor $(OUT)/demo --splits $(FACTOR_SPLITS) --out $(OUT)/demo-factor
 	$(BIN)/imagenet-zsl analyze ladder $(OUT)/demo/cells/sgcn__hop2 --out $(OUT)/demo-ladder
 	@echo "== files written"
 	@for f in $(OUT)/splits/report.md $(OUT)/labels $(OUT)/splits-hascoet/report.md $(OUT)/attributes-demo \

@@ -22,6 +22,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 TESTED_BY = {
     "run": "tests/batch/conftest.py",
+    "splits leakage": "tests/batch/test_demo_recipe.py",
+    "splits factor": "tests/batch/conftest.py",
+    "analyze factor": "tests/analysis/test_factor_analysis.py",
+    "analyze ladder": "tests/batch/test_demo_recipe.py",
     "images count": "tests/images/test_image_store.py",
     "extract": "tests/features/test_feature_distributed.py",
     "train": "tests/test_pipeline_e2e.py",

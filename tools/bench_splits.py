@@ -34,6 +34,7 @@ from imagenet_zsl.splits.build import (
 from imagenet_zsl.splits.config import load_splits_config
 from imagenet_zsl.splits.frontier import pick_benchmark
 from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.pool import PoolContext
 from imagenet_zsl.splits.structure import structural_ratio
 
 REPO = Path(__file__).resolve().parents[1]

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 DATASET_CHOICES = ("APY", "AWA1", "AWA2", "CUB", "SUN")
 METHOD_CHOICES = ("random", "gcs", "ccs", "mas", "pas")
+#: `attributes split` also writes GRAB's seen/unseen proportion splits (needs --seen-share)
+SPLIT_METHOD_CHOICES = (*METHOD_CHOICES, "proportion")
 
 
 def _value(text: str) -> Any:
@@ -49,9 +51,16 @@ def _progress(message: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.test_root is not None and args.test_dataset is None:
+        raise UserInputError("--test-root needs --test-dataset")
+    if args.test_dataset is not None and args.test_dataset == args.dataset:
+        raise UserInputError(f"--test-dataset {args.test_dataset}: must differ from --dataset")
     ds = load_dataset(
         args.dataset, args.root, att_splits=args.att_splits, ss_dir=args.ss_dir, need_ss=args.split == "ss"
     )
+    test_ds = None
+    if args.test_dataset is not None:
+        test_ds = load_dataset(args.test_dataset, args.test_root or args.root, need_ss=args.split == "ss")
     config = RunConfig(
         dataset=ds.name,
         model=args.model.lower(),
@@ -61,8 +70,11 @@ def _run(args: argparse.Namespace) -> int:
         params=_pairs(args.param, "--param", False),
         grid=_pairs(args.grid, "--grid", True) or None,
         att_splits=str(args.att_splits) if args.att_splits else None,
+        select=args.select,
+        test_dataset=test_ds.name if test_ds is not None else None,
+        semantics=args.semantics,
     )
-    results = run_to_directory(ds, config, args.out, progress=_progress)
+    results = run_to_directory(ds, config, args.out, progress=_progress, test_ds=test_ds)
     zsl = results["zsl"]["top1_per_class"] * 100
     line = f"{ds.name} {args.split.upper()} {config.model}: ZSL top-1 {zsl:.1f}"
     if results.get("gzsl"):
@@ -72,6 +84,14 @@ def _run(args: argparse.Namespace) -> int:
             f" | calibrated H {g['H_cs'] * 100:.1f} | AUSUC {g['ausuc'] * 100:.1f}"
         )
     print(line)
+    cross = results.get("cross_dataset")
+    if cross:
+        t = cross["ttest"]
+        p = "n/a" if t["pvalue"] is None else f"{t['pvalue']:.3g}"
+        print(
+            f"tested on {cross['test_dataset']}: ZSL top-1 {cross['zsl']['top1_per_class'] * 100:.1f} "
+            f"(paired t-test over {t['classes']} classes: p = {p})"
+        )
     print(f"wrote {args.out}")
     return 0
 
@@ -85,7 +105,7 @@ def _table(args: argparse.Namespace) -> int:
         for name, table in tables.items():
             if not table.empty:
                 atomic_write_text(out / f"{name}.csv", table.to_csv(float_format="%.4f"))
-        for name in ("ranking_zsl", "ranking_gzsl_H"):
+        for name in ("ranking_zsl", "ranking_gzsl_H", "ranking_gzsl_ts", "ranking_gzsl_tr"):
             if not tables[name].empty:
                 plot_ranking(tables[name], out / f"{name}.png", name.replace("_", " "))
         print(f"wrote {out}")
@@ -94,7 +114,9 @@ def _table(args: argparse.Namespace) -> int:
 
 def _split(args: argparse.Namespace) -> int:
     ds = load_dataset(args.dataset, args.root, att_splits=args.att_splits)
-    result = make_split(ds, args.method, inverse=args.inverse, k=args.k, seed=args.seed)
+    result = make_split(
+        ds, args.method, inverse=args.inverse, k=args.k, seed=args.seed, seen_share=args.seen_share
+    )
     path = write_split_dir(result, ds, args.out)
     split = result.split
     print(
@@ -180,6 +202,27 @@ def register(tree: CommandTree) -> None:
     run.add_argument("--att-splits", type=Path, help="att_splits.mat or split folder (e.g. GRAB)")
     run.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
     run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--select",
+        choices=("zsl", "gzsl"),
+        default="zsl",
+        help="choose hyper-parameters by val ZSL top-1 (GBU) or by val H after calibration (gzsl)",
+    )
+    run.add_argument(
+        "--semantics",
+        choices=("attributes", "visual"),
+        default="attributes",
+        help="visual: class vectors = mean res101 feature per class (Chao et al.'s idealised G-attr)",
+    )
+    run.add_argument(
+        "--test-dataset",
+        type=str.upper,
+        choices=DATASET_CHOICES,
+        help="also test on this dataset (same classes/attributes: AWA1 <-> AWA2, GBU Table 4)",
+    )
+    run.add_argument(
+        "--test-root", type=Path, help="folder with the --test-dataset's res101.mat (default --root)"
+    )
     run.add_argument("--param", action="append", metavar="NAME=VALUE", help="fixed hyper-parameter")
     run.add_argument(
         "--grid",
@@ -201,7 +244,13 @@ def register(tree: CommandTree) -> None:
         "--root", required=True, type=Path, help="folder with res101.mat (its labels place the images)"
     )
     split.add_argument("--att-splits", type=Path, help="source att_splits.mat (default: PS)")
-    split.add_argument("--method", required=True, choices=METHOD_CHOICES)
+    split.add_argument("--method", required=True, choices=SPLIT_METHOD_CHOICES)
+    split.add_argument(
+        "--seen-share",
+        type=float,
+        metavar="S",
+        help="proportion: share of all classes that are seen (GRAB Table 3), e.g. 0.2 ... 0.8",
+    )
     split.add_argument("--inverse", action="store_true", help="gcs/ccs: other end; mas: most correlated")
     split.add_argument("--k", type=int, help="mas/pas: attributes/components kept (default A/2)")
     split.add_argument("--seed", type=int, default=0)

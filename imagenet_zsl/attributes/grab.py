@@ -8,13 +8,22 @@ Class-split methods change which classes are seen (same number of seen classes a
   largest are seen (seen classes carry the most "present" attributes).
 * ``ccs`` (clustered class split): classes sorted by their summed Euclidean distance to all
   classes, the n_S smallest (the tightest cluster) are seen, the outliers unseen.
+* ``proportion`` (GRAB Table 3, the seen/unseen proportion): a seeded permutation of all classes
+  (the ``random`` one for the same seed) whose first round(S · C) classes are seen, S =
+  ``seen_share``; the validation classes are carved from those seen classes, as many as the
+  source's val/seen ratio gives (at least 1, and at least one train class left). At S equal to
+  the source's seen share this is exactly the ``random`` split.
+
+GRAB's robustness metric (its Eq. 10) is not implemented: its definition is not available to this
+toolkit's authors offline, and none is invented here.
 
 Attribute methods keep the class split and change the class semantics:
 
 * ``mas`` (minimal attribute split): on binarised attributes, attribute i's correlation is
   sum_j |classes with i and j| / |classes with i| (j != i); keep the k least correlated.
   Attributes that no class has are uninformative and are ranked last either way.
-* ``pas`` (principal attribute split): PCA of the class x attribute matrix, top k components.
+* ``pas`` (principal attribute split): PCA of the class x attribute matrix (class vectors L2-normalised,
+  then centred), top k components.
 
 ``inverse`` flips gcs/ccs (seen = the other end of the ordering) and mas (keep the k most
 correlated). Orderings are stable: ties keep class/attribute index order.
@@ -49,8 +58,8 @@ from imagenet_zsl.io import (
 )
 from imagenet_zsl.models.selection import holdout_images
 
-METHODS = ("random", "gcs", "ccs", "mas", "pas")
-CLASS_METHODS = ("random", "gcs", "ccs")
+METHODS = ("random", "gcs", "ccs", "mas", "pas", "proportion")
+CLASS_METHODS = ("random", "gcs", "ccs", "proportion")
 ATTRIBUTE_METHODS = ("mas", "pas")
 INVERTIBLE = ("gcs", "ccs", "mas")
 
@@ -94,12 +103,20 @@ def mas_order(binary_class_att: np.ndarray, inverse: bool = False) -> np.ndarray
     return np.concatenate([ranked, np.flatnonzero(np.isnan(scores))])
 
 
-def pca_components(class_att: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def pca_components(
+    class_att: np.ndarray, k: int, normalise: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k PCA of (C, A): (scores (C, k), components (k, A), explained variance ratio (k,)).
 
-    Signs are fixed so each component's largest-magnitude loading is positive (reproducible).
+    As GRAB's PAS, the attributes are normalised before centring: each class's attribute vector is
+    scaled to unit L2 norm (xlsa17's ``att`` already is; raw ``original_att`` values are not), so a
+    class's overall attribute magnitude does not become a principal component. ``normalise=False``
+    centres only. Signs are fixed so each component's largest-magnitude loading is positive.
     """
     class_att = np.asarray(class_att, dtype=np.float64)
+    if normalise:
+        norms = np.linalg.norm(class_att, axis=1, keepdims=True)
+        class_att = class_att / np.where(norms > 0, norms, 1.0)
     centred = class_att - class_att.mean(axis=0, keepdims=True)
     _, singular, vt = np.linalg.svd(centred, full_matrices=False)
     components = vt[:k]
@@ -138,6 +155,26 @@ def _validation_partition(seen: np.ndarray, n_val: int, seed: int) -> dict[int, 
     return out
 
 
+def seen_count(share: float, num_classes: int, min_seen: int = 2) -> int:
+    """round(share · C) seen classes, checked: at least ``min_seen`` (a train and a val class) and at
+    least one unseen class, else a UserInputError naming --seen-share."""
+    share = float(share)
+    n_seen = round(share * num_classes)
+    if not 0 < share < 1 or not min_seen <= n_seen <= num_classes - 1:
+        raise UserInputError(
+            f"--seen-share {share:g}: gives {n_seen} of {num_classes} classes seen; need between "
+            f"{min_seen} and {num_classes - 1} (a share strictly between 0 and 1)"
+        )
+    return n_seen
+
+
+def _val_count(ds: AttributeDataset, n_seen: int, source_seen: int) -> int:
+    """Validation classes for ``n_seen`` seen classes: the source's count scaled by n_seen /
+    source_seen (equal to it when n_seen is unchanged), at least 1, at most n_seen - 1."""
+    n_val = len(next(iter(ds.ps_lists.val.values()))) if ds.ps_lists.val else max(1, round(source_seen / 3))
+    return int(min(max(1, round(n_val * n_seen / source_seen)), n_seen - 1))
+
+
 def make_split(
     ds: AttributeDataset,
     method: str,
@@ -145,12 +182,20 @@ def make_split(
     inverse: bool = False,
     k: int | None = None,
     seed: int = 0,
+    seen_share: float | None = None,
 ) -> SplitResult:
-    """Build the ``method`` split of ``ds`` (Proposed Split as the source)."""
+    """Build the ``method`` split of ``ds`` (Proposed Split as the source); ``seen_share`` (only
+    and always for ``proportion``) is the share of all classes that become seen."""
     if method not in METHODS:
         raise UserInputError(f"unknown split method {method!r}; choose one of {', '.join(METHODS)}")
     if inverse and method not in INVERTIBLE:
         raise UserInputError(f"--inverse applies to {', '.join(INVERTIBLE)}, not {method}")
+    if (seen_share is not None) != (method == "proportion"):
+        raise UserInputError(
+            "--seen-share is required with --method proportion"
+            if seen_share is None
+            else f"--seen-share applies to --method proportion, not {method}"
+        )
     source = ds.split
     task = ds.task("ps")
     n_seen, n_classes = task.seen.size, source.num_classes
@@ -169,7 +214,11 @@ def make_split(
     if method in CLASS_METHODS:
         if k is not None:
             raise UserInputError(f"--k applies to mas and pas, not {method}")
-        if method == "random":
+        source_seen = n_seen
+        if method == "proportion":
+            n_seen = seen_count(seen_share, n_classes)
+            info["seen_share"] = float(seen_share)
+        if method in ("random", "proportion"):
             order = np.random.default_rng(seed).permutation(n_classes)
         elif method == "gcs":
             order = gcs_order(class_att)
@@ -188,8 +237,7 @@ def make_split(
             "test_unseen_loc": ds.images_of(unseen),
         }
         info["test_seen_fraction"] = fraction
-        n_val = len(next(iter(ds.ps_lists.val.values()))) if ds.ps_lists.val else max(1, round(n_seen / 3))
-        val = _validation_partition(seen, n_val, seed)
+        val = _validation_partition(seen, _val_count(ds, n_seen, source_seen), seed)
     else:
         limit = source.num_attributes if method == "mas" else min(source.num_attributes, n_classes - 1)
         k = default_k(method, source.num_attributes, n_classes) if k is None else int(k)

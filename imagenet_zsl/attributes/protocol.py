@@ -3,13 +3,18 @@
 For one (dataset, model, split, validation split):
 
 1. Hyper-parameters: every point of the model's grid is fitted on the validation task's train
-   classes and scored by per-class top-1 on its val classes (ZSL); the best wins, ties to the
-   first grid point. Test images are never looked at.
+   classes and scored by per-class top-1 on its val classes (``select: zsl``, GBU), or by H on
+   validation GZSL after calibrated stacking (``select: gzsl``, Le Cacheux et al. 2019); the best
+   wins, ties to the first grid point. Test images are never looked at.
 2. Calibrated stacking: with the chosen hyper-parameters, γ maximises H on validation GZSL
    (held-out images of the train classes + images of the val classes).
 3. The model is refitted on all seen (trainval) classes and evaluated once: ZSL per-class top-1 on
    the unseen classes; on the Proposed Split also GZSL seen/unseen per-class accuracy and H at
    γ = 0 and at the chosen γ, and AUSUC.
+4. Optionally (``--test-dataset``, GBU Table 4) the same fitted model is also tested on another
+   dataset with the same classes and attributes (AWA1 ↔ AWA2): ZSL and GZSL on that dataset's
+   test images, and a paired t-test (``scipy.stats.ttest_rel``) of the unseen classes' per-class
+   top-1 on the training dataset's test images against the other dataset's.
 
 Models come from the shared model registry (the same estimators as ImageNet) and get the class
 attribute vectors as semantics (``att`` columns, or binary attributes for DAP/IAP); metrics come
@@ -28,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from imagenet_zsl.attributes.dataset import AttributeDataset, Task
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_directory,
@@ -40,6 +45,7 @@ from imagenet_zsl.io import (
     software_versions,
 )
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
+from imagenet_zsl.models.prototypes import mean_vectors
 from imagenet_zsl.models.registry import save_model
 from imagenet_zsl.models.selection import (
     SearchResult,
@@ -58,12 +64,39 @@ from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 log = logging.getLogger(__name__)
 RESULTS_NAME = "results.json"
+#: selection mode → the validation score's name in results.json and validation.csv
+VAL_CRITERIA = {"zsl": "val_top1_per_class", "gzsl": "val_H_calibrated"}
 
 
 # --------------------------------------------------------------------------- models
-def semantics_for(cls: type[ZSLModel], ds: AttributeDataset) -> ClassVectors:
-    """Attribute vectors as ClassVectors (class names as "wnids"); binary ones for DAP/IAP."""
-    if getattr(cls, "semantics_kind", "continuous") == "binary":
+SEMANTICS = ("attributes", "visual")
+
+
+def semantics_for(cls: type[ZSLModel], ds: AttributeDataset, kind: str = "attributes") -> ClassVectors:
+    """Attribute vectors as ClassVectors (class names as "wnids"); binary ones for DAP/IAP.
+
+    ``kind="visual"``: Chao et al.'s idealised semantics (ECCV 2016, Sec. 6, G-attr): each class's
+    vector is the mean res101 feature of ALL its images (unseen classes' test images included: an
+    oracle that bounds what better semantics could give, never a zero-shot result), computed by
+    :func:`imagenet_zsl.models.prototypes.mean_vectors` like ``labels visual-prototypes``."""
+    if kind not in SEMANTICS:
+        raise UserInputError(f"--semantics must be one of {', '.join(SEMANTICS)}, got {kind!r}")
+    binary = getattr(cls, "semantics_kind", "continuous") == "binary"
+    if kind == "visual":
+        if binary:
+            raise UserInputError(
+                f"--semantics visual: {cls.name} needs binary attributes; use a model with "
+                "continuous class vectors"
+            )
+        features = ds.images.features
+        return mean_vectors(
+            [(features, ds.images.labels)],
+            ds.class_names,
+            features.shape[1],
+            source=f"{ds.name} visual prototypes (G-attr)",
+            where=str(ds.images.path),
+        )
+    if binary:
         return ClassVectors(ds.class_names, ds.split.binary().T, source=f"{ds.name} binary att")
     return ClassVectors(ds.class_names, ds.split.att.T, source=f"{ds.name} att")
 
@@ -116,6 +149,84 @@ def zsl_accuracy(model: ZSLModel, ds: AttributeDataset, task: Task) -> dict[str,
     labels = np.searchsorted(task.unseen, ds.images.labels[task.test_unseen])
     result = metrics_from_scores(scores, labels, ks=(1,))
     return {"top1_per_class": result["per_class"][1], "top1_flat": result["flat"][1]}
+
+
+def zsl_per_class(model: ZSLModel, ds: AttributeDataset, task: Task) -> np.ndarray:
+    """(U,) ZSL top-1 of each unseen class (``task.unseen`` order) on its test images (NaN: none)."""
+    scores = score(model, ds, task.test_unseen, task.unseen)
+    labels = np.searchsorted(task.unseen, ds.images.labels[task.test_unseen])
+    hit = ranks_from_scores(scores, labels) == 0
+    counts = np.bincount(labels, minlength=len(task.unseen))
+    hits = np.bincount(labels, weights=hit, minlength=len(task.unseen))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, hits / np.maximum(counts, 1), np.nan)
+
+
+def check_cross_dataset(ds: AttributeDataset, other: AttributeDataset, protocol: str) -> Task:
+    """``other``'s task for testing a model fitted on ``ds``: same classes (names, order), same
+    number of attributes and the same unseen classes, else a UserInputError naming both."""
+    culprit = f"--test-dataset {other.name}"
+    if other.name == ds.name:
+        raise UserInputError(f"{culprit}: must differ from --dataset {ds.name}")
+    if other.class_names != ds.class_names:
+        differ = sorted(set(other.class_names) ^ set(ds.class_names))
+        detail = f"classes differ: {preview(differ)}" if differ else "classes are in another order"
+        raise UserInputError(f"{culprit}: not the classes of {ds.name} ({detail})")
+    if other.split.num_attributes != ds.split.num_attributes:
+        raise UserInputError(
+            f"{culprit}: {other.split.num_attributes} attributes, {ds.name} has {ds.split.num_attributes}"
+        )
+    mine, theirs = ds.task(protocol), other.task(protocol)
+    if not np.array_equal(mine.unseen, theirs.unseen):
+        raise UserInputError(f"{culprit}: its {protocol.upper()} unseen classes differ from {ds.name}'s")
+    return theirs
+
+
+def cross_dataset(
+    model: ZSLModel, ds: AttributeDataset, other: AttributeDataset, protocol: str, gamma: float
+) -> dict[str, Any]:
+    """GBU Table 4: the model fitted on ``ds`` tested on ``other``'s test images (ZSL; GZSL on the
+    PS at γ = 0 and at ``ds``'s calibrated γ) and the paired t-test of the per-class ZSL top-1
+    (``ds``'s test images vs ``other``'s; the same unseen classes pair up). The class vectors
+    stay ``ds``'s (xlsa17's AWA1 and AWA2 share the 85-attribute matrix)."""
+    from scipy import stats  # only this option needs scipy.stats
+
+    task = check_cross_dataset(ds, other, protocol)
+    own = zsl_per_class(model, ds, ds.task(protocol))
+    cross = zsl_per_class(model, other, task)
+    both = np.isfinite(own) & np.isfinite(cross)
+    statistic, pvalue = float("nan"), float("nan")
+    if both.sum() > 1 and np.any(own[both] != cross[both]):
+        test = stats.ttest_rel(own[both], cross[both])
+        statistic, pvalue = float(test.statistic), float(test.pvalue)
+    result: dict[str, Any] = {
+        "test_dataset": other.name,
+        "zsl": zsl_accuracy(model, other, task),
+        "gzsl": None,
+        "ttest": {
+            "own_mean": float(own[both].mean()) if both.any() else None,
+            "cross_mean": float(cross[both].mean()) if both.any() else None,
+            "classes": int(both.sum()),
+            "statistic": statistic if np.isfinite(statistic) else None,
+            "pvalue": pvalue if np.isfinite(pvalue) else None,
+        },
+        "per_class": [
+            {"class": ds.class_names[c], "own_zsl_top1": float(a), "cross_zsl_top1": float(b)}
+            for c, a, b in zip(task.unseen, own, cross, strict=True)
+        ],
+    }
+    if task.test_seen is not None:
+        gz = gzsl_metrics(gzsl_topk(model, other, task), ks=(1,), gamma=gamma)
+        direct, calibrated = gz["per_class"][1], gz["calibrated"]["per_class"][1]
+        result["gzsl"] = {
+            "seen": direct["seen"],
+            "unseen": direct["unseen"],
+            "H": direct["H"],
+            "seen_cs": calibrated["seen"],
+            "unseen_cs": calibrated["unseen"],
+            "H_cs": calibrated["H"],
+        }
+    return result
 
 
 def gzsl_topk(model: ZSLModel, ds: AttributeDataset, task: Task) -> GZSLTopK:
@@ -172,9 +283,23 @@ class RunConfig:
     params: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] | None = None
     att_splits: str | None = None
+    #: "zsl": choose by per-class top-1 on the val classes (GBU); "gzsl": by H after calibrated
+    #: stacking on validation GZSL (Le Cacheux et al. 2019; needs the Proposed Split)
+    select: str = "zsl"
+    #: also test on this dataset (same classes and attributes, GBU Table 4's AWA1 ↔ AWA2)
+    test_dataset: str | None = None
+    #: "attributes", or "visual": class vectors = mean visual features (Chao et al.'s G-attr)
+    semantics: str = "attributes"
 
     def key(self) -> dict[str, Any]:
-        return json.loads(canonical_json(asdict(self)))
+        key = json.loads(canonical_json(asdict(self)))
+        if key["select"] == "zsl":  # the default stays out: runs finished before it existed resume
+            del key["select"]
+        if key["test_dataset"] is None:  # likewise
+            del key["test_dataset"]
+        if key["semantics"] == "attributes":  # likewise
+            del key["semantics"]
+        return key
 
 
 def select_hyperparameters(
@@ -187,6 +312,13 @@ def select_hyperparameters(
     """The shared grid search (:mod:`imagenet_zsl.models.selection`) on the validation task:
     ``config.params`` (and the seed) are fixed and leave the grid; on the Proposed Split the
     held-out train-class images also choose the calibration γ. → (search result, val task)."""
+    if config.select not in ("zsl", "gzsl"):
+        raise UserInputError(f"--select must be zsl or gzsl, got {config.select!r}")
+    if config.select == "gzsl" and config.split != "ps":
+        raise UserInputError(
+            "--select gzsl needs held-out images of the seen classes: use --split ps (the Standard "
+            "Split has none)"
+        )
     val_task = ds.val_task(config.split, config.val_split, seed=config.seed)
     fixed = dict(config.params)
     if "seed" in cls.defaults:
@@ -197,6 +329,7 @@ def select_hyperparameters(
         {k: v for k, v in grid.items() if k not in fixed},
         validation_split(ds, val_task, calibrate=config.split == "ps"),
         semantics,
+        mode=config.select,
         base_params=fixed,
         progress=progress,
     )
@@ -207,14 +340,21 @@ def run_protocol(
     ds: AttributeDataset,
     config: RunConfig,
     progress: Callable[[str], None] | None = None,
+    test_ds: AttributeDataset | None = None,
 ) -> dict[str, Any]:
-    """The full protocol (see module doc) → results dict; writes nothing."""
+    """The full protocol (see module doc) → results dict; writes nothing. ``test_ds`` (named by
+    ``config.test_dataset``) adds the cross-dataset test (step 4)."""
+    if (test_ds.name if test_ds is not None else None) != config.test_dataset:
+        raise ValueError("run_protocol: test_ds must be the dataset named by config.test_dataset")
+    if test_ds is not None:
+        check_cross_dataset(ds, test_ds, config.split)  # before any fitting
     cls = MODELS.get(config.model)
-    semantics = semantics_for(cls, ds)
+    semantics = semantics_for(cls, ds, config.semantics)
     search, val_task = select_hyperparameters(cls, ds, config, semantics, progress)
     best_params = search.best_params
+    criterion = VAL_CRITERIA[config.select]
     grid_rows = [
-        {"params": params, "val_top1_per_class": value}
+        {"params": params, criterion: value}
         for params, value in zip(search.params, search.scores, strict=True)
     ]
     gamma = 0.0 if search.gamma is None else search.gamma
@@ -236,6 +376,7 @@ def run_protocol(
         },
         "validation": {
             "grid": grid_rows,
+            "criterion": criterion,
             "classes": {"train": int(val_task.seen.size), "val": int(val_task.unseen.size)},
             "gamma": gamma,
             "gzsl_H": val_h,
@@ -256,6 +397,10 @@ def run_protocol(
             "unseen_cs": calibrated["unseen"],
             "H_cs": calibrated["H"],
         }
+    if config.semantics != "attributes":  # results of attribute runs keep their bytes
+        results["semantics"] = config.semantics
+    if test_ds is not None:
+        results["cross_dataset"] = cross_dataset(model, ds, test_ds, config.split, gamma)
     results["_model"] = model
     results["_per_class"] = per_class_table(model, ds, task, gamma)
     return results
@@ -267,6 +412,7 @@ def run_to_directory(
     out: str | Path,
     progress: Callable[[str], None] | None = None,
     resume: bool = True,
+    test_ds: AttributeDataset | None = None,
 ) -> dict[str, Any]:
     """Run the protocol into ``out`` (atomic; skipped when ``out`` holds the same finished run)."""
     out = Path(out)
@@ -276,7 +422,7 @@ def run_to_directory(
         if previous.get("config") == config.key():
             log.info("%s: already finished with the same configuration, kept", out)
             return previous
-    results = run_protocol(ds, config, progress)
+    results = run_protocol(ds, config, progress, test_ds=test_ds)
     model = results.pop("_model")
     per_class = results.pop("_per_class")
     with atomic_directory(out, tool="imagenet-zsl attributes run") as tmp:
@@ -286,14 +432,18 @@ def run_to_directory(
             [
                 {
                     **{f"param_{k}": v for k, v in row["params"].items()},
-                    "val_top1_per_class": row["val_top1_per_class"],
+                    **{k: v for k, v in row.items() if k != "params"},
                 }
                 for row in results["validation"]["grid"]
             ],
         )
         _write_csv(tmp / "per_class.csv", per_class)
+        sources = [ds.images.path, ds.split.path]
+        if "cross_dataset" in results:
+            _write_csv(tmp / "per_class_cross.csv", results["cross_dataset"]["per_class"])
+            sources += [test_ds.images.path, test_ds.split.path]
         _save_model(model, tmp / "model")
-        inputs = [file_record(p) for p in (ds.images.path, ds.split.path) if p is not None]
+        inputs = [file_record(p) for p in sources if p is not None]
         atomic_write_json(
             tmp / MANIFEST_NAME,
             {

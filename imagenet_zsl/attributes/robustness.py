@@ -11,7 +11,8 @@ For one dataset and model:
 
 Each run is an ordinary ``attributes run`` directory under ``OUT/runs/<method>/seed<s>`` (finished
 runs are kept, so an interrupted study resumes); the summary is ``robustness.csv``/``.md`` and
-``robustness.png``.
+``robustness.png``. Each metric also gets its normalised standard deviation ``<metric>_nstd`` =
+std / mean over the seeds (GRAB Table 2 reports it x100: the "H nstd" column of the markdown).
 """
 
 from __future__ import annotations
@@ -127,6 +128,9 @@ def summarise(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
     """Per-method mean/std of every metric and its change against ``base``; variance summary."""
     stats = runs.groupby("method", sort=False)[list(METRICS)].agg(["mean", "std"])
     stats.columns = [f"{m}_{s}" for m, s in stats.columns]
+    for metric in METRICS:  # GRAB Table 2's normalised std: std / mean (x100 when shown)
+        mean = stats[f"{metric}_mean"]
+        stats[f"{metric}_nstd"] = (stats[f"{metric}_std"] / mean).where(mean > 0)
     base = stats.loc["base"]
     for metric in ("seen", "unseen", "H"):
         stats[f"delta_{metric}"] = stats[f"{metric}_mean"] - base[f"{metric}_mean"]
@@ -146,6 +150,7 @@ def render(stats: pd.DataFrame, variance: dict[str, float], title: str) -> str:
         "unseen_std",
         "H_mean",
         "H_std",
+        "H_nstd",
         "delta_seen",
         "delta_unseen",
         "delta_H",

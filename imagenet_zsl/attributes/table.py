@@ -4,11 +4,17 @@ Input: the ``results.json`` of many ``attributes run`` directories. Output:
 
 * ZSL table: models x datasets x {SS, PS}, per-class top-1 (%).
 * GZSL table (PS): models x datasets x {u, s, H}, without and with calibrated stacking, AUSUC.
-* Ranking matrix: for every setting (dataset x split x validation split) models are ranked by
-  ZSL top-1 (and by GZSL H); cell (model, r) counts the settings in which the model came r-th.
-  Ties share the best rank (competition ranking). Models are listed by mean rank.
+* Spread tables: ZSL top-1 and GZSL H as "mean ± std" over the validation splits (GBU Fig. 3).
+* Ranking matrices: for every setting (dataset x split x validation split) models are ranked by
+  ZSL top-1, by GZSL H, ts (unseen) and tr (seen) (GBU Fig. 4); cell (model, r) counts the settings
+  in which the model came r-th. Ties share the best rank (competition ranking). Models are listed
+  by mean rank.
 
-Where several validation splits ran for one cell, the table shows their mean.
+* Cross-dataset table (GBU Table 4, runs with ``--test-dataset``): per run, ZSL per-class top-1
+  on the training dataset's and on the other dataset's test images, and the paired t-test over the
+  unseen classes' per-class accuracies.
+
+Where several validation splits ran for one cell, the ZSL/GZSL tables show their mean.
 """
 
 from __future__ import annotations
@@ -24,15 +30,23 @@ from imagenet_zsl.attributes.xlsa17 import DATASETS
 from imagenet_zsl.plotting import save_figure, subplots
 
 
+def model_label(result: dict[str, Any]) -> str:
+    """The row name of a run: the model, "+ visual semantics" for Chao et al.'s G-attr runs."""
+    if result.get("semantics", "attributes") != "attributes":
+        return f"{result['model']} + {result['semantics']} semantics"
+    return str(result["model"])
+
+
 def results_frame(results: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """One row per run with the headline numbers (fractions, not %)."""
+    """One row per run with the headline numbers (fractions, not %); visual-semantics runs get
+    their own model rows (:func:`model_label`)."""
     rows = []
     for r in results:
         gz = r.get("gzsl") or {}
         rows.append(
             {
                 "dataset": r["dataset"],
-                "model": r["model"],
+                "model": model_label(r),
                 "split": r["split"],
                 "val_split": r.get("val_split", 1),
                 "setting": r.get("config", {}).get("att_splits"),
@@ -82,6 +96,38 @@ def gzsl_table(frame: pd.DataFrame, calibrated: bool = False) -> pd.DataFrame:
     return pd.concat(parts, axis=1)
 
 
+def spread_table(frame: pd.DataFrame, metric: str = "zsl") -> pd.DataFrame:
+    """Models x (dataset, split): "mean ± std" (%) of ``metric`` over the validation splits that
+    ran (GBU Fig. 3 shows this spread: hyper-parameters chosen on each of the three train/val
+    partitions). The std is the sample std (ddof 1); a single validation split shows its value."""
+    data = frame[frame[metric].notna()]
+    if data.empty:
+        return pd.DataFrame()
+    grouped = data.groupby(["model", "dataset", "split"])[metric]
+    stats = pd.DataFrame(
+        {"mean": grouped.mean() * 100, "std": grouped.std(ddof=1) * 100, "n": grouped.size()}
+    )
+    cells = {
+        key: f"{row['mean']:.1f} ± {row['std']:.1f} (n={int(row['n'])})"
+        if row["n"] > 1
+        else f"{row['mean']:.1f}"
+        for key, row in stats.iterrows()
+    }
+    columns = [
+        (d, s)
+        for d in _dataset_order(data["dataset"])
+        for s in ("ss", "ps")
+        if ((data["dataset"] == d) & (data["split"] == s)).any()
+    ]
+    models = sorted(data["model"].unique())
+    table = pd.DataFrame(
+        [[cells.get((m, d, s), "") for d, s in columns] for m in models],
+        index=models,
+        columns=[f"{d} {s.upper()}" for d, s in columns],
+    )
+    return table.rename_axis("model")
+
+
 def ranking_matrix(frame: pd.DataFrame, metric: str = "zsl") -> pd.DataFrame:
     """Models x rank counts over settings (dataset, split, val split, split file), plus mean rank."""
     data = frame[frame[metric].notna()]
@@ -101,12 +147,42 @@ def ranking_matrix(frame: pd.DataFrame, metric: str = "zsl") -> pd.DataFrame:
     return counts.sort_values(["mean rank"]).rename_axis(f"model (by {metric})")
 
 
+def cross_dataset_table(results: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """One row per run with a cross-dataset test: train → test dataset, split, validation split,
+    ZSL top-1 (%) on its own and on the other dataset's test images, and the paired t-test's t and
+    p over the per-class accuracies (blank where undefined: identical accuracies)."""
+    rows = []
+    for r in results:
+        cross = r.get("cross_dataset")
+        if not cross:
+            continue
+        t = cross["ttest"]
+        rows.append(
+            {
+                "model": model_label(r),
+                "train → test": f"{r['dataset']} → {cross['test_dataset']}",
+                "split": r["split"].upper(),
+                "val split": str(r.get("val_split", 1)),
+                "ZSL own": f"{r['zsl']['top1_per_class'] * 100:.1f}",
+                "ZSL cross": f"{cross['zsl']['top1_per_class'] * 100:.1f}",
+                "t": "" if t["statistic"] is None else f"{t['statistic']:.2f}",
+                "p": "" if t["pvalue"] is None else f"{t['pvalue']:.3g}",
+            }
+        )
+    if not rows:
+        return pd.DataFrame()
+    frame = pd.DataFrame(rows).sort_values(["train → test", "split", "model", "val split"])
+    return frame.set_index("model")
+
+
 def _markdown(table: pd.DataFrame, title: str) -> str:
     if table.empty:
         return f"### {title}\n\n(no runs)\n"
     if "mean rank" in table.columns:  # counts stay integers, the mean rank gets two decimals
         table = table.astype(object)
         table["mean rank"] = [f"{v:.2f}" for v in table["mean rank"]]
+        return f"### {title}\n\n{table.to_markdown(disable_numparse=True)}\n"
+    if all(dtype is np.dtype(object) for dtype in table.dtypes):  # preformatted cells (spread tables)
         return f"### {title}\n\n{table.to_markdown(disable_numparse=True)}\n"
     return f"### {title}\n\n{table.to_markdown(floatfmt='.1f')}\n"
 
@@ -118,15 +194,27 @@ def render(results: Sequence[dict[str, Any]]) -> tuple[str, dict[str, pd.DataFra
         "zsl": zsl_table(frame),
         "gzsl": gzsl_table(frame),
         "gzsl_calibrated": gzsl_table(frame, calibrated=True),
+        "spread_zsl": spread_table(frame, "zsl"),
+        "spread_gzsl_H": spread_table(frame, "H"),
         "ranking_zsl": ranking_matrix(frame, "zsl"),
         "ranking_gzsl_H": ranking_matrix(frame, "H"),
+        "ranking_gzsl_ts": ranking_matrix(frame, "u"),
+        "ranking_gzsl_tr": ranking_matrix(frame, "s"),
     }
+    cross = cross_dataset_table(results)
+    if not cross.empty:  # only runs with --test-dataset have it; other tables stay as they were
+        tables["cross_dataset"] = cross
     titles = {
         "zsl": "ZSL: per-class top-1 (%)",
         "gzsl": "GZSL (PS): u = unseen, s = seen per-class top-1, H (%)",
         "gzsl_calibrated": "GZSL (PS) with calibrated stacking (γ from validation) and AUSUC (%)",
+        "spread_zsl": "ZSL top-1 over the validation splits: mean ± std (%)",
+        "spread_gzsl_H": "GZSL H over the validation splits: mean ± std (%)",
         "ranking_zsl": "Ranking matrix, ZSL top-1: times each model ranked r-th",
         "ranking_gzsl_H": "Ranking matrix, GZSL H: times each model ranked r-th",
+        "ranking_gzsl_ts": "Ranking matrix, GZSL ts (unseen per-class top-1): times each model ranked r-th",
+        "ranking_gzsl_tr": "Ranking matrix, GZSL tr (seen per-class top-1): times each model ranked r-th",
+        "cross_dataset": "Cross-dataset test (GBU Table 4): ZSL top-1 (%), paired t-test over classes",
     }
     text = "\n".join(_markdown(tables[k], titles[k]) for k in tables)
     return text, tables

@@ -11,7 +11,8 @@ Example (``configs/demo.yaml`` is a complete one)::
     models:                         # name -> a model config, a fitted model directory, or inline
       trivial: configs/models/trivial.yaml
       sgcn: {config: configs/models/sgcn.yaml, params: {epochs: 300}}
-      ridge: {model: ridge, params: {lam: 1.0}}
+      ridge: {model: ridge, params: {alpha: 1.0}, select: {grid: {alpha: [0.1, 1.0]}}}
+      eszsl: {config: configs/models/eszsl.yaml, splits: [hop1]}   # only on these splits
     splits: [hop1, benchmark, my/split.txt]   # committed split names (splits/NAME.txt) or paths
     ks: [1, 2, 5, 10, 20]
     gzsl: true
@@ -19,7 +20,9 @@ Example (``configs/demo.yaml`` is a complete one)::
     missing_semantics: drop         # drop | error: test classes a model cannot represent
 
 Every key is validated strictly (:mod:`imagenet_zsl.config`): a typo is a one-line error naming
-the file and the key. Relative paths are taken from the working directory.
+the file and the key, a model's ``select`` block included (the models' own
+:class:`~imagenet_zsl.models.training.SelectConfig`; grid keys must be the model's hyper-parameters).
+Relative paths are taken from the working directory.
 """
 
 from __future__ import annotations

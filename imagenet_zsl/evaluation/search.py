@@ -185,7 +185,7 @@ class TopKSearcher:
         k = self.k
         take = min(k + 1, c)  # one extra class reveals ties across the k-th place
         if take < c:
-            part = np.argpartition(scores, c - take, axis=1)[:, c - take :]
+            part = _largest(scores, take)
         else:
             part = np.broadcast_to(np.arange(c), (n, c))
         top, ids = sort_topk(np.take_along_axis(scores, part, axis=1), part)
@@ -215,6 +215,22 @@ class TopKSearcher:
         above = (scores > true[:, None]).sum(axis=1)
         tied = (scores == true[:, None]).sum(axis=1) - 1
         return np.where(valid, above, scores.shape[1]), np.where(valid, tied, 0)
+
+
+def _largest(scores: np.ndarray, take: int) -> np.ndarray:
+    """(n, take) column indices of each row's ``take`` largest scores, in no particular order.
+
+    torch's CPU ``topk`` selects in parallel over rows and is ~6x faster than numpy's
+    single-threaded ``argpartition`` at 21,842 classes; which of several equal scores at the
+    cut it keeps is unspecified for both, and :meth:`TopKSearcher._topk` repairs exactly those rows.
+    """
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency; numpy is the fallback
+        c = scores.shape[1]
+        return np.argpartition(scores, c - take, axis=1)[:, c - take :]
+    _, ids = torch.from_numpy(np.ascontiguousarray(scores)).topk(take, dim=1, sorted=False)
+    return ids.numpy()
 
 
 def topk_inner_product(

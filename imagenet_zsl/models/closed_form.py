@@ -122,7 +122,9 @@ class ESZSL(_LinearSemanticModel):
             xty = 2.0 * sums.T - sums.sum(axis=0)[:, None]  # XᵀY with Y = 2·onehot − 1
             return _solve(gram + gamma * np.eye(len(gram)), xty @ s)
 
-        left = self.shared(("eszsl-left", self.params["features"], self.params["semantic_norm"], gamma), solve_left)
+        left = self.shared(
+            ("eszsl-left", self.params["features"], self.params["semantic_norm"], gamma), solve_left
+        )
         self.map_ = _solve(s.T @ s + lam * np.eye(s.shape[1]), left.T).T  # left (SᵀS + λI)⁻¹
         self.fit_info_ = {}
         return self

@@ -218,7 +218,9 @@ def blas_threads(flops: float) -> Iterator[int]:
     except ImportError:  # pragma: no cover - only a speed-up
         yield 0
         return
-    available = max([int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"] or [1])
+    available = max(
+        [int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"] or [1]
+    )
     threads = _threads_for(flops, available)
     with threadpool_limits(limits=threads, user_api="blas"):
         yield threads

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,9 +32,11 @@ from imagenet_zsl.splits.build import (
 )
 from imagenet_zsl.splits.config import BenchmarkSplit, load_splits_config
 from imagenet_zsl.splits.io import write_wnid_list
+from imagenet_zsl.splits.pool import PoolContext
 
 DEFAULT_SHARES = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 TOOL = "imagenet-zsl splits frontier"
+log = logging.getLogger(__name__)
 
 
 def branch_entropy(counts: dict[str, int]) -> float:
@@ -78,6 +81,9 @@ def frontier(
     for share in shares:
         sel = select_for(spec, graph, train, pool, max_branch_share=float(share), optimizer="exact")
         name = f"share-{share:.2f}"
+        log.info(
+            "frontier: share %.2f: R %.4f, bound %s, %.1f s", share, sel.ratio, sel.upper_bound, sel.seconds
+        )
         sets[name] = sel.wnids
         largest = max(sel.branch_counts.values()) / len(sel.wnids)
         rows.append(
@@ -86,6 +92,8 @@ def frontier(
                 "ratio": round(sel.ratio, 6),
                 "upper_bound": None if sel.upper_bound is None else round(sel.upper_bound, 6),
                 "gap": None if sel.gap is None else round(sel.gap, 6),
+                "status": sel.status,
+                "tie_break": sel.tie_break,
                 "largest_share": round(largest, 6),
                 "entropy": round(branch_entropy(sel.branch_counts), 6),
                 "file": f"{name}.txt",

@@ -139,17 +139,12 @@ def solve_exact(
     """Solve to proven optimality (or to ``time_limit`` seconds in all), growing the shortlist."""
     started = time.perf_counter()
     graph, pool, numer, size = problem.graph, problem.pool, problem.numer.astype(np.int64), problem.size
-    n_pool = len(pool)
     pool_idx = graph.indices(pool)
     scale = math.lcm(*range(2, levels + 2))
     dmin = graph.nearest_other_distance(pool)
     dmin = np.clip(np.where(np.isfinite(dmin), dmin, levels + 1), 2, levels + 1).astype(np.int64)
     upper = numer * scale // dmin  # exact: scale is a multiple of every dmin in 2..K+1
-    # shortlist: largest upper bound first (ties: larger numerator, then wnid order)
-    order = np.lexsort((np.arange(n_pool), -numer, -upper))
-    short = np.zeros(n_pool, dtype=bool)
-    short[order[: min(n_pool, max(size, int(shortlist_factor * size)))]] = True
-    short[problem.include] = True
+    short = _initial_shortlist(problem, upper, shortlist_factor)
     pairs = related_pairs(graph, pool)
     # the scaled objective is an integer: a relative gap below 1/2 of its largest value proves optimality
     ceiling = float(np.sort(upper)[::-1][:size].sum()) + 1.0
@@ -182,6 +177,30 @@ def solve_exact(
         short[outside] = True
 
 
+def _initial_shortlist(problem: ExactProblem, upper: np.ndarray, factor: float) -> np.ndarray:
+    """(P,) bool: the ``factor`` x N classes of largest upper bound (ties: larger numerator, then
+    wnid order), at most ``factor`` x cap_b of them per capped branch b, plus the include list.
+
+    Without caps this is the plain top factor x N. With caps it skips what a capped branch cannot
+    use, so the first model already holds the classes of the other branches that the optimum
+    needs (otherwise each round adds a few outside classes and the model is solved again).
+    """
+    n_pool, size = len(problem.pool), problem.size
+    order = np.lexsort((np.arange(n_pool), -problem.numer, -upper))
+    room = np.floor(factor * problem.caps).astype(np.int64)[problem.branch_id[order]]
+    # rank of each class within its branch along the order
+    rank = np.zeros(n_pool, dtype=np.int64)
+    seen = np.zeros(len(problem.caps), dtype=np.int64)
+    for j, b in enumerate(problem.branch_id[order]):
+        rank[j] = seen[b]
+        seen[b] += 1
+    eligible = order[rank < room]
+    short = np.zeros(n_pool, dtype=bool)
+    short[eligible[: min(len(eligible), max(size, int(factor * size)))]] = True
+    short[problem.include] = True
+    return short
+
+
 def prefer_low_positions(
     solution: ExactSolution, optimum_total: float, time_limit: float = 60.0, node_limit: int = 200
 ) -> np.ndarray | None:
@@ -212,7 +231,6 @@ def prefer_low_positions(
             "node_limit": node_limit,
             "mip_rel_gap": min(1e-6, 0.4 / worst),
             "presolve": False,
-            "disp": __import__("os").environ.get("ZSL_DISP") == "1",
         },
     )
     if res.status != 0 or res.x is None:

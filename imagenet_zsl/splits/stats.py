@@ -12,6 +12,7 @@ from imagenet_zsl.splits.build import benchmark_pool, config_graph, resolve_coun
 from imagenet_zsl.splits.config import load_splits_config
 from imagenet_zsl.splits.frontier import pick_benchmark
 from imagenet_zsl.splits.io import check_noun_synsets, read_wnid_list
+from imagenet_zsl.splits.pool import PoolContext
 from imagenet_zsl.splits.structure import structure_stats
 
 
@@ -58,7 +59,9 @@ def optimum_for_size(config_path: str | Path, split: str | None, size: int) -> d
     counts = resolve_counts(config.counts)
     graph = config_graph(config)
     candidates = sorted(w for w in fall11_counts() if w not in set(train))
-    pool, _ = benchmark_pool(spec, PoolContext(graph, train, counts), candidates, f"{config_path}: {spec.name}")
+    pool, _ = benchmark_pool(
+        spec, PoolContext(graph, train, counts), candidates, f"{config_path}: {spec.name}"
+    )
     if size < 2 or size > len(pool):
         return {"optimum_pool": f"{Path(config_path).name}:{spec.name}", "optimum_ratio": None}
     sel = select_for(spec, graph, train, pool, size=size, optimizer="exact")

@@ -160,3 +160,65 @@ def test_bad_split_requests_are_user_errors(xlsa17_root):
         make_split(ds, "pas", k=40)
     with pytest.raises(UserInputError, match="--k applies to mas and pas"):
         make_split(ds, "gcs", k=3)
+
+
+def test_pas_normalises_the_class_vectors_before_centring():
+    """GRAB's PAS normalises before centring: rescaling a class's raw attribute vector (e.g. the
+    raw ``original_att`` against xlsa17's unit-norm ``att``) changes nothing; centring only does."""
+    att = load_att_splits(packaged_dir("APY") / "att_splits.mat").att.T  # unit-norm class rows
+    scale = np.linspace(0.5, 20.0, len(att))[:, None]
+    for got, want in zip(pca_components(att * scale, 4), pca_components(att, 4), strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-10)
+    # by hand: rows (3, 4) and (6, 8) are the same direction → after normalising, zero variance
+    scores, _, ratio = pca_components(np.array([[3.0, 4.0], [6.0, 8.0], [0.0, 1.0]]), 1)
+    assert np.allclose(scores[0], scores[1]) and ratio[0] == pytest.approx(1.0)
+    centred_only = pca_components(np.array([[3.0, 4.0], [6.0, 8.0], [0.0, 1.0]]), 1, normalise=False)[0]
+    assert not np.allclose(centred_only[0], centred_only[1])
+
+
+@pytest.mark.parametrize("share", [0.2, 0.4, 0.6, 0.8])
+def test_proportion_splits_vary_the_seen_share(tmp_path, xlsa17_root, share):
+    """GRAB Table 3: round(S · 50) seen AWA2 classes from the seeded permutation of ``random``;
+    validation classes carved from them (13 of 40 in the source, scaled); the split file loads
+    and describes itself like every GRAB split."""
+    ds = load_dataset("AWA2", xlsa17_root)
+    result = make_split(ds, "proportion", seen_share=share, seed=3)
+    n_seen = round(share * 50)
+    order = np.random.default_rng(3).permutation(50)
+    assert result.split.seen_classes.tolist() == sorted(order[:n_seen].tolist())
+    assert result.split.unseen_classes.tolist() == sorted(order[n_seen:].tolist())
+    n_val = min(max(1, round(13 * n_seen / 40)), n_seen - 1)  # 10 seen: 3; 20: 6; 30: 10; 40: 13
+    path = write_split_dir(result, ds, tmp_path / "p")
+    new = load_dataset("AWA2", xlsa17_root, att_splits=path)
+    assert new.split.split_info["method"] == "proportion" and new.split.split_info["seen_share"] == share
+    for k in (1, 2, 3):
+        val = new.val_task("ps", k)
+        assert val.unseen.size == n_val and set(val.seen) | set(val.unseen) == set(order[:n_seen].tolist())
+    task = new.task("ps")
+    everything = np.concatenate([task.train, task.test_seen, task.test_unseen])
+    assert np.array_equal(np.sort(everything), np.arange(ds.images.num_images))
+
+
+def test_proportion_at_the_source_share_is_the_random_split(xlsa17_root):
+    ds = load_dataset("AWA2", xlsa17_root)
+    random_split = make_split(ds, "random", seed=4).split
+    proportion = make_split(ds, "proportion", seen_share=0.8, seed=4).split  # 40 of 50, as the PS
+    for key in ("trainval_loc", "test_seen_loc", "test_unseen_loc", "train_loc", "val_loc"):
+        np.testing.assert_array_equal(proportion.locs[key], random_split.locs[key])
+    for k in (1, 2, 3):
+        np.testing.assert_array_equal(proportion.val_classes[k], random_split.val_classes[k])
+
+
+@pytest.mark.parametrize(
+    ("method", "share", "message"),
+    [
+        ("proportion", None, "--seen-share is required"),
+        ("random", 0.5, "--seen-share applies to --method proportion"),
+        ("proportion", 1.0, "--seen-share 1"),
+        ("proportion", 0.01, "--seen-share 0.01"),
+    ],
+)
+def test_bad_proportion_requests_are_user_errors(xlsa17_root, method, share, message):
+    ds = load_dataset("APY", xlsa17_root)
+    with pytest.raises(UserInputError, match=message):
+        make_split(ds, method, seen_share=share)

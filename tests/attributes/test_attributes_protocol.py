@@ -206,3 +206,124 @@ def test_ranking_matrix_and_table_by_hand():
 def test_missing_run_directory_is_reported(tmp_path):
     with pytest.raises(UserInputError, match="no results.json"):
         protocol.load_results([tmp_path])
+
+
+def test_spread_over_validation_splits_and_ts_tr_rankings_by_hand():
+    """GBU Fig. 3/4 additions: "mean ± std" over validation splits (sample std) and rankings by
+    ts (unseen) and tr (seen) per-class accuracy."""
+    from imagenet_zsl.attributes.table import render, spread_table
+
+    def result(model, val_split, zsl, u, s):
+        return {
+            "dataset": "AWA2",
+            "model": model,
+            "split": "ps",
+            "val_split": val_split,
+            "zsl": {"top1_per_class": zsl},
+            "gzsl": {"seen": s, "unseen": u, "H": 2 * s * u / (s + u)},
+        }
+
+    runs = [
+        result("a", 1, 0.50, 0.2, 0.9),
+        result("a", 2, 0.60, 0.3, 0.8),
+        result("a", 3, 0.70, 0.4, 0.7),
+        result("b", 1, 0.40, 0.5, 0.6),
+    ]
+    frame = results_frame(runs)
+    spread = spread_table(frame, "zsl")
+    assert spread.loc["a", "AWA2 PS"] == "60.0 ± 10.0 (n=3)"  # std of 50, 60, 70 with ddof 1
+    assert spread.loc["b", "AWA2 PS"] == "40.0"
+    # ts: b (0.5) beats a in every split it ran (1 setting: val 1) ; tr: a (0.9) beats b (0.6)
+    ts, tr = ranking_matrix(frame, "u"), ranking_matrix(frame, "s")
+    assert ts.loc["b", 1] == 1 and ts.loc["a", 2] == 1 and ts.loc["a", 1] == 2
+    assert tr.loc["a", 1] == 3 and tr.loc["b", 2] == 1
+    text, tables = render(runs)
+    assert "GZSL ts" in text and "GZSL tr" in text and "60.0 ± 10.0 (n=3)" in text
+    assert set(tables) >= {"spread_zsl", "spread_gzsl_H", "ranking_gzsl_ts", "ranking_gzsl_tr"}
+
+
+def test_select_gzsl_chooses_by_validation_h(tmp_path, apy_root):
+    """``--select gzsl`` (Le Cacheux et al.): the grid point with the best calibrated validation H
+    wins, and each recorded score equals an independent calibration of that point's model."""
+    from imagenet_zsl.models.base import create
+    from imagenet_zsl.models.selection import calibration
+
+    ds = load_dataset("APY", apy_root)
+    grid = {"alpha": [1e-3, 1.0, 1e7]}
+    results = run_to_directory(ds, RunConfig("APY", "ridge", grid=grid, select="gzsl"), tmp_path / "run")
+    validation = results["validation"]
+    assert validation["criterion"] == "val_H_calibrated"
+    val_task = ds.val_task("ps", 1, seed=0)
+    split = protocol.validation_split(ds, val_task, calibrate=True)
+    semantics = protocol.semantics_for(Ridge, ds)
+    expected = [
+        calibration(create("ridge", alpha=a).fit(split.fit, semantics), split)[1] for a in grid["alpha"]
+    ]
+    assert [row["val_H_calibrated"] for row in validation["grid"]] == pytest.approx(expected, abs=1e-12)
+    assert results["params"]["alpha"] == grid["alpha"][int(np.argmax(expected))]
+    assert validation["gzsl_H"] == pytest.approx(max(expected))
+    assert "val_H_calibrated" in (tmp_path / "run" / "validation.csv").read_text().splitlines()[0]
+    assert "select" in RunConfig("APY", "ridge", select="gzsl").key()
+    assert "select" not in RunConfig("APY", "ridge").key()  # earlier finished runs still resume
+    with pytest.raises(UserInputError, match="--select gzsl"):
+        run_to_directory(ds, RunConfig("APY", "ridge", split="ss", select="gzsl"), tmp_path / "ss")
+    assert not (tmp_path / "ss").exists()
+
+
+@pytest.fixture(scope="module")
+def awa_root(tmp_path_factory):
+    """AWA1 and AWA2 with the real class structure: AWA2 and "AWA1 same" share the generator seed
+    (same class means: no domain shift), "shifted/AWA1" uses another (another feature space)."""
+    from tests.attributes.conftest import make_root
+
+    root = tmp_path_factory.mktemp("awa")
+    make_root(root, "AWA2", dim=12)
+    make_root(root / "same", "AWA1", dim=12)
+    make_root(root / "shifted", "AWA1", dim=12, seed=5)
+    return root
+
+
+def test_cross_dataset_awa2_to_awa1_with_paired_ttest(tmp_path, awa_root, capsys):
+    """GBU Table 4: train on AWA2, test on AWA1; the t-test is scipy's ttest_rel over the per-class
+    accuracies written to per_class_cross.csv, recomputed here by hand."""
+    from scipy import stats
+
+    ds = load_dataset("AWA2", awa_root)
+    other = load_dataset("AWA1", awa_root / "shifted")
+    config = RunConfig("AWA2", "eszsl", grid={"gamma": [1.0], "lam": [1.0]}, test_dataset="AWA1")
+    results = run_to_directory(ds, config, tmp_path / "run", test_ds=other)
+    cross = results["cross_dataset"]
+    assert cross["test_dataset"] == "AWA1" and cross["ttest"]["classes"] == 10
+    assert results["zsl"]["top1_per_class"] > 0.5  # chance 0.1
+    assert cross["zsl"]["top1_per_class"] < 0.35  # another feature space: transfer breaks down
+    # recompute: per-class ZSL on AWA1's unseen test images with the saved model
+    model = load_model(tmp_path / "run" / "model")
+    task = other.task("ps")
+    names = [other.class_names[c] for c in task.unseen]
+    predicted = task.unseen[(model.embed_images(other.images.features[task.test_unseen])
+                             @ model.class_prototypes(names).T).argmax(1)]  # fmt: skip
+    truth = other.images.labels[task.test_unseen]
+    per_class = np.array([np.mean(predicted[truth == c] == c) for c in task.unseen])
+    assert cross["zsl"]["top1_per_class"] == pytest.approx(per_class.mean(), abs=1e-9)
+    rows = cross["per_class"]
+    np.testing.assert_allclose([r["cross_zsl_top1"] for r in rows], per_class)
+    own = np.array([r["own_zsl_top1"] for r in rows])
+    assert own.mean() == pytest.approx(results["zsl"]["top1_per_class"], abs=1e-9)
+    expected = stats.ttest_rel(own, per_class)
+    assert cross["ttest"]["statistic"] == pytest.approx(expected.statistic)
+    assert cross["ttest"]["pvalue"] == pytest.approx(expected.pvalue) and expected.pvalue < 0.01
+    assert (tmp_path / "run" / "per_class_cross.csv").is_file()
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert len(manifest["inputs"]) == 4 and manifest["parameters"]["test_dataset"] == "AWA1"
+
+    # the CLI and the table: same features (no shift) → accuracies close, the test not significant
+    out = tmp_path / "cli"
+    argv = ["attributes", "run", "--dataset", "AWA2", "--root", str(awa_root), "--model", "eszsl"]
+    argv += ["--grid", "gamma=1", "--grid", "lam=1", "--test-dataset", "awa1"]
+    assert main([*argv, "--test-root", str(awa_root / "same"), "--out", str(out)]) == 0
+    assert "tested on AWA1" in capsys.readouterr().out
+    same = json.loads((out / "results.json").read_text())["cross_dataset"]
+    assert same["ttest"]["pvalue"] is None or same["ttest"]["pvalue"] > 0.01
+    assert main(["attributes", "table", str(out), str(tmp_path / "run")]) == 0
+    text = capsys.readouterr().out
+    assert "Cross-dataset test (GBU Table 4)" in text and text.count("AWA2 → AWA1") == 2

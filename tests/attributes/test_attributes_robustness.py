@@ -82,3 +82,22 @@ def test_variants_and_cli_errors(apy_root, tmp_path, capsys):
         ]
     )
     assert code == 2 and "--seeds must be at least 2" in capsys.readouterr().err
+
+
+def test_normalised_std_by_hand():
+    """GRAB Table 2: the normalised standard deviation std / mean (sample std over seeds)."""
+    import pandas as pd
+
+    runs = pd.DataFrame(
+        [
+            {"method": m, "seed": s, "zsl": z, "seen": 0.5, "unseen": 0.5, "H": h, "H_cs": h}
+            for m, s, z, h in [("base", 0, 0.4, 0.2), ("base", 1, 0.6, 0.4), ("random", 0, 0.5, 0.0)]
+        ]
+        + [{"method": "random", "seed": 1, "zsl": 0.5, "seen": 0.5, "unseen": 0.5, "H": 0.0, "H_cs": 0.0}]
+    )
+    stats, _ = summarise(runs)
+    # base H: mean 0.3, sample std 0.1414 → 0.4714; zsl: mean 0.5, std 0.1414 → 0.2828
+    assert stats.loc["base", "H_nstd"] == pytest.approx(np.sqrt(0.02) / 0.3)
+    assert stats.loc["base", "zsl_nstd"] == pytest.approx(np.sqrt(0.02) / 0.5)
+    assert stats.loc["base", "seen_nstd"] == 0
+    assert np.isnan(stats.loc["random", "H_nstd"])  # mean 0: undefined, not inf

@@ -52,8 +52,25 @@ def demo_inputs(tmp_path_factory: pytest.TempPathFactory) -> DemoInputs:
     _write(root / "hop1.txt", small_hop1)
     _write(root / "benchmark.txt", bench[:15])
     factor = root / "factor-frequency"
-    argv = ["splits", "factor", str(REPO / "configs" / "default.yaml"), "--factor", "frequency"]
-    assert main([*argv, "--bins", "2", "--size", "4", "--out", str(factor)]) == 0
+    config = str(REPO / "configs" / "default.yaml")
+    assert (
+        main(
+            [
+                "splits",
+                "factor",
+                config,
+                "--factor",
+                "frequency",
+                "--bins",
+                "2",
+                "--size",
+                "4",
+                "--out",
+                str(factor),
+            ]
+        )
+        == 0
+    )
     factor_splits = [str(factor / f"frequency_{b}.txt") for b in (1, 2)]
     sim = yaml.safe_load((REPO / "configs" / "demo-simulate.yaml").read_text())
     sim.update(dim=16, train={"classes": ["training"], "images_per_class": 2})

@@ -1,5 +1,6 @@
 """CI guard of `make demo`: the demo recipe validates, and its reduced version runs end to end
-through the command line; a re-run skips every cell and leaves every byte as it was."""
+through the command line, with the demo's analyses (factor analysis, correction ladder, leakage);
+a re-run skips every cell and leaves every byte as it was."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from imagenet_zsl.batch.recipe import load_recipe, model_specs, split_paths
+from imagenet_zsl.batch.recipe import check_model_splits, load_recipe, model_specs
 from imagenet_zsl.cli import main
 from imagenet_zsl.features.simulate import load_simulation_config
 
 REPO = Path(__file__).resolve().parents[2]
+#: the factor splits that `make demo` writes before the run (configs/demo.yaml reads them)
+FACTOR_SPLITS = "out/factor-frequency"
 
 
 def _hashes(root: Path) -> dict[str, str]:
@@ -25,23 +28,35 @@ def _hashes(root: Path) -> dict[str, str]:
 def test_the_demo_recipe_itself_is_valid(monkeypatch):
     monkeypatch.chdir(REPO)
     recipe = load_recipe("configs/demo.yaml")
-    names = [spec.name for spec in model_specs(recipe, "configs/demo.yaml")]
-    assert {"trivial", "conse", "eszsl", "sae", "devise", "sgcn"} <= set(names)
-    assert set(split_paths(recipe, "configs/demo.yaml")) == {"hop1", "hop2", "mp500", "benchmark"}
+    specs = {spec.name: spec for spec in model_specs(recipe, "configs/demo.yaml")}
+    assert {"trivial", "hascoet_trivial", "conse", "eszsl", "sae", "devise", "sgcn"} <= set(specs)
+    committed = [s for s in recipe.splits if not s.startswith(FACTOR_SPLITS)]
+    factor = [Path(s) for s in recipe.splits if s.startswith(FACTOR_SPLITS)]
+    assert committed == ["hop1", "hop2", "hop3", "mp500", "benchmark"]
+    assert all((REPO / "splits" / f"{name}.txt").is_file() for name in committed)
+    assert [p.stem for p in factor] == ["frequency_1", "frequency_2", "frequency_3"]
+    names = {name: Path(f"{name}.txt") for name in committed} | {p.stem: p for p in factor}
+    check_model_splits(list(specs.values()), names, "configs/demo.yaml")
+    for spec in specs.values():  # every model on the four splits of issue 12, the trivial ones on hop3
+        assert {"hop1", "hop2", "mp500", "benchmark"} <= set(spec.splits or names)
+    assert "hop3" in specs["trivial"].splits and "hop3" in specs["hascoet_trivial"].splits
     assert recipe.gzsl
-    load_simulation_config(recipe.features.simulate)
+    simulation = load_simulation_config(recipe.features.simulate)
+    assert {f"{FACTOR_SPLITS}/{p.name}" for p in factor} <= set(simulation.test.classes)
 
 
 def test_reduced_demo_runs_and_writes_the_table(demo_run):
     manifest = json.loads((demo_run / "manifest.json").read_text())
     assert manifest["format"] == "imagenet-zsl/run-v1" and manifest["tool"] == "imagenet-zsl run"
-    assert [c["status"] for c in manifest["cells"]] == ["ok"] * 6
+    assert [c["status"] for c in manifest["cells"]] == ["ok"] * 10
     table = (demo_run / "summary.md").read_text()
     for name in ("trivial", "eszsl", "conse", "hop1", "benchmark", "hit@20", "strict hit@1", "GZSL H"):
         assert name in table
+    assert "| seen in pretraining |" in table and "| unknown | ok |" in table  # simulated: not recorded
+    assert "| conse | frequency_1 |" not in table  # a model's own `splits`
     assert (demo_run / "summary.csv").exists() and (demo_run / "summary.tex").exists()
     assert (demo_run / "hit_at_k.png").stat().st_size > 1000
-    for cell in ("trivial__hop1", "eszsl__benchmark"):
+    for cell in ("trivial__hop1", "eszsl__benchmark", "trivial__frequency_2"):
         run_manifest = json.loads((demo_run / "cells" / cell / "manifest.json").read_text())
         assert run_manifest["tool"] == "imagenet-zsl evaluate"  # exactly what `evaluate` writes
         assert (demo_run / "cells" / cell / "metrics.json").exists()
@@ -52,6 +67,33 @@ def test_rerun_skips_every_cell_with_the_same_bytes(demo_inputs, demo_run, capsy
     capsys.readouterr()
     assert main(["run", str(demo_inputs.recipe), "--out", str(demo_run), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "trained 0 models; evaluated 0 cells, skipped 6 finished, 0 failed" in out
+    assert "trained 0 models; evaluated 0 cells, skipped 10 finished, 0 failed" in out
     assert "files written:" in out and "summary.md" in out
     assert _hashes(demo_run) == before  # models not trained again: their bytes and keys unchanged
+
+
+def test_demo_factor_analysis_of_the_run(demo_inputs, demo_run, tmp_path, capsys):
+    out = tmp_path / "factor"
+    splits = demo_inputs.root / "factor-frequency"  # cells with dropped classes read a copy elsewhere
+    capsys.readouterr()
+    argv = ["analyze", "factor", str(demo_run), "--splits", str(splits), "--out", str(out)]
+    assert main([*argv, "--resamples", "50"]) == 0
+    printed = capsys.readouterr().out
+    assert "frequency" in printed and "trivial" in printed and "eszsl" in printed
+    assert "conse" not in printed  # not evaluated on the factor splits
+    assert (out / "factor.png").is_file()
+
+
+def test_demo_ladder_of_a_cell(demo_run, tmp_path, capsys):
+    out = tmp_path / "ladder"
+    capsys.readouterr()
+    assert main(["analyze", "ladder", str(demo_run / "cells" / "eszsl__hop1"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| evaluated |" in printed and "rare_labels" in printed
+    assert (out / "ladder.md").is_file()
+
+
+def test_demo_leakage_of_a_committed_split(capsys):
+    capsys.readouterr()
+    assert main(["splits", "leakage", str(REPO / "splits" / "mp500.txt"), "--pretraining", "in12k"]) == 0
+    assert "mp500.txt: 500/500 test classes (100.0%)" in capsys.readouterr().out

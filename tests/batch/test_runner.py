@@ -134,6 +134,8 @@ def test_killed_run_resumes_and_keeps_finished_cells(demo_inputs, demo_run, tmp_
             "models.x.select.grid.gama",
         ),
         ({"models": {"x": {"model": "eszsl", "select": {"grid": {"lam": []}}}}}, "models.x.select.grid.lam"),
+        ({"models": {"x": {"model": "eszsl", "splits": ["hop2"]}}}, "models.x.splits"),
+        ({"models": {"x": {"model": "eszsl", "splits": []}}}, "models.x.splits"),
     ],
 )
 def test_recipe_mistakes_are_one_line(demo_inputs, tmp_path, cli_error, change, culprit):

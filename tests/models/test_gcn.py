@@ -94,3 +94,42 @@ def test_gcn_is_deterministic_for_a_seed_and_rejects_unknown_classes(problem):
         first.class_prototypes(["nowhere"])
     with pytest.raises(UserInputError, match="class graph"):
         create("sgcn", **params).fit(data, problem.semantics, None)
+
+
+def test_receptive_rows_by_hand_and_restricted_forward_is_exact():
+    """Training on the seen classes' receptive field: a path a-b-c-d-e with target e needs, for two
+    row-normalised layers, rows {d, e} from layer 1 and inputs {c, d, e}; the restricted network
+    gives the full network's outputs at the targets (same parameters)."""
+    from imagenet_zsl.models.gcn import receptive_rows
+
+    graph = ClassGraph.from_edges([("a", "b"), ("b", "c"), ("c", "d"), ("d", "e")])
+    a = normalized_adjacency(graph.adjacency, "row")
+    target = np.array([graph.index["e"]])
+    rows = receptive_rows([[a], [a]], target)
+    assert [{graph.wnids[i] for i in r} for r in rows] == [{"c", "d", "e"}, {"d", "e"}, {"e"}]
+    torch.manual_seed(0)
+    full = [[_torch_sparse(a, "cpu")]] * 2
+    network = _build_network([3, 4, 2], full, False, dropout=0.0, negative_slope=0.2)
+    x = torch.randn(len(graph), 3)
+    restricted = [[_torch_sparse(a[rows[i + 1]][:, rows[i]], "cpu")] for i in range(2)]
+    with torch.no_grad():
+        np.testing.assert_allclose(
+            network(x[torch.from_numpy(rows[0])], restricted).numpy(), network(x)[target].numpy(), atol=1e-6
+        )
+
+
+def test_gcnz_defaults_match_the_reference():
+    """Wang et al.'s zero-shot-gcn: dropout before the last two of the six layers only, no bias, the
+    summed loss; SGCN keeps dropout everywhere, biases and the mean loss (as options for GCNZ)."""
+    gcnz, sgcn = create("gcnz"), create("sgcn")
+    assert (gcnz.params["dropout_layers"], gcnz.params["bias"], gcnz.params["loss"]) == (2, False, "sum")
+    assert (sgcn.params["dropout_layers"], sgcn.params["bias"], sgcn.params["loss"]) == ("all", True, "mean")
+    graph = ClassGraph.from_edges(TOY_EDGES)
+    ops = [[_torch_sparse(normalized_adjacency(graph.adjacency, "sym"), "cpu")]] * 6
+    network = _build_network([5, 8, 8, 8, 8, 8, 3], ops, False, 0.5, 0.2, bias=False, dropout_layers=2)
+    assert [layer.rate for layer in network.layers] == [0.0, 0.0, 0.0, 0.0, 0.5, 0.5]
+    assert all(layer.linear.bias is None for layer in network.layers)
+    with pytest.raises(UserInputError):
+        create("gcnz", dropout_layers=-1)
+    with pytest.raises(UserInputError):
+        create("gcnz", loss="max")

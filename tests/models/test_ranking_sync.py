@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from imagenet_zsl.models.registry import create
-from imagenet_zsl.models.sync import phantom_weights
+from imagenet_zsl.models.sync import median_distance, ovo_loss, phantom_weights, struct_loss
 from tests.models.problems import accuracy
 
 
@@ -52,8 +52,11 @@ def test_phantom_weights_are_a_softmax_of_negative_squared_distances():
 
 
 def test_sync_synthesises_classifiers_from_phantoms(problem):
+    """The earlier V-regularised variant (``solver: direct``), kept as an option."""
     data = problem.seen_data()
-    model = create("sync", lam=1e-4, sigma=0.5).fit(data, problem.semantics)
+    model = create("sync", lam=1e-4, sigma=0.5, solver="direct", features="standard", bias=True).fit(
+        data, problem.semantics
+    )
     # a class's classifier is its phantom mixture times the phantom classifiers
     unseen = problem.semantics.get(problem.unseen)
     unit = unseen / np.linalg.norm(unseen, axis=1, keepdims=True)
@@ -65,6 +68,53 @@ def test_sync_synthesises_classifiers_from_phantoms(problem):
     assert accuracy(model, features, labels, problem.seen) > 0.9  # fits the seen classes
     features, labels = problem.draw(problem.unseen)
     assert accuracy(model, features, labels, problem.unseen) >= 0.6  # chance: 1/3
+
+
+def test_sync_losses_by_hand():
+    scores = torch.tensor([[1.0, 0.5, -2.0], [0.0, 3.0, 0.5]])
+    labels = torch.tensor([0, 2])
+    # OVO (train_W_OVO.m): y = [[1,-1,-1],[-1,-1,1]]; max(0, 1 - y s)² = [[0, 2.25, 0], [1, 16, 0.25]]
+    assert float(ovo_loss(scores, labels)) == pytest.approx((2.25 + 1 + 16 + 0.25) / 6)
+    # Crammer-Singer (train_W_CS.m), Δ = 1 - I, s + Δ - s_y:
+    # image 0 [0, 0.5, -2] → 0.5; image 1 [0.5, 3.5, 0] → 3.5
+    cs = 1 - torch.eye(3)
+    assert float(struct_loss(scores, labels, cs)) == pytest.approx((0.5 + 3.5) / 2)
+    # struct (train_W_struct.m), Δ = class-signature distances: image 0 [0, 0.5 + 2 - 1, -2 + 1 - 1] →
+    # 1.5; image 1 (true class 2) [0 + 1 - 0.5, 3 + 0.5 - 0.5, 0] → 3
+    delta = torch.tensor([[0.0, 2.0, 1.0], [2.0, 0.0, 0.5], [1.0, 0.5, 0.0]])
+    assert float(struct_loss(scores, labels, delta)) == pytest.approx((1.5 + 3.0) / 2)
+
+
+def test_sync_default_is_the_reference_sync_fast(problem):
+    """SynC_fast.m: W minimises train_W_OVO.m's objective (its gradient, written as the reference
+    computes it, vanishes), V = pinv(Sim_tr) W, and a class's classifier is Sim(c, seen) V."""
+    data = problem.seen_data()
+    model = create("sync", lam=2.0**-10, sigma=0.5).fit(data, problem.semantics)
+    x = data.features / np.linalg.norm(data.features, axis=1, keepdims=True)  # data_loader.m: L2, no bias
+    w = model.classifiers_.astype(np.float64)
+    n, c = len(x), len(problem.seen)
+    ind = -np.ones((n, c))
+    ind[np.arange(n), data.labels] = 1
+    xw = x @ w.T
+    support = (np.maximum(0, 1 - ind * xw) ** 2 > np.finfo(float).eps).astype(float)
+    gradient = 2 * ((xw - ind) * support).T @ x / n / c + 2.0**-10 * w
+    # stationary up to float32 precision: small against either of the gradient's two terms
+    assert np.abs(gradient).max() < 1e-2 * np.abs(2.0**-10 * w).max()
+    seen = problem.semantics.get(problem.seen)
+    seen = seen / np.linalg.norm(seen, axis=1, keepdims=True)
+    assert model.bandwidth_ == pytest.approx(0.5 * median_distance(seen) ** 2)
+    sim_tr = phantom_weights(seen, seen, model.bandwidth_)
+    np.testing.assert_allclose(model.phantom_classifiers_, np.linalg.pinv(sim_tr) @ w, rtol=1e-4, atol=1e-5)
+    # Sim_tr is invertible here, so the seen classes get back their own W
+    np.testing.assert_allclose(model.class_prototypes(problem.seen), w, rtol=1e-3, atol=1e-4)
+    features, labels = problem.draw(problem.unseen)
+    assert accuracy(model, features, labels, problem.unseen) >= 0.6  # chance: 1/3
+
+
+def test_sync_struct_loss_transfers(problem):
+    model = create("sync", loss="struct", sigma=0.5).fit(problem.seen_data(), problem.semantics)
+    features, labels = problem.draw(problem.unseen)
+    assert accuracy(model, features, labels, problem.unseen) >= 0.8  # chance: 1/3
 
 
 def test_sje_loss_is_the_most_violating_class():

@@ -92,6 +92,7 @@ def test_zsl_selection_calibrates_the_best_point_when_seen_images_are_held_out()
         ("ridge", {"alpha": [0.1, 1.0], "features": ["none", "standard"]}, False),
         ("conse", {"top": [1, 3]}, True),
         ("conse", {"top": [1, 3]}, False),
+        ("sync", {"sigma": [0.5, 2.0], "max_iter": [50]}, False),
     ],
 )
 def test_fit_many_shares_work_and_equals_separate_fits(problem, name, grid, logits):
@@ -118,6 +119,8 @@ def test_fit_many_shares_work_and_equals_separate_fits(problem, name, grid, logi
         )
     if name == "conse":  # one seen classifier for the whole grid
         assert models[0].classifier_ is models[1].classifier_
+    if name == "sync":  # W does not depend on σ: learnt once, V = pinv(S_σ) W per σ
+        assert models[0].classifiers_ is models[1].classifiers_
 
 
 def test_shared_without_fit_many_just_computes(problem):

@@ -73,3 +73,38 @@ def test_attributes_run_bad_option(cli_error, tmp_path, extra, culprit):
     argv = ["attributes", "run", "--dataset", "APY", "--root", tmp_path, "--out", out]
     argv += extra if "--model" in extra else ["--model", "eszsl", *extra]
     cli_error(argv, culprit, inputs=[tmp_path / "APY"], not_created=[out])
+
+
+@pytest.mark.parametrize(
+    ("extra", "culprit"),
+    [
+        (["--test-dataset", "APY"], "--test-dataset APY"),  # other classes
+        (["--test-dataset", "AWA2"], "--test-dataset AWA2"),  # the training dataset itself
+        (["--test-root", "elsewhere"], "--test-root"),  # without --test-dataset
+    ],
+)
+def test_attributes_run_bad_cross_dataset(cli_error, tmp_path, extra, culprit):
+    from tests.attributes.conftest import make_root
+
+    make_root(tmp_path, "AWA2")
+    make_root(tmp_path, "APY")
+    out = tmp_path / "run"
+    argv = ["attributes", "run", "--dataset", "AWA2", "--root", tmp_path, "--model", "eszsl", "--out", out]
+    cli_error([*argv, *extra], culprit, inputs=[tmp_path / "AWA2", tmp_path / "APY"], not_created=[out])
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--method", "proportion"],
+        ["--method", "proportion", "--seen-share", "1.5"],
+        ["--method", "gcs", "--seen-share", "0.5"],
+    ],
+)
+def test_attributes_split_bad_seen_share(cli_error, tmp_path, extra):
+    from tests.attributes.conftest import make_root
+
+    make_root(tmp_path, "APY")
+    out = tmp_path / "split"
+    argv = ["attributes", "split", "--dataset", "APY", "--root", tmp_path, "--out", out, *extra]
+    cli_error(argv, "--seen-share", inputs=[tmp_path / "APY"], not_created=[out])

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from imagenet_zsl.cli import main
+from imagenet_zsl.splits.io import read_wnid_list
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -93,3 +94,47 @@ def test_build_small_config_writes_files_and_manifest(tmp_path, capsys):
     ]
     lines = (out / "hop1.txt").read_text().splitlines()
     assert lines == sorted(lines) and len(lines) == 1_548
+
+
+def test_frontier_on_a_small_pool_writes_sets_table_plot_and_manifest(tmp_path, capsys):
+    config = tmp_path / "small.yaml"
+    config.write_text(
+        "splits:\n"
+        "  - name: bench\n    kind: benchmark\n    size: 8\n"
+        "    pool: [{filter: not_training}, {filter: min_images, min: 1900}, {filter: connected},"
+        " {filter: not_related_to_training}]\n"
+    )
+    out = tmp_path / "front"
+    argv = ["splits", "frontier", str(config), "--out", str(out), "--shares", "1,0.5,0.25"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "| max share | R |" in printed and "wrote 3 optimal sets" in printed
+    assert sorted(p.name for p in out.iterdir()) == [
+        "frontier.csv",
+        "frontier.md",
+        "frontier.png",
+        "manifest.json",
+        "share-0.25.txt",
+        "share-0.50.txt",
+        "share-1.00.txt",
+    ]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert (
+        manifest["format"] == "imagenet-zsl/frontier-v1"
+        and manifest["tool"] == "imagenet-zsl splits frontier"
+    )
+    rows = manifest["rows"]
+    assert [r["max_branch_share"] for r in rows] == [1.0, 0.5, 0.25]
+    for row in rows:
+        assert row["gap"] <= 1e-6 and row["largest_share"] <= row["max_branch_share"] + 1e-9
+        assert sum(row["branches"].values()) == 8 and row["status"] == "optimal"
+        assert len(read_wnid_list(out / row["file"])) == 8
+    # a tighter cap can only cost structural ratio
+    ratios = [r["ratio"] for r in rows]
+    assert ratios == sorted(ratios, reverse=True)
+    assert (out / "frontier.csv").read_text().splitlines()[0].startswith("max_branch_share,ratio,")
+    # the same inputs give the same bytes (sets, table, plot)
+    again = tmp_path / "again"
+    assert main([*argv[:3], "--out", str(again), *argv[5:]]) == 0
+    for name in ("share-0.25.txt", "frontier.csv", "frontier.png", "manifest.json"):
+        assert (out / name).read_bytes() == (again / name).read_bytes(), name

@@ -93,6 +93,28 @@ def test_include_is_kept_and_matches_brute_force():
         select_max_ratio(graph, candidates, train, 3, progress=False, include=[train[0]])
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_ties_go_to_the_optimal_set_with_the_smallest_position_sum(seed):
+    """The documented tie rule: among all optimal sets, the smallest sum of positions in the sorted pool."""
+    graph, candidates, train = _random_hierarchy(seed, n=14)
+    train_related = {a for a, _ in graph.related_pairs(candidates, train)}
+    pool = sorted(c for c in candidates if c not in train_related)
+    position = {w: i + 1 for i, w in enumerate(pool)}
+    related = {frozenset(p) for p in graph.related_pairs(pool)}
+    scored = [
+        (structural_ratio(graph, list(combo), train), sum(position[w] for w in combo))
+        for combo in itertools.combinations(pool, 3)
+        if not any(frozenset(p) in related for p in itertools.combinations(combo, 2))
+    ]
+    if not scored:
+        pytest.skip("no feasible set for this seed")
+    best = max(r for r, _ in scored)
+    lowest = min(s for r, s in scored if r >= best - 1e-9)
+    result = select_max_ratio(graph, candidates, train, 3, progress=False, levels=2)
+    assert result.ratio == pytest.approx(best, abs=1e-9) and result.tie_break == "min_positions"
+    assert sum(position[w] for w in result.wnids) == lowest
+
+
 def test_infeasible_size_is_a_clear_error():
     graph, candidates, train = _random_hierarchy(0)
     with pytest.raises(UserInputError, match="no structurally consistent set|pool holds only"):

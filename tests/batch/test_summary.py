@@ -1,0 +1,38 @@
+"""The run summary: the "seen in pretraining" column and its warning, on hand-made cells."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from imagenet_zsl.batch.summary import pretraining_warnings, summary_rows, to_csv, to_latex, to_markdown
+
+
+def _cell(out: Path, model: str, split: str, pretraining: dict | None) -> dict:
+    run = f"cells/{model}__{split}"
+    metrics: dict = {"zsl": {"flat": {"1": 0.25}, "per_class": {"1": 0.2}, "flat_strict": {"1": 0.1}}}
+    if pretraining is not None:
+        metrics["pretraining"] = pretraining
+    (out / run).mkdir(parents=True)
+    (out / run / "metrics.json").write_text(json.dumps(metrics))
+    classes = {"in_split": 4, "evaluated": 4, "excluded": []}
+    return {"model": model, "split": split, "run": run, "classes": classes, "status": "ok", "error": None}
+
+
+def test_seen_in_pretraining_column_and_warning(tmp_path: Path):
+    records = [
+        _cell(tmp_path, "a", "hop1", {"test_classes_seen": 3, "note": "in1k"}),
+        _cell(tmp_path, "a", "benchmark", {"test_classes_seen": 0, "note": "in1k"}),
+        _cell(tmp_path, "b", "hop1", None),
+        _cell(tmp_path, "c", "hop1", {"test_classes_seen": "unknown (web data)", "note": "clip"}),
+    ]
+    records.append({**records[0], "model": "d", "status": "failed", "error": "boom"})
+    rows = summary_rows(tmp_path, records, [1], gzsl=False)
+    assert [r["seen in pretraining"] for r in rows] == ["3", "0", "unknown", "unknown (web data)", "–"]
+    table = to_markdown(rows)
+    assert "| a | hop1 | 4/4 | 25.00 | 20.00 | 10.00 | 3 | ok |" in table
+    assert "| b | hop1 | 4/4 | 25.00 | 20.00 | 10.00 | unknown | ok |" in table
+    (warning,) = pretraining_warnings(rows)
+    assert warning.startswith("a on hop1: 3 test classes were labels of the backbone's pretraining")
+    assert "seen in pretraining" in to_csv(rows).splitlines()[0]
+    assert r"seen in pretraining \\" in to_latex(rows) and r"{c}{failed}" in to_latex(rows)
