@@ -14,6 +14,7 @@ from imagenet_zsl.attributes.grab import make_split, write_split_dir
 from imagenet_zsl.attributes.protocol import RunConfig, load_results, run_to_directory
 from imagenet_zsl.attributes.robustness import run_study, write_summary
 from imagenet_zsl.attributes.table import plot_ranking, render
+from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import atomic_write_text
@@ -92,6 +93,31 @@ def _run(args: argparse.Namespace) -> int:
             f"tested on {cross['test_dataset']}: ZSL top-1 {cross['zsl']['top1_per_class'] * 100:.1f} "
             f"(paired t-test over {t['classes']} classes: p = {p})"
         )
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _upper_bound(args: argparse.Namespace) -> int:
+    config = UpperBoundConfig(
+        dataset=args.dataset,
+        split=args.split,
+        seed=args.seed,
+        reg=args.reg,
+        max_iter=args.max_iter,
+        att_splits=str(args.att_splits) if args.att_splits else None,
+    )
+    config.check()  # before the dataset is read
+    ds = load_dataset(
+        args.dataset, args.root, att_splits=args.att_splits, ss_dir=args.ss_dir, need_ss=args.split == "ss"
+    )
+    results = upper_bound_to_directory(ds, config, args.out)
+    line = (
+        f"{ds.name} {args.split.upper()} upper bound: ZSL top-1 {results['zsl']['top1_per_class'] * 100:.1f}"
+    )
+    if results.get("gzsl"):
+        g = results["gzsl"]
+        line += f" | GZSL u {g['unseen'] * 100:.1f} s {g['seen'] * 100:.1f} H {g['H'] * 100:.1f}"
+    print(line)
     print(f"wrote {args.out}")
     return 0
 
@@ -232,6 +258,21 @@ def register(tree: CommandTree) -> None:
     )
     run.add_argument("--out", required=True, type=Path)
     run.set_defaults(func=_run)
+
+    bound = group.add_parser(
+        "upper-bound",
+        help="Chao et al.'s upper bound: a softmax classifier trained on all classes (seen and unseen)",
+    )
+    _dataset_arg(bound)
+    bound.add_argument("--root", required=True, type=Path, help="folder with res101.mat (xlsa17/data)")
+    bound.add_argument("--split", choices=("ps", "ss"), default="ps")
+    bound.add_argument("--att-splits", type=Path, help="att_splits.mat or split folder (e.g. GRAB)")
+    bound.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
+    bound.add_argument("--seed", type=int, default=0, help="which unseen images train (seeded share)")
+    bound.add_argument("--reg", type=float, default=1e-4, help="L2 weight (standardised features)")
+    bound.add_argument("--max-iter", type=int, default=200, help="L-BFGS iterations")
+    bound.add_argument("--out", required=True, type=Path)
+    bound.set_defaults(func=_upper_bound)
 
     table = group.add_parser("table", help="GBU-style table and ranking matrix of finished runs")
     table.add_argument("runs", nargs="+", type=Path, help="run directories (searched recursively)")

@@ -1,14 +1,17 @@
 """GBU-style result tables and the method-ranking matrix (Xian et al., Tables 3-4 and Fig. 4).
 
-Input: the ``results.json`` of many ``attributes run`` directories. Output:
+Input: the ``results.json`` of many ``attributes run`` (and ``attributes upper-bound``)
+directories. Output:
 
 * ZSL table: models x datasets x {SS, PS}, per-class top-1 (%).
 * GZSL table (PS): models x datasets x {u, s, H}, without and with calibrated stacking, AUSUC.
 * Spread tables: ZSL top-1 and GZSL H as "mean ± std" over the validation splits (GBU Fig. 3).
-* Ranking matrices: for every setting (dataset x split x validation split) models are ranked by
-  ZSL top-1, by GZSL H, ts (unseen) and tr (seen) (GBU Fig. 4); cell (model, r) counts the settings
-  in which the model came r-th. Ties share the best rank (competition ranking). Models are listed
-  by mean rank.
+* Ranking matrices (runs with attribute semantics only; "visual semantics" rows and the "upper
+  bound (all classes supervised)" row of ``attributes upper-bound`` are bounds, not competitors):
+  for every setting (dataset x split x validation split) models are ranked by ZSL top-1, by
+  GZSL H, ts (unseen) and tr (seen) (GBU Fig. 4); cell (model, r) counts the settings in which
+  the model came r-th. Ties share the best rank (competition ranking). Models are listed by mean
+  rank.
 
 * Cross-dataset table (GBU Table 4, runs with ``--test-dataset``): per run, ZSL per-class top-1
   on the training dataset's and on the other dataset's test images, and the paired t-test over the
@@ -31,7 +34,10 @@ from imagenet_zsl.plotting import save_figure, subplots
 
 
 def model_label(result: dict[str, Any]) -> str:
-    """The row name of a run: the model, "+ visual semantics" for Chao et al.'s G-attr runs."""
+    """The row name of a run: the model, "+ visual semantics" for Chao et al.'s G-attr runs, the
+    upper bound's own label for ``attributes upper-bound`` runs."""
+    if "upper_bound" in result:
+        return str(result["model"])
     if result.get("semantics", "attributes") != "attributes":
         return f"{result['model']} + {result['semantics']} semantics"
     return str(result["model"])
@@ -47,6 +53,7 @@ def results_frame(results: Sequence[dict[str, Any]]) -> pd.DataFrame:
             {
                 "dataset": r["dataset"],
                 "model": model_label(r),
+                "semantics": "labels" if "upper_bound" in r else r.get("semantics", "attributes"),
                 "split": r["split"],
                 "val_split": r.get("val_split", 1),
                 "setting": r.get("config", {}).get("att_splits"),
@@ -190,16 +197,17 @@ def _markdown(table: pd.DataFrame, title: str) -> str:
 def render(results: Sequence[dict[str, Any]]) -> tuple[str, dict[str, pd.DataFrame]]:
     """Markdown text of all tables and the tables themselves (for CSV)."""
     frame = results_frame(results)
+    ranked = frame[frame["semantics"] == "attributes"]  # bounds (visual semantics, labels) never rank
     tables = {
         "zsl": zsl_table(frame),
         "gzsl": gzsl_table(frame),
         "gzsl_calibrated": gzsl_table(frame, calibrated=True),
         "spread_zsl": spread_table(frame, "zsl"),
         "spread_gzsl_H": spread_table(frame, "H"),
-        "ranking_zsl": ranking_matrix(frame, "zsl"),
-        "ranking_gzsl_H": ranking_matrix(frame, "H"),
-        "ranking_gzsl_ts": ranking_matrix(frame, "u"),
-        "ranking_gzsl_tr": ranking_matrix(frame, "s"),
+        "ranking_zsl": ranking_matrix(ranked, "zsl"),
+        "ranking_gzsl_H": ranking_matrix(ranked, "H"),
+        "ranking_gzsl_ts": ranking_matrix(ranked, "u"),
+        "ranking_gzsl_tr": ranking_matrix(ranked, "s"),
     }
     cross = cross_dataset_table(results)
     if not cross.empty:  # only runs with --test-dataset have it; other tables stay as they were

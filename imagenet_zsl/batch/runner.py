@@ -9,7 +9,8 @@ Output directory (``--out DIR``)::
     DIR/models/NAME/               each trained model (``imagenet-zsl train``'s directory)
     DIR/models/NAME.key.json       its cache key: digest of (config, features manifest, semantics)
     DIR/classes/NAME/SPLIT.txt     the classes evaluated when ``missing_semantics: drop`` dropped some
-    DIR/cells/NAME__SPLIT/         one run directory per (model, split), exactly as ``evaluate`` writes
+    DIR/cells/NAME__SPLIT/         one run directory per (model, split) (the model's own ``splits:``
+                                   if it names some), exactly as ``evaluate`` writes
     DIR/cells/NAME__SPLIT.json     the cell's record: status, error, classes evaluated / in the split,
                                    the excluded wnids, and the key it was computed with
     DIR/summary.{md,csv,tex}       models x splits table (:mod:`imagenet_zsl.batch.summary`)

@@ -78,13 +78,21 @@ def seen_in_pretraining(metrics: dict) -> str:
 
 
 def pretraining_warnings(rows: Sequence[dict]) -> list[str]:
-    """One line per cell whose test classes include pretraining labels (not zero-shot there)."""
-    return [
-        f"{row['model']} on {row['split']}: {row[SEEN_COLUMN]} test classes were labels of the "
-        "backbone's pretraining; results on them are not zero-shot"
-        for row in rows
-        if row.get(SEEN_COLUMN, "0").isdigit() and int(row[SEEN_COLUMN]) > 0
-    ]
+    """One line per cell whose test classes include pretraining labels (not zero-shot there), or
+    whose backbone's pretraining is known to be unknowable (web data); silent for features that
+    record nothing (e.g. SIMULATED ones) and for failed cells."""
+    lines = []
+    for row in rows:
+        seen = str(row.get(SEEN_COLUMN, "–"))
+        where = f"{row['model']} on {row['split']}"
+        if seen.isdigit() and int(seen) > 0:
+            lines.append(
+                f"{where}: {seen} test classes were labels of the backbone's pretraining; "
+                "results on them are not zero-shot"
+            )
+        elif seen not in ("0", "unknown", "–") and not seen.isdigit():
+            lines.append(f"{where}: test classes seen in pretraining: {seen}")
+    return lines
 
 
 def _value_columns(rows: Sequence[dict]) -> list[str]:

@@ -17,6 +17,8 @@ import yaml
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
+from imagenet_zsl.image_filter.finetune import FinetuneParams
+from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, finetune_dgp
 from imagenet_zsl.models.prototypes import visual_prototypes
 from imagenet_zsl.models.registry import MODELS, describe
 from imagenet_zsl.models.training import load_train_config, train
@@ -45,6 +47,29 @@ def register(tree: CommandTree) -> None:
         help="override a hyper-parameter (YAML value), e.g. --set epochs=100",
     )
     train.set_defaults(func=_train)
+
+    dgp = tree.command(
+        "finetune-dgp",
+        "DGP's second stage: train the backbone's last block under the model's fixed seen classifiers",
+        epilog="example: imagenet-zsl finetune-dgp models/dgp --features features/train --images "
+        "images/train --out models/dgp-backbone; then imagenet-zsl extract ... --weights "
+        "models/dgp-backbone/backbone.pt",
+    )
+    dgp.add_argument("model", type=Path, help="model directory written by `train` (dgp, sgcn or gcnz)")
+    dgp.add_argument("--features", required=True, type=Path, help="the seen-class features it was trained on")
+    dgp.add_argument("--images", required=True, type=Path, help="the image store of those features")
+    dgp.add_argument("--out", required=True, type=Path, help="output directory (backbone.pt + manifest)")
+    dgp.add_argument("--backbone", help="default: the one the feature manifest records")
+    dgp.add_argument("--weights", help="default: the ones the feature manifest records")
+    dgp.add_argument("--finetune-epochs", type=int, default=3)
+    dgp.add_argument("--finetune-batch-size", type=int, default=64)
+    dgp.add_argument("--finetune-lr", type=float, default=1e-4, help="SGD lr (reference: 1e-4)")
+    dgp.add_argument("--weight-decay", type=float, default=0.0)
+    dgp.add_argument("--min-steps", type=int, default=0)
+    dgp.add_argument("--workers", type=int, default=None)
+    dgp.add_argument("--seed", type=int, default=0)
+    dgp.add_argument("--device", default="cpu")
+    dgp.set_defaults(func=_finetune_dgp)
 
     models = tree.command("models", "list the zero-shot models with their hyper-parameters")
     models.add_argument("--json", action="store_true", help="machine-readable output")
@@ -96,6 +121,31 @@ def _train(args: argparse.Namespace) -> int:
             f"chosen on {len(selection['val_classes'])} validation classes ({selection['mode']}): "
             f"{selection['best_params']} (score {selection['best_score']:.4f})"
         )
+    return 0
+
+
+def _finetune_dgp(args: argparse.Namespace) -> int:
+    params = FinetuneParams(
+        images=str(args.images),
+        backbone=args.backbone,
+        weights=args.weights,
+        epochs=args.finetune_epochs,
+        batch_size=args.finetune_batch_size,
+        lr=args.finetune_lr,
+        weight_decay=args.weight_decay,
+        min_steps=args.min_steps,
+        workers=args.workers,
+    ).validate()
+    manifest = finetune_dgp(args.model, args.features, args.out, params, seed=args.seed, device=args.device)
+    training = manifest["training"]
+    print(
+        f"fine-tuned the last block of {manifest['backbone']} for {training['steps']} steps: "
+        f"loss {training['loss_before']:.4f} -> {training['loss_after']:.4f}"
+    )
+    print(
+        f"wrote {args.out}; re-extract with --backbone {manifest['backbone']} "
+        f"--weights {args.out / CHECKPOINT_NAME}"
+    )
     return 0
 
 

@@ -327,3 +327,31 @@ def test_cross_dataset_awa2_to_awa1_with_paired_ttest(tmp_path, awa_root, capsys
     assert main(["attributes", "table", str(out), str(tmp_path / "run")]) == 0
     text = capsys.readouterr().out
     assert "Cross-dataset test (GBU Table 4)" in text and text.count("AWA2 → AWA1") == 2
+
+
+def test_visual_semantics_are_the_class_mean_features(tmp_path, apy_root):
+    """Chao et al.'s G-attr: class vector = mean feature of all the class's images (computed here
+    by a loop); its runs are labelled rows of the tables and stay out of the ranking matrices."""
+    from imagenet_zsl.attributes.table import render
+    from imagenet_zsl.models.lampert import DAP
+
+    ds = load_dataset("APY", apy_root)
+    vectors = protocol.semantics_for(Ridge, ds, "visual")
+    features, labels = ds.images.features.astype(np.float64), ds.images.labels
+    for c in (0, 7, 31):
+        np.testing.assert_allclose(
+            vectors.get([ds.class_names[c]])[0], features[labels == c].mean(axis=0), rtol=1e-5
+        )
+    with pytest.raises(UserInputError, match="--semantics visual: dap needs binary attributes"):
+        protocol.semantics_for(DAP, ds, "visual")
+    grid = {"alpha": [1.0]}
+    plain = run_to_directory(ds, RunConfig("APY", "ridge", grid=grid), tmp_path / "plain")
+    visual = run_to_directory(
+        ds, RunConfig("APY", "ridge", grid=grid, semantics="visual"), tmp_path / "visual"
+    )
+    assert "semantics" not in plain and "semantics" not in plain["config"]
+    assert visual["semantics"] == "visual" and visual["config"]["semantics"] == "visual"
+    assert visual["zsl"]["top1_per_class"] > plain["zsl"]["top1_per_class"]  # the idealised bound
+    text, tables = render(protocol.load_results([tmp_path]))
+    assert "ridge + visual semantics" in tables["zsl"].index and "ridge" in tables["zsl"].index
+    assert list(tables["ranking_zsl"].index) == ["ridge"]

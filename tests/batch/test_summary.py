@@ -32,7 +32,8 @@ def test_seen_in_pretraining_column_and_warning(tmp_path: Path):
     table = to_markdown(rows)
     assert "| a | hop1 | 4/4 | 25.00 | 20.00 | 10.00 | 3 | ok |" in table
     assert "| b | hop1 | 4/4 | 25.00 | 20.00 | 10.00 | unknown | ok |" in table
-    (warning,) = pretraining_warnings(rows)
+    warning, web = pretraining_warnings(rows)  # none for 0, for unrecorded, for a failed cell
     assert warning.startswith("a on hop1: 3 test classes were labels of the backbone's pretraining")
+    assert web == "c on hop1: test classes seen in pretraining: unknown (web data)"
     assert "seen in pretraining" in to_csv(rows).splitlines()[0]
     assert r"seen in pretraining \\" in to_latex(rows) and r"{c}{failed}" in to_latex(rows)

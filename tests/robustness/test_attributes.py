@@ -63,7 +63,12 @@ def test_attributes_run_missing_res101(cli_error, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("extra", "culprit"), [(["--model", "nosuch"], "nosuch"), (["--param", "x"], "--param")]
+    ("extra", "culprit"),
+    [
+        (["--model", "nosuch"], "nosuch"),
+        (["--param", "x"], "--param"),
+        (["--model", "dap", "--semantics", "visual"], "--semantics visual"),
+    ],
 )
 def test_attributes_run_bad_option(cli_error, tmp_path, extra, culprit):
     from tests.attributes.conftest import make_root
@@ -108,3 +113,25 @@ def test_attributes_split_bad_seen_share(cli_error, tmp_path, extra):
     out = tmp_path / "split"
     argv = ["attributes", "split", "--dataset", "APY", "--root", tmp_path, "--out", out, *extra]
     cli_error(argv, "--seen-share", inputs=[tmp_path / "APY"], not_created=[out])
+
+
+@pytest.mark.parametrize(
+    ("extra", "culprit"),
+    [(["--reg", "-1"], "--reg"), (["--max-iter", "0"], "--max-iter"), (["--reg", "nan"], "--reg")],
+)
+def test_attributes_upper_bound_bad_option(cli_error, tmp_path, extra, culprit):
+    from tests.attributes.conftest import make_root
+
+    make_root(tmp_path, "APY")
+    out = tmp_path / "bound"
+    argv = ["attributes", "upper-bound", "--dataset", "APY", "--root", tmp_path, "--out", out, *extra]
+    cli_error(argv, culprit, inputs=[tmp_path / "APY"], not_created=[out])
+
+
+def test_attributes_upper_bound_missing_res101(cli_error, tmp_path):
+    out = tmp_path / "bound"
+    cli_error(
+        ["attributes", "upper-bound", "--dataset", "APY", "--root", tmp_path, "--out", out],
+        "res101.mat",
+        not_created=[out],
+    )

@@ -9,6 +9,7 @@ import pytest
 
 from imagenet_zsl.features.shards import write_manifest, write_shard
 from tests.models.problems import Problem
+from tests.models.test_dgp_finetune import dgp_setup  # noqa: F401 - its module-scoped fixture
 
 GOOD = "model: eszsl\nparams: {features: standard}\nsemantics: {vectors}\n"
 
@@ -133,4 +134,36 @@ def test_visual_prototypes_bad_input(cli_error, ws, case):
         culprit,
         inputs=[ws / "features"],
         not_created=[out],
+    )
+
+
+#: finetune-dgp: (argv change, culprit); "{...}" are paths of the test_dgp_finetune setup
+FINETUNE_DGP_CASES = {
+    "not-a-graph-model": ({"model": "{root}/ridge"}, "ridge"),
+    "missing-model": ({"model": "{root}/nosuch"}, "nosuch"),
+    "missing-store": ({"--images": "{root}/nostore"}, "--images"),
+    "zero-epochs": ({"--finetune-epochs": "0"}, "--finetune-epochs"),
+    "negative-lr": ({"--finetune-lr": "-1"}, "--finetune-lr"),
+    "out-is-the-model": ({"--out": "{root}/dgp"}, "dgp"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FINETUNE_DGP_CASES))
+def test_finetune_dgp_bad_input(cli_error, request, tmp_path, case):
+    setup = request.getfixturevalue("dgp_setup")
+    change, culprit = FINETUNE_DGP_CASES[case]
+    root = setup["root"]
+    args = {
+        "model": str(setup["model"]),
+        "--features": str(setup["features"]),
+        "--images": str(setup["store"]),
+        "--out": str(tmp_path / "out"),
+    }
+    args.update({k: v.format(root=root) for k, v in change.items()})
+    argv = ["finetune-dgp", args.pop("model")] + [x for kv in args.items() for x in kv]
+    cli_error(
+        argv,
+        culprit,
+        inputs=[setup["model"], setup["features"], setup["store"]],
+        not_created=[tmp_path / "out"],
     )
