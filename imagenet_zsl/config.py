@@ -135,6 +135,8 @@ def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):
             out.append(part)
             node = node[part]
+        elif isinstance(part, str) and node is not None and not isinstance(node, list):
+            continue  # a union member's name such as "literal['all','none']" below a scalar value
         else:
             out.append(part)
             node = None

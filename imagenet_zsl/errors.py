@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class UserInputError(Exception):
     """Bad input from the user: the message names the file/wnid/field and what to do.
@@ -11,7 +13,7 @@ class UserInputError(Exception):
     """
 
 
-def preview(items, limit: int = 8) -> str:
+def preview(items: Iterable[object], limit: int = 8) -> str:
     """Short comma-separated preview of offending items for an error message."""
     items = list(items)
     shown = ", ".join(str(x) for x in items[:limit])

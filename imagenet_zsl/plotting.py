@@ -13,7 +13,7 @@ from typing import Any
 from imagenet_zsl.io import atomic_write_bytes
 
 
-def pyplot():
+def pyplot() -> Any:
     """matplotlib.pyplot on the headless Agg backend (imported lazily: matplotlib is heavy)."""
     import matplotlib
 
@@ -23,7 +23,7 @@ def pyplot():
     return plt
 
 
-def subplots(*args: Any, **kwargs: Any):
+def subplots(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
     """``plt.subplots`` on the Agg backend; returns ``(fig, ax)`` as matplotlib does."""
     return pyplot().subplots(*args, **kwargs)
 

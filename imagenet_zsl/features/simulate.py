@@ -27,13 +27,14 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
-import yaml
+from pydantic import Field
 
-from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.config import Config, read_yaml, validate_config
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
 from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, atomic_write_json, file_record, software_versions
@@ -96,35 +97,65 @@ class SimulationConfig:
             raise UserInputError("simulate: train needs classes and images_per_class >= 1")
 
 
+class _PartRecipe(Config):
+    """A part of the simulation: which classes, how many images each."""
+
+    classes: list[str] | str | None = None
+    images_per_class: Annotated[int, Field(ge=0)] | None = None
+
+
+class SimulationRecipe(Config):
+    """The typed form of ``configs/simulate.yaml``: unknown keys, wrong types and ranges are
+    one-line errors naming the file and key (see :mod:`imagenet_zsl.config`)."""
+
+    seed: Annotated[int, Field(ge=0)] = 0
+    dim: Annotated[int, Field(ge=1)] = 64
+    graph: str = "wordnet"
+    semantics: str = "glove-6b-50d"
+    root_scale: Annotated[float, Field(ge=0)] = 1.0
+    step: Annotated[float, Field(ge=0)] = 1.0
+    semantic_weight: Annotated[float, Field(ge=0)] = 1.0
+    noise: Annotated[float, Field(ge=0)] = 1.0
+    logits: Literal["all", "train", "none"] | bool = "train"
+    shard_rows: Annotated[int, Field(ge=1)] = 65536
+    train: _PartRecipe | None = None
+    seen_test: _PartRecipe | None = None
+    test: _PartRecipe | None = None
+
+
 def load_simulation_config(path: str | Path) -> SimulationConfig:
-    """Read a simulation YAML; unknown keys are errors (typos must not pass silently)."""
-    path = Path(path)
-    if not path.exists():
-        raise UserInputError(f"{path}: simulation config not found")
-    raw = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(raw, dict):
-        raise UserInputError(f"{path}: expected a mapping of simulation parameters")
-    return simulation_config_from_dict(raw, str(path))
+    """Read a simulation YAML through the typed config layer (typos never pass silently)."""
+    return simulation_config_from_dict(read_yaml(path) or {}, str(path))
 
 
 def simulation_config_from_dict(raw: dict[str, Any], where: str = "simulation config") -> SimulationConfig:
+    """A :class:`SimulationConfig` from parsed YAML, validated by :class:`SimulationRecipe`."""
+    recipe = validate_config(raw, SimulationRecipe, where)
     config = SimulationConfig()
-    known = set(asdict(config))
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise UserInputError(f"{where}: unknown keys {preview(unknown)}; known: {', '.join(sorted(known))}")
-    for key, value in raw.items():
-        if key in ("train", "seen_test", "test"):
-            if not isinstance(value, dict) or set(value) - {"classes", "images_per_class"}:
-                raise UserInputError(f"{where}: {key} must be a mapping with classes and images_per_class")
-            part = getattr(config, key)
-            classes = value.get("classes", part.classes)
-            part.classes = [classes] if isinstance(classes, str) else list(classes or [])
-            part.images_per_class = int(value.get("images_per_class", part.images_per_class))
-        elif key == "logits" and isinstance(value, bool):
-            config.logits = "all" if value else "none"
-        else:
-            setattr(config, key, type(getattr(config, key))(value))
+    for key in (
+        "seed",
+        "dim",
+        "graph",
+        "semantics",
+        "root_scale",
+        "step",
+        "semantic_weight",
+        "noise",
+        "shard_rows",
+    ):
+        if key in raw:
+            setattr(config, key, getattr(recipe, key))
+    if "logits" in raw:
+        logits = recipe.logits
+        config.logits = ("all" if logits else "none") if isinstance(logits, bool) else logits
+    for key in ("train", "seen_test", "test"):
+        part = getattr(recipe, key)
+        if part is not None:
+            default = getattr(config, key)
+            classes = default.classes if part.classes is None else part.classes
+            classes = [classes] if isinstance(classes, str) else list(classes)
+            images = default.images_per_class if part.images_per_class is None else part.images_per_class
+            setattr(config, key, PartConfig(classes, images))
     config.check()
     return config
 

@@ -45,6 +45,7 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.splits.milp import (
     ExactProblem,
     ExactSolution,
+    ExactTimeout,
     branch_arrays,
     prefer_low_positions,
     solve_exact,
@@ -279,6 +280,36 @@ def _branch_counts(wnids: Sequence[str], branch_of: Mapping[str, str] | None) ->
     return dict(sorted(branches.items()))
 
 
+def _heuristic_fallback(  # noqa: PLR0913
+    graph: ClassGraph,
+    pool: list[str],
+    train: Sequence[str],
+    size: int,
+    branch_of: Mapping[str, str] | None,
+    quota: dict[str, int] | None,
+    dropped: int,
+    started: float,
+) -> BenchmarkSelection:
+    """The exact model found no feasible set in time (very large N): the local-search heuristic's
+    set, reported with no proven bound (``status: heuristic (exact timed out)``, gap unknown)."""
+    log.warning("exact: no feasible set within the time limit; falling back to local search (no bound)")
+    caps = None if quota is None else dict(quota)
+    best = select_max_ratio(
+        graph,
+        pool,
+        train,
+        size,
+        branch_of=branch_of,
+        branch_quota=caps,
+        progress=False,
+        optimizer="local_search",
+    )
+    best.dropped_related_to_train = dropped
+    best.status = "heuristic (exact timed out)"
+    best.seconds = round(time.perf_counter() - started, 3)
+    return best
+
+
 def _exact(  # noqa: PLR0913
     graph: ClassGraph,
     pool: list[str],
@@ -313,7 +344,14 @@ def _exact(  # noqa: PLR0913
         remaining = time_limit - (time.perf_counter() - started)
         if remaining <= 0:
             break
-        solution = solve_exact(problem, levels=k, time_limit=remaining, shortlist_factor=shortlist_factor)
+        try:
+            solution = solve_exact(problem, levels=k, time_limit=remaining, shortlist_factor=shortlist_factor)
+        except ExactTimeout:
+            if best is None:
+                return _heuristic_fallback(graph, pool, train, size, branch_of, quota, dropped, started)
+            log.warning("exact: time limit reached while widening the levels; keeping R %.6f", best.ratio)
+            best.status = "time_limit"
+            break
         if solution.status == "infeasible":
             raise UserInputError(
                 f"benchmark: no structurally consistent set of {size} classes exists in this pool of "

@@ -63,6 +63,10 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 log = logging.getLogger(__name__)
 
 
+class ExactTimeout(UserInputError):
+    """The time limit ran out before the solver found any feasible set (the caller may fall back)."""
+
+
 @dataclass
 class ExactSolution:
     """A solved model: the chosen pool indices and the certificate, in sum-of-ratios units.
@@ -324,7 +328,7 @@ def _run(model: _Model, gap: float, time_limit: float) -> tuple[np.ndarray, floa
         if res.status == 2:
             return None
         if res.status == 1:  # time limit without any feasible point
-            raise UserInputError(
+            raise ExactTimeout(
                 f"benchmark: the exact optimiser found no feasible set within {time_limit:.0f} s; "
                 "raise optimiser.time_limit or use optimizer: local_search"
             )

@@ -132,11 +132,15 @@ def test_trivial_baseline_shows_the_structural_bias(simulated):
 
 
 def test_config_errors_name_the_problem(tmp_path, capsys):
-    with pytest.raises(UserInputError, match="unknown keys nosie"):
+    with pytest.raises(UserInputError, match="unknown key 'nosie'.*did you mean 'noise'"):
         simulation_config_from_dict({"nosie": 1.0})
-    with pytest.raises(UserInputError, match="logits must be one of"):
+    with pytest.raises(UserInputError, match="logits = 'some'"):
         simulation_config_from_dict({"logits": "some"})
     assert simulation_config_from_dict({"logits": False}).logits == "none"
+    with pytest.raises(UserInputError, match="dim = 'lots'"):
+        simulation_config_from_dict({"dim": "lots"})
+    with pytest.raises(UserInputError, match="images_per_class = -1"):
+        simulation_config_from_dict({"test": {"images_per_class": -1}})
     (tmp_path / "sim.yaml").write_text("test: {classes: [splits/nothing-here.txt]}\nsemantics: x.npz\n")
     config = load_simulation_config(tmp_path / "sim.yaml")
     assert config.test.images_per_class == 10

@@ -133,3 +133,22 @@ def test_local_search_stays_available_without_a_bound():
     assert result.optimizer == "local_search" and result.upper_bound is None and result.gap is None
     exact = select_max_ratio(graph, candidates, train, 3, progress=False)
     assert exact.ratio >= result.ratio - 1e-12
+
+
+def test_a_timed_out_exact_solve_falls_back_to_local_search_without_claiming_a_bound(monkeypatch):
+    """Very large N: when HiGHS finds no feasible set in time, the heuristic's set is returned and
+    reported as such (no bound, gap unknown), never an error and never a claimed optimum."""
+    from imagenet_zsl.splits import benchmark
+    from imagenet_zsl.splits.milp import ExactTimeout
+
+    def timeout(*args, **kwargs):
+        raise ExactTimeout("benchmark: the exact optimiser found no feasible set within 1 s")
+
+    graph, candidates, train = _random_hierarchy(1)
+    heuristic = select_max_ratio(graph, candidates, train, 3, progress=False, optimizer="local_search")
+    monkeypatch.setattr(benchmark, "solve_exact", timeout)
+    result = select_max_ratio(graph, candidates, train, 3, progress=False)
+    assert result.wnids == heuristic.wnids and result.ratio == heuristic.ratio
+    assert (
+        result.status == "heuristic (exact timed out)" and result.upper_bound is None and result.gap is None
+    )
