@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.errors import UserInputError
+
 MANIFEST_NAME = "manifest.json"
 CACHE_ENV = "IMAGENET_ZSL_CACHE"
 
@@ -134,8 +136,6 @@ def check_out_dir(
     - an existing ``--out`` is replaced only if it is empty or its manifest says ``tool`` wrote it;
     - an ``--out`` that is a file, or whose parent is not a writable directory, is refused.
     """
-    from imagenet_zsl.errors import UserInputError
-
     final = Path(final)
     resolved = final.resolve()
     for given in inputs:

@@ -27,17 +27,17 @@ TESTED_BY = {
     "analyze factor": "tests/analysis/test_factor_analysis.py",
     "analyze ladder": "tests/batch/test_demo_recipe.py",
     "splits build": "tests/splits/test_cli.py",
-    "images count": "tests/images/test_image_store.py",
+    "images count": "tests/images/test_store.py",
     "images coverage": "tests/images/test_cli.py",
     "labels encode": "tests/semantics/test_encode.py",
-    "extract": "tests/features/test_feature_distributed.py",
+    "extract": "tests/features/test_distributed.py",
     "train": "tests/test_pipeline_e2e.py",
     "evaluate": "tests/test_pipeline_e2e.py",
     "report": "tests/test_pipeline_e2e.py",
-    "attributes run": "tests/attributes/test_attributes_protocol.py",
-    "attributes table": "tests/attributes/test_attributes_protocol.py",
-    "attributes split": "tests/attributes/test_attributes_protocol.py",
-    "attributes robustness": "tests/attributes/test_attributes_robustness.py",
+    "attributes run": "tests/attributes/test_protocol.py",
+    "attributes table": "tests/attributes/test_protocol.py",
+    "attributes split": "tests/attributes/test_protocol.py",
+    "attributes robustness": "tests/attributes/test_robustness.py",
 }
 
 

@@ -141,8 +141,6 @@ def make_store(
                 lines.append((name, wnid))
         lines.sort()
         if labels_format == "devkit":
-            from imagenet_zsl.data import ilsvrc2012_wnids
-
             ids = {w: i + 1 for i, w in enumerate(ilsvrc2012_wnids())}
             text = "".join(f"{ids[w]}\n" for _, w in lines)
         else:
