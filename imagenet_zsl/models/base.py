@@ -1,7 +1,7 @@
 """The one interface every zero-shot model implements (scikit-learn style), and the model registry.
 
 A model is fitted on seen classes only. Afterwards the score of image ``x`` for class ``c`` is
-``embed_images(x) @ class_prototypes([c]).T`` — a dot product — so evaluation runs one faiss
+``embed_images(x) @ class_prototypes([c]).T`` — a dot product — so evaluation runs one exact
 inner-product search for every model and never special-cases one.
 
 Models register themselves where they are defined (timm's way)::
@@ -127,7 +127,7 @@ class ZSLModel(ABC):
         """(N, C) float32 exact scores of images against classes.
 
         For every model but LATEM (whose score is a max over K bilinear maps) this is the dot
-        product ``embed_images(x) · class_prototypes(c)`` that evaluation's faiss search ranks by;
+        product ``embed_images(x) · class_prototypes(c)`` that evaluation's search ranks by;
         a model that overrides it documents how its dot-product pair differs."""
         queries = np.asarray(self.embed_images(features, logits), dtype=np.float32)
         return queries @ np.asarray(self.class_prototypes(wnids), dtype=np.float32).T

@@ -14,7 +14,7 @@ All score every seen class for a mini-batch and penalise the margin violations
 * LATEM (Xian et al., CVPR 2016): K maps, F(x, y) = max_k θ(x)ᵀ W_k φ(y) (piecewise bilinear), the
   SJE loss on F. A max is not one dot product: :meth:`LATEM.scores` is exact (the attribute
   protocol and model selection use it); the dot-product pair ``embed_images``/``class_prototypes``
-  used by the faiss search gives Σ_k θᵀW_kφ(y), the sum over the maps (documented deviation).
+  used by the search gives Σ_k θᵀW_kφ(y), the sum over the maps (documented deviation).
 
 Trained with Adam on seeded mini-batches (torch, CPU or GPU). The image side is θ(x)ᵀ W, the class
 side the (normalised) semantic vector. Defaults converge on small sets (lr 1e-2, 50 epochs, batch 64:
