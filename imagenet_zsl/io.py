@@ -157,6 +157,12 @@ def check_out_dir(
             raise UserInputError(
                 f"--out {final} exists and is not an output of '{short}'; choose another path or remove it"
             )
+    _check_writable_parent(final, resolved)
+    return resolved
+
+
+def _check_writable_parent(final: Path, resolved: Path) -> None:
+    """The nearest existing ancestor of ``--out`` must be a writable directory."""
     parent = resolved.parent
     while not parent.exists():
         parent = parent.parent
@@ -164,6 +170,29 @@ def check_out_dir(
         raise UserInputError(f"--out {final}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UserInputError(f"--out {final}: {parent} is not writable; choose a writable location")
+
+
+def check_out_file(
+    out: str | os.PathLike,
+    inputs: Iterable[str | os.PathLike | None] = (),
+    suffixes: tuple[str, ...] = (),
+) -> Path:
+    """Refuse an ``--out`` file that has the wrong suffix, is a directory, is (inside) an input, or
+    cannot be written; returns it resolved. The file itself is then written atomically."""
+    out = Path(out)
+    if suffixes and out.suffix not in suffixes:
+        raise UserInputError(f"--out {out}: must end in {' or '.join(suffixes)}")
+    if out.is_dir():
+        raise UserInputError(
+            f"--out {out} is a directory; give a file name ending in {' or '.join(suffixes)}"
+        )
+    resolved = out.resolve()
+    for given in inputs:
+        if given is not None and _inside(resolved, Path(given).resolve()):
+            raise UserInputError(
+                f"--out {out} would overwrite the input {given}; choose an --out outside every input"
+            )
+    _check_writable_parent(out, resolved)
     return resolved
 
 

@@ -12,7 +12,7 @@ from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import universe_wnids
-from imagenet_zsl.io import check_out_dir, sha256_file
+from imagenet_zsl.io import check_out_dir, check_out_file, sha256_file
 from imagenet_zsl.semantics.config import LabelConfig, load_label_config
 from imagenet_zsl.semantics.encode import (
     DEFAULT_TEMPLATES,
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
 
 DEFAULT_CONFIG = "configs/labels.yaml"
+VECTOR_SUFFIXES = (".npz", ".parquet")
 
 
 def register(tree: CommandTree) -> None:
@@ -110,29 +111,6 @@ def _config(value: str | None):
     return load_label_config({"vectors": value})
 
 
-def _inside(path: Path, other: Path) -> bool:
-    return path == other or other in path.parents
-
-
-def check_out_file(out: Path, inputs: list[Path | str | None]) -> None:
-    """Refuse an ``--out`` file that is not .npz/.parquet, is a folder, or is (inside) an input."""
-    if out.suffix not in (".npz", ".parquet"):
-        raise UserInputError(f"--out {out}: must end in .npz or .parquet")
-    if out.is_dir():
-        raise UserInputError(f"--out {out} is a directory; give a file name ending in .npz or .parquet")
-    resolved = out.resolve()
-    for given in inputs:
-        if given is not None and _inside(resolved, Path(given).resolve()):
-            raise UserInputError(
-                f"--out {out} would overwrite the input {given}; choose an --out outside every input"
-            )
-    parent = resolved.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        raise UserInputError(f"--out {out}: {parent} is not a directory")
-
-
 def _vector_inputs(cfg: LabelConfig) -> list[Path | None]:
     """The files a labels config reads: itself and its word-vector file or folder."""
     return [cfg.path, None if cfg.vectors.is_named else Path(cfg.vectors.source)]
@@ -140,7 +118,7 @@ def _vector_inputs(cfg: LabelConfig) -> list[Path | None]:
 
 def _vectors(args: argparse.Namespace) -> int:
     cfg = _config(args.config)
-    check_out_file(args.out, _vector_inputs(cfg))
+    check_out_file(args.out, _vector_inputs(cfg), VECTOR_SUFFIXES)
     vectors = build_class_vectors(cfg)
     save_class_vectors(vectors, args.out)
     counts = fall11_counts()
@@ -160,7 +138,7 @@ def _vectors(args: argparse.Namespace) -> int:
 
 
 def _encode(args: argparse.Namespace) -> int:
-    check_out_file(args.out, [args.classes, args.weights])
+    check_out_file(args.out, [args.classes, args.weights], VECTOR_SUFFIXES)
     if args.batch_size < 1:
         raise UserInputError(f"--batch-size {args.batch_size}: must be at least 1")
     templates = check_templates(args.template or DEFAULT_TEMPLATES)
