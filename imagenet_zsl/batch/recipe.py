@@ -110,6 +110,9 @@ class Recipe(Config):
     graph: str = "auto"
     label_frequency: bool = True
     plots: bool = True
+    #: a split's test features (float32) are kept in memory up to this size, so that every model
+    #: evaluated on the split reads them once; a larger split is streamed once per model
+    feature_memory_gb: Annotated[float, Field(ge=0)] = 4.0
 
 
 @dataclass

@@ -24,6 +24,7 @@ with its error and shown as failed in the table; the other cells still run and t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -52,6 +53,7 @@ from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summ
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.queries import ModelDirectory
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate, representable_classes
+from imagenet_zsl.features.shards import shared_blocks
 from imagenet_zsl.features.simulate import load_simulation_config, simulate
 from imagenet_zsl.io import (
     MANIFEST_NAME,
@@ -419,9 +421,21 @@ def _run_cells(
         else:
             pending.append((model, split, key, record_path))
     echo(f"{len(cells)} cells: {len(result.skipped)} already done, {len(pending)} to evaluate")
+    # split by split, so every model of a split reads its test features once (kept in memory up
+    # to the recipe's feature_memory_gb; larger splits are streamed once per model)
+    split_rank = {split: i for i, split in enumerate(plan.splits)}
+    pending.sort(key=lambda cell: split_rank[cell[1]])
     start = time.perf_counter()
     bar = tqdm(pending, desc="cells", unit="cell", disable=not progress)
+    sharing: contextlib.ExitStack | None = None
+    current_split = None
     for done, (model, split, key, record_path) in enumerate(bar):
+        if split != current_split:
+            if sharing is not None:
+                sharing.close()
+            sharing = contextlib.ExitStack()
+            sharing.enter_context(shared_blocks(int(plan.recipe.feature_memory_gb * 2**30)))
+            current_split = split
         bar.set_postfix_str(cell_name(model, split))
         cell = classes[model][split]
         counts = {"in_split": cell.total, "evaluated": cell.evaluated, "excluded": cell.excluded}
@@ -440,6 +454,8 @@ def _run_cells(
             echo(
                 f"  {done + 1}/{len(pending)} {cell_name(model, split)} {record['status']}; ETA {left:.0f} s"
             )
+    if sharing is not None:
+        sharing.close()
     result.failed = [cell_name(m, s) for (m, s), r in records.items() if r["status"] != "ok"]
     return [records[c] for c in cells]
 

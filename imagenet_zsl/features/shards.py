@@ -15,6 +15,8 @@ Shard names sort in work order (``r{rank:03d}-s{index:06d}``). A shard exists on
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -107,6 +109,48 @@ def write_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
             raise ValueError(f"feature manifest needs '{key}'")
     manifest = {"format": FORMAT, **manifest}
     return atomic_write_json(Path(out_dir) / MANIFEST_NAME, manifest)
+
+
+class SharedBlocks:
+    """Decoded (float32) feature blocks kept in memory up to ``max_bytes``, read-only, so that
+    several consumers of the same shards in one process (every model of a batch run on one split)
+    read and convert each shard once. Blocks that do not fit are streamed as usual."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = int(max_bytes)
+        self.used = 0
+        self.reads = 0  # shards read from disk while sharing (for tests and logs)
+        self._blocks: dict[tuple, list[FeatureBlock]] = {}
+
+    def get(self, key: tuple) -> list[FeatureBlock] | None:
+        return self._blocks.get(key)
+
+    def put(self, key: tuple, blocks: list[FeatureBlock]) -> list[FeatureBlock]:
+        self.reads += 1
+        size = sum(b.features.nbytes + (0 if b.logits is None else b.logits.nbytes) for b in blocks)
+        for block in blocks:  # shared by several readers: nobody may change them in place
+            for array in (block.features, block.logits, block.labels, block.ids):
+                if array is not None:
+                    array.flags.writeable = False
+        if self.used + size <= self.max_bytes:
+            self._blocks[key] = blocks
+            self.used += size
+        return blocks
+
+
+_SHARED_BLOCKS: SharedBlocks | None = None
+
+
+@contextlib.contextmanager
+def shared_blocks(max_bytes: int) -> Iterator[SharedBlocks]:
+    """Within the block, :meth:`FeatureDir.shard_blocks` keeps what it reads (up to ``max_bytes``)
+    for the next reader of the same rows; memory is released on exit."""
+    global _SHARED_BLOCKS
+    previous, _SHARED_BLOCKS = _SHARED_BLOCKS, SharedBlocks(max_bytes)
+    try:
+        yield _SHARED_BLOCKS
+    finally:
+        _SHARED_BLOCKS = previous
 
 
 #: in-process record of shard files whose sha256 matched the manifest, keyed by
@@ -345,6 +389,26 @@ class FeatureDir:
         ``block_rows`` rows, features float32: memory bounded by one block."""
         if block_rows < 1:
             raise UserInputError(f"block_rows {block_rows}: must be at least 1")
+        cache = _SHARED_BLOCKS
+        if cache is not None:
+            key = (
+                str(self.path.resolve()),
+                shard,
+                json.dumps(self._record(shard).get("sha256") or {}, sort_keys=True),
+                None if rows is None else hashlib.sha256(np.asarray(rows).tobytes()).hexdigest(),
+                block_rows,
+                with_logits,
+            )
+            blocks = cache.get(key)
+            if blocks is None:
+                blocks = cache.put(key, list(self._read_blocks(shard, rows, block_rows, with_logits)))
+            yield from blocks
+            return
+        yield from self._read_blocks(shard, rows, block_rows, with_logits)
+
+    def _read_blocks(
+        self, shard: str, rows: np.ndarray | None, block_rows: int, with_logits: bool
+    ) -> Iterator[FeatureBlock]:
         features = self.array(shard, "features")
         logits = self.array(shard, "logits") if with_logits else None
         labels, ids = self.shard_labels(shard), self.shard_ids(shard)
