@@ -45,6 +45,7 @@ from imagenet_zsl.io import (
     atomic_directory,
     atomic_write_json,
     canonical_json,
+    check_out_dir,
     sha256_bytes,
     sha256_file,
     software_versions,
@@ -69,6 +70,7 @@ from imagenet_zsl.splits.report import write_report
 from imagenet_zsl.splits.structure import structural_ratios
 
 log = logging.getLogger(__name__)
+BUILD_TOOL = "imagenet-zsl splits build"
 
 
 @dataclass
@@ -302,6 +304,8 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
     config_path = Path(config_path)
     config = load_splits_config(config_path)
     raw = read_yaml(config_path)
+    inputs = [config_path] + [Path(p) for p in input_files(config)]
+    check_out_dir(out_dir, BUILD_TOOL, inputs)  # refuse a harmful --out before a minute of work
     train = resolve_train(config.train, str(config_path))
     check_noun_synsets(train, f"{config_path}: train")
     counts = resolve_counts(config.counts)
@@ -323,8 +327,7 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
         log.info("split %-10s %6d classes  R=%.3f", split.name, len(split.wnids), split.ratio)
         built.append(split)
     nouns = load_wordnet_nouns()
-    inputs = [config_path] + [Path(p) for p in input_files(config)]
-    with atomic_directory(out_dir, tool="imagenet-zsl splits build", inputs=inputs) as tmp:
+    with atomic_directory(out_dir, tool=BUILD_TOOL, inputs=inputs) as tmp:
         records = {}
         for split in built:
             path = write_wnid_list(tmp / f"{split.name}.txt", split.wnids)
@@ -352,7 +355,7 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
             }
         manifest = {
             "format": "imagenet-zsl/splits-v1",
-            "tool": "imagenet-zsl splits build",
+            "tool": BUILD_TOOL,
             "version": __version__,
             "config": {
                 "name": config_path.name,
