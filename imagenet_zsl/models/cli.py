@@ -18,6 +18,7 @@ import yaml
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
 from imagenet_zsl.image_filter.finetune import FinetuneParams
+from imagenet_zsl.io import check_out_file
 from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, finetune_dgp
 from imagenet_zsl.models.prototypes import visual_prototypes
 from imagenet_zsl.models.registry import MODELS, describe
@@ -177,14 +178,7 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _visual_prototypes(args: argparse.Namespace) -> int:
-    if args.out.suffix != ".npz":
-        raise UserInputError(f"--out {args.out}: a class-vectors file ends in .npz; choose FILE.npz")
-    if args.out.is_dir():
-        raise UserInputError(f"--out {args.out} is a directory; give a file path FILE.npz")
-    if args.out.resolve().is_relative_to(args.features.resolve()):
-        raise UserInputError(
-            f"--out {args.out} lies inside the input {args.features}; choose an --out outside it"
-        )
+    check_out_file(args.out, [args.features], suffixes=(".npz",))
     vectors = visual_prototypes(args.features)
     vectors.save(args.out)
     print(f"wrote {args.out}: {len(vectors)} classes x {vectors.dim} (mean visual features)")
