@@ -293,7 +293,12 @@ def register(tree: CommandTree) -> None:
         help="proportion: share of all classes that are seen (GRAB Table 3), e.g. 0.2 ... 0.8",
     )
     split.add_argument("--inverse", action="store_true", help="gcs/ccs: other end; mas: most correlated")
-    split.add_argument("--k", type=int, help="mas/pas: attributes/components kept (default A/2)")
+    split.add_argument(
+        "--k",
+        type=int,
+        help="mas/pas: attributes/components kept (default 40 as in GRAB's code, capped at A for mas, "
+        "min(A, C-1) for pas)",
+    )
     split.add_argument("--seed", type=int, default=0)
     split.add_argument("--out", required=True, type=Path)
     split.set_defaults(func=_split)
@@ -304,7 +309,9 @@ def register(tree: CommandTree) -> None:
     robust.add_argument("--model", required=True)
     robust.add_argument("--methods", nargs="+", choices=METHOD_CHOICES, default=list(METHOD_CHOICES))
     robust.add_argument("--inverse", action="store_true", help="also run gcs/ccs/mas inverses")
-    robust.add_argument("--k", type=int)
+    robust.add_argument(
+        "--k", type=int, help="mas/pas: attributes/components kept (default 40, capped as in split)"
+    )
     robust.add_argument("--seeds", type=int, default=5)
     robust.add_argument("--param", action="append", metavar="NAME=VALUE")
     robust.add_argument("--out", required=True, type=Path)

@@ -1,5 +1,6 @@
 """GRAB split stress tests (Rossi et al., "Generalizability and robustness evaluation of
-attribute-based zero-shot learning"): new class splits and attribute subsets of a dataset.
+attribute-based zero-shot learning", Neural Networks 2024): new class splits and attribute subsets
+of a dataset.
 
 Class-split methods change which classes are seen (same number of seen classes as the source):
 
@@ -14,9 +15,6 @@ Class-split methods change which classes are seen (same number of seen classes a
   source's val/seen ratio gives (at least 1, and at least one train class left). At S equal to
   the source's seen share this is exactly the ``random`` split.
 
-GRAB's robustness metric (its Eq. 10) is not implemented: its definition is not available to this
-toolkit's authors offline, and none is invented here.
-
 Attribute methods keep the class split and change the class semantics:
 
 * ``mas`` (minimal attribute split): on binarised attributes, attribute i's correlation is
@@ -25,8 +23,94 @@ Attribute methods keep the class split and change the class semantics:
 * ``pas`` (principal attribute split): PCA of the class x attribute matrix (class vectors L2-normalised,
   then centred), top k components.
 
+k defaults to 40, the reference code's ``mas_k``/``pas_k``, capped at the method's limit (mas: the
+number of attributes A; pas: min(A, C - 1), as C centred class vectors span at most C - 1
+directions); the split's info records ``k`` and ``k_default`` (whether k came from this default).
+
 ``inverse`` flips gcs/ccs (seen = the other end of the ordering) and mas (keep the k most
 correlated). Orderings are stable: ties keep class/attribute index order.
+
+GRAB's robustness metric (its Eq. 10) is not implemented: its definition is not available to this
+toolkit's authors offline, the reference code does not contain it either (its trainers only print
+and keep the best per-epoch ZSL accuracy and GZSL S/U/H of one split; nothing aggregates across
+splits), and none is invented here. ``imagenet_zsl.attributes.robustness`` reports the spread over
+seeds against the spread over splits instead; that is not Eq. 10.
+
+Differences from the reference code
+-----------------------------------
+The authors' splitter is ``grabzsl/splitter.py`` (class ``Splitter``), driven by
+``run_splitter.py``, in github.com/luca-rossi/grabzsl (read at commit 5fe0f7a; reimplemented here,
+nothing copied). Where its docstrings and its code disagree, this module follows the docstring
+(the method's description; the paper's own text was not at hand to check) and says so below.
+Unless stated, the input is the same: the rows of xlsa17's ``att`` (C x A, each class vector unit
+L2).
+
+* GCS (``Splitter.greedy_class_split``): same split. The reference sorts the sums ascending and
+  makes the last n_S seen (``inverse``: the first n_S). Ties may fall differently: the reference
+  uses numpy's default (unstable) argsort, ours a stable one.
+* CCS (``Splitter.clustered_class_split``): the reference docstring says the n_S classes with the
+  lowest summed distance (a cluster) are seen. Its code slices the ascending order as in
+  ``greedy_class_split``: with ``inverse=False`` the n_U classes with the *smallest* sums become
+  unseen and the n_S largest seen. Ours follows the docstring, so our default equals the
+  reference code's ``inverse=True`` and our ``inverse=True`` the reference code's default (ties
+  aside).
+* MAS (``Splitter.minimal_attribute_split``), two differences.
+  (a) Score. The docstring: "the ratio of co-occurrencies of i and j over i or j ... not
+  symmetric". The code: s_i = sum over all j (j = i included) of ``np.correlate(a_i, a_j)``, i.e.
+  of the dot product a_i · a_j of the raw continuous ``att`` columns, without binarising or
+  dividing. Ours follows the docstring: binarised co-occurrence counts divided by i's count (the
+  j = i term would add the constant 1, so it is left out).
+  (b) Selection. The code keeps attribute i when ``np.argsort(s)[i] < k`` (``inverse``:
+  ``>= A - k``), reading argsort's output (attribute indices in score order) as if it were ranks.
+  It keeps k attributes, the set {rank(j) : j < k}, which is in general not the k least
+  correlated (tests/attributes/test_grab.py has a 4-attribute example where, with k = 2, it keeps
+  the two most correlated and its ``inverse`` the two least). Ours keeps the k least (``inverse``:
+  most) correlated.
+* PAS (``Splitter.pca_attribute_split``): the reference runs sklearn ``PCA(n_components=pas_k)``
+  on the ``att`` rows: centring only, no whitening. Ours L2-normalises each class vector, then
+  centres ("normalise before centring", as the paper was read when this was written). xlsa17's
+  class vectors are already unit L2, so on ``att`` ours gives the reference's scores up to each
+  component's sign (ours: the largest-magnitude loading is positive). Normalising matters only
+  for vectors that are not unit norm (e.g. the raw ``original_att``).
+* Saved attributes (``Splitter.generate_split``): the reference saves the kept ``att`` columns
+  (MAS) or the raw PCA scores (PAS) as ``att`` without re-normalising, and leaves
+  ``original_att`` at the source's full size. Its loader (``grabzsl/data.py``, ``Data``)
+  L2-normalises every class vector when it loads. Ours saves that normalised matrix as ``att``,
+  the unnormalised subset/scores as ``original_att``, and for MAS the kept binary attributes.
+* ``inverse`` for ``rnd`` and ``pas``: the reference ignores it, but ``generate_all_splits``
+  still writes ``*_inv`` files (for ``rnd`` another unseeded random split, for ``pas`` the same
+  attributes). Ours rejects ``inverse`` for random, proportion and pas.
+* Default k: ``Splitter(mas_k=40, pas_k=40)``, and ``run_splitter.py``'s ``--mas_k``/``--pas_k``
+  default to 40 (files ``att_splits_mas40.mat``, ``att_splits_pas40.mat``). The repository has
+  no script that sweeps k. The reference does not cap k: ``mas_k >= A`` keeps every attribute and
+  a ``pas_k`` above min(C, A) is an sklearn error. Ours: 40 capped as above (aPY PAS: 31), and an
+  explicit k outside [1, limit] is an error.
+* Seen-class test images (``Splitter.generate_split``, ``Splitter.generate_random_splits``): the
+  reference shuffles all seen-class image indices with numpy's global RNG and cuts the first
+  int(r · n) as ``test_seen_loc``, r = the source's test_seen / (test_seen + trainval), pooled
+  over classes, so a class's share varies. The global RNG is unseeded in ``generate_split``
+  (``run_splitter.py --all``) and seeded once, ``np.random.seed(1000)``, in
+  ``generate_random_splits``, whose stream the class shuffles share (a later ``--split`` in the
+  same run continues it). It does this for MAS/PAS too. Ours holds out the same fraction within
+  each seen class (``models.selection.holdout_images``), seeded by ``seed``, and for mas/pas keeps
+  the source's image lists unchanged (only the attributes change).
+* Validation classes: the reference copies ``train_loc``/``val_loc`` unchanged from the source,
+  so after a class split they refer to the old seen classes (its trainers read only
+  ``trainval_loc``). Ours draws three seeded train/val partitions of the new seen classes (as many
+  val classes as the source has, scaled to the number of seen classes) and writes
+  ``train_loc``/``val_loc`` for partition 1.
+* Random splits (``Splitter.random_split``, ``Splitter.generate_random_splits``): the reference
+  shuffles the class labels with the global RNG; ``generate_random_splits(seed=1000,
+  n_splits=10)`` writes ``att_splits_rnd0.mat``..., and ``run_splitter.py`` calls it with
+  ``--n_rnd`` (default 5) unless ``--n_rnd 0``. Ours makes one split per ``seed`` from
+  ``np.random.default_rng(seed)``. The reference's files cannot be reproduced here (another
+  generator and another order of draws).
+* Proportion splits: ``random_split(n_seen=..., n_unseen=...)`` (``run_splitter.py --n_seen
+  --n_unseen``) takes counts. With n_seen > 0 the first n_seen shuffled classes are seen and the
+  rest unseen. With n_unseen > 0 only the n_unseen classes after those are unseen, and any others
+  are left out of every location list. With n_seen = 0 and n_unseen > 0 the unseen classes are
+  the first n_unseen, which overlap the seen ones. Ours takes a seen share S: round(S · C) classes
+  seen, every other class unseen, none left out.
 """
 
 from __future__ import annotations
@@ -62,17 +146,25 @@ METHODS = ("random", "gcs", "ccs", "mas", "pas", "proportion")
 CLASS_METHODS = ("random", "gcs", "ccs", "proportion")
 ATTRIBUTE_METHODS = ("mas", "pas")
 INVERTIBLE = ("gcs", "ccs", "mas")
+DEFAULT_K = 40  # the reference's Splitter(mas_k=40, pas_k=40) and run_splitter.py defaults
 
 
 # --------------------------------------------------------------------------- orderings
 def gcs_order(class_att: np.ndarray) -> np.ndarray:
-    """Class indices by descending attribute sum; ``class_att`` is (C, A)."""
+    """Class indices by descending attribute sum; ``class_att`` is (C, A).
+
+    The reference's ``Splitter.greedy_class_split`` (grabzsl/splitter.py) makes the same n_S seen.
+    """
     sums = np.asarray(class_att, dtype=np.float64).sum(axis=1)
     return np.argsort(-sums, kind="stable")
 
 
 def ccs_order(class_att: np.ndarray) -> np.ndarray:
-    """Class indices by ascending summed Euclidean distance to all classes (tightest first)."""
+    """Class indices by ascending summed Euclidean distance to all classes (tightest first).
+
+    The first n_S are seen, as the docstring of the reference's ``Splitter.clustered_class_split``
+    says; its code makes the first n_U unseen instead (what ``inverse`` gives here).
+    """
     class_att = np.asarray(class_att, dtype=np.float64)
     totals = cdist(class_att, class_att, metric="euclidean").sum(axis=1)
     return np.argsort(totals, kind="stable")
@@ -81,7 +173,9 @@ def ccs_order(class_att: np.ndarray) -> np.ndarray:
 def mas_scores(binary_class_att: np.ndarray) -> np.ndarray:
     """(A,) co-occurrence ratio sums; NaN for attributes present in no class.
 
-    ``binary_class_att`` is (C, A) 0/1. ratio[i, j] = |classes with i and j| / |classes with i|.
+    ``binary_class_att`` is (C, A) 0/1. ratio[i, j] = |classes with i and j| / |classes with i|,
+    the co-occurrence ratio the docstring of the reference's ``Splitter.minimal_attribute_split``
+    describes (its code sums raw dot products instead; see the module docstring).
     """
     binary = (np.asarray(binary_class_att) > 0).astype(np.int64)
     co = binary.T @ binary  # (A, A) integer counts of classes having both
@@ -95,7 +189,11 @@ def mas_scores(binary_class_att: np.ndarray) -> np.ndarray:
 
 
 def mas_order(binary_class_att: np.ndarray, inverse: bool = False) -> np.ndarray:
-    """Attribute indices, least correlated first (most correlated first if ``inverse``)."""
+    """Attribute indices, least correlated first (most correlated first if ``inverse``).
+
+    MAS keeps the first k: by rank, unlike the reference's ``Splitter.minimal_attribute_split``,
+    which tests ``argsort(scores)[i] < k`` as if argsort returned ranks.
+    """
     scores = mas_scores(binary_class_att)
     informative = np.flatnonzero(~np.isnan(scores))
     key = scores[informative] if not inverse else -scores[informative]
@@ -108,10 +206,13 @@ def pca_components(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top-k PCA of (C, A): (scores (C, k), components (k, A), explained variance ratio (k,)).
 
-    As GRAB's PAS, the attributes are normalised before centring: each class's attribute vector is
+    The attributes are normalised before centring (GRAB's PAS as the paper is read here; the
+    reference code has no such step, see the module docstring): each class's attribute vector is
     scaled to unit L2 norm (xlsa17's ``att`` already is; raw ``original_att`` values are not), so a
     class's overall attribute magnitude does not become a principal component. ``normalise=False``
-    centres only. Signs are fixed so each component's largest-magnitude loading is positive.
+    centres only. Signs are fixed so each component's largest-magnitude loading is positive. On
+    unit-norm class vectors this is the reference's ``Splitter.pca_attribute_split`` (sklearn
+    ``PCA``, centring only) up to each component's sign.
     """
     class_att = np.asarray(class_att, dtype=np.float64)
     if normalise:
@@ -141,9 +242,28 @@ class SplitResult:
     info: dict[str, Any]
 
 
+def k_limit(method: str, num_attributes: int, num_classes: int) -> int:
+    """Largest k: mas keeps at most every attribute; pas at most min(A, C - 1) components (C
+    centred class vectors span at most C - 1 directions)."""
+    return num_attributes if method == "mas" else min(num_attributes, num_classes - 1)
+
+
 def default_k(method: str, num_attributes: int, num_classes: int) -> int:
-    k = max(1, num_attributes // 2)
-    return min(k, num_classes - 1) if method == "pas" else k
+    """The reference's k = 40 (``mas_k``/``pas_k``), capped at :func:`k_limit`."""
+    return max(1, min(DEFAULT_K, k_limit(method, num_attributes, num_classes)))
+
+
+def class_order(method: str, class_att: np.ndarray, *, inverse: bool = False, seed: int = 0) -> np.ndarray:
+    """All class indices, the seen ones first (a split with n_S seen classes takes the first n_S)."""
+    if method in ("random", "proportion"):
+        order = np.random.default_rng(seed).permutation(len(class_att))
+    elif method == "gcs":
+        order = gcs_order(class_att)
+    elif method == "ccs":
+        order = ccs_order(class_att)
+    else:
+        raise ValueError(f"{method} is not a class-split method")
+    return order[::-1] if inverse else order
 
 
 def _validation_partition(seen: np.ndarray, n_val: int, seed: int) -> dict[int, np.ndarray]:
@@ -218,14 +338,7 @@ def make_split(
         if method == "proportion":
             n_seen = seen_count(seen_share, n_classes)
             info["seen_share"] = float(seen_share)
-        if method in ("random", "proportion"):
-            order = np.random.default_rng(seed).permutation(n_classes)
-        elif method == "gcs":
-            order = gcs_order(class_att)
-        else:
-            order = ccs_order(class_att)
-        if inverse:
-            order = order[::-1]
+        order = class_order(method, class_att, inverse=inverse, seed=seed)
         seen, unseen = np.sort(order[:n_seen]), np.sort(order[n_seen:])
         info["order"] = (order + 1).tolist()
         fraction = ds.seen_test_fraction()
@@ -239,7 +352,8 @@ def make_split(
         info["test_seen_fraction"] = fraction
         val = _validation_partition(seen, _val_count(ds, n_seen, source_seen), seed)
     else:
-        limit = source.num_attributes if method == "mas" else min(source.num_attributes, n_classes - 1)
+        limit = k_limit(method, source.num_attributes, n_classes)
+        info["k_default"] = k is None
         k = default_k(method, source.num_attributes, n_classes) if k is None else int(k)
         if not 1 <= k <= limit:
             raise UserInputError(f"--k must be between 1 and {limit} for {method} on {ds.name}")

@@ -81,7 +81,7 @@ def run_study(
     """Run base + every method over ``seeds`` seeds into ``out``; returns the per-run table.
 
     ``inverse_k`` is (inverse, k): also run the gcs/ccs/mas inverses; attributes/components kept by
-    mas/pas (None: A/2)."""
+    mas/pas (None: GRAB's 40, capped as :func:`grab.default_k`)."""
     inverse, k = inverse_k
     if seeds < 2:
         raise UserInputError("--seeds must be at least 2 to estimate a variance")

@@ -10,10 +10,14 @@ import pytest
 
 from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir
 from imagenet_zsl.attributes.grab import (
+    DEFAULT_K,
     ccs_order,
+    class_order,
+    default_k,
     gcs_order,
     make_split,
     mas_order,
+    mas_scores,
     pca_components,
     write_split_dir,
 )
@@ -222,3 +226,180 @@ def test_bad_proportion_requests_are_user_errors(xlsa17_root, method, share, mes
     ds = load_dataset("APY", xlsa17_root)
     with pytest.raises(UserInputError, match=message):
         make_split(ds, method, seen_share=share)
+
+
+# --------------------------------------------------------------------------- the reference code
+# grabzsl/splitter.py (github.com/luca-rossi/grabzsl, class Splitter), its logic rewritten here by
+# hand from reading it, to pin where this toolkit agrees with it and where (documented in the
+# module docstring of imagenet_zsl.attributes.grab) it does not.
+
+
+def _reference_class_split(sums: list[float], n_seen: int, inverse: bool) -> tuple[list[int], list[int]]:
+    """Splitter.greedy_class_split / clustered_class_split: sort the per-class sums ascending;
+    inverse=False: the last n_S are seen, the first n_U unseen; inverse=True: the first n_S seen."""
+    ascending = sorted(range(len(sums)), key=lambda c: (sums[c], c))
+    n_unseen = len(sums) - n_seen
+    if inverse:
+        return sorted(ascending[:n_seen]), sorted(ascending[n_seen:])
+    return sorted(ascending[n_unseen:]), sorted(ascending[:n_unseen])
+
+
+def _distance_sums(rows) -> list[float]:
+    return [sum(math.dist(a, b) for b in rows) for a in rows]
+
+
+# five classes on a line (second attribute shared by all): distances are the coordinate gaps
+LINE = np.array([[0.0, 1.0], [1.0, 1.0], [2.0, 1.0], [7.0, 1.0], [12.0, 1.0]])
+
+
+def test_ccs_hand_made_tight_cluster_is_seen_and_inverse_is_the_reference_default():
+    # summed distances by hand: 0+1+2+7+12, 1+0+1+6+11, 2+1+0+5+10, 7+6+5+0+5, 12+11+10+5+0
+    sums = [22.0, 19.0, 18.0, 23.0, 38.0]
+    assert _distance_sums(LINE.tolist()) == sums
+    assert ccs_order(LINE).tolist() == [2, 1, 0, 3, 4]
+    # ours (the reference docstring): the 3 tightest classes are seen
+    assert sorted(class_order("ccs", LINE)[:3].tolist()) == [0, 1, 2]
+    # the reference code's default makes the 2 tightest unseen: seen {0, 3, 4}
+    assert _reference_class_split(sums, 3, inverse=False) == ([0, 3, 4], [1, 2])
+    assert sorted(class_order("ccs", LINE, inverse=True)[:3].tolist()) == [0, 3, 4]
+    # and the reference code's inverse is our default
+    assert _reference_class_split(sums, 3, inverse=True) == ([0, 1, 2], [3, 4])
+
+
+@pytest.mark.parametrize(("name", "n_seen"), [("APY", 20), ("AWA2", 40), ("CUB", 150)])  # PS seen counts
+def test_class_splits_against_the_reference_logic_on_the_real_matrices(name, n_seen):
+    rows = _class_rows(name)
+    by_sum = [math.fsum(r) for r in rows]
+    by_distance = _distance_sums(rows)
+    for method, sums in (("gcs", by_sum), ("ccs", by_distance)):
+        for inverse in (False, True):
+            seen = sorted(class_order(method, np.array(rows), inverse=inverse)[:n_seen].tolist())
+            # gcs agrees with the reference code as is; ccs with it flipped
+            reference_inverse = inverse if method == "gcs" else not inverse
+            assert seen == _reference_class_split(sums, n_seen, reference_inverse)[0], (method, inverse)
+
+
+def test_ccs_inverse_split_file_is_the_reference_code_default(xlsa17_root):
+    ds = load_dataset("APY", xlsa17_root)
+    seen, unseen = _reference_class_split(_distance_sums(_class_rows("APY")), 20, inverse=False)
+    split = make_split(ds, "ccs", inverse=True).split
+    assert split.seen_classes.tolist() == seen and split.unseen_classes.tolist() == unseen
+
+
+# 5 classes x 4 attributes, 0/1; columns: b0 in class 0 only, b1 in all, b2 in class 4 only,
+# b3 in classes 0-3
+MAS_B = np.array(
+    [
+        [1, 1, 0, 1],
+        [0, 1, 0, 1],
+        [0, 1, 0, 1],
+        [0, 1, 0, 1],
+        [0, 1, 1, 0],
+    ]
+)
+
+
+def test_mas_hand_made_co_occurrence_ratios_and_kept_set():
+    # |i| = 1, 5, 1, 4; co-occurrences |i and j|: b0b1 1, b0b2 0, b0b3 1, b1b2 1, b1b3 4, b2b3 0
+    # score_i = sum_{j != i} |i and j| / |i|:
+    #   b0: (1 + 0 + 1) / 1 = 2,  b1: (1 + 1 + 4) / 5 = 6/5,  b2: (0 + 1 + 0) / 1 = 1,
+    #   b3: (1 + 4 + 0) / 4 = 5/4
+    np.testing.assert_array_equal(mas_scores(MAS_B), [2.0, 6 / 5, 1.0, 5 / 4])
+    assert mas_order(MAS_B).tolist() == [2, 1, 3, 0]
+    assert mas_order(MAS_B, inverse=True).tolist() == [0, 3, 1, 2]
+    assert sorted(mas_order(MAS_B)[:2].tolist()) == [1, 2]  # k = 2 least correlated
+
+
+def test_reference_mas_selection_is_not_the_k_least_correlated():
+    """Splitter.minimal_attribute_split: s_i = sum_j np.correlate(a_i, a_j) (the dot product, j = i
+    included), then keep i when argsort(s)[i] < k: argsort output read as ranks."""
+    cols = MAS_B.T.astype(float)
+    scores = [sum(float(np.dot(a, b)) for b in cols) for a in cols]
+    # by hand: b0: 1+1+0+1, b1: 1+5+1+4, b2: 0+1+1+0, b3: 1+4+0+4
+    assert scores == [3.0, 11.0, 2.0, 9.0]
+    k = 2
+    argsort = np.argsort(scores)
+    assert argsort.tolist() == [2, 0, 3, 1]
+    reference_keep = [i for i in range(4) if argsort[i] < k]
+    reference_inverse_keep = [i for i in range(4) if argsort[i] >= 4 - k]
+    least, most = sorted(argsort[:k].tolist()), sorted(argsort[-k:].tolist())
+    assert least == [0, 2] and most == [1, 3]
+    # the reference keeps the k MOST correlated by its own score, its inverse the k least
+    assert reference_keep == most and reference_inverse_keep == least
+    # what it keeps is {rank(j) : j < k}: ranks = [1, 3, 0, 2]
+    ranks = np.argsort(argsort)
+    assert sorted(ranks[:k].tolist()) == reference_keep
+    # ours (binarised co-occurrence ratio, by rank) keeps neither
+    assert sorted(mas_order(MAS_B)[:k].tolist()) == [1, 2]
+
+
+def _centred_pca_scores(matrix: np.ndarray, k: int, reference: str) -> np.ndarray:
+    """Centring-only PCA scores (C, k): sklearn's PCA as the reference code calls it, or an
+    eigendecomposition of the scatter matrix written here."""
+    if reference == "sklearn":
+        decomposition = pytest.importorskip("sklearn.decomposition")
+        return decomposition.PCA(n_components=k).fit(matrix).transform(matrix)
+    centred = matrix - matrix.mean(axis=0)
+    values, vectors = np.linalg.eigh(centred.T @ centred)
+    return centred @ vectors[:, np.argsort(values)[::-1][:k]]
+
+
+def _equal_up_to_sign(ours: np.ndarray, theirs: np.ndarray, atol: float = 1e-9) -> bool:
+    signs = np.sign(np.sum(ours * theirs, axis=0))
+    return bool(np.all(signs != 0) and np.allclose(ours, theirs * signs, atol=atol))
+
+
+def _unit_rows(rows: int, cols: int, seed: int) -> np.ndarray:
+    matrix = np.random.default_rng(seed).normal(size=(rows, cols))
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("reference", ["sklearn", "numpy"])
+def test_pas_is_centring_only_pca_up_to_sign_on_unit_norm_rows(reference):
+    matrix = _unit_rows(12, 6, seed=0)
+    ours = pca_components(matrix, 4)[0]
+    assert _equal_up_to_sign(ours, _centred_pca_scores(matrix, 4, reference))
+    # and on xlsa17's att (unit-norm class vectors) at the reference's k = 40
+    att = load_att_splits(packaged_dir("AWA2") / "att_splits.mat").att.T
+    np.testing.assert_allclose(np.linalg.norm(att, axis=1), 1.0)
+    assert _equal_up_to_sign(pca_components(att, 40)[0], _centred_pca_scores(att, 40, reference), 1e-8)
+
+
+@pytest.mark.parametrize("reference", ["sklearn", "numpy"])
+def test_pas_differs_from_centring_only_pca_off_unit_norm(reference):
+    unit = _unit_rows(12, 6, seed=1)
+    scaled = unit * np.linspace(0.5, 5.0, 12)[:, None]
+    ours = pca_components(scaled, 4)[0]
+    assert not _equal_up_to_sign(ours, _centred_pca_scores(scaled, 4, reference), 1e-3)
+    # ours is centring-only PCA of the normalised rows
+    assert _equal_up_to_sign(ours, _centred_pca_scores(unit, 4, reference))
+
+
+def test_default_k_is_the_reference_40_capped():
+    assert DEFAULT_K == 40
+    assert default_k("mas", 85, 50) == default_k("pas", 85, 50) == 40  # AWA2
+    assert default_k("mas", 312, 200) == default_k("pas", 312, 200) == 40  # CUB
+    assert default_k("mas", 64, 32) == 40 and default_k("pas", 64, 32) == 31  # aPY: C - 1
+    assert default_k("mas", 30, 50) == 30 and default_k("pas", 30, 50) == 30  # A < 40
+    assert default_k("pas", 30, 20) == 19
+
+
+def test_default_k_in_split_files(tmp_path, xlsa17_root):
+    awa2 = load_dataset("AWA2", xlsa17_root)  # 85 attributes, 50 classes
+    mas = make_split(awa2, "mas")
+    assert mas.info["k"] == 40 and mas.info["k_default"] is True
+    assert mas.split.att.shape == (40, 50)
+    assert mas.info["kept_attributes"] == sorted((mas_order(awa2.split.binary().T)[:40] + 1).tolist())
+    pas = make_split(awa2, "pas")
+    assert pas.split.att.shape == (40, 50) and pas.split.split_info["k_default"] is True
+    explicit = make_split(awa2, "mas", k=20)
+    assert explicit.info["k"] == 20 and explicit.info["k_default"] is False
+    # capped: aPY has 32 classes, so PAS keeps at most 31 components
+    apy = make_split(load_dataset("APY", xlsa17_root), "pas")
+    assert apy.info["k"] == 31 and apy.split.att.shape == (31, 32)
+    # a 20-attribute source (the MAS-20 split above): both defaults are capped at A = 20
+    small = load_dataset("AWA2", xlsa17_root, att_splits=write_split_dir(explicit, awa2, tmp_path / "m"))
+    for method in ("mas", "pas"):
+        result = make_split(small, method)
+        assert result.info["k"] == 20 and result.info["k_default"] is True
+        assert result.split.att.shape == (20, 50)
