@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 @dataclass
 class LoadedFeatures:
     """One in-memory copy of a feature directory: features (N, D) float16, labels (N,) int64
-    into ``classes``, ids (N,) str."""
+    into ``classes``, ids (N,) str. Loaded with ``features=False``, ``features`` is (N, 0) and
+    ``dim`` still gives the directory's D."""
 
     features: np.ndarray
     labels: np.ndarray
@@ -34,10 +35,11 @@ class LoadedFeatures:
     manifest_record: dict[str, Any] = field(default_factory=dict)
     manifest: dict[str, Any] = field(default_factory=dict)  # the feature directory's manifest
     path: Path | None = None
+    feature_dim: int | None = None  # D when ``features`` was not read
 
     @property
     def dim(self) -> int:
-        return int(self.features.shape[1])
+        return int(self.features.shape[1] if self.feature_dim is None else self.feature_dim)
 
 
 def _check_one_backbone(fdir: FeatureDir) -> None:
@@ -72,11 +74,13 @@ def _check_one_backbone(fdir: FeatureDir) -> None:
         )
 
 
-def load_features(path: str | Path, progress: bool = False) -> LoadedFeatures:
+def load_features(path: str | Path, progress: bool = False, *, features: bool = True) -> LoadedFeatures:
     """Read a feature directory once into float16 memory, validating labels and backbones.
 
     5,000 classes x 300 images x 2048-d = 6.1 GB: one float16 (N, D) array, filled shard by shard
-    (never a second copy). Every problem is a one-line UserInputError naming the file.
+    (never a second copy). ``features=False`` reads only ids and labels (N x ~60 bytes): what the
+    fine-tuning paths need, which train on the images themselves. Every problem is a one-line
+    UserInputError naming the file.
     """
     fdir = FeatureDir(path)
     directory = fdir.path
@@ -86,7 +90,8 @@ def load_features(path: str | Path, progress: bool = False) -> LoadedFeatures:
     total = fdir.num_rows
     if total == 0:
         raise UserInputError(f"{directory}: the feature directory holds no images")
-    features = np.empty((total, fdir.dim), dtype=np.float16)
+    want_features = features
+    features = np.empty((total, fdir.dim if want_features else 0), dtype=np.float16)
     labels = np.empty(total, dtype=np.int64)
     ids: list[np.ndarray] = []
     start = 0
@@ -103,8 +108,9 @@ def load_features(path: str | Path, progress: bool = False) -> LoadedFeatures:
                 "fix the labels"
             )
         target = features[start : start + rows]
-        target[...] = fdir.array(name, "features")
-        if not np.isfinite(target).all():
+        if want_features:
+            target[...] = fdir.array(name, "features")
+        if want_features and not np.isfinite(target).all():
             raise UserInputError(
                 f"{directory / f'{name}.features.npy'}: features contain NaN or inf (or overflow "
                 "float16); re-extract this shard"
@@ -121,5 +127,12 @@ def load_features(path: str | Path, progress: bool = False) -> LoadedFeatures:
         )
     record = file_record(directory / MANIFEST_NAME)
     return LoadedFeatures(
-        features, labels, all_ids, list(fdir.classes), record, dict(fdir.manifest), directory
+        features,
+        labels,
+        all_ids,
+        list(fdir.classes),
+        record,
+        dict(fdir.manifest),
+        directory,
+        feature_dim=None if want_features else int(fdir.dim),
     )

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -171,7 +172,10 @@ class LastBlockFinetuner:
 
     # -- data ---------------------------------------------------------------------------------
 
-    def _loader(self, batches: list[list[int]]):
+    def image_batches(self, batches: list[list[int]]) -> Iterable[dict[str, Any]]:
+        """Decoded, preprocessed images of each batch of feature-directory rows, in order: dicts
+        with ``images`` (n, 3, crop, crop) uint8 and ``pos`` (n,) the rows decoded (undecodable
+        images are left out)."""
         dataset = ImageDataset(self.work, 0, len(self.work), self.reader, self.pre)
         on_cuda = self.device.type == "cuda"
         workers = self.params.workers
@@ -225,7 +229,11 @@ class LastBlockFinetuner:
             return head(features.float())
 
         for item in tqdm(
-            self._loader(batches), total=total, desc="fine-tune steps", leave=False, disable=not self.progress
+            self.image_batches(batches),
+            total=total,
+            desc="fine-tune steps",
+            leave=False,
+            disable=not self.progress,
         ):
             if len(item["pos"]):
                 loss = F.cross_entropy(logits_of(item["images"]), labels[item["pos"]].to(device))
@@ -239,7 +247,7 @@ class LastBlockFinetuner:
             test_rows[s : s + params.batch_size].tolist() for s in range(0, len(test_rows), params.batch_size)
         ]
         with torch.inference_mode():
-            for item in self._loader(chunks):
+            for item in self.image_batches(chunks):
                 if len(item["pos"]):
                     where = np.searchsorted(test_rows, item["pos"].numpy())
                     predictions[where] = logits_of(item["images"]).argmax(dim=1).cpu().numpy()

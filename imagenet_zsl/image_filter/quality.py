@@ -116,7 +116,8 @@ def filter_feature_dir(
     params = (params or FilterParams()).validate()
     features_dir, out = Path(features_dir), Path(out_dir)
     _check_output_dir(out, features_dir)
-    data = load_features(features_dir, progress=progress)
+    # the fine-tuning trainer reads the images, not the features: ids and labels suffice
+    data = load_features(features_dir, progress=progress, features=finetune is None)
     work_dir = out.parent / f".{out.name}.work"
     cache_key: dict[str, Any] = {
         "features_manifest_sha256": data.manifest_record["sha256"],

@@ -50,6 +50,7 @@ class ConSE(ZSLModel):
 
     name: ClassVar[str] = "conse"
     defaults: ClassVar[dict[str, Any]] = {"top": 10, "semantic_norm": "l2", **CLASSIFIER_DEFAULTS}
+    uses_training_logits: ClassVar[bool] = True  # the seen classifier's head source
     grid: ClassVar[dict[str, list[Any]]] = {"top": [1, 2, 5, 10, 20]}
 
     def __init__(self, **params: Any):

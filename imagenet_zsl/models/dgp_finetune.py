@@ -98,7 +98,7 @@ class DGPFinetuner:
         self.params = params.validate()
         self.seed = int(seed)
         self.device = resolve_device(device)
-        data = load_features(features)
+        data = load_features(features, features=False)  # ids, labels, classes: no feature array
         self.classifiers = fixed_classifiers(model, data.classes)  # (C, D + 1)
         if self.classifiers.shape[1] != data.dim + 1:
             raise UserInputError(
@@ -140,7 +140,7 @@ class DGPFinetuner:
         chunks = [self.rows[s : s + batch].tolist() for s in range(0, len(self.rows), batch)]
         total, count = 0.0, 0
         with torch.inference_mode():
-            for item in self.loader._loader(chunks):
+            for item in self.loader.image_batches(chunks):
                 if len(item["pos"]):
                     logits = self._logits(net, head, item["images"])
                     target = labels[item["pos"]].to(self.device)
@@ -170,7 +170,7 @@ class DGPFinetuner:
         self.losses_: list[float] = []
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
-            for item in self.loader._loader(_batches(self.rows, total, batch, self.seed)):
+            for item in self.loader.image_batches(_batches(self.rows, total, batch, self.seed)):
                 if not len(item["pos"]):
                     continue
                 loss = F.cross_entropy(

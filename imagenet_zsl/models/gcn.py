@@ -196,6 +196,7 @@ class _GraphClassifierRegression(ZSLModel):
     """Shared training loop: word vectors of all graph nodes in, seen classifiers as targets."""
 
     needs_graph: ClassVar[bool] = True
+    uses_training_logits: ClassVar[bool] = True  # the seen classifier's head source
     #: seen classes without a word vector still get a target (their input row is zero)
     seen_need_vectors: ClassVar[bool] = False
     defaults: ClassVar[dict[str, Any]] = {"hidden": [2048], **_GCN_DEFAULTS}

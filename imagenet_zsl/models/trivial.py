@@ -134,6 +134,7 @@ class Trivial(ZSLModel):
 
     name: ClassVar[str] = "trivial"
     defaults: ClassVar[dict[str, Any]] = dict(CLASSIFIER_DEFAULTS)
+    uses_training_logits: ClassVar[bool] = True  # the seen classifier's head source
     grid: ClassVar[dict[str, list[Any]]] = {}
     needs_graph: ClassVar[bool] = True
     needs_semantics: ClassVar[bool] = False

@@ -22,8 +22,10 @@ from imagenet_zsl.cli import CommandTree
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import create_backbone, last_block
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.image_filter import cli as filter_cli
 from imagenet_zsl.image_filter import finetune as module
+from imagenet_zsl.image_filter.feature_data import load_features
 from imagenet_zsl.image_filter.finetune import FinetuneParams
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
@@ -246,3 +248,31 @@ def test_bad_input_gives_one_clear_line(dataset, tmp_path):
     message = cli_error(dataset, tmp_path, "--finetune-last-block", "--images", str(partial))
     assert "1 of the 41 images of the features are not in this store" in message
     assert PLANTED in message
+
+
+def test_finetune_reads_ids_and_labels_but_never_the_feature_array(dataset, tmp_path):
+    """#16 memory: the fine-tuning filter trains on the images, so it must not hold the (N, D)
+    features in memory; ids, labels and D come from the same directory."""
+    full = load_features(dataset["features"])
+    light = load_features(dataset["features"], features=False)
+    assert light.features.shape == (len(full.labels), 0)
+    assert light.dim == full.dim == 32
+    np.testing.assert_array_equal(light.ids, full.ids)
+    np.testing.assert_array_equal(light.labels, full.labels)
+    assert light.classes == full.classes and light.manifest_record == full.manifest_record
+
+    kinds = []
+    original = FeatureDir.array
+
+    def spy(self, name, kind, mmap=True):
+        kinds.append(kind)
+        return original(self, name, kind, mmap)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(FeatureDir, "array", spy)
+    try:
+        summary = run(dataset, tmp_path / "out")
+    finally:
+        mp.undo()
+    assert "features" not in kinds
+    assert summary["images_after"] == len(CLASSES) * PER_CLASS  # the planted image still goes

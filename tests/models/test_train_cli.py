@@ -9,7 +9,9 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.features.shards import write_manifest, write_shard
+from imagenet_zsl.models.base import MODELS
 from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.models.training import load_seen_data
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.models.problems import Problem
 
@@ -139,3 +141,27 @@ def test_train_killed_with_sigkill_leaves_nothing_and_resumes_to_the_same_bytes(
     assert not list(root.glob(".killed.*.tmp"))
     for name in ("config.json", "state.json", "weights.npz"):
         assert (killed / name).read_bytes() == (root / "whole" / name).read_bytes()
+
+
+def test_only_models_with_a_seen_classifier_get_the_training_logits(tmp_path):
+    """#16 memory: the N x 1000 training logits are loaded only for models that read them. The
+    flag must agree with the models' parameters: a model with a seen classifier (``classifier``
+    hyper-parameter) that were not flagged would silently train a softmax instead of using the
+    backbone's head."""
+    flagged = {name for name in MODELS.names() if MODELS.get(name).uses_training_logits}
+    with_classifier = {name for name in MODELS.names() if "classifier" in MODELS.get(name).defaults}
+    assert flagged == with_classifier
+    assert {"conse", "trivial", "gcnz", "sgcn", "dgp"} <= flagged and "eszsl" not in flagged
+
+    rng = np.random.default_rng(0)
+    features, labels = rng.normal(size=(6, 4)).astype(np.float32), np.array([0, 0, 1, 1, 2, 2])
+    logits = rng.normal(size=(6, 3)).astype(np.float32)
+    shard = write_shard(tmp_path, "r000-s000000", features, labels, [str(i) for i in range(6)], logits)
+    seen = ["n00000001", "n00000002", "n00000003"]
+    write_manifest(tmp_path, {"classes": seen, "dim": 4, "shards": [shard], "logits": {"classes": seen}})
+    full = load_seen_data(tmp_path)
+    light = load_seen_data(tmp_path, with_logits=False)
+    np.testing.assert_allclose(full.logits, logits, atol=1e-3)
+    assert light.logits is None
+    np.testing.assert_array_equal(light.features, full.features)
+    np.testing.assert_array_equal(light.labels, full.labels)
