@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.semantics.config import LabelConfig, load_label_config
 from imagenet_zsl.semantics.labels import chosen_labels, primary_decisions
 from imagenet_zsl.semantics.lemma_vectors import vectorizer_for
@@ -32,7 +33,15 @@ def label_properties(wnids: Sequence[str], config: LabelConfig | str | Path | No
     if not isinstance(config, LabelConfig):
         config = load_label_config(config)
     wnids = list(wnids)
-    labels = chosen_labels(wnids)
+    nouns = load_wordnet_nouns()
+    unknown = [w for w in wnids if w not in nouns.index]
+    if unknown:
+        raise UserInputError(
+            f"{len(unknown)} classes are not WordNet 3.0 noun synsets, so their labels cannot be "
+            f"derived (e.g. {preview(unknown, 3)}); give a label table with --labels "
+            "(the --out of `imagenet-zsl labels build`)"
+        )
+    labels = chosen_labels(wnids, nouns)
     frequencies = config.frequency.load()
     zipf = frequencies.zipf(labels)
     threshold = config.frequency.threshold(frequencies)

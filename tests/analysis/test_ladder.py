@@ -263,3 +263,48 @@ def test_bounds_bracket_the_truth_on_random_tied_runs() -> None:
                     assert (low <= truth + 1e-12).all() and (truth <= high + 1e-12).all(), (k, rule)
             if rel is None and active.all():  # the label space as evaluated: exact
                 assert (low == high).all()
+
+
+def _label_table(path: Path) -> Path:
+    labels = pd.DataFrame(
+        {
+            "wnid": TEST,
+            "label": list("abcdef"),
+            "label_zipf": [3.0] * 6,
+            "label_rare": [False] * 6,
+            "is_primary": [True] * 6,
+            "primary_confidence": [1.0] * 6,
+        }
+    )
+    labels.to_csv(path, index=False)
+    return path
+
+
+def test_classes_outside_wordnet_need_a_label_table(finished_run, capsys) -> None:
+    """Labels are derived from WordNet; for other wnids the ladder asks for --labels (it used to
+    stop with an internal KeyError)."""
+    _, run, edges = finished_run
+    out = run.parent / "ladder"
+    capsys.readouterr()
+    assert main(["analyze", "ladder", str(run), "--graph", str(edges), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not WordNet 3.0 noun synsets" in err[0] and "--labels" in err[0]
+    assert not out.exists()
+
+
+def test_filter_step_reads_image_ids_through_the_checked_reader(finished_run, capsys) -> None:
+    """Step 6 maps stored rows to image ids from the run's feature directory: through FeatureDir,
+    so an ids shard changed after the evaluation is a one-line error, not silently wrong ids."""
+    tmp_path, run, edges = finished_run
+    (tmp_path / "filter").mkdir()
+    (tmp_path / "filter" / "kept.csv").write_text("image_id\nn00000001/2.JPEG\n")
+    ids_file = next((tmp_path / "features").glob("*.ids.npy"))
+    ids = np.load(ids_file)
+    np.save(ids_file, ids[::-1].copy())  # same shape and dtype, other order: only sha256 tells
+    argv = ["analyze", "ladder", run, "--graph", edges, "--filter", tmp_path / "filter"]
+    argv += ["--labels", _label_table(tmp_path / "classes.csv"), "--out", tmp_path / "ladder"]
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and ids_file.name.split(".")[0] in err[0]
+    assert not (tmp_path / "ladder").exists()
