@@ -344,10 +344,15 @@ def _plan(cfg: ExtractConfig, ranks: dist.RankInfo) -> tuple[ImageStore, WorkLis
 
 
 def _default_workers(on_cuda: bool, ranks: dist.RankInfo) -> int:
-    cpus = _available_cpus()
+    """Decode processes per rank: on CUDA all CPUs of the rank but one (up to 32); on CPU one per
+    CPU of the rank, up to 4. A worker only decodes while fewer than 2 of its batches wait, so a
+    forward-bound network leaves them asleep (ResNet-50 on 2 CPUs: 12.5 images/s with 2 workers,
+    12.6 with 1), while a decode-bound run needs them all (tiny network, 1024x768 JPEGs on 2
+    CPUs: 215-220 images/s with 2 workers against 165-173 with 1)."""
+    cpus = _available_cpus() // max(1, ranks.local_world_size)
     if on_cuda:
-        return max(1, min(32, cpus // max(1, ranks.local_world_size) - 1))
-    return max(1, min(4, cpus // (4 * max(1, ranks.local_world_size))))
+        return max(1, min(32, cpus - 1))
+    return max(1, min(4, cpus))
 
 
 def _load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any], Preprocessing]:

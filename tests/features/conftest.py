@@ -24,19 +24,21 @@ def write_classes(path: Path, wnids: list[str]) -> Path:
     return path
 
 
+#: the fast extraction of :func:`extract` and :func:`extract_argv`
+FAST = {
+    "backbone": "tiny-test",
+    "weights": "random",
+    "batch_size": 4,
+    "shard_size": 6,
+    "workers": 0,
+    "device": "cpu",
+    **SMALL,
+}
+
+
 def extract(store, classes_file: Path, out: Path, **overrides):
     """A fast extraction: tiny random-weight backbone, small images, no worker processes."""
-    settings = {
-        "backbone": "tiny-test",
-        "weights": "random",
-        "batch_size": 4,
-        "shard_size": 6,
-        "workers": 0,
-        "device": "cpu",
-        "progress": False,
-        **SMALL,
-    }
-    settings.update(overrides)
+    settings = {**FAST, "progress": False, **overrides}
     config = ExtractConfig(
         store=str(store.root),
         classes_file=str(classes_file),
@@ -45,6 +47,14 @@ def extract(store, classes_file: Path, out: Path, **overrides):
         **settings,
     )
     return run_extraction(config)
+
+
+def extract_argv(store, classes_file: Path, out: Path) -> list[str]:
+    """``imagenet-zsl extract`` arguments with the settings of :func:`extract`."""
+    argv = ["extract", "--store", str(store.root), "--classes", str(classes_file), "--out", str(out)]
+    for key, value in FAST.items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    return [*argv, "--no-progress"]
 
 
 def image_bytes(store, image_id: str) -> bytes:
@@ -86,9 +96,11 @@ def _private_index_cache(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def fx():
-    """The helpers above: fx.extract, fx.write_classes, fx.reference_outputs, fx.all_files."""
+    """The helpers above: fx.extract, fx.extract_argv, fx.write_classes, fx.reference_outputs,
+    fx.all_files."""
     return types.SimpleNamespace(
         extract=extract,
+        extract_argv=extract_argv,
         write_classes=write_classes,
         reference_outputs=reference_outputs,
         all_files=all_files,

@@ -56,36 +56,6 @@ def runs(tmp_path_factory, fx):
     )
 
 
-def cli_args(store, classes, out) -> list[str]:
-    """``imagenet-zsl extract`` with the settings of ``fx.extract``."""
-    return [
-        "extract",
-        "--store",
-        str(store.root),
-        "--classes",
-        str(classes),
-        "--out",
-        str(out),
-        "--backbone",
-        "tiny-test",
-        "--weights",
-        "random",
-        "--device",
-        "cpu",
-        "--workers",
-        "0",
-        "--batch-size",
-        "4",
-        "--shard-size",
-        "6",
-        "--resize",
-        "64",
-        "--crop",
-        "56",
-        "--no-progress",
-    ]
-
-
 def test_compiled_features_equal_eager_ones_within_fp16_storage(runs):
     eager, compiled = FeatureDir(runs.eager).load(with_logits=False), FeatureDir(runs.compiled).load()
     assert compiled.ids.tolist() == eager.ids.tolist() and len(eager.ids) == 11
@@ -127,7 +97,7 @@ def test_a_different_compile_setting_is_refused_like_a_different_precision(
     with pytest.raises(UserInputError, match=r"holds a different extraction \(compile differ\)"):
         fx.extract(runs.store, runs.classes, runs.eager, compile=True)
     capsys.readouterr()
-    assert main(cli_args(runs.store, runs.classes, runs.compiled)) == 2
+    assert main(fx.extract_argv(runs.store, runs.classes, runs.compiled)) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "(compile differ)" in err and err.count("\n") == 1
     # the same setting resumes; a finished run has nothing to extract, so nothing is compiled
@@ -156,14 +126,14 @@ def test_compiler_failure_is_a_one_line_cli_error_that_leaves_out_reusable(tmp_p
     out = tmp_path / "out"
     failure = InductorError(InvalidCxxCompiler(), None)
     monkeypatch.setattr(torch, "compile", _failing_compile(failure))
-    assert main([*cli_args(store, classes, out), "--compile"]) == 2
+    assert main([*fx.extract_argv(store, classes, out), "--compile"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith("error: --compile: torch.compile failed (InvalidCxxCompiler: No working C++")
     assert "run without --compile" in err
     # compiling comes before the run record: the same --out works without --compile
     assert not (out / "run.json").exists()
-    assert main(cli_args(store, classes, out)) == 0
+    assert main(fx.extract_argv(store, classes, out)) == 0
 
 
 def test_torch_compile_unavailable_is_a_user_error(tmp_path, monkeypatch, fx):
