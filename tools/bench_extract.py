@@ -123,7 +123,7 @@ def time_toolkit(
 
 def describe(row: dict) -> str:
     """The progress line of a toolkit row."""
-    line = f"toolkit ({row['pipeline'][len('imagenet-zsl extract (') : -1]}): "
+    line = f"toolkit ({row['pipeline'].removeprefix('imagenet-zsl extract (').removesuffix(')')}): "
     line += f"{row['images_per_s']:.1f} images/s end to end = {row['ratio']:.2f}x reference"
     if row["compile"]:
         line += (
