@@ -1,7 +1,10 @@
-"""The one device resolver: a user's ``--device`` choice → a ``torch.device``, with clear errors."""
+"""The one device resolver (a user's ``--device`` choice → a ``torch.device``, with clear errors),
+and the CPU-sharing setting of the commands that decode images in worker processes."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.errors import UserInputError
@@ -31,3 +34,69 @@ def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
         except RuntimeError as err:
             raise UserInputError(f"--device {requested}: {err}") from err
     raise UserInputError(f"--device {requested!r}: use cuda, cuda:N, cpu or auto")
+
+
+#: the OpenMP policy :func:`tune_process_for_image_pipeline` sets
+OPENMP_WAIT_POLICY = "PASSIVE"
+#: glibc ``mallopt`` parameters (malloc.h) and the values set: blocks up to 32 MiB (the largest
+#: threshold glibc accepts) come from the heap, and up to 1 GiB of freed heap stays mapped
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 << 20
+TRIM_THRESHOLD = 1 << 30
+
+
+def tune_process_for_image_pipeline() -> dict[str, str]:
+    """Process-wide settings for a command that decodes images in DataLoader worker processes
+    while its main process runs a network on the same CPUs; call before torch is imported.
+
+    Both change scheduling and memory reuse only, never a computed value. Returns what is in force:
+    ``{"openmp_wait_policy": ..., "malloc": ...}`` (see the two helpers). Measured on 2 cores,
+    decode-bound extraction (tiny network, 1024x768 JPEGs): 255-262 images/s with neither, 303-306
+    with the OpenMP policy, 296-308 with both in a run where the policy alone gave 281-288; the
+    main process's CPU time per image fell from 1.5 to 1.1 ms. ResNet-50 is unchanged.
+    """
+    return {"openmp_wait_policy": _passive_openmp_waits(), "malloc": _keep_freed_memory()}
+
+
+def _passive_openmp_waits() -> str:
+    """Let torch's OpenMP threads sleep instead of spin while they wait.
+
+    GNU OpenMP's default lets a thread that has finished its part of an operation spin at the
+    barrier; with decoders on the other cores a thread is often descheduled mid-operation, and the
+    others spin until it returns: CPU time the decoders needed. ``OMP_WAIT_POLICY=PASSIVE`` makes
+    waiting threads sleep. libgomp reads the variable once, when torch loads it, so this works
+    only before the process's first ``import torch`` (the command line imports torch lazily). A
+    policy the user set is kept. Returns the policy in force: "PASSIVE" when set here, the user's
+    value, or "default" when torch was already loaded (nothing can change it then).
+    """
+    if "OMP_WAIT_POLICY" in os.environ:
+        return os.environ["OMP_WAIT_POLICY"]
+    if "torch" in sys.modules:
+        return "default"
+    os.environ["OMP_WAIT_POLICY"] = OPENMP_WAIT_POLICY
+    return OPENMP_WAIT_POLICY
+
+
+def _keep_freed_memory() -> str:
+    """Make glibc reuse freed memory instead of returning it to the system after every batch.
+
+    By default glibc serves large blocks with fresh ``mmap`` pages and trims the heap when the
+    top is free, so each batch's activations (tens of MB) are page-faulted and zeroed anew: half
+    the main process's CPU time in the tiny-network extraction was the kernel doing that. With
+    blocks up to 32 MiB served from the heap and 1 GiB of freed heap kept, a steady loop reuses
+    its memory (peak memory is unchanged; it is simply not given back until the process ends).
+    DataLoader workers forked later inherit it. Returns "kept" when set, "unchanged" where the C
+    library is not glibc.
+    """
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.gnu_get_libc_version  # noqa: B018 - only glibc has it (musl, macOS: leave malloc alone)
+        mallopt = libc.mallopt
+    except (AttributeError, OSError):
+        return "unchanged"
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    if mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) != 1 or mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) != 1:
+        return "unchanged"
+    return "kept"

@@ -21,5 +21,33 @@ def test_tool_imports(path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(sys, "argv", [str(path)])
     spec = importlib.util.spec_from_file_location(f"tools_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)  # as an import would (dataclasses look there)
     spec.loader.exec_module(module)  # runs top-level code only: main() is behind __name__ == "__main__"
     assert callable(getattr(module, "main", None)), f"{path.name} has no main()"
+
+
+def test_bench_extract_runs_end_to_end(tmp_path: Path):
+    """The extraction benchmark on a tiny store: the reference and the toolkit (in a fresh process,
+    set up as the command sets itself up) both extract every image, twice."""
+    import json
+    import os
+    import subprocess
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "bench_extract.py"
+    argv = ["--images", "12", "--classes", "2", "--backbone", "tiny-test", "--width", "80"]
+    argv += ["--height", "60", "--repeats", "2", "--json", str(tmp_path / "rows.json")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("OMP_WAIT_POLICY", None)
+    done = subprocess.run(
+        [sys.executable, str(tool), *argv], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert [row["pipeline"] for row in rows] == [
+        "reference (PIL, fp32, batch 32)",
+        "imagenet-zsl extract (decode pil)",
+    ]
+    assert all(row["images"] == 12 and len(row["runs_images_per_s"]) == 2 for row in rows)
+    assert rows[0]["openmp_wait_policy"] == "default"
+    assert rows[1]["openmp_wait_policy"] == "PASSIVE"
+    assert "best of 2 alternating runs" in done.stdout

@@ -6,6 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import non_negative_int, positive_int
+from imagenet_zsl.devices import tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import describe_backbones
 from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
@@ -127,6 +128,7 @@ def _extract(args: argparse.Namespace) -> int:
     missing = [f"--{n}" for n in ("store", "classes", "out") if not getattr(args, n)]
     if missing:
         raise UserInputError(f"extract needs {', '.join(missing)} (or --merge DIR)")
+    tune_process_for_image_pipeline()  # before run_extraction imports torch
     config = ExtractConfig(
         store=args.store,
         classes_file=args.classes,

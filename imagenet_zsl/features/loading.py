@@ -10,6 +10,7 @@ Preprocessing` in DataLoader workers; normalisation happens later, on the model'
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,10 +148,17 @@ class Collate:
         crops = [(p, c) for p, c, _, _ in items if c is not None]
         raws = [(p, r) for p, _, r, _ in items if r is not None]
         skipped = [(p, reason) for p, c, r, reason in items if c is None and r is None]
-        if crops:
+        shape = (len(crops), 3, self.crop, self.crop)
+        if crops and torch.utils.data.get_worker_info() is not None:
+            # a worker's batch travels to the main process in shared memory: stack straight into
+            # it (as torch's default_collate does) rather than stacking, then copying it there
+            storage = torch.UntypedStorage._new_shared(math.prod(shape))
+            images = torch.empty(0, dtype=torch.uint8).set_(storage, 0, shape)
+            np.stack([c for _, c in crops], out=images.numpy())
+        elif crops:
             images = torch.from_numpy(np.stack([c for _, c in crops]))
         else:
-            images = torch.zeros((0, 3, self.crop, self.crop), dtype=torch.uint8)
+            images = torch.zeros(shape, dtype=torch.uint8)
         return {
             "pos": torch.tensor([p for p, _ in crops], dtype=torch.int64),
             "images": images,

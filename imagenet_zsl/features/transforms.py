@@ -120,29 +120,33 @@ def resized_size(width: int, height: int, size: int) -> tuple[int, int]:
 
 def resized_center_crop(image: Any, resize: int, crop: int, interpolation: str) -> Any:
     """``F.center_crop(F.resize(image, [resize]), [crop, crop])`` of a PIL RGB image, pixel for
-    pixel, resampling only the crop's rows or columns where that provably gives the same pixels;
-    None where it does not apply (the caller then does it the plain way): non-RGB images, filters
-    other than bilinear/bicubic, crops larger than the resized image (torchvision pads those), or
-    a Pillow whose pass order :func:`_pillow_pass_order` does not recognise.
+    pixel, resampling only what the crop needs; None where it does not apply (the caller then
+    does it the plain way): non-RGB images, filters other than bilinear/bicubic, crops larger
+    than the resized image (torchvision pads those), or a Pillow whose pass order
+    :func:`_pillow_pass_order` does not recognise.
+
+    PIL resamples in two passes, one per axis, rounding to uint8 in between; each output line of
+    a pass is computed independently of the others. The full resize's two passes therefore run
+    here as two single-axis resizes in the same order (:func:`_horizontal_first`), each cut to
+    what the crop needs:
+
+    * The first pass runs on the strip of source lines the second pass reads (:func:`_reach`),
+      as PIL itself does, and the crop's columns (rows) of its output are cut out before the
+      second pass, which thus resamples ``crop`` lines instead of the whole resized width
+      (height).
+    * Within a pass, an axis is resampled over the crop's span only where that provably gives
+      the same pixels. PIL's ``resize(size, box=...)`` evaluates output pixel i of the box
+      (x0, x1) at x0 + (i + 0.5) * (x1 - x0) / n, its taps clamped to the whole image, not the
+      box. With x0 = left * W / W' and n = crop, that is the full resize's centre
+      (left + i + 0.5) * W / W' with the same taps and weights, *if* the arithmetic is exact:
+      PIL holds the box in float32 and computes in double. It is exact when W / W' is a dyadic
+      fraction (e.g. the shorter side at resize 256: short / 256) and x0, x1 fit float32
+      (:func:`_axis_box`); an axis with any other scale is resampled whole and cut afterwards
+      (inexact centres would flip ±1 grey levels wherever a weighted sum sits on a .5: 0.1-0.3%
+      of values, up to 6% in some images with bilinear, as measured).
 
     The resized image is (W', H') = :func:`resized_size`, the crop its pixels [left, left + crop)
-    x [top, top + crop) (torchvision's ``center_crop`` offsets). PIL's ``resize(size, box=...)``
-    evaluates output pixels of a source box only: output pixel i of the box (x0, x1) is centred
-    at x0 + (i + 0.5) * (x1 - x0) / n, its taps clamped to the whole image, not the box. With
-    x0 = left * W / W' and n = crop, that is the full resize's centre (left + i + 0.5) * W / W'
-    with the same taps and weights, *if* the arithmetic is exact: PIL holds the box in float32
-    and computes in double. It is exact when W / W' is a dyadic fraction (e.g. the shorter side
-    at resize 256: short / 256) and x0, x1 fit float32, so only such an axis is cut to the crop
-    by the box; an axis with any other scale is resized whole and cropped afterwards (inexact
-    centres would flip ±1 grey levels wherever a weighted sum sits on a .5: 0.1-0.3% of values,
-    up to 6% in some images with bilinear, as measured).
-
-    PIL resamples in two passes, rounding to uint8 in between, so the order of the passes
-    matters too: PIL < 13 always runs the horizontal pass first, Pillow 13 the vertical one when
-    the height shrinks by more than twice what the width does, judged on the call's sizes. Where
-    the box call would choose another order than the full resize, the passes run as two
-    single-axis resizes in the full resize's order, the first on the strip of source pixels the
-    second one's taps reach.
+    x [top, top + crop) (torchvision's ``center_crop`` offsets).
     """
     if image.mode != "RGB" or interpolation not in _PIL_FILTERS:
         return None
@@ -158,24 +162,31 @@ def resized_center_crop(image: Any, resize: int, crop: int, interpolation: str) 
     top = int(round((new_h - crop) / 2.0))
     if (new_w, new_h) == (width, height):  # torchvision returns the image itself: a plain crop
         return image.crop((left, top, left + crop, top + crop))
+    # (neither axis keeps its size here: resized_size changes both sides or neither)
     x0, x1, out_w, skip_x = _axis_box(width, new_w, left, crop)
     y0, y1, out_h, skip_y = _axis_box(height, new_h, top, crop)
-    full_horizontal_first = _horizontal_first(order, width, height, new_w, new_h)
-    if full_horizontal_first == _horizontal_first(order, width, height, out_w, out_h):
-        out = image.resize((out_w, out_h), resample, box=(x0, y0, x1, y1))
-    elif full_horizontal_first:  # the rows the vertical taps reach, horizontally; then vertically
+    if _horizontal_first(order, width, height, new_w, new_h):
+        # horizontally, the rows the vertical taps reach; then vertically, the crop's columns only
         lo, hi = _reach(y0, y1, height / new_h, support, height)
-        strip = image.crop((0, lo, width, hi))
-        strip = strip.resize((out_w, hi - lo), resample, box=(x0, 0, x1, hi - lo))
-        out = strip.resize((out_w, out_h), resample, box=(0, y0 - lo, out_w, y1 - lo))
-    else:  # the columns the horizontal taps reach, vertically; then horizontally
+        strip = _lines(image, (0, lo, width, hi)).resize((out_w, hi - lo), resample, box=(x0, 0, x1, hi - lo))
+        strip = _lines(strip, (skip_x, 0, skip_x + crop, hi - lo))
+        out, skip_x = strip.resize((crop, out_h), resample, box=(0, y0 - lo, crop, y1 - lo)), 0
+    else:
+        # vertically, the columns the horizontal taps reach; then horizontally, the crop's rows only
         lo, hi = _reach(x0, x1, width / new_w, support, width)
-        strip = image.crop((lo, 0, hi, height))
-        strip = strip.resize((hi - lo, out_h), resample, box=(0, y0, hi - lo, y1))
-        out = strip.resize((out_w, out_h), resample, box=(x0 - lo, 0, x1 - lo, out_h))
-    if (out_w, out_h) != (crop, crop):
+        strip = _lines(image, (lo, 0, hi, height)).resize(
+            (hi - lo, out_h), resample, box=(0, y0, hi - lo, y1)
+        )
+        strip = _lines(strip, (0, skip_y, hi - lo, skip_y + crop))
+        out, skip_y = strip.resize((out_w, crop), resample, box=(x0 - lo, 0, x1 - lo, crop)), 0
+    if out.size != (crop, crop):
         out = out.crop((skip_x, skip_y, skip_x + crop, skip_y + crop))
     return out
+
+
+def _lines(image: Any, box: tuple[int, int, int, int]) -> Any:
+    """``image.crop(box)``, or the image itself where the box is all of it (a crop copies)."""
+    return image if box == (0, 0, *image.size) else image.crop(box)
 
 
 def _axis_box(size: int, new: int, offset: int, crop: int) -> tuple[float, float, int, int]:

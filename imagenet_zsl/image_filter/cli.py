@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int
+from imagenet_zsl.devices import tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.image_filter.finetune import FinetuneParams
 from imagenet_zsl.image_filter.params import FilterParams
@@ -131,6 +132,7 @@ def run_filter_command(args: argparse.Namespace) -> int:
     """Handler of ``images filter``: check the flags, run :func:`filter_feature_dir`, print a line."""
     finetune = None
     if args.finetune_last_block:
+        tune_process_for_image_pipeline()  # it decodes images in workers; torch is not loaded yet
         if args.images is None:
             raise UserInputError(
                 "--finetune-last-block needs --images STORE: the image store the features were "

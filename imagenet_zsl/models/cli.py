@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
+from imagenet_zsl.devices import tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
 from imagenet_zsl.image_filter.finetune import FinetuneParams
@@ -126,6 +127,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _finetune_dgp(args: argparse.Namespace) -> int:
+    tune_process_for_image_pipeline()  # it decodes images in workers; torch is not loaded yet
     params = FinetuneParams(
         images=str(args.images),
         backbone=args.backbone,

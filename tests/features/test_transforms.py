@@ -40,10 +40,10 @@ def path(width: int, height: int, resize: int, crop: int) -> str:
     left, top = int(round((new_w - crop) / 2.0)), int(round((new_h - crop) / 2.0))
     out_w, out_h = _axis_box(width, new_w, left, crop)[2], _axis_box(height, new_h, top, crop)[2]
     cut = ("x" if out_w == crop else "") + ("y" if out_h == crop else "") or "none"
-    order = _pillow_pass_order()
-    whole = _horizontal_first(order, width, height, new_w, new_h)
-    same = whole == _horizontal_first(order, width, height, out_w, out_h)
-    return f"cut {cut}, " + ("one resize" if same else "two passes")
+    first = (
+        "horizontal" if _horizontal_first(_pillow_pass_order(), width, height, new_w, new_h) else "vertical"
+    )
+    return f"cut {cut}, {first} first"
 
 
 def random_sizes(rng: np.random.Generator, n: int) -> list[tuple[int, int]]:
@@ -78,12 +78,12 @@ def test_resized_size_is_torchvisions():
 @pytest.mark.parametrize(
     "size",
     [
-        (500, 375),  # landscape: the shorter (dyadic) axis cut to the crop, one resize
+        (500, 375),  # landscape: the shorter (dyadic) axis cut to the crop; x whole, then cut
         (375, 500),  # portrait: the same on x
         (512, 512),  # both axes dyadic
-        (334, 715),  # portrait, aspect > 2: Pillow 13 resizes it vertically first, the box would not
-        (683, 225),  # upscaled shorter side: the box call would run vertically first
-        (32, 1058),  # both axes cut, two passes
+        (334, 715),  # portrait, aspect > 2: Pillow 13 resizes it vertically first
+        (683, 225),  # upscaled shorter side
+        (32, 1058),  # both axes cut
         (256, 300),  # already 256 on the shorter side: torchvision only crops
         (100, 80),  # upscaled
         (3000, 20),
@@ -123,10 +123,10 @@ def test_crop_equals_torchvision_bit_for_bit_on_random_sizes():
         compared += expected.size
         seen.add(path(w, h, resize, crop))
     assert compared > 40_000_000
-    expected_paths = {"plain", "cut none, one resize", "cut x, one resize"}
-    expected_paths |= {"cut y, one resize", "cut xy, one resize"}
+    expected_paths = {"plain", "cut none, horizontal first", "cut x, horizontal first"}
+    expected_paths |= {"cut y, horizontal first", "cut xy, horizontal first"}
     if _pillow_pass_order() == "size":
-        expected_paths |= {"cut x, two passes", "cut y, two passes", "cut xy, two passes"}
+        expected_paths |= {"cut none, vertical first", "cut x, vertical first"}
     assert seen >= expected_paths
 
 
@@ -155,6 +155,23 @@ def test_collated_batch_is_the_stacked_crops():
     assert batch["images"].shape == (2, 3, 56, 56) and batch["images"].is_contiguous()
     assert np.array_equal(batch["images"].numpy(), np.stack([crops[0], crops[1]]))
     assert batch["pos"].tolist() == [5, 7] and batch["skipped"] == [(6, "bad")]
+
+
+def test_a_workers_batch_is_stacked_straight_into_shared_memory(monkeypatch):
+    """In a DataLoader worker the batch is built in shared memory (no copy on its way to the main
+    process), with the same values as the main-process batch."""
+    rng = np.random.default_rng(4)
+    pre = Preprocessing(64, 56)
+    crops = [pre.crop_pil(Image.fromarray(smooth_image(rng, 70 + i, 90))) for i in range(3)]
+    items = [(5, crops[0], None, None), (6, None, None, "bad"), (7, crops[1], None, None)]
+    in_main = Collate(56)(items)
+    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
+    in_worker = Collate(56)(items)
+    assert in_worker["images"].is_shared() and not in_main["images"].is_shared()
+    assert torch.equal(in_worker["images"], in_main["images"])
+    assert in_worker["pos"].tolist() == [5, 7] and in_worker["skipped"] == [(6, "bad")]
+    none = Collate(56)([(6, None, None, "bad")])
+    assert none["images"].shape == (0, 3, 56, 56)
 
 
 def test_normalizer_is_totensor_normalize_and_leaves_its_input_alone():
