@@ -51,3 +51,26 @@ def test_bench_extract_runs_end_to_end(tmp_path: Path):
     assert rows[0]["openmp_wait_policy"] == "default"
     assert rows[1]["openmp_wait_policy"] == "PASSIVE"
     assert "best of 2 alternating runs" in done.stdout
+
+
+def test_bench_search_times_the_device_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The GPU section of the search benchmark, run on the CPU (``--devices cpu``): the toolkit's
+    device search, its GEMM floor and the plain matmul + topk lines are all timed and projected."""
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "tools" / "bench_search.py"
+    spec = importlib.util.spec_from_file_location("tools_bench_search_run", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    argv = ["--mode", "search", "--queries", "64", "--classes", "300", "--dim", "16", "--k", "5"]
+    argv += ["--repeats", "1", "--devices", "cpu", "--gpu-queries", "500", "--json", str(tmp_path / "r.json")]
+    assert module.main(argv) == 0
+    device = json.loads((tmp_path / "r.json").read_text())["search"]["devices"]["cpu"]
+    assert device["queries"] == 500 and device["toolkit_over_floor"] > 0
+    assert set(device["seconds"]) == {
+        "toolkit_topk",
+        "gemm_floor_fp32",
+        "plain_matmul_topk_fp32",
+        "plain_matmul_topk_bf16",
+    }

@@ -7,6 +7,12 @@ score matrix is dropped: memory is bounded by one tile (``TILE_ELEMENTS`` scores
 indices), never the full (N, C) matrix. This is the plain blocked matmul + argpartition floor
 that ``tools/bench_search.py`` measures against.
 
+On a GPU the whole tile stays on the device: the product (in full fp32: TF32 is switched off for
+it), the top ``k + 1`` selection and the true classes' tie counts run there, and only the (n,
+k + 1) candidates and two counts per image come back, so the search is bound by the GPU's GEMM,
+not by copying score tiles to the host. The same torch code runs on the CPU when asked
+(``device="cpu"``), which is how the tests check it against the numpy path.
+
 Identical prototypes. Classes whose prototype rows are exactly equal (bytes, after mapping -0.0
 to 0.0) are detected up front by hashing the rows; each distinct row is scored once and its
 score copied to every class sharing it, so such classes always tie exactly, whatever the float
@@ -38,6 +44,8 @@ DEFAULT_BLOCK_ROWS = 32768
 #: scores per tile: bounds the search's working memory to about TILE_ELEMENTS * 12 bytes (200 MB);
 #: tiles of several hundred rows keep the BLAS call at full speed for 21,842 classes
 TILE_ELEMENTS = 1 << 24
+#: scores per tile on a torch device (GPU): 512 MB of fp32 scores, so each GEMM is large
+DEVICE_TILE_ELEMENTS = 1 << 27
 #: float32 scores stay finite when |q| * |p| is below this (Cauchy-Schwarz, with rounding margin)
 _SAFE_SCORE_BOUND = 1e37
 
@@ -93,10 +101,13 @@ class TopKSearcher:
     prototypes: (C, E) float32; ``search(queries (n, E)) -> (scores (n, k) float32, ids (n, k)
     int64)`` in the documented tie order; :meth:`search_ranked` adds the true classes' exact
     :class:`~imagenet_zsl.scoring.TieRanks`. ``k`` larger than C is allowed (rows are padded).
-    ``use_gpu``: score on a CUDA GPU with torch (None: when one is present).
+    ``use_gpu``: score on a CUDA GPU with torch (None: when one is present). ``device``: run the
+    torch path on this torch device instead ("cuda:1"; "cpu" runs it on the CPU, for tests).
     """
 
-    def __init__(self, prototypes: np.ndarray, k: int, use_gpu: bool | None = None):
+    def __init__(
+        self, prototypes: np.ndarray, k: int, use_gpu: bool | None = None, device: str | None = None
+    ):
         self.prototypes = _as_matrix("prototypes", prototypes)
         if len(self.prototypes) == 0:
             raise UserInputError("prototype matrix is empty: the label space has no classes")
@@ -107,17 +118,25 @@ class TopKSearcher:
         self.dim = int(self.prototypes.shape[1])
         self.num_classes = int(len(self.prototypes))
         self.unique_, self.group_ = unique_rows(self.prototypes)
-        self._max_norm = float(np.sqrt((self.unique_.astype(np.float64) ** 2).sum(axis=1).max()))
-        self.use_gpu = gpu_available() if use_gpu is None else bool(use_gpu)
-        self._device_unique = None
-        if self.use_gpu:
-            if not gpu_available():
+        self._max_norm = _max_row_norm(self.unique_)
+        if device is None:
+            self.use_gpu = gpu_available() if use_gpu is None else bool(use_gpu)
+            if self.use_gpu and not gpu_available():
                 raise UserInputError(
                     "use_gpu=True but torch sees no CUDA GPU; run on a machine with one, or leave it unset"
                 )
+            device = "cuda" if self.use_gpu else None
+        else:
+            self.use_gpu = str(device).startswith("cuda")
+        self._device = None
+        if device is not None:
             import torch
 
-            self._device_unique = torch.from_numpy(self.unique_).cuda()
+            self._device = torch.device(device)
+            self._device_unique = torch.from_numpy(self.unique_).to(self._device)
+            self._device_group = (
+                None if self.group_ is None else torch.from_numpy(self.group_).to(self._device)
+            )
 
     @property
     def duplicate_classes(self) -> int:
@@ -125,25 +144,25 @@ class TopKSearcher:
         return self.num_classes - len(self.unique_)
 
     def _tile_rows(self) -> int:
-        return max(1, TILE_ELEMENTS // self.num_classes)
+        elements = TILE_ELEMENTS if self._device is None else DEVICE_TILE_ELEMENTS
+        return max(1, elements // self.num_classes)
 
     def _scores(self, queries: np.ndarray) -> np.ndarray:
         """(n, C) float32 class scores; identical prototypes get the same value."""
-        if self._device_unique is not None:
-            import torch
+        with np.errstate(over="ignore", invalid="ignore"):
+            scores = queries @ self.unique_.T
+        self._check_overflow(queries, lambda: bool(np.isfinite(scores).all()))
+        return scores if self.group_ is None else scores[:, self.group_]
 
-            with torch.no_grad():
-                scores = (torch.from_numpy(queries).cuda() @ self._device_unique.T).cpu().numpy()
-        else:
-            with np.errstate(over="ignore", invalid="ignore"):
-                scores = queries @ self.unique_.T
-        query_norm = float(np.sqrt(np.einsum("ij,ij->i", queries, queries, dtype=np.float64).max()))
-        if query_norm * self._max_norm >= _SAFE_SCORE_BOUND and not np.isfinite(scores).all():
+    def _check_overflow(self, queries: np.ndarray, all_finite: Callable[[], bool]) -> None:
+        """Scores of finite inputs overflow only if some |q| * |p| is near float32's limit; only
+        then is ``all_finite()`` (a pass over the scores) asked."""
+        query_norm = _max_row_norm(queries)
+        if query_norm * self._max_norm >= _SAFE_SCORE_BOUND and not all_finite():
             raise UserInputError(
                 "scores overflow to inf (queries and prototypes are finite but their products "
                 "are not); rescale the features or prototypes, e.g. with --l2-normalize"
             )
-        return scores if self.group_ is None else scores[:, self.group_]
 
     def _check_queries(self, queries: np.ndarray) -> np.ndarray:
         queries = _as_matrix("queries", queries)
@@ -174,24 +193,75 @@ class TopKSearcher:
         step = self._tile_rows()
         for start in range(0, n, step):
             stop = min(start + step, n)
-            scores = self._scores(queries[start:stop])
-            out_scores[start:stop], out_ids[start:stop] = self._topk(scores)
+            tile_labels = None if labels is None else np.asarray(labels[start:stop], dtype=np.int64)
+            if self._device is None:
+                tile = self._cpu_tile(queries[start:stop], tile_labels)
+            else:
+                tile = self._device_tile(queries[start:stop], tile_labels)
+            out_scores[start:stop], out_ids[start:stop], ranks = tile
             if labels is not None:
-                above[start:stop], tied[start:stop] = self._true_ranks(scores, labels[start:stop])
+                above[start:stop], tied[start:stop] = ranks
         return out_scores, out_ids, None if labels is None else TieRanks(above, tied)
 
-    def _topk(self, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _cpu_tile(self, queries: np.ndarray, labels: np.ndarray | None):
+        """(top scores (n, k), ids (n, k), (above, tied) or None) of one tile, with numpy/BLAS."""
+        scores = self._scores(queries)
         n, c = scores.shape
+        take = min(self.k + 1, c)  # one extra class reveals ties across the k-th place
+        part = _largest(scores, take) if take < c else np.broadcast_to(np.arange(c), (n, c))
+        top, ids = self._finish_topk(
+            np.take_along_axis(scores, part, axis=1), part, lambda rows: scores[rows]
+        )
+        return top, ids, None if labels is None else self._true_ranks(scores, labels)
+
+    def _device_tile(self, queries: np.ndarray, labels: np.ndarray | None):
+        """:meth:`_cpu_tile` on the torch device: product, selection and tie counts stay there;
+        the (n, k + 1) candidates and the counts come back."""
+        import torch
+
+        device = self._device
+        precision = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")  # exact fp32 products: no TF32 on the GPU
+        try:
+            with torch.inference_mode():
+                scores = torch.from_numpy(queries).to(device) @ self._device_unique.T
+                self._check_overflow(queries, lambda: bool(torch.isfinite(scores).all()))
+                if self._device_group is not None:
+                    scores = scores.index_select(1, self._device_group)
+                n, c = scores.shape
+                values, part = scores.topk(min(self.k + 1, c), dim=1, sorted=False)
+                ranks = None
+                if labels is not None:
+                    wanted = torch.from_numpy(labels).to(device)
+                    true = scores.gather(1, wanted.clamp(min=0)[:, None])
+                    valid = wanted >= 0
+                    above = torch.where(valid, (scores > true).sum(dim=1), c)
+                    tied = torch.where(valid, (scores == true).sum(dim=1) - 1, 0)
+                    ranks = (above.cpu().numpy(), tied.cpu().numpy())
+
+                def full_rows(rows: np.ndarray) -> np.ndarray:
+                    return scores.index_select(0, torch.from_numpy(rows).to(device)).cpu().numpy()
+
+                top, ids = self._finish_topk(values.cpu().numpy(), part.cpu().numpy(), full_rows)
+        finally:
+            torch.set_float32_matmul_precision(precision)
+        return top, ids, ranks
+
+    def _finish_topk(
+        self, values: np.ndarray, part: np.ndarray, full_rows: Callable[[np.ndarray], np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The top-k lists from each row's ``take`` = min(k + 1, C) best candidates (values, column
+        ids (n, take), in any order): sorted in the tie order; where equal scores straddle the
+        k-th place, the smallest class indices among them are kept, found in the rows' full
+        scores (``full_rows(rows) -> (len(rows), C)``, asked for those rows only)."""
         k = self.k
-        take = min(k + 1, c)  # one extra class reveals ties across the k-th place
-        if take < c:
-            part = _largest(scores, take)
-        else:
-            part = np.broadcast_to(np.arange(c), (n, c))
-        top, ids = sort_topk(np.take_along_axis(scores, part, axis=1), part)
+        top, ids = sort_topk(values, part)
+        n, take = top.shape
         if take > k:
-            for row in np.flatnonzero(top[:, k - 1] == top[:, k]):
-                self._fill_boundary(scores[row], top[row], ids[row])
+            boundary = np.flatnonzero(top[:, k - 1] == top[:, k])
+            if len(boundary):
+                for row, scores in zip(boundary, full_rows(boundary), strict=True):
+                    self._fill_boundary(scores, top[row], ids[row])
             return top[:, :k], ids[:, :k]
         pad = k - take
         if pad:
@@ -217,6 +287,14 @@ class TopKSearcher:
         return np.where(valid, above, scores.shape[1]), np.where(valid, tied, 0)
 
 
+def _max_row_norm(matrix: np.ndarray) -> float:
+    """The largest row norm of a (n, E) float32 matrix, accumulated in float64 without a float64
+    copy of the matrix (which would cost 8 bytes per entry: 358 MB for 21,842 x 2,048)."""
+    if not len(matrix):
+        return 0.0
+    return float(np.sqrt(np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64).max()))
+
+
 def _largest(scores: np.ndarray, take: int) -> np.ndarray:
     """(n, take) column indices of each row's ``take`` largest scores, in no particular order.
 
@@ -240,6 +318,7 @@ def topk_inner_product(
     *,
     block_rows: int = DEFAULT_BLOCK_ROWS,
     use_gpu: bool | None = None,
+    device: str | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` classes per query by inner product.
@@ -247,13 +326,14 @@ def topk_inner_product(
     queries (N, E) float32, prototypes (C, E) float32 → (scores (N, k) float32, ids (N, k)
     int64 row indices of ``prototypes``), in the module's tie order. Queries are searched in
     blocks of ``block_rows`` so memory stays bounded; ``use_gpu=None`` uses a GPU when torch
-    sees one. NaN/Inf in the inputs raise ``UserInputError``. ``progress(n)`` is called after
-    each block with its row count (e.g. ``tqdm.update``).
+    sees one (``device``: see :class:`TopKSearcher`). NaN/Inf in the inputs raise
+    ``UserInputError``. ``progress(n)`` is called after each block with its row count (e.g.
+    ``tqdm.update``).
     """
     if block_rows < 1:
         raise UserInputError(f"--block-rows must be a positive number of images, got {block_rows}")
     queries = _as_matrix("queries", queries)
-    searcher = TopKSearcher(prototypes, k, use_gpu=use_gpu)
+    searcher = TopKSearcher(prototypes, k, use_gpu=use_gpu, device=device)
     if queries.shape[1] != searcher.dim:
         raise UserInputError(
             f"query dimension {queries.shape[1]} differs from prototype dimension {searcher.dim}"
