@@ -74,3 +74,18 @@ def test_bench_search_times_the_device_path(tmp_path: Path, monkeypatch: pytest.
         "plain_matmul_topk_fp32",
         "plain_matmul_topk_bf16",
     }
+
+
+def test_bench_models_times_the_graph_models(monkeypatch: pytest.MonkeyPatch, capsys):
+    """The model benchmark on the real graph: trivial prototypes against their reference, then the
+    GCN timing section on the CPU (tiny sizes)."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "bench_models.py"
+    spec = importlib.util.spec_from_file_location("tools_bench_models_run", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    argv = ["--classes", "20", "--repeat", "1", "--gcn-epochs", "1", "--gcn-models", "sgcn,dgp"]
+    assert module.main([*argv, "--devices", "cpu", "--feature-dim", "8", "--hidden", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "identical prototypes" in out
+    assert "sgcn on the full graph" in out and "dgp on the full graph" in out
