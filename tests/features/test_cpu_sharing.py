@@ -104,8 +104,10 @@ def test_freed_memory_is_reused_instead_of_faulted_in_again():
     assert tuned < block
 
 
-def test_imagenet_zsl_extract_runs_its_network_with_sleeping_threads(tmp_path):
-    """The real command in a fresh process: the handler sets the policy before torch loads."""
+def test_imagenet_zsl_extract_runs_its_network_with_sleeping_threads(tmp_path, monkeypatch):
+    """The real command in a fresh process: the handler sets the policy before torch loads, and
+    the features are byte-identical to an extraction in this process, which has no such set-up."""
+    monkeypatch.setenv("IMAGENET_ZSL_CACHE", str(tmp_path / "cache"))
     store = make_store(tmp_path / "store", "tars", {"n01440764": 3})
     classes = tmp_path / "classes.txt"
     classes.write_text("n01440764\n")
@@ -119,6 +121,26 @@ def test_imagenet_zsl_extract_runs_its_network_with_sleeping_threads(tmp_path):
     )
     assert "complete: 1 shards" in done.stdout
     assert _spin_count(done.stderr) == "0"
+    # scheduling and memory reuse only: the same bytes as a run in this (untuned) process
+    from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+
+    config = ExtractConfig(
+        store=str(store.root),
+        classes_file=str(classes),
+        out=str(tmp_path / "here"),
+        backbone="tiny-test",
+        weights="random",
+        resize=64,
+        crop=56,
+        device="cpu",
+        workers=1,
+        progress=False,
+    )
+    run_extraction(config)
+    shards = sorted(p.name for p in (tmp_path / "out").glob("*.npy"))
+    assert shards and shards == sorted(p.name for p in (tmp_path / "here").glob("*.npy"))
+    for name in shards:
+        assert (tmp_path / "out" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()
 
 
 @pytest.mark.parametrize(
