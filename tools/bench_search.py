@@ -178,7 +178,7 @@ def bench_device(args: argparse.Namespace, prototypes: np.ndarray, device: str) 
     """
     import torch
 
-    from imagenet_zsl.evaluation.search import DEVICE_TILE_ELEMENTS
+    from imagenet_zsl.evaluation.search import DEVICE_TILE_ELEMENTS, full_fp32_matmul
 
     target = torch.device(device)
     queries = np.random.default_rng(args.seed + 1).standard_normal(
@@ -194,21 +194,16 @@ def bench_device(args: argparse.Namespace, prototypes: np.ndarray, device: str) 
 
     def plain(dtype: torch.dtype | None, select: bool):
         weights = on_device if dtype is None else on_device.to(dtype)
-        precision = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("highest")
-        try:
-            with torch.inference_mode():
-                for start in range(0, len(queries), block):
-                    rows = torch.from_numpy(queries[start : start + block]).to(target)
-                    rows = rows if dtype is None else rows.to(dtype)
-                    for lo in range(0, len(rows), tile):
-                        scores = rows[lo : lo + tile] @ weights.T
-                        if select:
-                            values, ids = scores.topk(args.k, dim=1)
-                            values.cpu(), ids.cpu()
-            synchronize()
-        finally:
-            torch.set_float32_matmul_precision(precision)
+        with full_fp32_matmul(), torch.inference_mode():
+            for start in range(0, len(queries), block):
+                rows = torch.from_numpy(queries[start : start + block]).to(target)
+                rows = rows if dtype is None else rows.to(dtype)
+                for lo in range(0, len(rows), tile):
+                    scores = rows[lo : lo + tile] @ weights.T
+                    if select:
+                        values, ids = scores.topk(args.k, dim=1)
+                        values.cpu(), ids.cpu()
+        synchronize()
 
     def toolkit():
         return topk_inner_product(queries, prototypes, args.k, device=device, block_rows=block)

@@ -29,8 +29,9 @@ above and tied with each image's true class, counted over the full score row (se
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -220,31 +221,26 @@ class TopKSearcher:
         import torch
 
         device = self._device
-        precision = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("highest")  # exact fp32 products: no TF32 on the GPU
-        try:
-            with torch.inference_mode():
-                scores = torch.from_numpy(queries).to(device) @ self._device_unique.T
-                self._check_overflow(queries, lambda: bool(torch.isfinite(scores).all()))
-                if self._device_group is not None:
-                    scores = scores.index_select(1, self._device_group)
-                n, c = scores.shape
-                values, part = scores.topk(min(self.k + 1, c), dim=1, sorted=False)
-                ranks = None
-                if labels is not None:
-                    wanted = torch.from_numpy(labels).to(device)
-                    true = scores.gather(1, wanted.clamp(min=0)[:, None])
-                    valid = wanted >= 0
-                    above = torch.where(valid, (scores > true).sum(dim=1), c)
-                    tied = torch.where(valid, (scores == true).sum(dim=1) - 1, 0)
-                    ranks = (above.cpu().numpy(), tied.cpu().numpy())
+        with full_fp32_matmul(), torch.inference_mode():
+            scores = torch.from_numpy(queries).to(device) @ self._device_unique.T
+            self._check_overflow(queries, lambda: bool(torch.isfinite(scores).all()))
+            if self._device_group is not None:
+                scores = scores.index_select(1, self._device_group)
+            n, c = scores.shape
+            values, part = scores.topk(min(self.k + 1, c), dim=1, sorted=False)
+            ranks = None
+            if labels is not None:
+                wanted = torch.from_numpy(labels).to(device)
+                true = scores.gather(1, wanted.clamp(min=0)[:, None])
+                valid = wanted >= 0
+                above = torch.where(valid, (scores > true).sum(dim=1), c)
+                tied = torch.where(valid, (scores == true).sum(dim=1) - 1, 0)
+                ranks = (above.cpu().numpy(), tied.cpu().numpy())
 
-                def full_rows(rows: np.ndarray) -> np.ndarray:
-                    return scores.index_select(0, torch.from_numpy(rows).to(device)).cpu().numpy()
+            def full_rows(rows: np.ndarray) -> np.ndarray:
+                return scores.index_select(0, torch.from_numpy(rows).to(device)).cpu().numpy()
 
-                top, ids = self._finish_topk(values.cpu().numpy(), part.cpu().numpy(), full_rows)
-        finally:
-            torch.set_float32_matmul_precision(precision)
+            top, ids = self._finish_topk(values.cpu().numpy(), part.cpu().numpy(), full_rows)
         return top, ids, ranks
 
     def _finish_topk(
@@ -285,6 +281,20 @@ class TopKSearcher:
         above = (scores > true[:, None]).sum(axis=1)
         tied = (scores == true[:, None]).sum(axis=1) - 1
         return np.where(valid, above, scores.shape[1]), np.where(valid, tied, 0)
+
+
+@contextlib.contextmanager
+def full_fp32_matmul() -> Iterator[None]:
+    """torch matrix products in full fp32 inside (no TF32 on a GPU: the search is exact), the
+    caller's setting restored after."""
+    import torch
+
+    precision = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(precision)
 
 
 def _max_row_norm(matrix: np.ndarray) -> float:
