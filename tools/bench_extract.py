@@ -176,9 +176,11 @@ def time_toolkit_fresh(*args) -> dict:
     send.close()
     try:
         row = receive.recv()
-    except EOFError:
-        row = RuntimeError(f"the toolkit process died (exit status {child.join() or child.exitcode})")
+    except EOFError:  # it died before sending anything
+        row = None
     child.join()
+    if row is None:
+        raise RuntimeError(f"the toolkit process died (exit status {child.exitcode})")
     if isinstance(row, BaseException):
         raise row
     return row

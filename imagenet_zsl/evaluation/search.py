@@ -121,14 +121,12 @@ class TopKSearcher:
         self.unique_, self.group_ = unique_rows(self.prototypes)
         self._max_norm = _max_row_norm(self.unique_)
         if device is None:
-            self.use_gpu = gpu_available() if use_gpu is None else bool(use_gpu)
-            if self.use_gpu and not gpu_available():
+            use_gpu = gpu_available() if use_gpu is None else bool(use_gpu)
+            if use_gpu and not gpu_available():
                 raise UserInputError(
                     "use_gpu=True but torch sees no CUDA GPU; run on a machine with one, or leave it unset"
                 )
-            device = "cuda" if self.use_gpu else None
-        else:
-            self.use_gpu = str(device).startswith("cuda")
+            device = "cuda" if use_gpu else None
         self._device = None
         if device is not None:
             import torch
@@ -138,6 +136,11 @@ class TopKSearcher:
             self._device_group = (
                 None if self.group_ is None else torch.from_numpy(self.group_).to(self._device)
             )
+
+    @property
+    def use_gpu(self) -> bool:
+        """Whether the search runs on a CUDA GPU."""
+        return self._device is not None and self._device.type == "cuda"
 
     @property
     def duplicate_classes(self) -> int:
