@@ -21,6 +21,7 @@ from typing import NoReturn
 
 from imagenet_zsl import __version__
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import last_output, note_output
 
 COMMAND_GROUP = "imagenet_zsl.commands"
 #: ``--help`` lists the stages in flow order (entry-point names); unknown names follow, sorted
@@ -109,23 +110,51 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: errno → what the user can do about it
 _OS_ADVICE = {
-    errno.ENOSPC: "the disk is full; free space or choose another --out",
-    errno.EDQUOT: "the disk quota is exceeded; free space or choose another --out",
+    errno.ENOSPC: "the disk is full; free space or choose an --out on another disk",
+    errno.EDQUOT: "the disk quota is exceeded; free space or choose an --out on another disk",
+    errno.EFBIG: "the file grew past the file-size limit; raise it ('ulimit -f unlimited') or "
+    "choose an --out on a file system that allows larger files",
     errno.EROFS: "the file system is read-only; choose a writable location",
-    errno.EACCES: "permission denied; choose a location you may write to or read from",
-    errno.EPERM: "operation not permitted; choose another location",
+    errno.EACCES: "permission denied; check the permissions, or choose a location you may write to "
+    "or read from",
+    errno.EPERM: "operation not permitted; check the permissions or choose another location",
     errno.ENOTDIR: "a path component is not a directory; check the path",
     errno.EISDIR: "a directory was given where a file is expected; check the path",
     errno.ENOENT: "no such file or directory; check the path",
     errno.EMFILE: "too many open files; lower --workers or raise 'ulimit -n'",
+    errno.ENFILE: "too many open files on this machine; lower --workers or retry later",
+    errno.ENAMETOOLONG: "the file name is too long; choose a shorter path",
+    errno.EIO: "input/output error from the disk; check the disk and retry",
+    errno.ENOMEM: "out of memory; lower --batch-size or --workers",
 }
+#: a message longer than this is cut: a value pasted into an error must not flood the terminal
+MAX_ERROR_CHARS = 2000
 
 
 def describe_os_error(err: OSError) -> str:
-    """One line for an OSError the user's environment caused (disk full, read-only, missing path)."""
-    where = err.filename if err.filename is not None else "?"
-    advice = _OS_ADVICE.get(err.errno or -1, "check the path and the disk")
-    return f"{err.strerror or type(err).__name__} ({where}): {advice}"
+    """One line for an OSError the user's environment caused (disk full, file too large,
+    read-only, missing path): what happened, which file, and what to do.
+
+    The file is the error's own ``filename`` or, when the system gives none (a ``write`` to an
+    open file fails with ENOSPC or EFBIG), the output this command is writing.
+    """
+    if err.filename is not None:
+        where = str(err.filename) + (f" -> {err.filename2}" if err.filename2 is not None else "")
+    elif last_output() is not None:
+        where = f"while writing {last_output()}"
+    else:
+        where = "file unknown"
+    advice = _OS_ADVICE.get(err.errno or -1, "check the path, its permissions and the free disk space")
+    what = err.strerror or (str(err) if str(err) else type(err).__name__)
+    return f"{what} ({where}): {advice}"
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``message`` on one line (line breaks become ' | '), cut to ``limit`` characters."""
+    text = " | ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -144,10 +173,11 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
+    note_output(None)
     try:
         return int(args.func(args) or 0)
     except UserInputError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted: finished work is kept; re-run the same command to resume", file=sys.stderr)
@@ -158,19 +188,25 @@ def main(argv: list[str] | None = None) -> int:
         print("error: out of memory (this machine): lower --batch-size or --block-rows", file=sys.stderr)
         return 2
     except OSError as err:
-        if args.debug or err.errno not in _OS_ADVICE:
+        if args.debug:
             raise
-        print(f"error: {describe_os_error(err)}", file=sys.stderr)
+        if err.errno is None:  # raised by a library for its own reasons, not by the system
+            return _internal_error(err)
+        print(f"error: {one_line(describe_os_error(err))}", file=sys.stderr)
         return 2
     except Exception as err:  # a bug: one line unless --debug asks for the traceback
         if args.debug:
             raise
-        print(
-            f"internal error: {type(err).__name__}: {err} — this is a bug; re-run with --debug for the "
-            "traceback and report it",
-            file=sys.stderr,
-        )
-        return 1
+        return _internal_error(err)
+
+
+def _internal_error(err: BaseException) -> int:
+    print(
+        f"internal error: {type(err).__name__}: {one_line(str(err))} — this is a bug; re-run with "
+        "--debug for the traceback and report it",
+        file=sys.stderr,
+    )
+    return 1
 
 
 if __name__ == "__main__":

@@ -37,8 +37,106 @@ class Config(BaseModel):
         return self.model_dump(mode="json")
 
 
+#: aliases may add at most this many values to a document beyond those written in it: a
+#: recipe reuses a pool or a model once or twice, an alias bomb multiplies them by millions
+MAX_ALIAS_EXPANSION = 100_000
+#: longest value quoted in an error message
+MAX_VALUE_CHARS = 200
+
+
+class _RecipeYAMLError(Exception):
+    """A document PyYAML accepts but a recipe must not be (a duplicate key, an alias bomb)."""
+
+
+class RecipeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (no tags, no objects), stricter on what a recipe may hold.
+
+    :func:`parse_recipe_yaml` checks the composed document before building it:
+
+    - a key given twice in one mapping is an error naming both lines (PyYAML keeps the last one,
+      so a second ``ridge:`` model or ``ks:`` silently replaced the first); a key that a merge
+      (``<<: *defaults``) brings in may be overridden, as YAML intends;
+    - anchors and aliases (``&pool`` / ``*pool``) are allowed, but a document whose aliases expand
+      to more than :data:`MAX_ALIAS_EXPANSION` extra values, or refer to themselves, is refused
+      (a 527-byte "billion laughs" recipe took 238 MB to report).
+    """
+
+
+def _check_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> None:
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        try:
+            key = loader.construct_object(key_node)
+            first = seen.setdefault(key, key_node)
+        except (yaml.YAMLError, TypeError):  # PyYAML reports a bad key itself when it builds it
+            continue
+        if first is not key_node:
+            raise _RecipeYAMLError(
+                f"duplicate key {shorten(repr(key))} (lines {first.start_mark.line + 1} and "
+                f"{key_node.start_mark.line + 1}): a mapping holds each key once; remove or rename one"
+            )
+
+
+def _check_nodes(loader: yaml.SafeLoader, root: yaml.Node) -> int:
+    """Check every mapping for duplicate keys; return how many more nodes the document has once
+    every alias is expanded than as written.
+
+    ``expanded(node)`` is memoised per node, so this costs one pass over the nodes as written,
+    however large the expansion. A node that contains itself is an error.
+    """
+    expanded: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in expanded:
+            return expanded[key]
+        if key in open_nodes:
+            raise _RecipeYAMLError(
+                f"line {node.start_mark.line + 1}: an alias refers to the node that contains it "
+                "(a recursive structure); a recipe cannot hold one"
+            )
+        open_nodes.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            _check_duplicate_keys(loader, node)
+            total += sum(size(k) + size(v) for k, v in node.value)
+        open_nodes.discard(key)
+        expanded[key] = total
+        return total
+
+    try:
+        return size(root) - len(expanded)
+    except RecursionError:
+        raise _RecipeYAMLError("the document is nested too deeply for a recipe") from None
+
+
+def parse_recipe_yaml(text: str) -> Any:
+    """Parse YAML ``text`` with :class:`RecipeLoader`; YAML mistakes raise ``yaml.YAMLError``,
+    duplicate keys and alias bombs ``_RecipeYAMLError``."""
+    loader = RecipeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        extra = _check_nodes(loader, node)
+        if extra > MAX_ALIAS_EXPANSION:
+            raise _RecipeYAMLError(
+                f"its aliases (*name) expand it by {extra:,} values, more than the "
+                f"{MAX_ALIAS_EXPANSION:,} a recipe may use; write the values out or reuse fewer"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def read_yaml(path: str | Path) -> Any:
-    """Parse a YAML file; a missing file, unreadable bytes or bad YAML is a one-line error."""
+    """Parse a YAML file; a missing file, unreadable bytes, bad YAML, a duplicate key or an
+    alias bomb is a one-line error."""
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"config not found ({path}): check the path")
@@ -49,12 +147,19 @@ def read_yaml(path: str | Path) -> Any:
             f"config is not UTF-8 text ({path}, byte {err.start}): save it as UTF-8"
         ) from err
     try:
-        return yaml.safe_load(text)
+        return parse_recipe_yaml(text)
+    except _RecipeYAMLError as err:
+        raise UserInputError(f"invalid recipe ({path}): {err}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise UserInputError(f"invalid YAML ({where}): {problem}") from err
+        raise UserInputError(f"invalid YAML ({where}): {shorten(problem)}") from err
+
+
+def shorten(text: str, limit: int = MAX_VALUE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters (with how much was cut): values quoted in errors."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit:,} more characters)"
 
 
 def load_config(path: str | Path, model: type[C]) -> C:
@@ -99,21 +204,24 @@ def describe_error(err: ValidationError, model: type[BaseModel], data: Any, wher
         name = str(loc[-1])
         close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        return f"unknown key {name!r} ({where}: {path}): {hint}allowed: {', '.join(allowed)}"
+        return (
+            f"unknown key {shorten(repr(name))} ({where}: {shorten(path)}): {hint}allowed: "
+            f"{shorten(', '.join(allowed), 4 * MAX_VALUE_CHARS)}"
+        )
     if first["type"] == "missing":
-        return f"missing key ({where}: {path}): add it (see the examples in configs/)"
+        return f"missing key ({where}: {shorten(path)}): add it (see the examples in configs/)"
     if first["type"] == "union_tag_invalid":
         ctx = first.get("ctx", {})
         key = str(ctx.get("discriminator", "kind")).strip("'")
         return (
-            f"invalid value ({where}: {key_path((*loc, key))} = {ctx.get('tag')!r}): "
-            f"expected one of {ctx.get('expected_tags')}"
+            f"invalid value ({where}: {shorten(key_path((*loc, key)))} = {shorten(repr(ctx.get('tag')))}): "
+            f"expected one of {shorten(str(ctx.get('expected_tags')))}"
         )
     value = first.get("input")
     shown = repr(value) if not isinstance(value, Mapping) else "{...}"
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"invalid value ({where}: {path} = {shown}): {first['msg']}"
+    return f"invalid value ({where}: {shorten(path)} = {shown}): {shorten(str(first['msg']))}"
 
 
 def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:

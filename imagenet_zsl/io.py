@@ -10,7 +10,7 @@ import platform
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -47,16 +47,57 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def current_umask() -> int:
+    """The process umask, read without changing it where the system allows (Linux ``/proc``)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore (not atomic, but only on other systems)
+    os.umask(mask)
+    return mask
+
+
+def _honour_umask(path: str | os.PathLike, directory: bool = False) -> None:
+    """mkstemp/mkdtemp create 0600/0700 whatever the umask; give outputs the modes the user's
+    umask asks for (files 0666 & ~umask, directories 0777 & ~umask), as ``open``/``mkdir`` do."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~current_umask())
+
+
 def _temp_sibling(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    _honour_umask(tmp)
     return Path(tmp)
+
+
+#: the --out most recently checked by check_out_file/check_out_dir: named by a disk-full error
+#: raised where the operating system gives no file name (a write() to an open file)
+_last_output: Path | None = None
+
+
+def last_output() -> Path | None:
+    """The output this process is writing (the last ``--out`` checked), or None."""
+    return _last_output
+
+
+def note_output(path: Path | None) -> None:
+    """Record the output being written (None: forget it, as a new command starts)."""
+    global _last_output
+    _last_output = path
 
 
 @contextlib.contextmanager
 def _atomic_file(path: Path) -> Iterator:
-    """Binary handle on a temp file beside ``path``; renamed over ``path`` only on success."""
+    """Binary handle on a temp file beside ``path``; renamed over ``path`` only on success.
+
+    An OSError without a file name (ENOSPC, EFBIG from ``write``) gets ``path`` as its file name,
+    so the error the user sees says which file could not be written.
+    """
     tmp = _temp_sibling(path)
     try:
         with open(tmp, "wb") as handle:
@@ -64,8 +105,10 @@ def _atomic_file(path: Path) -> Iterator:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError) and err.filename is None:
+            err.filename = str(path)
         raise
 
 
@@ -158,6 +201,7 @@ def check_out_dir(
                 f"--out {final} exists and is not an output of '{short}'; choose another path or remove it"
             )
     _check_writable_parent(final, resolved)
+    note_output(resolved)
     return resolved
 
 
@@ -176,24 +220,60 @@ def check_out_file(
     out: str | os.PathLike,
     inputs: Iterable[str | os.PathLike | None] = (),
     suffixes: tuple[str, ...] = (),
+    *,
+    replaces: Callable[[Path], bool] | None = None,
+    what: str = "an output of this command",
 ) -> Path:
-    """Refuse an ``--out`` file that has the wrong suffix, is a directory, is (inside) an input, or
-    cannot be written; returns it resolved. The file itself is then written atomically."""
+    """Refuse an ``--out`` file that would destroy data; returns it resolved.
+
+    The rule for every command that writes one file (the file itself is then written atomically):
+    - a wrong suffix, a directory, or a parent that is not a writable directory is refused;
+    - an ``--out`` equal to, or inside, one of the command's ``inputs`` is refused (symbolic links
+      are resolved first, so a link to an input is the input);
+    - an existing ``--out`` is replaced only if it is a regular file and ``replaces(path)`` says
+      it is in the format this command writes (``what``, e.g. "a class-vector file"): its own
+      header or arrays, read without executing anything. Without ``replaces`` an existing file is
+      never replaced. So a command can re-write its own output, but never a file another tool
+      (or the user) wrote.
+    """
     out = Path(out)
     if suffixes and out.suffix not in suffixes:
         raise UserInputError(f"--out {out}: must end in {' or '.join(suffixes)}")
     if out.is_dir():
         raise UserInputError(
-            f"--out {out} is a directory; give a file name ending in {' or '.join(suffixes)}"
+            f"--out {out} is a directory; give a file name"
+            + (f" ending in {' or '.join(suffixes)}" if suffixes else "")
         )
     resolved = out.resolve()
     for given in inputs:
-        if given is not None and _inside(resolved, Path(given).resolve()):
+        if given is None:
+            continue
+        source = Path(given).resolve()
+        if _inside(resolved, source):
+            relation = "is" if resolved == source else "lies inside"
             raise UserInputError(
-                f"--out {out} would overwrite the input {given}; choose an --out outside every input"
+                f"--out {out} {relation} the input {given}: writing there would destroy it; "
+                "choose an --out outside every input"
             )
+    if out.is_symlink() or resolved.exists():
+        _check_replaceable(out, resolved, replaces, what)
     _check_writable_parent(out, resolved)
+    note_output(resolved)
     return resolved
+
+
+def _check_replaceable(out: Path, resolved: Path, replaces: Callable[[Path], bool] | None, what: str) -> None:
+    """An existing ``--out`` file may be replaced only if it is ``what`` (see check_out_file)."""
+    if out.is_symlink():
+        raise UserInputError(f"--out {out} is a symbolic link; choose another path or remove it")
+    if not resolved.is_file():
+        raise UserInputError(f"--out {out} exists and is not a regular file; choose another path")
+    try:
+        ours = replaces is not None and bool(replaces(resolved))
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise UserInputError(f"--out {out} exists and is not {what}; choose another path or remove it")
 
 
 def remove_stale_temps(final: Path) -> None:
@@ -223,6 +303,7 @@ def atomic_directory(
     remove_stale_temps(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    _honour_umask(tmp, directory=True)
     try:
         yield tmp
         written = read_manifest(tmp)

@@ -47,6 +47,34 @@ def test_os_errors_from_the_environment_are_user_errors(monkeypatch, capsys, cod
     assert line.startswith("error: simulated (/data/out/shard.npy): ") and advice in line
 
 
+@pytest.mark.parametrize(
+    ("code", "advice"),
+    [(errno.EFBIG, "ulimit -f"), (errno.EXDEV, "check the path, its permissions and the free disk space")],
+)
+def test_every_os_error_is_one_line_naming_the_file(monkeypatch, capsys, code, advice):
+    """EFBIG (`ulimit -f`) and errors with no specific advice gave a full traceback (issue 26)."""
+    _fail_with(monkeypatch, OSError(code, "simulated", "/data/out/shard.npy"))
+    assert cli.main(["models"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: simulated (/data/out/shard.npy): ") and advice in line
+
+
+def test_an_os_error_without_errno_is_a_bug_report_on_one_line(monkeypatch, capsys):
+    _fail_with(monkeypatch, OSError("a library's own complaint\nwith a second line"))
+    assert cli.main(["models"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("internal error: OSError: a library's own complaint | with a second line")
+
+
+def test_a_multi_line_or_huge_user_error_is_one_bounded_line(monkeypatch, capsys):
+    from imagenet_zsl.errors import UserInputError
+
+    _fail_with(monkeypatch, UserInputError("first\nsecond " + "v" * 10_000))
+    assert cli.main(["models"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: first | second vvv") and line.endswith("(8,015 more characters)")
+
+
 def test_a_bug_is_reported_as_internal_and_debug_shows_the_traceback(monkeypatch, capsys):
     _fail_with(monkeypatch, KeyError("oops"))
     assert cli.main(["models"]) == 1

@@ -69,3 +69,47 @@ def test_range_type_and_missing(tmp_path):
 def test_bad_yaml_and_not_a_mapping(tmp_path):
     assert _error(tmp_path, "splits: [\n").startswith("invalid YAML")
     assert _error(tmp_path, "- a\n- b\n").startswith("config must be a mapping")
+
+
+# --------------------------------------------------------------------------- duplicate keys, aliases
+def test_duplicate_keys_name_the_key_and_both_lines(tmp_path):
+    message = _error(tmp_path, "splits:\n  - name: a\n    kind: hops\n    name: b\n")
+    assert "duplicate key 'name' (lines 2 and 4)" in message
+
+
+def test_duplicate_keys_inside_an_anchored_mapping(tmp_path):
+    message = _error(tmp_path, "base: &b {k: 1, k: 2}\nsplits: []\n")
+    assert "duplicate key 'k' (lines 1 and 1)" in message
+
+
+def test_a_merged_key_may_be_overridden():
+    from imagenet_zsl.config import parse_recipe_yaml
+
+    text = "d: &d {kind: hops, k: 1}\ne: &e {<<: *d, k: 2}\nf:\n  <<: *e\n  k: 3\n  name: f\n"
+    assert parse_recipe_yaml(text)["f"] == {"kind": "hops", "k": 3, "name": "f"}
+    assert parse_recipe_yaml("") is None
+
+
+def _levels(n: int) -> str:
+    text = "a0: &a0 [0, 0, 0, 0, 0, 0, 0, 0, 0, 0]\n"
+    for i in range(1, n):
+        text += f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n"
+    return text
+
+
+def test_alias_expansion_bound():
+    """4 levels: E = 11, 111, 1111, 11111 nodes; the document has 1 + 4 keys + 11 + 3 = 19 nodes
+    as written and 1 + 4 + 12,344 expanded: 12,330 extra, under 100,000. 5 levels: 123,455 + 6 - 21
+    = 123,440 extra, refused."""
+    from imagenet_zsl.config import _RecipeYAMLError, parse_recipe_yaml
+
+    assert len(parse_recipe_yaml(_levels(4))["a3"]) == 10
+    with pytest.raises(_RecipeYAMLError, match="expand it by 123,440 values"):
+        parse_recipe_yaml(_levels(5))
+
+
+def test_shorten():
+    from imagenet_zsl.config import shorten
+
+    assert shorten("abc", 5) == "abc"
+    assert shorten("abcdefgh", 5) == "abcde... (3 more characters)"

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import non_negative_int
 from imagenet_zsl.data import fall11_counts
-from imagenet_zsl.images.store import ImageStore, open_store, write_counts_tsv
+from imagenet_zsl.images.store import ImageStore, is_counts_tsv, open_store, write_counts_tsv
+from imagenet_zsl.io import check_out_file
 from imagenet_zsl.splits.io import read_wnid_list
 
 if TYPE_CHECKING:
@@ -39,7 +40,11 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--store", required=True, help="fall11 tar folder, <wnid>/ folder tree, or flat val folder/tar"
     )
-    parser.add_argument("--out", help="TSV file to write (default: stdout)")
+    parser.add_argument(
+        "--out",
+        help="TSV file to write (default: stdout); never an input, and an existing file only if it "
+        "is such a counts table",
+    )
     parser.add_argument("--layout", default="auto", choices=["auto", "tars", "tree", "flat"])
     parser.add_argument(
         "--val-labels",
@@ -51,6 +56,10 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
 
 
 def _count(args: argparse.Namespace) -> int:
+    if args.out is not None:  # before the store is scanned: a wrong --out fails at once
+        check_out_file(
+            args.out, [args.store, args.val_labels], replaces=is_counts_tsv, what="a counts table (TSV)"
+        )
     store = open_store(args.store, args.layout, args.val_labels, rebuild=args.rebuild_index)
     counts = store.counts()
     text = write_counts_tsv(counts, args.out)

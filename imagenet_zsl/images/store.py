@@ -646,7 +646,10 @@ def warn_problems(store: ImageStore, limit: int = 5) -> None:
     for problem in store.problems[:limit]:
         kind = problem["kind"]
         what = "damaged tar" if kind in ("damaged-tar", "truncated-tar") else kind.replace("-", " ")
-        log.warning("%s: %s: %s", _source_path(store.root, problem["source"]), what, problem["detail"])
+        where = _source_path(store.root, problem["source"])
+        if problem.get("path"):  # a file in a folder store: name the file, not only its folder
+            where = where / problem["path"]
+        log.warning("%s: %s: %s", where, what, problem["detail"])
     if len(store.problems) > limit:
         log.warning(
             "%s: %d more damaged or skipped entries (listed in the store index and the extraction manifest)",
@@ -655,9 +658,27 @@ def warn_problems(store: ImageStore, limit: int = 5) -> None:
         )
 
 
+COUNTS_HEADER = "wnid\tnum_images"
+_COUNTS_LINE = re.compile(r"n\d{8}\t\d+")
+
+
+def is_counts_tsv(path: str | Path) -> bool:
+    """True when ``path`` holds a counts table as :func:`write_counts_tsv` writes it (its header,
+    then ``wnid<TAB>count`` lines only), so ``images count --out`` may replace it. Any other file
+    (an image tar, a split list, someone's notes) is never replaced. Reads at most 64 MB."""
+    path = Path(path)
+    if path.stat().st_size > 64 << 20:
+        return False
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        return False
+    return bool(lines) and lines[0] == COUNTS_HEADER and all(_COUNTS_LINE.fullmatch(x) for x in lines[1:])
+
+
 def write_counts_tsv(counts: dict[str, int], path: str | Path | None = None) -> str:
     """``wnid<TAB>num_images`` with a header, sorted by wnid: the packaged fall11 counts format."""
-    lines = ["wnid\tnum_images", *(f"{w}\t{counts[w]}" for w in sorted(counts))]
+    lines = [COUNTS_HEADER, *(f"{w}\t{counts[w]}" for w in sorted(counts))]
     text = "\n".join(lines) + "\n"
     if path is not None:
         atomic_write_text(path, text)

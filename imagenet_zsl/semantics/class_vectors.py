@@ -7,6 +7,8 @@ xlsa17 attribute vectors are interchangeable.
 from __future__ import annotations
 
 import io
+import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,7 +84,9 @@ class ClassVectors:
                     missing=[str(w) for w in data["missing"]] if "missing" in data else [],
                     source=str(data["source"]) if "source" in data else str(path),
                 )
-        except (KeyError, ValueError, OSError) as err:
+        except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise UserInputError(
-                f"{path}: not a class-vector npz (needs arrays 'wnids' and 'matrix'): {err}"
+                f"{path}: not a readable class-vector npz (needs arrays 'wnids' and 'matrix'; "
+                f"truncated or damaged?): {first[:200]}"
             ) from err

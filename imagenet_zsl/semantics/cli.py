@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ from imagenet_zsl.semantics.lemma_vectors import build_class_vectors, vectorizer
 from imagenet_zsl.semantics.report import BUILD_TOOL, figures, write_label_outputs
 from imagenet_zsl.semantics.senses import PrimarySenseModel, word_key
 from imagenet_zsl.semantics.text_encoders import create_text_encoder
-from imagenet_zsl.semantics.vector_files import save_class_vectors
+from imagenet_zsl.semantics.vector_files import is_class_vector_output, save_class_vectors
 from imagenet_zsl.splits.io import read_wnid_list
 
 if TYPE_CHECKING:
@@ -33,6 +34,10 @@ if TYPE_CHECKING:
 
 DEFAULT_CONFIG = "configs/labels.yaml"
 VECTOR_SUFFIXES = (".npz", ".parquet")
+TRUST_PICKLE_HELP = (
+    "load a pickled word-vector file (gensim KeyedVectors.save, .kv): this EXECUTES ANY CODE in "
+    "the file, so use it only for files you trust (config: vectors: {source: ..., trust_pickle: true})"
+)
 
 
 def register(tree: CommandTree) -> None:
@@ -46,6 +51,7 @@ def register(tree: CommandTree) -> None:
     )
     vectors.add_argument("config", help="labels YAML (configs/labels.yaml) or a vector-set name/path")
     vectors.add_argument("--out", required=True, type=Path, help="output .npz or .parquet file")
+    vectors.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
     vectors.set_defaults(func=_vectors)
 
     encode = group.add_parser(
@@ -90,6 +96,7 @@ def register(tree: CommandTree) -> None:
         default=None,
         help="analyse only the wnids in this file (one per line, e.g. a split); default: all",
     )
+    build.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
     build.set_defaults(func=_build)
 
     sense = group.add_parser(
@@ -100,15 +107,22 @@ def register(tree: CommandTree) -> None:
     sense.add_argument("word", help="a label word, e.g. cairn or 'cairn terrier'")
     sense.add_argument("--config", default=None, help=f"labels YAML (default: {DEFAULT_CONFIG} if present)")
     sense.add_argument("--all", action="store_true", help="list every noun sense, not only ImageNet classes")
+    sense.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
     sense.set_defaults(func=_sense)
 
 
-def _config(value: str | None):
+def _config(value: str | None, trust_pickle: bool = False) -> LabelConfig:
+    """The labels config named on the command line (a YAML, or a vector-set name/path);
+    ``--trust-pickle`` allows a pickled vector file (the config key can too, never the default)."""
     if value is None:
-        return load_label_config(DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
-    if value.endswith((".yaml", ".yml")):
-        return load_label_config(value)
-    return load_label_config({"vectors": value})
+        cfg = load_label_config(DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    elif value.endswith((".yaml", ".yml")):
+        cfg = load_label_config(value)
+    else:
+        cfg = load_label_config({"vectors": value})
+    if trust_pickle:
+        cfg = dataclasses.replace(cfg, vectors=dataclasses.replace(cfg.vectors, trust_pickle=True))
+    return cfg
 
 
 def _vector_inputs(cfg: LabelConfig) -> list[Path | None]:
@@ -116,9 +130,14 @@ def _vector_inputs(cfg: LabelConfig) -> list[Path | None]:
     return [cfg.path, None if cfg.vectors.is_named else Path(cfg.vectors.source)]
 
 
+def _check_out(out: Path, inputs: list[Path | None]) -> None:
+    """``--out`` is a new file, or a class-vector file this toolkit wrote (replaced)."""
+    check_out_file(out, inputs, VECTOR_SUFFIXES, replaces=is_class_vector_output, what="a class-vector file")
+
+
 def _vectors(args: argparse.Namespace) -> int:
-    cfg = _config(args.config)
-    check_out_file(args.out, _vector_inputs(cfg), VECTOR_SUFFIXES)
+    cfg = _config(args.config, args.trust_pickle)
+    _check_out(args.out, _vector_inputs(cfg))
     vectors = build_class_vectors(cfg)
     save_class_vectors(vectors, args.out)
     counts = fall11_counts()
@@ -138,7 +157,7 @@ def _vectors(args: argparse.Namespace) -> int:
 
 
 def _encode(args: argparse.Namespace) -> int:
-    check_out_file(args.out, [args.classes, args.weights], VECTOR_SUFFIXES)
+    _check_out(args.out, [args.classes, args.weights])
     if args.batch_size < 1:
         raise UserInputError(f"--batch-size {args.batch_size}: must be at least 1")
     templates = check_templates(args.template or DEFAULT_TEMPLATES)
@@ -160,7 +179,7 @@ def _encode(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     if not str(args.config).endswith((".yaml", ".yml")):
         raise UserInputError(f"{args.config}: labels build needs a labels YAML config (configs/labels.yaml)")
-    cfg = _config(str(args.config))
+    cfg = _config(str(args.config), args.trust_pickle)
     check_out_dir(args.out, BUILD_TOOL, [*_vector_inputs(cfg), args.classes])
     wnids = None
     if args.classes is not None:
@@ -184,7 +203,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _sense(args: argparse.Namespace) -> int:
-    cfg = _config(args.config)
+    cfg = _config(args.config, args.trust_pickle)
     nouns = load_wordnet_nouns()
     key = word_key(args.word)
     if key not in nouns.senses:

@@ -6,6 +6,7 @@ out-of-range value is a one-line error naming the file, the key path and the val
 never silently fall back to a default::
 
     vectors: glove-6b-50d        # a named set, a path, or {source: PATH, format: auto, dim: 300}
+                                 # trust_pickle: true loads a gensim .kv pickle: EXECUTES CODE in it
     lemma_rule: mean             # mean | first   (semantics.lemma_vectors)
     normalize: true              # unit-length class vectors
     frequency:
@@ -73,6 +74,8 @@ class VectorsSection(Config):
     name: str | None = None  # synonym of source
     format: VectorFormat = "auto"
     dim: Annotated[int, Field(ge=1)] | None = None
+    #: load a pickled (gensim ``KeyedVectors.save``) file: this executes any code in the file
+    trust_pickle: bool = False
 
 
 class FrequencySection(Config):
@@ -139,6 +142,7 @@ class LabelConfig:
                 "source": self.vectors.source,
                 "format": self.vectors.format,
                 "dim": self.vectors.dim,
+                **({"trust_pickle": True} if self.vectors.trust_pickle else {}),
             },
             "lemma_rule": self.lemma_rule,
             "normalize": self.normalize,
@@ -175,6 +179,7 @@ def load_label_config(source: str | Path | Mapping | None = None) -> LabelConfig
             "source": section.source or section.path or section.name or DEFAULT_VECTORS,
             "format": section.format,
             "dim": section.dim,
+            "trust_pickle": section.trust_pickle,
         },
         base_dir,
         f"{where}: vectors",

@@ -59,7 +59,12 @@ def has_vector(
         return [w for w in candidates if w in table]
     spec = VectorSpec.parse(vectors if format == "auto" else {"source": vectors, "format": format})
     config = {
-        "vectors": {"source": spec.source, "format": spec.format, "dim": spec.dim},
+        "vectors": {
+            "source": spec.source,
+            "format": spec.format,
+            "dim": spec.dim,
+            "trust_pickle": spec.trust_pickle,
+        },
         "lemma_rule": lemma_rule,
     }
     table = _memo(ctx, ("semantics.class_vectors", spec, lemma_rule), lambda: load_class_vectors(config))

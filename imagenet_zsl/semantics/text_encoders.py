@@ -22,6 +22,7 @@ a (len(texts), D) float32 matrix; callers normalise rows themselves (``semantics
 from __future__ import annotations
 
 import os
+import pickle
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
@@ -70,6 +71,22 @@ def create_text_encoder(spec: str, weights: str | Path | None = None, device: st
     encoder = factory(model=model, weights=None if weights is None else Path(weights), device=torch_device)
     encoder.spec = str(spec)
     return encoder
+
+
+#: what loading a bad checkpoint raises: torch's weights-only unpickler refuses a pickle holding
+#: code (``UnpicklingError``, never executing it); a truncated or foreign file raises the others
+_CHECKPOINT_ERRORS = (RuntimeError, OSError, KeyError, ValueError, EOFError, pickle.UnpicklingError)
+
+
+def _checkpoint_problem(err: BaseException) -> str:
+    """The first line of a loader's error, or what a refused pickle means (torch's text is long)."""
+    if isinstance(err, pickle.UnpicklingError):
+        return (
+            "refused by the weights-only loader: the file is a pickle holding more than tensors "
+            "(code or objects), which is never executed"
+        )
+    text = str(err).strip()
+    return text.splitlines()[0][:300] if text else type(err).__name__
 
 
 def _import(module: str, package: str) -> Any:
@@ -166,10 +183,9 @@ def clip_encoder(model: str, weights: Path | None = None, device: Any = "cpu") -
         net = open_clip.create_model(
             arch, pretrained=str(checkpoint), device=torch_device, force_quick_gelu=quick_gelu
         )
-    except (RuntimeError, OSError, KeyError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    except _CHECKPOINT_ERRORS as err:
         raise UserInputError(
-            f"--weights {checkpoint}: not a checkpoint of open_clip {arch}: {first}"
+            f"--weights {checkpoint}: not a checkpoint of open_clip {arch}: {_checkpoint_problem(err)}"
         ) from err
     return ClipTextEncoder(net, open_clip.get_tokenizer(arch), torch_device)
 
@@ -213,10 +229,9 @@ def sentence_encoder(model: str, weights: Path | None = None, device: Any = "cpu
     torch_device = resolve_device(str(device))
     try:
         net = st.SentenceTransformer(folder, device=str(torch_device), local_files_only=True)
-    except (OSError, ValueError, RuntimeError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    except _CHECKPOINT_ERRORS as err:
         raise UserInputError(
-            f"--encoder sentence:{model}: cannot load {folder} offline ({first}); give a model "
-            f"folder with --weights DIR or one of: {', '.join(PACKAGED_SENTENCE_MODELS)}"
+            f"--encoder sentence:{model}: cannot load {folder} offline ({_checkpoint_problem(err)}); "
+            f"give a model folder with --weights DIR or one of: {', '.join(PACKAGED_SENTENCE_MODELS)}"
         ) from err
     return SentenceTextEncoder(net)

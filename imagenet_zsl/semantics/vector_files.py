@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -64,6 +65,37 @@ def is_class_vector_file(spec: object) -> bool:
         return "wnid" in pq.read_schema(path).names
     except Exception:  # not readable as parquet: let the word-vector loader report it
         return False
+
+
+def is_class_vector_output(path: str | Path) -> bool:
+    """True when ``path`` is a class-vector file as this toolkit writes it, so an ``--out`` there
+    may be replaced (``io.check_out_file``): an ``.npz`` whose members are ``wnids.npy`` and
+    ``matrix.npy`` (and optionally ``missing.npy``, ``source.npy``), or a ``.parquet`` with a
+    ``wnid`` column and this toolkit's schema metadata. Only the zip directory or the parquet
+    schema is read (nothing is unpickled)."""
+    path = Path(path)
+    try:
+        if path.suffix == ".npz":
+            with zipfile.ZipFile(path) as archive:
+                names = set(archive.namelist())
+            return (
+                {"wnids.npy", "matrix.npy"}
+                <= names
+                <= {
+                    "wnids.npy",
+                    "matrix.npy",
+                    "missing.npy",
+                    "source.npy",
+                }
+            )
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            schema = pq.read_schema(path)
+            return "wnid" in schema.names and MISSING_KEY in (schema.metadata or {})
+    except Exception:  # noqa: BLE001 - unreadable: not ours, so not replaced
+        return False
+    return False
 
 
 def load_class_vector_file(path: str | Path) -> ClassVectors:

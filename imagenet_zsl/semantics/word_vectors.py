@@ -9,8 +9,14 @@ Formats (``format:`` in a config; ``auto`` detects them from the file):
 ``word2vec-text``   word2vec text format (``N D`` header, one ``word v1 .. vD`` line per word)
 ``fasttext``        fastText ``.vec`` files: word2vec text format under another name
 ``glove``           GloVe text format: word2vec text format without the header line
-``gensim``          a file written by ``KeyedVectors.save`` (a pickle: load only files you trust)
+``gensim``          a file written by ``KeyedVectors.save``: a Python pickle, which runs any
+                    code it holds when loaded, so it is **refused** unless the user asks for it
+                    with ``trust_pickle: true`` (``--trust-pickle`` on the command line)
 ==================  =====================================================================
+
+Every other format is read without pickle (``np.load(allow_pickle=False)``, gensim's word2vec
+readers). A pickle is recognised by its first bytes whatever its name, so ``auto`` never
+unpickles a file either.
 
 Named sets: ``glove-6b-50d`` (the packaged GloVe 6B 50-d vectors). Anything else is a path.
 A file that is none of these, a row with the wrong number of values, a value that is not a
@@ -51,6 +57,8 @@ class VectorSpec:
     source: str = DEFAULT_VECTORS
     format: str = "auto"
     dim: int | None = None
+    #: load a pickled (``gensim``) file: executes the code in the file; only the user can say so
+    trust_pickle: bool = False
 
     @classmethod
     def parse(cls, value: Any, base_dir: Path | None = None, where: str = "vectors") -> VectorSpec:
@@ -61,11 +69,15 @@ class VectorSpec:
             value = {"source": str(value)}
         if not isinstance(value, Mapping):
             raise UserInputError(f"{where}: expected a vector-set name, a path or a mapping, got {value!r}")
-        unknown = set(value) - {"source", "path", "name", "format", "dim"}
+        unknown = set(value) - {"source", "path", "name", "format", "dim", "trust_pickle"}
         if unknown:
             raise UserInputError(
-                f"{where}: unknown key(s) {sorted(unknown)}; allowed: source (or path/name), format, dim"
+                f"{where}: unknown key(s) {sorted(unknown)}; allowed: source (or path/name), format, "
+                "dim, trust_pickle"
             )
+        trust = value.get("trust_pickle", False)
+        if not isinstance(trust, bool):
+            raise UserInputError(f"{where}.trust_pickle: expected true or false, got {trust!r}")
         source = value.get("source") or value.get("path") or value.get("name") or DEFAULT_VECTORS
         fmt = str(value.get("format", "auto"))
         if fmt != "auto" and fmt not in FORMATS:
@@ -78,7 +90,7 @@ class VectorSpec:
             candidate = Path(base_dir) / source
             if candidate.exists() or not Path(source).exists():
                 source = str(candidate)
-        return cls(source=source, format=fmt, dim=dim)
+        return cls(source=source, format=fmt, dim=dim, trust_pickle=trust)
 
     @property
     def is_named(self) -> bool:
@@ -123,7 +135,7 @@ def load_word_vectors(
     """A gensim ``KeyedVectors`` for ``spec`` (a name, a path or a VectorSpec); cached per process."""
     spec = VectorSpec.parse(spec)
     if fmt is not None:
-        spec = VectorSpec(spec.source, fmt, spec.dim)
+        spec = VectorSpec(spec.source, fmt, spec.dim, spec.trust_pickle)
     kv = _load_cached(spec, _freeze(spec.identity()))
     if spec.dim is not None and kv.vector_size != spec.dim:
         raise UserInputError(
@@ -151,6 +163,8 @@ def _load_cached(spec: VectorSpec, identity: tuple):  # noqa: ARG001 - identity 
     if fmt == "npy-parquet":
         return _load_npy_parquet(path)
     if fmt == "gensim":
+        if not spec.trust_pickle:
+            raise _pickle_refused(path)
         return _load_gensim(path)
     if fmt == "word2vec-binary":
         kv = _load_word2vec_binary(path)
@@ -177,8 +191,8 @@ def detect_format(path: str | Path) -> str:
             head = handle.read(1 << 16)
         except (OSError, EOFError) as err:
             raise UserInputError(f"{path}: cannot read word-vector file: {err}") from err
-    if head[:1] == b"\x80" and path.suffix in (".kv", ".model", ".wv", ".pkl"):
-        return "gensim"  # a pickle written by KeyedVectors.save
+    if is_pickle(head):
+        return "gensim"  # a pickle, as KeyedVectors.save writes: loaded only if trusted
     first, _, rest = head.partition(b"\n")
     if _HEADER.fullmatch(first):
         binary = path.suffix == ".bin" or path.name.endswith(".bin.gz") or not _looks_like_text(rest)
@@ -194,6 +208,22 @@ def detect_format(path: str | Path) -> str:
         f"{path}:1: unknown word-vector format (first line starts {first[:40]!r}); expected "
         f"word2vec binary/text, fastText .vec, GloVe text, or a .npy + parquet folder; "
         f"set `format:` explicitly ({', '.join(FORMATS)}) if the file is one of them"
+    )
+
+
+def is_pickle(head: bytes) -> bool:
+    """True when ``head`` (a file's first bytes) starts a pickle of protocol 2 or later (the
+    ``PROTO`` opcode ``0x80``; ``KeyedVectors.save`` writes protocol 4). Text formats cannot
+    start so (``0x80`` is not a valid first byte in UTF-8) and word2vec binary starts with digits."""
+    return len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
+
+
+def _pickle_refused(path: Path) -> UserInputError:
+    return UserInputError(
+        f"{path}: a pickled (gensim KeyedVectors.save) word-vector file; loading a pickle executes "
+        "any code in it, so it is refused: convert it with KeyedVectors.save_word2vec_format, or, "
+        "only for a file you trust, pass --trust-pickle (config: vectors: {source: ..., "
+        "trust_pickle: true})"
     )
 
 

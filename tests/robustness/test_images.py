@@ -138,6 +138,13 @@ def _non_utf8_name(root: Path) -> str:
     return "non utf8 name"
 
 
+#: the file each folder-store warning must name (issue 26: it named only the folder)
+NAMED_FILE = {
+    "dangling-symlink": "n01440764/link.JPEG",
+    "non-utf8-file-name": "n01440764/bad_\\xff.JPEG",
+}
+
+
 SKIPPED = {
     "tar-bad-member-header": ("tars", _bad_header),
     "tar-cut-inside-header": ("tars", _cut_in_header),
@@ -159,8 +166,47 @@ def test_damage_is_recorded_and_warned(
     err = capsys.readouterr().err
     assert "Traceback" not in err and "1 damaged or skipped entries" in err
     assert warning in caplog.text.replace("-", " ")
+    if case in NAMED_FILE:
+        assert f"{store.root}/{NAMED_FILE[case]}: " in caplog.text
     index = next((tmp_path / "cache" / "index").glob("*.parquet"))
     import pyarrow.parquet as pq
 
     problems = json.loads(pq.read_schema(index).metadata[b"imagenet_zsl"])["problems"]
     assert len(problems) == 1 and problems[0]["source"] in ("n01440764.tar", "n01440764")
+
+
+# ----------------------------------------------------------------------------- issue 26: --out files
+def test_count_out_inside_the_store_is_refused(cli_error, tmp_path: Path) -> None:
+    """`images count --store st --out st/n01440764.tar` replaced an image tar with a TSV."""
+    store = make_store(tmp_path / "s", "tars", {"n01440764": 2}, oddities=False)
+    tar = store.root / "n01440764.tar"
+    line = cli_error(["images", "count", "--store", store.root, "--out", tar], str(tar), inputs=[store.root])
+    assert "is the input" not in line and "inside the input" in line
+    with tarfile.open(tar) as archive:
+        assert len(archive.getmembers()) == 2
+
+
+def test_count_out_equal_to_the_val_labels_is_refused(cli_error, tmp_path: Path) -> None:
+    root = tmp_path / "val"
+    root.mkdir()
+    (root / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"\xff\xd8")
+    labels = tmp_path / "labels.txt"
+    labels.write_text("ILSVRC2012_val_00000001.JPEG\tn01440764\n")
+    argv = ["images", "count", "--store", root, "--val-labels", labels, "--out", labels]
+    cli_error(argv, "is the input", inputs=[root, labels])
+
+
+def test_count_out_is_someone_elses_file(cli_error, tmp_path: Path) -> None:
+    store = make_store(tmp_path / "s", "tars", {"n01440764": 2}, oddities=False)
+    notes = tmp_path / "notes.tsv"
+    notes.write_text("my notes\n")
+    line = cli_error(["images", "count", "--store", store.root, "--out", notes], "notes.tsv", inputs=[notes])
+    assert "not a counts table" in line
+
+
+def test_count_replaces_its_own_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = make_store(tmp_path / "s", "tars", {"n01440764": 2}, oddities=False)
+    out = tmp_path / "counts.tsv"
+    out.write_text("wnid\tnum_images\nn01443537\t7\n")
+    assert main(["images", "count", "--store", str(store.root), "--out", str(out)]) == 0
+    assert out.read_text() == "wnid\tnum_images\nn01440764\t2\n"

@@ -221,3 +221,164 @@ def test_encode_clip_weights_never_downloaded(cli_error, tmp_path: Path) -> None
     out = tmp_path / "cv.npz"
     argv = ["labels", "encode", "--encoder", "clip:RN50/yfcc15m", "--device", "cpu", "--out", out]
     cli_error(argv, ["RN50/yfcc15m", "--weights"], [], [out])
+
+
+# --------------------------------------------------------------------------- issue 26: never unpickle
+def _malicious_pickle(path: Path, marker: Path) -> Path:
+    """A pickle that creates ``marker`` when unpickled (a stand-in for ``os.system``)."""
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    path.write_bytes(pickle.dumps(Payload(), protocol=4))
+    return path
+
+
+@pytest.mark.parametrize("name", ["v.kv", "v.model", "words.txt"])  # detected by its bytes, not its name
+def test_vectors_never_unpickle_a_kv_file(cli_error, tmp_path: Path, name: str) -> None:
+    marker = tmp_path / "MARKER"
+    vectors = _malicious_pickle(tmp_path / name, marker)
+    out = tmp_path / "v.npz"
+    line = cli_error(["labels", "vectors", vectors, "--out", out], [name, "--trust-pickle"], [vectors], [out])
+    assert "executes any code" in line
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("fmt", ["auto", "gensim"])
+def test_build_never_unpickles_the_configs_vectors(cli_error, tmp_path: Path, fmt: str) -> None:
+    marker = tmp_path / "MARKER"
+    _malicious_pickle(tmp_path / "words.kv", marker)
+    config = tmp_path / "labels.yaml"
+    config.write_text(f"vectors: {{source: words.kv, format: {fmt}}}\n")
+    out = tmp_path / "out"
+    cli_error(["labels", "build", config, "--out", out], ["words.kv", "trust_pickle"], [tmp_path], [out])
+    assert not marker.exists()
+
+
+def test_sense_never_unpickles(cli_error, tmp_path: Path) -> None:
+    marker = tmp_path / "MARKER"
+    _malicious_pickle(tmp_path / "words.kv", marker)
+    config = tmp_path / "labels.yaml"
+    config.write_text("vectors: words.kv\n")
+    cli_error(["labels", "sense", "cairn", "--config", config], "words.kv", [tmp_path])
+    assert not marker.exists()
+
+
+def test_trust_pickle_is_what_loads_a_pickle(cli_error, tmp_path: Path) -> None:
+    """The flag does what its help says: the file is unpickled (and its code runs)."""
+    marker = tmp_path / "MARKER"
+    vectors = _malicious_pickle(tmp_path / "v.kv", marker)
+    out = tmp_path / "v.npz"
+    cli_error(
+        ["labels", "vectors", vectors, "--out", out, "--trust-pickle"], "not a gensim KeyedVectors", [], [out]
+    )
+    assert marker.exists()
+
+
+def test_encode_malicious_weights_are_one_line(cli_error, tmp_path: Path) -> None:
+    pytest.importorskip("open_clip")
+    marker = tmp_path / "MARKER"
+    weights = _malicious_pickle(tmp_path / "evil.pt", marker)
+    classes = tmp_path / "classes.txt"
+    classes.write_text("n02084071\n")
+    out = tmp_path / "cv.npz"
+    argv = ["labels", "encode", "--encoder", "clip:ViT-B-32", "--weights", weights, "--device", "cpu"]
+    line = cli_error(
+        [*argv, "--classes", classes, "--out", out], ["evil.pt", "refused"], [weights, classes], [out]
+    )
+    assert not marker.exists()
+    assert "UnpicklingError" not in line
+
+
+# --------------------------------------------------------------------------- issue 26: damaged class vectors
+def _class_vectors(path: Path) -> Path:
+    import numpy as np
+
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+    return ClassVectors(["n02084071", "n07273802"], np.eye(2, 3)).save(path)
+
+
+@pytest.mark.parametrize("keep", [0, 30, -20])
+def test_truncated_class_vector_npz_is_one_line(tmp_path: Path, keep: int) -> None:
+    from imagenet_zsl.errors import UserInputError
+    from imagenet_zsl.semantics.vector_files import load_class_vector_file
+
+    path = _class_vectors(tmp_path / "cv.npz")
+    data = path.read_bytes()
+    path.write_bytes(data[:keep] if keep >= 0 else data[:keep])
+    with pytest.raises(UserInputError, match=r"cv\.npz: not a readable class-vector npz") as caught:
+        load_class_vector_file(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_truncated_class_vectors_through_a_split_recipe(cli_error, tmp_path: Path) -> None:
+    """A has_vector pool filter reading a truncated ``.npz`` (BadZipFile before)."""
+    path = _class_vectors(tmp_path / "cv.npz")
+    path.write_bytes(path.read_bytes()[:-20])
+    config = tmp_path / "split.yaml"
+    config.write_text(
+        "splits:\n  - name: few\n    kind: benchmark\n    size: 10\n"
+        f"    pool:\n      - {{filter: has_vector, vectors: {path}}}\n"
+    )
+    out = tmp_path / "out"
+    cli_error(["splits", "build", config, "--out", out], "cv.npz", [tmp_path], [out])
+
+
+# --------------------------------------------------------------------------- issue 26: --out files
+def test_vectors_out_is_another_tools_file(cli_error, folder: Path, tmp_path_factory) -> None:
+    """An existing --out that is not a class-vector file (someone's npz) is never replaced."""
+    import numpy as np
+
+    other = tmp_path_factory.mktemp("other") / "weights.npz"
+    np.savez(other, w=np.ones(3))
+    cli_error(["labels", "vectors", folder / "labels.yaml", "--out", other], "weights.npz", [other])
+
+
+def test_vectors_out_replaces_its_own_output(folder: Path, tmp_path_factory, capsys) -> None:
+    from imagenet_zsl.cli import main
+
+    out = tmp_path_factory.mktemp("cv") / "cv.npz"
+    _class_vectors(out)
+    assert main(["labels", "vectors", str(folder / "labels.yaml"), "--out", str(out)]) == 0
+    import numpy as np
+
+    with np.load(out) as data:
+        assert data["matrix"].shape[1] == 3  # the tiny GloVe file's dimension: rewritten
+
+
+# --------------------------------------------------------------------------- issue 26: recipes
+def test_labels_config_duplicate_key(cli_error, folder: Path) -> None:
+    config = _config(
+        folder, "vectors: {source: tiny.txt, format: glove}\nlemma_rule: mean\nlemma_rule: first\n"
+    )
+    out = folder.parent / f"{folder.name}-cv.npz"
+    cli_error(
+        ["labels", "vectors", config, "--out", out],
+        ["bad.yaml", "'lemma_rule'", "lines 2 and 3"],
+        [folder],
+        [out],
+    )
+
+
+# --------------------------------------------------------------------------- issue 23 §9: progress
+def test_encode_prints_progress_lines_when_not_a_terminal(tmp_path: Path, capsys) -> None:
+    """stderr captured by pytest is not a terminal: the encode says where it is, in plain lines."""
+    from imagenet_zsl.cli import main
+    from tests.semantics.cases import register_fake_encoder
+
+    register_fake_encoder()
+    classes = tmp_path / "classes.txt"
+    classes.write_text("n02084071\nn07273802\n")
+    out = tmp_path / "cv.npz"
+    capsys.readouterr()
+    argv = ["labels", "encode", "--encoder", "fake:x", "--classes", str(classes), "--out", str(out)]
+    assert main([*argv, "--batch-size", "2"]) == 0
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("encode: ")]
+    # 4 texts: "a photo of a dog." / "domestic dog." / "Canis familiaris." / "cairn."
+    assert lines[0] == "encode: 0/4 texts"
+    assert lines[-1].startswith("encode: 4/4 texts done in ")
+    assert "\r" not in err

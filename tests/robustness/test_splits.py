@@ -138,3 +138,85 @@ def test_frontier_without_a_benchmark_split(tmp_path, cli_error):
         inputs=[config],
         not_created=[out],
     )
+
+
+# ----------------------------------------------------------------------------- issue 26: recipes
+def _alias_bomb(levels: int) -> str:
+    """The "billion laughs" recipe: each level lists the one before 10 times (10**levels values)."""
+    text = 'a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n'
+    for i in range(1, levels):
+        text += f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n"
+    return text + f"splits: *a{levels - 1}\n"
+
+
+RECIPE_CASES = {
+    # PyYAML keeps the last of two equal keys: a second `train:` or `k:` silently won
+    "duplicate top-level key": (
+        "train: ilsvrc2012\nsplits:\n" + GOOD_SPLIT + "train: ilsvrc2012\n",
+        ["duplicate key 'train'", "lines 1 and 4"],
+    ),
+    "duplicate key in a split": (
+        "splits:\n  - name: hop\n    kind: hops\n    k: 1\n    k: 3\n",
+        ["duplicate key 'k'", "lines 4 and 5"],
+    ),
+    "alias bomb": (_alias_bomb(7), ["aliases", "100,000"]),
+    "recursive alias": ("splits: &s [*s]\n", ["recursive"]),
+    # an explicit key (`? KEY`) may be longer than YAML's 1024-character simple keys
+    "huge unknown key": (
+        "? " + "x" * 100_000 + "\n: 1\nsplits:\n" + GOOD_SPLIT,
+        ["unknown key", "more characters"],
+    ),
+    "huge bad value": (
+        "splits:\n  - {name: p, kind: population, n: '" + "9" * 100_000 + "'}\n",
+        ["splits[0].n", "999..."],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECIPE_CASES))
+def test_recipe_yaml_abuse(tmp_path, cli_error, case):
+    text, culprits = RECIPE_CASES[case]
+    config = _config(tmp_path, text)
+    out = tmp_path / "out"
+    line = cli_error(
+        ["splits", "build", config, "--out", out, "--no-progress"],
+        culprit=[str(config), *culprits],
+        inputs=[config],
+        not_created=[out],
+    )
+    assert len(line) < 1500  # a 527-byte bomb gave a 5.8 MB error line
+
+
+def test_alias_bomb_is_refused_before_it_is_built(tmp_path):
+    """Ten more values per level: 10**9 values must fail in well under a second and a few MB."""
+    import resource
+    import time
+
+    from imagenet_zsl.config import read_yaml
+    from imagenet_zsl.errors import UserInputError
+
+    config = _config(tmp_path, _alias_bomb(9))
+    assert len(config.read_bytes()) < 600
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.perf_counter()
+    # as written: the root mapping, 10 keys, a0 (1 + 10 scalars) and a1..a8 (one node each) = 30
+    # expanded: E0 = 11, Ei = 1 + 10 E(i-1) (E8 = 1,111,111,111); 1 + 10 + sum(E0..E8) + E8 (the
+    # `splits: *a8` value) = 11 + 1,234,567,899 + 1,111,111,111; minus the 30 written
+    with pytest.raises(UserInputError, match="expand it by 2,345,678,991 values"):
+        read_yaml(config)
+    assert time.perf_counter() - start < 2.0
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 50_000  # KiB
+
+
+def test_anchors_used_as_in_the_default_recipe_still_work(tmp_path):
+    from imagenet_zsl.config import read_yaml
+
+    config = _config(
+        tmp_path,
+        "base: &pool\n  - {filter: not_training}\n"
+        "splits:\n  - {name: a, kind: benchmark, size: 5, pool: *pool}\n"
+        "defaults: &d {kind: hops, k: 1}\nmore:\n  <<: *d\n  k: 2\n",
+    )
+    data = read_yaml(config)
+    assert data["splits"][0]["pool"] == [{"filter": "not_training"}]
+    assert data["more"] == {"kind": "hops", "k": 2}  # a merged key may be overridden

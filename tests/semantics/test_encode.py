@@ -107,3 +107,33 @@ def test_cli_encode_defaults_to_the_universe(tmp_path, capsys):
     vectors = ClassVectors.load(out)
     assert len(vectors) == 21_842 and vectors.missing == []
     assert "a photo of a {}." in vectors.source
+
+
+def test_progress_lines_off_a_terminal():
+    """Not a terminal (a log file): plain lines, the first at 0, one per batch with interval 0,
+    and a last one; never a carriage-return bar (a 17-minute encode printed nothing)."""
+    import io
+
+    from imagenet_zsl.semantics.encode import progress_bar
+
+    stream = io.StringIO()  # isatty() is False
+    with progress_bar(5, "encode", "text", stream=stream, interval=0.0) as bar:
+        for _ in range(3):
+            bar.update(2 if _ < 2 else 1)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "encode: 0/5 texts"
+    assert lines[1].startswith("encode: 2/5 texts (40%), ") and "s left" in lines[1]
+    assert lines[2].startswith("encode: 4/5 texts (80%), ")
+    assert lines[3].startswith("encode: 5/5 texts done in ")
+    assert len(lines) == 4 and "\r" not in stream.getvalue()
+
+
+def test_progress_is_silent_when_disabled():
+    import io
+
+    from imagenet_zsl.semantics.encode import progress_bar
+
+    stream = io.StringIO()
+    with progress_bar(5, "encode", "text", enabled=False, stream=stream) as bar:
+        bar.update(5)
+    assert stream.getvalue() == ""

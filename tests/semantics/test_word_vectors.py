@@ -75,7 +75,13 @@ def test_gensim_native(tmp_path):
 
     path = tmp_path / "vectors.kv"
     tiny_keyed_vectors(dict(zip(WORDS, VECTORS.tolist(), strict=True))).save(str(path))
-    _check(load_word_vectors(str(path)))
+    assert detect_format(path) == "gensim"
+    # a pickle runs code when loaded: only an explicit trust_pickle loads it
+    with pytest.raises(UserInputError, match="trust_pickle"):
+        load_word_vectors(str(path))
+    with pytest.raises(UserInputError, match="trust_pickle"):
+        load_word_vectors({"source": str(path), "format": "gensim"})
+    _check(load_word_vectors({"source": str(path), "trust_pickle": True}))
 
 
 def test_packaged_glove_by_name(glove_vectorizer):
