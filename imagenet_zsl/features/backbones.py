@@ -19,10 +19,13 @@ import functools
 import logging
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
@@ -149,12 +152,15 @@ def _open_clip_spec(name: str) -> BackboneSpec:
     return BackboneSpec(name, "open_clip", arch, None, tag or None, "open_clip image tower")
 
 
-def backbone_preprocessing(net: Any, resize: int | None = None, crop: int | None = None) -> Preprocessing:
+def backbone_preprocessing(
+    net: Any, resize: int | None = None, crop: int | None = None, ten_crop: bool = False
+) -> Preprocessing:
     """The preprocessing ``net`` was trained with: torchvision/builtin nets the ImageNet standard
     (resize 256, crop 224, bilinear); timm models their pretrained config
     (``timm.data.resolve_data_config``: input size, crop_pct, interpolation, mean/std); open_clip
     towers their ``preprocess_cfg`` (resize to the input size, centre crop, CLIP mean/std).
-    ``resize``/``crop`` given explicitly override the backbone's own."""
+    ``resize``/``crop`` given explicitly override the backbone's own (a crop larger than the
+    resize is refused: it would be zero-padded); ``ten_crop``: average the ten crops."""
     kind = net.kind
     if kind == "timm":
         from timm.data import resolve_data_config
@@ -183,7 +189,13 @@ def backbone_preprocessing(net: Any, resize: int | None = None, crop: int | None
         )
     else:
         own = Preprocessing()
-    return dataclasses.replace(own, resize=resize or own.resize, crop=crop or own.crop)
+    pre = dataclasses.replace(own, resize=resize or own.resize, crop=crop or own.crop, ten_crop=ten_crop)
+    if (resize or crop) and pre.crop > pre.resize:
+        raise UserInputError(
+            f"--crop {pre.crop} is larger than --resize {pre.resize} (the shorter side after "
+            "resizing): the crop would be zero-padded; choose --crop <= --resize"
+        )
+    return pre
 
 
 @dataclass
@@ -246,18 +258,43 @@ def feature_net_class() -> type:
     return FeatureNet
 
 
+_REFUSED_GLOBAL = re.compile(r"unsupported (?:global:? )?GLOBAL\s+([^\s,]+)", re.IGNORECASE)
+_REFUSED_OPERAND = re.compile(r"unsupported operand\s+(\S+)", re.IGNORECASE)
+
+
+def _load_failure(path: Path, err: BaseException) -> UserInputError:
+    """One line for weights that cannot be read: torch's multi-line ``weights_only`` refusal
+    reduced to what it refused (e.g. a pickled ``posix.system`` call, which never ran)."""
+    text = str(err)
+    found_global, found_operand = _REFUSED_GLOBAL.search(text), _REFUSED_OPERAND.search(text)
+    if found_global and not re.fullmatch(r"[A-Za-z_]\w*(\.\w+)+", found_global.group(1)):
+        found_global, found_operand = None, found_global  # bytes that only look like a GLOBAL
+    if found_global:
+        cause = f"it pickles {found_global.group(1)}, not only tensors (refused, nothing was run)"
+    elif found_operand:
+        cause = "not a torch checkpoint (not a pickle of tensors)"
+    else:
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        cause = f"{type(err).__name__}: {(lines[0] if lines else '')[:160]}"
+    return UserInputError(
+        f"{path}: cannot read weights: {cause}; --weights takes a plain state_dict "
+        "(torch.save(model.state_dict())) or a .safetensors file"
+    )
+
+
 def _load_state_dict(path: Path) -> dict:
+    """The tensors of a checkpoint, read without executing anything (``weights_only``)."""
     import torch
 
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
 
-        state = load_file(str(path))
-    else:
-        try:
+            state = load_file(str(path))
+        else:
             state = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as err:  # noqa: BLE001 - any unreadable file is a user error
-            raise UserInputError(f"{path}: cannot read weights ({type(err).__name__}: {err})") from err
+    except Exception as err:  # noqa: BLE001 - any unreadable file is a user error
+        raise _load_failure(path, err) from None
     for key in ("state_dict", "model", "module"):
         if isinstance(state, dict) and key in state and isinstance(state[key], dict):
             state = state[key]
@@ -435,6 +472,36 @@ def _load_weights(net: Any, spec: BackboneSpec, path: Path) -> None:
     _apply_state_dict(target, state, path, spec.name)
 
 
+def state_digest(module: Any) -> str:
+    """sha256 over a module's state (names, dtypes, shapes and bytes, in state_dict order): the
+    identity of seeded random weights, which have no file to hash."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key, value in module.state_dict().items():
+        tensor = value.detach().cpu().contiguous()
+        digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)}\n".encode())
+        digest.update(tensor.numpy().tobytes() if tensor.numel() else b"")
+    return digest.hexdigest()
+
+
+def classifier_head(net: Any, dim: int) -> tuple[Any, Any] | None:
+    """The backbone's ImageNet-1K classifier as numpy ``(weight (1000, dim) float32, bias (1000,)
+    float32)``, or None when it has none: its outputs are in the sorted ILSVRC-2012 wnid order
+    (torchvision, timm and the builtin test net), so it reads the pooled features directly."""
+    from torch import nn
+
+    head = net.head
+    if net.kind not in ("torchvision", "timm", "builtin") or not isinstance(head, nn.Linear):
+        return None
+    if head.out_features != 1000 or head.in_features != dim:
+        return None
+    weight = head.weight.detach().float().cpu().numpy()
+    if head.bias is None:
+        return weight, np.zeros(head.out_features, dtype=np.float32)
+    return weight, head.bias.detach().float().cpu().numpy()
+
+
 def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tuple[Any, WeightsInfo]:
     """The named backbone with its weights loaded (CPU, eval mode) and a record of the weights.
 
@@ -452,7 +519,7 @@ def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tup
         net = _build_net(spec)
     if weights == RANDOM:
         log.warning("backbone %s uses RANDOM weights (seed %d): for tests and benchmarks only", name, seed)
-        info = WeightsInfo(RANDOM, None, None, seed)
+        info = WeightsInfo(RANDOM, None, state_digest(net), seed)
     elif weights is not None:
         path = Path(weights).expanduser()
         info = WeightsInfo("file", str(path.resolve()), sha256_file(path))

@@ -16,16 +16,19 @@ if TYPE_CHECKING:
 
 _EPILOG = """\
 examples:
-  imagenet-zsl extract --store /data/fall11 --classes splits/2-hops.txt --backbone resnet50 \\
-      --out feats/2-hops --logits
+  imagenet-zsl extract --store /data/fall11 --classes splits/hop2.txt --backbone resnet50 \\
+      --out feats/hop2 --logits
   torchrun --nproc_per_node 8 -m imagenet_zsl.cli extract ...   (same arguments; shards split by rank)
-  imagenet-zsl extract --merge feats/2-hops                        (check shards, write manifest)
+  imagenet-zsl extract --merge feats/hop2                          (check shards, write manifest)
 
 Re-running the same command resumes (finished shards are kept) and, on a finished run, verifies
-every shard's sha256. Preprocessing: the backbone's own (torchvision: resize 256, centre crop 224,
-bilinear, ImageNet mean/std; timm: its pretrained config; open_clip: its preprocess config), with
-large JPEGs decoded at reduced DCT scale before the resize. Nothing is downloaded: weights come
-from --weights PATH or the torch hub / Hugging Face cache.
+every shard's sha256. A backbone with an ImageNet-1K classifier (torchvision ResNets, timm 1K
+models) also leaves its head in DIR/head.npz (weight, bias, class order; sha256 in the manifest),
+with or without --logits: GCNZ/SGCN/DGP targets and ConSE then need no seen-class image.
+Preprocessing: the backbone's own (torchvision: resize 256, centre crop 224, bilinear, ImageNet
+mean/std; timm: its pretrained config; open_clip: its preprocess config), with large JPEGs decoded
+at reduced DCT scale before the resize; --ten-crop averages the ten crops instead. Nothing is
+downloaded: weights come from --weights PATH or the torch hub / Hugging Face cache.
 
   imagenet-zsl extract --backbone timm:vit_small_patch16_224.augreg_in21k ...
   imagenet-zsl extract --backbone open_clip:ViT-B-32/laion2b_s34b_b79k ...
@@ -101,7 +104,18 @@ def register(tree: CommandTree) -> None:
     parser.add_argument(
         "--resize", type=positive_int, help="shorter side before the crop (default: the backbone's own)"
     )
-    parser.add_argument("--crop", type=positive_int, help="centre crop size (default: the backbone's own)")
+    parser.add_argument(
+        "--crop",
+        type=positive_int,
+        help="centre crop size (default: the backbone's own); at most --resize",
+    )
+    parser.add_argument(
+        "--ten-crop",
+        action="store_true",
+        help="the feature (and logits) of an image is the mean over ten crops: the 4 corners and the "
+        "centre of the resized image and of its horizontal flip (torchvision TenCrop), as in "
+        "Le Cacheux et al.; 10x the forward passes. Recorded in the manifest's preprocessing",
+    )
     parser.add_argument(
         "--pretraining-classes",
         metavar="FILE",
@@ -149,6 +163,7 @@ def _extract(args: argparse.Namespace) -> int:
         compile=args.compile,
         resize=args.resize,
         crop=args.crop,
+        ten_crop=args.ten_crop,
         progress=not args.no_progress,
         pretraining_classes=args.pretraining_classes,
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import finished_shard, write_manifest
+from imagenet_zsl.features.shards import check_head_file, finished_shard, write_manifest
 from imagenet_zsl.io import MANIFEST_NAME
 
 RUN_FILE = "run.json"
@@ -123,6 +123,10 @@ def merge(out_dir: str | Path, verify: bool = True, require_complete: bool = Tru
             "shards' .done.json files and re-run the extract command to redo them"
         )
     manifest = dict(run["manifest"])
+    if manifest.get("head") is not None:
+        problem = check_head_file(out_dir, manifest["head"])
+        if problem:
+            raise UserInputError(f"{problem}; re-run the same extract command to rewrite it")
     manifest["shards"] = records
     manifest["skipped"] = skipped
     manifest["counts"] = {

@@ -35,13 +35,29 @@ from imagenet_zsl.data import ilsvrc2012_wnids
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features import distributed as dist
-from imagenet_zsl.features.backbones import RANDOM, backbone_preprocessing, create_backbone, get_spec
+from imagenet_zsl.features.backbones import (
+    RANDOM,
+    backbone_preprocessing,
+    classifier_head,
+    create_backbone,
+    get_spec,
+)
+from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
+from imagenet_zsl.features.identity import DEFAULT_LAYER
 from imagenet_zsl.features.loading import ImageDataset, WorkList, image_loader
-from imagenet_zsl.features.shards import shard_name, write_shard
+from imagenet_zsl.features.shards import encode_head, shard_name, write_shard
 from imagenet_zsl.features.transforms import Preprocessing
 from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
 from imagenet_zsl.images.store import ImageStore, StoreReader, open_store, select_rows
-from imagenet_zsl.io import atomic_write_json, canonical_json, file_record, software_versions
+from imagenet_zsl.io import (
+    atomic_write_bytes,
+    atomic_write_json,
+    canonical_json,
+    file_record,
+    sha256_bytes,
+    sha256_file,
+    software_versions,
+)
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.pretraining import pretraining_of
 
@@ -81,6 +97,7 @@ class ExtractConfig:
     pretraining_classes: str | None = None  # wnid list the backbone was pretrained on (overrides)
     pad_batches: bool | None = None  # pad short batches to batch_size (None: on CUDA, or with compile)
     compile: bool = False  # torch.compile (inductor, frozen weights) the backbone: one shape, padded
+    ten_crop: bool = False  # the feature is the mean over torchvision's ten crops (issue 24)
 
 
 @dataclass
@@ -157,7 +174,8 @@ class ExtractionSetup:
     ``work``: the images (:class:`~imagenet_zsl.features.loading.WorkList`); ``net``: the backbone
     (a ``FeatureNet``, on the CPU until extraction moves it) giving ``dim``-d features; ``pre``:
     the preprocessing; ``device``: where it runs; ``precision`` (fp32/bf16/fp16), ``decode``
-    (pil/torchvision), ``batch_size`` and ``workers`` (decode processes) with "auto" resolved.
+    (pil/torchvision), ``batch_size`` and ``workers`` (decode processes) with "auto" resolved;
+    ``head``: the backbone's ImageNet-1K classifier, stored as ``head.npz`` (None: it has none).
     """
 
     cfg: ExtractConfig
@@ -170,6 +188,7 @@ class ExtractionSetup:
     decode: str
     batch_size: int
     workers: int
+    head: BackboneHead | None = None
 
 
 def _run_record(
@@ -214,11 +233,9 @@ def _run_record(
     manifest = {
         "tool": TOOL,
         "classes": work.classes,
-        "dim": dim,
         "simulated": False,
         "inputs": inputs,
-        "backbone": {"name": cfg.backbone, "dim": dim, "weights": weights},
-        "preprocessing": pre.describe(),
+        **provenance_fields(cfg.backbone, dim, weights, pre),
         "parameters": parameters,
         "classes_without_images": work.missing_classes,
         "store_problems": store.problems,
@@ -229,6 +246,14 @@ def _run_record(
         manifest["logits"] = {
             "classes": logit_classes,
             "order": "sorted ILSVRC-2012 wnids (the torchvision/timm 1K output order)",
+        }
+    if setup.head is not None:
+        manifest["head"] = {
+            "file": HEAD_FILE,
+            "sha256": sha256_bytes(encode_head(setup.head)),
+            "shape": list(setup.head.weight.shape),
+            "order": "sorted ILSVRC-2012 wnids (the torchvision/timm 1K output order)",
+            "use": "logits = features @ weight.T + bias",
         }
     return {
         "format": dist.RUN_FORMAT,
@@ -300,6 +325,19 @@ def _write_run(out: Path, record: dict) -> None:
     atomic_write_json(out / dist.RUN_FILE, record)
 
 
+def _ensure_head(out: Path, head: BackboneHead | None) -> None:
+    """Write ``head.npz`` (after run.json, so a directory holding it is always an extraction
+    directory) unless it is there with the same bytes; its sha256 is in the run's manifest and
+    :func:`~imagenet_zsl.features.distributed.merge` checks it. Every rank computes the same bytes."""
+    if head is None:
+        return
+    data = encode_head(head)
+    path = out / HEAD_FILE
+    if path.is_file() and sha256_file(path) == sha256_bytes(data):
+        return
+    atomic_write_bytes(path, data)
+
+
 def _check_choices(cfg: ExtractConfig) -> None:
     if cfg.shard_size < 1:
         raise UserInputError(f"--shard-size {cfg.shard_size}: must be at least 1")
@@ -355,12 +393,15 @@ def _default_workers(on_cuda: bool, ranks: dist.RankInfo) -> int:
     return max(1, min(4, cpus))
 
 
-def _load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any], Preprocessing]:
-    """(FeatureNet, feature dim, weights record, its preprocessing) of ``cfg.backbone``."""
+def load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any], Preprocessing]:
+    """(FeatureNet, feature dim, weights record, its preprocessing) of ``cfg.backbone``, exactly as
+    ``extract`` builds them (``imagenet-zsl predict`` uses it to embed photos the same way); only
+    ``backbone``, ``weights``, ``seed``, ``resize``, ``crop``, ``ten_crop`` and ``logits`` of
+    ``cfg`` are read."""
     import torch
 
     net, weights = create_backbone(cfg.backbone, cfg.weights, seed=cfg.seed)
-    pre = backbone_preprocessing(net, cfg.resize, cfg.crop)
+    pre = backbone_preprocessing(net, cfg.resize, cfg.crop, cfg.ten_crop)
     net.want_logits = cfg.logits
     if cfg.logits and net.num_logits != 1000:
         raise UserInputError(
@@ -380,6 +421,18 @@ def _load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any], Prepro
     return net, dim, weights.describe(), pre
 
 
+def provenance_fields(backbone: str, dim: int, weights: dict[str, Any], pre: Preprocessing) -> dict[str, Any]:
+    """The feature-manifest fields that determine the features' identity
+    (:func:`~imagenet_zsl.features.identity.feature_identity`): backbone name (its pretrained tag
+    included), weights record (sha256), preprocessing, feature layer and dimension."""
+    return {
+        "dim": dim,
+        "backbone": {"name": backbone, "dim": dim, "weights": weights},
+        "preprocessing": pre.describe(),
+        "feature_layer": DEFAULT_LAYER,
+    }
+
+
 def run_extraction(cfg: ExtractConfig) -> ExtractResult:
     """Extract features for ``cfg`` in this process (one rank of a torchrun job, or alone)."""
     import torch
@@ -396,7 +449,8 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
     batch_size = cfg.batch_size or (256 if on_cuda else 32)
     if batch_size < 1:
         raise UserInputError(f"--batch-size {batch_size}: must be at least 1")
-    net, dim, weights, pre = _load_backbone(cfg)
+    net, dim, weights, pre = load_backbone(cfg)
+    head = classifier_head(net, dim)
     setup = ExtractionSetup(
         cfg=cfg,
         work=work,
@@ -408,6 +462,7 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
         decode=cfg.decode if cfg.decode != "auto" else "pil",
         batch_size=batch_size,
         workers=cfg.workers if cfg.workers is not None else _default_workers(on_cuda, ranks),
+        head=None if head is None else BackboneHead(head[0], head[1], sorted(ilsvrc2012_wnids())),
     )
     logit_classes = sorted(ilsvrc2012_wnids()) if cfg.logits else None
     record = _run_record(setup, store, weights, logit_classes)
@@ -424,6 +479,7 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
     forward = _prepare_net(setup, result) if pending else None
     if fresh:
         _write_run(out, record)
+    _ensure_head(out, setup.head)
 
     handler, old_level = _attach_log_file(out, ranks.rank)
     try:
@@ -526,7 +582,7 @@ def _prepare_net(setup: ExtractionSetup, result: ExtractResult) -> Callable[[Any
 
     crop = setup.pre.crop
     with torch.inference_mode():
-        x = torch.zeros((setup.batch_size, 3, crop, crop), device=setup.device)
+        x = torch.zeros((setup.batch_size * setup.pre.views, 3, crop, crop), device=setup.device)
         x = x.contiguous(memory_format=torch.channels_last)
         try:
             with _autocast(setup):
@@ -634,9 +690,14 @@ def _extract_shards(
                 if pad and n < batch_size:
                     filler = images.new_zeros((batch_size - n, *images.shape[1:]))
                     images = torch.cat([images, filler])
-                x = normalize(images).contiguous(memory_format=torch.channels_last)
+                x = normalize(images)
+                if pre.ten_crop:  # (b, 10, 3, c, c): one forward over the b x 10 crops
+                    x = x.reshape(-1, *x.shape[2:])
+                x = x.contiguous(memory_format=torch.channels_last)
                 with autocast:
                     features, logits = forward(x)
+                if pre.ten_crop:
+                    features, logits = _mean_over_crops(features, logits, pre.views)
                 buffers.add(
                     pos.numpy(),
                     features[:n].to(torch.float16),
@@ -655,6 +716,15 @@ def _extract_shards(
                 buffers = _ShardBuffer()
     bar.close()
     result.seconds = time.perf_counter() - start
+
+
+def _mean_over_crops(features: Any, logits: Any, views: int) -> tuple[Any, Any]:
+    """(b x views, D) features (and logits) → (b, D): the mean over each image's crops, in fp32
+    (mean logits = the head applied to the mean features: the head is linear)."""
+    features = features.float().reshape(-1, views, features.shape[-1]).mean(dim=1)
+    if logits is not None:
+        logits = logits.float().reshape(-1, views, logits.shape[-1]).mean(dim=1)
+    return features, logits
 
 
 def _with_device_decoded(batch: dict[str, Any], pre: Preprocessing, device: torch.device):
@@ -763,9 +833,7 @@ def _device_decode(raw: list, raw_pos: list[int], pre: Preprocessing, device: to
         crops.append(crop)
         positions.append(pos)
     stacked = (
-        torch.stack(crops)
-        if crops
-        else torch.zeros((0, 3, pre.crop, pre.crop), dtype=torch.uint8, device=device)
+        torch.stack(crops) if crops else torch.zeros((0, *pre.crop_shape), dtype=torch.uint8, device=device)
     )
     return stacked, positions, failed
 

@@ -136,11 +136,12 @@ class ImageDataset:
 
 class Collate:
     """Batch of :data:`Item` → dict: ``pos`` (b,) int64 and ``images`` (b, 3, c, c) uint8 of the
-    decoded crops; ``raw_pos``/``raw`` (undecoded JPEGs as uint8 tensors) and ``skipped``
-    ((pos, reason) pairs) passed through. Picklable for worker processes."""
+    decoded crops ((b, 10, 3, c, c) with ten-crop); ``raw_pos``/``raw`` (undecoded JPEGs as uint8
+    tensors) and ``skipped`` ((pos, reason) pairs) passed through. Picklable for worker processes."""
 
-    def __init__(self, crop: int):
+    def __init__(self, crop: int, views: int = 1):
         self.crop = crop
+        self.views = views  # crops per image: 10 with ten-crop, stacked as (b, 10, 3, c, c)
 
     def __call__(self, items: Sequence[Item]) -> dict[str, Any]:
         import torch
@@ -148,7 +149,8 @@ class Collate:
         crops = [(p, c) for p, c, _, _ in items if c is not None]
         raws = [(p, r) for p, _, r, _ in items if r is not None]
         skipped = [(p, reason) for p, c, r, reason in items if c is None and r is None]
-        shape = (len(crops), 3, self.crop, self.crop)
+        per_image = (3, self.crop, self.crop) if self.views == 1 else (self.views, 3, self.crop, self.crop)
+        shape = (len(crops), *per_image)
         if crops and torch.utils.data.get_worker_info() is not None:
             # a worker's batch travels to the main process in shared memory: stack straight into
             # it (as torch's default_collate does) rather than stacking, then copying it there
@@ -179,7 +181,7 @@ def image_loader(
         dataset,
         batch_sampler=batches,
         num_workers=workers,
-        collate_fn=Collate(dataset.pre.crop),
+        collate_fn=Collate(dataset.pre.crop, dataset.pre.views),
         pin_memory=pin_memory,
         prefetch_factor=2 if workers else None,  # in flight: workers x 2 batches of uint8 crops
     )

@@ -8,6 +8,8 @@ A feature directory holds fixed-size shards plus one ``manifest.json``::
     DIR/<shard>.ids.npy               (n,)   unicode image ids, e.g. "n01440764/n01440764_10026.JPEG"
     DIR/<shard>.logits.npy            (n, K) float16, optional: backbone's 1K-class logits
     DIR/<shard>.done.json             written last: rows and sha256 of each file (resume marker)
+    DIR/head.npz                      optional: the backbone's own classifier (weight (K, D), bias
+                                      (K,), classes), its sha256 in manifest["head"]
 
 Shard names sort in work order (``r{rank:03d}-s{index:06d}``). A shard exists only once its
 ``.done.json`` is written, so an interrupted run leaves at most temp files that are ignored.
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import json
+import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
+from imagenet_zsl.features.identity import feature_identity
 from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_save_npy,
@@ -86,6 +92,33 @@ def write_shard(
         record["sha256"][kind] = sha256_file(path)
     atomic_write_json(out_dir / f"{name}.done.json", record)
     return record
+
+
+def encode_head(head: BackboneHead) -> bytes:
+    """The bytes of ``head.npz``: ``weight`` (K, D) float32, ``bias`` (K,) float32, ``classes``
+    (K,) unicode; the same head always gives the same bytes (no timestamps)."""
+    buffer = io.BytesIO()
+    np.savez(
+        buffer,
+        weight=np.ascontiguousarray(head.weight, dtype=np.float32),
+        bias=np.ascontiguousarray(head.bias, dtype=np.float32),
+        classes=np.asarray(head.classes, dtype=np.str_),
+    )
+    return buffer.getvalue()
+
+
+def check_head_file(out_dir: str | Path, record: Any) -> str | None:
+    """What is wrong with the head file that manifest record ``record`` describes (None: fine)."""
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        return "the manifest's 'head' record has no sha256"
+    if record.get("file", HEAD_FILE) != HEAD_FILE:
+        return f"the manifest's head file must be {HEAD_FILE!r}, not {record.get('file')!r}"
+    path = Path(out_dir) / HEAD_FILE
+    if not path.is_file():
+        return f"{path}: the backbone head listed in the manifest is missing"
+    if sha256_file(path) != record["sha256"]:
+        return f"{path}: sha256 does not match the manifest (the head was changed after extraction)"
+    return None
 
 
 def finished_shard(out_dir: str | Path, name: str, verify: bool = False) -> dict[str, Any] | None:
@@ -282,6 +315,42 @@ class FeatureDir:
     @property
     def simulated(self) -> bool:
         return bool(self.manifest.get("simulated", False))
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Which backbone, weights, preprocessing and layer made these features
+        (:func:`~imagenet_zsl.features.identity.feature_identity`)."""
+        return feature_identity(self.manifest)
+
+    @property
+    def has_head(self) -> bool:
+        """Whether the manifest lists a backbone head (``head.npz``)."""
+        return self.manifest.get("head") is not None
+
+    def head(self) -> BackboneHead | None:
+        """The backbone's own classifier stored by ``extract`` (:class:`~imagenet_zsl.features.head.
+        BackboneHead`: weight (K, D), bias (K,), the K wnids in output order), verified against the
+        manifest's sha256; None when the directory has none (simulated features, backbones without
+        an ImageNet-1K head, directories written before heads were stored)."""
+        record = self.manifest.get("head")
+        if record is None:
+            return None
+        problem = check_head_file(self.path, record)
+        if problem:
+            raise UserInputError(f"{problem}; restore it or re-extract the features into a new directory")
+        path = self.path / HEAD_FILE
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                head = BackboneHead(data["weight"], data["bias"], [str(c) for c in data["classes"]])
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            raise UserInputError(
+                f"{path}: not a readable backbone head ({str(err)[:120]}); re-extract"
+            ) from None
+        if head.dim != self.dim:
+            raise UserInputError(
+                f"{path}: the head reads {head.dim}-d features but the manifest says {self.dim}-d; re-extract"
+            )
+        return head
 
     def shard_names(self) -> list[str]:
         """The shards' names in row order."""

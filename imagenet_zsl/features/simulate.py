@@ -81,6 +81,8 @@ class SimulationConfig:
     test: PartConfig = field(default_factory=lambda: PartConfig(["splits/hop1.txt"], 10))
 
     def check(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise UserInputError(f"simulate: seed (--seed) must be an integer >= 0, got {self.seed!r}")
         if self.dim < 1:
             raise UserInputError(f"simulate: dim must be >= 1, got {self.dim}")
         for name in ("root_scale", "step", "semantic_weight", "noise"):
@@ -293,6 +295,7 @@ def _write_part(
 
 def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | None = None) -> Path:
     """Write the simulated train / seen_test / test feature directories under ``out_dir``."""
+    config.check()  # again: the command line may have overridden the seed after loading
     train = resolve_classes(config.train.classes, base_dir)
     requested = resolve_classes(config.test.classes, base_dir)
     test = sorted(set(requested) - set(train))

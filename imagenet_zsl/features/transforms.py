@@ -35,6 +35,9 @@ class Preprocessing:
     jpeg_draft: bool = True
     #: resize filter (antialiased): "bilinear" (torchvision models) or "bicubic" (most timm/CLIP)
     interpolation: str = "bilinear"
+    #: ten crops instead of the centre one (torchvision ``TenCrop``: the 4 corners and the centre
+    #: of the resized image, and the same 5 of its horizontal flip); the feature is their mean
+    ten_crop: bool = False
 
     def _mode(self):
         from torchvision.transforms import InterpolationMode
@@ -46,18 +49,46 @@ class Preprocessing:
         """The ``min_side`` to decode JPEGs with: ``resize`` when drafting, else None (full size)."""
         return self.resize if self.jpeg_draft else None
 
+    @property
+    def views(self) -> int:
+        """Crops per image: 10 with ``ten_crop``, else 1."""
+        return 10 if self.ten_crop else 1
+
+    @property
+    def crop_shape(self) -> tuple[int, ...]:
+        """Shape of one image's uint8 crops: (3, c, c), or (10, 3, c, c) with ``ten_crop``."""
+        single = (3, self.crop, self.crop)
+        return (10, *single) if self.ten_crop else single
+
     def describe(self) -> dict[str, Any]:
-        """For the manifest."""
-        return {
+        """For the manifest (and so the feature identity). ``ten_crop`` appears only when on, so
+        centre-crop records stay those written before it existed."""
+        record = {
             **asdict(self),
             "interpolation": f"{self.interpolation} (antialiased)",
             "steps": "resize shorter side, center crop, /255, (x - mean) / std",
         }
+        del record["ten_crop"]
+        if self.ten_crop:
+            record["ten_crop"] = True
+            record["steps"] = (
+                "resize shorter side, ten crops (4 corners + centre, and the same of the horizontal "
+                "flip: torchvision TenCrop), /255, (x - mean) / std; feature = mean over the 10 crops"
+            )
+        return record
 
     def crop_pil(self, image: Any) -> np.ndarray:
         """PIL RGB image → uint8 array (3, crop, crop): torchvision's Resize + CenterCrop on PIL,
         pixel for pixel, resampling only the crop's span of an axis where that is provably exact
-        (:func:`resized_center_crop`)."""
+        (:func:`resized_center_crop`). With ``ten_crop``: (10, 3, crop, crop), torchvision's
+        Resize + TenCrop in its order."""
+        if self.ten_crop:
+            import torchvision.transforms.functional as F
+
+            crops = F.ten_crop(F.resize(image, [self.resize], self._mode()), [self.crop, self.crop])
+            return np.ascontiguousarray(
+                np.stack([np.asarray(c, dtype=np.uint8) for c in crops]).transpose(0, 3, 1, 2)
+            )
         cropped = resized_center_crop(image, self.resize, self.crop, self.interpolation)
         if cropped is None:  # a case the crop-only resize does not cover: the plain way
             import torchvision.transforms.functional as F
@@ -67,10 +98,14 @@ class Preprocessing:
         return np.ascontiguousarray(np.asarray(cropped, dtype=np.uint8).transpose(2, 0, 1))
 
     def crop_tensor(self, image: Any) -> Any:
-        """uint8 tensor (3, H, W) on any device → uint8 (3, crop, crop) (tensor resize, antialiased)."""
+        """uint8 tensor (3, H, W) on any device → uint8 (3, crop, crop) (tensor resize, antialiased);
+        with ``ten_crop``, (10, 3, crop, crop)."""
+        import torch
         import torchvision.transforms.functional as F
 
         image = F.resize(image, [self.resize], self._mode(), antialias=True)
+        if self.ten_crop:
+            return torch.stack(F.ten_crop(image, [self.crop, self.crop]))
         return F.center_crop(image, [self.crop, self.crop])
 
     def normalizer(self, device: Any) -> Any:
@@ -90,9 +125,20 @@ class Preprocessing:
         return normalize
 
     def reference_transform(self) -> Any:
-        """The plain torchvision pipeline (PIL → normalised float tensor) for tests and benchmarks."""
+        """The plain torchvision pipeline (PIL → normalised float tensor (3, c, c); with
+        ``ten_crop`` (10, 3, c, c)) for tests and benchmarks."""
+        import torch
         from torchvision import transforms
 
+        if self.ten_crop:
+            per_crop = transforms.Compose([transforms.ToTensor(), transforms.Normalize(self.mean, self.std)])
+            return transforms.Compose(
+                [
+                    transforms.Resize(self.resize, self._mode()),
+                    transforms.TenCrop(self.crop),
+                    transforms.Lambda(lambda crops: torch.stack([per_crop(c) for c in crops])),
+                ]
+            )
         return transforms.Compose(
             [
                 transforms.Resize(self.resize, self._mode()),

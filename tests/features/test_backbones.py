@@ -1,3 +1,5 @@
+import hashlib
+
 import pytest
 import torch
 
@@ -45,8 +47,16 @@ def test_random_weights_are_seeded_and_stamped():
     assert torch.equal(_outputs(a, x)[0], _outputs(b, x)[0])
     assert not torch.equal(_outputs(a, x)[0], _outputs(c, x)[0])
     record = info.describe()
-    assert record["source"] == "random" and record["sha256"] is None and record["seed"] == 0
+    assert record["source"] == "random" and record["seed"] == 0
     assert "for tests and benchmarks only" in record["note"]
+    # random weights have no file: their sha256 is that of the seeded state, by hand here
+    digest = hashlib.sha256()
+    for key, value in a.state_dict().items():
+        digest.update(f"{key}:{value.dtype}:{tuple(value.shape)}\n".encode())
+        digest.update(value.contiguous().numpy().tobytes())
+    assert record["sha256"] == digest.hexdigest()
+    assert create_backbone("tiny-test", "random", seed=0)[1].sha256 == record["sha256"]
+    assert create_backbone("tiny-test", "random", seed=1)[1].sha256 != record["sha256"]
 
 
 def test_missing_pretrained_weights_are_an_error_never_random(torch_home):

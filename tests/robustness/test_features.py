@@ -157,6 +157,11 @@ BAD_FLAGS = {
     "unknown-decoder": (["--decode", "magic"], "--decode"),
     "unknown-backbone": (["--backbone", "resnet5000", "--weights", "random"], "resnet5000"),
     "missing-store": (["--store", "{tmp}/nowhere"], "nowhere"),
+    # issue 26: a crop larger than the resize used to be zero-padded silently
+    "crop-over-resize": (
+        ["--resize", "32", "--crop", "512", "--backbone", "tiny-test", "--weights", "random"],
+        "--crop 512",
+    ),
 }
 
 
@@ -181,5 +186,54 @@ def test_filter_flag_workers_negative(cli_error, tmp_path: Path) -> None:
         ["images", "filter", "--features", features, "--out", out, "--workers", "-1"],
         culprit="--workers",
         inputs=[features],
+        not_created=[out],
+    )
+
+
+def _pickled_code(path: Path, marker: Path) -> None:
+    """A torch checkpoint whose unpickling would run ``touch marker``."""
+    import os
+
+    import torch
+
+    class Evil:
+        def __reduce__(self) -> tuple:
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"weight": Evil()}, path)
+
+
+@pytest.mark.parametrize("kind", ["malicious", "module"])
+def test_extract_weights_that_pickle_code_are_one_line_and_never_run(
+    cli_error, tmp_path: Path, kind: str
+) -> None:
+    """Issue 26: a malicious or torch.save'd-module --weights file printed 3-4 lines of torch text."""
+    import torch
+
+    from imagenet_zsl.features.synthetic_store import make_store
+
+    store = make_store(tmp_path / "store", "tars", {"n01440764": 2}, oddities=False)
+    classes = tmp_path / "classes.txt"
+    classes.write_text("n01440764\n")
+    weights, marker, out = tmp_path / "w.pth", tmp_path / "PWNED", tmp_path / "out"
+    if kind == "malicious":
+        _pickled_code(weights, marker)
+    else:
+        torch.save(torch.nn.Linear(2, 2), weights)  # a whole pickled module, not a state_dict
+    argv = ["extract", "--store", store.root, "--classes", classes, "--out", out, "--device", "cpu"]
+    argv += ["--backbone", "tiny-test", "--weights", weights]
+    cli_error(argv, culprit=str(weights), inputs=[store.root, classes, weights], not_created=[out])
+    assert not marker.exists()
+
+
+def test_simulate_negative_seed(cli_error, tmp_path: Path) -> None:
+    """Issue 26: ``simulate --seed -1`` was an internal error."""
+    config = tmp_path / "sim.yaml"
+    config.write_text("train: {classes: [n01440764], images_per_class: 2}\n")
+    out = tmp_path / "sim"
+    cli_error(
+        ["simulate", config, "--out", out, "--seed", "-1"],
+        culprit="--seed",
+        inputs=[config],
         not_created=[out],
     )

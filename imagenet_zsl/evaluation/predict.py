@@ -1,0 +1,221 @@
+"""``imagenet-zsl predict``: the top-k classes of a few photos under a fitted zero-shot model.
+
+Why: it is the sanity check every user wants (does the model put coffee-like classes first on a
+photo of a coffee cup?), and the one way to score a photo against the ~21K ImageNet classes
+without writing Python. Each photo is decoded and preprocessed exactly as ``extract`` does it
+(:func:`~imagenet_zsl.features.extract.load_backbone`: the backbone's own preprocessing, JPEG draft
+decode, fp16 features), embedded by the model, and ranked by dot product against the prototypes of
+the label space (:func:`~imagenet_zsl.splits.label_space.resolve_label_space`). The model's
+recorded feature identity must match the backbone and weights given, as for ``evaluate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from imagenet_zsl.cli_types import non_negative_int, positive_int
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.run import representable_classes
+from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields
+from imagenet_zsl.features.identity import check_same_features, feature_identity
+from imagenet_zsl.features.transforms import Preprocessing
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.universe import training_wnids
+from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
+from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.label_space import check_label_space_spec, resolve_label_space
+
+if TYPE_CHECKING:
+    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+
+_EPILOG = """\
+examples:
+  imagenet-zsl predict coffee.png cat.jpg --model models/conse --backbone timm:tf_efficientnet_lite0 \\
+      --weights lite0.pth --label-space all -k 5
+  imagenet-zsl predict photo.jpg --model models/eszsl --backbone resnet50 \\
+      --label-space split --split splits/hop2.txt
+
+Each photo is decoded and preprocessed as 'extract' does it (give the same --resize/--crop/--ten-crop
+as the extraction the model was trained on). The model's feature identity (backbone, weights
+sha256, preprocessing) must match, unless --allow-feature-mismatch. Label space 'all' (default):
+every ImageNet-21K class that is not a seen class of the model; classes without a prototype
+(e.g. no word vector) are left out and counted.
+"""
+
+_LABEL_SPACE_HELP = (
+    "the classes each photo is ranked against: 'all' (default: every ImageNet-21K class that is not "
+    "a seen class of the model), 'split' (the classes of --split), or a wnid list FILE"
+)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The top-k of one photo: ``wnids`` (k,), ``scores`` (k,) float32, best first."""
+
+    photo: str
+    wnids: list[str]
+    scores: np.ndarray
+
+
+def register(tree: CommandTree) -> None:
+    """Add ``imagenet-zsl predict`` to the command line."""
+    parser = tree.command(
+        "predict",
+        "print the top-k classes (wnid, lemma, gloss, score) of photos under a fitted model",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("photos", nargs="+", type=Path, help="image files (any format PIL reads)")
+    parser.add_argument("--model", required=True, type=Path, help="model directory written by 'train'")
+    parser.add_argument("--backbone", required=True, help="the backbone the model's features came from")
+    parser.add_argument(
+        "--weights",
+        help="its weights file, or 'random' (tests only); default: the torch hub / Hugging Face cache",
+    )
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of --weights random")
+    parser.add_argument("--label-space", default="all", help=_LABEL_SPACE_HELP)
+    parser.add_argument("--split", type=Path, help="wnid list of the split (needed by --label-space split)")
+    parser.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per photo (default 5)")
+    parser.add_argument(
+        "--resize", type=positive_int, help="as given to extract (default: the backbone's own)"
+    )
+    parser.add_argument("--crop", type=positive_int, help="as given to extract (default: the backbone's own)")
+    parser.add_argument("--ten-crop", action="store_true", help="as given to extract")
+    parser.add_argument(
+        "--allow-feature-mismatch",
+        action="store_true",
+        help="score even if the model was fitted on features of another backbone/weights/preprocessing",
+    )
+    parser.set_defaults(func=_predict)
+
+
+def _check_photos(photos: list[Path]) -> None:
+    for photo in photos:
+        if not photo.is_file():
+            raise UserInputError(
+                f"{photo}: photo not found" + (" (it is a directory)" if photo.is_dir() else "")
+            )
+
+
+def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
+    """The label space's wnids (sorted) for ``--label-space`` / ``--split``."""
+    spec = str(args.label_space)
+    check_label_space_spec(spec, "--label-space")
+    if spec == "split" and args.split is None:
+        raise UserInputError("--label-space split needs --split FILE (the split's wnid list)")
+    split = read_wnid_list(args.split) if args.split is not None else []
+    return resolve_label_space(spec, split, seen, "--label-space")
+
+
+def embed_photos(net: Any, pre: Preprocessing, photos: list[Path]) -> tuple[np.ndarray, np.ndarray | None]:
+    """(N, D) float32 features (rounded to fp16 as 'extract' stores them) and (N, K) logits (or None)
+    of the photos, decoded and preprocessed as 'extract' does on CPU (fp32 forward)."""
+    import torch
+
+    crops = []
+    for photo in photos:
+        try:
+            image = decode_rgb(photo.read_bytes(), pre.decode_min_side)
+            crops.append(torch.from_numpy(pre.crop_pil(image)))
+        except DecodeFailure as err:
+            raise UserInputError(f"{photo}: cannot read the image ({err})") from None
+        except OSError as err:
+            raise UserInputError(f"{photo}: cannot read the file ({err.strerror or err})") from None
+    x = pre.normalizer("cpu")(torch.stack(crops))
+    if pre.ten_crop:
+        x = x.reshape(-1, *x.shape[2:])
+    with torch.inference_mode():
+        features, logits = net(x.contiguous(memory_format=torch.channels_last))
+    if pre.ten_crop:
+        features = features.float().reshape(len(photos), pre.views, -1).mean(dim=1)
+        logits = None if logits is None else logits.float().reshape(len(photos), pre.views, -1).mean(dim=1)
+    as_stored = features.to(torch.float16).float().numpy()
+    return as_stored, None if logits is None else logits.to(torch.float16).float().numpy()
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """(N, C) scores → (N, min(k, C)) column indices, best first; ties go to the lower index."""
+    k = min(k, scores.shape[1])
+    return np.argsort(-scores, axis=1, kind="stable")[:, :k]
+
+
+def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]:
+    """The top-k of every photo, and what was ranked against (label-space counts, override)."""
+    photos = [Path(p) for p in args.photos]
+    _check_photos(photos)
+    check_label_space_spec(str(args.label_space), "--label-space")
+    source = ModelDirectory(args.model)
+    cfg = ExtractConfig(
+        store="",
+        classes_file="",
+        backbone=args.backbone,
+        out="",
+        weights=args.weights,
+        seed=args.seed,
+        resize=args.resize,
+        crop=args.crop,
+        ten_crop=args.ten_crop,
+    )
+    net, dim, weights, pre = load_backbone(cfg)
+    net.want_logits = net.num_logits is not None
+    identity = feature_identity(provenance_fields(args.backbone, dim, weights, pre))
+    given = f"--backbone {args.backbone}" + (f" --weights {args.weights}" if args.weights else "")
+    override = check_same_features(
+        source.feature_identity, identity, f"model {args.model}", given, args.allow_feature_mismatch
+    )
+    seen = source.seen_wnids() or training_wnids()
+    space = _label_space(args, seen)
+    features, logits = embed_photos(net, pre, photos)
+    queries = source.encode(features, logits)
+    kept, without = representable_classes(source, space)
+    scores = queries @ source.prototypes(kept).T
+    order = top_k(scores, args.top_k)
+    predictions = [
+        Prediction(str(photo), [kept[j] for j in row], scores[i, row])
+        for i, (photo, row) in enumerate(zip(photos, order, strict=True))
+    ]
+    info = {
+        "label_space": str(args.label_space),
+        "classes": len(kept),
+        "without_prototype": without,
+        "seen": len(set(seen)),
+        "override": override,
+    }
+    return predictions, info
+
+
+def format_predictions(predictions: list[Prediction], info: dict[str, Any]) -> str:
+    """The text ``predict`` prints: a header, then per photo one line per class
+    (rank, wnid, first lemma, score, WordNet gloss)."""
+    nouns = load_wordnet_nouns()
+    lines = [
+        f"label space {info['label_space']}: {info['classes']:,} classes (the model's "
+        f"{info['seen']:,} seen classes excluded)"
+    ]
+    if info["without_prototype"]:
+        lines[0] += (
+            f"; {len(info['without_prototype']):,} more left out, without a prototype (e.g. no "
+            f"class vector): {preview(info['without_prototype'], 3)}"
+        )
+    if info["override"]:
+        lines.append(f"WARNING: feature mismatch allowed ({', '.join(info['override']['differ'])} differ)")
+    for prediction in predictions:
+        lines.append(f"{prediction.photo}:")
+        for rank, (wnid, score) in enumerate(zip(prediction.wnids, prediction.scores, strict=True), 1):
+            row = nouns.index.get(wnid)
+            lemma = nouns.lemmas[row][0].replace("_", " ") if row is not None else "?"
+            gloss = nouns.definitions[row] if row is not None else ""
+            lines.append(f"  {rank:>2}. {wnid}  {lemma:<24} {float(score):+.4f}  {gloss}")
+    return "\n".join(lines)
+
+
+def _predict(args: argparse.Namespace) -> int:
+    predictions, info = predict(args)
+    print(format_predictions(predictions, info), flush=True)
+    return 0

@@ -1,0 +1,172 @@
+"""``imagenet-zsl predict`` (issue 23 §5): photos are embedded exactly as ``extract`` embeds them,
+ranked against the label space by the model, refused on another backbone's weights, and every
+user mistake is one ``error:`` line."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.cli import main
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.synthetic_store import make_store
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.splits.io import read_wnid_list
+
+CLASSES = {"n01440764": 3, "n01443537": 2}
+#: a label space file: 30 hop-1 classes (a few have no GloVe vector and are left out)
+SPACE = 30
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """tiny-test (random weights, seed 0) features of a small JPEG store, and ConSE on their head."""
+    root = tmp_path_factory.mktemp("predict")
+    store = make_store(root / "store", "tree", CLASSES)
+    classes = root / "classes.txt"
+    classes.write_text("".join(f"{w}\n" for w in CLASSES))
+    config = ExtractConfig(
+        store=str(store.root),
+        classes_file=str(classes),
+        backbone="tiny-test",
+        out=str(root / "features"),
+        weights="random",
+        batch_size=4,
+        workers=0,
+        device="cpu",
+        resize=64,
+        crop=56,
+        progress=False,
+    )
+    run_extraction(config)
+    yaml = root / "conse.yaml"
+    yaml.write_text("model: conse\nparams: {top: 5, classifier: head}\nsemantics: glove-6b-50d\n")
+    model = root / "model"
+    argv = ["train", "--config", str(yaml), "--features", str(root / "features"), "--out", str(model)]
+    assert main(argv) == 0
+    space = root / "space.txt"
+    space.write_text("".join(f"{w}\n" for w in read_wnid_list("splits/hop1.txt")[:SPACE]))
+    return {"root": root, "store": store, "model": model, "space": space, "features": root / "features"}
+
+
+def _argv(trained, *photos, extra=()):
+    base = ["predict", *map(str, photos), "--model", str(trained["model"]), "--backbone", "tiny-test"]
+    return [*base, "--weights", "random", "--resize", "64", "--crop", "56", *extra]
+
+
+def _rows(text: str) -> list[tuple[str, str, float]]:
+    """(photo, wnid, score) of each printed row."""
+    rows, photo = [], None
+    for line in text.splitlines():
+        if line.endswith(":") and not line.startswith(" "):
+            photo = line[:-1]
+        match = re.match(r"^\s+\d+\. (n\d{8})  .*?([+-]\d+\.\d{4})  ", line)
+        if match:
+            rows.append((photo, match.group(1), float(match.group(2))))
+    return rows
+
+
+def test_predict_ranks_photos_exactly_as_their_extracted_features(trained, capsys):
+    store = trained["store"]
+    ids = sorted(store.good_ids)[:3]
+    photos = [store.root / image_id for image_id in ids]
+    capsys.readouterr()
+    assert main(_argv(trained, *photos, extra=["--label-space", str(trained["space"]), "-k", "4"])) == 0
+    out = capsys.readouterr().out
+    # by hand: the extracted (fp16) features of the same images, the model's embedding and
+    # prototypes, dot product, top 4 of the label-space classes that have a prototype
+    source = ModelDirectory(trained["model"])
+    block = FeatureDir(trained["features"]).load(with_logits=False)
+    rows = [list(block.ids).index(i) for i in ids]
+    queries = source.encode(block.features[rows])
+    space = sorted(read_wnid_list(trained["space"]))
+    kept = []
+    for wnid in space:
+        try:
+            source.prototypes([wnid])
+            kept.append(wnid)
+        except UserInputError:
+            pass
+    assert 0 < len(kept) < SPACE  # a few hop-1 classes have no GloVe vector: left out, and said so
+    assert f"label space {trained['space']}: {len(kept)} classes" in out
+    assert f"{SPACE - len(kept)} more left out, without a prototype" in out
+    scores = queries @ source.prototypes(kept).T
+    expected = []
+    for photo, row in zip(photos, scores, strict=True):
+        for j in np.argsort(-row, kind="stable")[:4]:
+            expected.append((str(photo), kept[j], round(float(row[j]), 4)))
+    got = _rows(out)
+    assert [(p, w) for p, w, _ in got] == [(p, w) for p, w, _ in expected]
+    np.testing.assert_allclose([s for *_, s in got], [s for *_, s in expected], atol=1.5e-4)
+    # each row names the first lemma and the WordNet gloss of its class
+    nouns = load_wordnet_nouns()
+    first = got[0][1]
+    lemma = nouns.lemmas[nouns.index[first]][0].replace("_", " ")
+    assert re.search(
+        rf"{first}  {re.escape(lemma)} .* {re.escape(nouns.definitions[nouns.index[first]])}", out
+    )
+
+
+def test_label_space_all_leaves_out_the_models_seen_classes(trained, capsys):
+    photo = trained["store"].root / sorted(trained["store"].good_ids)[0]
+    capsys.readouterr()
+    assert main(_argv(trained, photo, extra=["-k", "3"])) == 0
+    out = capsys.readouterr().out
+    seen = set(ModelDirectory(trained["model"]).seen_wnids() or [])
+    wnids = [w for _, w, _ in _rows(out)]
+    assert len(wnids) == 3 and not set(wnids) & seen
+    assert re.search(r"label space all: [\d,]+ classes \(the model's [\d,]+ seen classes excluded\)", out)
+
+
+def test_a_model_fitted_on_other_weights_is_refused_unless_allowed(trained, capsys):
+    photo = trained["store"].root / sorted(trained["store"].good_ids)[0]
+    capsys.readouterr()
+    argv = _argv(trained, photo, extra=["--seed", "1", "--label-space", str(trained["space"])])
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: feature mismatch: model ") and "weights_sha256" in err
+    assert "--allow-feature-mismatch" in err and "\n" not in err
+    assert main([*argv, "--allow-feature-mismatch"]) == 0
+    assert "WARNING: feature mismatch allowed (weights_sha256 differ)" in capsys.readouterr().out
+
+
+def test_user_mistakes_are_one_error_line(trained, tmp_path, capsys):
+    photo = trained["store"].root / sorted(trained["store"].good_ids)[0]
+    text = tmp_path / "notes.jpg"
+    text.write_text("<html>not an image</html>")
+    cases = [
+        (_argv(trained, tmp_path / "missing.jpg"), f"error: {tmp_path / 'missing.jpg'}: photo not found"),
+        (_argv(trained, text), f"error: {text}: cannot read the image"),
+        (
+            _argv(trained, photo, extra=["--label-space", "nosuch"]),
+            "error: --label-space: label space 'nosuch' is neither 'split', 'all' nor an existing",
+        ),
+        (
+            _argv(trained, photo, extra=["--label-space", "split"]),
+            "error: --label-space split needs --split FILE",
+        ),
+        (
+            ["predict", str(photo), "--model", str(tmp_path / "nomodel"), "--backbone", "tiny-test"],
+            f"error: {tmp_path / 'nomodel'}: model directory not found",
+        ),
+    ]
+    for argv, expected in cases:
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(expected) and "\n" not in err, (argv, err)
+
+
+def test_predict_as_the_readme_shows_it(trained, capsys):
+    """The README's form: photos, --model, --backbone, --weights and -k, default label space (all)."""
+    photo = trained["store"].root / sorted(trained["store"].good_ids)[0]
+    model = str(trained["model"])
+    extra = ["--weights", "random", "--resize", "64", "--crop", "56", "-k", "3"]
+    assert main(["predict", str(photo), "--model", model, "--backbone", "tiny-test", *extra]) == 0
+    out = capsys.readouterr().out
+    assert len(_rows(out)) == 3 and f"{photo}:" in out
