@@ -14,4 +14,5 @@ from imagenet_zsl.models import (  # noqa: F401 - imported for their @MODELS.reg
     ranking,
     sync,
     trivial,
+    vision_language,
 )

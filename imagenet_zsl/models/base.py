@@ -26,6 +26,7 @@ import numpy as np
 from imagenet_zsl.registry import Registry
 
 if TYPE_CHECKING:
+    from imagenet_zsl.features.head import BackboneHead
     from imagenet_zsl.hierarchy.graph import ClassGraph
     from imagenet_zsl.semantics.class_vectors import ClassVectors
 
@@ -35,7 +36,11 @@ class SeenData:
     """Training data of the seen classes.
 
     features: (N, D) float32 image features; labels: (N,) int64 index into ``seen_wnids``;
-    logits: optional (N, K) backbone logits over ``logit_classes`` (e.g. the ILSVRC 1K head).
+    logits: optional (N, K) backbone logits over ``logit_classes`` (e.g. the ILSVRC 1K head);
+    head: optional backbone classifier stored with the features (``head.npz``: weight (K, D),
+    bias (K,), its K classes). With a head that covers every seen class, the models built on the
+    seen classifier (ConSE, trivial, GCNZ, SGCN, DGP) take it as it is and need no image (N may
+    be 0, and a seen class may have none).
     """
 
     features: np.ndarray
@@ -43,6 +48,7 @@ class SeenData:
     seen_wnids: list[str]
     logits: np.ndarray | None = None
     logit_classes: list[str] | None = None
+    head: BackboneHead | None = None
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -61,8 +67,12 @@ class ZSLModel(ABC):
     defaults: ClassVar[dict[str, Any]] = {}
     #: fit reads the training images' backbone logits (``SeenData.logits``: the seen classifier's
     #: "head" source). ``train`` loads them only for such models: N x 1000 x 4 B (5.1 GB for
-    #: ImageNet-1K) that every other model never touches.
+    #: ImageNet-1K) that every other model never touches. Such models build on the seen classifier
+    #: and so can use a stored backbone head (``SeenData.head``) instead of images.
     uses_training_logits: ClassVar[bool] = False
+    #: fit learns from the seen classes' images. False for a model without training (the
+    #: vision-language zero-shot model): ``train`` then reads no image at all.
+    learns_from_images: ClassVar[bool] = True
 
     def __init__(self, **params: Any):
         unknown = set(params) - set(self.defaults)

@@ -24,6 +24,7 @@ from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, finetune_dgp
 from imagenet_zsl.models.prototypes import visual_prototypes
 from imagenet_zsl.models.registry import MODELS, describe
 from imagenet_zsl.models.training import load_train_config, train
+from imagenet_zsl.semantics.vector_files import is_class_vector_output
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -36,7 +37,12 @@ def register(tree: CommandTree) -> None:
         "fit a zero-shot model on the seen classes of a feature directory and save it",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: imagenet-zsl train --config configs/models/eszsl.yaml "
-        "--features features/train --out models/eszsl",
+        "--features features/train --out models/eszsl\n\n"
+        "conse, trivial, gcnz, sgcn and dgp build on the backbone's own classifier when the "
+        "feature directory stores it\n(head.npz, written by 'imagenet-zsl extract'): their seen "
+        "classes are then the head's classes, and they\nneed no seen-class image. vlm_zero_shot "
+        "learns nothing and reads no image. Every other model needs images\nof at least two seen "
+        "classes.",
     )
     train.add_argument("--config", required=True, type=Path, help="model YAML (configs/models/*.yaml)")
     train.add_argument("--features", required=True, type=Path, help="feature directory of the seen classes")
@@ -46,13 +52,15 @@ def register(tree: CommandTree) -> None:
         action="append",
         default=[],
         metavar="PARAM=VALUE",
-        help="override a hyper-parameter (YAML value), e.g. --set epochs=100",
+        help="override a hyper-parameter (YAML value), e.g. --set epochs=100; it wins over the "
+        "config's params and over its select grid (a parameter set here is not searched)",
     )
     train.set_defaults(func=_train)
 
     dgp = tree.command(
         "finetune-dgp",
-        "DGP's second stage: train the backbone's last block under the model's fixed seen classifiers",
+        "DGP's second stage: train the backbone's last block (default) or, as the reference does, the "
+        "whole backbone (--scope backbone) under the model's fixed seen classifiers",
         epilog="example: imagenet-zsl finetune-dgp models/dgp --features features/train --images "
         "images/train --out models/dgp-backbone; then imagenet-zsl extract ... --weights "
         "models/dgp-backbone/backbone.pt",
@@ -69,6 +77,14 @@ def register(tree: CommandTree) -> None:
     dgp.add_argument("--weight-decay", type=float, default=0.0)
     dgp.add_argument("--min-steps", type=int, default=0)
     dgp.add_argument("--workers", type=int, default=None)
+    dgp.add_argument(
+        "--scope",
+        choices=("last_block", "backbone"),
+        default="last_block",
+        help="what is trained: the last block (default: about half the compute per step on CPU, and "
+        "BatchNorm statistics stay frozen with small batches) or the whole backbone in train mode "
+        "with random resized crops and flips (Kampffmeyer et al.'s reference recipe)",
+    )
     dgp.add_argument("--seed", type=int, default=0)
     dgp.add_argument("--device", default="cpu")
     dgp.set_defaults(func=_finetune_dgp)
@@ -123,6 +139,10 @@ def _train(args: argparse.Namespace) -> int:
             f"chosen on {len(selection['val_classes'])} validation classes ({selection['mode']}): "
             f"{selection['best_params']} (score {selection['best_score']:.4f})"
         )
+        fixed = selection.get("fixed_by_set") or {}
+        if fixed:
+            values = ", ".join(f"{k}={v!r}" for k, v in fixed.items())
+            print(f"--set wins over the select grid: {values} fixed, not searched")
     return 0
 
 
@@ -139,10 +159,13 @@ def _finetune_dgp(args: argparse.Namespace) -> int:
         min_steps=args.min_steps,
         workers=args.workers,
     ).validate()
-    manifest = finetune_dgp(args.model, args.features, args.out, params, seed=args.seed, device=args.device)
+    manifest = finetune_dgp(
+        args.model, args.features, args.out, params, seed=args.seed, device=args.device, scope=args.scope
+    )
     training = manifest["training"]
+    part = "the last block" if args.scope == "last_block" else "the whole backbone"
     print(
-        f"fine-tuned the last block of {manifest['backbone']} for {training['steps']} steps: "
+        f"fine-tuned {part} of {manifest['backbone']} for {training['steps']} steps: "
         f"loss {training['loss_before']:.4f} -> {training['loss_after']:.4f}"
     )
     print(
@@ -171,7 +194,7 @@ def _models(args: argparse.Namespace) -> int:
         return 0
     for name, cls in MODELS.items():
         print(f"{name:10s} {describe(cls)}")
-        defaults = ", ".join(f"{k}={v}" for k, v in sorted(cls.defaults.items()))
+        defaults = ", ".join(f"{k}={v}" for k, v in sorted(cls.defaults.items())) or "none"
         print(f"{'':10s} defaults: {defaults}")
         grid = getattr(cls, "grid", {})
         if grid:
@@ -180,7 +203,13 @@ def _models(args: argparse.Namespace) -> int:
 
 
 def _visual_prototypes(args: argparse.Namespace) -> int:
-    check_out_file(args.out, [args.features], suffixes=(".npz",))
+    check_out_file(
+        args.out,
+        [args.features],
+        suffixes=(".npz",),
+        replaces=is_class_vector_output,
+        what="a class-vector file",
+    )
     vectors = visual_prototypes(args.features)
     vectors.save(args.out)
     print(f"wrote {args.out}: {len(vectors)} classes x {vectors.dim} (mean visual features)")

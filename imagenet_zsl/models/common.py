@@ -27,19 +27,27 @@ BLOCK_ROWS = 16384
 SEMANTIC_MODES = ("none", "l2")
 
 
-def check_seen_data(model: str, data: SeenData) -> tuple[np.ndarray, np.ndarray]:
-    """Validated (features float32 (N, D), labels int64 (N,)); every seen class needs an image."""
+def check_seen_data(
+    model: str, data: SeenData, images_optional: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (features float32 (N, D), labels int64 (N,)); every seen class needs an image,
+    unless ``images_optional`` (a stored backbone head stands in for them: N may be 0)."""
     features = np.asarray(data.features, dtype=np.float32)
     labels = np.asarray(data.labels, dtype=np.int64)
+    if images_optional and features.size == 0 and data.head is not None:
+        features = np.zeros((0, data.head.dim), np.float32)
     if features.ndim != 2 or labels.shape != (features.shape[0],):
         raise UserInputError(f"{model}: features {features.shape} and labels {labels.shape} disagree")
-    if len(labels) == 0:
-        raise UserInputError(f"{model}: no training images")
+    if len(labels) == 0 and not images_optional:
+        raise UserInputError(
+            f"{model}: no training images; it learns from images of the seen classes: give a feature "
+            "directory that holds them"
+        )
     num_seen = len(data.seen_wnids)
-    if labels.min() < 0 or labels.max() >= num_seen:
+    if len(labels) and (labels.min() < 0 or labels.max() >= num_seen):
         raise UserInputError(f"{model}: labels must index the {num_seen} seen classes")
     empty = np.flatnonzero(np.bincount(labels, minlength=num_seen) == 0)
-    if len(empty):
+    if len(empty) and not images_optional:
         raise UserInputError(
             f"{model}: {len(empty)} seen classes have no training image: "
             f"{preview(data.seen_wnids[i] for i in empty)}; drop them from seen_wnids"

@@ -7,6 +7,10 @@ probable seen classes,
 
 and classes are ranked by cosine similarity to f(x): the prototypes are L2-normalised word
 vectors, and dividing f(x) by its norm would not change an image's ranking.
+
+As in the paper, p(s | x) is the pretrained network's own softmax when the feature directory
+stores its head (``head.npz``): ConSE then needs no seen-class image at all (see
+:mod:`imagenet_zsl.models.seen_classifier` for the other sources).
 """
 
 from __future__ import annotations
@@ -22,10 +26,9 @@ from imagenet_zsl.models.common import (
     SEMANTIC_MODES,
     check_choice,
     check_features,
-    check_seen_data,
     semantic_matrix,
 )
-from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier
+from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier, seen_classifier_data
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
@@ -60,7 +63,7 @@ class ConSE(ZSLModel):
         check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> ConSE:
-        features, labels = check_seen_data(self.name, data)
+        features, labels = seen_classifier_data(self, data)
         self.semantics_ = semantics
         self.seen_vectors_ = semantic_matrix(semantics, data.seen_wnids, self.params["semantic_norm"])
         self.classifier_ = fit_seen_classifier(self, data, features, labels)

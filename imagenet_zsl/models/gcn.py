@@ -6,7 +6,17 @@ normalised, see :mod:`imagenet_zsl.models.seen_classifier`). After training, a c
 its predicted classifier and an image is embedded as [x, 1], so the score is the classifier's logit.
 
 * GCNZ (Wang, Ye & Gupta, CVPR 2018): a 6-layer GCN on the undirected is-a graph with the
-  symmetric normalisation D^-1/2 (A + I) D^-1/2, LeakyReLU(0.2), dropout.
+  symmetric normalisation D^-1/2 (A + I) D^-1/2, LeakyReLU(0.2). Defaults follow the reference
+  code as run (JudyYe/zero-shot-gcn, ``train_gcn.py``): no bias; its loss ``mask_mse_loss`` scales
+  the 0/1 seen-class mask by its mean before ``tf.nn.l2_loss``, so the data term is
+  ½ (N/N_seen)² Σ_seen |ŵ_c − w_c|² (N: graph nodes) beside the weight decay wd·½|Θ|² —
+  ``loss: mask_mean``; and no dropout: the model wires dropout before its last two layers, but
+  ``construct_feed_dict`` never feeds the ``dropout`` placeholder, whose default is 0, so the
+  reference trains without it (``dropout: 0.0``; ``dropout: 0.5`` with the default
+  ``dropout_layers: 2`` is the code's evident intent). N is the node count of the graph given to
+  ``fit``: the reference's graph holds the ImageNet-21K classes and their ancestors (about 32K
+  nodes); the toolkit's full WordNet noun graph is larger, so the factor — recorded as
+  ``loss_scale`` in the fit summary — is larger too (give a smaller graph to match it).
 * SGCN (Kampffmeyer et al., CVPR 2019, their single-hop baseline): a 2-layer GCN with the row
   normalisation D^-1 (A + I).
 * DGP (Kampffmeyer et al., CVPR 2019): a 2-layer GCN on the *dense* graph where every node is linked
@@ -14,11 +24,12 @@ its predicted classifier and an image is embedded as [x, 1], so the score is the
   itself); each group is row-normalised and weighted by learnt attention α = softmax(a):
   H = σ(Σ_k α^a_k A^a_k σ(Σ_k α^d_k A^d_k X Θ_d) Θ_a) — descendants first, then ancestors. As the
   reference (``lim = 4``), hops >= 4 share one group (``max_hops``, default 4).
-  (DGP's second stage, fine-tuning the CNN on the predicted classifiers, needs images and is out of
-  scope here: features are fixed.)
+  (DGP's second stage, fine-tuning the CNN under the predicted classifiers, needs images: it is
+  ``imagenet-zsl finetune-dgp``, :mod:`imagenet_zsl.models.dgp_finetune`; here features are fixed.)
 
 Training: Adam, full-batch, loss = ½ mean over seen classes of |ŵ_c - w_c|² with both sides
-L2-normalised, sparse matrix products in plain torch (CPU or GPU). Predicted classifiers for every
+L2-normalised (``loss: mean``, DGP's ``mask_l2_loss``; ``sum``: ½ the plain sum; ``mask_mean``:
+GCNZ's, above), sparse matrix products in plain torch (CPU or GPU). Predicted classifiers for every
 graph node are stored with the model, so loading it never needs the graph again.
 """
 
@@ -40,7 +51,6 @@ from imagenet_zsl.models.common import (
     check_choice,
     check_features,
     check_positive,
-    check_seen_data,
     l2_normalize,
     require_graph,
     seeded_torch,
@@ -48,7 +58,7 @@ from imagenet_zsl.models.common import (
     torch_threads,
 )
 from imagenet_zsl.models.seen_classifier import augment
-from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier
+from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier, seen_classifier_data
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
@@ -176,6 +186,22 @@ def _build_network(
 
 
 # ----------------------------------------------------------------------------- models
+GRAPH_LOSSES = ("mean", "sum", "mask_mean")
+
+
+def loss_scale(kind: str, nodes: int, seen: int) -> float:
+    """The factor on ½ Σ_seen |ŵ_c − w_c|² of each loss ``kind``: 1/N_seen ("mean"), 1 ("sum"),
+    (N/N_seen)² ("mask_mean": the reference GCNZ divides its 0/1 mask over the N graph nodes by
+    the mask's mean N_seen/N, then squares it inside its L2 loss)."""
+    if kind == "mean":
+        return 1.0 / seen
+    if kind == "sum":
+        return 1.0
+    if kind == "mask_mean":
+        return (nodes / seen) ** 2
+    raise ValueError(f"unknown loss {kind!r}")
+
+
 _GCN_DEFAULTS: dict[str, Any] = {
     "epochs": 3000,
     "lr": 1e-3,
@@ -186,7 +212,8 @@ _GCN_DEFAULTS: dict[str, Any] = {
     #: dropout before every layer ("all") or before the last k layers only (k)
     "dropout_layers": "all",
     "bias": True,
-    #: "mean": ½ mean over seen classes of |ŵ_c - w_c|² (DGP's mask_l2_loss); "sum": ½ the sum
+    #: "mean": ½ mean over seen classes of |ŵ_c - w_c|² (DGP's mask_l2_loss); "sum": ½ the sum;
+    #: "mask_mean": ½ (N/N_seen)² times the sum, N the graph's nodes (GCNZ's mask_mse_loss)
     "loss": "mean",
     **CLASSIFIER_DEFAULTS,
 }
@@ -214,7 +241,7 @@ class _GraphClassifierRegression(ZSLModel):
             raise ValueError(f"{self.name}: dropout must be in [0, 1)")
         check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
         check_choice(self.name, "bias", self.params["bias"], [True, False])
-        check_choice(self.name, "loss", self.params["loss"], ["mean", "sum"])
+        check_choice(self.name, "loss", self.params["loss"], GRAPH_LOSSES)
         layers = self.params["dropout_layers"]
         if layers != "all" and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 0):
             raise ValueError(f"{self.name}: dropout_layers must be 'all' or an integer >= 0, got {layers!r}")
@@ -239,7 +266,7 @@ class _GraphClassifierRegression(ZSLModel):
 
         graph = require_graph(self.name, graph)
         seen_idx = graph.indices(data.seen_wnids, "seen classes")
-        features, labels = check_seen_data(self.name, data)
+        features, labels = seen_classifier_data(self, data)
         classifier = fit_seen_classifier(self, data, features, labels)
         targets = l2_normalize(classifier.weights.T)  # (S, D + 1)
         inputs, without_vector = self._node_inputs(graph, semantics)
@@ -255,7 +282,7 @@ class _GraphClassifierRegression(ZSLModel):
         x_train = torch.from_numpy(inputs[rows[0]]).to(device)
         y = torch.from_numpy(targets).to(device)
         seen = torch.from_numpy(np.searchsorted(rows[-1], seen_idx)).to(device)
-        reduce = torch.sum if self.params["loss"] == "sum" else torch.mean
+        scale = loss_scale(self.params["loss"], len(graph), len(seen_idx))
         step_flops = 6.0 * sum(len(rows[i]) * layer_dims[i] * layer_dims[i + 1] for i in range(len(full)))
         threads = torch_threads(step_flops) if device.type == "cpu" else contextlib.nullcontext()
         losses: list[float] = []
@@ -281,7 +308,9 @@ class _GraphClassifierRegression(ZSLModel):
             ):
                 optimiser.zero_grad()
                 output = network(x_train, restricted)
-                loss = 0.5 * reduce(((output[seen] - y) ** 2).sum(dim=1))
+                errors_t = ((output[seen] - y) ** 2).sum(dim=1)
+                # "mean" stays torch's mean (the bit-exact loss of before), the others scale a sum
+                loss = 0.5 * (errors_t.mean() if self.params["loss"] == "mean" else scale * errors_t.sum())
                 loss.backward()
                 optimiser.step()
                 losses.append(float(loss.detach()))
@@ -289,7 +318,7 @@ class _GraphClassifierRegression(ZSLModel):
             with torch.no_grad():
                 outputs = network(x).cpu().numpy().astype(np.float32)
                 errors = 0.5 * ((outputs[seen_idx] - targets) ** 2).sum(axis=1)
-                final = float(errors.sum() if self.params["loss"] == "sum" else errors.mean())
+                final = float(scale * errors.astype(np.float64).sum())
         self.dim_ = features.shape[1]
         self.node_wnids_ = np.asarray(graph.wnids, dtype=np.str_)
         self.node_outputs_ = outputs
@@ -301,6 +330,7 @@ class _GraphClassifierRegression(ZSLModel):
             "loss_first_epoch": losses[0] if losses else None,
             "loss_last_epoch": losses[-1] if losses else None,
             "loss_eval": final,
+            "loss_scale": scale,
         }
         if self.attention:
             self.fit_info_["attention"] = [
@@ -332,14 +362,17 @@ class GCNZ(_GraphClassifierRegression):
     """GCNZ: 6-layer GCN on the is-a graph regressing the seen classifiers (Wang et al. 2018)."""
 
     name: ClassVar[str] = "gcnz"
-    #: as the reference (Wang et al.'s zero-shot-gcn): dropout before the last two layers only, no
-    #: bias, the summed loss; ``dropout_layers: all, bias: true, loss: mean`` are SGCN's choices
+    #: as the reference as run (Wang et al.'s zero-shot-gcn, see the module docstring): no bias,
+    #: the mask-mean-scaled summed loss, no dropout (its placeholder is never fed); dropout, when
+    #: set, goes before the last two layers only as the reference wires it. ``dropout_layers: all,
+    #: bias: true, loss: mean, dropout: 0.5`` are SGCN's choices
     defaults: ClassVar[dict[str, Any]] = {
         "hidden": [2048, 2048, 1024, 1024, 512],
         **_GCN_DEFAULTS,
+        "dropout": 0.0,
         "dropout_layers": 2,
         "bias": False,
-        "loss": "sum",
+        "loss": "mask_mean",
     }
 
     def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:

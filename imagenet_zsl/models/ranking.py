@@ -11,10 +11,18 @@ All score every seen class for a mini-batch and penalise the margin violations
   Δ the 0/1 label loss scaled by ``margin``). SJE's "multiple outputs" F = Σ_k α_k θᵀW_kφ_k(y)
   is one bilinear map on the concatenated class vectors [φ_1, φ_2, ...] (α_k is absorbed by W_k):
   pass a class-vector file holding the concatenation.
-* LATEM (Xian et al., CVPR 2016): K maps, F(x, y) = max_k θ(x)ᵀ W_k φ(y) (piecewise bilinear), the
-  SJE loss on F. A max is not one dot product: :meth:`LATEM.scores` is exact (the attribute
-  protocol and model selection use it); the dot-product pair ``embed_images``/``class_prototypes``
-  used by the search gives Σ_k θᵀW_kφ(y), the sum over the maps (documented deviation).
+* LATEM (Xian et al., CVPR 2016): K maps, F(x, y) = max_k θ(x)ᵀ W_k φ(y) (piecewise bilinear),
+  trained as GBU state (their Eq. 10 with the ranking loss of their Eq. 4) and as the authors'
+  ``latEm_train.m`` does: for each image one wrong class j ≠ y drawn uniformly, loss
+  max(0, Δ + F(x, j) − F(x, y)) with Δ = ``margin`` (``loss: sampled``, the default; its
+  expectation is Eq. 4's sum over wrong classes divided by Z − 1). The draws come from their own
+  generator seeded by ``seed``, so the mini-batches are those of ``loss: max_violating`` (SJE's
+  most violating class, the toolkit's loss before). Differences from the reference: Adam on
+  mini-batches (the reference: plain SGD, one image a step, learning rate ``eta``, no weight decay;
+  set ``weight_decay: 0`` for the latter), random initialisation N(0, 1/D) as the reference.
+  A max is not one dot product: :meth:`LATEM.scores` is exact (the attribute protocol and model
+  selection use it); the dot-product pair ``embed_images``/``class_prototypes`` used by the search
+  gives Σ_k θᵀW_kφ(y), the sum over the maps (documented deviation).
 
 Trained with Adam on seeded mini-batches (torch, CPU or GPU). The image side is θ(x)ᵀ W, the class
 side the (normalised) semantic vector. Defaults converge on small sets (lr 1e-2, 50 epochs, batch 64:
@@ -25,8 +33,8 @@ the generated test problem); margin (0.1 and 1) and epochs are in the selection 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -35,6 +43,7 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
 from imagenet_zsl.models.common import (
+    check_choice,
     check_features,
     check_positive,
     minibatches,
@@ -42,6 +51,11 @@ from imagenet_zsl.models.common import (
     torch_threads,
 )
 from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+if TYPE_CHECKING:
+    import torch
+
+LATEM_LOSSES = ("sampled", "max_violating")
 
 _TRAINING_DEFAULTS: dict[str, Any] = {
     "margin": 1.0,
@@ -72,10 +86,14 @@ class _BilinearRanking(_LinearSemanticModel):
         check_positive(self.name, self.params, ["lr", "epochs", "batch_size"])
         check_positive(self.name, self.params, ["margin", "weight_decay"], allow_zero=True)
 
-    def _loss(self, scores, labels):  # noqa: ANN001, ANN202 - torch tensors
+    def _loss(self, scores, labels, wrong=None):  # noqa: ANN001, ANN202 - torch tensors
+        """Mean over the batch of the model's ranking loss; scores (B, Z), labels (B,). ``wrong``
+        (B,): one sampled wrong class per image (LATEM's ``loss: sampled``), else None."""
         import torch
 
         true = scores.gather(1, labels[:, None])
+        if wrong is not None:
+            return torch.relu(float(self.params["margin"]) + scores.gather(1, wrong[:, None]) - true).mean()
         violation = torch.relu(float(self.params["margin"]) + scores - true)
         violation = violation.scatter(1, labels[:, None], 0.0)
         total = violation.amax(dim=1) if self.weighting == "max" else violation.sum(dim=1)
@@ -85,42 +103,79 @@ class _BilinearRanking(_LinearSemanticModel):
             total = total * torch.where(rank > 0, harmonic / rank.clamp(min=1), torch.zeros_like(rank))
         return total.mean()
 
+    def _samples_wrong_class(self) -> bool:
+        return False
+
+    def _train(
+        self,
+        x: np.ndarray,
+        labels: np.ndarray,
+        num_classes: int,
+        init: Callable[[torch.device], list[torch.Tensor]],
+        score: Callable[[list[torch.Tensor], torch.Tensor], torch.Tensor],
+        step_flops: float,
+    ) -> tuple[list[torch.Tensor], list[float]]:
+        """Adam on seeded mini-batches of the prepared features: ``init(device)`` → the trainable
+        tensors (created inside the seeded block), ``score(tensors, features (B, D))`` → (B, Z)
+        scores of the seen classes. Returns (the trained tensors, mean loss per epoch)."""
+        import torch
+
+        device = resolve_device(self.params["device"])
+        seed = int(self.params["seed"])
+        rng = np.random.default_rng(seed)
+        wrong_rng = np.random.default_rng([seed, 1])  # LATEM's wrong classes: apart from the batches
+        sampled = self._samples_wrong_class()
+        targets = torch.from_numpy(labels).to(device)
+        batch_size = int(self.params["batch_size"])
+        threads = torch_threads(step_flops) if device.type == "cpu" else contextlib.nullcontext()
+        losses = []
+        with seeded_torch(seed, device), threads:
+            tensors = init(device)
+            optimiser = torch.optim.Adam(
+                tensors, lr=float(self.params["lr"]), weight_decay=float(self.params["weight_decay"])
+            )
+            for _ in range(int(self.params["epochs"])):
+                epoch_loss = 0.0
+                for batch in minibatches(len(x), batch_size, rng):
+                    batch = np.sort(batch)  # sorted rows read faster from memory-mapped features
+                    features = torch.from_numpy(self.prep_(x[batch])).to(device)
+                    wrong = None
+                    if sampled:  # uniform over the Z - 1 wrong classes (none when Z = 1)
+                        offset = wrong_rng.integers(1, num_classes, len(batch)) if num_classes > 1 else 0
+                        wrong = torch.from_numpy((labels[batch] + offset) % num_classes).to(device)
+                    rows = targets[torch.from_numpy(batch).to(device)]
+                    loss = self._loss(score(tensors, features), rows, wrong)
+                    optimiser.zero_grad()
+                    loss.backward()
+                    optimiser.step()
+                    epoch_loss += float(loss.detach()) * len(batch)
+                losses.append(epoch_loss / len(x))
+        return tensors, losses
+
     def fit(
         self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None
     ) -> _BilinearRanking:
         import torch
 
         x, labels, s = self._prepare(data, semantics)
-        device = resolve_device(self.params["device"])
-        rng = np.random.default_rng(int(self.params["seed"]))
-        targets = torch.from_numpy(labels).to(device)
-        seen = torch.from_numpy(s.astype(np.float32)).to(device)
         k, batch_size = self._maps(), int(self.params["batch_size"])
         step_flops = 6.0 * min(batch_size, len(x)) * k * s.shape[1] * (x.shape[1] + len(s))
-        threads = torch_threads(step_flops) if device.type == "cpu" else contextlib.nullcontext()
-        with seeded_torch(int(self.params["seed"]), device), threads:
+
+        seen: list[torch.Tensor] = []  # the class side, on the training device (set by init)
+
+        def init(device: torch.device) -> list[torch.Tensor]:
+            seen.append(torch.from_numpy(s.astype(np.float32)).to(device))
             weight = torch.randn(k, x.shape[1], s.shape[1], device=device) / np.sqrt(x.shape[1])
-            weight.requires_grad_(True)
-            optimiser = torch.optim.Adam(
-                [weight], lr=float(self.params["lr"]), weight_decay=float(self.params["weight_decay"])
-            )
-            losses = []
-            for _ in range(int(self.params["epochs"])):
-                epoch_loss = 0.0
-                for batch in minibatches(len(x), batch_size, rng):
-                    batch = np.sort(batch)  # sorted rows read faster from memory-mapped features
-                    features = torch.from_numpy(self.prep_(x[batch])).to(device)
-                    if k == 1:  # one map: a plain matrix product (a batched one is ~2x slower)
-                        scores = features @ weight[0] @ seen.T
-                    else:
-                        scores = (features @ weight @ seen.T).amax(dim=0)  # max over the maps
-                    loss = self._loss(scores, targets[torch.from_numpy(batch).to(device)])
-                    optimiser.zero_grad()
-                    loss.backward()
-                    optimiser.step()
-                    epoch_loss += float(loss.detach()) * len(batch)
-                losses.append(epoch_loss / len(x))
-        maps = weight.detach().cpu().numpy().astype(np.float32)
+            return [weight.requires_grad_(True)]
+
+        def score(tensors: list[torch.Tensor], features: torch.Tensor) -> torch.Tensor:
+            weight = tensors[0]
+            if k == 1:  # one map: a plain matrix product (a batched one is ~2x slower)
+                return features @ weight[0] @ seen[0].T
+            return (features @ weight @ seen[0].T).amax(dim=0)  # max over the maps
+
+        tensors, losses = self._train(x, labels, len(s), init, score, step_flops)
+        maps = tensors[0].detach().cpu().numpy().astype(np.float32)
         self.map_ = maps[0] if len(maps) == 1 else maps.sum(axis=0)
         if len(maps) > 1:
             self.maps_ = maps
@@ -163,17 +218,23 @@ class SJE(_BilinearRanking):
 
 @MODELS.register("latem")
 class LATEM(_BilinearRanking):
-    """LATEM: K latent bilinear maps, the best-scoring one per pair (piecewise linear), SJE loss."""
+    """LATEM: K latent bilinear maps, the best-scoring one per pair; one sampled wrong class per image."""
 
     name: ClassVar[str] = "latem"
     weighting: ClassVar[str] = "max"
-    defaults: ClassVar[dict[str, Any]] = {**_TRAINING_DEFAULTS, "k": 4}
+    #: loss "sampled": GBU's Eq. 4 with one uniformly drawn wrong class per image (latEm_train.m);
+    #: "max_violating": SJE's structured loss on the max over maps (the toolkit's loss before)
+    defaults: ClassVar[dict[str, Any]] = {**_TRAINING_DEFAULTS, "k": 4, "loss": "sampled"}
     #: GBU: K in {2, 4, 6, 8, 10}, learning rate and epochs
     grid: ClassVar[dict[str, list[Any]]] = {"k": [2, 4, 6, 8, 10], "lr": [1e-3, 1e-2], "epochs": [25, 50]}
 
     def __init__(self, **params: Any):
         super().__init__(**params)
         check_positive(self.name, self.params, ["k"])
+        check_choice(self.name, "loss", self.params["loss"], LATEM_LOSSES)
+
+    def _samples_wrong_class(self) -> bool:
+        return self.params.get("loss", "sampled") == "sampled"
 
     def _maps(self) -> int:
         return int(self.params["k"])
@@ -187,4 +248,5 @@ class LATEM(_BilinearRanking):
             return super().scores(features, wnids, logits)
         x = self.prep_(check_features(self.name, features, self.prep_.dim))
         semantic = self._semantic(wnids)
-        return np.max(np.einsum("nd,kde,ce->knc", x, maps, semantic), axis=0).astype(np.float32)
+        # (K, D, C) class maps, then one BLAS product per map: the einsum over n, d, e was the cost
+        return np.max(x @ np.einsum("kde,ce->kdc", maps, semantic), axis=0).astype(np.float32)

@@ -2,12 +2,15 @@
 
 Two sources, as in the papers:
 
-* ``head``: the backbone's own 1K-class head. Features extracted with logits carry it: the
-  posterior is the softmax of the logits restricted to the seen classes. The head's weights
-  (the GCN regression targets of Wang et al. / Kampffmeyer et al.) are recovered exactly by least
-  squares from (features, logits), since the head is linear in the pooled features.
+* ``head``: the backbone's own 1K-class head (the GCN regression targets of Wang et al. /
+  Kampffmeyer et al., and ConSE's softmax). Taken as it is when the feature directory stores it
+  (``head.npz``, :class:`~imagenet_zsl.features.head.BackboneHead`): then no seen-class image is
+  needed at all. Otherwise, for features extracted with logits, its weights are recovered by least
+  squares from (features, logits) — exact, since the head is linear in the pooled features, but
+  only with at least D + 1 images (fewer is an error, not a silent under-determined fit). The
+  posterior is the softmax of the logits restricted to the seen classes.
 * ``softmax``: a multinomial logistic regression trained on the seen features (L2-regularised,
-  full-batch L-BFGS on standardised features), when no logits came with the features.
+  full-batch L-BFGS on standardised features), when the features carry neither head nor logits.
 
 Either way the classifier is expressed in the raw feature space as ``logits = [x, 1] @ W`` with
 ``W`` of shape (D + 1, S), so the GCN targets are the columns of ``W``.
@@ -22,6 +25,7 @@ import numpy as np
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.models.base import SeenData
 from imagenet_zsl.models.common import seeded_torch, softmax
 
@@ -42,8 +46,18 @@ def _least_squares_head(
     features: np.ndarray, targets: np.ndarray, block: int = 65536
 ) -> tuple[np.ndarray, float]:
     """W (D+1, S) minimising ||[x,1] W - logits||² via blocked normal equations, and the relative
-    residual (how exactly a linear map reproduces the logits)."""
+    residual (how exactly a linear map reproduces the logits).
+
+    Fewer than D + 1 images leave W under-determined: any residual would then be 0 and the
+    "recovered" head arbitrary, so that is a UserInputError saying how many images it needs."""
     d = features.shape[1] + 1
+    if len(features) < d:
+        raise UserInputError(
+            f"classifier 'head': recovering the backbone head from logits needs at least {d} "
+            f"images (feature dimension {d - 1} + 1), got {len(features)}; give more seen-class "
+            f"images, or features extracted with the head stored ({HEAD_FILE}, written by "
+            "'imagenet-zsl extract'), which needs none"
+        )
     gram = np.zeros((d, d))
     rhs = np.zeros((d, targets.shape[1]))
     for start in range(0, len(features), block):
@@ -108,6 +122,15 @@ def train_softmax(
     return np.vstack([w, b[None, :]]).astype(np.float32)
 
 
+def uses_stored_head(data: SeenData, source: str) -> bool:
+    """True when the classifier ``source`` ("auto" or "head") takes ``data``'s stored backbone head:
+    there is one and every seen class is one of its outputs. No image is needed then."""
+    if source not in ("auto", "head") or data.head is None:
+        return False
+    outputs = set(data.head.classes)
+    return all(w in outputs for w in data.seen_wnids)
+
+
 class SeenClassifier:
     """Posterior over the seen classes from the backbone head or a trained softmax classifier."""
 
@@ -126,9 +149,22 @@ class SeenClassifier:
         self.columns = np.zeros(0, np.int64)
         self.logit_dim = 0
         self.head_residual = 0.0
+        self.head_stored = False
 
     def fit(self, data: SeenData, features: np.ndarray, labels: np.ndarray) -> SeenClassifier:
-        """features/labels: the validated arrays of ``data``."""
+        """features/labels: the validated arrays of ``data`` (N may be 0 when a stored head is used).
+
+        Source order under "auto": the stored head when it covers every seen class, else the head
+        recovered from logits, else a softmax classifier."""
+        self.head_stored = False
+        if uses_stored_head(data, self.source):
+            return self._take_head(data.head, data.seen_wnids, features)
+        if self.source == "head" and data.head is not None and data.logits is None:
+            absent = [w for w in data.seen_wnids if w not in set(data.head.classes)]
+            raise UserInputError(
+                f"classifier 'head': {len(absent)} seen classes are not outputs of the backbone "
+                f"head ({HEAD_FILE}): {preview(absent)}; use classifier: softmax"
+            )
         use_head = self.source == "head" or (self.source == "auto" and data.logits is not None)
         if use_head:
             if data.logits is None or data.logit_classes is None:
@@ -162,15 +198,42 @@ class SeenClassifier:
             )
         return self
 
+    def _take_head(self, head: BackboneHead, seen: list[str], features: np.ndarray) -> SeenClassifier:
+        """The stored head restricted to the seen classes: W = [weight.T; bias][:, seen columns]."""
+        if features.ndim == 2 and len(features) and features.shape[1] != head.dim:
+            raise UserInputError(
+                f"classifier 'head': the stored head ({HEAD_FILE}) reads {head.dim}-d features but "
+                f"the features have {features.shape[1]}; re-extract the feature directory"
+            )
+        self.kind = "head"
+        self.head_stored = True
+        self.columns = head.columns(list(seen))
+        self.logit_dim = len(head.classes)
+        full = np.vstack([head.weight.T, head.bias[None, :]])
+        self.weights = np.ascontiguousarray(full[:, self.columns], dtype=np.float32)
+        self.head_residual = 0.0
+        return self
+
+    @property
+    def dim(self) -> int:
+        """D, the feature dimension the classifier reads."""
+        return int(self.weights.shape[0]) - 1
+
     def info(self) -> dict[str, Any]:
         out: dict[str, Any] = {"classifier": self.kind}
-        if self.kind == "head":
+        if self.kind == "head" and getattr(self, "head_stored", False):
+            out["head"] = f"stored ({HEAD_FILE})"
+        elif self.kind == "head":
+            out["head"] = "least squares from logits"
             out["head_residual"] = round(self.head_residual, 6)
         return out
 
     def logits(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        """(N, S) seen-class logits: the backbone's own when given, else the linear classifier."""
-        if self.kind == "head" and logits is not None:
+        """(N, S) seen-class logits: the backbone's own when given, else the linear classifier.
+
+        A stored head ignores given logits: it computes them exactly from the features (the
+        stored logits are float16 and their column order is not checked against the head's)."""
+        if self.kind == "head" and logits is not None and not getattr(self, "head_stored", False):
             logits = np.asarray(logits, dtype=np.float32)
             if logits.ndim != 2 or logits.shape != (len(features), self.logit_dim):
                 raise UserInputError(

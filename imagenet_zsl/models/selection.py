@@ -169,16 +169,55 @@ def _subset(data: SeenData, rows: np.ndarray, classes: np.ndarray) -> SeenData:
         seen_wnids=[data.seen_wnids[i] for i in classes],
         logits=None if data.logits is None else np.asarray(data.logits)[rows],
         logit_classes=data.logit_classes,
+        head=data.head,
     )
 
 
+def split_classes_with_images(
+    counts: np.ndarray, val_fraction: float, seed: int, fit_images: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """(fit, validation) sorted class indices when only the classes with images (``counts`` (S,)
+    > 0) can validate — a stored backbone head stands in for the images of the others: seeded
+    ``round(val_fraction · S)`` validation classes among them (at most all of them, keeping one
+    with images among the fit classes when ``fit_images``: GZSL holds some of its images out);
+    every other class fits. Fewer than 2 validation classes is a one-line error."""
+    if not 0 < val_fraction < 1:
+        raise UserInputError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    num_seen = len(counts)
+    candidates = np.flatnonzero(counts > 0)
+    n_val = min(round(val_fraction * num_seen), len(candidates) - int(fit_images), num_seen - 2)
+    if n_val < 2:
+        need = 2 + int(fit_images)
+        raise UserInputError(
+            f"select: choosing hyper-parameters needs images of at least {need} seen classes to "
+            f"validate on, {len(candidates)} of the {num_seen} have some; add images, or drop the "
+            "select block (the stored backbone head needs no image)"
+        )
+    order = np.random.default_rng(seed).permutation(candidates)
+    val = np.sort(order[:n_val])
+    return np.setdiff1d(np.arange(num_seen), val), val
+
+
 def split_seen_data(
-    data: SeenData, val_fraction: float, seed: int, seen_holdout: float | None = None
+    data: SeenData,
+    val_fraction: float,
+    seed: int,
+    seen_holdout: float | None = None,
+    images_optional: bool = False,
 ) -> ValidationSplit:
     """ImageNet's validation split: seeded validation classes (:func:`split_seen_classes`) and,
-    with ``seen_holdout``, a seeded share of each fit class's images held out (:func:`holdout_images`)."""
-    _, labels = check_seen_data("selection", data)
-    fit_classes, val_classes = split_seen_classes(len(data.seen_wnids), val_fraction, seed)
+    with ``seen_holdout``, a seeded share of each fit class's images held out (:func:`holdout_images`).
+
+    ``images_optional`` (the models use a stored backbone head): seen classes may have no image;
+    the validation classes are then drawn from those that have (:func:`split_classes_with_images`)."""
+    _, labels = check_seen_data("selection", data, images_optional=images_optional)
+    if images_optional:
+        counts = np.bincount(labels, minlength=len(data.seen_wnids))
+        fit_classes, val_classes = split_classes_with_images(
+            counts, val_fraction, seed, seen_holdout is not None
+        )
+    else:
+        fit_classes, val_classes = split_seen_classes(len(data.seen_wnids), val_fraction, seed)
     fit_rows = np.flatnonzero(np.isin(labels, fit_classes))
     val_rows = np.flatnonzero(np.isin(labels, val_classes))
     seen_rows = np.zeros(0, np.int64)

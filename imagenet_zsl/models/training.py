@@ -8,15 +8,33 @@ Config (YAML)::
     graph: wordnet                # class graph for trivial / GCN models: wordnet | imagenet |
                                   # wordnet+instances | a parent<TAB>child edge file
     seen: null                    # class list file restricting the seen classes (default: all
-                                  # classes with images in the feature directory)
+                                  # classes with images in the feature directory; see below)
     select:                       # optional: choose hyper-parameters on validation classes
       grid: default               # 'default' (the model's grid) or {param: [values]}
       val_fraction: 0.2
       seed: 0
       mode: zsl                   # zsl | gzsl (Le Cacheux et al.: H after calibration)
 
-The model directory's manifest records the config, the input manifests' sha256, the selection
-grid with every validation score, and the fit summary.
+``--set PARAM=VALUE`` overrides ``params`` and wins over the ``select`` grid: a parameter fixed by
+``--set`` leaves the grid (a warning says so; the manifest lists it under
+``selection.fixed_by_set``).
+
+The backbone's own classifier: ConSE, trivial, GCNZ, SGCN and DGP build on a seen-class classifier.
+When the feature directory stores the backbone head (``head.npz``, written by ``extract``) and
+``classifier`` is ``auto`` or ``head``, the head is that classifier, exactly as the papers take it
+from the pretrained network, and no seen-class image is needed: the seen classes are then the
+head's output classes (restricted by ``seen:``), less those without a semantic vector (ConSE) or
+that are not nodes of the class graph (trivial, GCN models); a warning lists the ones left out.
+``select`` then draws its validation classes from the seen classes that have images (at least two:
+validation scores images); every other seen class fits through the head. Every other model learns
+from images: a feature directory without images of at least two seen classes is a
+one-line error. The vision-language zero-shot model (``vlm_zero_shot``) learns nothing and reads
+no image.
+
+The model directory's manifest records the config, the input manifests' sha256, the identity of
+the features (``feature_identity``: backbone, weights sha256, preprocessing, layer, dim) and of
+the class vectors (``semantics_identity``: source, and the file's sha256) it was fitted on, the
+selection grid with every validation score, and the fit summary.
 """
 
 from __future__ import annotations
@@ -31,14 +49,19 @@ from pydantic import ConfigDict, Field
 
 from imagenet_zsl.config import Config, load_config, validate_config
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
+from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.simulate import resolve_class_vectors
+from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, command_line, file_record
-from imagenet_zsl.models.base import MODELS, SeenData, create
+from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, command_line, file_record, sha256_file
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.common import blas_threads, gram_flops
 from imagenet_zsl.models.registry import save_model
+from imagenet_zsl.models.seen_classifier import uses_stored_head
 from imagenet_zsl.models.selection import search_hyperparameters, split_seen_data
+from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.splits.io import read_wnid_list
 
 log = logging.getLogger(__name__)
@@ -124,11 +147,28 @@ def load_train_config(path: str | Path) -> TrainConfig:
     return TrainConfig(**checked.as_dict())
 
 
+def stored_head(features: FeatureDir) -> BackboneHead | None:
+    """The backbone classifier stored in the feature directory (``head.npz``, verified against the
+    manifest's sha256), or None."""
+    return features.head()
+
+
 def load_seen_data(
-    features_dir: str | Path, seen: list[str] | None = None, *, with_logits: bool = True
+    features_dir: str | Path | FeatureDir,
+    seen: list[str] | None = None,
+    *,
+    with_logits: bool = True,
+    head_classes: bool = False,
+    images: bool = True,
 ) -> SeenData:
     """SeenData from a feature directory: the given classes, or every class that has images;
-    its logits too when the directory has them and ``with_logits``.
+    its logits too when the directory has them and ``with_logits``; its stored backbone head
+    (``SeenData.head``) when it has one.
+
+    ``head_classes`` (models built on the seen classifier, whose classifier may be the stored
+    head): the seen classes default to the head's output classes, and those need no image; the
+    images of the seen classes that have some are still read. ``images=False`` reads no image at
+    all (features (0, D)): for a model that does not learn from images.
 
     Memory bound (issue 16): the seen features are held in memory once, N x D float32 (ImageNet-1K
     at D = 2048: 1.28M x 2048 x 4 B = 10.5 GB), plus logits N x 1000 x 4 B only ``with_logits``
@@ -138,37 +178,48 @@ def load_seen_data(
     Validation selection copies the fit classes' rows. Measured peak growth of ``train`` per
     2,048-d image: ESZSL 18 KB, SYNC 32 KB, ConSE with a softmax classifier 35 KB (README).
     """
-    features = FeatureDir(features_dir)
+    features = features_dir if isinstance(features_dir, FeatureDir) else FeatureDir(features_dir)
     if features.simulated:
-        log.warning("%s holds SIMULATED features (see its manifest)", features_dir)
+        log.warning("%s holds SIMULATED features (see its manifest)", features.path)
+    head = stored_head(features)
+    outputs = set(head.classes) if head_classes and head is not None else set()
     counts = np.bincount(features.labels(), minlength=len(features.classes))
+    have = {w for w, c in zip(features.classes, counts, strict=True) if c > 0}
     if seen is None:
-        seen = [w for w, c in zip(features.classes, counts, strict=True) if c > 0]
-    else:
-        index = {w: i for i, w in enumerate(features.classes)}
-        empty = [w for w in seen if w not in index or counts[index[w]] == 0]
+        seen = list(head.classes) if outputs else [w for w in features.classes if w in have]
+    elif images:
+        empty = [w for w in seen if w not in have and w not in outputs]
         if empty:
             raise UserInputError(
-                f"{features_dir}: {len(empty)} seen classes have no images: {preview(empty)}"
+                f"{features.path}: {len(empty)} seen classes have no images: {preview(empty)}"
             )
-    block = features.load(seen, with_logits=with_logits and features.has_logits)
+    read = [w for w in seen if w in have] if images else []
+    logits = with_logits and features.has_logits
+    if read:
+        block = features.load(read, with_logits=logits)
+        feats, labels, block_logits = block.features, block.labels, block.logits
+    else:
+        feats, labels = np.zeros((0, features.dim), np.float32), np.zeros(0, np.int64)
+        block_logits = np.zeros((0, len(features.logit_classes or ())), np.float32) if logits else None
     position = {w: i for i, w in enumerate(seen)}
     remap = np.array([position.get(w, -1) for w in features.classes], dtype=np.int64)
     return SeenData(
-        features=block.features,
-        labels=remap[block.labels],
+        features=feats,
+        labels=remap[labels],
         seen_wnids=list(seen),
-        logits=block.logits,
+        logits=block_logits,
         logit_classes=features.logit_classes,
+        head=head,
     )
 
 
-def drop_classes(data: SeenData, drop: list[str]) -> SeenData:
-    """``data`` without the images of the classes ``drop`` (labels re-indexed)."""
+def drop_classes(data: SeenData, drop: list[str], why: str = "has a semantic vector") -> SeenData:
+    """``data`` without the classes ``drop`` and their images (labels re-indexed); ``why``: what
+    the kept classes have, for the error when none is left."""
     dropped = set(drop)
-    keep = np.array([w not in dropped for w in data.seen_wnids])
+    keep = np.array([w not in dropped for w in data.seen_wnids], dtype=bool)
     if not keep.any():
-        raise UserInputError("no seen class is left to train on (none has a semantic vector)")
+        raise UserInputError(f"no seen class is left to train on (none {why})")
     rows = keep[data.labels]
     new_index = np.cumsum(keep) - 1
     return SeenData(
@@ -177,6 +228,7 @@ def drop_classes(data: SeenData, drop: list[str]) -> SeenData:
         seen_wnids=[w for w, k in zip(data.seen_wnids, keep, strict=True) if k],
         logits=None if data.logits is None else data.logits[rows],
         logit_classes=data.logit_classes,
+        head=data.head,
     )
 
 
@@ -185,9 +237,80 @@ def _inputs(features_dir: str | Path, semantics: str, config_path: str | Path | 
     inputs = [Path(features_dir)]
     if config_path is not None:
         inputs.append(Path(config_path))
-    if str(semantics).endswith(".npz") or Path(str(semantics)).is_file():
+    if _semantics_file(semantics) is not None:
         inputs.append(Path(semantics))
     return inputs
+
+
+def _semantics_file(spec: str) -> Path | None:
+    """The class-vector file ``semantics:`` names, or None for a named set (as
+    :func:`~imagenet_zsl.features.simulate.resolve_class_vectors` decides)."""
+    return Path(spec) if str(spec).endswith(".npz") or Path(str(spec)).is_file() else None
+
+
+def semantics_identity(spec: str, semantics: ClassVectors | None) -> dict[str, Any] | None:
+    """The identity of the class vectors a model was fitted with (manifest key
+    ``MODEL_SEMANTICS_KEY``): their source name, and the sha256 of the file when they come from
+    one (a named set is identified by its name). None when the model uses no class vectors."""
+    if semantics is None:
+        return None
+    path = _semantics_file(spec)
+    return {
+        "source": semantics.source,
+        "file": None if path is None else path.name,
+        "sha256": None if path is None else sha256_file(path),
+        "classes": len(semantics),
+        "dim": semantics.dim,
+    }
+
+
+def _read_seen_list(config: TrainConfig) -> list[str] | None:
+    if not config.seen:
+        return None
+    seen_path = Path(config.seen)
+    if not seen_path.exists():
+        raise UserInputError(f"{seen_path}: seen-class list not found")
+    return read_wnid_list(seen_path)
+
+
+def _usable_head(cls: type[ZSLModel], params: dict[str, Any], features: FeatureDir) -> BackboneHead | None:
+    """The stored backbone head when ``cls`` builds on the seen classifier and may take it
+    (classifier auto or head) and the feature directory stores one; else None."""
+    if not cls.uses_training_logits or params.get("classifier", "auto") not in ("auto", "head"):
+        return None
+    return stored_head(features)
+
+
+def _head_record(features: FeatureDir) -> dict[str, Any]:
+    """What the manifest says of the stored head the model took: its file and sha256."""
+    record = features.manifest.get("head")
+    sha = record.get("sha256") if isinstance(record, dict) else None
+    return {"file": HEAD_FILE, "sha256": sha}
+
+
+def _check_enough_classes(cls: type[ZSLModel], data: SeenData, features_dir: str | Path) -> None:
+    """A model that learns from seen classes needs at least two: one is a one-line error."""
+    if not cls.learns_from_images or len(data.seen_wnids) >= 2:
+        return
+    if not data.seen_wnids:
+        hint = (
+            f", or features extracted with the backbone head stored ({HEAD_FILE})"
+            if cls.uses_training_logits
+            else ""
+        )
+        raise UserInputError(
+            f"{features_dir}: no image of a seen class here; {cls.name} learns from images of the "
+            f"seen classes: give a feature directory that holds them{hint}"
+        )
+    if not len(data.labels):  # the head's classes, filtered down to one
+        raise UserInputError(
+            f"{features_dir}: one seen class is left to train on ({data.seen_wnids[0]}); "
+            f"{cls.name} needs at least 2"
+        )
+    raise UserInputError(
+        f"{features_dir}: all {len(data.labels)} training images are of one class "
+        f"({data.seen_wnids[0]}); {cls.name} needs images of at least 2 seen classes"
+    )
 
 
 def train(
@@ -199,21 +322,36 @@ def train(
 ) -> Path:
     """Fit ``config.model`` on the seen classes of ``features_dir`` and save it to ``out_dir``.
 
+    Seen classes: the config's ``seen`` list; else, for a model built on the seen classifier when
+    the directory stores the backbone head, the head's classes, which need no image; else every
+    class with images. ``overrides`` (``--set``) win over the config's params and its select grid.
+    The manifest records the identity of the features (``feature_identity``) and of the class
+    vectors (``semantics_identity``) the model was fitted on.
+
     ``out_dir`` is written atomically and only replaces an earlier ``imagenet-zsl train`` output;
     an ``out_dir`` holding or inside an input is refused before anything is read."""
     cls = MODELS.get(config.model)
-    params = {**config.params, **(overrides or {})}
-    check_model_params(cls.name, params, "--set" if overrides else str(config_path or "train config"))
-    select = config.selection(str(config_path or "train config"))
+    where = str(config_path or "train config")
+    overrides = dict(overrides or {})
+    params = {**config.params, **overrides}
+    check_model_params(cls.name, params, "--set" if overrides else where)
+    select = config.selection(where)
     inputs = _inputs(features_dir, config.semantics, config_path)
     check_out_dir(Path(out_dir), TOOL, inputs)  # fail before loading anything
-    seen = None
-    if config.seen:
-        seen_path = Path(config.seen)
-        if not seen_path.exists():
-            raise UserInputError(f"{seen_path}: seen-class list not found")
-        seen = read_wnid_list(seen_path)
-    data = load_seen_data(features_dir, seen, with_logits=cls.uses_training_logits)
+    seen = _read_seen_list(config)
+    features = FeatureDir(features_dir)
+    stored = _usable_head(cls, params, features)
+    head = stored is not None
+    # the head covers the seen classes: no logits are read, and no image unless selection
+    # validates on them
+    covered = head and (seen is None or set(seen) <= set(stored.classes))
+    data = load_seen_data(
+        features,
+        seen,
+        with_logits=cls.uses_training_logits and not covered,
+        head_classes=head,
+        images=cls.learns_from_images and not (covered and select is None),
+    )
     semantics = None if not getattr(cls, "needs_semantics", True) else resolve_class_vectors(config.semantics)
     graph = resolve_graph(config.graph) if getattr(cls, "needs_graph", False) else None
     extra: dict[str, Any] = {
@@ -225,10 +363,35 @@ def train(
             "images": int(len(data.labels)),
             "semantics": None if semantics is None else semantics.source,
             "graph": None if graph is None else graph.source,
+            "backbone_head": _head_record(features) if head else None,
         },
+        MODEL_FEATURES_KEY: features.identity,
+        MODEL_SEMANTICS_KEY: semantics_identity(config.semantics, semantics),
     }
     if config_path is not None:
         extra["inputs"]["config"] = file_record(config_path)
+    data = _restrict_seen(cls, data, semantics, graph, head, extra["inputs"])
+    _check_enough_classes(cls, data, features_dir)
+    with blas_threads(gram_flops(data)):  # small problems: one BLAS thread (see blas_threads)
+        if select is not None:
+            params, extra["selection"] = _select(
+                cls.name, select, params, overrides, data, (semantics, graph)
+            )
+        model = create(cls.name, **params).fit(data, semantics, graph)
+    return save_model(model, out_dir, extra, inputs=inputs)
+
+
+def _restrict_seen(
+    cls: type[ZSLModel],
+    data: SeenData,
+    semantics: ClassVectors | None,
+    graph: ClassGraph | None,
+    head: bool,
+    record: dict[str, Any],
+) -> SeenData:
+    """Leave out the seen classes the model cannot train on, with a warning and a manifest record:
+    those without a semantic vector (models whose seen classes need one), and, when the seen
+    classes are the backbone head's outputs, those that are not nodes of the class graph."""
     if semantics is not None and getattr(cls, "seen_need_vectors", True):
         without = [w for w in data.seen_wnids if w not in semantics]
         if without:
@@ -238,33 +401,64 @@ def train(
                 semantics.source,
                 preview(without),
             )
-            data = drop_classes(data, without)
-            extra["inputs"]["seen_classes_without_vector"] = sorted(without)
-            extra["inputs"]["seen_classes"] = len(data.seen_wnids)
-            extra["inputs"]["images"] = int(len(data.labels))
-    with blas_threads(gram_flops(data)):  # small problems: one BLAS thread (see blas_threads)
-        if select is not None:
-            params, extra["selection"] = _select(cls.name, select, params, data, semantics, graph)
-        model = create(cls.name, **params).fit(data, semantics, graph)
-    return save_model(model, out_dir, extra, inputs=inputs)
+            data = drop_classes(data, without, f"has a semantic vector in {semantics.source}")
+            record["seen_classes_without_vector"] = sorted(without)
+    if head and graph is not None:
+        outside = [w for w in data.seen_wnids if w not in graph]
+        if outside:
+            log.warning(
+                "%d backbone-head classes are not nodes of the %s graph and are left out: %s",
+                len(outside),
+                graph.source,
+                preview(outside),
+            )
+            data = drop_classes(data, outside, f"is a node of the {graph.source} graph")
+            record["seen_classes_outside_graph"] = sorted(outside)
+    record["seen_classes"] = len(data.seen_wnids)
+    record["images"] = int(len(data.labels))
+    return data
 
 
 def _select(
-    name: str, select: SelectConfig, params: dict[str, Any], data: SeenData, semantics: Any, graph: Any
+    name: str,
+    select: SelectConfig,
+    params: dict[str, Any],
+    overrides: dict[str, Any],
+    data: SeenData,
+    side: tuple[ClassVectors | None, ClassGraph | None],
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The config's ``select`` block → (chosen hyper-parameters, manifest record)."""
-    grid = select.grid
+    """The config's ``select`` block → (chosen hyper-parameters, manifest record); ``side``: the
+    class vectors and graph.
+
+    A hyper-parameter fixed by ``--set`` (``overrides``) wins over the grid: it leaves the grid,
+    with a warning, and the record lists it under ``fixed_by_set``. With a stored backbone head
+    (seen classes without images), the validation classes are drawn from those with images."""
+    semantics, graph = side
+    default = select.grid in (None, "default")
+    grid = dict(getattr(MODELS.get(name), "grid", {}) if default else select.grid)
+    fixed = sorted(set(grid) & set(overrides))
+    for key in fixed:
+        log.warning(
+            "--set %s=%r wins over the select grid (%s: %s): %s is not searched",
+            key,
+            overrides[key],
+            key,
+            grid.pop(key),
+            key,
+        )
     mode = select.mode
+    optional = MODELS.get(name).uses_training_logits and uses_stored_head(
+        data, str(params.get("classifier", "auto"))
+    )
     split = split_seen_data(
-        data, select.val_fraction, select.seed, select.seen_holdout if mode == "gzsl" else None
+        data,
+        select.val_fraction,
+        select.seed,
+        select.seen_holdout if mode == "gzsl" else None,
+        images_optional=optional,
     )
-    result = search_hyperparameters(
-        name,
-        None if grid in (None, "default") else grid,
-        split,
-        semantics,
-        graph,
-        mode=mode,
-        base_params=params,
-    )
-    return result.best_params, result.summary()
+    result = search_hyperparameters(name, grid, split, semantics, graph, mode=mode, base_params=params)
+    summary = result.summary()
+    if fixed:
+        summary["fixed_by_set"] = {key: overrides[key] for key in fixed}
+    return result.best_params, summary

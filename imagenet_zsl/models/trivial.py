@@ -29,7 +29,7 @@ from imagenet_zsl.models.common import (
     feature_statistics,
     require_graph,
 )
-from imagenet_zsl.models.seen_classifier import SeenClassifier
+from imagenet_zsl.models.seen_classifier import SeenClassifier, uses_stored_head
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 #: the seen-class classifier's hyper-parameters, shared by every model that needs one
@@ -40,6 +40,14 @@ CLASSIFIER_DEFAULTS: dict[str, Any] = {
     "device": "cpu",
     "seed": 0,
 }
+
+
+def seen_classifier_data(model: ZSLModel, data: SeenData) -> tuple[np.ndarray, np.ndarray]:
+    """Validated (features (N, D), labels (N,)) for a model built on the seen classifier. With a
+    stored backbone head covering the seen classes (and ``classifier`` auto or head) images are
+    optional: N may be 0 and D is then the head's input dimension."""
+    optional = uses_stored_head(data, str(model.params["classifier"]))
+    return check_seen_data(model.name, data, images_optional=optional)
 
 
 def fit_seen_classifier(
@@ -145,7 +153,7 @@ class Trivial(ZSLModel):
     ) -> Trivial:
         graph = require_graph(self.name, graph)
         graph.indices(data.seen_wnids, "seen classes")
-        features, labels = check_seen_data(self.name, data)
+        features, labels = seen_classifier_data(self, data)
         self.classifier_ = fit_seen_classifier(self, data, features, labels)
         self.dim_ = features.shape[1]
         self.seen_wnids_ = list(data.seen_wnids)

@@ -1,4 +1,4 @@
-"""DGP's second stage (`finetune-dgp`): the last block trains under the GCN's fixed classifiers.
+"""DGP's second stage (`finetune-dgp`): the backbone trains under the GCN's fixed classifiers.
 
 Store: 4 colour classes x 8 JPEGs (the image filter's fine-tuning test images), features from the
 random-initialised ``tiny-test`` backbone, a DGP fitted on them over a 6-node graph (the 4 classes,
@@ -15,13 +15,22 @@ import pytest
 import torch
 
 from imagenet_zsl.cli import main
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import create_backbone, last_block
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.image_filter.feature_data import load_features
 from imagenet_zsl.image_filter.finetune import FinetuneParams
 from imagenet_zsl.models.base import SeenData
-from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, DGPFinetuner, finetune_dgp, fixed_classifiers
+from imagenet_zsl.models.dgp_finetune import (
+    CHECKPOINT_NAME,
+    CROP_RATIO,
+    DGPFinetuner,
+    augment,
+    crop_box,
+    finetune_dgp,
+    fixed_classifiers,
+)
 from imagenet_zsl.models.registry import create, load_model, save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.image_filter.test_finetune import CLASSES, COLOURS, colour_jpeg
@@ -117,3 +126,49 @@ def test_cli_writes_the_checkpoint(dgp_setup, tmp_path, capsys):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["format"] == "imagenet-zsl/finetuned-backbone"
     assert manifest["outputs"][0]["path"] == CHECKPOINT_NAME
+
+
+def test_whole_backbone_variant_trains_outside_the_last_block_in_train_mode(dgp_setup):
+    """The reference's recipe (``scope="backbone"``): weights and BatchNorm running statistics
+    change outside the last block too; the classifiers stay fixed; the same seed repeats."""
+    model = load_model(dgp_setup["model"])
+    params = FinetuneParams(images=str(dgp_setup["store"]), epochs=1, batch_size=8, lr=0.05)
+    tuner = DGPFinetuner(model, dgp_setup["features"], params, seed=0, scope="backbone")
+    fixed = tuner.classifiers.copy()
+    before = {k: v.clone() for k, v in tuner.loader.net.state_dict().items()}
+    tuner.fit()
+    assert len(tuner.losses_) == 4  # 32 images / batch 8, one epoch
+    np.testing.assert_array_equal(tuner.classifiers, fixed)
+    after = tuner.net_.state_dict()
+    changed = {k for k in after if not torch.equal(after[k], before[k])}
+    block = {id(p) for p in last_block(tuner.net_).parameters()}
+    outside = {n for n, p in tuner.net_.named_parameters() if id(p) not in block and n in changed}
+    assert any(n.endswith("weight") for n in outside)  # an earlier conv or BN layer moved
+    assert any(k.endswith("running_mean") for k in changed)  # train mode: batch statistics
+    assert tuner.describe()["scope"] == "backbone" and not tuner.net_.training
+    again = DGPFinetuner(model, dgp_setup["features"], params, seed=0, scope="backbone").fit()
+    for key, value in again.net_.state_dict().items():
+        assert torch.equal(value, after[key]), key
+    with pytest.raises(UserInputError, match="scope"):
+        DGPFinetuner(model, dgp_setup["features"], params, scope="layer3")
+
+
+def test_random_resized_crop_boxes_and_flips():
+    """torchvision's RandomResizedCrop box rule: inside the image, aspect within 3/4..4/3 (up to
+    rounding), area at least 8 %; a flat image stays flat and the draws repeat for a seed."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        top, left, h, w = crop_box(32, 48, rng)
+        assert 0 <= top and top + h <= 32 and 0 <= left and left + w <= 48
+        assert CROP_RATIO[0] - 0.1 <= w / h <= CROP_RATIO[1] + 0.1
+        assert h * w >= 0.08 * 32 * 48 * 0.8
+    # an impossible aspect (1 x 40) falls back to the centre crop clamped to 3/4..4/3
+    assert crop_box(1, 40, np.random.default_rng(0)) == (0, 19, 1, 1)
+    flat = torch.full((2, 3, 16, 16), 77, dtype=torch.uint8)
+    assert torch.equal(augment(flat, np.random.default_rng(1)), flat)
+    ramp = torch.arange(16, dtype=torch.uint8).repeat(1, 3, 16, 1) * 10  # brighter to the right
+    a = augment(ramp.repeat(8, 1, 1, 1), np.random.default_rng(5))
+    b = augment(ramp.repeat(8, 1, 1, 1), np.random.default_rng(5))
+    assert torch.equal(a, b)
+    left_brighter = (a[..., :, :8].float().mean((1, 2, 3)) > a[..., :, 8:].float().mean((1, 2, 3))).tolist()
+    assert True in left_brighter and False in left_brighter  # some images flipped, some not

@@ -119,10 +119,16 @@ def test_receptive_rows_by_hand_and_restricted_forward_is_exact():
 
 
 def test_gcnz_defaults_match_the_reference():
-    """Wang et al.'s zero-shot-gcn: dropout before the last two of the six layers only, no bias, the
-    summed loss; SGCN keeps dropout everywhere, biases and the mean loss (as options for GCNZ)."""
+    """Wang et al.'s zero-shot-gcn as run: no bias, the mask-mean-scaled summed loss, no dropout
+    (its placeholder is never fed); dropout, when set, before the last two of the six layers only.
+    SGCN keeps dropout everywhere, biases and the mean loss (as options for GCNZ)."""
     gcnz, sgcn = create("gcnz"), create("sgcn")
-    assert (gcnz.params["dropout_layers"], gcnz.params["bias"], gcnz.params["loss"]) == (2, False, "sum")
+    assert (gcnz.params["dropout_layers"], gcnz.params["bias"], gcnz.params["loss"]) == (
+        2,
+        False,
+        "mask_mean",
+    )
+    assert gcnz.params["dropout"] == 0.0 and sgcn.params["dropout"] == 0.5
     assert (sgcn.params["dropout_layers"], sgcn.params["bias"], sgcn.params["loss"]) == ("all", True, "mean")
     graph = ClassGraph.from_edges(TOY_EDGES)
     ops = [[_torch_sparse(normalized_adjacency(graph.adjacency, "sym"), "cpu")]] * 6
@@ -133,3 +139,30 @@ def test_gcnz_defaults_match_the_reference():
         create("gcnz", dropout_layers=-1)
     with pytest.raises(UserInputError):
         create("gcnz", loss="max")
+
+
+def test_loss_scales_by_hand():
+    """GCNZ's mask_mse_loss: the 0/1 mask over N = 40 nodes with 10 seen has mean 1/4; divided by it
+    the seen rows are scaled by 4 and squared inside the L2 loss: 16 times the plain sum."""
+    from imagenet_zsl.models.gcn import loss_scale
+
+    assert loss_scale("mask_mean", 40, 10) == 16.0
+    assert loss_scale("sum", 40, 10) == 1.0
+    assert loss_scale("mean", 40, 10) == pytest.approx(0.1)
+
+
+def test_gcn_losses_differ_by_their_factor_only(problem):
+    """Same seed, same initial network: the first epoch's loss (before any step) of ``mask_mean``
+    is (N/N_seen)² times that of ``sum`` and ``mean`` is 1/N_seen times it; N = 16 graph nodes
+    (root, 3 groups, 12 leaves), 9 seen."""
+    data = problem.seen_data()
+    params = {"hidden": [8, 8], "epochs": 1, "classifier": "softmax", "seed": 2}
+    first = {
+        loss: create("gcnz", loss=loss, **params).fit(data, problem.semantics, problem.graph).fit_info_
+        for loss in ("sum", "mask_mean", "mean")
+    }
+    assert len(problem.graph) == 16 and len(problem.seen) == 9
+    base = first["sum"]["loss_first_epoch"]
+    assert first["mask_mean"]["loss_first_epoch"] == pytest.approx((16 / 9) ** 2 * base, rel=1e-5)
+    assert first["mean"]["loss_first_epoch"] == pytest.approx(base / 9, rel=1e-5)
+    assert first["mask_mean"]["loss_scale"] == pytest.approx((16 / 9) ** 2)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.models.registry import create
 from imagenet_zsl.models.sync import median_distance, ovo_loss, phantom_weights, struct_loss
 from tests.models.problems import accuracy
@@ -139,11 +140,70 @@ def test_latem_scores_are_the_max_over_its_maps(problem):
     np.testing.assert_allclose(score_images(model, features, problem.unseen), by_hand, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["devise", "ale", "sje", "latem"])
-def test_ranking_models_converge_with_their_defaults(problem, name):
-    """Defaults train small sets to convergence (the old lr 1e-3 / 20 epochs gave 0.49 for DeViSE)."""
+@pytest.mark.parametrize(("name", "floor"), [("devise", 0.75), ("ale", 0.75), ("sje", 0.75), ("latem", 0.7)])
+def test_ranking_models_converge_with_their_defaults(problem, name, floor):
+    """Defaults train small sets to convergence (the old lr 1e-3 / 20 epochs gave 0.49 for DeViSE).
+    LATEM's default loss (one sampled wrong class) learns from fewer violations per step: 0.72 on
+    this problem (0.88 and 0.88 with problem seeds 1 and 2), against 0.80 with ``max_violating``."""
     from imagenet_zsl.models.selection import score_images
 
     model = create(name).fit(problem.seen_data(), problem.semantics)
     features, labels = problem.draw(problem.unseen)
-    assert float(np.mean(score_images(model, features, problem.unseen).argmax(1) == labels)) >= 0.75
+    assert float(np.mean(score_images(model, features, problem.unseen).argmax(1) == labels)) >= floor
+
+
+def test_latem_sampled_loss_by_hand():
+    """GBU's Eq. 4 with one wrong class j per image: mean of max(0, Δ + F(x, j) - F(x, y))."""
+    scores = torch.tensor([[1.0, 0.5, 0.95, -2.0], [0.0, 3.0, 2.0, 1.5]])
+    labels, wrong = torch.tensor([0, 2]), torch.tensor([2, 3])
+    latem = create("latem", margin=1.0)
+    # image 0: 1 + 0.95 - 1.0 = 0.95; image 1: 1 + 1.5 - 2.0 = 0.5
+    assert float(latem._loss(scores, labels, wrong)) == pytest.approx((0.95 + 0.5) / 2)
+    # a wrong class scoring below the margin contributes nothing: 1 + (-2) - 1 < 0
+    assert float(latem._loss(scores[:1], labels[:1], torch.tensor([3]))) == 0.0
+    assert create("latem").params["loss"] == "sampled"
+    with pytest.raises(UserInputError):
+        create("latem", loss="warp")
+
+
+def _latem_initial_scores(model, data, problem, seed: int) -> np.ndarray:
+    """(N, Z) F(x, y) = max_k x W_k s_y at the seeded initial maps W_k ~ N(0, 1/D)."""
+    x = model.prep_(data.features)
+    s = problem.semantics.get(problem.seen)
+    s = s / np.linalg.norm(s, axis=1, keepdims=True)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        maps = (torch.randn(model.params["k"], x.shape[1], s.shape[1]) / np.sqrt(x.shape[1])).numpy()
+    return np.max([x @ w @ s.T for w in maps], axis=0)
+
+
+@pytest.mark.parametrize("loss", ["sampled", "max_violating"])
+def test_latem_first_epoch_loss_is_its_formula(problem, loss):
+    """One batch holding every image: the first epoch's loss is the loss at the initial maps. With
+    ``sampled`` the wrong class of image i is (y_i + u_i) mod Z, u_i uniform in 1..Z-1 from the
+    generator seeded [seed, 1] (never the true class); ``max_violating`` takes the worst one."""
+    data = problem.seen_data()
+    n, z = len(data.labels), len(problem.seen)
+    model = create("latem", k=3, epochs=1, batch_size=n, seed=4, loss=loss).fit(data, problem.semantics)
+    scores = _latem_initial_scores(model, data, problem, seed=4)
+    true = scores[np.arange(n), data.labels]
+    if loss == "sampled":
+        wrong = (data.labels + np.random.default_rng([4, 1]).integers(1, z, n)) % z
+        assert not np.any(wrong == data.labels)
+        expected = np.maximum(0, 1.0 + scores[np.arange(n), wrong] - true).mean()
+    else:
+        violation = np.maximum(0, 1.0 + scores - true[:, None])
+        violation[np.arange(n), data.labels] = 0
+        expected = violation.max(axis=1).mean()
+    assert model.fit_info_["loss_first_epoch"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_latem_is_deterministic_for_a_seed_and_its_losses_differ(problem):
+    data = problem.seen_data()
+    first = create("latem", k=2, epochs=3, seed=1).fit(data, problem.semantics)
+    again = create("latem", k=2, epochs=3, seed=1).fit(data, problem.semantics)
+    other = create("latem", k=2, epochs=3, seed=2).fit(data, problem.semantics)
+    old = create("latem", k=2, epochs=3, seed=1, loss="max_violating").fit(data, problem.semantics)
+    np.testing.assert_array_equal(first.maps_, again.maps_)
+    assert not np.array_equal(first.maps_, other.maps_)
+    assert not np.array_equal(first.maps_, old.maps_)

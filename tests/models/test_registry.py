@@ -11,6 +11,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import sha256_file
 from imagenet_zsl.models.base import NotFittedError, check_is_fitted
 from imagenet_zsl.models.registry import MODELS, create, load_model, save_model
+from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 QUICK = {
     "sgcn": {"hidden": [8], "epochs": 3},
@@ -40,6 +41,7 @@ def test_registry_lists_every_baseline():
         "dgp",
         "dap",
         "iap",
+        "vlm_zero_shot",
     }
     assert expected <= set(MODELS)
     for name, cls in MODELS.items():
@@ -57,7 +59,10 @@ def test_unknown_models_and_parameters_are_user_errors():
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_every_model_round_trips_through_a_directory(problem, tmp_path, name):
     data = problem.seen_data(logits=name in ("trivial", "conse"))
-    model = create(name, **QUICK.get(name, {})).fit(data, problem.semantics, problem.graph)
+    semantics = problem.semantics
+    if name == "vlm_zero_shot":  # class vectors in the image space: the class means
+        semantics = ClassVectors(problem.wnids, np.array([problem.means[w] for w in problem.wnids]))
+    model = create(name, **QUICK.get(name, {})).fit(data, semantics, problem.graph)
     saved = save_model(model, tmp_path / name)
     manifest = json.loads((saved / "manifest.json").read_text())
     assert manifest["model"] == name and manifest["params"] == json.loads(json.dumps(model.params))

@@ -61,3 +61,22 @@ def test_head_requested_without_logits_is_a_clear_error():
     )
     with pytest.raises(UserInputError, match="not outputs of the backbone head"):
         SeenClassifier("head").fit(data, features, data.labels)
+
+
+def test_an_under_determined_head_fit_is_an_error_saying_how_many_images_it_needs():
+    # 986 images for 1,281 unknowns was accepted before (issue 23); here 6 images for D + 1 = 8
+    rng = np.random.default_rng(3)
+    features = rng.normal(size=(6, 7)).astype(np.float32)
+    logits = rng.normal(size=(6, 2)).astype(np.float32)
+    data = SeenData(features, np.arange(6) % 2, ["a", "b"], logits=logits, logit_classes=["a", "b"])
+    for source in ("auto", "head"):
+        with pytest.raises(UserInputError, match=r"at least 8 images .*got 6.*head\.npz"):
+            SeenClassifier(source).fit(data, features, data.labels)
+    # exactly D + 1 images determine it
+    features = rng.normal(size=(8, 7)).astype(np.float32)
+    weights = rng.normal(size=(7, 2)).astype(np.float32)
+    data = SeenData(
+        features, np.arange(8) % 2, ["a", "b"], logits=features @ weights, logit_classes=["a", "b"]
+    )
+    classifier = SeenClassifier("head").fit(data, features, data.labels)
+    np.testing.assert_allclose(classifier.weights[:7], weights, atol=1e-3)

@@ -10,6 +10,7 @@ from imagenet_zsl.models.selection import (
     grid_points,
     holdout_images,
     search_hyperparameters,
+    split_classes_with_images,
     split_seen_classes,
     split_seen_data,
 )
@@ -26,6 +27,19 @@ def test_validation_classes_are_disjoint_seeded_and_never_empty():
     assert len(val) == 1 and len(fit) == 2
     with pytest.raises(UserInputError):
         split_seen_classes(2, 0.5, seed=0)
+
+
+def test_with_a_stored_head_only_classes_with_images_validate():
+    counts = np.array([0, 3, 0, 2, 5, 0, 0, 1])  # classes 1, 3, 4, 7 have images
+    # round(0.5 * 8) = 4 validation classes: exactly the four with images
+    fit, val = split_classes_with_images(counts, 0.5, seed=0, fit_images=False)
+    assert val.tolist() == [1, 3, 4, 7] and fit.tolist() == [0, 2, 5, 6]
+    # GZSL holds out images of a fit class: one class with images stays among the fit classes
+    fit, val = split_classes_with_images(counts, 0.5, seed=0, fit_images=True)
+    assert len(val) == 3 and set(val) < {1, 3, 4, 7} and len(set(fit) & {1, 3, 4, 7}) == 1
+    assert sorted([*fit, *val]) == list(range(8))
+    with pytest.raises(UserInputError, match="at least 2 seen classes to validate on, 1 of the 8"):
+        split_classes_with_images(np.array([0, 0, 4, 0, 0, 0, 0, 0]), 0.5, seed=0, fit_images=False)
 
 
 def test_holdout_takes_a_share_of_every_class():

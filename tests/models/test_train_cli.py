@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
 import pytest
 
 from imagenet_zsl.cli import main
-from imagenet_zsl.features.shards import write_manifest, write_shard
+from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
+from imagenet_zsl.features.shards import FeatureDir, write_manifest, write_shard
 from imagenet_zsl.models.base import MODELS
 from imagenet_zsl.models.registry import load_model
 from imagenet_zsl.models.training import load_seen_data
@@ -165,3 +167,47 @@ def test_only_models_with_a_seen_classifier_get_the_training_logits(tmp_path):
     assert light.logits is None
     np.testing.assert_array_equal(light.features, full.features)
     np.testing.assert_array_equal(light.labels, full.labels)
+
+
+def test_the_model_records_the_identity_of_its_features_and_class_vectors(workspace):
+    """Issue 23 §1: `train` stores which features (backbone, weights, preprocessing, layer, dim)
+    and which class vectors (source, file sha256) the model was fitted on."""
+    _, root = workspace
+    manifest_path = root / "features" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["backbone"] = {"name": "tf_efficientnet_lite0", "weights": {"sha256": "ab" * 32}}
+    manifest["preprocessing"] = {"resize": 256, "crop": 224}
+    manifest_path.write_text(json.dumps(manifest))
+    config = root / "ridge.yaml"
+    config.write_text(f"model: ridge\nsemantics: {root / 'vectors.npz'}\n")
+    assert (
+        main(
+            ["train", "--config", str(config), "--features", str(root / "features"), "--out", str(root / "m")]
+        )
+        == 0
+    )
+    saved = json.loads((root / "m" / "manifest.json").read_text())
+    identity = saved[MODEL_FEATURES_KEY]
+    assert identity == FeatureDir(root / "features").identity
+    assert identity["backbone"] == "tf_efficientnet_lite0" and identity["weights_sha256"] == "ab" * 32
+    assert identity["dim"] == manifest["dim"]
+    semantics = saved[MODEL_SEMANTICS_KEY]
+    assert semantics["sha256"] == hashlib.sha256((root / "vectors.npz").read_bytes()).hexdigest()
+    assert semantics["source"] == "test" and semantics["file"] == "vectors.npz"
+    # a model without class vectors records none
+    config.write_text("model: hascoet_trivial\ngraph: " + str(_edge_file(root)) + "\n")
+    assert (
+        main(
+            ["train", "--config", str(config), "--features", str(root / "features"), "--out", str(root / "t")]
+        )
+        == 0
+    )
+    saved = json.loads((root / "t" / "manifest.json").read_text())
+    assert saved[MODEL_SEMANTICS_KEY] is None and saved[MODEL_FEATURES_KEY] == identity
+
+
+def _edge_file(root):
+    problem = Problem(groups=4, leaves=6)
+    path = root / "graph.tsv"
+    path.write_text("".join(f"{p}\t{c}\n" for c in problem.wnids for p in problem.graph.parents(c)))
+    return path

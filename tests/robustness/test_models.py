@@ -3,12 +3,16 @@ culprit, no traceback, nothing written, inputs byte-identical."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from imagenet_zsl.cli import main
 from imagenet_zsl.features.shards import write_manifest, write_shard
 from tests.models.problems import Problem
+from tests.models.test_backbone_head import bayes_head, write_features
 from tests.models.test_dgp_finetune import dgp_setup  # noqa: F401 - its module-scoped fixture
 
 GOOD = "model: eszsl\nparams: {features: standard}\nsemantics: {vectors}\n"
@@ -166,4 +170,122 @@ def test_finetune_dgp_bad_input(cli_error, request, tmp_path, case):
         culprit,
         inputs=[setup["model"], setup["features"], setup["store"]],
         not_created=[tmp_path / "out"],
+    )
+
+
+# ----------------------------------------------------------------------------- issue 26, issue 23
+
+
+def test_set_wins_over_the_select_grid_and_says_so(ws, capsys, caplog):
+    """Issue 26: `--set gamma=1.0` with a config whose grid also varies gamma used to save the
+    grid's choice silently. Now --set wins: gamma leaves the grid, a warning says so, and the
+    manifest records it."""
+    config = ws / "select.yaml"
+    config.write_text(
+        GOOD.replace("{vectors}", str(ws / "vectors.npz"))
+        + "select: {grid: {gamma: [0.001, 100.0], lam: [0.1, 1.0]}, val_fraction: 0.25}\n"
+    )
+    argv = [
+        "train",
+        "--config",
+        config,
+        "--features",
+        ws / "features",
+        "--out",
+        ws / "m",
+        "--set",
+        "gamma=1.0",
+    ]
+    assert main([str(a) for a in argv]) == 0
+    assert "--set wins over the select grid: gamma=1.0 fixed, not searched" in capsys.readouterr().out
+    assert "--set gamma=1.0 wins over the select grid" in caplog.text
+    manifest = json.loads((ws / "m" / "manifest.json").read_text())
+    assert manifest["params"]["gamma"] == 1.0
+    assert manifest["selection"]["fixed_by_set"] == {"gamma": 1.0}
+    assert {tuple(sorted(row)) for row in manifest["selection"]["grid"]} == {("lam", "score")}
+    assert manifest["params"]["lam"] in (0.1, 1.0)
+
+
+def _features(
+    root: Path, name: str, labels: np.ndarray, classes: list[str], dim: int = 12, logits=None
+) -> Path:
+    directory = root / name
+    directory.mkdir()
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(len(labels), dim)).astype(np.float32)
+    ids = [f"{classes[c]}/{i}" for i, c in enumerate(labels)]
+    shards = [write_shard(directory, "r000-s000000", features, labels, ids, logits)] if len(labels) else []
+    manifest = {"classes": classes, "dim": dim, "shards": shards}
+    if logits is not None:
+        manifest["logits"] = {"classes": classes}
+    write_manifest(directory, manifest)
+    return directory
+
+
+def test_train_on_images_of_one_class_is_a_one_line_error(cli_error, ws):
+    """Issue 26: `train` accepted features whose labels all name one class."""
+    classes = Problem().seen[:3]  # classes with a vector: only the labels are wrong
+    features = _features(ws, "one-class", np.zeros(6, np.int64), classes)
+    out = ws / "m"
+    cli_error(
+        ["train", "--config", ws / "good.yaml", "--features", features, "--out", out],
+        [str(features), classes[0], "at least 2 seen classes"],
+        inputs=[features],
+        not_created=[out],
+    )
+
+
+def test_train_without_any_seen_image_is_a_one_line_error(cli_error, ws):
+    features = _features(ws, "empty", np.zeros(0, np.int64), ["n00000001", "n00000002"])
+    cli_error(
+        ["train", "--config", ws / "good.yaml", "--features", features, "--out", ws / "m"],
+        [str(features), "no image of a seen class"],
+        inputs=[features],
+        not_created=[ws / "m"],
+    )
+
+
+def test_an_under_determined_head_fit_is_a_one_line_error(cli_error, ws):
+    """Issue 23 §4: 9 images with logits for 12 + 1 unknowns per class were accepted."""
+    problem = Problem()
+    labels = np.arange(len(problem.seen))
+    logits = np.random.default_rng(1).normal(size=(len(labels), len(problem.seen))).astype(np.float32)
+    features = _features(ws, "few", labels, problem.seen, logits=logits)
+    config = ws / "conse.yaml"
+    config.write_text(f"model: conse\nparams: {{classifier: head}}\nsemantics: {ws / 'vectors.npz'}\n")
+    cli_error(
+        ["train", "--config", config, "--features", features, "--out", ws / "m"],
+        ["at least 13 images", "got 9", "head.npz"],
+        inputs=[features, config],
+        not_created=[ws / "m"],
+    )
+
+
+def test_vision_language_features_and_vectors_of_different_sizes(cli_error, ws):
+    config = ws / "vlm.yaml"
+    config.write_text(
+        f"model: vlm_zero_shot\nsemantics: {ws / 'vectors.npz'}\n"
+    )  # 6-d vectors, 12-d features
+    cli_error(
+        ["train", "--config", config, "--features", ws / "features", "--out", ws / "m"],
+        ["vlm_zero_shot", "12 dimensions", "have 6"],
+        inputs=[ws / "features", config],
+        not_created=[ws / "m"],
+    )
+
+
+def test_train_refuses_a_backbone_head_changed_after_extraction(cli_error, tmp_path):
+    problem = Problem()
+    features, labels = problem.draw(problem.seen[:2], images=2)
+    directory = write_features(tmp_path / "f", problem.seen[:2], features, labels, bayes_head(problem))
+    head = directory / "head.npz"
+    head.write_bytes(head.read_bytes()[:-8] + b"tampered")
+    problem.semantics.save(tmp_path / "v.npz")
+    config = tmp_path / "conse.yaml"
+    config.write_text(f"model: conse\nsemantics: {tmp_path / 'v.npz'}\n")
+    cli_error(
+        ["train", "--config", config, "--features", directory, "--out", tmp_path / "m"],
+        [str(head), "sha256"],
+        inputs=[directory],
+        not_created=[tmp_path / "m"],
     )

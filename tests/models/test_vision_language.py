@@ -1,0 +1,140 @@
+"""The vision-language zero-shot model (issue 23 §6): no training, the score is the cosine of the
+image features and the class text embeddings, and its leakage column says "unknown (web data)"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.batch.summary import seen_in_pretraining
+from imagenet_zsl.cli import main
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
+from imagenet_zsl.models.base import SeenData, create
+from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.semantics.class_vectors import ClassVectors
+from tests.models.test_backbone_head import write_features
+
+A, B, C = "n00000001", "n00000002", "n00000003"
+#: text embeddings of different lengths: cosine and dot product rank differently
+TEXT = ClassVectors(
+    [A, B, C], np.array([[1, 0, 0, 0], [0, 10, 0, 0], [0, 0, 2, 2]], float), source="clip:test"
+)
+
+
+def fitted(features: np.ndarray | None = None):
+    features = np.zeros((0, 4), np.float32) if features is None else features
+    data = SeenData(features, np.zeros(len(features), np.int64), [A] if len(features) else [])
+    return create("vlm_zero_shot").fit(data, TEXT)
+
+
+def test_the_score_is_the_cosine_of_image_features_and_text_embeddings():
+    model = fitted()
+    images = np.array([[1, 0.5, 0, 0], [3, 4, 0, 0], [0, 0, 0, 7]], np.float32)
+    scores = model.scores(images, [A, B, C])
+    # by hand: |[1, .5, 0, 0]| = √1.25; |[3, 4, 0, 0]| = 5; [0, 0, 2, 2] / |.| = [0, 0, .5√2, .5√2]
+    expected = np.array(
+        [
+            [1 / np.sqrt(1.25), 0.5 / np.sqrt(1.25), 0],
+            [0.6, 0.8, 0],
+            [0, 0, np.sqrt(0.5)],
+        ]
+    )
+    np.testing.assert_allclose(scores, expected, rtol=1e-6, atol=1e-7)
+    assert scores[0].argmax() == 0  # a dot product would pick B (5 > 1): the lengths do not count
+    assert model.fit_info_ == {"training": "none", "class_vectors": "clip:test"}
+
+
+def test_features_and_class_vectors_of_different_models_are_a_one_line_error():
+    with pytest.raises(
+        UserInputError, match=r"image features have 6 dimensions but the class vectors \(clip:test\) have 4"
+    ):
+        fitted(np.zeros((2, 6), np.float32))
+    with pytest.raises(UserInputError, match="expects"):
+        fitted().embed_images(np.zeros((1, 5), np.float32))
+
+
+def _web_features(path: Path, classes: list[str], features: np.ndarray, labels: np.ndarray) -> Path:
+    """A feature directory as `extract --backbone open_clip:...` writes it: web-data pretraining."""
+    write_features(path, classes, features, labels)
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest["backbone"] = {"name": "open_clip:ViT-B-32/laion2b_s34b_b79k", "weights": {"sha256": "cd" * 32}}
+    manifest["pretraining"] = {"model": "ViT-B-32/laion2b_s34b_b79k", "label_sets": [], "web_data": True}
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+def test_train_reads_no_image_and_evaluate_reports_web_data_leakage_as_unknown(tmp_path):
+    train = _web_features(
+        tmp_path / "train", ["n00000009"], np.ones((2, 4), np.float32), np.zeros(2, np.int64)
+    )
+    TEXT.save(tmp_path / "text.npz")
+    config = tmp_path / "vlm.yaml"
+    config.write_text(f"model: vlm_zero_shot\nsemantics: {tmp_path / 'text.npz'}\n")
+    argv = ["train", "--config", config, "--features", train, "--out", tmp_path / "model"]
+    assert main([str(a) for a in argv]) == 0
+    manifest = json.loads((tmp_path / "model" / "manifest.json").read_text())
+    assert manifest["inputs"]["images"] == 0 and manifest["model"] == "vlm_zero_shot"
+    assert manifest["semantics_identity"]["source"] == "clip:test"
+    model = load_model(tmp_path / "model")
+    np.testing.assert_allclose(
+        model.scores(np.array([[3, 4, 0, 0]], np.float32), [A, B]), [[0.6, 0.8]], rtol=1e-6
+    )
+
+    # test images: A's image is nearer B by dot product, nearer A by cosine; B's and C's are plain
+    images = np.array([[1, 0.5, 0, 0], [0, 1, 0, 0], [0, 0, 1, 1]], np.float32)
+    test = _web_features(tmp_path / "test", [A, B, C], images, np.arange(3))
+    (tmp_path / "split.txt").write_text(f"{A}\n{B}\n{C}\n")
+    metrics = evaluate(
+        EvaluationConfig(
+            features=test,
+            split=tmp_path / "split.txt",
+            out=tmp_path / "run",
+            model=tmp_path / "model",
+            ks=[1],
+            label_frequency=False,
+            plots=False,
+        ),
+        graph="none",
+        progress=False,
+    )
+    assert metrics["zsl"]["flat"]["1"] == pytest.approx(1.0)
+    assert metrics["pretraining"]["test_classes_seen"] == "unknown (web data)"
+    assert seen_in_pretraining(metrics) == "unknown (web data)"  # the `run` table's column
+
+
+def test_usable_in_a_run_recipe_beside_a_classic_baseline(tmp_path):
+    """One `run` table: the vision-language row and a ridge row on the same (web-pretrained)
+    features, each with its class vectors; the leakage column says "unknown (web data)"."""
+    rng = np.random.default_rng(0)
+    seen = [f"n0000001{i}" for i in range(6)]
+    test = [f"n0000002{i}" for i in range(4)]
+    wnids = seen + test
+    vectors = rng.normal(size=(len(wnids), 8))
+    ClassVectors(wnids, vectors, source="clip:toy").save(tmp_path / "text.npz")
+    for name, classes in (("train", seen), ("test", test)):
+        labels = np.repeat(np.arange(len(classes)), 5)
+        means = vectors[[wnids.index(w) for w in classes]]
+        images = (means[labels] + 0.3 * rng.normal(size=(len(labels), 8))).astype(np.float32)
+        _web_features(tmp_path / name, classes, images, labels)
+    (tmp_path / "split.txt").write_text("".join(f"{w}\n" for w in test))
+    (tmp_path / "recipe.yaml").write_text(
+        f"features: {{train: {tmp_path}/train, test: {tmp_path}/test}}\n"
+        "models:\n"
+        f"  vlm: {{model: vlm_zero_shot, semantics: {tmp_path}/text.npz}}\n"
+        f"  ridge: {{model: ridge, semantics: {tmp_path}/text.npz}}\n"
+        f"splits: [{tmp_path}/split.txt]\n"
+        "ks: [1]\ngzsl: false\ngraph: none\nplots: false\nlabel_frequency: false\n"
+    )
+    assert main(["run", str(tmp_path / "recipe.yaml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in (tmp_path / "out" / "summary.md").read_text().splitlines()
+        if line.startswith("| ")
+    }
+    assert "unknown (web data)" in rows["vlm"] and "unknown (web data)" in rows["ridge"]
+    metrics = json.loads((tmp_path / "out" / "cells" / "vlm__split" / "metrics.json").read_text())
+    assert metrics["pretraining"]["test_classes_seen"] == "unknown (web data)"
