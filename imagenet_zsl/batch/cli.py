@@ -30,11 +30,22 @@ def register(tree: CommandTree) -> None:
         help="run directory (re-running it resumes: finished cells are skipped)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (one line per cell)")
+    parser.add_argument(
+        "--allow-feature-mismatch",
+        action="store_true",
+        help="evaluate models fitted on features of another backbone than the test features "
+        "(refused otherwise); recorded in the run manifest and shown in every row of the table",
+    )
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = run(args.recipe, args.out, progress=not args.no_progress)
+    result = run(
+        args.recipe,
+        args.out,
+        progress=not args.no_progress,
+        allow_feature_mismatch=args.allow_feature_mismatch,
+    )
     print(
         f"trained {len(result.trained)} models; evaluated {len(result.evaluated)} cells, "
         f"skipped {len(result.skipped)} finished, {len(result.failed)} failed"
@@ -44,6 +55,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  {path}")
     print(f"  {result.out / 'cells'}/  (one evaluation run directory per model and split)")
     if result.failed:
-        print(f"error: {len(result.failed)} cells failed: {', '.join(result.failed)}", file=sys.stderr)
+        first, cause = next(iter(result.errors.items()))
+        print(
+            f"error: {len(result.failed)} cells failed: {', '.join(result.failed)}; first, {first}: {cause}",
+            file=sys.stderr,
+        )
         return 1
     return 0

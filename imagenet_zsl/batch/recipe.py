@@ -16,8 +16,11 @@ Example (``configs/demo.yaml`` is a complete one)::
     splits: [hop1, benchmark, my/split.txt]   # committed split names (splits/NAME.txt) or paths
     ks: [1, 2, 5, 10, 20]
     gzsl: true
-    calibration: {classes: val_classes.txt}   # optional: validation classes choosing the GZSL γ
-    missing_semantics: drop         # drop | error: test classes a model cannot represent
+    calibration: {classes: val_classes.txt}   # optional: validation classes choosing the GZSL γ;
+                                    # default with gzsl: a seeded 20% of the seen classes, held out
+                                    # of training ({fraction: 0.2, seed: 0}); false: no calibration
+    missing_semantics: drop         # drop | count_as_miss | error: classes some model cannot represent
+    label_space: split              # split | all | FILE: the classes each test image is ranked against
 
 Every key is validated strictly (:mod:`imagenet_zsl.config`): a typo is a one-line error naming
 the file and the key, a model's ``select`` block included (the models' own
@@ -36,13 +39,17 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from imagenet_zsl.config import Config, read_yaml, validate_config
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.simulate import load_simulation_config
+from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES
 from imagenet_zsl.io import MANIFEST_NAME, canonical_json, read_manifest, sha256_file
 from imagenet_zsl.models.base import MODELS
 from imagenet_zsl.models.registry import MODEL_FORMAT
 from imagenet_zsl.models.training import SelectConfig, TrainConfig, check_model_params, load_train_config
 from imagenet_zsl.scoring import DEFAULT_KS
+from imagenet_zsl.semantics.word_vectors import NAMED_SETS
+from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
 
 RUN_TOOL = "imagenet-zsl run"
 RUN_FORMAT = "imagenet-zsl/run-v1"
@@ -85,10 +92,20 @@ class InlineModel(Config):
 
 
 class Calibration(Config):
-    """Validation classes (disjoint from test and seen) choosing the GZSL calibration γ."""
+    """Validation classes choosing the GZSL calibration γ: a class list (disjoint from test and
+    seen classes, images in ``features`` or the test features), or, without ``classes``, a seeded
+    ``fraction`` of the seen classes carved out and held out of training (Le Cacheux et al.)."""
 
-    classes: str
+    classes: str | None = None
     features: str | None = None
+    fraction: float = Field(0.2, gt=0, lt=1)
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _carve_or_list(self) -> Calibration:
+        if self.classes is None and self.features is not None:
+            raise ValueError("'features' holds the images of listed 'classes': give 'classes' too")
+        return self
 
 
 class Recipe(Config):
@@ -105,8 +122,10 @@ class Recipe(Config):
         default_factory=lambda: list(DEFAULT_KS)
     )
     gzsl: bool = False
-    calibration: Calibration | None = None
-    missing_semantics: Literal["drop", "error"] = "drop"
+    #: None: the default (carved validation classes when gzsl); false: no calibration
+    calibration: Calibration | Literal[False] | None = None
+    missing_semantics: Literal["drop", "count_as_miss", "error"] = "drop"
+    label_space: str = "split"
     graph: str = "auto"
     label_frequency: bool = True
     plots: bool = True
@@ -170,22 +189,36 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 def split_paths(recipe: Recipe, where: str) -> dict[str, Path]:
-    """Split name -> wnid file; a name is ``splits_dir/NAME.txt``, anything else a path."""
+    """Split name -> wnid file; a name is ``splits_dir/NAME.txt``, a path (``/`` or ``.txt``) a file."""
     out: dict[str, Path] = {}
     for spec in recipe.splits:
         path = Path(spec)
+        if not path.is_file() and ("/" in spec or spec.endswith(".txt")):
+            raise UserInputError(f"split file {spec} not found ({where}: splits): {_split_hint(path)}")
         if not path.is_file():
             path = Path(recipe.splits_dir) / f"{spec}.txt"
         if not path.is_file():
             raise UserInputError(
-                f"split {spec!r} not found ({where}: splits): neither a file nor "
-                f"{Path(recipe.splits_dir) / f'{spec}.txt'}; build it with 'imagenet-zsl splits build'"
+                f"split {spec!r} not found ({where}: splits): neither a file nor {path}; "
+                "build it with 'imagenet-zsl splits build'"
             )
         name = path.stem
         if name in out:
             raise UserInputError(f"split {name!r} is given twice ({where}: splits): give each once")
         out[name] = path
     return out
+
+
+def _split_hint(path: Path) -> str:
+    """What writes a missing split file: ``splits factor`` for ``.../factor-NAME/NAME_B.txt``
+    (configs/demo.yaml's label-frequency splits, ``make demo`` step 5), else ``splits build``."""
+    factor = path.parent.name.removeprefix("factor-")
+    if path.parent.name.startswith("factor-") and path.stem.startswith(f"{factor}_"):
+        return (
+            f"write it first with 'imagenet-zsl splits factor configs/default.yaml --factor {factor} "
+            f"--bins 3 --size 30 --out {path.parent}' (as 'make demo' does), or drop it from the splits"
+        )
+    return "fix the path, or build the split with 'imagenet-zsl splits build'"
 
 
 def model_specs(recipe: Recipe, where: str) -> list[ModelSpec]:
@@ -282,8 +315,10 @@ def input_paths(
         paths.append(Path(features.simulate))
     for spec in models:
         paths += [p for p in (spec.fitted, spec.config_path) if p is not None]
-    if recipe.calibration is not None:
+    if recipe.calibration:
         paths += [Path(p) for p in (recipe.calibration.classes, recipe.calibration.features) if p]
+    if recipe.label_space not in NAMED_LABEL_SPACES:
+        paths.append(Path(recipe.label_space))
     if recipe.semantics is not None and Path(recipe.semantics).is_file():
         paths.append(Path(recipe.semantics))
     return paths
@@ -313,3 +348,92 @@ def check_features(recipe: Recipe, splits: dict[str, Path], where: str) -> None:
             f"gzsl needs held-out seen images ({where}: features.seen): add the directory, "
             "e.g. ILSVRC-2012 validation features"
         )
+
+
+# ----------------------------------------------------------------------------- names and files
+
+
+def _model_key(recipe: Recipe, spec: ModelSpec, field: str, where: str) -> str:
+    """Where a model's ``semantics``/``graph`` comes from: the recipe's key, the inline model's,
+    or its config file's."""
+    if field == "semantics" and recipe.semantics is not None:
+        return f"{where}: semantics"
+    entry = recipe.models[spec.name]
+    if isinstance(entry, InlineModel) and getattr(entry, field) is not None:
+        return f"{where}: models.{spec.name}.{field}"
+    if spec.config_path is not None:
+        return f"{spec.config_path}: {field}"
+    return f"{where}: models.{spec.name}"
+
+
+def check_semantics_spec(spec: str, key: str) -> None:
+    """A class-semantics spec is a named vector set or an existing file (a class-vector ``.npz``,
+    a word-vector file or a labels YAML); anything else is one line naming ``key``."""
+    if spec in NAMED_SETS or Path(spec).is_file():
+        return
+    if Path(spec).suffix or "/" in spec:
+        raise UserInputError(
+            f"semantics file {spec} not found ({key}): give an existing class-vector .npz or word-vector file"
+        )
+    raise UserInputError(
+        f"unknown semantics {spec!r} ({key}): give a vector-set name ({', '.join(sorted(NAMED_SETS))}) "
+        "or a class-vector .npz / word-vector file"
+    )
+
+
+def check_graph_spec(spec: str, key: str) -> None:
+    """A class-graph spec is auto, none, wordnet/imagenet (optionally +instances) or an edge file."""
+    base, _, extra = spec.partition("+")
+    if spec in ("auto", "none") or (base in GRAPH_SOURCES and extra in ("", "instances")):
+        return
+    if not Path(spec).is_file():
+        raise UserInputError(
+            f"unknown graph {spec!r} ({key}): give auto, none, {', '.join(GRAPH_SOURCES)} "
+            "or a parent<TAB>child edge file"
+        )
+
+
+def check_resources(recipe: Recipe, models: list[ModelSpec], where: str) -> None:
+    """Every semantics, graph and label-space name or file of the recipe exists (before any work)."""
+    for spec in models:
+        if spec.train is None:
+            continue
+        cls = MODELS.get(spec.train.model)
+        if getattr(cls, "needs_semantics", True):
+            check_semantics_spec(spec.train.semantics, _model_key(recipe, spec, "semantics", where))
+        if getattr(cls, "needs_graph", False):
+            check_graph_spec(spec.train.graph, _model_key(recipe, spec, "graph", where))
+    if recipe.semantics is not None:
+        check_semantics_spec(recipe.semantics, f"{where}: semantics")
+    check_graph_spec(recipe.graph, f"{where}: graph")
+    check_label_space_spec(recipe.label_space, f"{where}: label_space")
+
+
+def calibration_classes(recipe: Recipe, split_wnids: dict[str, list[str]], where: str) -> list[str] | None:
+    """The recipe's listed validation classes (None: none listed), checked against the splits:
+    the file exists, is not empty and shares no class with a test split."""
+    calibration = recipe.calibration
+    if calibration and not recipe.gzsl:
+        raise UserInputError(f"calibration chooses the GZSL γ ({where}: calibration): add 'gzsl: true'")
+    if not calibration or calibration.classes is None:
+        return None
+    key = f"{where}: calibration.classes"
+    if not Path(calibration.classes).is_file():
+        raise UserInputError(f"{calibration.classes}: validation classes not found ({key})")
+    if calibration.features is not None and not (Path(calibration.features) / MANIFEST_NAME).is_file():
+        raise UserInputError(
+            f"{calibration.features} is not a feature directory ({where}: calibration.features): "
+            f"it has no {MANIFEST_NAME}"
+        )
+    wnids = read_wnid_list(calibration.classes)
+    if not wnids:
+        raise UserInputError(f"{calibration.classes}: no validation class ({key}): one wnid a line")
+    for split, test in split_wnids.items():
+        overlap = sorted(set(wnids) & set(test))
+        if overlap:
+            raise UserInputError(
+                f"{len(overlap)} validation classes are test classes of split {split!r} ({key}): "
+                f"{preview(overlap)}; "
+                "validation classes must be disjoint from every test split"
+            )
+    return wnids

@@ -1,14 +1,20 @@
 """The summary of ``imagenet-zsl run``: models x splits x flat hit@K, as Markdown, CSV and LaTeX,
 and one plot of hit@K per split.
 
-Columns: classes evaluated / classes in the split, flat hit@K (the headline: expected value under
-uniform random tie-breaking, metrics.json's ``zsl.flat``), per-class hit@1, strict hit@1 (ties
+Columns: the backbone of the test features
+(:func:`~imagenet_zsl.features.identity.describe_identity`; "MISMATCH ALLOWED" when
+``--allow-feature-mismatch`` let a model fitted on other features through), the model's
+class-vector source, classes evaluated / classes in the split (the same for every model of a split:
+``missing_semantics``; "+N missed" with ``count_as_miss``), flat hit@K (the headline: expected value
+under uniform random tie-breaking, metrics.json's ``zsl.flat``), per-class hit@1, strict hit@1 (ties
 count against the model, ``zsl.flat_strict`` when the evaluation writes it), with GZSL the
 per-class seen / unseen accuracy, H and AUSUC under direct stacking and the calibrated H when a
-validation split chose γ, and the number of test classes seen in the backbone's pretraining
+validation split chose γ (by default validation classes carved from the seen classes; the legend
+says how), and the number of test classes seen in the backbone's pretraining
 (``pretraining.test_classes_seen``; "unknown" when the features do not record it). A failed cell
-keeps its row, with its error. The table renderers are the ones of ``imagenet-zsl report``
-(:mod:`imagenet_zsl.evaluation.report`).
+keeps its row, with its error. The legend under the Markdown table carries the run's notes: which
+classes left and why, how γ was chosen, the label space, any feature override. The table
+renderers are the ones of ``imagenet-zsl report`` (:mod:`imagenet_zsl.evaluation.report`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ SUMMARY_FILES = ("summary.md", "summary.csv", "summary.tex", "hit_at_k.png")
 GZSL_COLUMNS = ("GZSL U", "GZSL S", "GZSL H", "AUSUC", "calibrated H")
 SEEN_COLUMN = "seen in pretraining"
 #: columns printed as text (the others are fractions, printed in %)
-TEXT_COLUMNS = ("model", "split", "classes", SEEN_COLUMN, "status")
+TEXT_COLUMNS = ("model", "split", "backbone", "class vectors", "classes", SEEN_COLUMN, "status")
+#: the columns before the values, in order
+LEAD_COLUMNS = ("model", "split", "backbone", "class vectors", "classes")
 
 
 def _get(block: Any, *keys: str) -> float | None:
@@ -44,10 +52,20 @@ def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bo
     for record in records:
         classes = record["classes"]
         evaluated = classes.get("evaluated")
+        missed = len(classes.get("missed") or ())
+        origin = record.get("provenance") or {}
+        backbone = str(origin.get("backbone") or "unknown")
+        override = origin.get("feature_override")
+        if override:
+            fitted_on = override.get(f"model {record['model']}", "?")
+            backbone += f" (MISMATCH ALLOWED: model fitted on {fitted_on})"
         row: dict[str, Any] = {
             "model": record["model"],
             "split": record["split"],
-            "classes": f"{evaluated if evaluated is not None else '–'}/{classes['in_split']}",
+            "backbone": backbone,
+            "class vectors": str(origin.get("class_vectors") or "–"),
+            "classes": f"{evaluated if evaluated is not None else '–'}/{classes['in_split']}"
+            + (f" +{missed} missed" if missed else ""),
         }
         metrics: dict = {}
         if record["status"] == "ok":
@@ -103,22 +121,25 @@ def _pct(value: float | None) -> str:
     return pct(None if value is not None and math.isnan(value) else value)
 
 
-def to_markdown(rows: Sequence[dict]) -> str:
-    """The table in Markdown, values in %, with a note on the tie rules."""
+def to_markdown(rows: Sequence[dict], notes: Sequence[str] = ()) -> str:
+    """The table in Markdown, values in %, with a legend: the tie rules and the run's ``notes``."""
     if not rows:
         return "(no cells)\n"
     values = _value_columns(rows)
-    columns = ["model", "split", "classes", *values, SEEN_COLUMN, "status"]
+    columns = [*LEAD_COLUMNS, *values, SEEN_COLUMN, "status"]
     table = [
         [(_pct(row[c]) if c in values else str(row[c])).replace("|", "/") for c in columns] for row in rows
     ]
     note = (
         "\nValues in %. hit@K: flat ZSL hit@K over the split's evaluated classes, the expected value "
-        "under uniform random tie-breaking; strict hit@1: ties count against the model; classes: "
-        "evaluated / in the split (missing_semantics: drop); seen in pretraining: test classes that "
-        "were labels of the backbone's pretraining (unknown: the features do not record it).\n"
+        "under uniform random tie-breaking; strict hit@1: ties count against the model; backbone: "
+        "the identity of the test features; class vectors: the model's class semantics; classes: "
+        "evaluated / in the split, the same for every model of a split (+N missed: classes the model "
+        "cannot score, counted as misses); seen in pretraining: test classes that were labels of the "
+        "backbone's pretraining (unknown: the features do not record it).\n"
     )
-    return md_table(columns, table) + "\n" + note
+    legend = "".join(f"\n- {line}" for line in notes)
+    return md_table(columns, table) + "\n" + note + (legend + "\n" if legend else "")
 
 
 def to_csv(rows: Sequence[dict]) -> str:
@@ -142,14 +163,18 @@ def to_csv(rows: Sequence[dict]) -> str:
 def to_latex(rows: Sequence[dict]) -> str:
     """The table as a LaTeX tabular (booktabs), values in %; a failed cell reads 'failed'."""
     values = _value_columns(rows)
+    lead = [c for c in LEAD_COLUMNS if c in (rows[0] if rows else {})]
     lines = [
-        r"\begin{tabular}{lll" + "r" * (len(values) + 1) + "}",
+        r"\begin{tabular}{" + "l" * len(lead) + "r" * (len(values) + 1) + "}",
         r"\toprule",
-        " & ".join(["Model", "Split", "Classes", *(tex_escape(c) for c in (*values, SEEN_COLUMN))]) + r" \\",
+        " & ".join(
+            [*(tex_escape(c.capitalize()) for c in lead), *(tex_escape(c) for c in (*values, SEEN_COLUMN))]
+        )
+        + r" \\",
         r"\midrule",
     ]
     for row in rows:
-        cells = [tex_escape(str(row[c])) for c in ("model", "split", "classes")]
+        cells = [tex_escape(str(row[c])) for c in lead]
         if row["status"] == "ok":
             cells += [_pct(row[c]).replace("–", "--") for c in values]
             cells.append(tex_escape(str(row.get(SEEN_COLUMN, "unknown"))))
@@ -176,14 +201,17 @@ def plot_hit_at_k(rows: Sequence[dict], ks: Sequence[int], path: Path) -> Path:
         ax.set_title(split)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("flat hit@K (%)")
-    axes[0][0].legend(fontsize=7)
+    if axes[0][0].get_legend_handles_labels()[0]:  # no line when every cell of the split failed
+        axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path)
 
 
-def write_summary(rows: Sequence[dict], out: Path, ks: Sequence[int]) -> tuple[str, list[Path]]:
+def write_summary(
+    rows: Sequence[dict], out: Path, ks: Sequence[int], notes: Sequence[str] = ()
+) -> tuple[str, list[Path]]:
     """Write summary.md/.csv/.tex and hit_at_k.png into ``out``; returns (Markdown, paths)."""
-    markdown = to_markdown(rows)
+    markdown = to_markdown(rows, notes)
     paths = [
         atomic_write_text(out / "summary.md", markdown),
         atomic_write_text(out / "summary.csv", to_csv(rows)),

@@ -6,9 +6,16 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.evaluation.report import aggregate_runs, write_report_tables
+from imagenet_zsl.evaluation.report import aggregate_runs, check_report_out, write_report_tables
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.scoring import DEFAULT_KS
+from imagenet_zsl.splits.label_space import LABEL_SPACE_HELP
+
+#: help of --allow-feature-mismatch (evaluate and report)
+MISMATCH_HELP = (
+    "combine features whose identity (backbone, weights, preprocessing, layer) differs from the "
+    "model's training features or from each other; the override is recorded and shown in every table"
+)
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -25,8 +32,10 @@ def register(tree: CommandTree) -> None:
         "--features", type=Path, required=True, help="feature directory holding the test classes' images"
     )
     ev.add_argument("--split", type=Path, required=True, help="test-class list (one wnid per line)")
+    ev.add_argument("--label-space", default="split", metavar="split|all|FILE", help=LABEL_SPACE_HELP)
+    ev.add_argument("--allow-feature-mismatch", action="store_true", help=MISMATCH_HELP)
     source = ev.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", type=Path, help="fitted model directory (imagenet-zsl fit)")
+    source.add_argument("--model", type=Path, help="fitted model directory (imagenet-zsl train)")
     source.add_argument(
         "--prototypes",
         type=Path,
@@ -103,10 +112,20 @@ def register(tree: CommandTree) -> None:
         "Aggregate evaluation runs into one table (Markdown, CSV and LaTeX): models x splits "
         "x hit@K, ZSL and GZSL.",
     )
-    rep.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR")
     rep.add_argument(
-        "--out", type=Path, required=True, help="output path; .md, .csv and .tex files are written beside it"
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="run directories of 'imagenet-zsl evaluate' (a directory given twice is reported once)",
     )
+    rep.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output path, outside every RUN_DIR; .md, .csv and .tex files are written beside it",
+    )
+    rep.add_argument("--allow-feature-mismatch", action="store_true", help=MISMATCH_HELP)
     rep.set_defaults(func=_report)
 
 
@@ -133,12 +152,15 @@ def _evaluate(args: argparse.Namespace) -> int:
         block_rows=args.block_rows,
         use_gpu=args.use_gpu,
         kept_images=args.kept_images,
+        label_space=args.label_space,
+        allow_feature_mismatch=args.allow_feature_mismatch,
     )
     metrics = evaluate(cfg)
     zsl = metrics["zsl"]
     ks = sorted(int(k) for k in zsl["flat"])
     print(
-        f"ZSL   {zsl['images']} images, {zsl['classes']} classes: "
+        f"ZSL   {zsl['images']} images of {zsl['classes_with_test_images']} classes, label space "
+        f"{zsl['classes_in_label_space']} classes ({zsl['label_space']}): "
         + ", ".join(f"hit@{k} {100 * zsl['flat'][str(k)]:.2f}%" for k in ks)
         + (
             f" (strict ties: hit@{ks[0]} {100 * zsl['flat_strict'][str(ks[0])]:.2f}%)"
@@ -162,7 +184,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    table = aggregate_runs(args.runs)
+    check_report_out(args.out, args.runs)
+    table = aggregate_runs(args.runs, allow_feature_mismatch=args.allow_feature_mismatch)
     for path in write_report_tables(table, args.out):
         print(f"wrote {path}")
     return 0

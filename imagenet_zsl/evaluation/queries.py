@@ -13,17 +13,24 @@ from pathlib import Path
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import MANIFEST_NAME, sha256_file
+from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
+from imagenet_zsl.io import MANIFEST_NAME, read_manifest, sha256_file
 from imagenet_zsl.models.common import l2_normalize
 from imagenet_zsl.models.registry import load_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
 class QuerySource:
-    """Base: ``describe()`` goes into metrics.json; ``digest`` keys the resumable search cache."""
+    """Base: ``describe()`` goes into metrics.json; ``digest`` keys the resumable search cache.
+
+    Provenance: ``feature_identity`` is the identity of the features the source was fitted on
+    (None: unknown, e.g. a prototype file or a model directory written before identities), and
+    ``class_vectors`` names the class-vector source its prototypes come from."""
 
     uses_logits = False
     digest = ""
+    feature_identity: dict | None = None
+    class_vectors: str | dict | None = None
 
     def __init__(self, l2: bool = False):
         self.l2 = l2
@@ -45,6 +52,10 @@ class QuerySource:
     def describe(self) -> dict:
         raise NotImplementedError
 
+    def seen_wnids(self) -> list[str] | None:
+        """The classes the source was trained on, when it records them (None: it does not say)."""
+        return None
+
 
 class PrototypeFile(QuerySource):
     """A ClassVectors npz (wnids + matrix) scored against the raw image features.
@@ -60,6 +71,7 @@ class PrototypeFile(QuerySource):
         self.sha256 = sha256_file(self.path)
         self.digest = hashlib.sha256(f"prototypes:{self.sha256}:l2={l2}".encode()).hexdigest()
         self.name = self.path.stem + (" (cosine)" if l2 else "")
+        self.class_vectors = self.vectors.source or self.path.name
 
     def check_dim(self, feature_dim: int, where: str) -> None:
         if self.vectors.dim != feature_dim:
@@ -96,17 +108,28 @@ def _directory_digest(path: Path) -> str:
 
 
 class ModelDirectory(QuerySource):
-    """A fitted model saved by ``imagenet-zsl fit``: queries = ``embed_images``, prototypes =
-    ``class_prototypes`` (optionally both L2-normalised)."""
+    """A fitted model saved by ``imagenet-zsl train``: queries = ``embed_images``, prototypes =
+    ``class_prototypes`` (optionally both L2-normalised).
+
+    Its manifest gives the provenance: ``feature_identity`` (the features it was fitted on) and
+    ``semantics_identity`` (its class vectors), else the class-vector source ``train`` recorded
+    under ``inputs.semantics``."""
 
     def __init__(self, path: str | Path, l2: bool = False):
         super().__init__(l2)
         self.path = Path(path)
         if not self.path.is_dir():
             raise UserInputError(
-                f"{self.path}: model directory not found (train one with 'imagenet-zsl fit')"
+                f"{self.path}: model directory not found (train one with 'imagenet-zsl train')"
             )
         self.model = load_model(self.path)
+        self.manifest = read_manifest(self.path) or {}
+        identity = self.manifest.get(MODEL_FEATURES_KEY)
+        self.feature_identity = identity if isinstance(identity, dict) else None
+        inputs = self.manifest.get("inputs")
+        self.class_vectors = self.manifest.get(MODEL_SEMANTICS_KEY) or (
+            inputs.get("semantics") if isinstance(inputs, dict) else None
+        )
         self.model_digest = _directory_digest(self.path)
         self.digest = hashlib.sha256(f"model:{self.model_digest}:l2={l2}".encode()).hexdigest()
         #: the directory's name identifies the fitted model in reports; the class is its type
@@ -142,3 +165,10 @@ class ModelDirectory(QuerySource):
             "params": getattr(self.model, "params", {}),
             "l2_normalize": self.l2,
         }
+
+    def seen_wnids(self) -> list[str] | None:
+        """The model's seen classes: the manifest's ``seen_wnids`` or the fitted ``seen_wnids_``."""
+        for value in (self.manifest.get("seen_wnids"), getattr(self.model, "seen_wnids_", None)):
+            if isinstance(value, list | tuple) and value:
+                return [str(w) for w in value]
+        return None

@@ -1,23 +1,41 @@
 """Human-readable outputs: one run's report.md, and the cross-run table of ``imagenet-zsl report``.
 
-The cross-run table mirrors the papers' tables: one row per (split, model, features), columns
-ZSL hit@K (flat, the ImageNet convention), per-class top-1 (Xian et al.), and GZSL seen / unseen /
-H / AUSUC with the validation-calibrated H. Best value per split in bold.
+The cross-run table mirrors the papers' tables: one row per (split, model, features), with the
+backbone, the class vectors and the label space of each row, columns ZSL hit@K (flat, the
+ImageNet convention), per-class top-1 (Xian et al.), and GZSL seen / unseen / H / AUSUC with the
+validation-calibrated H. Best value per split in bold.
+
+Trust: ``report`` reads only run directories whose manifest verifies (metrics.json, the table and
+the report by sha256; the top-k lists, which can be gigabytes and are not read here, by size),
+refuses to put runs of different feature identities in one table unless
+``--allow-feature-mismatch`` (the rows are then marked), reports a directory given twice once, and
+never writes its ``--out`` inside an input run directory.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.identity import check_same_features
+from imagenet_zsl.io import MANIFEST_NAME, atomic_write_text, check_out_file, sha256_file
+
+log = logging.getLogger(__name__)
 
 METRICS_NAME = "metrics.json"
+#: the text columns that identify a row of the cross-run table (never scaled, never bold)
+TEXT_COLUMNS = ("split", "model", "features", "backbone", "class vectors", "label space")
+#: appended to the backbone of a row combined under --allow-feature-mismatch
+MISMATCH_MARK = " [mismatch]"
+#: run files checked by size only (large, and not read by ``report``)
+SIZE_ONLY_PREFIX = "topk/"
 #: table columns holding counts, not fractions: printed as integers, never bold, never scaled
 COUNT_COLUMNS = ("seen in pretraining",)
 
@@ -47,6 +65,45 @@ def _pretraining_lines(block: dict | None) -> list[str]:
     return [f"- seen in pretraining: {block['test_classes_seen']} test classes ({block['note']})"]
 
 
+def _provenance_lines(metrics: dict) -> list[str]:
+    """Backbone, class vectors and any --allow-feature-mismatch override of one run."""
+    prov = metrics.get("provenance")
+    if not prov:
+        return []
+    lines = [f"- backbone: {prov['features']['backbone']}; class vectors: {prov['class_vectors']}"]
+    for record in prov.get("feature_mismatch") or []:
+        sides = "; ".join(f"{k}: {v}" for k, v in record.items() if k not in ("allowed", "differ"))
+        lines.append(
+            f"- **feature mismatch allowed** (--allow-feature-mismatch): {sides} "
+            f"(differ: {', '.join(record.get('differ', []))})"
+        )
+    return lines
+
+
+def _label_space_lines(metrics: dict) -> list[str]:
+    """The label space with both counts, and the classes that left it."""
+    space = metrics.get("label_space")
+    if not space:
+        return []
+    lines = [
+        f"- label space: {space['spec']}: {space['classes_in_label_space']} classes in the label space, "
+        f"{space['classes_with_test_images']} with test images ({space['split_classes']} split classes)"
+    ]
+    missing = space.get("without_prototype") or {}
+    if missing.get("classes"):
+        lines.append(
+            f"- left the label space (no prototype): {missing['classes']} classes "
+            f"({preview(missing['wnids'])})"
+        )
+    miss = metrics.get("count_as_miss") or {}
+    if miss.get("classes"):
+        lines.append(
+            f"- counted as misses (no prototype; out of the label space, images in every denominator): "
+            f"{len(miss['classes'])} classes, {miss['images']} test images ({preview(miss['classes'])})"
+        )
+    return lines
+
+
 def _by_k(block: dict) -> list[tuple[int, dict | float]]:
     return sorted(((int(k), v) for k, v in block.items()), key=lambda kv: kv[0])
 
@@ -71,6 +128,8 @@ def render_run_report(metrics: dict) -> str:
         f"sha256 {inputs['split']['sha256'][:12]})",
         f"- features: `{inputs['features']['path']}` ({zsl['images']} test images"
         f"{', simulated' if inputs['features'].get('simulated') else ''})",
+        *_provenance_lines(metrics),
+        *_label_space_lines(metrics),
         *_tie_rule_lines(metrics["parameters"]["tie_rule"]),
         *_pretraining_lines(metrics.get("pretraining")),
         "",
@@ -190,26 +249,103 @@ def render_run_report(metrics: dict) -> str:
 # ----------------------------------------------------------------------------- cross-run table
 
 
-def load_metrics(run_dir: str | Path) -> dict:
+def _manifest_outputs(run_dir: Path) -> list[dict[str, Any]]:
+    """The ``outputs`` records of a run directory's manifest (one line on anything malformed)."""
+    path = run_dir / MANIFEST_NAME
+    if not path.is_file():
+        raise UserInputError(
+            f"{path}: missing, so {run_dir / METRICS_NAME} cannot be verified; re-run 'imagenet-zsl evaluate'"
+        )
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserInputError(
+            f"{path}: not a readable JSON manifest ({err}); re-run 'imagenet-zsl evaluate'"
+        ) from err
+    outputs = manifest.get("outputs") if isinstance(manifest, dict) else None
+    good = isinstance(outputs, list) and all(
+        isinstance(r, dict)
+        and isinstance(r.get("path"), str)
+        and isinstance(r.get("sha256"), str)
+        and isinstance(r.get("bytes"), int)
+        for r in outputs
+    )
+    if not good:
+        raise UserInputError(
+            f"{path}: no valid 'outputs' list of {{path, bytes, sha256}} records; "
+            "re-run 'imagenet-zsl evaluate'"
+        )
+    return outputs
+
+
+def verify_run_directory(run_dir: str | Path) -> None:
+    """Refuse a run directory whose files do not match its manifest (an edited, truncated or
+    missing file): every listed file must exist with its size, and its sha256 must match except
+    for the top-k lists (gigabytes for ImageNet-21K; not read by ``report``). ``metrics.json``
+    must be listed. One line naming the file on any difference."""
+    run_dir = Path(run_dir)
+    root = run_dir.resolve()
+    outputs = _manifest_outputs(run_dir)
+    if METRICS_NAME not in {r["path"] for r in outputs}:
+        raise UserInputError(
+            f"{run_dir / MANIFEST_NAME}: does not list {METRICS_NAME}; re-run 'imagenet-zsl evaluate'"
+        )
+    for record in outputs:
+        path = run_dir / record["path"]
+        if root not in path.resolve().parents:
+            raise UserInputError(f"{run_dir / MANIFEST_NAME}: output {record['path']!r} lies outside the run")
+        if not path.is_file() or path.stat().st_size != record["bytes"]:
+            raise UserInputError(
+                f"{path}: missing or changed since 'imagenet-zsl evaluate' wrote it (size differs from "
+                "the manifest); re-run the evaluation"
+            )
+        if not record["path"].startswith(SIZE_ONLY_PREFIX) and sha256_file(path) != record["sha256"]:
+            raise UserInputError(
+                f"{path}: changed since 'imagenet-zsl evaluate' wrote it (sha256 differs from the "
+                "manifest); re-run the evaluation"
+            )
+
+
+def load_metrics(run_dir: str | Path, verify: bool = True) -> dict:
+    """A run's metrics.json, after :func:`verify_run_directory` (``verify``)."""
     path = Path(run_dir) / METRICS_NAME
     if not path.exists():
         raise UserInputError(
             f"{run_dir}: no {METRICS_NAME}; pass directories written by 'imagenet-zsl evaluate'"
         )
+    if verify:
+        verify_run_directory(run_dir)
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserInputError(f"{path}: not valid JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise UserInputError(f"{path}: expected a JSON object")
+    return data
+
+
+def _label_space_cell(metrics: dict) -> str:
+    space = metrics.get("label_space")
+    if not space:  # runs written before label spaces: the split's classes with test images
+        return f"split: {metrics['zsl']['classes']}"
+    name = Path(str(space["spec"])).name
+    return f"{name}: {space['classes_in_label_space']} ({space['classes_with_test_images']} with images)"
 
 
 def run_row(metrics: dict) -> dict:
     """One table row (values are fractions; NaN where a run lacks a figure)."""
     nan = float("nan")
+    prov = metrics.get("provenance") or {}
     row: dict = {
         "split": metrics["inputs"]["split"]["name"],
         "model": metrics["model"]["name"],
         "features": Path(metrics["inputs"]["features"]["path"]).name,
+        "backbone": (prov.get("features") or {}).get("backbone", "unknown"),
+        "class vectors": prov.get("class_vectors", "unknown"),
+        "label space": _label_space_cell(metrics),
     }
+    if prov.get("feature_mismatch"):
+        row["backbone"] += MISMATCH_MARK
     zsl = metrics["zsl"]
     for k, v in _by_k(zsl["flat"]):
         row[f"hit@{k}"] = v
@@ -228,21 +364,105 @@ def run_row(metrics: dict) -> dict:
     return row
 
 
-def aggregate_runs(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
-    """Table of every run (rows sorted by split, then model, then features)."""
+def _row_of(run_dir: Path, metrics: dict) -> dict:
+    """:func:`run_row`, with a missing or malformed key as one line naming the file."""
+    try:
+        return run_row(metrics)
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        raise UserInputError(
+            f"{run_dir / METRICS_NAME}: not a complete metrics file of 'imagenet-zsl evaluate' "
+            f"({type(err).__name__}: {err}); re-run the evaluation"
+        ) from err
+
+
+def unique_runs(run_dirs: Sequence[str | Path]) -> list[Path]:
+    """The run directories in the order given, each once (compared by resolved path); a repeat is
+    reported once with a warning, so no run is listed twice in a table."""
+    seen: dict[Path, Path] = {}
+    for given in map(Path, run_dirs):
+        key = given.resolve()
+        if key in seen:
+            log.warning("%s is the run %s again: reported once", given, seen[key])
+            continue
+        seen[key] = given
+    return list(seen.values())
+
+
+def _feature_identity(metrics: dict) -> dict | None:
+    features = (metrics.get("provenance") or {}).get("features") or {}
+    identity = features.get("identity")
+    return identity if isinstance(identity, dict) else None
+
+
+def _check_identities(runs: list[tuple[Path, dict]], allow: bool) -> set[Path]:
+    """Refuse runs whose feature identities differ (one line naming both runs); with ``allow``,
+    the runs that differ from the first known identity (and it) are returned to be marked."""
+    marked: set[Path] = set()
+    known = [(path, identity) for path, m in runs if (identity := _feature_identity(m)) is not None]
+    if not known:
+        return marked
+    ref_path, ref = known[0]
+    for path, identity in known[1:]:
+        if check_same_features(ref, identity, f"run {ref_path}", f"run {path}", allow) is not None:
+            marked |= {ref_path, path}
+    return marked
+
+
+def aggregate_runs(run_dirs: Sequence[str | Path], allow_feature_mismatch: bool = False) -> pd.DataFrame:
+    """Table of every run (rows sorted by split, then model, then features), each run once."""
     if not run_dirs:
         raise UserInputError("no run directories given")
-    rows = [run_row(load_metrics(d)) for d in run_dirs]
+    runs = [(path, load_metrics(path)) for path in unique_runs(run_dirs)]
+    marked = _check_identities(runs, allow_feature_mismatch)
+    rows = []
+    for path, metrics in runs:
+        row = _row_of(path, metrics)
+        if path in marked and not row["backbone"].endswith(MISMATCH_MARK):
+            row["backbone"] += MISMATCH_MARK
+        rows.append(row)
     table = pd.DataFrame(rows)
-    id_cols = ["split", "model", "features"]
+    id_cols = list(TEXT_COLUMNS)
     hit_cols = sorted((c for c in table.columns if c.startswith("hit@")), key=lambda c: int(c[4:]))
     rest = [c for c in table.columns if c not in id_cols and c not in hit_cols]
     table = table[id_cols + hit_cols + rest]
-    return table.sort_values(id_cols, kind="stable").reset_index(drop=True)
+    return table.sort_values(["split", "model", "features"], kind="stable").reset_index(drop=True)
+
+
+def report_paths(out: str | Path) -> list[Path]:
+    """The .md, .csv and .tex files ``report --out`` writes."""
+    out = Path(out)
+    stem = out.with_suffix("") if out.suffix in (".md", ".csv", ".tex") else out
+    return [stem.with_suffix(suffix) for suffix in (".md", ".csv", ".tex")]
+
+
+#: how each report file begins (``is_report_output``): the table's first text column headers
+_REPORT_STARTS = {".md": "| split | model |", ".csv": "split,model,", ".tex": "\\begin{tabular}{"}
+
+
+def is_report_output(path: Path) -> bool:
+    """True when ``path`` begins as a table that ``report`` writes (its first line), so a re-run may
+    replace it; any other existing file is never overwritten (``io.check_out_file``)."""
+    start = _REPORT_STARTS.get(path.suffix)
+    if start is None:
+        return False
+    try:
+        with path.open("r", encoding="utf-8") as handle:
+            first = handle.readline(4096)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return first.startswith(start)
+
+
+def check_report_out(out: str | Path, run_dirs: Sequence[str | Path]) -> None:
+    """Refuse an ``--out`` whose files would land inside an input run directory (e.g. over a run's
+    own report.md), that would replace a file ``report`` did not write, or that cannot be written,
+    before reading anything."""
+    for path in report_paths(out):
+        check_out_file(path, inputs=run_dirs, replaces=is_report_output, what="a report table")
 
 
 def _value_columns(table: pd.DataFrame) -> list[str]:
-    return [c for c in table.columns if c not in ("split", "model", "features")]
+    return [c for c in table.columns if c not in TEXT_COLUMNS]
 
 
 def _best_mask(table: pd.DataFrame) -> pd.DataFrame:
@@ -262,9 +482,10 @@ def _best_mask(table: pd.DataFrame) -> pd.DataFrame:
 def to_markdown(table: pd.DataFrame) -> str:
     best = _best_mask(table)
     cols = _value_columns(table)
+    text_cols = [c for c in TEXT_COLUMNS if c in table.columns]
     rows = []
     for i, row in table.iterrows():
-        cells = [row["split"], row["model"], row["features"]]
+        cells = [row[c] for c in text_cols]
         for col in cols:
             text = _cell(col, row[col])
             cells.append(f"**{text}**" if best.loc[i, col] else text)
@@ -273,10 +494,15 @@ def to_markdown(table: pd.DataFrame) -> str:
         "\n\nValues in %. hit@K: flat ZSL hit@K over test classes (expected value under random "
         "tie-breaking); strict hit@1: ties count against the model; per-class top-1: Xian et "
         "al.; GZSL S/U/H: per-class hit@1 under direct stacking; calibrated H: γ chosen on "
-        "validation; seen in pretraining: number of test classes (blank: unknown). Best per "
-        "split in bold.\n"
+        "validation; seen in pretraining: number of test classes (blank: unknown); label space: "
+        "classes ranked against (classes with test images). Best per split in bold.\n"
     )
-    return md_table(["split", "model", "features", *cols], rows) + note
+    if any(str(b).endswith(MISMATCH_MARK) for b in table.get("backbone", [])):
+        note += (
+            f"\n{MISMATCH_MARK.strip()}: features combined under --allow-feature-mismatch (another "
+            "backbone than the model's or the other rows'); these numbers are not comparable.\n"
+        )
+    return md_table([*text_cols, *cols], rows) + note
 
 
 def tex_escape(text: str) -> str:
@@ -298,10 +524,12 @@ def tex_escape(text: str) -> str:
 def to_latex(table: pd.DataFrame) -> str:
     best = _best_mask(table)
     cols = _value_columns(table)
+    text_cols = [c for c in TEXT_COLUMNS if c in table.columns]
     lines = [
-        r"\begin{tabular}{lll" + "r" * len(cols) + "}",
+        r"\begin{tabular}{" + "l" * len(text_cols) + "r" * len(cols) + "}",
         r"\toprule",
-        " & ".join(["Split", "Model", "Features", *(tex_escape(c) for c in cols)]) + r" \\",
+        " & ".join([*(tex_escape(c.capitalize()) for c in text_cols), *(tex_escape(c) for c in cols)])
+        + r" \\",
         r"\midrule",
     ]
     previous = None
@@ -309,7 +537,7 @@ def to_latex(table: pd.DataFrame) -> str:
         if previous is not None and row["split"] != previous:
             lines.append(r"\midrule")
         previous = row["split"]
-        cells = [tex_escape(str(row[c])) for c in ("split", "model", "features")]
+        cells = [tex_escape(str(row[c])) for c in text_cols]
         for col in cols:
             text = _cell(col, row[col]).replace("–", "--")
             cells.append(rf"\textbf{{{text}}}" if best.loc[i, col] else text)
@@ -320,15 +548,14 @@ def to_latex(table: pd.DataFrame) -> str:
 
 def write_report_tables(table: pd.DataFrame, out: str | Path) -> list[Path]:
     """Write ``out`` with .md, .csv and .tex suffixes (values in the CSV are percentages)."""
-    out = Path(out)
-    stem = out.with_suffix("") if out.suffix in (".md", ".csv", ".tex") else out
+    md_path, csv_path, tex_path = report_paths(out)
     csv_table = table.copy()
     for col in _value_columns(csv_table):
         if col not in COUNT_COLUMNS:
             csv_table[col] = (100 * csv_table[col]).round(4)
     paths = [
-        atomic_write_text(stem.with_suffix(".md"), to_markdown(table)),
-        atomic_write_text(stem.with_suffix(".csv"), csv_table.to_csv(index=False)),
-        atomic_write_text(stem.with_suffix(".tex"), to_latex(table)),
+        atomic_write_text(md_path, to_markdown(table)),
+        atomic_write_text(csv_path, csv_table.to_csv(index=False)),
+        atomic_write_text(tex_path, to_latex(table)),
     ]
     return paths

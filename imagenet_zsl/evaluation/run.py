@@ -7,14 +7,28 @@ directory in one atomic rename.
 
 Image sets and label spaces (``m = max(K) + 1`` classes kept per image and space):
 
-* ``test``     — images of the split's classes from ``--features``: searched among the test
-  classes (``unseen`` space; the ZSL result) and, with ``--gzsl``, among the seen classes.
+* ``test``     — images of the split's classes from ``--features``: searched among the classes
+  of the label space (``unseen`` space; the ZSL result) and, with ``--gzsl``, among the seen
+  classes.
 * ``seen``     — held-out images of seen classes (``--seen-features``, e.g. ILSVRC-2012 val):
   searched among seen and test classes.
 * ``val`` / ``val_seen`` — with ``--val-split``: images of validation classes and held-out seen
   images, used only to choose the calibration γ (never the test images). Without
   ``--val-seen-features`` a seeded ``--val-seen-fraction`` of the seen images is held out for
   validation and removed from the seen test images.
+
+The label space (``--label-space``, :func:`imagenet_zsl.splits.label_space.resolve_label_space`)
+is the split's classes (``split``), every ImageNet-21K class that is not a seen class (``all``),
+or a wnid list file. Split classes without test images stay in it as distractors (they need a
+prototype, not images); metrics are over the test images of the split classes the feature
+directory holds. ``count_as_miss`` classes (split classes a model cannot represent) leave the label
+space, but their test images stay in every denominator as misses (flat and per-class hit@K, GZSL
+unseen accuracy); they are never searched and their images are not in ``topk/``.
+
+Provenance: the identity of the test features (:mod:`imagenet_zsl.features.identity`) is compared
+with the one the model directory records for its training features, and with the identities of
+the other feature directories of the run; a difference is an error unless
+``--allow-feature-mismatch``, whose override is recorded in metrics.json and the manifest.
 
 Ties: every hit@K is reported under two rules (:mod:`imagenet_zsl.scoring`): the expected value
 under random tie-breaking (the headline keys) and ties-against-the-model (``*_strict`` keys); the
@@ -50,6 +64,7 @@ from imagenet_zsl.evaluation.properties import class_properties
 from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
 from imagenet_zsl.evaluation.report import METRICS_NAME, render_run_report
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher
+from imagenet_zsl.features.identity import check_same_features, describe_identity
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.hierarchy.universe import resolve_graph, training_wnids
 from imagenet_zsl.image_filter.outputs import kept_image_ids
@@ -67,6 +82,7 @@ from imagenet_zsl.io import (
     software_versions,
 )
 from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.label_space import check_label_space_spec, resolve_label_space
 from imagenet_zsl.splits.pretraining import Pretraining
 
 if TYPE_CHECKING:
@@ -108,6 +124,15 @@ class EvaluationConfig:
     use_gpu: bool | None = None
     #: output of ``imagenet-zsl images filter``: evaluate only the test images it kept
     kept_images: Path | None = None
+    #: the classes each test image is ranked against: "split", "all" or a wnid list file
+    #: (:func:`imagenet_zsl.splits.label_space.resolve_label_space`)
+    label_space: str = "split"
+    #: split classes the model has no prototype for: they leave the label space, and their test
+    #: images count as misses in every denominator (the ``count_as_miss`` policy of ``run``)
+    count_as_miss: Sequence[str] = ()
+    #: evaluate features whose identity differs from the model's training features (or from
+    #: each other); the override is recorded in metrics.json and the manifest
+    allow_feature_mismatch: bool = False
 
 
 # ----------------------------------------------------------------------------- input checks
@@ -121,11 +146,20 @@ def _read_classes(path: str | Path, what: str = "split") -> list[str]:
     return wnids
 
 
+def _check_label_range(fd: FeatureDir, labels: np.ndarray) -> None:
+    if len(labels) and (labels.min() < 0 or labels.max() >= len(fd.classes)):
+        raise UserInputError(
+            f"{fd.path}: labels outside the directory's {len(fd.classes)} classes "
+            f"(min {labels.min()}, max {labels.max()}); the shards and manifest disagree"
+        )
+
+
 def class_lookup(fd: FeatureDir, wnids: Sequence[str], where: str) -> np.ndarray:
     """(len(fd.classes),) int64 mapping each feature label to its index in ``wnids`` (-1: skip).
 
-    Errors if a class of ``wnids`` is not in the feature directory or has no image there, or if
-    a shard's labels fall outside the directory's label space.
+    For the seen and validation classes, which must all have images: errors if a class of
+    ``wnids`` is not in the feature directory or has no image there, or if a shard's labels fall
+    outside the directory's label space.
     """
     position = {w: i for i, w in enumerate(fd.classes)}
     absent = [w for w in wnids if w not in position]
@@ -135,11 +169,7 @@ def class_lookup(fd: FeatureDir, wnids: Sequence[str], where: str) -> np.ndarray
             f"{preview(absent)}; extract them or drop them from the {where}"
         )
     labels = fd.labels()
-    if len(labels) and (labels.min() < 0 or labels.max() >= len(fd.classes)):
-        raise UserInputError(
-            f"{fd.path}: labels outside the directory's {len(fd.classes)} classes "
-            f"(min {labels.min()}, max {labels.max()}); the shards and manifest disagree"
-        )
+    _check_label_range(fd, labels)
     lookup = np.full(len(fd.classes), -1, dtype=np.int64)
     lookup[[position[w] for w in wnids]] = np.arange(len(wnids))
     counts = np.bincount(labels, minlength=len(fd.classes))
@@ -152,35 +182,212 @@ def class_lookup(fd: FeatureDir, wnids: Sequence[str], where: str) -> np.ndarray
     return lookup
 
 
+def test_lookup(fd: FeatureDir, space_wnids: Sequence[str], scored: Sequence[str]) -> np.ndarray:
+    """(len(fd.classes),) int64: each feature class's index in the label space ``space_wnids`` when
+    it is one of the ``scored`` split classes, else -1 (not a test image). Split classes absent
+    from the directory are simply classes without test images."""
+    _check_label_range(fd, fd.labels())
+    index = {w: i for i, w in enumerate(space_wnids)}
+    wanted = set(scored)
+    return np.array([index[w] if w in wanted else -1 for w in fd.classes], dtype=np.int64)
+
+
+def class_image_counts(
+    fd: FeatureDir, wnids: Sequence[str], kept_ids: np.ndarray | None = None
+) -> np.ndarray:
+    """(len(wnids),) int64 test images of each class in ``fd`` (only ``kept_ids`` when given);
+    reads labels (and ids) only."""
+    position = {w: i for i, w in enumerate(fd.classes)}
+    counts = np.zeros(len(fd.classes), dtype=np.int64)
+    for shard in fd.shard_names():
+        labels = fd.shard_labels(shard)
+        if kept_ids is not None:
+            labels = labels[np.isin(fd.shard_ids(shard), kept_ids)]
+        counts += np.bincount(labels, minlength=len(fd.classes))[: len(fd.classes)]
+    return np.array([counts[position[w]] if w in position else 0 for w in wnids], dtype=np.int64)
+
+
+def _missing_prototypes(source: QuerySource, wnids: Sequence[str]) -> list[str]:
+    """The classes of ``wnids`` the source has no prototype for (bisecting failed requests, so a
+    21K-class label space with a few holes costs a few dozen calls, not one per class)."""
+    if not wnids:
+        return []
+    try:
+        source.prototypes(wnids)
+        return []
+    except UserInputError:
+        if len(wnids) == 1:
+            return list(wnids)
+    half = len(wnids) // 2
+    return _missing_prototypes(source, wnids[:half]) + _missing_prototypes(source, wnids[half:])
+
+
 def representable_classes(source: QuerySource, wnids: Sequence[str]) -> tuple[list[str], list[str]]:
     """Split seen classes into those the model/prototype file can represent and those it cannot.
 
     The GZSL label space is defined by the training set, but a semantic model cannot score a seen
     class that has no word vector (it was also left out of its training). Such classes leave the
-    seen label space with their images, and the run reports them; the zero-shot split itself is
-    never changed (a test class without a prototype is an error).
+    seen label space with their images, and the run reports them; a split class without a
+    prototype is an error unless the caller counts it as a miss (``count_as_miss``).
     """
-    try:
-        source.prototypes(wnids)
-        return list(wnids), []
-    except UserInputError:
-        pass
-    kept, excluded = [], []
-    for wnid in wnids:
-        try:
-            source.prototypes([wnid])
-            kept.append(wnid)
-        except UserInputError:
-            excluded.append(wnid)
+    missing = set(_missing_prototypes(source, list(wnids)))
+    kept = [w for w in wnids if w not in missing]
     if not kept:
         raise UserInputError("no seen class has a prototype; check the model's class semantics")
-    return kept, excluded
+    return kept, [w for w in wnids if w in missing]
 
 
 def present_classes(fd: FeatureDir) -> list[str]:
     """Classes of a feature directory that have at least one image (label-space order)."""
     counts = np.bincount(fd.labels(), minlength=len(fd.classes))
     return [w for w, c in zip(fd.classes, counts, strict=True) if c > 0]
+
+
+@dataclass
+class LabelSpace:
+    """The ZSL label space of a run and what left it.
+
+    ``wnids``: the label space, sorted (what the ``unseen`` top-k ids index); ``split``: the
+    split's classes in file order; ``miss``: the ``count_as_miss`` classes (sorted; their test
+    labels are ``len(wnids) + j``); ``seen``/``seen_source``: the seen classes kept out of it;
+    ``without_prototype``: distractors (label-space classes outside the split) that left because
+    the source has no prototype for them."""
+
+    spec: str
+    wnids: list[str]
+    split: list[str]
+    miss: list[str] = field(default_factory=list)
+    seen_source: str = "none"
+    seen_count: int = 0
+    without_prototype: list[str] = field(default_factory=list)
+
+    @property
+    def scored(self) -> list[str]:
+        """Split classes the model is scored on (in the label space)."""
+        miss = set(self.miss)
+        return [w for w in self.split if w not in miss]
+
+    @property
+    def eval_wnids(self) -> list[str]:
+        """The class list test labels index: the label space, then the count-as-miss classes."""
+        return list(self.wnids) + list(self.miss)
+
+
+def _check_count_as_miss(cfg: EvaluationConfig, split_wnids: Sequence[str]) -> list[str]:
+    miss = sorted({str(w) for w in cfg.count_as_miss})
+    outside = sorted(set(miss) - set(split_wnids))
+    if outside:
+        raise UserInputError(
+            f"count_as_miss: {len(outside)} classes are not in the split {cfg.split}: {preview(outside)}"
+        )
+    return miss
+
+
+def _seen_for_label_space(inp: EvaluationInputs) -> tuple[list[str], str]:
+    """The seen classes a zero-shot label space leaves out, and where they come from: the GZSL
+    seen classes; else the model's seen classes; else (for ``all``/FILE) ILSVRC-2012's 1,000.
+    The ``split`` space of a plain ZSL run checks no seen classes (the split is the choice)."""
+    if inp.cfg.gzsl:
+        return list(inp.seen_wnids), "GZSL seen classes"
+    if inp.cfg.label_space == "split":
+        return [], "none"
+    model_seen = inp.source.seen_wnids()
+    if model_seen:
+        return model_seen, "the model's seen classes"
+    return training_wnids(), "ILSVRC-2012 classes (the model does not record its seen classes)"
+
+
+def resolve_space(inp: EvaluationInputs, miss: list[str]) -> LabelSpace:
+    """The run's label space: resolved by :func:`resolve_label_space` without the count-as-miss
+    classes; a split class without a prototype is an error (count it as a miss or drop it), a
+    distractor without one leaves with a warning."""
+    cfg = inp.cfg
+    seen, seen_source = _seen_for_label_space(inp)
+    space = LabelSpace(cfg.label_space, [], inp.split_wnids, miss, seen_source, len(set(seen)))
+    excluded = set(miss)
+    resolved = resolve_label_space(cfg.label_space, space.scored, seen, "--label-space")
+    wnids = [w for w in resolved if w not in excluded]
+    missing = _missing_prototypes(inp.source, wnids)
+    split_missing = sorted(set(missing) & set(space.scored))
+    if split_missing:
+        raise UserInputError(
+            f"{len(split_missing)} classes of the split {cfg.split} have no prototype "
+            f"({_class_vectors_label(inp.source.class_vectors)}): {preview(split_missing)}; drop them from "
+            "the split or count them as misses (run recipe: count_as_miss)"
+        )
+    if missing:
+        log.warning(
+            "%d classes of the label space %r have no prototype and leave it: %s",
+            len(missing),
+            cfg.label_space,
+            preview(missing),
+        )
+    gone = set(missing)
+    space.wnids = [w for w in wnids if w not in gone]
+    space.without_prototype = sorted(missing)
+    if not space.wnids:
+        raise UserInputError(f"--label-space {cfg.label_space}: no class is left in the label space")
+    return space
+
+
+def _check_test_images(inp: EvaluationInputs) -> None:
+    """A split with no test image at all in ``--features`` is one line; some classes without
+    images are fine (they are distractors)."""
+    if int(inp.class_counts_all.sum()) == 0 and inp.cfg.kept_images is not None:
+        raise UserInputError(
+            f"{inp.cfg.kept_images}: none of the split's images are among the kept "
+            "images; was the filter run on these features?"
+        )
+    if int(inp.class_counts_all.sum()) == 0:
+        raise UserInputError(
+            f"{inp.fd.path}: none of the {len(inp.split_wnids)} classes of the split {inp.cfg.split} has a "
+            "test image here; point --features at the split's test images"
+        )
+    empty = [w for w, c in zip(inp.split_wnids, inp.class_counts_all, strict=True) if c == 0]
+    if empty:
+        log.info(
+            "%d split classes have no test image in %s and stay in the label space as distractors: %s",
+            len(empty),
+            inp.fd.path,
+            preview(empty),
+        )
+
+
+def _class_vectors_label(record: Any) -> str:
+    """A short name for a class-vector source recorded as a string or a dict."""
+    if isinstance(record, dict):
+        for key in ("describe", "source", "name", "path"):
+            if record.get(key):
+                return str(record[key])
+        return "unknown"
+    return str(record) if record else "unknown"
+
+
+def check_feature_identities(inp: EvaluationInputs) -> list[dict[str, Any]]:
+    """Compare the model's training-feature identity with every feature directory of the run, and
+    the other feature directories with the test features (:func:`check_same_features`).
+
+    Returns the override records (``--allow-feature-mismatch``), empty when all agree; raises one
+    line naming both sides otherwise. Unknown identities (older directories) are skipped."""
+    cfg = inp.cfg
+    allow = cfg.allow_feature_mismatch
+    test_what = f"--features {inp.fd.path}"
+    named = [
+        ("--seen-features", inp.seen_fd),
+        ("--val-features", inp.val_fd if cfg.val_features is not None else None),
+        ("--val-seen-features", inp.val_seen_fd),
+    ]
+    records = []
+    model_identity = inp.source.feature_identity
+    model_what = f"model {cfg.model}"
+    for what, fd in [("--features", inp.fd), *named]:
+        if fd is None:
+            continue
+        where = f"{what} {fd.path}"
+        records.append(check_same_features(model_identity, fd.identity, model_what, where, allow))
+        if fd is not inp.fd:
+            records.append(check_same_features(inp.fd.identity, fd.identity, test_what, where, allow))
+    return [r for r in records if r is not None]
 
 
 # ----------------------------------------------------------------------------- search
@@ -497,10 +704,18 @@ class EvaluationInputs:
     cfg: EvaluationConfig
     ks: list[int]
     m: int
-    test_wnids: list[str]
+    split_wnids: list[str]
     fd: FeatureDir
-    test_lookup: np.ndarray
     source: QuerySource
+    #: the label space (see :class:`LabelSpace`); ``test_lookup`` maps feature classes into it
+    space: LabelSpace | None = None
+    test_lookup: np.ndarray | None = None
+    #: (len(split_wnids),) test images of each split class (kept images only, misses included)
+    class_counts_all: np.ndarray | None = None
+    #: (len(space.miss),) test images of each count-as-miss class
+    miss_counts: np.ndarray | None = None
+    #: ``--allow-feature-mismatch`` override records (empty: every identity agreed or is unknown)
+    feature_checks: list[dict[str, Any]] = field(default_factory=list)
     graph: ClassGraph | None = None
     seen_wnids: list[str] | None = None
     seen_fd: FeatureDir | None = None
@@ -519,6 +734,16 @@ class EvaluationInputs:
 
     def feature_dirs(self) -> list[FeatureDir]:
         return [d for d in (self.fd, self.seen_fd, self.val_fd, self.val_seen_fd) if d is not None]
+
+    @property
+    def space_wnids(self) -> list[str]:
+        """The ZSL label space (the ``unseen`` search space)."""
+        return self.space.wnids
+
+    @property
+    def eval_wnids(self) -> list[str]:
+        """What test labels index: the label space, then the count-as-miss classes."""
+        return self.space.eval_wnids
 
 
 def _check_ks(cfg: EvaluationConfig) -> list[int]:
@@ -551,7 +776,7 @@ def _check_seen(inp: EvaluationInputs) -> None:
         if cfg.seen_classes
         else present_classes(inp.seen_fd)
     )
-    overlap = sorted(set(inp.seen_wnids) & set(inp.test_wnids))
+    overlap = sorted(set(inp.seen_wnids) & set(inp.split_wnids))
     if overlap:
         raise UserInputError(
             f"{len(overlap)} classes are both seen and in the test split: "
@@ -569,7 +794,7 @@ def _check_validation(inp: EvaluationInputs) -> None:
     if not cfg.gzsl:
         raise UserInputError("--val-split chooses the GZSL calibration γ: add --gzsl")
     inp.val_wnids = _read_classes(cfg.val_split, "validation split")
-    clash = sorted(set(inp.val_wnids) & (set(inp.test_wnids) | set(inp.seen_wnids)))
+    clash = sorted(set(inp.val_wnids) & (set(inp.split_wnids) | set(inp.seen_wnids)))
     if clash:
         raise UserInputError(
             f"{cfg.val_split}: {len(clash)} validation classes are test or seen classes: {preview(clash)}"
@@ -613,7 +838,7 @@ def _drop_unrepresentable_seen(inp: EvaluationInputs) -> None:
 def _label_spaces(inp: EvaluationInputs) -> dict[str, TopKSearcher]:
     """One searcher per label space; all prototypes (and a model's queries) share one dim."""
     cfg = inp.cfg
-    wnids = {"unseen": inp.test_wnids, "seen": inp.seen_wnids, "val_unseen": inp.val_wnids}
+    wnids = {"unseen": inp.space_wnids, "seen": inp.seen_wnids, "val_unseen": inp.val_wnids}
     spaces = {
         space: TopKSearcher(inp.source.prototypes(classes), inp.m, use_gpu=cfg.use_gpu)
         for space, classes in wnids.items()
@@ -638,28 +863,28 @@ def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -
     ks = _check_ks(cfg)
     if (cfg.model is None) == (cfg.prototypes is None):
         raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
+    check_label_space_spec(str(cfg.label_space), "--label-space")
     check_out_dir(cfg.out, TOOL, _input_paths(cfg))
-    test_wnids = _read_classes(cfg.split, "split")
+    split_wnids = _read_classes(cfg.split, "split")
+    miss = _check_count_as_miss(cfg, split_wnids)
     fd = FeatureDir(cfg.features)
-    inp = EvaluationInputs(
-        cfg=cfg,
-        ks=ks,
-        m=ks[-1] + 1,
-        test_wnids=test_wnids,
-        fd=fd,
-        test_lookup=class_lookup(fd, test_wnids, f"split {Path(cfg.split).name}"),
-        source=None,
-    )  # type: ignore[arg-type] - set below, after the checks
+    inp = EvaluationInputs(cfg=cfg, ks=ks, m=ks[-1] + 1, split_wnids=split_wnids, fd=fd, source=None)  # type: ignore[arg-type] - set below
     _check_seen(inp)
     _check_validation(inp)
     inp.source = _query_source(inp)
+    inp.feature_checks = check_feature_identities(inp)
     inp.graph = resolve_graph(graph if graph is not None else cfg.graph)
+    if cfg.kept_images is not None:
+        inp.kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
+    inp.space = resolve_space(inp, miss)
+    inp.test_lookup = test_lookup(fd, inp.space_wnids, inp.space.scored)
+    inp.class_counts_all = class_image_counts(fd, split_wnids, inp.kept_ids)
+    inp.miss_counts = class_image_counts(fd, miss, inp.kept_ids)
+    _check_test_images(inp)
     if cfg.gzsl:
         _drop_unrepresentable_seen(inp)
     inp.spaces = _label_spaces(inp)
-    if cfg.kept_images is not None:
-        inp.kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
-    inp.pretraining, inp.pretraining_wnids = pretraining_overlap(fd, test_wnids)
+    inp.pretraining, inp.pretraining_wnids = pretraining_overlap(fd, split_wnids)
     return inp
 
 
@@ -674,9 +899,46 @@ class SearchResults:
     seen: SetResult | None = None
     val: SetResult | None = None
     val_seen: SetResult | None = None
+    #: the test images of the count-as-miss classes (never searched): labels ``len(space) + j``,
+    #: empty lists, true class outside every list (``above = m``); None without such images
+    misses: SetResult | None = None
+
+    def scored_test(self) -> SetResult:
+        """The test images every metric counts: the searched ones, then the misses."""
+        if self.misses is None:
+            return self.test
+        parts = (self.test, self.misses)
+        return SetResult(
+            np.concatenate([p.labels for p in parts]),
+            np.concatenate([p.rows for p in parts]),
+            {
+                space: tuple(np.concatenate([p.lists[space][i] for p in parts]) for i in (0, 1))
+                for space in self.test.lists
+            },
+            M.TieRanks(
+                np.concatenate([p.ranks.above for p in parts]), np.concatenate([p.ranks.tied for p in parts])
+            ),
+        )
 
     def sets(self) -> list[tuple[str, SetResult | None]]:
         return [("test", self.test), ("seen", self.seen), ("val", self.val), ("val_seen", self.val_seen)]
+
+
+def miss_set(inp: EvaluationInputs, like: SetResult) -> SetResult | None:
+    """The count-as-miss images as a :class:`SetResult` shaped like ``like`` (the searched test
+    set): ids -1 and scores -inf in every space, ``above = m`` (outside the list: a miss at every
+    K under both tie rules and at every calibration γ), rows -1 (never read)."""
+    counts = inp.miss_counts
+    if counts is None or int(counts.sum()) == 0:
+        return None
+    labels = np.repeat(len(inp.space_wnids) + np.arange(len(counts), dtype=np.int64), counts)
+    n = len(labels)
+    lists = {
+        space: (np.full((n, ids.shape[1]), -np.inf, np.float32), np.full((n, ids.shape[1]), -1, ids.dtype))
+        for space, (_, ids) in like.lists.items()
+    }
+    ranks = M.TieRanks(np.full(n, inp.m, np.int64), np.zeros(n, np.int64))
+    return SetResult(labels, np.full(n, -1, np.int64), lists, ranks)
 
 
 def run_search(inp: EvaluationInputs, context: SearchContext) -> SearchResults:
@@ -684,12 +946,7 @@ def run_search(inp: EvaluationInputs, context: SearchContext) -> SearchResults:
     cfg, spaces = inp.cfg, inp.spaces
     test_spaces = {s: spaces[s] for s in ("unseen", "seen") if s in spaces}
     test = search_set("test", inp.fd, inp.test_lookup, test_spaces, context, kept_ids=inp.kept_ids)
-    if cfg.kept_images is not None and len(test.labels) == 0:
-        raise UserInputError(
-            f"{cfg.kept_images}: none of the split's images are among the kept "
-            "images; was the filter run on these features?"
-        )
-    results = SearchResults(test)
+    results = SearchResults(test, misses=miss_set(inp, test))
     if not cfg.gzsl:
         return results
     seen_spaces = dict(test_spaces)
@@ -744,27 +1001,75 @@ def _suffix(tie_rule: str) -> str:
     return "" if tie_rule == "expected" else "_strict"
 
 
+def label_space_block(inp: EvaluationInputs, counts: np.ndarray) -> dict[str, Any]:
+    """metrics.json's ``label_space``: the spec, both counts and what left the space.
+
+    ``counts``: (len(eval_wnids),) test images per class (label space, then count-as-miss)."""
+    space = inp.space
+    n_space = len(space.wnids)
+    spec = str(space.spec)
+    block: dict[str, Any] = {
+        "spec": spec,
+        "classes_in_label_space": n_space,
+        "classes_with_test_images": int(np.count_nonzero(counts)),
+        "split_classes": len(space.split),
+        "split_classes_without_test_images": int(np.count_nonzero(inp.class_counts_all == 0)),
+        "distractors_without_test_images": int(np.count_nonzero(counts[:n_space] == 0)),
+        "seen_classes_left_out": {"source": space.seen_source, "classes": space.seen_count},
+        "without_prototype": {"classes": len(space.without_prototype), "wnids": space.without_prototype},
+    }
+    if spec not in ("split", "all"):
+        block["file"] = {"path": spec, "sha256": sha256_file(spec)}
+    return block
+
+
+def count_as_miss_block(inp: EvaluationInputs) -> dict[str, Any]:
+    """metrics.json's ``count_as_miss``: the classes and how many test images each adds as misses."""
+    counts = inp.miss_counts if inp.miss_counts is not None else np.zeros(0, np.int64)
+    return {
+        "classes": list(inp.space.miss),
+        "images": int(counts.sum()),
+        "classes_with_test_images": int(np.count_nonzero(counts)),
+        "images_per_class": {w: int(c) for w, c in zip(inp.space.miss, counts, strict=True)},
+    }
+
+
 def zsl_metrics(run: EvaluationRun) -> None:
-    """ZSL hit@K (flat and per class, both tie rules) of the test images among the test classes."""
-    inp, test = run.inputs, run.results.test
-    n_test = len(inp.test_wnids)
+    """ZSL hit@K (flat and per class, both tie rules) of the test images among the label space;
+    count-as-miss images are in every denominator with no credit."""
+    inp, test = run.inputs, run.results.scored_test()
+    n_eval = len(inp.eval_wnids)
     ranks = test.ranks
-    zsl: dict[str, Any] = {"images": int(len(test.labels)), "classes": n_test}
+    counts = np.bincount(test.labels, minlength=n_eval)
+    run.metrics["label_space"] = label_space_block(inp, counts)
+    run.metrics["count_as_miss"] = count_as_miss_block(inp)
+    zsl: dict[str, Any] = {
+        "images": int(len(test.labels)),
+        "classes": int(np.count_nonzero(counts)),
+        "classes_in_label_space": len(inp.space_wnids),
+        "classes_with_test_images": int(np.count_nonzero(counts)),
+        "label_space": str(inp.space.spec),
+        "miss_images": run.metrics["count_as_miss"]["images"],
+    }
     for rule in M.TIE_RULES:
         zsl[f"flat{_suffix(rule)}"] = M.hit_at_k(ranks, test.labels, inp.ks, tie_rule=rule)
         zsl[f"per_class{_suffix(rule)}"] = M.hit_at_k(
-            ranks, test.labels, inp.ks, num_classes=n_test, per_class=True, tie_rule=rule
+            ranks, test.labels, inp.ks, num_classes=n_eval, per_class=True, tie_rule=rule
         )
     zsl["tied_images"] = int(np.count_nonzero(ranks.tied))
     zsl["duplicate_prototypes"] = int(inp.spaces["unseen"].duplicate_classes)
     run.metrics["zsl"] = zsl
-    run.class_counts = np.bincount(test.labels, minlength=n_test)
-    per_class = {"num_classes": n_test, "per_class": True, "average": False}
+    run.class_counts = counts
+    per_class = {"num_classes": n_eval, "per_class": True, "average": False}
     run.class_hits = M.hit_at_k(ranks, test.labels, inp.ks, **per_class)
     run.class_hits_strict = M.hit_at_k(ranks, test.labels, inp.ks, tie_rule="strict", **per_class)
-    if inp.graph is not None:
-        scores, ids = test.lists["unseen"]
-        run.breakdown = expected_error_breakdown(inp.graph, inp.test_wnids, test.labels, ids, scores, ranks)
+    searched = run.results.test
+    if inp.graph is not None and len(searched.labels):
+        # over the searched images only: a count-as-miss image has no prediction to classify
+        scores, ids = searched.lists["unseen"]
+        run.breakdown = expected_error_breakdown(
+            inp.graph, inp.space_wnids, searched.labels, ids, scores, searched.ranks
+        )
         run.metrics["hierarchy"] = {"graph": inp.graph.source, **run.breakdown.to_dict()}
 
 
@@ -788,10 +1093,11 @@ def _calibration(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK) 
 
 
 def _gzsl_breakdown(inp: EvaluationInputs, gz: M.GZSLTopK, gamma: float) -> dict[str, Any]:
-    """Hierarchy-aware error breakdown of the GZSL top-1 (joint space: test then seen classes) at
-    calibration ``gamma``, under the expected tie rule (a top-1 tie group shares its image)."""
+    """Hierarchy-aware error breakdown of the GZSL top-1 (joint space: label space, count-as-miss
+    classes, then seen classes) at calibration ``gamma``, under the expected tie rule (a top-1 tie
+    group shares its image); ``gz`` holds the searched images only."""
     scores, ids = M.calibrated_topk(gz, gamma, gz.m)
-    joint = list(inp.test_wnids) + list(inp.seen_wnids)
+    joint = list(inp.eval_wnids) + list(inp.seen_wnids)
     seen_img = gz.seen_images
 
     def part(mask: np.ndarray) -> dict[str, Any]:
@@ -809,18 +1115,27 @@ def gzsl_metrics(run: EvaluationRun) -> None:
     """GZSL over test ∪ seen classes: direct stacking, AUSUC, the calibrated γ (with a validation
     split), the curves to plot, per-class GZSL hit@K at γ = 0 and the hierarchy breakdown."""
     inp, results = run.inputs, run.results
-    n_test, n_seen = len(inp.test_wnids), len(inp.seen_wnids)
-    gz = build_gzsl(results.test, results.seen, n_test, n_seen, "unseen")
+    n_test, n_seen = len(inp.eval_wnids), len(inp.seen_wnids)
+    scored = results.scored_test()
+    gz = build_gzsl(scored, results.seen, n_test, n_seen, "unseen")
     gzsl = M.gzsl_metrics(gz, inp.ks)
-    gzsl["images"] = {"unseen": int(len(results.test.labels)), "seen": int(len(results.seen.labels))}
-    gzsl["classes"] = {"unseen": n_test, "seen": n_seen}
+    gzsl["images"] = {"unseen": int(len(scored.labels)), "seen": int(len(results.seen.labels))}
+    gzsl["classes"] = {
+        "unseen": len(inp.space_wnids),
+        "unseen_with_test_images": int(np.count_nonzero(np.bincount(scored.labels, minlength=n_test))),
+        "seen": n_seen,
+    }
     gzsl["seen_classes_without_prototypes"] = inp.excluded_seen
     if results.val is not None:
         gzsl["calibration"] = _calibration(inp, results, gz)
-    if inp.graph is not None:
-        gzsl["hierarchy"] = {"graph": inp.graph.source, "direct": _gzsl_breakdown(inp, gz, 0.0)}
+    if inp.graph is not None and len(results.test.labels):
+        searched = gz
+        if results.misses is not None:
+            searched = build_gzsl(results.test, results.seen, n_test, n_seen, "unseen")
+        gzsl["hierarchy"] = {"graph": inp.graph.source, "direct": _gzsl_breakdown(inp, searched, 0.0)}
         if "calibration" in gzsl:
-            gzsl["hierarchy"]["calibrated"] = _gzsl_breakdown(inp, gz, gzsl["calibration"]["gamma"])
+            gamma = gzsl["calibration"]["gamma"]
+            gzsl["hierarchy"]["calibrated"] = _gzsl_breakdown(inp, searched, gamma)
     run.metrics["gzsl"] = gzsl
     for k in inp.ks:
         if k in (1, inp.ks[-1]):
@@ -855,28 +1170,33 @@ def class_table(run: EvaluationRun) -> None:
     import pandas as pd  # heavy: imported when a table is built
 
     inp = run.inputs
-    cfg, ks, n_test = inp.cfg, inp.ks, len(inp.test_wnids)
-    all_wnids = list(inp.test_wnids) + (list(inp.seen_wnids) if cfg.gzsl else [])
+    cfg, ks = inp.cfg, inp.ks
+    # rows: the classes with test images (label space, then count-as-miss), then the seen classes
+    present = np.flatnonzero(run.class_counts > 0)
+    eval_wnids = inp.eval_wnids
+    n_test, n_seen = len(present), (len(inp.seen_wnids) if cfg.gzsl else 0)
+    all_wnids = [eval_wnids[i] for i in present] + (list(inp.seen_wnids) if cfg.gzsl else [])
     train_wnids = inp.seen_wnids
     if train_wnids is None and inp.graph is not None:
         candidates = training_wnids()
         train_wnids = candidates if all(w in inp.graph for w in candidates) else None
     props = class_properties(
-        all_wnids, inp.graph, train_wnids, label_frequency=cfg.label_frequency, test_wnids=inp.test_wnids
+        all_wnids, inp.graph, train_wnids, label_frequency=cfg.label_frequency, test_wnids=inp.split_wnids
     )
-    table = pd.DataFrame(
-        {"wnid": all_wnids, "role": ["unseen"] * n_test + ["seen"] * (len(all_wnids) - n_test)}
-    )
-    table["images"] = np.r_[run.class_counts, run.gzsl_counts[n_test:]] if cfg.gzsl else run.class_counts
+    table = pd.DataFrame({"wnid": all_wnids, "role": ["unseen"] * n_test + ["seen"] * n_seen})
+    seen_rows = len(eval_wnids) + np.arange(n_seen)
+    table["images"] = np.r_[run.class_counts[present], run.gzsl_counts[seen_rows] if cfg.gzsl else []]
+    if len(inp.space.miss):
+        table["count_as_miss"] = [i >= len(inp.space_wnids) for i in present] + [False] * n_seen
     for k in ks:
-        table[f"hit@{k}"] = np.r_[run.class_hits[k], np.full(len(all_wnids) - n_test, np.nan)]
+        table[f"hit@{k}"] = np.r_[run.class_hits[k][present], np.full(n_seen, np.nan)]
     for k in ks:
-        table[f"hit@{k}_strict"] = np.r_[run.class_hits_strict[k], np.full(len(all_wnids) - n_test, np.nan)]
+        table[f"hit@{k}_strict"] = np.r_[run.class_hits_strict[k][present], np.full(n_seen, np.nan)]
     if inp.pretraining_wnids is not None:
         table["seen_in_pretraining"] = [w in inp.pretraining_wnids for w in all_wnids]
     if run.gzsl_class_hits is not None:
         for k in ks:
-            table[f"gzsl_hit@{k}"] = run.gzsl_class_hits[k]
+            table[f"gzsl_hit@{k}"] = run.gzsl_class_hits[k][np.r_[present, seen_rows]]
     run.table = table.merge(props, on="wnid", how="left", sort=False)
     run.metrics["class_properties"] = {
         "columns": [c for c in props.columns if c != "wnid"],
@@ -896,7 +1216,7 @@ def provenance(run: EvaluationRun) -> None:
             "path": str(cfg.split),
             "name": Path(cfg.split).stem,
             "sha256": sha256_file(cfg.split),
-            "classes": len(inp.test_wnids),
+            "classes": len(inp.split_wnids),
         },
         "features": _feature_info(inp.fd),
     }
@@ -921,6 +1241,7 @@ def provenance(run: EvaluationRun) -> None:
         )
     run.metrics["inputs"] = inputs
     run.metrics["model"] = inp.source.describe()
+    run.metrics["provenance"] = provenance_block(inp)
     if inp.pretraining is not None:
         run.metrics["pretraining"] = inp.pretraining
     run.metrics["parameters"] = {
@@ -933,8 +1254,26 @@ def provenance(run: EvaluationRun) -> None:
         "kept_images": None
         if cfg.kept_images is None
         else {"filter_dir": str(cfg.kept_images), "n_kept_ids": int(len(inp.kept_ids))},
+        "label_space": str(cfg.label_space),
+        "allow_feature_mismatch": bool(cfg.allow_feature_mismatch),
     }
     run.metrics["software"] = software_versions()
+
+
+def provenance_block(inp: EvaluationInputs) -> dict[str, Any]:
+    """metrics.json's ``provenance``: the test features' identity, the model's training-feature
+    identity, the class-vector source and the ``--allow-feature-mismatch`` overrides."""
+    identity = inp.fd.identity
+    model_identity = inp.source.feature_identity
+    return {
+        "features": {"backbone": describe_identity(identity), "identity": identity},
+        "model_features": None
+        if model_identity is None
+        else {"backbone": describe_identity(model_identity), "identity": model_identity},
+        "class_vectors": _class_vectors_label(inp.source.class_vectors),
+        "class_vectors_record": inp.source.class_vectors,
+        "feature_mismatch": list(inp.feature_checks),
+    }
 
 
 # ----------------------------------------------------------------------------- the run
@@ -976,6 +1315,7 @@ def _input_paths(cfg: EvaluationConfig) -> list[Path | None]:
         cfg.val_features,
         cfg.val_seen_features,
         cfg.kept_images,
+        None if str(cfg.label_space) in ("split", "all") else Path(cfg.label_space),
     ]
 
 
@@ -1018,7 +1358,7 @@ def _warn_pretraining(inp: EvaluationInputs) -> None:
             "%d of %d test classes were labels of the backbone's pretraining (%s): results on them "
             "are not zero-shot",
             count,
-            len(inp.test_wnids),
+            len(inp.split_wnids),
             block["note"],
         )
     elif not isinstance(count, int):
@@ -1066,10 +1406,13 @@ def write_run(tmp: Path, run: EvaluationRun) -> None:
     atomic_write_json(
         topk_dir / "classes.json",
         {
-            "unseen": list(inp.test_wnids),
+            "unseen": list(inp.space_wnids),
             "seen": list(inp.seen_wnids or []),
             "val_unseen": list(inp.val_wnids or []),
-            "about": "X.labels.npy index the set's own classes (test/val: unseen or val_unseen; "
+            "count_as_miss": run.metrics["count_as_miss"]["images_per_class"],
+            "about": "unseen: the label space; count_as_miss: classes outside it whose test images "
+            "(not listed here) count as misses in metrics.json; "
+            "X.labels.npy index the set's own classes (test/val: unseen or val_unseen; "
             "seen/val_seen: seen); X.SPACE.ids.npy index SPACE's list; X.rows.npy are row "
             "numbers in the set's feature directory (shard order); -1/-inf pad short lists; "
             "X.true_above.npy / X.true_tied.npy: classes of the set's own space scoring strictly "
@@ -1095,6 +1438,7 @@ def write_run(tmp: Path, run: EvaluationRun) -> None:
             "config": config,
             "inputs": metrics["inputs"],
             "model": metrics["model"],
+            "feature_mismatch": metrics["provenance"]["feature_mismatch"],
             "outputs": outputs,
             "versions": software_versions(),
         },

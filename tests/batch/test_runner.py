@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -17,6 +19,12 @@ import pytest
 from imagenet_zsl.batch.runner import run
 from imagenet_zsl.cli import main
 from imagenet_zsl.models.trivial import Trivial
+from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
+from imagenet_zsl.splits.io import read_wnid_list
+
+REPO = Path(__file__).resolve().parents[2]
+#: the reduced demo's models on hop1 (conftest)
+MODELS = ("trivial", "eszsl", "conse")
 
 
 def _fitted_recipe(demo_inputs, demo_run, name: str, **changes: object) -> Path:
@@ -35,22 +43,127 @@ def _fitted_recipe(demo_inputs, demo_run, name: str, **changes: object) -> Path:
     return demo_inputs.write_recipe(name, **data)
 
 
-def test_drop_reports_evaluated_over_total_and_the_excluded_wnids(demo_run):
-    record = json.loads((demo_run / "cells" / "eszsl__hop1.json").read_text())
-    assert record["classes"]["in_split"] == 15 and record["classes"]["evaluated"] == 12
-    assert len(record["classes"]["excluded"]) == 3
-    trivial = json.loads((demo_run / "cells" / "trivial__hop1.json").read_text())
-    assert trivial["classes"]["evaluated"] == 15 and trivial["classes"]["excluded"] == []
+def _metrics(run: Path, cell: str) -> dict:
+    return json.loads((run / "cells" / cell / "metrics.json").read_text())
+
+
+def _dropped(run: Path) -> list[dict[str, str]]:
+    with (run / "classes_dropped.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_drop_scores_every_model_of_a_split_on_the_same_classes(demo_run):
+    # hop1 has 3 classes without a GloVe vector (conftest): eszsl and conse cannot score them,
+    # trivial can; with `drop` they leave hop1 for all three, so the rows compare
+    records = {m: json.loads((demo_run / "cells" / f"{m}__hop1.json").read_text()) for m in MODELS}
+    excluded = records["eszsl"]["classes"]["excluded"]
+    assert len(excluded) == 3
+    for record in records.values():
+        assert record["classes"]["in_split"] == 15 and record["classes"]["evaluated"] == 12
+        assert record["classes"]["excluded"] == excluded
     table = (demo_run / "summary.md").read_text()
-    assert "| eszsl | hop1 | 12/15 |" in table and "| trivial | hop1 | 15/15 |" in table
-    kept = (demo_run / "classes" / "eszsl" / "hop1.txt").read_text().split()
-    assert len(kept) == 12 and not set(kept) & set(record["classes"]["excluded"])
+    for model in MODELS:
+        assert f"| {model} | hop1 | SIMULATED @" in table
+        row = next(line for line in table.splitlines() if line.startswith(f"| {model} | hop1 |"))
+        assert "| 12/15 |" in row
+    # the same label space and the same GZSL seen classes in every cell of the split
+    spaces = {m: _metrics(demo_run, f"{m}__hop1")["label_space"] for m in MODELS}
+    assert {s["classes_in_label_space"] for s in spaces.values()} == {12}
+    assert len({s["seen_classes_left_out"]["classes"] for s in spaces.values()}) == 1
+    kept = (demo_run / "classes" / "hop1.txt").read_text().split()
+    assert len(kept) == 12 and not set(kept) & set(excluded)
+    # listed once: one row per (class, set), naming the models that cannot represent it
+    rows = _dropped(demo_run)
+    hop1 = [r for r in rows if r["set"] == "hop1"]
+    assert sorted(r["wnid"] for r in hop1) == sorted(excluded)
+    assert {r["models"] for r in hop1} == {"conse;eszsl"}
+    assert {r["action"] for r in rows} == {"dropped for every model"}
+    seen = {r["wnid"] for r in rows if r["set"] == "seen"}
+    assert seen and not seen & set((demo_run / "classes" / "seen.txt").read_text().split())
+    assert table.count("missing_semantics: drop:") == 1 and f"{len(rows)} classes" in table
+
+
+def test_policy_warning_comes_once_per_run(demo_inputs, demo_run, tmp_path, capsys):
+    recipe = _fitted_recipe(demo_inputs, demo_run, "once.yaml")
+    capsys.readouterr()
+    assert main(["run", str(recipe), "--out", str(tmp_path / "once"), "--no-progress"]) == 0
+    printed = capsys.readouterr()
+    lines = (printed.out + printed.err).splitlines()
+    assert len([line for line in lines if "missing_semantics: drop" in line]) == 2  # warning + legend
+    assert not [line for line in lines if "have no prototype" in line]  # no per-cell warning
+
+
+def test_the_demo_calibrates_gzsl_on_carved_seen_classes(demo_run):
+    validation = (demo_run / "classes" / "calibration.txt").read_text().split()
+    trained_on = (demo_run / "classes" / "seen_training.txt").read_text().split()
+    seen = (demo_run / "classes" / "seen.txt").read_text().split()
+    dropped = [r for r in _dropped(demo_run) if r["set"] == "calibration"]
+    assert len(validation) + len(dropped) == 200  # 20% of the 1000 seen classes, seeded
+    assert (
+        len(trained_on) == 800 and not set(validation) & set(trained_on) and not set(validation) & set(seen)
+    )
+    trivial = json.loads((demo_run / "models" / "trivial" / "manifest.json").read_text())
+    assert trivial["inputs"]["seen_classes"] == 800  # held out of training
+    with (demo_run / "summary.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows and all(row["calibrated H"] != "" for row in rows)
+    calibration = _metrics(demo_run, "eszsl__benchmark")["gzsl"]["calibration"]
+    assert calibration["validation_split"].endswith("calibration.txt")
+    assert "carved from the 1000 seen classes (20%, seed 0" in (demo_run / "summary.md").read_text()
+
+
+def test_count_as_miss_keeps_the_classes_and_counts_their_images_as_misses(demo_inputs, demo_run, tmp_path):
+    recipe = _fitted_recipe(demo_inputs, demo_run, "miss.yaml", missing_semantics="count_as_miss")
+    out = tmp_path / "miss"
+    assert run(recipe, out, progress=False, echo=lambda _: None).failed == []
+    eszsl = json.loads((out / "cells" / "eszsl__hop1.json").read_text())["classes"]
+    trivial = json.loads((out / "cells" / "trivial__hop1.json").read_text())["classes"]
+    assert eszsl["evaluated"] == trivial["evaluated"] == 15
+    assert len(eszsl["missed"]) == 3 and trivial["missed"] == []
+    metrics = _metrics(out, "eszsl__hop1")
+    assert metrics["count_as_miss"]["images"] == 9  # 3 classes x 3 test images, all misses
+    assert metrics["zsl"]["images"] == _metrics(out, "trivial__hop1")["zsl"]["images"] == 45
+    table = (out / "summary.md").read_text()
+    assert "| 15/15 +3 missed |" in table and "missing_semantics: count_as_miss" in table
+    hop1 = [r for r in _dropped(out) if r["set"] == "hop1"]
+    assert len(hop1) == 3 and {r["action"] for r in hop1} == {"counted as miss"}
+
+
+def test_a_label_space_file_is_the_same_for_every_model(demo_inputs, demo_run, tmp_path):
+    vectors = load_class_vectors("glove-6b-50d")
+    hop2 = read_wnid_list(REPO / "splits" / "hop2.txt")
+    with_vector = [w for w in hop2 if w in vectors][:5]
+    without = [w for w in hop2 if w not in vectors][:2]
+    space = tmp_path / "space.txt"
+    tests = read_wnid_list(demo_inputs.root / "hop1.txt") + read_wnid_list(demo_inputs.root / "benchmark.txt")
+    space.write_text("".join(f"{w}\n" for w in [*tests, *with_vector, *without]))
+    recipe = _fitted_recipe(demo_inputs, demo_run, "space.yaml", label_space=str(space))
+    out = tmp_path / "space"
+    assert run(recipe, out, progress=False, echo=lambda _: None).failed == []
+    excluded = json.loads((out / "cells" / "eszsl__hop1.json").read_text())["classes"]["excluded"]
+    for split in ("hop1", "benchmark"):
+        spaces = [_metrics(out, f"{m}__{split}")["label_space"] for m in ("trivial", "eszsl")]
+        # 12 kept hop1 + 15 benchmark classes + the 5 distractors every model can score; the 2
+        # distractors without a vector and the 3 dropped hop1 classes leave for both models
+        assert {space["classes_in_label_space"] for space in spaces} == {32}
+        rows = [r for r in _dropped(out) if r["set"] == f"label space of {split}"]
+        assert sorted(r["wnid"] for r in rows) == sorted([*without, *excluded])
+        assert {r["models"] for r in rows} == {"eszsl"}
+
+
+def test_a_label_space_file_missing_split_classes_is_refused_before_work(demo_inputs, tmp_path, cli_error):
+    space = tmp_path / "space.txt"
+    space.write_text(read_wnid_list(demo_inputs.root / "benchmark.txt")[0] + "\n")
+    recipe = demo_inputs.write_recipe("short_space.yaml", label_space=str(space))
+    out = tmp_path / "out"
+    cli_error(["run", recipe, "--out", out], culprit=[str(space), "label_space"], not_created=[out])
 
 
 def test_missing_semantics_error_is_one_line(demo_inputs, demo_run, tmp_path, cli_error):
     recipe = _fitted_recipe(demo_inputs, demo_run, "strict.yaml", missing_semantics="error")
-    message = cli_error(["run", recipe, "--out", tmp_path / "strict"], culprit=["missing_semantics", "eszsl"])
-    assert "hop1" in message
+    out = tmp_path / "strict"
+    message = cli_error(["run", recipe, "--out", out], culprit=["missing_semantics", "eszsl"])
+    assert "hop1" in message and not (out / "cells").exists()  # before any cell
 
 
 def test_a_failing_cell_is_reported_and_the_others_run(demo_inputs, demo_run, tmp_path, monkeypatch, capsys):
@@ -65,7 +178,7 @@ def test_a_failing_cell_is_reported_and_the_others_run(demo_inputs, demo_run, tm
     assert "error: 2 cells failed: trivial__hop1, trivial__benchmark" in err
     table = (out / "summary.md").read_text()
     assert "| trivial | hop1 |" in table and "failed:" in table and "planted failure" in table
-    assert "| eszsl | hop1 | 12/15 |" in table
+    assert "| eszsl | hop1 |" in table and "| 12/15 |" in table
     statuses = {c["run"]: c["status"] for c in json.loads((out / "manifest.json").read_text())["cells"]}
     assert statuses["cells/eszsl__benchmark"] == "ok" and statuses["cells/trivial__hop1"] == "failed"
 
@@ -119,6 +232,9 @@ def test_killed_run_resumes_and_keeps_finished_cells(demo_inputs, demo_run, tmp_
         ({"ks": [0]}, "ks[0]"),
         ({"missing_semantics": "ignore"}, "missing_semantics"),
         ({"calibration": {"classes": "nowhere.txt"}}, "calibration.classes"),
+        ({"calibration": {"fraction": 1.0}}, "calibration.fraction"),
+        ({"gzsl": False, "calibration": {"fraction": 0.3}}, "calibration"),
+        ({"label_space": "nowhere.txt"}, "label_space"),
         (
             {"models": {"x": {"model": "eszsl", "select": {"val_frction": 0.2}}}},
             "models.x.select.val_frction",
@@ -162,3 +278,32 @@ def test_a_bad_grid_in_a_model_config_names_that_file(demo_inputs, tmp_path, cli
         inputs=[recipe, config],
         not_created=[out],
     )
+
+
+def test_a_model_fitted_on_other_features_is_refused_unless_allowed(
+    demo_inputs, demo_run, tmp_path, cli_error
+):
+    model = tmp_path / "eszsl_other"
+    shutil.copytree(demo_run / "models" / "eszsl", model)
+    manifest = json.loads((model / "manifest.json").read_text())
+    manifest["feature_identity"] = {
+        **manifest["feature_identity"],
+        "backbone": "resnet50",
+        "simulation": None,
+    }
+    (model / "manifest.json").write_text(json.dumps(manifest))
+    recipe = _fitted_recipe(demo_inputs, demo_run, "mismatch.yaml", models={"other": str(model)})
+    out = tmp_path / "mismatch"
+    cli_error(
+        ["run", recipe, "--out", out],
+        culprit=["model other", "resnet50", "--allow-feature-mismatch"],
+        not_created=[out / "cells"],
+    )
+    assert main(["run", str(recipe), "--out", str(out), "--no-progress", "--allow-feature-mismatch"]) == 0
+    table = (out / "summary.md").read_text()
+    assert "| other | hop1 | SIMULATED @" in table and "(MISMATCH ALLOWED: model fitted on resnet50)" in table
+    assert "FEATURE MISMATCH ALLOWED (--allow-feature-mismatch) in 2 cells" in table
+    run_manifest = json.loads((out / "manifest.json").read_text())
+    assert run_manifest["allow_feature_mismatch"] is True
+    override = run_manifest["cells"][0]["provenance"]["feature_override"]
+    assert override["allowed"] and "backbone" in override["differ"]

@@ -30,10 +30,27 @@ def test_seen_in_pretraining_column_and_warning(tmp_path: Path):
     rows = summary_rows(tmp_path, records, [1], gzsl=False)
     assert [r["seen in pretraining"] for r in rows] == ["3", "0", "unknown", "unknown (web data)", "–"]
     table = to_markdown(rows)
-    assert "| a | hop1 | 4/4 | 25.00 | 20.00 | 10.00 | 3 | ok |" in table
-    assert "| b | hop1 | 4/4 | 25.00 | 20.00 | 10.00 | unknown | ok |" in table
+    assert "| a | hop1 | unknown | – | 4/4 | 25.00 | 20.00 | 10.00 | 3 | ok |" in table
+    assert "| b | hop1 | unknown | – | 4/4 | 25.00 | 20.00 | 10.00 | unknown | ok |" in table
     warning, web = pretraining_warnings(rows)  # none for 0, for unrecorded, for a failed cell
     assert warning.startswith("a on hop1: 3 test classes were labels of the backbone's pretraining")
     assert web == "c on hop1: test classes seen in pretraining: unknown (web data)"
     assert "seen in pretraining" in to_csv(rows).splitlines()[0]
     assert r"seen in pretraining \\" in to_latex(rows) and r"{c}{failed}" in to_latex(rows)
+
+
+def test_provenance_columns_count_as_miss_and_the_legend(tmp_path: Path):
+    record = _cell(tmp_path, "a", "hop1", None)
+    record["provenance"] = {
+        "backbone": "resnet50 @1a2b3c4d",
+        "class_vectors": "glove-6b-50d",
+        "feature_override": {"allowed": True, "model a": "vit @99999999"},
+    }
+    record["classes"] = {"in_split": 4, "evaluated": 4, "excluded": [], "missed": ["n1", "n2"]}
+    rows = summary_rows(tmp_path, [record], [1], gzsl=False)
+    assert rows[0]["backbone"] == "resnet50 @1a2b3c4d (MISMATCH ALLOWED: model fitted on vit @99999999)"
+    assert rows[0]["class vectors"] == "glove-6b-50d" and rows[0]["classes"] == "4/4 +2 missed"
+    table = to_markdown(rows, ["first note", "second note"])
+    assert table.endswith("\n- first note\n- second note\n")
+    assert "| a | hop1 | resnet50 @1a2b3c4d (MISMATCH ALLOWED" in table
+    assert to_latex(rows).splitlines()[2].startswith("Model & Split & Backbone & Class vectors & Classes")

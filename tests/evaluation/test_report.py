@@ -1,3 +1,6 @@
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -53,12 +56,45 @@ def test_report_aggregates_runs_into_md_csv_tex(bench, tmp_path):
         == 0
     )
     md = (tmp_path / "table.md").read_text()
-    assert "| split | protos | features | **94.44** |" in md
-    assert "| split | swapped | features | 61.11 |" in md
+    assert "| split | protos | features | unknown | protos.npz | split: 6 (6 with images) | **94.44** |" in md
+    assert "| split | swapped | features | unknown | swapped.npz | split: 6 (6 with images) | 61.11 |" in md
     csv = pd.read_csv(tmp_path / "table.csv")
     assert csv["hit@1"].tolist() == pytest.approx([94.4444, 61.1111])
     tex = (tmp_path / "table.tex").read_text()
     assert r"\toprule" in tex and r"\textbf{94.44}" in tex and "hit@2" in tex
+
+
+def _set_backbone(features, name: str, weights: str) -> None:
+    path = features / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["backbone"] = {"name": name, "weights": {"sha256": weights}}
+    path.write_text(json.dumps(manifest))
+
+
+def test_report_rows_show_backbone_and_refuse_mixed_features(bench, tmp_path, capsys):
+    _set_backbone(bench["features"], "resnet50", "aa11bb22cc33")
+    run_cli(bench, tmp_path / "resnet", bench["protos"])
+    _set_backbone(bench["features"], "vit_b_16", "ff00ee11")
+    run_cli(bench, tmp_path / "vit", bench["protos"])
+    run_cli(bench, tmp_path / "vit2", bench["protos"], "--l2-normalize")
+
+    table = aggregate_runs([tmp_path / "vit", tmp_path / "vit2"])
+    assert table["backbone"].tolist() == ["vit_b_16 @ff00ee11"] * 2
+    assert table["class vectors"].tolist() == ["protos.npz"] * 2
+    with pytest.raises(
+        UserInputError, match=r"feature mismatch: run .*resnet has resnet50 @aa11bb22 .*run .*vit"
+    ):
+        aggregate_runs([tmp_path / "resnet", tmp_path / "vit"])
+    out = tmp_path / "t.md"
+    assert main(["report", str(tmp_path / "resnet"), str(tmp_path / "vit"), "--out", str(out)]) == 2
+    assert "--allow-feature-mismatch" in capsys.readouterr().err and not out.exists()
+    argv = ["report", str(tmp_path / "resnet"), str(tmp_path / "vit"), str(tmp_path / "vit2")]
+    assert main([*argv, "--out", str(out), "--allow-feature-mismatch"]) == 0
+    md = out.read_text()
+    # the reference run and the run that differs from it are marked; the note says why
+    assert "| resnet50 @aa11bb22 [mismatch] |" in md and "| vit_b_16 @ff00ee11 [mismatch] |" in md
+    assert "| vit_b_16 @ff00ee11 |" not in md  # vit2 differs from the reference too
+    assert "--allow-feature-mismatch" in md
 
 
 def test_report_rejects_a_directory_without_metrics(tmp_path, capsys):
@@ -87,3 +123,22 @@ def test_plots_render(tmp_path):
     for name in ("hit.png", "suc.png", "err.png"):
         data = (tmp_path / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_report_replaces_only_its_own_tables(tmp_path: Path) -> None:
+    from imagenet_zsl.evaluation.report import is_report_output
+
+    own = {
+        ".md": "| split | model | backbone |\n",
+        ".csv": "split,model,backbone\n",
+        ".tex": "\\begin{tabular}{ll}\n",
+    }
+    for suffix, first in own.items():
+        path = tmp_path / f"table{suffix}"
+        path.write_text(first + "rest\n")
+        assert is_report_output(path)
+        path.write_text("my notes\n" + first)  # a file someone else wrote
+        assert not is_report_output(path)
+    other = tmp_path / "table.txt"
+    other.write_text("| split | model |\n")
+    assert not is_report_output(other)  # not a suffix report writes

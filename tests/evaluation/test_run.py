@@ -208,10 +208,14 @@ def test_bad_input_fails_before_searching(bench, tmp_path, monkeypatch):
         config(bench, out, gzsl=True, seen_features=bench["seen"], seen_classes=tmp_path / "overlap.txt"),
         "both seen and in the test",
     )
-    # a split class without any image
-    labels = np.repeat(np.arange(5), 2)
-    no_five = write_feature_dir(tmp_path / "no5", labels, one_hot(labels))
-    expect_error(config(bench, out, features=no_five), "have no images: n00000005")
+    # a split without any test image (a split class without images is a distractor, not an error)
+    labels = np.repeat([6, 7], 2)
+    val_only = write_feature_dir(tmp_path / "val-only", labels, one_hot(labels))
+    expect_error(config(bench, out, features=val_only), "none of the 6 classes of the split")
+    # a label-space spec that is neither named nor a file
+    expect_error(config(bench, out, label_space="nowhere.txt"), "label space 'nowhere.txt'")
+    # count_as_miss names a class outside the split
+    expect_error(config(bench, out, count_as_miss=["n00000009"]), "count_as_miss: 1 classes are not in")
     # labels outside the label space of the feature directory
     labels = np.r_[np.repeat(np.arange(6), 2), 9]
     short = write_feature_dir(tmp_path / "short", labels, one_hot(labels), classes=CLASSES[:7])
@@ -415,3 +419,218 @@ def test_kept_images_restricts_the_test_set(bench, graph, tmp_path):
     (filter_dir / "kept.csv").write_text("image_id,wnid\nnot/there.JPEG,n00000000\n")
     with pytest.raises(UserInputError, match="none of the split's images"):
         evaluate(config(bench, tmp_path / "run2", kept_images=filter_dir), graph=graph, progress=False)
+
+
+# ----------------------------------------------------------------------------- label space
+
+
+def test_a_distractor_without_images_turns_a_hit_into_a_miss(bench, tmp_path):
+    # images of test classes 0-4 only (3 each, all exactly their prototype); n00000005 has no image
+    labels = np.repeat(np.arange(5), 3)
+    features = write_feature_dir(tmp_path / "f", labels, one_hot(labels))
+    # n00000005's prototype (2 e4) outscores n00000004's own (e4) on the images of n00000004
+    matrix = np.eye(DIM, dtype=np.float32)
+    matrix[5] = 2 * one_hot(np.array([4]))[0]
+    ClassVectors(CLASSES, matrix).save(tmp_path / "p.npz")
+    m = evaluate(
+        config(bench, tmp_path / "run", features=features, prototypes=tmp_path / "p.npz"),
+        graph="none",
+        progress=False,
+    )
+    assert m["zsl"]["flat"]["1"] == pytest.approx(12 / 15)
+    assert m["zsl"]["per_class"]["1"] == pytest.approx(4 / 5)  # averaged over the 5 classes with images
+    assert m["zsl"]["flat"]["2"] == pytest.approx(1.0)  # second behind the distractor
+    assert m["zsl"]["images"] == 15
+    assert m["label_space"]["spec"] == "split"
+    assert m["label_space"]["classes_in_label_space"] == m["zsl"]["classes_in_label_space"] == 6
+    assert m["label_space"]["classes_with_test_images"] == m["zsl"]["classes_with_test_images"] == 5
+    assert m["label_space"]["split_classes_without_test_images"] == 1
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "6 classes in the label space, 5 with test images" in report
+    table = (tmp_path / "run" / "per_class.csv").read_text().splitlines()
+    assert len(table) == 1 + 5  # the distractor has no row (no test image)
+    # the old behaviour, on request: a split file without the distractor gives every image right
+    (tmp_path / "five.txt").write_text("\n".join(TEST[:5]) + "\n")
+    m = evaluate(
+        config(
+            bench,
+            tmp_path / "r2",
+            features=features,
+            prototypes=tmp_path / "p.npz",
+            split=tmp_path / "five.txt",
+        ),
+        graph="none",
+        progress=False,
+    )
+    assert m["zsl"]["flat"]["1"] == pytest.approx(1.0)
+
+
+def test_all_label_space_ranks_against_the_universe_less_seen(bench, tmp_path, monkeypatch):
+    import imagenet_zsl.splits.label_space as label_space
+
+    # a tiny universe: the 10 toy classes and one without any prototype
+    monkeypatch.setattr(label_space, "universe_wnids", lambda: [*CLASSES, "n00000099"])
+    # a prototype file records no seen classes: ILSVRC-2012's are used; here they are SEEN
+    monkeypatch.setattr(run_module, "training_wnids", lambda: list(SEEN))
+    # validation class n00000006 (not a split class) attracts the images of n00000000
+    matrix = np.eye(DIM, dtype=np.float32)
+    matrix[6] = 2 * one_hot(np.array([0]))[0]
+    ClassVectors(CLASSES, matrix).save(tmp_path / "p.npz")
+    split_run = evaluate(
+        config(bench, tmp_path / "split", prototypes=tmp_path / "p.npz"), graph="none", progress=False
+    )
+    assert split_run["zsl"]["flat"]["1"] == pytest.approx(17 / 18)  # as without the distractor
+    m = evaluate(
+        config(bench, tmp_path / "all", prototypes=tmp_path / "p.npz", label_space="all"),
+        graph="none",
+        progress=False,
+    )
+    # all 3 images of n00000000 now miss (2 to n00000006, the planted one to its parent as before)
+    assert m["zsl"]["flat"]["1"] == pytest.approx(15 / 18)
+    assert m["zsl"]["per_class"]["1"] == pytest.approx(5 / 6)
+    space = m["label_space"]
+    assert space["spec"] == "all"
+    assert space["classes_in_label_space"] == 8  # TEST + VAL: the seen classes left, n00000099 too
+    assert space["classes_with_test_images"] == 6
+    assert space["without_prototype"] == {"classes": 1, "wnids": ["n00000099"]}
+    assert space["seen_classes_left_out"]["classes"] == 2
+    classes = json.loads((tmp_path / "all" / "topk" / "classes.json").read_text())
+    assert classes["unseen"] == TEST + VAL
+
+
+def test_count_as_miss_keeps_the_images_in_every_denominator(bench, tmp_path):
+    m = evaluate(
+        config(bench, tmp_path / "run", count_as_miss=[TEST[5]], gzsl=True, seen_features=bench["seen"]),
+        graph="none",
+        progress=False,
+    )
+    # 18 images; the 3 of n00000005 are misses, and so is the planted image at hit@1
+    assert m["zsl"]["images"] == 18
+    assert m["zsl"]["flat"]["1"] == pytest.approx(14 / 18)
+    # planted image among the 5 classes left: r = 1 above, t = 3 tied -> hit@2 credit 1/4, hit@5 1;
+    # the misses get no credit even at K = 5 = the size of the label space
+    assert m["zsl"]["flat"]["2"] == pytest.approx((14 + 1 / 4) / 18)
+    assert m["zsl"]["flat"]["5"] == pytest.approx(15 / 18)
+    assert m["zsl"]["flat_strict"]["5"] == pytest.approx(15 / 18)
+    assert m["zsl"]["per_class"]["1"] == pytest.approx((2 / 3 + 4 + 0) / 6)
+    assert m["zsl"]["classes_in_label_space"] == 5 and m["zsl"]["classes_with_test_images"] == 6
+    assert m["count_as_miss"] == {
+        "classes": [TEST[5]],
+        "images": 3,
+        "classes_with_test_images": 1,
+        "images_per_class": {TEST[5]: 3},
+    }
+    # GZSL at γ = 0: seen all right; unseen per class (2/3 + 4 + 0) / 6 = 7/9; H = 14/16
+    g = m["gzsl"]["per_class"]["1"]
+    assert g["seen"] == pytest.approx(1.0) and g["unseen"] == pytest.approx(7 / 9)
+    assert g["H"] == pytest.approx(14 / 16)
+    assert m["gzsl"]["flat"]["1"]["unseen"] == pytest.approx(14 / 18)
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "run" / "per_class.csv")
+    assert table["wnid"].tolist() == TEST + SEEN
+    row = table[table.wnid == TEST[5]].iloc[0]
+    assert bool(row["count_as_miss"]) and row["hit@1"] == 0 and row["images"] == 3
+    # the searched images only are kept in topk/, over the 5-class label space
+    classes = json.loads((tmp_path / "run" / "topk" / "classes.json").read_text())
+    assert classes["unseen"] == TEST[:5] and classes["count_as_miss"] == {TEST[5]: 3}
+    assert len(np.load(tmp_path / "run" / "topk" / "test.labels.npy")) == 15
+    assert "counted as misses" in (tmp_path / "run" / "report.md").read_text()
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def _set_backbone(features: Path, name: str, weights: str) -> None:
+    path = features / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["backbone"] = {"name": name, "weights": {"sha256": weights}}
+    path.write_text(json.dumps(manifest))
+
+
+def _model_dir(tmp_path: Path, identity: dict | None) -> Path:
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    manifest = {"inputs": {"semantics": "glove-6b-50d"}}
+    if identity is not None:
+        manifest["feature_identity"] = identity
+    (model_dir / "manifest.json").write_text(json.dumps(manifest))
+    return model_dir
+
+
+def test_features_of_another_backbone_are_refused_unless_allowed(bench, tmp_path, monkeypatch):
+    from imagenet_zsl.features.shards import FeatureDir
+
+    monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
+    _set_backbone(bench["features"], "resnet50", "aa11bb22cc33")
+    trained_on = FeatureDir(bench["features"]).identity
+    _set_backbone(bench["features"], "vit_b_16", "ff00ee11")
+    model_dir = _model_dir(tmp_path, trained_on)
+    cfg = config(bench, tmp_path / "run", prototypes=None, model=model_dir)
+    expect_error(cfg, r"feature mismatch: model .*resnet50 @aa11bb22.* --features .*vit_b_16 @ff00ee11")
+    m = evaluate(
+        config(bench, tmp_path / "run", prototypes=None, model=model_dir, allow_feature_mismatch=True),
+        graph="none",
+        progress=False,
+    )
+    record = m["provenance"]["feature_mismatch"][0]
+    assert record["allowed"] and record["differ"] == ["backbone", "weights_sha256"]
+    assert m["provenance"]["features"]["backbone"] == "vit_b_16 @ff00ee11"
+    assert m["provenance"]["model_features"]["backbone"] == "resnet50 @aa11bb22"
+    assert m["provenance"]["class_vectors"] == "glove-6b-50d"
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["feature_mismatch"] == m["provenance"]["feature_mismatch"]
+    assert "feature mismatch allowed" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_matching_or_unknown_identities_pass_and_are_recorded(bench, tmp_path, monkeypatch):
+    from imagenet_zsl.features.shards import FeatureDir
+
+    monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
+    _set_backbone(bench["features"], "resnet50", "aa11bb22cc33")
+    _set_backbone(bench["seen"], "vit_b_16", "ff00ee11")
+    model_dir = _model_dir(tmp_path, FeatureDir(bench["features"]).identity)
+    m = evaluate(
+        config(bench, tmp_path / "run", prototypes=None, model=model_dir), graph="none", progress=False
+    )
+    assert m["provenance"]["feature_mismatch"] == []
+    assert m["provenance"]["features"]["identity"]["backbone"] == "resnet50"
+    # seen features of another backbone than the test features (and the model): refused
+    expect_error(
+        config(
+            bench, tmp_path / "r2", prototypes=None, model=model_dir, gzsl=True, seen_features=bench["seen"]
+        ),
+        "--seen-features",
+    )
+    # a model directory written before identities: no check, "unknown" in the record
+    other = tmp_path / "old"
+    other.mkdir()
+    shutil.copytree(model_dir, other / "model")
+    (other / "model" / "manifest.json").write_text("{}")
+    m = evaluate(
+        config(bench, tmp_path / "r3", prototypes=None, model=other / "model"), graph="none", progress=False
+    )
+    assert m["provenance"]["model_features"] is None and m["provenance"]["class_vectors"] == "unknown"
+
+
+def test_label_space_file_adds_its_distractors(bench, tmp_path):
+    # n00000006 (listed in the file, not a split class) attracts the 2 clean images of n00000000
+    matrix = np.eye(DIM, dtype=np.float32)
+    matrix[6] = 2 * one_hot(np.array([0]))[0]
+    ClassVectors(CLASSES, matrix).save(tmp_path / "p.npz")
+    (tmp_path / "space.txt").write_text("\n".join([*TEST, VAL[0]]) + "\n")
+    m = evaluate(
+        config(
+            bench, tmp_path / "run", prototypes=tmp_path / "p.npz", label_space=str(tmp_path / "space.txt")
+        ),
+        graph="none",
+        progress=False,
+    )
+    assert m["zsl"]["flat"]["1"] == pytest.approx(15 / 18)
+    assert m["label_space"]["classes_in_label_space"] == 7
+    assert m["label_space"]["file"]["path"] == str(tmp_path / "space.txt")
+    # a label-space file without one of the split's classes
+    (tmp_path / "short.txt").write_text("\n".join(TEST[1:]) + "\n")
+    expect_error(
+        config(bench, tmp_path / "r2", label_space=str(tmp_path / "short.txt")), "lacks 1 of the split"
+    )

@@ -3,11 +3,15 @@ written, inputs byte-identical (see conftest.py's ``cli_error``)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from imagenet_zsl.cli import main
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import CLASSES, DIM, SEEN, TEST, one_hot, write_feature_dir
 
@@ -217,3 +221,128 @@ def test_model_directory_missing(cli_error, bench, tmp_path):
 
 def test_kept_images_directory_missing(cli_error, bench, tmp_path):
     check(cli_error, bench, tmp_path / "out", ("--kept-images", str(bench["root"] / "nofilter")), "nofilter")
+
+
+# ----------------------------------------------------------------------------- label space and provenance
+
+
+def test_label_space_neither_named_nor_a_file(cli_error, bench, tmp_path):
+    check(cli_error, bench, tmp_path / "out", ("--label-space", "everything"), "everything")
+
+
+def test_split_without_any_test_image(cli_error, bench, tmp_path):
+    (bench["root"] / "val.txt").write_text("n00000006\nn00000007\n")  # classes without images here
+    check(cli_error, bench, tmp_path / "out", (), "val.txt", split=bench["root"] / "val.txt")
+
+
+def _set_backbone(features: Path, name: str) -> None:
+    path = features / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["backbone"] = {"name": name, "weights": {"sha256": name * 4}}
+    path.write_text(json.dumps(manifest))
+
+
+def test_model_trained_on_another_backbone(cli_error, bench, tmp_path, monkeypatch):
+    from imagenet_zsl.evaluation import queries
+    from imagenet_zsl.features.shards import FeatureDir
+    from tests.evaluation.test_run import ScaledModel
+
+    monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
+    _set_backbone(bench["features"], "resnet50")
+    model = bench["root"] / "model"
+    model.mkdir()
+    (model / "manifest.json").write_text(
+        json.dumps({"feature_identity": FeatureDir(bench["features"]).identity})
+    )
+    _set_backbone(bench["features"], "efficientnet")
+    args = argv(bench, tmp_path / "out")
+    at = args.index("--prototypes")
+    args[at : at + 2] = ["--model", str(model)]
+    line = cli_error(
+        args, culprit=["resnet50", "efficientnet", "--allow-feature-mismatch"], inputs=[bench["root"]]
+    )
+    assert str(model) in line and str(bench["features"]) in line
+    assert main([*args, "--allow-feature-mismatch"]) == 0
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["provenance"]["feature_mismatch"][0]["allowed"] is True
+
+
+# ----------------------------------------------------------------------------- report: trusted runs
+
+
+def _evaluated(bench: dict, out: Path) -> Path:
+    assert main(argv(bench, out)) == 0
+    return out
+
+
+def _rewrite_metrics(run: Path, text: str) -> None:
+    """Replace metrics.json and update its manifest record, as a consistent (older or broken)
+    writer would have left it."""
+    (run / "metrics.json").write_text(text)
+    manifest = json.loads((run / "manifest.json").read_text())
+    for record in manifest["outputs"]:
+        if record["path"] == "metrics.json":
+            record["bytes"] = len(text.encode())
+            record["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_report_on_metrics_missing_keys(cli_error, bench, tmp_path):
+    run = _evaluated(bench, tmp_path / "run")
+    metrics = json.loads((run / "metrics.json").read_text())
+    del metrics["inputs"]
+    _rewrite_metrics(run, json.dumps(metrics))
+    line = cli_error(["report", run, "--out", tmp_path / "rep.md"], culprit="metrics.json", inputs=[run])
+    assert "inputs" in line and not (tmp_path / "rep.md").exists()
+
+
+@pytest.mark.parametrize("manifest_updated", [False, True], ids=["as-left", "manifest-updated"])
+def test_report_on_truncated_metrics(cli_error, bench, tmp_path, manifest_updated):
+    run = _evaluated(bench, tmp_path / "run")
+    text = (run / "metrics.json").read_text()[:100]
+    if manifest_updated:
+        _rewrite_metrics(run, text)
+    else:
+        (run / "metrics.json").write_text(text)
+    cli_error(["report", run, "--out", tmp_path / "rep.md"], culprit="metrics.json", inputs=[run])
+
+
+def test_report_refuses_an_edited_metrics_file(cli_error, bench, tmp_path):
+    run = _evaluated(bench, tmp_path / "run")
+    path = run / "metrics.json"
+    before = path.read_text()
+    text = before.replace('"1": 1.0', '"1": 0.5', 1)  # same size: only the sha256 tells
+    assert text != before and len(text) == len(before)
+    path.write_text(text)
+    line = cli_error(["report", run, "--out", tmp_path / "rep.md"], culprit="metrics.json", inputs=[run])
+    assert "sha256 differs" in line
+
+
+@pytest.mark.parametrize("outputs", ['"x"', "[1]", '[{"path": "metrics.json", "bytes": 1, "sha256": 5}]'])
+def test_report_on_a_malformed_run_manifest(cli_error, bench, tmp_path, outputs):
+    run = _evaluated(bench, tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["outputs"] = json.loads(outputs)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    cli_error(["report", run, "--out", tmp_path / "rep.md"], culprit="manifest.json", inputs=[run])
+
+
+def test_report_without_a_run_manifest(cli_error, bench, tmp_path):
+    run = _evaluated(bench, tmp_path / "run")
+    (run / "manifest.json").unlink()
+    cli_error(["report", run, "--out", tmp_path / "rep.md"], culprit="manifest.json", inputs=[run])
+
+
+@pytest.mark.parametrize("name", ["report.md", "table.md", "sub/table.md"])
+def test_report_out_inside_an_input_run(cli_error, bench, tmp_path, name):
+    run = _evaluated(bench, tmp_path / "run")
+    cli_error(["report", run, "--out", run / name], culprit="--out", inputs=[run], not_created=[run / name])
+
+
+def test_report_lists_a_run_given_twice_once(bench, tmp_path):
+    run = _evaluated(bench, tmp_path / "run")
+    out = tmp_path / "rep.md"
+    assert main(["report", str(run), str(tmp_path / "." / "run"), "--out", str(out)]) == 0
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| split | protos |")]
+    assert len(rows) == 1
+    assert len(pd.read_csv(tmp_path / "rep.csv")) == 1
