@@ -10,14 +10,21 @@ import yaml
 
 from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir, ps_class_lists
 from imagenet_zsl.attributes.demo import run_demo
-from imagenet_zsl.attributes.grab import make_split, write_split_dir
+from imagenet_zsl.attributes.grab import (
+    MAS_ATTRIBUTES,
+    PROPS,
+    Proportion,
+    make_split,
+    split_inputs,
+    write_split_dir,
+)
 from imagenet_zsl.attributes.protocol import RunConfig, load_results, run_to_directory
-from imagenet_zsl.attributes.robustness import run_study, write_summary
+from imagenet_zsl.attributes.robustness import StudyOptions, run_study, write_summary
 from imagenet_zsl.attributes.table import plot_ranking, render
 from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.io import atomic_write_text, check_out_dir
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -139,15 +146,25 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
+    tool = "imagenet-zsl attributes split"
+    check_out_dir(args.out, tool, inputs=[args.root, args.att_splits])  # before any reading
     ds = load_dataset(args.dataset, args.root, att_splits=args.att_splits)
     result = make_split(
-        ds, args.method, inverse=args.inverse, k=args.k, seed=args.seed, seen_share=args.seen_share
+        ds,
+        args.method,
+        inverse=args.inverse,
+        k=args.k,
+        seed=args.seed,
+        proportion=Proportion(prop=args.prop, seen_share=args.seen_share),
+        mas_attributes=args.mas_attributes,
     )
-    path = write_split_dir(result, ds, args.out)
+    path = write_split_dir(result, ds, args.out, inputs=[args.root, *split_inputs(ds)])
     split = result.split
+    left_out = split.num_classes - split.seen_classes.size - split.unseen_classes.size
     print(
         f"{ds.name} {args.method}{' (inverse)' if args.inverse else ''}: "
-        f"{split.seen_classes.size} seen / {split.unseen_classes.size} unseen classes, "
+        f"{split.seen_classes.size} seen / {split.unseen_classes.size} unseen classes"
+        f"{f' ({left_out} left out)' if left_out else ''}, "
         f"{split.num_attributes} attributes; images trainval {split.locs['trainval_loc'].size} "
         f"/ test seen {split.locs['test_seen_loc'].size} / test unseen "
         f"{split.locs['test_unseen_loc'].size}"
@@ -159,13 +176,14 @@ def _split(args: argparse.Namespace) -> int:
 def _robustness(args: argparse.Namespace) -> int:
     ds = load_dataset(args.dataset, args.root)
     params = _pairs(args.param, "--param", False)
+    options = StudyOptions(inverse=args.inverse, k=args.k, mas_attributes=args.mas_attributes)
     runs = run_study(
         ds,
         args.model.lower(),
         args.methods,
         args.seeds,
         args.out,
-        inverse_k=(args.inverse, args.k),
+        options=options,
         params=params,
         progress=_progress,
     )
@@ -178,6 +196,8 @@ def _robustness(args: argparse.Namespace) -> int:
         "k": args.k,
         "params": params,
     }
+    if args.mas_attributes != "binary":  # the default stays out: earlier manifests keep their bytes
+        parameters["mas_attributes"] = args.mas_attributes
     print(write_summary(runs, Path(args.out), f"{ds.name} {args.model}: GRAB robustness", parameters))
     print(f"wrote {args.out}")
     return 0
@@ -287,10 +307,25 @@ def register(tree: CommandTree) -> None:
     split.add_argument("--att-splits", type=Path, help="source att_splits.mat (default: PS)")
     split.add_argument("--method", required=True, choices=SPLIT_METHOD_CHOICES)
     split.add_argument(
+        "--prop",
+        type=int,
+        choices=PROPS,
+        help="proportion (GRAB Table 3, the paper's design): Prop 1..4, a fixed set of n_U = half the "
+        "PS unseen classes (AWA 5) and nested seen sets of n_S(PS) + (prop - 3) * n_U classes "
+        "(AWA 30/35/40/45); the other classes are left out",
+    )
+    split.add_argument(
         "--seen-share",
         type=float,
         metavar="S",
-        help="proportion: share of all classes that are seen (GRAB Table 3), e.g. 0.2 ... 0.8",
+        help="proportion, share-based option: round(S * C) classes seen, all others unseen",
+    )
+    split.add_argument(
+        "--mas-attributes",
+        choices=MAS_ATTRIBUTES,
+        default="binary",
+        help="mas: score co-occurrences on binarised attributes (GRAB Eq. 14, default) or on the "
+        "continuous ones (GRAB's experiments)",
     )
     split.add_argument("--inverse", action="store_true", help="gcs/ccs: other end; mas: most correlated")
     split.add_argument(
@@ -303,7 +338,11 @@ def register(tree: CommandTree) -> None:
     split.add_argument("--out", required=True, type=Path)
     split.set_defaults(func=_split)
 
-    robust = group.add_parser("robustness", help="seed variance vs split variance (GRAB)")
+    robust = group.add_parser(
+        "robustness",
+        help="GRAB: generalizability (Eq. 9, std over seeds and over random splits) and robustness "
+        "(Eq. 10, mean over random splits minus the worst GRAB split) for ZSL, u, s, H",
+    )
     _dataset_arg(robust)
     robust.add_argument("--root", required=True, type=Path)
     robust.add_argument("--model", required=True)
@@ -311,6 +350,12 @@ def register(tree: CommandTree) -> None:
     robust.add_argument("--inverse", action="store_true", help="also run gcs/ccs/mas inverses")
     robust.add_argument(
         "--k", type=int, help="mas/pas: attributes/components kept (default 40, capped as in split)"
+    )
+    robust.add_argument(
+        "--mas-attributes",
+        choices=MAS_ATTRIBUTES,
+        default="binary",
+        help="mas: binarised (GRAB Eq. 14, default) or continuous attributes",
     )
     robust.add_argument("--seeds", type=int, default=5)
     robust.add_argument("--param", action="append", metavar="NAME=VALUE")
@@ -327,7 +372,11 @@ def register(tree: CommandTree) -> None:
     demo.add_argument(
         "--datasets", nargs="+", type=str.upper, choices=DATASET_CHOICES, default=["APY", "AWA2"]
     )
-    demo.add_argument("--models", nargs="+")
-    demo.add_argument("--dim", type=int, default=32)
+    demo.add_argument(
+        "--models",
+        nargs="+",
+        help="default: every registered model that runs on attributes (GBU's 13 + ridge)",
+    )
+    demo.add_argument("--dim", type=int, default=32, help="dimension of the generated features (>= 1)")
     demo.add_argument("--val-splits", nargs="+", type=int, choices=(1, 2, 3), default=[1])
     demo.set_defaults(func=_demo)

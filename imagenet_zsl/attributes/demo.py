@@ -2,10 +2,13 @@
 
 For each dataset the real packaged ``att_splits.mat`` fixes classes, attributes and which image
 index belongs to which split; ``synthetic.synthetic_images`` fills in low-dimensional features.
-Every model then runs the full GBU protocol (validation search, calibrated stacking, test) and
-the GBU-style table and ranking matrix are printed. Every model with continuous class vectors
-also runs with Chao et al.'s idealised "visual semantics" (class vectors = mean visual feature,
-``--semantics visual``): its rows ("<model> + visual semantics") bound what better semantics could
+Every model that runs on attributes (all of GBU's: DAP, IAP, ConSE, CMT, SSE, LATEM, ALE, DeViSE,
+SJE, ESZSL, SYNC, SAE, GFZSL, plus the toolkit's ridge baselines) then runs the full GBU protocol
+(validation search, calibrated stacking, test) on a small grid, the SGD-trained ones for 3 epochs
+of 1024-image batches, and the GBU-style table and ranking matrix are printed. The closed-form
+ESZSL, SAE and GFZSL (with ``models`` given: every model with continuous class vectors) also run
+with Chao et al.'s idealised "visual semantics" (class vectors = mean visual feature,
+``--semantics visual``): their rows ("<model> + visual semantics") bound what better semantics could
 give. Chao et al.'s "upper bound (all classes supervised)" row (``attributes upper-bound``: a
 softmax classifier trained with labels of every class) shows what full supervision reaches. The
 numbers describe the generated data, not the real benchmarks.
@@ -17,16 +20,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir
+from imagenet_zsl.attributes.dataset import VAL_SPLITS, check_dataset_name, load_dataset, packaged_dir
 from imagenet_zsl.attributes.protocol import RunConfig, load_results, run_to_directory
 from imagenet_zsl.attributes.synthetic import save_res101, synthetic_images
 from imagenet_zsl.attributes.table import plot_ranking, render
 from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
 from imagenet_zsl.attributes.xlsa17 import load_att_splits, read_class_lists
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.models.base import MODELS
 
 DEFAULT_DATASETS = ("APY", "AWA2")
+#: short SGD training for the demo (real runs use each model's defaults and full grid)
+_SGD = {"epochs": 3, "batch_size": 1024, "lr": 0.1}
 #: small grids so the demo stays fast; real runs use each model's full grid
 DEMO_GRIDS: dict[str, dict[str, list[Any]]] = {
     "dap": {"reg": [1e-2, 1.0]},
@@ -34,15 +40,68 @@ DEMO_GRIDS: dict[str, dict[str, list[Any]]] = {
     "eszsl": {"gamma": [0.1, 1.0, 10.0], "lam": [0.1, 1.0, 10.0]},
     "sae": {"lam": [0.1, 1.0, 10.0, 100.0]},
     "gfzsl": {"lam_mean": [0.1, 1.0, 10.0], "lam_var": [1.0]},
+    "ale": {"margin": [0.1, 1.0]},
+    "devise": {"margin": [0.1, 1.0]},
+    "sje": {"margin": [0.1, 1.0]},
+    "latem": {"k": [2]},
+    "cmt": {"hidden": [50]},
+    "sse": {"gamma": [0.01, 0.1]},
+    "conse": {"top": [2, 10]},
+    "sync": {"sigma": [0.5, 1.0, 2.0]},
+    "ridge": {"alpha": [0.1, 1.0, 10.0]},
+    "ridge_s2v": {"alpha": [0.1, 1.0, 10.0]},
 }
-DEMO_PARAMS: dict[str, dict[str, Any]] = {"dap": {"max_iter": 25}, "iap": {"max_iter": 25}}
-PREFERRED_MODELS = ("dap", "iap", "eszsl", "sae", "gfzsl")
+DEMO_PARAMS: dict[str, dict[str, Any]] = {
+    "dap": {"max_iter": 25},
+    "iap": {"max_iter": 25},
+    **{m: dict(_SGD) for m in ("ale", "devise", "sje", "latem", "sse")},
+    "cmt": {**_SGD, "lr": 0.05},
+    "conse": {"classifier_iter": 30},
+}
+#: models whose "+ visual semantics" rows the default demo adds (closed form: fast); with
+#: ``models`` given, every one of them with continuous class vectors gets the row
+VISUAL_DEFAULT = ("eszsl", "sae", "gfzsl")
+
+
+def attribute_capable(name: str) -> bool:
+    """A registered model runs on attribute datasets when it reads class vectors
+    (``needs_semantics``, default True), needs no class graph (``needs_graph``: xlsa17 has none)
+    and learns its map from the seen images (``learns_from_images``, default True; a model that
+    learns nothing, such as ``vlm_zero_shot``, needs class vectors in the image space)."""
+    cls = MODELS.get(name)
+    return (
+        bool(getattr(cls, "needs_semantics", True))
+        and not getattr(cls, "needs_graph", False)
+        and bool(getattr(cls, "learns_from_images", True))
+    )
 
 
 def default_models() -> list[str]:
-    """DAP, IAP and, once the shared registry has them, ESZSL, SAE and GFZSL (closed-form, fast);
-    the SGD-trained models (DeViSE, ALE, SJE, LATEM, CMT, SSE) run with ``--models``."""
-    return [m for m in PREFERRED_MODELS if m in MODELS]
+    """Every registered model that runs on attributes (:func:`attribute_capable`), sorted: GBU's
+    DAP, IAP, ConSE, CMT, SSE, LATEM, ALE, DeViSE, SJE, ESZSL, SYNC, SAE, GFZSL and the toolkit's
+    ridge baselines."""
+    return sorted(name for name in MODELS.names() if attribute_capable(name))
+
+
+def check_demo_request(
+    datasets: Sequence[str], models: Sequence[str], dim: int, val_splits: Sequence[int]
+) -> None:
+    """Every option checked before anything is written (one-line UserInputErrors)."""
+    for name in datasets:
+        check_dataset_name(name)
+    for model in models:
+        if model not in MODELS.names():
+            raise UserInputError(f"--models: {MODELS.unknown_message(model)}")
+        if not attribute_capable(model):
+            raise UserInputError(
+                f"--models {model}: does not run on attribute datasets (it needs a class graph, uses no "
+                f"class vectors or learns nothing from images); choose from {', '.join(default_models())}"
+            )
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise UserInputError(f"--dim {dim}: the generated features need at least 1 dimension")
+    bad = [v for v in val_splits if v not in VAL_SPLITS]
+    if bad or not val_splits:
+        raise UserInputError(f"--val-splits {bad or 'none'}: choose from {', '.join(map(str, VAL_SPLITS))}")
 
 
 def run_demo(
@@ -59,7 +118,9 @@ def run_demo(
     (``visual_semantics``: also the G-attr rows of the models with continuous class vectors;
     ``upper_bound``: also the all-classes classifier's row of each dataset)."""
     out = Path(out)
-    models = list(models or default_models())
+    explicit = bool(models)
+    models = [m.lower() for m in models] if models else default_models()
+    check_demo_request(datasets, models, dim, val_splits)
     for name in datasets:
         folder = packaged_dir(name)
         split = load_att_splits(folder / "att_splits.mat")
@@ -71,7 +132,10 @@ def run_demo(
         runs = [(model, "attributes") for model in models]
         if visual_semantics:
             runs += [
-                (m, "visual") for m in models if getattr(MODELS.get(m), "semantics_kind", "") != "binary"
+                (m, "visual")
+                for m in models
+                if getattr(MODELS.get(m), "semantics_kind", "") != "binary"
+                and (explicit or m in VISUAL_DEFAULT)
             ]
         for model, semantics in runs:
             folder = model if semantics == "attributes" else f"{model}+visual"

@@ -13,8 +13,10 @@ For one (dataset, model, split, validation split):
    γ = 0 and at the chosen γ, and AUSUC.
 4. Optionally (``--test-dataset``, GBU Table 4) the same fitted model is also tested on another
    dataset with the same classes and attributes (AWA1 ↔ AWA2): ZSL and GZSL on that dataset's
-   test images, and a paired t-test (``scipy.stats.ttest_rel``) of the unseen classes' per-class
-   top-1 on the training dataset's test images against the other dataset's.
+   test images, and (an extra, per run) a paired t-test (``scipy.stats.ttest_rel``) of the unseen
+   classes' per-class top-1 on the training dataset's test images against the other dataset's.
+   GBU's own test pairs the results of many methods run both ways; ``attributes table`` computes
+   it from such runs (:func:`imagenet_zsl.attributes.table.gbu_ttest`).
 
 Models come from the shared model registry (the same estimators as ImageNet) and get the class
 attribute vectors as semantics (``att`` columns, or binary attributes for DAP/IAP); metrics come

@@ -11,6 +11,7 @@ import pytest
 from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir
 from imagenet_zsl.attributes.grab import (
     DEFAULT_K,
+    Proportion,
     ccs_order,
     class_order,
     default_k,
@@ -19,9 +20,11 @@ from imagenet_zsl.attributes.grab import (
     mas_order,
     mas_scores,
     pca_components,
+    prop_counts,
     write_split_dir,
 )
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
+from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import sha256_file
 
@@ -182,11 +185,11 @@ def test_pas_normalises_the_class_vectors_before_centring():
 
 @pytest.mark.parametrize("share", [0.2, 0.4, 0.6, 0.8])
 def test_proportion_splits_vary_the_seen_share(tmp_path, xlsa17_root, share):
-    """GRAB Table 3: round(S · 50) seen AWA2 classes from the seeded permutation of ``random``;
+    """The share-based option: round(S · 50) seen AWA2 classes from the seeded permutation of ``random``;
     validation classes carved from them (13 of 40 in the source, scaled); the split file loads
     and describes itself like every GRAB split."""
     ds = load_dataset("AWA2", xlsa17_root)
-    result = make_split(ds, "proportion", seen_share=share, seed=3)
+    result = make_split(ds, "proportion", proportion=Proportion(seen_share=share), seed=3)
     n_seen = round(share * 50)
     order = np.random.default_rng(3).permutation(50)
     assert result.split.seen_classes.tolist() == sorted(order[:n_seen].tolist())
@@ -206,7 +209,7 @@ def test_proportion_splits_vary_the_seen_share(tmp_path, xlsa17_root, share):
 def test_proportion_at_the_source_share_is_the_random_split(xlsa17_root):
     ds = load_dataset("AWA2", xlsa17_root)
     random_split = make_split(ds, "random", seed=4).split
-    proportion = make_split(ds, "proportion", seen_share=0.8, seed=4).split  # 40 of 50, as the PS
+    proportion = make_split(ds, "proportion", proportion=Proportion(seen_share=0.8), seed=4).split
     for key in ("trainval_loc", "test_seen_loc", "test_unseen_loc", "train_loc", "val_loc"):
         np.testing.assert_array_equal(proportion.locs[key], random_split.locs[key])
     for k in (1, 2, 3):
@@ -214,18 +217,72 @@ def test_proportion_at_the_source_share_is_the_random_split(xlsa17_root):
 
 
 @pytest.mark.parametrize(
-    ("method", "share", "message"),
+    ("method", "proportion", "message"),
     [
-        ("proportion", None, "--seen-share is required"),
-        ("random", 0.5, "--seen-share applies to --method proportion"),
-        ("proportion", 1.0, "--seen-share 1"),
-        ("proportion", 0.01, "--seen-share 0.01"),
+        ("proportion", None, "--method proportion needs --prop 1..4"),
+        ("proportion", Proportion(), "--method proportion needs --prop 1..4"),
+        ("random", Proportion(seen_share=0.5), "--seen-share applies to --method proportion"),
+        ("gcs", Proportion(prop=1), "--prop applies to --method proportion"),
+        ("proportion", Proportion(prop=1, seen_share=0.5), "--prop and --seen-share"),
+        ("proportion", Proportion(prop=5), "--prop 5"),
+        ("proportion", Proportion(seen_share=1.0), "--seen-share 1"),
+        ("proportion", Proportion(seen_share=0.01), "--seen-share 0.01"),
     ],
 )
-def test_bad_proportion_requests_are_user_errors(xlsa17_root, method, share, message):
+def test_bad_proportion_requests_are_user_errors(xlsa17_root, method, proportion, message):
     ds = load_dataset("APY", xlsa17_root)
     with pytest.raises(UserInputError, match=message):
-        make_split(ds, method, seen_share=share)
+        make_split(ds, method, proportion=proportion)
+
+
+#: GRAB Table 3 / Sec. 4.2: (seen, unseen) of Prop 1..4 (AWA is AWA2 in the paper; FLO is not in xlsa17
+#: as packaged here); aPY is not in the paper: 20/12 in the PS gives n_U = 6 by the same rule
+GRAB_PROPS = {
+    "AWA2": [(30, 5), (35, 5), (40, 5), (45, 5)],
+    "AWA1": [(30, 5), (35, 5), (40, 5), (45, 5)],
+    "CUB": [(100, 25), (125, 25), (150, 25), (175, 25)],
+    "SUN": [(573, 36), (609, 36), (645, 36), (681, 36)],
+    "APY": [(8, 6), (14, 6), (20, 6), (26, 6)],
+}
+
+
+def test_prop_counts_are_grab_table3():
+    # the paper's FLO (82 seen / 20 unseen of 102 in its PS): 62/10, 72/10, 82/10, 92/10
+    assert [prop_counts(p, 82, 20, 102) for p in (1, 2, 3, 4)] == [(62, 10), (72, 10), (82, 10), (92, 10)]
+    with pytest.raises(UserInputError, match="--prop 1"):
+        prop_counts(1, 3, 2, 6)  # n_U = 1, n_S = 3 - 2 = 1: fewer than a train and a val class
+    with pytest.raises(UserInputError, match="--prop 4"):
+        prop_counts(4, 5, 2, 6)  # n_U = 1, n_S = 6: 7 classes of 6
+
+
+@pytest.mark.parametrize("name", sorted(GRAB_PROPS))
+def test_prop_splits_fix_the_unseen_set_and_nest_the_seen_sets(tmp_path, xlsa17_root, name):
+    """GRAB Table 3: the unseen classes (their set and number) are the same for Prop 1..4, each
+    seen set contains the smaller ones, the rest of the classes is left out of every list."""
+    ds = load_dataset(name, xlsa17_root)
+    order = np.random.default_rng(7).permutation(ds.split.num_classes)
+    previous: set[int] = set()
+    for prop, (n_seen, n_unseen) in enumerate(GRAB_PROPS[name], start=1):
+        result = make_split(ds, "proportion", proportion=Proportion(prop=prop), seed=7)
+        split = result.split
+        assert split.unseen_classes.tolist() == sorted(order[:n_unseen].tolist())
+        assert split.seen_classes.tolist() == sorted(order[n_unseen : n_unseen + n_seen].tolist())
+        assert previous < set(split.seen_classes.tolist())
+        previous = set(split.seen_classes.tolist())
+        left_out = sorted(order[n_unseen + n_seen :].tolist())
+        assert result.info["left_out_classes"] == [ds.class_names[c] for c in left_out]
+        assert result.info["design"] == "prop" and (result.info["n_seen"], result.info["n_unseen"]) == (
+            n_seen,
+            n_unseen,
+        )
+        if name != "AWA2" or prop != 2:
+            continue
+        new = load_dataset(name, xlsa17_root, att_splits=write_split_dir(result, ds, tmp_path / "p"))
+        task = new.task("ps")
+        used = np.concatenate([task.train, task.test_seen, task.test_unseen])
+        assert np.array_equal(np.sort(used), np.sort(ds.images_of(np.union1d(task.seen, task.unseen))))
+        assert not np.isin(ds.images.labels[used], left_out).any()
+        assert new.val_task("ps", 1).unseen.size == round(13 * 35 / 40)  # the PS's 13 of 40, scaled
 
 
 # --------------------------------------------------------------------------- the reference code
@@ -403,3 +460,41 @@ def test_default_k_in_split_files(tmp_path, xlsa17_root):
         result = make_split(small, method)
         assert result.info["k"] == 20 and result.info["k_default"] is True
         assert result.split.att.shape == (20, 50)
+
+
+def test_mas_continuous_scores_by_hand():
+    """GRAB's experiments use continuous attributes: s(i, j) = sum_y a_i a_j / sum_y a_i."""
+    a = np.array([[1.0, 0.5, 0.0], [0.5, 1.0, -0.2], [0.0, 0.5, 1.0]])  # (C, A); -0.2 counts as 0
+    # column sums 1.5, 2.0, 1.0; a0·a1 = 0.5 + 0.5 = 1.0, a0·a2 = 0, a1·a2 = 0.5
+    # s0 = (1.0 + 0) / 1.5 = 2/3, s1 = (1.0 + 0.5) / 2 = 3/4, s2 = (0 + 0.5) / 1 = 1/2
+    np.testing.assert_allclose(mas_scores(a, continuous=True), [2 / 3, 3 / 4, 1 / 2])
+    assert mas_order(a, continuous=True).tolist() == [2, 0, 1]
+    # binarised, every ratio is 1 (|0| = 2, |1| = 3, |2| = 1; co 2, 0, 1): ties keep index order
+    np.testing.assert_array_equal(mas_scores(a), [1.0, 1.0, 1.0])
+    assert mas_order(a).tolist() == [0, 1, 2]
+    # on 0/1 input the continuous ratio is the binary one
+    np.testing.assert_allclose(mas_scores(MAS_B, continuous=True), mas_scores(MAS_B))
+
+
+def test_mas_continuous_split_keeps_the_least_correlated_att_columns(xlsa17_root):
+    ds = load_dataset("AWA2", xlsa17_root)
+    result = make_split(ds, "mas", k=10, mas_attributes="continuous")
+    keep = np.sort(mas_order(ds.split.att.T, continuous=True)[:10])
+    assert result.info["kept_attributes"] == (keep + 1).tolist()
+    assert result.info["mas_attributes"] == "continuous"
+    assert result.info["kept_attributes"] != make_split(ds, "mas", k=10).info["kept_attributes"]
+    with pytest.raises(UserInputError, match="--mas-attributes applies to mas"):
+        make_split(ds, "gcs", mas_attributes="continuous")
+    with pytest.raises(UserInputError, match="--mas-attributes must be one of"):
+        make_split(ds, "mas", mas_attributes="fuzzy")
+
+
+def test_split_cli_writes_a_prop_split(tmp_path, xlsa17_root, capsys):
+    out = tmp_path / "prop2"
+    argv = ["attributes", "split", "--dataset", "AWA2", "--root", str(xlsa17_root), "--method", "proportion"]
+    assert main([*argv, "--prop", "2", "--seed", "7", "--out", str(out)]) == 0
+    assert "35 seen / 5 unseen classes (10 left out)" in capsys.readouterr().out
+    split = load_att_splits(out / "att_splits.mat")
+    order = np.random.default_rng(7).permutation(50)
+    assert split.unseen_classes.tolist() == sorted(order[:5].tolist())
+    assert split.split_info["design"] == "prop" and split.split_info["prop"] == 2

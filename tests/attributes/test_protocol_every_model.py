@@ -23,6 +23,9 @@ def _cases() -> list:
         if getattr(cls, "needs_graph", False):
             reason = f"{name} needs a class graph; attribute datasets have none (fit raises UserInputError)"
             marks.append(pytest.mark.skip(reason=reason))
+        elif not getattr(cls, "learns_from_images", True):
+            reason = f"{name} learns nothing: its class vectors must live in the image space, not attributes"
+            marks.append(pytest.mark.skip(reason=reason))
         cases.append(pytest.param(name, marks=marks, id=name))
     return cases
 
@@ -57,3 +60,13 @@ def _first_grid_key(cls: type) -> str:
         k for k in cls.defaults if k not in TINY and isinstance(cls.defaults[k], bool | int | float | str)
     )[0]
     return f"{key}={cls.defaults[key]}"
+
+
+def test_a_model_that_learns_nothing_is_a_user_error_on_attributes(tmp_path, apy_root, capsys):
+    """vlm_zero_shot compares image features with class vectors directly: on res101 features and
+    attribute vectors that is one error line, not a number."""
+    if "vlm_zero_shot" not in MODELS.names():
+        pytest.skip("no vlm_zero_shot in this registry")
+    argv = ["attributes", "run", "--dataset", "APY", "--root", str(apy_root), "--model", "vlm_zero_shot"]
+    assert main([*argv, "--out", str(tmp_path / "vlm")]) == 2
+    assert "vlm_zero_shot" in capsys.readouterr().err and not (tmp_path / "vlm").exists()

@@ -99,20 +99,50 @@ def test_attributes_run_bad_cross_dataset(cli_error, tmp_path, extra, culprit):
 
 
 @pytest.mark.parametrize(
-    "extra",
+    ("extra", "culprit"),
     [
-        ["--method", "proportion"],
-        ["--method", "proportion", "--seen-share", "1.5"],
-        ["--method", "gcs", "--seen-share", "0.5"],
+        (["--method", "proportion"], "--prop"),
+        (["--method", "proportion", "--seen-share", "1.5"], "--seen-share"),
+        (["--method", "gcs", "--seen-share", "0.5"], "--seen-share"),
+        (["--method", "gcs", "--prop", "1"], "--prop"),
+        (["--method", "proportion", "--prop", "1", "--seen-share", "0.5"], "--prop and --seen-share"),
+        (["--method", "pas", "--mas-attributes", "continuous"], "--mas-attributes"),
     ],
 )
-def test_attributes_split_bad_seen_share(cli_error, tmp_path, extra):
+def test_attributes_split_bad_proportion(cli_error, tmp_path, extra, culprit):
     from tests.attributes.conftest import make_root
 
-    make_root(tmp_path, "APY")
+    root = make_root(tmp_path / "xlsa17", "APY")
     out = tmp_path / "split"
-    argv = ["attributes", "split", "--dataset", "APY", "--root", tmp_path, "--out", out, *extra]
-    cli_error(argv, "--seen-share", inputs=[tmp_path / "APY"], not_created=[out])
+    argv = ["attributes", "split", "--dataset", "APY", "--root", root, "--out", out, *extra]
+    cli_error(argv, culprit, inputs=[root], not_created=[out])
+
+
+@pytest.mark.parametrize("where", ["root", "dataset folder"])
+def test_attributes_split_out_inside_the_input_root(cli_error, tmp_path, where):
+    """Issue 26: an --out inside the input root is refused before anything is read or written."""
+    from tests.attributes.conftest import make_root
+
+    root = make_root(tmp_path / "xlsa17", "APY")
+    out = root / "mysplit" if where == "root" else root / "APY" / "mysplit"
+    argv = ["attributes", "split", "--dataset", "APY", "--root", root, "--method", "gcs", "--out", out]
+    cli_error(argv, ["--out", "overlaps the input"], inputs=[root], not_created=[out])
+
+
+def test_attributes_demo_unknown_model_leaves_nothing(cli_error, tmp_path):
+    """Issue 26: the models are checked before any data is generated (no out/data/ left)."""
+    out = tmp_path / "demo"
+    cli_error(
+        ["attributes", "demo", "--out", out, "--models", "nosuchmodel"], "nosuchmodel", not_created=[out]
+    )
+    cli_error(["attributes", "demo", "--out", out, "--models", "eszsl", "gcnz"], "gcnz", not_created=[out])
+
+
+@pytest.mark.parametrize("dim", ["0", "-3"])
+def test_attributes_demo_bad_dim(cli_error, tmp_path, dim):
+    """Issue 26: --dim 0 was a ZeroDivisionError."""
+    out = tmp_path / "demo"
+    cli_error(["attributes", "demo", "--out", out, "--dim", dim], f"--dim {dim}", not_created=[out])
 
 
 @pytest.mark.parametrize(
