@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from imagenet_zsl.analysis.reproduction import render_reproduction
+from imagenet_zsl.analysis.reproduction import (
+    population_rows,
+    population_split_rows,
+    render_reproduction,
+)
+from imagenet_zsl.data import fall11_counts
+from imagenet_zsl.hierarchy.universe import candidate_wnids, universe_wnids
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 START, END = "<!-- reproduction:start -->", "<!-- reproduction:end -->"
@@ -18,3 +24,50 @@ def test_readme_reproduction_table_is_current() -> None:
         pytest.skip(f"README has no {START} … {END} block yet")
     block = text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
     assert block == render_reproduction(), "regenerate: python -m imagenet_zsl.analysis.reproduction"
+
+
+def _block() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text.split(START, 1)[1].split(END, 1)[0]
+
+
+@pytest.mark.parametrize(
+    "published",
+    [
+        # each checked by hand against the paper texts in ../shared/papers/
+        "1,589 (Hascoet §2.1)",  # "the set of 1589 test classes directly connected"
+        "1,509 (Chao et al. §5.1; GBU §5.2)",
+        "7,678 (Chao et al. §5.1; GBU §5.2)",
+        "20,842 (Chao et al. Table 2)",  # 20,345 is their subset with word vectors (§5.1)
+        "0.55 (Hascoet §5.3, their 1-hop)",
+        "≈ 1,756 / 1,624 / 1,335 (GBU §5.2)",
+        "≈ 1 / 3 / 51 (GBU §5.2)",
+        "≈ 631 (GBU §5.2)",
+        "6.1% (Hascoet Fig. 5)",
+        "21.1% (Hascoet Fig. 5)",
+        "about half (Hascoet §4.2.2)",
+        "33.7% (Hascoet §4.2.1)",
+    ],
+)
+def test_published_values_carry_their_source(published: str) -> None:
+    assert published in _block()
+
+
+def test_no_misattributed_value() -> None:
+    block = _block()
+    assert "20,345 (GBU)" not in block and "Frome" not in block  # Chao et al.'s; a DGP list size
+
+
+def test_population_rows_against_hand_counts() -> None:
+    """GBU §5.2's images-per-class rows and Hascoet Fig. 5's shares, recomputed by hand here."""
+    counts, candidates = fall11_counts(), candidate_wnids()
+    ranked = sorted((c for c in (counts.get(w, 0) for w in candidates) if c > 0), reverse=True)
+    top = [sum(ranked[:n]) / n for n in (500, 1000, 5000)]
+    rows = {r.quantity: r.ours for r in population_split_rows(candidates, counts)}
+    assert rows["images per class, M500 / M1K / M5K"] == " / ".join(f"{x:,.1f}" for x in top)
+    assert rows["images per class, M500 / M1K / M5K"] == "1,756.2 / 1,624.8 / 1,335.2"
+    assert rows["images per class, L500 / L1K / L5K"] == "1.5 / 2.9 / 45.0"
+    assert rows["images per class, All"] == f"{sum(ranked) / len(ranked):,.1f} ({len(ranked):,} classes)"
+    shares = {r.quantity: r.ours for r in population_rows(universe_wnids(), counts)}
+    assert shares["classes with < 10 images"].endswith("(5.80%)")
+    assert shares["classes with < 100 images"].endswith("(19.99%)")

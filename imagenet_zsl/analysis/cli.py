@@ -17,6 +17,7 @@ from imagenet_zsl.analysis.ladder import (
     render_markdown,
     run_ladder,
 )
+from imagenet_zsl.analysis.runs import mismatch_note
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -29,11 +30,14 @@ def register(tree: CommandTree) -> None:
     )
     ladder = group.add_parser(
         "ladder",
-        help="hit@1/hit@5 of a finished run under cumulative corrections (Hascoet Fig. 6)",
+        help="hit@1/hit@5 of a finished run under cumulative corrections, ZSL and GZSL (Hascoet Fig. 6)",
         description="Recompute, from the stored top-k lists (no new search), hit@K under cumulative "
         "corrections: as evaluated; related (parent/child) prediction counts; drop rare labels; drop "
         "secondary meanings; drop classes with few images; keep only filter-kept images. hit@K is the "
-        "expected value under random tie-breaking (as `evaluate`), with the strict twin. Writes "
+        "expected value under random tie-breaking (as `evaluate`), with the strict twin. A cell "
+        "evaluated with --gzsl also gets the GZSL ladder: unseen u, seen s and H at γ = 0 per step, "
+        "a prediction of the true class's seen parent/child counting from step 2 on. The cells' "
+        "files are verified against their manifests first. Writes "
         "ladder.md, ladder.csv, ladder.png and manifest.json.",
     )
     ladder.add_argument("run_dir", help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`")
@@ -51,6 +55,7 @@ def register(tree: CommandTree) -> None:
         "--min-images", type=int, default=DEFAULT_MIN_IMAGES, help="step 5 keeps classes with >= N"
     )
     ladder.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
+    _mismatch_flag(ladder)
     ladder.set_defaults(func=_ladder)
 
     factor_plot = group.add_parser(
@@ -70,6 +75,7 @@ def register(tree: CommandTree) -> None:
     factor_plot.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
     factor_plot.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     factor_plot.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    _mismatch_flag(factor_plot)
     factor_plot.set_defaults(func=_factor_plot)
 
     splits = tree.group("splits", "build ImageNet-21K zero-shot splits and analyse wnid lists")
@@ -78,8 +84,11 @@ def register(tree: CommandTree) -> None:
         help="B test splits where one factor moves and the others are matched (Hascoet Figs. 3, 5, 9)",
         description="Write B test splits of SIZE classes: the chosen factor moves from bin to bin, the "
         "other factors (frequency, meaning, population, ratio, depth) are held equal by seeded matched "
-        "sampling; each split is structurally consistent. Writes one wnid file per bin, classes.csv, "
-        "report.md (balance table) and manifest.json.",
+        "sampling; each split is structurally consistent, and (except for the ratio factor) a seeded "
+        "swap step brings every bin's split-level R within factor.ratio_tolerance (default 0.05) of "
+        "the bins' median. The pool requires a class vector (factor.require_vector, default "
+        "glove-6b-50d). Writes one wnid file per bin, classes.csv, report.md (balance table, R per "
+        "bin) and manifest.json.",
     )
     factor.add_argument("config", help="split config, e.g. configs/default.yaml (optional factor: section)")
     factor.add_argument("--factor", required=True, choices=tuple(FACTORS), help="the factor that moves")
@@ -87,6 +96,15 @@ def register(tree: CommandTree) -> None:
     factor.add_argument("--size", type=int, default=100, help="classes per split")
     factor.add_argument("--out", required=True, help="output directory (replaced atomically)")
     factor.set_defaults(func=_factor_splits)
+
+
+def _mismatch_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--allow-feature-mismatch",
+        action="store_true",
+        help="combine cells evaluated on features of different backbones anyway (recorded in the "
+        "manifest and shown under the table); by default that is an error",
+    )
 
 
 def _path(value: str | None) -> Path | None:
@@ -104,9 +122,12 @@ def _ladder(args: argparse.Namespace) -> int:
         relation=args.relation,
         min_images=args.min_images,
         ks=args.k,
+        allow_feature_mismatch=args.allow_feature_mismatch,
     )
     table = run_ladder(opts)
-    print(render_markdown(table, sorted(set(args.k))), end="")
+    print(
+        render_markdown(table, sorted(set(args.k))) + mismatch_note(table.attrs["feature_mismatch"]), end=""
+    )
     print(f"\nwrote ladder.md, ladder.csv, ladder.png and manifest.json to {opts.out_dir}")
     return 0
 
@@ -127,8 +148,9 @@ def _factor_plot(args: argparse.Namespace) -> int:
         ks=args.k,
         resamples=args.resamples,
         seed=args.seed,
+        allow_feature_mismatch=args.allow_feature_mismatch,
     )
     table = run_factor_analysis(opts)
-    print(render_factor_table(table, opts.level), end="")
+    print(render_factor_table(table, opts.level) + mismatch_note(table.attrs["feature_mismatch"]), end="")
     print(f"\nwrote factor.md, factor.csv, factor.png and manifest.json to {opts.out_dir}")
     return 0

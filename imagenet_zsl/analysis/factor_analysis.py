@@ -6,6 +6,12 @@ value (or give that directory with ``--splits``). Per (model, factor, bin) the h
 per-class hit@K (mean over the split's classes of the class's hit@K, from the cell's
 ``per_class.csv``) with a seeded percentile bootstrap confidence interval over classes.
 
+Each bin is placed at the mean factor value of the classes the cell actually evaluated (from the
+factor-split directory's ``classes.csv``), not the full split's mean: a class that could not be
+scored (e.g. no word vector) is in neither the hit@K nor the x value, and the table says how many
+of the split's classes were evaluated. Cells are verified against their manifests and must share
+one feature identity (``--allow-feature-mismatch`` overrides; recorded and shown).
+
 Tie rules as in ``evaluate``: ``hit`` is the expected value under uniform random tie-breaking (the
 ``hit@K`` column), ``hit_strict`` counts ties against the model (``hit@K_strict``); both come from
 the same bootstrap resamples of classes, so their intervals are paired.
@@ -23,7 +29,7 @@ import pandas as pd
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.analysis.factor_splits import FORMAT
-from imagenet_zsl.analysis.runs import RunCell, read_cells
+from imagenet_zsl.analysis.runs import RunCell, check_cell_features, mismatch_note, read_cells
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import atomic_directory, atomic_write_json, atomic_write_text, command_line, file_record
 from imagenet_zsl.plotting import save_figure, subplots
@@ -40,6 +46,7 @@ class FactorOptions:
     resamples: int = 1000
     level: float = 0.95
     seed: int = 0
+    allow_feature_mismatch: bool = False
 
     @property
     def out_dir(self) -> Path:
@@ -75,7 +82,7 @@ def paired_bootstrap_ci(
     return out
 
 
-def _factor_manifest(cell: RunCell, splits_dir: Path | None) -> dict | None:
+def _factor_manifest(cell: RunCell, splits_dir: Path | None) -> tuple[dict, Path] | None:
     folder = splits_dir if splits_dir is not None else (cell.split_path.parent if cell.split_path else None)
     path = None if folder is None else Path(folder) / "manifest.json"
     if path is None or not path.is_file():
@@ -86,7 +93,20 @@ def _factor_manifest(cell: RunCell, splits_dir: Path | None) -> dict | None:
         raise UserInputError(f"{path}: not a readable manifest ({err})") from err
     if manifest.get("format") != FORMAT or cell.split not in manifest.get("splits", {}):
         return None
-    return manifest
+    return manifest, Path(folder)
+
+
+def _split_classes(manifest: dict, folder: Path, split: str) -> pd.DataFrame:
+    """The split's rows of the factor-split directory's classes.csv (wnid and the factors)."""
+    path = folder / "classes.csv"
+    try:
+        table = pd.read_csv(path)
+    except (OSError, ValueError) as err:
+        raise UserInputError(f"{path}: not readable ({err}); re-run `imagenet-zsl splits factor`") from err
+    factor = manifest["factor"]
+    if not {"split", "wnid", factor} <= set(table.columns):
+        raise UserInputError(f"{path}: needs columns split, wnid and {factor}")
+    return table[table["split"] == split].set_index("wnid")
 
 
 def _per_class(cell: RunCell, ks: Sequence[int]) -> pd.DataFrame:
@@ -114,15 +134,20 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
         raise UserInputError("--resamples must be >= 1 and --level in (0, 1)")
     rng = np.random.default_rng(opts.seed)
     rows = []
-    for cell in read_cells(opts.run_dir):
-        manifest = _factor_manifest(cell, opts.splits_dir)
-        if manifest is None:
+    cells = read_cells(opts.run_dir)
+    overrides = check_cell_features(cells, opts.allow_feature_mismatch)
+    for cell in cells:
+        found = _factor_manifest(cell, opts.splits_dir)
+        if found is None:
             continue
+        manifest, folder = found
         factor, info = manifest["factor"], manifest["splits"][cell.split]
         table = _per_class(cell, ks)
+        split_classes = _split_classes(manifest, folder, cell.split)
         for k in ks:
-            part = table[[f"hit@{k}", f"hit@{k}_strict"]].dropna()
+            part = table.set_index("wnid")[[f"hit@{k}", f"hit@{k}_strict"]].dropna()
             values, strict = (part[c].to_numpy(dtype=np.float64) for c in part.columns)
+            evaluated = split_classes.reindex(part.index)[factor].dropna()
             (low, high), (low_s, high_s) = paired_bootstrap_ci(
                 [values, strict], opts.resamples, opts.level, rng
             )
@@ -132,9 +157,11 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
                     "factor": factor,
                     "split": cell.split,
                     "bin": int(info["bin"]),
-                    "x": float(info["means"][factor]),
+                    "x": float(evaluated.mean()) if len(evaluated) else float("nan"),
+                    "x_split": float(info["means"][factor]),
                     "k": k,
                     "classes": int(len(values)),
+                    "split_classes": int(len(split_classes)),
                     "hit": float(values.mean()) if len(values) else float("nan"),
                     "ci_low": low,
                     "ci_high": high,
@@ -148,9 +175,11 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
             f"{opts.run_dir}: no cell was evaluated on a factor split (`imagenet-zsl splits factor`); "
             "give the factor-split directory with --splits if the files moved"
         )
-    return (
+    out = (
         pd.DataFrame(rows).sort_values(["factor", "model", "k", "bin"], kind="stable").reset_index(drop=True)
     )
+    out.attrs["feature_mismatch"] = overrides
+    return out
 
 
 def render_markdown(table: pd.DataFrame, level: float) -> str:
@@ -158,31 +187,40 @@ def render_markdown(table: pd.DataFrame, level: float) -> str:
     one row per (factor, model, K, bin)."""
     ci = f"{int(100 * level)}% CI"
     lines = [
-        "| factor | model | K | bin | factor mean | classes | per-class hit@K % | "
-        f"{ci} | strict % | strict {ci} |",
+        "| factor | model | K | bin | factor mean (evaluated) | classes evaluated / in split | "
+        f"per-class hit@K % | {ci} | strict % | strict {ci} |",
         "|---|---|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in table.to_dict("records"):
         lines.append(
-            f"| {r['factor']} | {r['model']} | {r['k']} | {r['bin']} | {r['x']:.3f} | {r['classes']} | "
+            f"| {r['factor']} | {r['model']} | {r['k']} | {r['bin']} | {r['x']:.3f} | "
+            f"{r['classes']} / {r['split_classes']} | "
             f"{100 * r['hit']:.2f} | [{100 * r['ci_low']:.2f}, {100 * r['ci_high']:.2f}] | "
             f"{100 * r['hit_strict']:.2f} | "
             f"[{100 * r['ci_low_strict']:.2f}, {100 * r['ci_high_strict']:.2f}] |"
         )
+    lines += [
+        "",
+        "Each bin is placed at the factor's mean over the classes evaluated in that cell (a class "
+        "the model could not score is left out of both the hit@K and the mean).",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def plot_factor(table: pd.DataFrame, path: str | Path) -> None:
     """One panel per (factor, K): per-class hit@K against the bin's factor mean, one line per model."""
     panels = list(dict.fromkeys(zip(table["factor"], table["k"], strict=True)))
-    fig, axes = subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
+    # constrained layout keeps the x-label and the legend inside the saved image
+    fig, axes = subplots(
+        1, len(panels), figsize=(4.2 * len(panels), 3.6), squeeze=False, layout="constrained"
+    )
     for ax, (factor, k) in zip(axes[0], panels, strict=True):
         part = table[(table["factor"] == factor) & (table["k"] == k)]
         for model, rows in part.groupby("model", sort=True):
             y = 100 * rows["hit"].to_numpy()
             err = [y - 100 * rows["ci_low"].to_numpy(), 100 * rows["ci_high"].to_numpy() - y]
             ax.errorbar(rows["x"], y, yerr=err, marker="o", capsize=3, label=str(model))
-        ax.set_xlabel(f"{factor} (bin mean)")
+        ax.set_xlabel(f"{factor} (mean over the evaluated classes)")
         ax.set_ylabel(f"per-class hit@{k} (%)")
         ax.legend(fontsize=7)
     save_figure(fig, path)
@@ -192,7 +230,8 @@ def run_factor_analysis(opts: FactorOptions) -> pd.DataFrame:
     """Compute the factor table of a run and write factor.md, factor.csv, factor.png, manifest.json."""
     table = factor_rows(opts)
     with atomic_directory(opts.out_dir, tool="imagenet-zsl analyze factor", inputs=[opts.run_dir]) as tmp:
-        atomic_write_text(tmp / "factor.md", render_markdown(table, opts.level))
+        note = mismatch_note(table.attrs["feature_mismatch"])
+        atomic_write_text(tmp / "factor.md", render_markdown(table, opts.level) + note)
         atomic_write_text(
             tmp / "factor.csv", table.to_csv(index=False, float_format="%.6g", lineterminator="\n")
         )
@@ -207,6 +246,8 @@ def run_factor_analysis(opts: FactorOptions) -> pd.DataFrame:
                 "resamples": opts.resamples,
                 "level": opts.level,
                 "seed": opts.seed,
+                "x": "mean factor value over the classes evaluated in the cell",
+                "feature_mismatch": table.attrs["feature_mismatch"],
                 "tie_rule": {"headline": "expected", **M.TIE_RULE_TEXT},
                 "outputs": [file_record(p, tmp) for p in sorted(tmp.glob("*")) if p.is_file()],
             },

@@ -14,6 +14,17 @@ here) with an optional ``factor:`` section::
         - {filter: not_related_to_training}
       labels: null               # a labels config (configs/labels.yaml) for frequency and meaning
       seed: 0
+      require_vector: glove-6b-50d  # keep only classes with a class vector (null: no such filter)
+      ratio_tolerance: 0.05      # match every bin's split-level R to the bins' median ± this (null: off)
+
+``require_vector`` appends ``{filter: has_vector, vectors: ...}`` to the pool (unless the pool
+already has a ``has_vector`` step): a class a word-vector model cannot score would otherwise be
+dropped at evaluation time, silently unbalancing its bin. ``ratio_tolerance``: matching each
+class's own r(c) against the pool does not fix the split's R against the training classes
+(which depends on the other classes of the split), and accuracy is very sensitive to R
+(Hascoet Fig. 9); after matched sampling a deterministic swap step (``factors.match_split_ratio``)
+replaces members by their covariate neighbours in the same bin until each bin's R is within the
+tolerance of the median of the bins' R (not for the ``ratio`` factor, which moves R on purpose).
 
 Writes DIR/<factor>_<bin>.txt (bin 1 = lowest values), classes.csv (every picked class with its
 five factors), report.md (the balance table) and manifest.json. See ``analysis.factors``.
@@ -35,7 +46,9 @@ from imagenet_zsl.analysis.factors import (
     balance_table,
     covariates,
     factor_bins,
+    match_split_ratio,
     matched_sample,
+    split_ratio,
     standardized_differences,
 )
 from imagenet_zsl.analysis.properties import label_properties
@@ -44,10 +57,11 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import candidate_wnids, resolve_graph
 from imagenet_zsl.io import atomic_directory, atomic_write_json, atomic_write_text, command_line, sha256_file
+from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS
 from imagenet_zsl.splits.build import resolve_counts, resolve_train
 from imagenet_zsl.splits.io import write_wnid_list
 from imagenet_zsl.splits.pool import PoolContext, run_pool
-from imagenet_zsl.splits.structure import structural_ratios, structure_stats
+from imagenet_zsl.splits.structure import structural_ratio, structural_ratios, structure_stats
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +84,8 @@ class FactorSection(Config):
     pool: list[dict[str, Any]] = Field(default_factory=lambda: [dict(s) for s in DEFAULT_POOL])
     labels: str | None = None
     seed: int = 0
+    require_vector: str | None = DEFAULT_VECTORS
+    ratio_tolerance: float | None = Field(default=0.05, ge=0)
 
 
 class FactorSplitConfig(Config):
@@ -114,6 +130,79 @@ def relation_matrix(graph: ClassGraph, wnids: list[str]) -> sp.csr_matrix:
     return rel.astype(bool).tocsr()
 
 
+#: each member's nearest same-bin classes (covariate space) that may replace it in the R step
+RATIO_NEIGHBOURS = 2
+#: pairwise distances beyond this are capped during the R search (the reported R is exact)
+RATIO_DISTANCE_LIMIT = 12
+
+
+def pool_steps(section: FactorSection) -> list[dict[str, Any]]:
+    """The pool filters, with the class-vector requirement appended (see the module docstring)."""
+    steps = [dict(s) for s in section.pool]
+    if section.require_vector and not any(s.get("filter") == "has_vector" for s in steps):
+        steps.append({"filter": "has_vector", "vectors": section.require_vector})
+    return steps
+
+
+def _neighbours(x: np.ndarray, bin_of: np.ndarray, members: np.ndarray, used: np.ndarray, b: int) -> list:
+    """For each member, its RATIO_NEIGHBOURS nearest unused pool classes of bin ``b``."""
+    options = np.flatnonzero((bin_of == b) & ~used)
+    out = []
+    for i in members:
+        distance = ((x[options] - x[i]) ** 2).sum(axis=1)
+        out.append(options[np.argsort(distance, kind="stable")[:RATIO_NEIGHBOURS]])
+    return out
+
+
+def match_ratios(
+    members: list[np.ndarray], ctx: dict[str, Any], tolerance: float
+) -> tuple[list[np.ndarray], float]:
+    """Bring every bin's split-level R within ``tolerance`` of the bins' median (module docstring).
+
+    ``ctx``: graph, train, table (pool factor table), x (covariates), bin_of, related. Returns the
+    members and the target R.
+    """
+    graph, table = ctx["graph"], ctx["table"]
+    wnids = table["wnid"].tolist()
+    to_train_all = graph.distances_from(ctx["train"])[graph.indices(wnids)]
+    ratios = [structural_ratio(graph, [wnids[i] for i in m], ctx["train"]) for m in members]
+    target = float(np.median(ratios))
+    used = np.zeros(len(wnids), dtype=bool)
+    used[np.concatenate(members)] = True
+    out = []
+    for b, m in enumerate(members):
+        if abs(ratios[b] - target) <= tolerance:
+            out.append(m)
+            continue
+        neighbours = _neighbours(ctx["x"], ctx["bin_of"], m, used, b)
+        nodes = np.unique(np.concatenate([m, *neighbours]))
+        local = {int(g): k for k, g in enumerate(nodes)}
+        dist = graph.pairwise_distances([wnids[i] for i in nodes], limit=RATIO_DISTANCE_LIMIT)
+        dist = np.minimum(dist.astype(np.float64), RATIO_DISTANCE_LIMIT + 1)
+        related = ctx["related"][nodes][:, nodes].tocsr()
+        picked = match_split_ratio(
+            to_train_all[nodes],
+            dist,
+            np.asarray([local[int(i)] for i in m]),
+            [np.asarray([local[int(j)] for j in c]) for c in neighbours],
+            related,
+            target,
+            tolerance,
+        )
+        new = nodes[picked]
+        used[m] = False
+        used[new] = True
+        out.append(new)
+        log.info(
+            "factor bin %d: R %.3f -> %.3f (target %.3f)",
+            b + 1,
+            ratios[b],
+            split_ratio(to_train_all[new], dist[np.ix_(picked, picked)]),
+            target,
+        )
+    return out, target
+
+
 def build_factor_splits(
     config_path: str | Path, factor: str, bins: int, size: int
 ) -> tuple[pd.DataFrame, list[np.ndarray], dict[str, Any]]:
@@ -129,20 +218,25 @@ def build_factor_splits(
     counts = resolve_counts(cfg.counts)
     ctx = PoolContext(graph=graph, train=train, counts=counts)
     candidates = [w for w in candidate_wnids() if w in graph]
-    pool, steps = run_pool(candidates, cfg.factor.pool, ctx, where=f"{config_path}: factor.pool")
+    pool, steps = run_pool(candidates, pool_steps(cfg.factor), ctx, where=f"{config_path}: factor.pool")
     if not pool:
         raise UserInputError(f"{config_path}: factor.pool keeps no class")
     table = factor_values(pool, graph, train, counts, cfg.factor.labels)
     bin_of = factor_bins(table[factor].to_numpy(), factor, bins, cfg.factor.seed)
-    members = matched_sample(
-        covariates(table, factor), bin_of, size, cfg.factor.seed, relation_matrix(graph, pool)
-    )
+    x, related = covariates(table, factor), relation_matrix(graph, pool)
+    members = matched_sample(x, bin_of, size, cfg.factor.seed, related)
+    tolerance = cfg.factor.ratio_tolerance if factor != "ratio" else None
+    target = None
+    if tolerance is not None:
+        match_ctx = {"graph": graph, "train": train, "table": table, "x": x, "bin_of": bin_of}
+        members, target = match_ratios(members, {**match_ctx, "related": related}, tolerance)
     info = {
         "config": cfg.as_dict(),
         "config_sha256": sha256_file(config_path),
         "pool": [
             {"filter": s.filter, "params": s.params, "before": s.before, "after": s.after} for s in steps
         ],
+        "ratio_matching": {"tolerance": tolerance, "target": target},
         "graph": graph,
         "train": train,
     }
@@ -179,10 +273,34 @@ def render_report(factor: str, table: pd.DataFrame, members: list[np.ndarray], m
     lines += [
         "",
         "Factors: " + "; ".join(f"**{k}** = {v}" for k, v in FACTORS.items()) + ".",
-        "R is each split's own structural ratio against the training classes.",
+        "R is each split's own structural ratio against the training classes (exact, WordNet distances).",
+        _ratio_sentence(factor, members, manifest),
+        _pool_sentence(manifest),
         "",
     ]
     return "\n".join(lines)
+
+
+def _ratio_sentence(factor: str, members: list[np.ndarray], manifest: dict) -> str:
+    matching = manifest.get("ratio_matching") or {}
+    if factor == "ratio":
+        return "R is the factor here, so it is not matched across bins."
+    if matching.get("tolerance") is None:
+        return "R is NOT matched across bins (factor.ratio_tolerance: null): compare bins with care."
+    ratios = [manifest["splits"][split_name(factor, b)]["ratio"] for b in range(len(members))]
+    inside = all(abs(r - matching["target"]) <= matching["tolerance"] + 1e-9 for r in ratios)
+    return (
+        f"R is matched across bins: target {matching['target']:.3f} (the bins' median after matched "
+        f"sampling) ± {matching['tolerance']:.3f}; R ranges {min(ratios):.3f}–{max(ratios):.3f}"
+        + ("." if inside else "; NOT every bin reached the tolerance (no swap brought it closer).")
+    )
+
+
+def _pool_sentence(manifest: dict) -> str:
+    vector = manifest["config"]["factor"].get("require_vector")
+    if not vector:
+        return "The pool does not require a class vector: a word-vector model may skip some classes."
+    return f"Every pool class has a class vector ({vector}; factor.require_vector), so no bin loses classes."
 
 
 def write_factor_splits(config_path: str | Path, factor: str, bins: int, size: int, out: str | Path) -> dict:

@@ -142,3 +142,87 @@ def standardized_differences(
         means = [float(table.iloc[idx][name].mean()) for idx in members]
         out[name] = (max(means) - min(means)) / std
     return out
+
+
+def split_ratio(to_train: np.ndarray, dist: np.ndarray) -> float:
+    """R of a split from (n,) distances to the training set and its (n, n) pairwise distances."""
+    d = dist.astype(np.float64).copy()
+    np.fill_diagonal(d, np.inf)
+    nearest = d.min(axis=1)
+    with np.errstate(divide="ignore"):
+        r = to_train / nearest
+    r = r[np.isfinite(r)]
+    return float(r.mean()) if len(r) else float("nan")
+
+
+def _swap_ratios(
+    to_train: np.ndarray, dist: np.ndarray, members: np.ndarray, options: np.ndarray
+) -> np.ndarray:
+    """(len(members), len(options)) R after swapping member i out and option j in (exact for the
+    given distances). ``dist`` (N, N) over local nodes; members/options index it."""
+    n = len(members)
+    d = dist[np.ix_(members, members)].astype(np.float64)
+    np.fill_diagonal(d, np.inf)
+    order = np.argsort(d, axis=1)
+    first, second = d[np.arange(n), order[:, 0]], d[np.arange(n), order[:, 1]]
+    to_opt = dist[np.ix_(members, options)].astype(np.float64)  # (n, J)
+    out = np.empty((n, len(options)))
+    for i in range(n):
+        # nearest other member of each c once i is gone, then with option j added
+        base = np.where(order[:, 0] == i, second, first)  # (n,)
+        near = np.minimum(base[:, None], to_opt)  # (n, J)
+        keep = np.arange(n) != i
+        with np.errstate(divide="ignore"):
+            rest = (to_train[members][keep, None] / near[keep]).sum(axis=0)
+            own = to_train[options] / to_opt[keep].min(axis=0)
+        out[i] = (rest + own) / n
+    return out
+
+
+def match_split_ratio(
+    to_train: np.ndarray,
+    dist: np.ndarray,
+    members: np.ndarray,
+    candidates: Sequence[np.ndarray],
+    related: sp.csr_matrix | None,
+    target: float,
+    tolerance: float,
+) -> np.ndarray:
+    """Swap members for their covariate neighbours until the split's R is within ``tolerance``
+    of ``target`` (or no swap brings it closer). Deterministic.
+
+    Local node indices throughout: ``to_train`` (N,) distance of each node to the training set,
+    ``dist`` (N, N) pairwise is-a distances, ``members`` (n,) the split, ``candidates[i]`` the
+    nodes that may replace member i (same factor bin, nearest in covariate space), ``related``
+    (N, N) ancestor/descendant relation (a swap never makes the split inconsistent). Returns the
+    new (n,) members.
+    """
+    members = np.asarray(members, dtype=np.int64).copy()
+    ratio = split_ratio(to_train[members], dist[np.ix_(members, members)])
+    for _ in range(len(members)):
+        if abs(ratio - target) <= tolerance:
+            break
+        in_split = set(members.tolist())
+        options = np.unique(np.concatenate([np.asarray(c, dtype=np.int64) for c in candidates]))
+        options = np.asarray([j for j in options if j not in in_split], dtype=np.int64)
+        if len(options) == 0:
+            break
+        new = _swap_ratios(to_train, dist, members, options)
+        allowed = np.zeros_like(new, dtype=bool)
+        position = {int(j): k for k, j in enumerate(options)}
+        for i, cand in enumerate(candidates):
+            for j in cand:
+                k = position.get(int(j))
+                if k is None:
+                    continue
+                others = in_split - {int(members[i])}
+                if related is not None and others & set(related[int(j)].indices.tolist()):
+                    continue
+                allowed[i, k] = True
+        gain = np.where(allowed, np.abs(new - target), np.inf)
+        i, k = np.unravel_index(int(np.argmin(gain)), gain.shape)
+        if not np.isfinite(gain[i, k]) or gain[i, k] >= abs(ratio - target):
+            break
+        members[i] = options[k]
+        ratio = float(new[i, k])
+    return members

@@ -32,6 +32,19 @@ dropped, correct and wrong classes per image, and the true class's stored ranks,
 size of the last tie group when the true class is in it), and the step reports the **lower
 bound** (unknown classes placed against the model) as ``hit@K``/``hit@K_strict``, the upper
 bound as ``hit@K_upper``, and the number of such images as ``undetermined@K``.
+
+GZSL (Hascoet show the ladder for both settings). For a cell evaluated with ``--gzsl`` the same
+steps run in the joint label space (test classes, then the seen classes) at γ = 0: the test
+images give the unseen accuracy u, the held-out seen images the seen accuracy s, and H is their
+harmonic mean (per class, as GBU). Step 1 is exactly metrics.json's ``gzsl`` block (the
+evaluation's rule: a cross-space tie at γ = 0 is a miss). From step 2 on each image's two stored
+top-m lists are merged into the joint top m and re-ranked as above: a prediction of the true
+class's parent or child counts whether it is a test or a *seen* class (Hascoet's GZSL false
+negatives: "Cathartid" predicted as its seen parent "Vulture"), for a seen image its related
+test classes count, the drop steps remove test classes only (seen classes always stay), and a
+cross-space tie gets the expected credit like any tie. Where the other space's list ends at or
+above the true class's score, the joint ranks are only lower bounds and that image gets
+bounds, not an exact credit.
 """
 
 from __future__ import annotations
@@ -45,7 +58,7 @@ import pandas as pd
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.analysis.properties import label_properties, read_label_tables
-from imagenet_zsl.analysis.runs import RunCell, read_cells
+from imagenet_zsl.analysis.runs import RunCell, check_cell_features, mismatch_note, read_cells
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import resolve_graph
@@ -159,12 +172,16 @@ def _correct_counts(cell: RunCell, active: np.ndarray, related: np.ndarray | Non
     return np.bincount(a[active[b]], minlength=n).astype(np.int64)
 
 
-def corrected_bounds(cell: RunCell, active: np.ndarray, related: np.ndarray | None = None) -> GroupBounds:
+def corrected_bounds(
+    cell: RunCell, active: np.ndarray, related: np.ndarray | None = None, exact: np.ndarray | None = None
+) -> GroupBounds:
     """Where the best correct class stands among the ``active`` (C,) classes, from the stored
     lists and the true class's stored tie ranks (see the module docstring for what is exact).
 
-    ``related``: keys of :func:`related_keys` (None: only the true class is correct). Images
-    whose true class is inactive get meaningless bounds; callers drop them.
+    ``related``: keys of :func:`related_keys` (None: only the true class is correct). ``exact``
+    (n,) bool: images whose stored tie ranks are exact (None: all); for the others the ranks are
+    only lower bounds (the GZSL joint space, :func:`joint_cell`) and are not used. Images whose
+    true class is inactive get meaningless bounds; callers drop them.
     """
     ids, labels, n_classes = cell.ids, cell.labels, len(cell.classes)
     scores = np.where(np.isnan(cell.scores), -np.inf, cell.scores).astype(np.float64)
@@ -184,7 +201,8 @@ def corrected_bounds(cell: RunCell, active: np.ndarray, related: np.ndarray | No
     true_unlisted = ~is_true.any(axis=1)
     true_score = np.where(is_true, scores, -np.inf).max(axis=1)
     # the true class scores exactly the last listed score: the last tie group's size is known
-    true_at_last = ~complete & np.where(true_unlisted, ranks.above < n_valid, true_score == s_last)
+    trusted = np.ones(len(ids), dtype=bool) if exact is None else np.asarray(exact, dtype=bool)
+    true_at_last = ~complete & trusted & np.where(true_unlisted, ranks.above < n_valid, true_score == s_last)
     unlisted_tied = np.maximum(ranks.above + ranks.tied + 1 - n_valid - true_unlisted, 0)
     n_correct = _correct_counts(cell, active, related)[labels]
     u_correct = n_correct - correct.sum(axis=1) - true_unlisted  # unlisted correct, true excluded
@@ -225,9 +243,10 @@ def corrected_bounds(cell: RunCell, active: np.ndarray, related: np.ndarray | No
     # ... and the true class itself can have at most this many active classes above / tied
     others = np.maximum(u_wrong + u_correct, 0)
     above_unlisted = np.minimum(np.maximum(ranks.above - n_valid, 0), others)
-    true_r = np.where(none, n_listed + above_unlisted, r_worst)
-    true_w = np.where(none, np.minimum(ranks.tied, others - above_unlisted), w_worst)
-    true_worst = (true_r, np.where(none, true_w, w_worst)) if none.any() else None
+    use = none & trusted
+    true_r = np.where(use, n_listed + above_unlisted, r_worst)
+    true_w = np.where(use, np.minimum(ranks.tied, others - above_unlisted), w_worst)
+    true_worst = (true_r, true_w) if use.any() else None
     return GroupBounds(worst, best, true_worst)
 
 
@@ -294,8 +313,193 @@ def cell_ladder(
         else:
             bounds = corrected_bounds(cell, active, related)
         keep = image_mask & active[cell.labels]
-        row = {"model": cell.model, "split": cell.split, "step": step, "correction": about}
+        row = {"model": cell.model, "split": cell.split, "setting": "zsl", "step": step, "correction": about}
         row.update(_hits(cell, keep, bounds, ks))
+        rows.append(row)
+    return rows
+
+
+# ----------------------------------------------------------------------------- GZSL
+
+
+def _merged_lists(
+    own_ids: np.ndarray, own_scores: np.ndarray, other_ids: np.ndarray, other_scores: np.ndarray, m: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, scores) (n, m): the top m of two label spaces' top-m lists (joint indices; -1/-inf
+    padding). Every class above the m-th merged score is in one of the two lists, so the merged
+    list is the joint space's top m."""
+    ids = np.hstack([own_ids, other_ids])
+    scores = np.hstack([own_scores, other_scores]).astype(np.float64)
+    scores = np.where((ids >= 0) & ~np.isnan(scores), scores, -np.inf)
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :m]
+    return np.take_along_axis(ids, order, axis=1), np.take_along_axis(scores, order, axis=1)
+
+
+def _other_space_ranks(
+    own_ids: np.ndarray,
+    own_scores: np.ndarray,
+    labels: np.ndarray,
+    other_ids: np.ndarray,
+    other_scores: np.ndarray,
+    other_size: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Classes of the *other* space scoring above / equal to the true class, from its list, and
+    whether those counts are exact (the true class is listed in its own space, and the other
+    list is complete or ends below the true score). (n,) int64, int64, bool."""
+    is_true = (own_ids == labels[:, None]) & (own_ids >= 0)
+    listed = is_true.any(axis=1)
+    true_score = np.where(is_true, own_scores.astype(np.float64), -np.inf).max(axis=1)
+    valid = other_ids >= 0
+    scores = other_scores.astype(np.float64)
+    above = (valid & (scores > true_score[:, None])).sum(axis=1)
+    tied = (valid & (scores == true_score[:, None])).sum(axis=1)
+    last = np.where(valid, scores, np.inf).min(axis=1)
+    complete = (valid.sum(axis=1) >= other_size) | ~valid[:, -1]
+    exact = listed & (complete | (last < true_score))
+    return above.astype(np.int64), tied.astype(np.int64), exact
+
+
+def joint_cells(cell: RunCell) -> tuple[RunCell, np.ndarray, RunCell, np.ndarray]:
+    """The GZSL joint label space (test classes, then seen classes) as two cells: the test images
+    and the held-out seen images, each with merged top-m lists, joint tie ranks and the (n,) mask
+    of images whose joint ranks are exact (see :func:`corrected_bounds`)."""
+    g = cell.gzsl
+    assert g is not None
+    n_unseen, m = len(cell.classes), cell.ids.shape[1]
+    classes = cell.classes + g.seen_classes
+    seen_joint = np.where(g.test_seen_ids >= 0, g.test_seen_ids + n_unseen, -1)
+    ids, scores = _merged_lists(cell.ids, cell.scores, seen_joint, g.test_seen_scores, m)
+    own = cell.tie_ranks()
+    above, tied, exact = _other_space_ranks(
+        cell.ids, cell.scores, cell.labels, g.test_seen_ids, g.test_seen_scores, len(g.seen_classes)
+    )
+    test = RunCell(
+        cell.path, cell.metrics, classes, cell.labels, ids, scores, cell.rows,
+        own.above + above, own.tied + tied,
+    )  # fmt: skip
+    seen_own = np.where(g.seen_ids >= 0, g.seen_ids + n_unseen, -1)
+    ids, scores = _merged_lists(seen_own, g.seen_scores, g.unseen_ids, g.unseen_scores, m)
+    above, tied, exact_seen = _other_space_ranks(
+        g.seen_ids, g.seen_scores, g.labels, g.unseen_ids, g.unseen_scores, n_unseen
+    )
+    seen = RunCell(
+        cell.path, cell.metrics, classes, g.labels + n_unseen, ids, scores, np.arange(len(g.labels)),
+        g.above + above, g.tied + tied,
+    )  # fmt: skip
+    return test, exact, seen, exact_seen
+
+
+def gzsl_topk(cell: RunCell) -> M.GZSLTopK:
+    """The evaluation's own GZSL lists (``evaluate``'s ``build_gzsl``): for the evaluated rung."""
+    g = cell.gzsl
+    assert g is not None
+    n_unseen, n_seen = len(cell.classes), len(g.seen_classes)
+    seen_mask = np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)]
+
+    def shift(ids: np.ndarray) -> np.ndarray:
+        return np.where(ids >= 0, ids + n_unseen, -1)
+
+    test = M.GZSLTopK(
+        g.test_seen_scores, shift(g.test_seen_ids), cell.scores, cell.ids, cell.labels, seen_mask,
+        cell.tie_ranks(),
+    )  # fmt: skip
+    seen = M.GZSLTopK(
+        g.seen_scores, shift(g.seen_ids), g.unseen_scores, g.unseen_ids, g.labels + n_unseen, seen_mask,
+        M.TieRanks(g.above, g.tied),
+    )  # fmt: skip
+    return M.GZSLTopK.concat([test, seen])
+
+
+def _gzsl_evaluated(cell: RunCell, ks: Sequence[int]) -> dict:
+    """The evaluated rung: seen/unseen/H at γ = 0 exactly as metrics.json ("gzsl")."""
+    gz = gzsl_topk(cell)
+    row: dict = {}
+    for k in ks:
+        for rule, suffix in (("expected", ""), ("strict", "_strict")):
+            flat = M.gzsl_accuracies(gz, k, 0.0, per_class=False, tie_rule=rule)
+            per = M.gzsl_accuracies(gz, k, 0.0, per_class=True, tie_rule=rule)
+            row[f"hit@{k}{suffix}"] = flat["unseen"]
+            row[f"per_class_hit@{k}{suffix}"] = per["unseen"]
+            row[f"seen_hit@{k}{suffix}"] = flat["seen"]
+            row[f"seen_per_class_hit@{k}{suffix}"] = per["seen"]
+            row[f"H@{k}{suffix}"] = per["H"]
+        row[f"hit@{k}_upper"] = row[f"hit@{k}"]
+        row[f"undetermined@{k}"] = 0
+    return row
+
+
+def _gzsl_hits(
+    test: RunCell,
+    keep: np.ndarray,
+    bounds: GroupBounds,
+    seen: RunCell,
+    seen_bounds: GroupBounds,
+    ks: Sequence[int],
+) -> dict:
+    """u (test images, lower bound), s (seen images, lower bound) and per-class H per K."""
+    n = len(test.classes)
+    row: dict = {}
+    for k in ks:
+        undetermined = 0
+        for rule, suffix in (("expected", ""), ("strict", "_strict")):
+            low, high = bounds.credit(k, rule)
+            s_low, s_high = seen_bounds.credit(k, rule)
+            u_flat = float(np.mean(low[keep])) if keep.any() else float("nan")
+            u_class = _class_mean(test.labels[keep], low[keep], n) if keep.any() else float("nan")
+            s_class = _class_mean(seen.labels, s_low, n) if len(s_low) else float("nan")
+            row[f"hit@{k}{suffix}"] = u_flat
+            row[f"per_class_hit@{k}{suffix}"] = u_class
+            row[f"seen_hit@{k}{suffix}"] = float(np.mean(s_low)) if len(s_low) else float("nan")
+            row[f"seen_per_class_hit@{k}{suffix}"] = s_class
+            row[f"H@{k}{suffix}"] = M.harmonic_mean(s_class, u_class) if u_class == u_class else float("nan")
+            if suffix == "":
+                row[f"hit@{k}_upper"] = float(np.mean(high[keep])) if keep.any() else float("nan")
+            undetermined += int((low[keep] < high[keep]).sum() + (s_low < s_high).sum())
+        row[f"undetermined@{k}"] = undetermined
+    return row
+
+
+def gzsl_cell_ladder(
+    cell: RunCell,
+    related: np.ndarray,
+    flags: ClassFlags,
+    kept_images: np.ndarray | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    min_images: int = DEFAULT_MIN_IMAGES,
+) -> list[dict]:
+    """The ladder in the GZSL setting (Hascoet Fig. 6, generalized): test images classified among
+    the test *and* seen classes at γ = 0. ``related``: :func:`related_keys` over the joint space
+    (test classes, then seen classes), so a prediction of the true class's seen parent or child
+    counts from step 2 on (for seen images, their related test classes). The drop steps remove
+    test classes only; seen classes always stay. One row per step with unseen (``hit@K`` …),
+    seen (``seen_*``) accuracy and per-class H."""
+    test, exact, seen, seen_exact = joint_cells(cell)
+    n_unseen = len(cell.classes)
+    active = np.ones(len(test.classes), dtype=bool)
+    drops = {
+        "rare_labels": flags.rare,
+        "secondary_meaning": flags.secondary,
+        "few_images": flags.images < min_images,
+    }
+    image_mask = np.ones(len(cell.labels), dtype=bool)
+    rows = []
+    for step, about in STEPS:
+        if step == "ambiguous_images":
+            if kept_images is None:
+                continue
+            image_mask &= kept_images
+        if step in drops:
+            active[:n_unseen] &= ~np.asarray(drops[step], dtype=bool)
+        keep = image_mask & active[cell.labels]
+        row = {"model": cell.model, "split": cell.split, "setting": "gzsl", "step": step, "correction": about}
+        row.update({"classes": int(len(np.unique(cell.labels[keep]))), "images": int(keep.sum())})
+        row["seen_images"] = int(len(seen.labels))
+        if step == "evaluated":
+            row.update(_gzsl_evaluated(cell, ks))
+        else:
+            bounds = corrected_bounds(test, active, related, exact)
+            seen_bounds = corrected_bounds(seen, active, related, seen_exact)
+            row.update(_gzsl_hits(test, keep, bounds, seen, seen_bounds, ks))
         rows.append(row)
     return rows
 
@@ -310,25 +514,49 @@ def flags_for(classes: Sequence[str], labels: pd.DataFrame, counts: Mapping[str,
     )
 
 
+def _gzsl_columns(ks: Sequence[int]) -> list[str]:
+    names = ["seen_images"]
+    for suffix in ("", "_strict"):
+        names += [f"seen_hit@{k}{suffix}" for k in ks] + [f"seen_per_class_hit@{k}{suffix}" for k in ks]
+        names += [f"H@{k}{suffix}" for k in ks]
+    return names
+
+
 def ladder_table(rows: list[dict], ks: Sequence[int] = DEFAULT_KS) -> pd.DataFrame:
-    """The ladder rows as a table with a fixed column order."""
-    columns = ["model", "split", "step", "correction", "classes", "images"]
-    columns += _metric_columns(ks) + [f"undetermined@{k}" for k in ks]
+    """The ladder rows as a table with a fixed column order (GZSL-only columns empty for ZSL rows)."""
+    columns = ["model", "split", "setting", "step", "correction", "classes", "images"]
+    columns += _metric_columns(ks) + [f"undetermined@{k}" for k in ks] + _gzsl_columns(ks)
     return pd.DataFrame(rows, columns=columns)
 
 
 def render_markdown(table: pd.DataFrame, ks: Sequence[int] = DEFAULT_KS) -> str:
-    """Markdown table: hit@K in percent, expected (headline) and strict, flat and per class, one
-    row per (model, split, step)."""
+    """Markdown tables: ZSL hit@K in percent, expected (headline) and strict, flat and per class,
+    one row per (model, split, step); then, for cells evaluated with ``--gzsl``, the GZSL ladder
+    (per-class unseen u, seen s and H, flat u)."""
+    zsl = table[table["setting"] == "zsl"]
     head = ["model", "split", "step", "classes", "images"]
     head += [f"hit@{k} %" for k in ks] + [f"strict hit@{k} %" for k in ks]
     head += [f"per-class hit@{k} %" for k in ks] + [f"per-class strict hit@{k} %" for k in ks]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
-    for values in table.to_dict("records"):
+    for values in zsl.to_dict("records"):
         cells = [str(values["model"]), str(values["split"]), str(values["step"])]
         cells += [f"{values['classes']:,}", f"{values['images']:,}"]
         cells += [_pct(values[name]) for name in _metric_columns(ks) if not name.endswith("_upper")]
         lines.append("| " + " | ".join(cells) + " |")
+    gzsl = table[table["setting"] == "gzsl"]
+    if len(gzsl):
+        lines += ["", "GZSL (test images among the test and seen classes, γ = 0; per class as GBU):", ""]
+        head = ["model", "split", "step", "classes", "images"]
+        head += [f"u@{k} %" for k in ks] + [f"s@{k} %" for k in ks] + [f"H@{k} %" for k in ks]
+        head += [f"flat u@{k} %" for k in ks]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * 3 + "---:|" * (len(head) - 3)]
+        names = [f"per_class_hit@{k}" for k in ks] + [f"seen_per_class_hit@{k}" for k in ks]
+        names += [f"H@{k}" for k in ks] + [f"hit@{k}" for k in ks]
+        for values in gzsl.to_dict("records"):
+            cells = [str(values["model"]), str(values["split"]), str(values["step"])]
+            cells += [f"{values['classes']:,}", f"{values['images']:,}"]
+            cells += [_pct(values[name]) for name in names]
+            lines.append("| " + " | ".join(cells) + " |")
     undetermined = sum(int(table[f"undetermined@{k}"].sum()) for k in ks)
     if undetermined:
         lines.append(
@@ -343,23 +571,37 @@ def _pct(value: float) -> str:
 
 
 def plot_ladder(table: pd.DataFrame, path: str | Path, ks: Sequence[int] = DEFAULT_KS) -> None:
-    """Grouped bars: one panel per K, one group per step, one bar per (model, split)."""
+    """Grouped bars: one panel per (setting, K), one group per step, one bar per (model, split);
+    GZSL panels show the unseen accuracy u (flat, as the ZSL panels).
+
+    Step names are the (rotated) tick labels and the layout is constrained, so neither the
+    captions of neighbouring panels nor the legend overlap."""
     steps = list(dict.fromkeys(table["step"]))
     cells = list(dict.fromkeys(zip(table["model"], table["split"], strict=True)))
-    fig, axes = subplots(1, len(ks), figsize=(4.5 * len(ks), 3.6), squeeze=False)
+    panels = [(setting, k) for setting in ("zsl", "gzsl") if (table["setting"] == setting).any() for k in ks]
+    fig, axes = subplots(
+        1, len(panels), figsize=(4.8 * len(panels), 4.0), squeeze=False, layout="constrained"
+    )
     width = 0.8 / max(len(cells), 1)
-    for ax, k in zip(axes[0], ks, strict=True):
+    for ax, (setting, k) in zip(axes[0], panels, strict=True):
+        part_of = table[table["setting"] == setting]
         for j, (model, split) in enumerate(cells):
-            part = table[(table["model"] == model) & (table["split"] == split)].set_index("step")
+            part = part_of[(part_of["model"] == model) & (part_of["split"] == split)].set_index("step")
             values = [100 * part.loc[s, f"hit@{k}"] if s in part.index else np.nan for s in steps]
             ax.bar(np.arange(len(steps)) + j * width, values, width, label=f"{model} / {split}")
         ax.set_xticks(np.arange(len(steps)) + 0.4 - width / 2)
-        ax.set_xticklabels([f"{i + 1}" for i in range(len(steps))])
-        ax.set_xlabel(
-            "correction step (" + ", ".join(f"{i + 1} {s}" for i, s in enumerate(steps)) + ")", fontsize=6
+        ax.set_xticklabels(
+            [f"{i + 1}. {s.replace('_', ' ')}" for i, s in enumerate(steps)],
+            rotation=35,
+            ha="right",
+            fontsize=7,
         )
-        ax.set_ylabel(f"hit@{k} (%)")
-        ax.set_title(f"hit@{k} under cumulative corrections", fontsize=9)
+        ax.set_xlabel("cumulative correction")
+        name = f"hit@{k}" if setting == "zsl" else f"unseen u@{k}"
+        ax.set_ylabel(f"{name} (%)")
+        ax.set_title(
+            f"{'ZSL' if setting == 'zsl' else 'GZSL'}: {name} under cumulative corrections", fontsize=9
+        )
     axes[0][0].legend(fontsize=6)
     save_figure(fig, path)
 
@@ -377,6 +619,7 @@ class LadderOptions:
     relation: str = "parent-child"
     min_images: int = DEFAULT_MIN_IMAGES
     ks: Sequence[int] = field(default_factory=lambda: list(DEFAULT_KS))
+    allow_feature_mismatch: bool = False
 
     @property
     def out_dir(self) -> Path:
@@ -399,6 +642,7 @@ def run_ladder(opts: LadderOptions) -> pd.DataFrame:
     """Compute the ladder of every cell of a run and write table (md, csv), plot and manifest."""
     ks = _check_options(opts)
     cells = read_cells(opts.run_dir)
+    overrides = check_cell_features(cells, opts.allow_feature_mismatch)
     too_short = [c.path for c in cells if c.ids.shape[1] < ks[-1]]
     if too_short:
         raise UserInputError(f"{too_short[0]}: its top-k lists are shorter than --k {ks[-1]}")
@@ -415,10 +659,14 @@ def run_ladder(opts: LadderOptions) -> pd.DataFrame:
         flags = flags_for(cell.classes, labels, counts)
         related = related_keys(graph, cell.classes, opts.relation)
         rows += cell_ladder(cell, related, flags, mask, ks, opts.min_images)
+        if cell.gzsl is not None:
+            joint = related_keys(graph, cell.classes + cell.gzsl.seen_classes, opts.relation)
+            rows += gzsl_cell_ladder(cell, joint, flags, mask, ks, opts.min_images)
     table = ladder_table(rows, ks)
+    table.attrs["feature_mismatch"] = overrides
     inputs = [opts.run_dir, opts.filter_dir, opts.labels_dir]
     with atomic_directory(opts.out_dir, tool="imagenet-zsl analyze ladder", inputs=inputs) as tmp:
-        atomic_write_text(tmp / "ladder.md", render_markdown(table, ks))
+        atomic_write_text(tmp / "ladder.md", render_markdown(table, ks) + mismatch_note(overrides))
         atomic_write_text(
             tmp / "ladder.csv", table.to_csv(index=False, float_format="%.6g", lineterminator="\n")
         )
@@ -439,6 +687,7 @@ def run_ladder(opts: LadderOptions) -> pd.DataFrame:
                     "hit@K_upper the upper bound and undetermined@K counts those images",
                 },
                 "cells": [str(c.path) for c in cells],
+                "feature_mismatch": overrides,
                 "outputs": [file_record(p, tmp) for p in sorted(tmp.glob("*")) if p.is_file()],
             },
         )

@@ -8,7 +8,9 @@ each laid out exactly as ``evaluate`` writes it (``imagenet_zsl.evaluation.run.w
 (n,) row numbers in the feature directory and ``test.true_above.npy`` / ``test.true_tied.npy``
 (n,) the true class's exact tie ranks over all split classes (runs written before the tie-fair
 metrics lack them; their ranks are then derived from the lists). The analyses only read these
-files.
+files, and only after :func:`verify_cell` has checked every one of them against the sha256 that
+``evaluate`` recorded in the cell's ``manifest.json``: an edited list or table is refused, never
+silently analysed.
 """
 
 from __future__ import annotations
@@ -23,9 +25,34 @@ import numpy as np
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.report import METRICS_NAME
+from imagenet_zsl.features.identity import check_same_features
 from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.io import MANIFEST_NAME, sha256_file
 
 CELLS_DIR = "cells"
+
+
+@dataclass
+class GZSLLists:
+    """The stored GZSL lists of a cell evaluated with ``--gzsl`` (all from ``topk/``).
+
+    ``seen_classes``: the seen (training) classes. ``test_seen_ids`` / ``test_seen_scores``
+    (n, m): each test image's top-m among the seen classes (ids index ``seen_classes``).
+    ``labels`` (n_s,) index ``seen_classes`` for the held-out seen images; ``seen_ids`` /
+    ``seen_scores`` and ``unseen_ids`` / ``unseen_scores`` (n_s, m) their top-m among the seen and
+    the test classes; ``above`` / ``tied`` (n_s,) their true class's tie ranks among the seen
+    classes."""
+
+    seen_classes: list[str]
+    test_seen_ids: np.ndarray
+    test_seen_scores: np.ndarray
+    labels: np.ndarray
+    seen_ids: np.ndarray
+    seen_scores: np.ndarray
+    unseen_ids: np.ndarray
+    unseen_scores: np.ndarray
+    above: np.ndarray
+    tied: np.ndarray
 
 
 @dataclass
@@ -47,6 +74,7 @@ class RunCell:
     rows: np.ndarray
     above: np.ndarray | None = None
     tied: np.ndarray | None = None
+    gzsl: GZSLLists | None = None
 
     def tie_ranks(self) -> M.TieRanks:
         """The true class's :class:`~imagenet_zsl.scoring.TieRanks` over all split classes: the
@@ -67,6 +95,25 @@ class RunCell:
     def split_path(self) -> Path | None:
         path = self.metrics.get("inputs", {}).get("split", {}).get("path")
         return None if path is None else Path(path)
+
+    @property
+    def feature_identity(self) -> dict[str, Any] | None:
+        """Identity of the test features the cell was evaluated on: as ``evaluate`` recorded it in
+        metrics.json (``provenance.features.identity``), else from the feature directory if it is
+        still there, else None (unknown: not compared)."""
+        provenance = self.metrics.get("provenance")
+        blocks = [provenance.get("features") if isinstance(provenance, dict) else None]
+        blocks += [self.metrics.get("features"), self.metrics.get("inputs", {}).get("features")]
+        for block in blocks:
+            if isinstance(block, dict) and isinstance(block.get("identity"), dict):
+                return block["identity"]
+        path = self.metrics.get("inputs", {}).get("features", {}).get("path")
+        if path is None or not (Path(path) / MANIFEST_NAME).is_file():
+            return None
+        try:
+            return FeatureDir(path).identity
+        except UserInputError:
+            return None
 
     def image_ids(self) -> np.ndarray:
         """(n,) str image ids of the test images, read from the run's feature directory."""
@@ -101,10 +148,68 @@ def _load_array(path: Path) -> np.ndarray:
         raise UserInputError(f"{path}: not a readable .npy file ({err})") from err
 
 
+def verify_cell(path: Path) -> list[str]:
+    """Check every file a cell's ``manifest.json`` lists against its recorded sha256.
+
+    Returns the listed relative paths. Raises :class:`UserInputError` (one line, naming the file)
+    for a missing or malformed manifest, a missing file or a file whose bytes changed.
+    """
+    manifest_path = path / MANIFEST_NAME
+    manifest = _read_json(manifest_path) if manifest_path.is_file() else None
+    if manifest is None:
+        raise UserInputError(
+            f"{manifest_path}: missing; not a finished `imagenet-zsl evaluate` run, so its files "
+            "cannot be verified (re-run the evaluation)"
+        )
+    records = manifest.get("outputs")
+    if not isinstance(records, list) or not all(
+        isinstance(r, dict) and isinstance(r.get("path"), str) and isinstance(r.get("sha256"), str)
+        for r in records
+    ):
+        raise UserInputError(f"{manifest_path}: 'outputs' is not a list of {{path, sha256}} records")
+    for record in records:
+        file = path / record["path"]
+        if not file.is_file():
+            raise UserInputError(f"{file}: listed in {manifest_path} but missing; re-run the evaluation")
+        if sha256_file(file) != record["sha256"]:
+            raise UserInputError(
+                f"{file}: changed since `evaluate` wrote it (sha256 differs from {manifest_path}); "
+                "re-run the evaluation"
+            )
+    return [r["path"] for r in records]
+
+
+def _check_listed(path: Path, listed: list[str], names: list[str]) -> None:
+    """Every file the analyses read must be one the manifest vouches for."""
+    for name in names:
+        if (path / name).is_file() and name not in listed:
+            raise UserInputError(
+                f"{path / name}: not listed in {path / MANIFEST_NAME}, so it cannot be verified; "
+                "re-run the evaluation"
+            )
+
+
+def _refuse_counted_misses(path: Path, metrics: dict[str, Any]) -> None:
+    """The analyses recompute hit@K from the stored top-k lists; images counted as misses
+    (``missing_semantics: count_as_miss``) have none, so such a cell would be analysed without them."""
+    block = metrics.get("count_as_miss") if isinstance(metrics, dict) else None
+    images = int(block.get("images", 0) or 0) if isinstance(block, dict) else 0
+    if images:
+        raise UserInputError(
+            f"{path}: {images} test images of {len(block.get('classes') or [])} classes were counted as "
+            "misses (missing_semantics: count_as_miss) and have no ranked list to analyse; re-run with "
+            "missing_semantics: drop"
+        )
+
+
 def read_cell(path: str | Path) -> RunCell:
-    """One evaluation run directory (see the module docstring)."""
+    """One evaluation run directory (see the module docstring), its files verified first."""
     path = Path(path)
+    listed = verify_cell(path)
+    topk_names = sorted(str(p.relative_to(path)) for p in (path / "topk").glob("*") if p.is_file())
+    _check_listed(path, listed, [METRICS_NAME, "per_class.csv", *topk_names])
     metrics = _read_json(path / METRICS_NAME)
+    _refuse_counted_misses(path, metrics)
     topk = path / "topk"
     classes = _read_json(topk / "classes.json").get("unseen")
     if not isinstance(classes, list) or not classes:
@@ -121,7 +226,55 @@ def read_cell(path: str | Path) -> RunCell:
     if len(labels) and (labels.min() < 0 or labels.max() >= len(classes)):
         raise UserInputError(f"{topk / 'test.labels.npy'}: labels outside the {len(classes)} split classes")
     above, tied = _tie_counts(topk, len(labels))
-    return RunCell(path, metrics, [str(c) for c in classes], labels, ids, scores, rows, above, tied)
+    cell = RunCell(path, metrics, [str(c) for c in classes], labels, ids, scores, rows, above, tied)
+    cell.gzsl = _gzsl_lists(topk, cell)
+    return cell
+
+
+def _gzsl_lists(topk: Path, cell: RunCell) -> GZSLLists | None:
+    """The GZSL lists of a ``--gzsl`` run (None when the cell was evaluated without it)."""
+    if not (topk / "test.seen.ids.npy").is_file():
+        return None
+    seen_classes = _read_json(topk / "classes.json").get("seen")
+    if not isinstance(seen_classes, list) or not seen_classes:
+        raise UserInputError(f"{topk / 'classes.json'}: GZSL lists but no 'seen' class list")
+    arrays = {
+        name: _load_array(topk / f"{name}.npy")
+        for name in (
+            "test.seen.ids", "test.seen.scores", "seen.labels", "seen.seen.ids", "seen.seen.scores",
+            "seen.unseen.ids", "seen.unseen.scores", "seen.true_above", "seen.true_tied",
+        )
+    }  # fmt: skip
+    n, n_seen = len(cell.labels), len(arrays["seen.labels"])
+    shapes = {
+        "test.seen.ids": (n, cell.ids.shape[1]),
+        "test.seen.scores": (n, cell.ids.shape[1]),
+        "seen.seen.scores": arrays["seen.seen.ids"].shape,
+        "seen.unseen.ids": arrays["seen.seen.ids"].shape,
+        "seen.unseen.scores": arrays["seen.seen.ids"].shape,
+        "seen.true_above": (n_seen,),
+        "seen.true_tied": (n_seen,),
+    }
+    for name, shape in shapes.items():
+        if arrays[name].shape != shape or arrays["seen.seen.ids"].shape[0] != n_seen:
+            raise UserInputError(f"{topk / (name + '.npy')}: shape {arrays[name].shape}, expected {shape}")
+    labels = arrays["seen.labels"].astype(np.int64)
+    if n_seen and (labels.min() < 0 or labels.max() >= len(seen_classes)):
+        raise UserInputError(
+            f"{topk / 'seen.labels.npy'}: labels outside the {len(seen_classes)} seen classes"
+        )
+    return GZSLLists(
+        [str(c) for c in seen_classes],
+        arrays["test.seen.ids"].astype(np.int64),
+        arrays["test.seen.scores"].astype(np.float32),
+        labels,
+        arrays["seen.seen.ids"].astype(np.int64),
+        arrays["seen.seen.scores"].astype(np.float32),
+        arrays["seen.unseen.ids"].astype(np.int64),
+        arrays["seen.unseen.scores"].astype(np.float32),
+        arrays["seen.true_above"].astype(np.int64),
+        arrays["seen.true_tied"].astype(np.int64),
+    )
 
 
 def _tie_counts(topk: Path, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -155,3 +308,32 @@ def read_cells(run_dir: str | Path) -> list[RunCell]:
             "give the --out of `imagenet-zsl run` or `imagenet-zsl evaluate`"
         )
     return [read_cell(p) for p in found]
+
+
+def check_cell_features(cells: list[RunCell], allow_mismatch: bool = False) -> list[dict[str, Any]]:
+    """Refuse to combine cells evaluated on different features (``--allow-feature-mismatch``
+    overrides). Cells of unknown identity are not compared. Returns the override records (empty
+    when every known identity agrees)."""
+    known = [c for c in cells if c.feature_identity]
+    overrides = []
+    for cell in known[1:]:
+        record = check_same_features(
+            known[0].feature_identity,
+            cell.feature_identity,
+            f"cell {known[0].path}",
+            f"cell {cell.path}",
+            allow_mismatch,
+        )
+        if record is not None:
+            overrides.append(record)
+    return overrides
+
+
+def mismatch_note(overrides: list[dict]) -> str:
+    """The line under a table that combined cells of different features (``--allow-feature-mismatch``)."""
+    if not overrides:
+        return ""
+    shown = "; ".join(
+        " vs ".join(f"{k} ({v})" for k, v in o.items() if k.startswith("cell ")) for o in overrides
+    )
+    return f"\nFEATURE MISMATCH allowed (--allow-feature-mismatch): {shown}\n"

@@ -157,13 +157,15 @@ def _leakage_lines(splits: list[BuiltSplit], manifest: dict[str, Any]) -> list[s
         lines.append(f"| {s.name} | " + " | ".join(cells) + " |")
     lines += [
         "",
-        "## Classes absent from ImageNet-21K-P winter21",
+        "## Classes outside MIIL's ImageNet-21K-P list (`in21k-p-w21`)",
         "",
-        "ImageNet-21K-P winter21 here is timm's `imagenet21k_miil_w21_synsets.txt` (MIIL's processed "
-        "10,450-class subset of the winter21 release, label set `in21k-p-w21`); a class outside it "
-        "may lack images in the copy a user can download today.",
+        "The list is timm's `imagenet21k_miil_w21_synsets.txt`: MIIL's *processed* ImageNet-21K-P "
+        "subset (10,450 classes, each with at least 501 fall11 images), label set `in21k-p-w21`. "
+        "It is not the winter21 release's class list but a subset of it: a class outside this list "
+        "may still be in winter21. It tells which test "
+        "classes a backbone pretrained on ImageNet-21K-P (winter21 version) never saw as a label.",
         "",
-        "| split | absent | classes (benchmark splits) |",
+        "| split | outside in21k-p-w21 | classes (benchmark splits) |",
         "|---|---:|---|",
     ]
     for s in splits:

@@ -12,10 +12,14 @@ import pytest
 from imagenet_zsl.analysis.factor_analysis import bootstrap_ci
 from imagenet_zsl.analysis.factor_splits import FORMAT
 from imagenet_zsl.cli import main
+from imagenet_zsl.io import file_record
 
-HITS = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.5, 0.0, 0.5]}
-# per class hit@1 under the strict rule: in depth_2 the 0.5 classes are ties (expected 1/2, strict 0)
-STRICT = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.0, 0.0, 0.0]}
+HITS = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.5, 0.0, float("nan")]}
+# per class hit@1 under the strict rule: in depth_2 the 0.5 class is a tie (expected 1/2, strict 0);
+# depth_2's last class was not evaluated (e.g. no word vector): NaN
+STRICT = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.0, 0.0, float("nan")]}
+# each class's depth in classes.csv: depth_2's mean is 9 over the split, 8 over the 3 evaluated
+DEPTHS = {"depth_1": [5.0, 5.0, 5.0, 5.0], "depth_2": [7.0, 8.0, 9.0, 12.0]}
 
 
 def fake_cell(root: Path, split_file: Path, hits: list[float], strict: list[float] | None = None) -> None:
@@ -40,6 +44,15 @@ def fake_cell(root: Path, split_file: Path, hits: list[float], strict: list[floa
     if strict is not None:
         table["hit@1_strict"] = strict
     table.to_csv(cell / "per_class.csv", index=False)
+    write_cell_manifest(cell)
+
+
+def write_cell_manifest(cell: Path) -> None:
+    """The manifest `evaluate` writes: every file with its sha256 (what the analyses verify)."""
+    outputs = [
+        file_record(p, cell) for p in sorted(cell.rglob("*")) if p.is_file() and p.name != "manifest.json"
+    ]
+    (cell / "manifest.json").write_text(json.dumps({"tool": "imagenet-zsl evaluate", "outputs": outputs}))
 
 
 @pytest.fixture
@@ -49,9 +62,11 @@ def factor_run(tmp_path: Path) -> Path:
     manifest = {"format": FORMAT, "tool": "imagenet-zsl splits factor", "factor": "depth", "splits": {}}
     for b, name in enumerate(HITS):
         (splits / f"{name}.txt").write_text("n00000000\n")
-        manifest["splits"][name] = {"bin": b + 1, "means": {"depth": 5.0 + 3 * b}}
+        manifest["splits"][name] = {"bin": b + 1, "means": {"depth": float(np.mean(DEPTHS[name]))}}
         fake_cell(tmp_path / "run", splits / f"{name}.txt", HITS[name], STRICT[name])
     (splits / "manifest.json").write_text(json.dumps(manifest))
+    rows = [(name, f"n0000000{i}", DEPTHS[name][i]) for name in HITS for i in range(4)]
+    pd.DataFrame(rows, columns=["split", "wnid", "depth"]).to_csv(splits / "classes.csv", index=False)
     return tmp_path / "run"
 
 
@@ -60,13 +75,16 @@ def test_factor_table_and_plot(factor_run: Path, capsys: pytest.CaptureFixture[s
     assert (
         main(["analyze", "factor", str(factor_run), "--k", "1", "--out", str(out), "--resamples", "200"]) == 0
     )
-    assert "| depth | toy | 1 | 1 | 5.000 | 4 | 75.00 |" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "| depth | toy | 1 | 1 | 5.000 | 4 / 4 | 75.00 |" in printed
+    assert "| depth | toy | 1 | 2 | 8.000 | 3 / 4 | 16.67 |" in printed
     table = pd.read_csv(out / "factor.csv")
-    assert table["hit"].tolist() == pytest.approx([0.75, 0.25])  # expected tie rule (headline)
+    assert table["hit"].tolist() == pytest.approx([0.75, 0.5 / 3], abs=1e-6)  # expected tie rule (headline)
     assert table["hit_strict"].tolist() == pytest.approx([0.75, 0.0])
+    assert table["x_split"].tolist() == [5.0, 9.0]  # the full split's mean is kept beside it
     assert table["ci_low_strict"][1] == table["ci_high_strict"][1] == 0.0
     assert (table["ci_low_strict"] <= table["ci_low"]).all()  # same resamples, strict <= expected
-    assert table["x"].tolist() == [5.0, 8.0]
+    assert table["x"].tolist() == [5.0, 8.0]  # mean depth of the evaluated classes (7, 8, 9)
     assert (table["ci_low"] <= table["hit"]).all() and (table["hit"] <= table["ci_high"]).all()
     assert (out / "factor.png").stat().st_size > 0
     first = (out / "factor.csv").read_bytes()

@@ -9,12 +9,15 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
-from imagenet_zsl.analysis.factor_splits import FactorSplitConfig
+from imagenet_zsl.analysis.factor_splits import FactorSplitConfig, pool_steps
 from imagenet_zsl.analysis.factors import (
+    _swap_ratios,
     balance_table,
     covariates,
     factor_bins,
+    match_split_ratio,
     matched_sample,
+    split_ratio,
     standardized_differences,
 )
 from imagenet_zsl.config import load_config
@@ -90,3 +93,56 @@ def test_meaning_has_two_levels_and_bins_must_fit() -> None:
 def test_the_factor_config_is_the_documented_default() -> None:
     cfg = load_config(Path(__file__).parents[2] / "configs" / "factors.yaml", FactorSplitConfig)
     assert cfg == FactorSplitConfig()
+
+
+def test_split_ratio_by_hand() -> None:
+    # three classes at distance 2 from train; pairwise distances 1 (0-1), 3 (0-2), 2 (1-2)
+    dist = np.array([[0, 1, 3], [1, 0, 2], [3, 2, 0]], dtype=float)
+    # r = 2/1, 2/1, 2/2  -> R = 5/3
+    assert split_ratio(np.array([2.0, 2.0, 2.0]), dist) == pytest.approx(5 / 3)
+
+
+def _toy_ratio_problem() -> tuple[np.ndarray, np.ndarray]:
+    # nodes 0, 1 in the split; node 2 may replace node 1. d(0,1) = 2, d(0,2) = 1, d(1,2) = 3
+    dist = np.array([[0, 2, 1], [2, 0, 3], [1, 3, 0]], dtype=float)
+    return np.array([2.0, 2.0, 2.0]), dist
+
+
+def test_swap_moves_r_towards_the_target() -> None:
+    to_train, dist = _toy_ratio_problem()
+    # as is: r = 2/2, 2/2 -> R = 1; with 2 for 1: r = 2/1, 2/1 -> R = 2
+    assert match_split_ratio(
+        to_train, dist, np.array([0, 1]), [np.array([]), np.array([2])], None, 2.0, 0.1
+    ).tolist() == [0, 2]
+    # already within the tolerance of the target: nothing moves
+    assert match_split_ratio(
+        to_train, dist, np.array([0, 1]), [np.array([]), np.array([2])], None, 1.0, 0.1
+    ).tolist() == [0, 1]
+    # a swap that would put two related classes in one split is never made
+    related = sp.csr_matrix(np.array([[0, 0, 1], [0, 0, 0], [1, 0, 0]], dtype=bool))
+    assert match_split_ratio(
+        to_train, dist, np.array([0, 1]), [np.array([]), np.array([2])], related, 2.0, 0.1
+    ).tolist() == [0, 1]
+
+
+def test_swap_ratios_equal_a_recomputation() -> None:
+    rng = np.random.default_rng(3)
+    n = 12
+    dist = rng.integers(1, 9, (n, n)).astype(float)
+    dist = np.minimum(dist, dist.T)
+    np.fill_diagonal(dist, 0)
+    to_train = rng.integers(1, 6, n).astype(float)
+    members, options = np.arange(6), np.arange(6, 12)
+    got = _swap_ratios(to_train, dist, members, options)
+    for i in range(6):
+        for k, j in enumerate(options):
+            new = np.r_[np.delete(members, i), j]
+            assert got[i, k] == pytest.approx(split_ratio(to_train[new], dist[np.ix_(new, new)]))
+
+
+def test_pool_requires_a_class_vector_by_default() -> None:
+    steps = pool_steps(FactorSplitConfig().factor)
+    assert steps[-1] == {"filter": "has_vector", "vectors": "glove-6b-50d"}
+    assert FactorSplitConfig().factor.ratio_tolerance == 0.05
+    off = FactorSplitConfig.model_validate({"factor": {"require_vector": None}}).factor
+    assert all(s["filter"] != "has_vector" for s in pool_steps(off))

@@ -308,3 +308,87 @@ def test_filter_step_reads_image_ids_through_the_checked_reader(finished_run, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and ids_file.name.split(".")[0] in err[0]
     assert not (tmp_path / "ladder").exists()
+
+
+@pytest.fixture
+def gzsl_run(tmp_path):
+    """`evaluate --gzsl` on one-hot prototypes: 6 test classes (2 images each), 2 seen classes
+    (2 held-out images each). Test image 0 (n00000000) looks like its seen parent n00000008; test
+    image 2 (n00000001) looks like the unrelated seen class n00000009."""
+    test_labels = np.repeat(np.arange(6), 2)
+    features = one_hot(test_labels)
+    features[0], features[2] = one_hot(np.array([8]))[0], one_hot(np.array([9]))[0]
+    feats = write_feature_dir(tmp_path / "features", test_labels, features)
+    seen_labels = np.repeat([8, 9], 2)
+    seen = write_feature_dir(tmp_path / "seen", seen_labels, one_hot(seen_labels), shard_rows=4)
+    ClassVectors(CLASSES, np.eye(DIM, dtype=np.float32)).save(tmp_path / "protos.npz")
+    (tmp_path / "split.txt").write_text("\n".join(TEST) + "\n")
+    edges = tmp_path / "edges.tsv"
+    lines = ["root\tn00000008", "n00000008\tn00000000", "root\tn00000009"]
+    lines += [f"root\tn0000000{i}" for i in range(1, 6)]
+    edges.write_text("\n".join(lines) + "\n")
+    run = tmp_path / "run"
+    argv = ["evaluate", "--features", feats, "--split", tmp_path / "split.txt", "--prototypes"]
+    argv += [tmp_path / "protos.npz", "--gzsl", "--seen-features", seen, "--k", "1", "--out", run]
+    argv += ["--graph", "none", "--no-plots", "--no-label-frequency"]
+    assert main([str(a) for a in argv]) == 0
+    labels = pd.DataFrame(
+        {
+            "wnid": TEST,
+            "label": list("abcdef"),
+            "label_zipf": [3.0] * 6,
+            "label_rare": [False, True, False, False, False, False],  # n00000001 rare
+            "is_primary": [True] * 6,
+            "primary_confidence": [1.0] * 6,
+        }
+    )
+    labels.to_csv(tmp_path / "classes.csv", index=False)
+    (tmp_path / "counts.tsv").write_text("".join(f"{w}\t500\n" for w in TEST))
+    return tmp_path, run, edges
+
+
+def test_gzsl_ladder_by_hand(gzsl_run, capsys) -> None:
+    tmp_path, run, edges = gzsl_run
+    out = tmp_path / "ladder"
+    argv = ["analyze", "ladder", run, "--labels", tmp_path / "classes.csv", "--graph", edges, "--k", "1"]
+    argv += ["--counts", tmp_path / "counts.tsv", "--out", out]
+    capsys.readouterr()
+    assert main([str(a) for a in argv]) == 0
+    assert "GZSL (test images among the test and seen classes" in capsys.readouterr().out
+    table = pd.read_csv(out / "ladder.csv")
+    gz = table[table["setting"] == "gzsl"].set_index("step")
+    zsl = table[table["setting"] == "zsl"].set_index("step")
+    # evaluated: images 0 and 2 go to a seen class (a miss), the other 10 hit; seen images all hit
+    metrics = json.loads((run / "metrics.json").read_text())["gzsl"]
+    assert gz.loc["evaluated", "per_class_hit@1"] == pytest.approx(metrics["per_class"]["1"]["unseen"])
+    assert gz.loc["evaluated", "H@1"] == pytest.approx(metrics["per_class"]["1"]["H"])
+    assert gz.loc["evaluated", "hit@1"] == pytest.approx(10 / 12)
+    assert gz.loc["evaluated", "per_class_hit@1"] == pytest.approx((0.5 + 0.5 + 4) / 6)
+    assert gz.loc["evaluated", "H@1"] == pytest.approx(10 / 11)  # 2 · 1 · 5/6 / (1 + 5/6)
+    # structure: image 0's prediction is n00000000's seen parent, now correct; image 2 stays a miss
+    assert gz.loc["structure", "hit@1"] == pytest.approx(11 / 12)
+    assert gz.loc["structure", "per_class_hit@1"] == pytest.approx(5.5 / 6)
+    assert gz.loc["structure", "seen_per_class_hit@1"] == pytest.approx(1.0)
+    assert gz.loc["structure", "H@1"] == pytest.approx(22 / 23)
+    # rare labels: n00000001 (and image 2) leave; every remaining test image is right
+    assert gz.loc["rare_labels", "per_class_hit@1"] == pytest.approx(1.0)
+    assert gz.loc["rare_labels", "classes"] == 5 and gz.loc["rare_labels", "images"] == 10
+    assert (gz["undetermined@1"] == 0).all()
+    # ZSL beside it: images 0 and 2 score 0 on every test class, a 6-way tie: 1/6 each
+    assert zsl.loc["evaluated", "hit@1"] == pytest.approx((10 + 2 / 6) / 12)
+    assert gz["seen_images"].tolist() == [4] * 5
+
+
+def test_ladder_refuses_an_edited_topk_list(finished_run, capsys) -> None:
+    """An edited `topk/*.ids.npy` is a one-line error naming it (not changed numbers)."""
+    tmp_path, run, edges = finished_run
+    path = run / "topk" / "test.unseen.ids.npy"
+    ids = np.load(path)
+    np.save(path, ids[:, ::-1].copy())
+    out = tmp_path / "ladder"
+    argv = ["analyze", "ladder", run, "--labels", _label_table(tmp_path / "classes.csv"), "--graph", edges]
+    capsys.readouterr()
+    assert main([str(a) for a in [*argv, "--out", out]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "test.unseen.ids.npy" in err[0] and "sha256" in err[0]
+    assert not out.exists()

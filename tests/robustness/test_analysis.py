@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from imagenet_zsl.analysis.factor_splits import FORMAT
-from tests.analysis.test_factor_analysis import fake_cell
+from imagenet_zsl.cli import main
+from tests.analysis.test_factor_analysis import fake_cell, write_cell_manifest
 
 
 @pytest.fixture
@@ -80,3 +82,86 @@ def test_factor_analysis_on_a_run_without_strict_hits(cli_error, tmp_path: Path)
         inputs=[run],
         not_created=[Path(f"{run}-factor")],
     )
+
+
+def _factor_run(tmp_path: Path, identities: list[dict | None] | None = None) -> Path:
+    """A run of two cells on two depth factor splits (per_class.csv with both tie rules)."""
+    splits = tmp_path / "splits"
+    splits.mkdir()
+    manifest = {"format": FORMAT, "factor": "depth", "splits": {}}
+    rows = []
+    run = tmp_path / "run"
+    for b, name in enumerate(["depth_1", "depth_2"]):
+        (splits / f"{name}.txt").write_text("n00000000\n")
+        manifest["splits"][name] = {"bin": b + 1, "means": {"depth": 4.0 + b}}
+        rows += [f"{name},n0000000{i},{4.0 + b}\n" for i in range(2)]
+        fake_cell(run, splits / f"{name}.txt", [1.0, 0.0], [1.0, 0.0])
+        if identities is not None and identities[b] is not None:
+            cell = run / "cells" / f"toy__{name}"
+            metrics = json.loads((cell / "metrics.json").read_text())
+            metrics["provenance"] = {"features": {"identity": identities[b]}}
+            (cell / "metrics.json").write_text(json.dumps(metrics))
+            write_cell_manifest(cell)
+    (splits / "manifest.json").write_text(json.dumps(manifest))
+    (splits / "classes.csv").write_text("split,wnid,depth\n" + "".join(rows))
+    return run
+
+
+def _identity(backbone: str) -> dict:
+    return {"backbone": backbone, "weights_sha256": backbone * 4, "preprocessing": "p", "dim": 8}
+
+
+def test_ladder_refuses_an_edited_topk_list(cli_error, tmp_path: Path) -> None:
+    """issue 26: `analyze ladder` read an edited topk/*.ids.npy and printed changed numbers."""
+    run = _factor_run(tmp_path)
+    ids = run / "cells" / "toy__depth_1" / "topk" / "test.unseen.ids.npy"
+    np.save(ids, np.load(ids)[:, ::-1].copy())  # same shape and dtype: only the sha256 tells
+    out = tmp_path / "ladder"
+    cli_error(["analyze", "ladder", run, "--out", out], ["test.unseen.ids.npy", "sha256"], [run], [out])
+
+
+def test_factor_analysis_refuses_an_edited_per_class_table(cli_error, tmp_path: Path) -> None:
+    run = _factor_run(tmp_path)
+    table = run / "cells" / "toy__depth_2" / "per_class.csv"
+    table.write_text(table.read_text().replace("0.0", "1.0"))
+    out = tmp_path / "fa"
+    cli_error(["analyze", "factor", run, "--k", "1", "--out", out], ["per_class.csv", "sha256"], [run], [out])
+
+
+def test_analysis_refuses_a_cell_without_manifest(cli_error, tmp_path: Path) -> None:
+    run = _factor_run(tmp_path)
+    (run / "cells" / "toy__depth_1" / "manifest.json").unlink()
+    out = tmp_path / "fa"
+    cli_error(["analyze", "factor", run, "--k", "1", "--out", out], "manifest.json", [run], [out])
+
+
+def test_analysis_refuses_a_malformed_manifest(cli_error, tmp_path: Path) -> None:
+    run = _factor_run(tmp_path)
+    manifest = run / "cells" / "toy__depth_1" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["outputs"][0]["sha256"] = 12
+    manifest.write_text(json.dumps(data))
+    cli_error(["analyze", "ladder", run, "--out", tmp_path / "l"], "outputs", [run], [tmp_path / "l"])
+
+
+def test_analysis_refuses_cells_of_different_features(cli_error, tmp_path: Path) -> None:
+    """issue 23 §1: cells evaluated on different backbones' features are not combined silently."""
+    run = _factor_run(tmp_path, [_identity("resnet50"), _identity("vit_b16")])
+    out = tmp_path / "fa"
+    argv = ["analyze", "factor", run, "--k", "1", "--out", out]
+    cli_error(argv, ["feature mismatch", "resnet50", "vit_b16", "--allow-feature-mismatch"], [run], [out])
+    cli_error(
+        ["analyze", "ladder", run, "--out", tmp_path / "l"], "feature mismatch", [run], [tmp_path / "l"]
+    )
+    # the override works, is recorded in the manifest and shown under the table
+    assert main([str(a) for a in [*argv, "--allow-feature-mismatch", "--resamples", "50"]]) == 0
+    assert "FEATURE MISMATCH allowed" in (out / "factor.md").read_text()
+    record = json.loads((out / "manifest.json").read_text())["feature_mismatch"]
+    assert len(record) == 1 and record[0]["allowed"] and "backbone" in record[0]["differ"]
+
+
+def test_analysis_skips_the_check_when_an_identity_is_unknown(tmp_path: Path) -> None:
+    run = _factor_run(tmp_path, [_identity("resnet50"), None])  # e.g. a run from before identities
+    out = tmp_path / "fa"
+    assert main(["analyze", "factor", str(run), "--k", "1", "--out", str(out), "--resamples", "50"]) == 0
+    assert json.loads((out / "manifest.json").read_text())["feature_mismatch"] == []
