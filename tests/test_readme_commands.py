@@ -33,6 +33,7 @@ TESTED_BY = {
     "extract": "tests/features/test_distributed.py",
     "train": "tests/test_pipeline_e2e.py",
     "evaluate": "tests/test_pipeline_e2e.py",
+    "predict": "tests/test_predict.py",
     "report": "tests/test_pipeline_e2e.py",
     "attributes run": "tests/attributes/test_protocol.py",
     "attributes table": "tests/attributes/test_protocol.py",
