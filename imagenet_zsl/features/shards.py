@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import io
 import json
+import logging
 import zipfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.features.identity import feature_identity
 from imagenet_zsl.io import (
@@ -44,6 +45,7 @@ from imagenet_zsl.io import (
 
 FORMAT = "imagenet-zsl/features-v1"
 SHARD_FILES = ("features", "labels", "ids", "logits")
+log = logging.getLogger(__name__)
 
 
 def shard_name(rank: int, index: int) -> str:
@@ -252,7 +254,22 @@ def _manifest_problem(manifest: Any) -> str | None:
             return f"shards[{i}] ({shard['name']}) has no row count 'rows'"
         if "/" in shard["name"] or shard["name"].startswith("."):
             return f"shards[{i}]: {shard['name']!r} is not a plain shard name"
+        digests = shard.get("sha256")
+        if digests is not None and not (
+            isinstance(digests, dict)
+            and all(k in SHARD_FILES and isinstance(v, str) and len(v) == 64 for k, v in digests.items())
+        ):
+            return f"shards[{i}] ({shard['name']}): 'sha256' must map each shard file kind to a hex digest"
     return None
+
+
+#: the shard files every shard has (logits are optional)
+_REQUIRED_FILES = ("features", "labels", "ids")
+
+
+def _unverifiable(shards: list[dict[str, Any]]) -> list[str]:
+    """Names of the shards whose manifest record lacks the sha256 of a required file."""
+    return [s["name"] for s in shards if not all(k in (s.get("sha256") or {}) for k in _REQUIRED_FILES)]
 
 
 class FeatureDir:
@@ -300,6 +317,16 @@ class FeatureDir:
         self.classes: list[str] = list(self.manifest["classes"])
         self.dim: int = int(self.manifest["dim"])
         self.shards: list[dict[str, Any]] = list(self.manifest["shards"])
+        unverifiable = _unverifiable(self.shards)
+        if unverifiable:
+            log.warning(
+                "%s: the manifest records no sha256 for %d of %d shards (%s): they are read UNVERIFIED; "
+                "re-extract to get verified shards",
+                manifest_path,
+                len(unverifiable),
+                len(self.shards),
+                preview(unverifiable),
+            )
         self._records = {s["name"]: s for s in self.shards}
         logits = self.manifest.get("logits") or {}
         self.logit_classes: list[str] | None = logits.get("classes") if isinstance(logits, dict) else None

@@ -181,8 +181,12 @@ def read_manifest(directory: str | Path) -> dict[str, Any]:
         )
     try:
         manifest = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise UserInputError(f"{path}: not valid JSON ({err})") from err
+    if not isinstance(manifest, dict):
+        raise UserInputError(
+            f"{path}: not a JSON object; point to a directory written by 'imagenet-zsl train'"
+        )
     if manifest.get("format") != MODEL_FORMAT:
         raise UserInputError(f"{path}: format is {manifest.get('format')!r}, expected {MODEL_FORMAT!r}")
     return manifest
@@ -193,15 +197,29 @@ def load_model(directory: str | Path, verify: bool = True) -> ZSLModel:
     directory = Path(directory)
     manifest = read_manifest(directory)
     if verify:
+        files = manifest.get("files")
+        if not isinstance(files, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("path"), str) and isinstance(r.get("sha256"), str)
+            for r in files
+        ):
+            raise UserInputError(
+                f"{directory / MANIFEST_NAME}: 'files' must list each file's path and sha256; the model "
+                "manifest is damaged: retrain the model"
+            )
         bad = [
             r["path"]
-            for r in manifest["files"]
-            if not (directory / r["path"]).exists() or sha256_file(directory / r["path"]) != r["sha256"]
+            for r in files
+            if not (directory / r["path"]).is_file() or sha256_file(directory / r["path"]) != r["sha256"]
         ]
         if bad:
             raise UserInputError(
                 f"{directory}: {preview(bad)} missing or changed since the model was saved; retrain it"
             )
+    if not isinstance(manifest.get("model"), str) or not isinstance(manifest.get("params"), dict):
+        raise UserInputError(
+            f"{directory / MANIFEST_NAME}: no 'model' name or 'params' mapping; the model manifest is "
+            "damaged: retrain the model"
+        )
     cls = MODELS.get(manifest["model"])
     model = cls.__new__(cls)
     model.params = dict(manifest["params"])

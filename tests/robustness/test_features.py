@@ -100,6 +100,17 @@ def _row_count_lies(manifest: dict) -> str:
     return shard_name(0, 0)
 
 
+def _sha256_not_a_mapping(manifest: dict) -> str:
+    """Issue 26: a manifest whose sha256 record is a string gave an internal AttributeError."""
+    manifest["shards"][1]["sha256"] = "0" * 64
+    return "sha256"
+
+
+def _sha256_value_not_a_digest(manifest: dict) -> str:
+    manifest["shards"][0]["sha256"]["features"] = 5
+    return "sha256"
+
+
 def _not_json(d: Path) -> str:
     (d / "manifest.json").write_text("{not json")
     return "manifest.json"
@@ -115,6 +126,8 @@ DAMAGE = {
     "manifest-with-bad-dim": _edit_manifest(_no_dim),
     "manifest-row-count-wrong": _edit_manifest(_row_count_lies),
     "manifest-not-json": _not_json,
+    "manifest-sha256-a-string": _edit_manifest(_sha256_not_a_mapping),
+    "manifest-sha256-not-a-digest": _edit_manifest(_sha256_value_not_a_digest),
 }
 
 
@@ -129,6 +142,23 @@ def test_damaged_feature_directory(cli_error, tmp_path: Path, damage: str) -> No
         inputs=[features],
         not_created=[out],
     )
+
+
+def test_shards_without_sha256_are_read_with_a_warning_naming_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 26: a feature directory whose manifest has no sha256 was used silently."""
+    from imagenet_zsl.features.shards import FeatureDir
+
+    features = feature_dir(tmp_path / "features")
+    manifest = json.loads((features / "manifest.json").read_text())
+    manifest["shards"][1].pop("sha256")
+    (features / "manifest.json").write_text(json.dumps(manifest))
+    with caplog.at_level("WARNING"):
+        assert FeatureDir(features).load().features.shape == (30, 8)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert f"no sha256 for 1 of 2 shards ({shard_name(0, 1)})" in warnings[0] and "UNVERIFIED" in warnings[0]
 
 
 def test_corruption_is_found_after_a_clean_read(cli_error, tmp_path: Path) -> None:

@@ -289,3 +289,39 @@ def test_train_refuses_a_backbone_head_changed_after_extraction(cli_error, tmp_p
         inputs=[directory],
         not_created=[tmp_path / "m"],
     )
+
+
+MODEL_MANIFEST_DAMAGE = {
+    "files-not-a-list": lambda m: m.__setitem__("files", "weights.npz"),
+    "files-entry-a-string": lambda m: m.__setitem__("files", ["weights.npz"]),
+    "sha256-a-number": lambda m: m["files"][0].__setitem__("sha256", 5),
+    "no-model-name": lambda m: m.pop("model"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(MODEL_MANIFEST_DAMAGE))
+def test_a_damaged_model_manifest_is_one_line(cli_error, ws, damage):
+    """Issue 26: a manifest whose sha256 or file list has the wrong type gave an internal error."""
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                str(ws / "good.yaml"),
+                "--features",
+                str(ws / "features"),
+                "--out",
+                str(ws / "m"),
+            ]
+        )
+        == 0
+    )
+    path = ws / "m" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    MODEL_MANIFEST_DAMAGE[damage](manifest)
+    path.write_text(json.dumps(manifest))
+    split = ws / "split.txt"
+    split.write_text("n00007846\n")
+    out = ws / "run"
+    argv = ["evaluate", "--features", ws / "features", "--split", split, "--model", ws / "m", "--out", out]
+    cli_error(argv, culprit="manifest.json", inputs=[ws / "m"], not_created=[out])
