@@ -49,7 +49,7 @@ bounds, not an exact credit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -284,6 +284,30 @@ def _metric_columns(ks: Sequence[int]) -> list[str]:
     return names + [f"hit@{k}_upper" for k in ks]
 
 
+def ladder_steps(
+    cell: RunCell, flags: ClassFlags, kept_images: np.ndarray | None, min_images: int
+) -> Iterator[tuple[str, str, np.ndarray, np.ndarray]]:
+    """The cumulative corrections of the ladder, in ``STEPS`` order: (step, what it corrects, the
+    test classes still in play (C,) bool, the images still in play (n,) bool). The drop steps take
+    classes out (rare labels, secondary meanings, few images); the last step keeps only the images
+    the filter kept, and is skipped without ``kept_images``."""
+    drops = {
+        "rare_labels": flags.rare,
+        "secondary_meaning": flags.secondary,
+        "few_images": flags.images < min_images,
+    }
+    active = np.ones(len(cell.classes), dtype=bool)
+    image_mask = np.ones(len(cell.labels), dtype=bool)
+    for step, about in STEPS:
+        if step == "ambiguous_images":
+            if kept_images is None:
+                continue
+            image_mask = image_mask & kept_images
+        if step in drops:
+            active = active & ~np.asarray(drops[step], dtype=bool)
+        yield step, about, active, image_mask
+
+
 def cell_ladder(
     cell: RunCell,
     related: np.ndarray,
@@ -293,21 +317,8 @@ def cell_ladder(
     min_images: int = DEFAULT_MIN_IMAGES,
 ) -> list[dict]:
     """One row per ladder step (``STEPS``; the last only with ``kept_images``, (n,) bool)."""
-    active = np.ones(len(cell.classes), dtype=bool)
-    drops = {
-        "rare_labels": flags.rare,
-        "secondary_meaning": flags.secondary,
-        "few_images": flags.images < min_images,
-    }
-    image_mask = np.ones(len(cell.labels), dtype=bool)
     rows = []
-    for step, about in STEPS:
-        if step == "ambiguous_images":
-            if kept_images is None:
-                continue
-            image_mask &= kept_images
-        if step in drops:
-            active &= ~np.asarray(drops[step], dtype=bool)
+    for step, about, active, image_mask in ladder_steps(cell, flags, kept_images, min_images):
         if step == "evaluated":
             bounds = GroupBounds.from_tie_ranks(cell.tie_ranks())
         else:
@@ -474,22 +485,10 @@ def gzsl_cell_ladder(
     test classes only; seen classes always stay. One row per step with unseen (``hit@K`` …),
     seen (``seen_*``) accuracy and per-class H."""
     test, exact, seen, seen_exact = joint_cells(cell)
-    n_unseen = len(cell.classes)
-    active = np.ones(len(test.classes), dtype=bool)
-    drops = {
-        "rare_labels": flags.rare,
-        "secondary_meaning": flags.secondary,
-        "few_images": flags.images < min_images,
-    }
-    image_mask = np.ones(len(cell.labels), dtype=bool)
+    seen_active = np.ones(len(test.classes) - len(cell.classes), dtype=bool)  # seen classes stay
     rows = []
-    for step, about in STEPS:
-        if step == "ambiguous_images":
-            if kept_images is None:
-                continue
-            image_mask &= kept_images
-        if step in drops:
-            active[:n_unseen] &= ~np.asarray(drops[step], dtype=bool)
+    for step, about, unseen_active, image_mask in ladder_steps(cell, flags, kept_images, min_images):
+        active = np.concatenate([unseen_active, seen_active])
         keep = image_mask & active[cell.labels]
         row = {"model": cell.model, "split": cell.split, "setting": "gzsl", "step": step, "correction": about}
         row.update({"classes": int(len(np.unique(cell.labels[keep]))), "images": int(keep.sum())})
