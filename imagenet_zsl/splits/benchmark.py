@@ -340,9 +340,11 @@ def _exact(  # noqa: PLR0913
     best: BenchmarkSelection | None = None
     best_solution: ExactSolution | None = None
     k = levels
+    out_of_time = False
     while True:
         remaining = time_limit - (time.perf_counter() - started)
-        if remaining <= 0:
+        if remaining <= 0 and best is not None:  # the first solve always runs (HiGHS gets >= 1 s)
+            out_of_time = True
             break
         try:
             solution = solve_exact(problem, levels=k, time_limit=remaining, shortlist_factor=shortlist_factor)
@@ -388,11 +390,19 @@ def _exact(  # noqa: PLR0913
         log.info("exact: R %.6f, bound %.6f; retrying with %d distance levels", ratio, bound, k)
     assert best is not None and best_solution is not None
     if best.gap is None or best.gap > 1e-6:
-        best.status = "time_limit" if best.status == "time_limit" else "gap"
+        # never silent: a set that the time budget cut short says so (it may differ on a faster machine)
+        best.status = "time_limit" if best.status == "time_limit" or out_of_time else "gap"
+        if best.status == "time_limit":
+            log.warning(
+                "exact: the time limit (%.0f s) stopped the optimiser at R %.6f, bound %.6f: the set is "
+                "not certified and may differ on a faster machine; raise optimiser.time_limit",
+                time_limit,
+                best.ratio,
+                best.upper_bound,
+            )
     else:
-        _break_ties(
-            best, best_solution, graph, pool, train, branch_of, time_limit - (time.perf_counter() - started)
-        )
+        best.status = "optimal"  # certified: R equals the proven bound, however the solves ended
+        _break_ties(best, best_solution, graph, pool, train, branch_of)
     best.seconds = round(time.perf_counter() - started, 3)
     return best
 
@@ -404,13 +414,14 @@ def _break_ties(  # noqa: PLR0913
     pool: list[str],
     train: Sequence[str],
     branch_of: Mapping[str, str] | None,
-    time_left: float,
 ) -> None:
-    """Apply the documented tie rule to a certified optimum in place (see :mod:`splits.milp`)."""
+    """Apply the documented tie rule to a certified optimum in place (see :mod:`splits.milp`).
+
+    Bounded by a node limit, not by the time left: the set written must not depend on how fast
+    the machine is (``tie_break: solver_order`` only when the work limit is reached, on any machine).
+    """
     best.tie_break = "solver_order"
-    if time_left <= 0:
-        return
-    chosen = prefer_low_positions(solution, best.ratio * len(best.wnids), time_limit=time_left)
+    chosen = prefer_low_positions(solution, best.ratio * len(best.wnids))
     if chosen is None:
         return
     wnids = sorted(pool[i] for i in chosen)

@@ -111,7 +111,9 @@ def _leakage(args: argparse.Namespace) -> int:
 def _frontier(args: argparse.Namespace) -> int:
     rows = frontier(args.config, args.out, split=args.split, shares=args.shares)
     print(frontier_table(rows))
-    print(f"\nwrote {len(rows)} optimal sets, frontier.csv/.md/.png and manifest.json to {args.out}")
+    unproven = sum(not row["proven"] for row in rows)
+    proven = f" ({unproven} not proven optimal)" if unproven else " (all proven optimal)"
+    print(f"\nwrote {len(rows)} sets{proven}, frontier.csv/.md/.png and manifest.json to {args.out}")
     return 0
 
 

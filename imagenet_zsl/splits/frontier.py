@@ -2,9 +2,13 @@
 
 ``imagenet-zsl splits frontier CONFIG --out DIR`` takes one benchmark split of a recipe and solves
 it exactly for each ``max_branch_share`` in a sweep (default 1.0, 0.9, ..., 0.1). Per value it
-writes the optimal set (``share-0.30.txt``), and one table row: R, proven bound, gap, the largest
-branch share actually reached, the branch entropy (nats) and the composition. ``frontier.png``
-plots R against both diversity measures.
+writes the optimal set (``share-0.30.txt``), and one table row: R, proven bound, gap, whether R is
+proven optimal, the largest branch share actually reached, the branch entropy (nats) and the
+composition. ``frontier.png`` plots R against both diversity measures.
+
+A point is *proven* only when the solver certified it (status ``optimal``, gap 0). A point that
+the time limit cut short (gap > 0) is marked ``proven: no`` in the table and CSV and drawn as a
+hollow marker ("not proven optimal") in the plot: its R is a lower bound of that share's optimum.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ def frontier(
                 "upper_bound": None if sel.upper_bound is None else round(sel.upper_bound, 6),
                 "gap": None if sel.gap is None else round(sel.gap, 6),
                 "status": sel.status,
+                "proven": is_proven(sel.status, sel.gap),
                 "tie_break": sel.tie_break,
                 "largest_share": round(largest, 6),
                 "entropy": round(branch_entropy(sel.branch_counts), 6),
@@ -123,17 +128,24 @@ def frontier(
     return rows
 
 
+def is_proven(status: str, gap: float | None) -> bool:
+    """True when R is certified optimal: the solver said so and R meets the proven bound."""
+    return status == "optimal" and gap is not None and gap <= 1e-6
+
+
 def frontier_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown table of the sweep (printed by the CLI too)."""
+    """Markdown table of the sweep (printed by the CLI too); ``proven`` is yes only for gap 0."""
     lines = [
-        "| max share | R | bound | gap | largest share | entropy | top branches |",
-        "|---:|---:|---:|---:|---:|---:|---|",
+        "| max share | R | bound | gap | proven | largest share | entropy | top branches |",
+        "|---:|---:|---:|---:|:---:|---:|---:|---|",
     ]
     for r in rows:
         top = sorted(r["branches"].items(), key=lambda kv: (-kv[1], kv[0]))[:3]
         gap = "-" if r["gap"] is None else f"{r['gap']:.3g}"
+        bound = "-" if r["upper_bound"] is None else f"{r['upper_bound']:.3f}"
+        proven = "yes" if r["proven"] else "no"
         lines.append(
-            f"| {r['max_branch_share']:.2f} | {r['ratio']:.3f} | {r['upper_bound']:.3f} | {gap} | "
+            f"| {r['max_branch_share']:.2f} | {r['ratio']:.3f} | {bound} | {gap} | {proven} | "
             f"{r['largest_share']:.2f} | {r['entropy']:.2f} | " + ", ".join(f"{b} {n}" for b, n in top) + " |"
         )
     return "\n".join(lines)
@@ -141,7 +153,7 @@ def frontier_table(rows: list[dict[str, Any]]) -> str:
 
 def _csv(rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
-    keys = ["max_branch_share", "ratio", "upper_bound", "gap", "largest_share", "entropy", "file"]
+    keys = ["max_branch_share", "ratio", "upper_bound", "gap", "proven", "largest_share", "entropy", "file"]
     writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
@@ -149,15 +161,33 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 
 
 def _plot(rows: list[dict[str, Any]], path: Path, name: str) -> None:
+    """R against both diversity measures: filled markers for proven optima, hollow for the rest."""
     fig, axes = subplots(1, 2, figsize=(9, 3.6))
     ratios = [r["ratio"] for r in rows]
+    proven = [bool(r["proven"]) for r in rows]
+    color = "#4c72b0"
     for ax, key, label in (
         (axes[0], "largest_share", "largest branch share"),
         (axes[1], "entropy", "branch entropy (nats)"),
     ):
-        ax.plot([r[key] for r in rows], ratios, marker="o", color="#4c72b0")
+        xs = [r[key] for r in rows]
+        ax.plot(xs, ratios, color=color)
+        for flag, face, legend in ((True, color, "proven optimal"), (False, "none", "not proven optimal")):
+            pick = [i for i, p in enumerate(proven) if p is flag]
+            if pick:
+                ax.plot(
+                    [xs[i] for i in pick],
+                    [ratios[i] for i in pick],
+                    linestyle="none",
+                    marker="o",
+                    markerfacecolor=face,
+                    markeredgecolor=color,
+                    label=legend,
+                )
         ax.set_xlabel(label)
-        ax.set_ylabel("optimal structural ratio R")
+        ax.set_ylabel("structural ratio R")
+    if not all(proven):
+        axes[0].legend(loc="best", fontsize="small")
     axes[0].set_title(f"{name}: the price of diversity")
     fig.tight_layout()
     save_figure(fig, path, dpi=110)

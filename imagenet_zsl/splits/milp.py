@@ -36,9 +36,14 @@ more with the objective fixed (>= S*) and minimises sum_c position(c) x_c. Every
 whole pool is feasible there (the model over-values, never under-values), so when the set it returns
 has exact R = R* it is the rule's set; otherwise, or when that solve stops at its node limit, the
 first optimum stands (the manifest says which: ``tie_break`` = ``min_positions`` | ``solver_order``).
-Sets with equal position sums (rare) are told apart by HiGHS's deterministic search order. HiGHS runs
-single-threaded with a node limit (not a time limit) on that solve, so the result does not depend on
-the machine's speed. The rule makes the set a function of the problem, not of the model's layout.
+Sets with equal position sums (rare) are told apart by HiGHS's deterministic search order. The rule
+makes the set a function of the problem, not of the model's layout.
+
+Determinism on any machine. The tie-break solve is bounded by work, never by time: HiGHS runs
+single-threaded with a branch-and-bound node limit (:data:`TIE_BREAK_NODES`) and no time limit, so
+whether it succeeds (and the set it returns) is the same on a fast and on a CPU-starved machine. The
+only time limit left is the caller's budget for the optimum itself; a solve it cuts short is never
+silent: the status says ``time_limit`` (and the gap is reported), never ``optimal``.
 
 HiGHS runs without presolve: the LP relaxation is nearly integral (the root node usually closes
 the gap), and presolve cost more than the whole branch-and-bound on every committed pool.
@@ -61,6 +66,8 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 
 log = logging.getLogger(__name__)
+#: branch-and-bound nodes the tie-break solve may use: a deterministic work limit (not a time limit)
+TIE_BREAK_NODES = 200
 
 
 class ExactTimeout(UserInputError):
@@ -174,8 +181,9 @@ def solve_exact(
         chosen, bound, optimal = res
         upper_total = math.floor(bound + 1e-6) / scale
         outside = chosen[~short[chosen]]
-        status = "optimal" if optimal else "time_limit"
-        if len(outside) == 0 or not optimal or rounds >= max_rounds or remaining <= 0:
+        out_of_time = len(outside) > 0 and time_limit - seconds <= 0
+        status = "optimal" if optimal and not out_of_time else "time_limit"
+        if len(outside) == 0 or status != "optimal" or rounds >= max_rounds:
             return ExactSolution(chosen, upper_total, status, seconds, len(members), levels, rounds, model)
         log.info("exact: %d outside classes chosen; adding them to the shortlist", len(outside))
         short[outside] = True
@@ -206,11 +214,14 @@ def _initial_shortlist(problem: ExactProblem, upper: np.ndarray, factor: float) 
 
 
 def prefer_low_positions(
-    solution: ExactSolution, optimum_total: float, time_limit: float = 60.0, node_limit: int = 200
+    solution: ExactSolution, optimum_total: float, node_limit: int = TIE_BREAK_NODES
 ) -> np.ndarray | None:
     """The tie rule: among sets whose model objective reaches ``optimum_total`` (the certified
     optimal sum of ratios, N R*), the one with the smallest sum of pool positions; None when the
-    solve stops at a limit or finds nothing (see the module docstring).
+    solve stops at its node limit or finds nothing (see the module docstring).
+
+    No time limit is given to HiGHS here on purpose: the outcome must not depend on the machine's
+    speed, and ``node_limit`` bounds the work deterministically.
 
     The caller must check that the returned (N,) pool indices have exact R = R*: the model
     over-values some sets, which then also reach the objective.
@@ -231,7 +242,6 @@ def prefer_low_positions(
         bounds=model.bounds,
         constraints=[*model.constraints, fixed],
         options={
-            "time_limit": max(1.0, time_limit),
             "node_limit": node_limit,
             "mip_rel_gap": min(1e-6, 0.4 / worst),
             "presolve": False,

@@ -108,7 +108,7 @@ def test_frontier_on_a_small_pool_writes_sets_table_plot_and_manifest(tmp_path, 
     argv = ["splits", "frontier", str(config), "--out", str(out), "--shares", "1,0.5,0.25"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "| max share | R |" in printed and "wrote 3 optimal sets" in printed
+    assert "| max share | R |" in printed and "wrote 3 sets (all proven optimal)" in printed
     assert sorted(p.name for p in out.iterdir()) == [
         "frontier.csv",
         "frontier.md",

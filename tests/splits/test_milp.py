@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -152,3 +153,52 @@ def test_a_timed_out_exact_solve_falls_back_to_local_search_without_claiming_a_b
     assert (
         result.status == "heuristic (exact timed out)" and result.upper_bound is None and result.gap is None
     )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_chosen_set_does_not_depend_on_the_time_budget(seed, monkeypatch):
+    """Same inputs, same set on any machine: a budget that is already spent when the optimum is
+    certified (a CPU-starved machine) gives the same tie-broken set as an unlimited one, and the
+    tie-break solve is bounded by a node limit, never by a time limit."""
+    from imagenet_zsl.splits import milp as milp_module
+
+    calls: list[dict] = []
+    real_milp = milp_module.milp
+
+    def recording_milp(*args, **kwargs):
+        calls.append(dict(kwargs["options"]))
+        return real_milp(*args, **kwargs)
+
+    monkeypatch.setattr(milp_module, "milp", recording_milp)
+    graph, candidates, train = _random_hierarchy(seed, n=14)
+    whole = {"levels": 12, "shortlist_factor": 100.0}
+    # the whole pool shortlisted, 12 levels: the first solve certifies, then the budget is spent
+    starved = select_max_ratio(graph, candidates, train, 3, progress=False, time_limit=1e-9, **whole)
+    tie_calls = [o for o in calls if "node_limit" in o]
+    roomy = select_max_ratio(graph, candidates, train, 3, progress=False, time_limit=1e6, **whole)
+    assert starved.wnids == roomy.wnids and starved.ratio == roomy.ratio
+    assert starved.status == roomy.status == "optimal"
+    assert starved.tie_break == roomy.tie_break == "min_positions"
+    assert len(tie_calls) == 1 and "time_limit" not in tie_calls[0]
+    assert tie_calls[0]["node_limit"] == milp_module.TIE_BREAK_NODES
+
+
+def test_a_time_limited_widening_is_reported_not_silent(monkeypatch):
+    """When the budget runs out before the levels can be widened, the set carries status
+    ``time_limit`` with its gap, never ``optimal`` and never ``gap`` (which would hide the cause)."""
+    from imagenet_zsl.splits import benchmark
+
+    graph, candidates, train = _random_hierarchy(2, n=30)
+    real_solve = benchmark.solve_exact
+
+    def slow_solve(*args, **kwargs):
+        solution = real_solve(*args, **kwargs)
+        solution.upper_total += 1.0  # pretend the level-2 bound is loose, so a widening is needed
+        return solution
+
+    clock = iter(float(t) for t in range(0, 100_000, 100))  # every clock read: 100 s later
+    monkeypatch.setattr(benchmark, "solve_exact", slow_solve)
+    monkeypatch.setattr(benchmark, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    result = select_max_ratio(graph, candidates, train, 4, progress=False, levels=2, time_limit=150.0)
+    assert result.status == "time_limit" and result.gap is not None and result.gap > 0.1
+    assert result.tie_break is None
