@@ -246,3 +246,28 @@ def minibatches(n: int, batch_size: int, rng: np.random.Generator) -> Iterator[n
     order = rng.permutation(n)
     for start in range(0, n, batch_size):
         yield order[start : start + batch_size]
+
+
+class LossHistory:
+    """Per-epoch training losses kept on the training device, read by the host once at the end.
+
+    Why: ``float(loss)`` after every step makes the host wait for the device (a GPU sync per
+    mini-batch or epoch). :meth:`add` only queues device work; :meth:`values` reads the whole
+    history (one transfer). Bit-identical to the former host accumulation ``total += float(loss) *
+    weight``: each step's float32 loss is widened to float64 exactly, multiplied and added in
+    float64, in the same order, starting from 0.0. No model stops early on the loss, so no value is
+    needed before the end of training.
+    """
+
+    def __init__(self, epochs: int, device: torch.device):
+        import torch
+
+        self._sums = torch.zeros(max(int(epochs), 0), dtype=torch.float64, device=device)  # (epochs,)
+
+    def add(self, epoch: int, loss: torch.Tensor, weight: int = 1) -> None:
+        """Add ``weight · loss`` (a 0-d tensor, detached here) to epoch ``epoch``'s sum."""
+        self._sums[epoch] += loss.detach().double() * weight
+
+    def values(self) -> list[float]:
+        """The per-epoch sums as Python floats: the one host read of training."""
+        return self._sums.tolist()

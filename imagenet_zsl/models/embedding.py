@@ -46,6 +46,7 @@ from imagenet_zsl.models.closed_form import _LinearSemanticModel
 from imagenet_zsl.models.common import (
     BLOCK_ROWS,
     FeaturePrep,
+    LossHistory,
     check_choice,
     check_features,
     check_positive,
@@ -90,7 +91,8 @@ class CMT(_LinearSemanticModel):
         rng = np.random.default_rng(int(self.params["seed"]))
         targets = torch.from_numpy(seen.astype(np.float32)).to(device)
         labels_t = torch.from_numpy(labels).to(device)
-        losses = []
+        epochs = int(self.params["epochs"])
+        history = LossHistory(epochs, device)  # read once at the end: no device sync per step
         with seeded_torch(int(self.params["seed"]), device):
             network = nn.Sequential(
                 nn.Linear(x.shape[1], int(self.params["hidden"])),
@@ -102,8 +104,7 @@ class CMT(_LinearSemanticModel):
                 lr=float(self.params["lr"]),
                 weight_decay=float(self.params["weight_decay"]),
             )
-            for _ in range(int(self.params["epochs"])):
-                total = 0.0
+            for epoch in range(epochs):
                 for batch in minibatches(len(x), int(self.params["batch_size"]), rng):
                     batch = np.sort(batch)
                     features = torch.from_numpy(self.prep_(x[batch])).to(device)
@@ -112,8 +113,8 @@ class CMT(_LinearSemanticModel):
                     optimiser.zero_grad()
                     loss.backward()
                     optimiser.step()
-                    total += float(loss.detach()) * len(batch)
-                losses.append(total / len(x))
+                    history.add(epoch, loss, len(batch))
+        losses = [total / len(x) for total in history.values()]
         first, second = network[0], network[2]
         self.w1_ = first.weight.detach().cpu().numpy().T.astype(np.float32)  # (D, H)
         self.b1_ = first.bias.detach().cpu().numpy().astype(np.float32)

@@ -48,6 +48,7 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import (
     SEMANTIC_MODES,
+    LossHistory,
     check_choice,
     check_features,
     check_positive,
@@ -285,7 +286,8 @@ class _GraphClassifierRegression(ZSLModel):
         scale = loss_scale(self.params["loss"], len(graph), len(seen_idx))
         step_flops = 6.0 * sum(len(rows[i]) * layer_dims[i] * layer_dims[i + 1] for i in range(len(full)))
         threads = torch_threads(step_flops) if device.type == "cpu" else contextlib.nullcontext()
-        losses: list[float] = []
+        epochs = int(self.params["epochs"])
+        history = LossHistory(epochs, device)  # read once at the end: no device sync per epoch
         dropout_layers = self.params["dropout_layers"]
         with seeded_torch(int(self.params["seed"]), device), threads:
             network = _build_network(
@@ -303,9 +305,7 @@ class _GraphClassifierRegression(ZSLModel):
                 weight_decay=float(self.params["weight_decay"]),
             )
             network.train()
-            for _ in tqdm(
-                range(int(self.params["epochs"])), desc=f"{self.name} epochs", disable=None, leave=False
-            ):
+            for epoch in tqdm(range(epochs), desc=f"{self.name} epochs", disable=None, leave=False):
                 optimiser.zero_grad()
                 output = network(x_train, restricted)
                 errors_t = ((output[seen] - y) ** 2).sum(dim=1)
@@ -313,7 +313,8 @@ class _GraphClassifierRegression(ZSLModel):
                 loss = 0.5 * (errors_t.mean() if self.params["loss"] == "mean" else scale * errors_t.sum())
                 loss.backward()
                 optimiser.step()
-                losses.append(float(loss.detach()))
+                history.add(epoch, loss)
+            losses = history.values()
             network.eval()
             with torch.no_grad():
                 outputs = network(x).cpu().numpy().astype(np.float32)

@@ -43,6 +43,7 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
 from imagenet_zsl.models.common import (
+    LossHistory,
     check_choice,
     check_features,
     check_positive,
@@ -128,14 +129,14 @@ class _BilinearRanking(_LinearSemanticModel):
         targets = torch.from_numpy(labels).to(device)
         batch_size = int(self.params["batch_size"])
         threads = torch_threads(step_flops) if device.type == "cpu" else contextlib.nullcontext()
-        losses = []
+        epochs = int(self.params["epochs"])
+        history = LossHistory(epochs, device)  # read once at the end: no device sync per step
         with seeded_torch(seed, device), threads:
             tensors = init(device)
             optimiser = torch.optim.Adam(
                 tensors, lr=float(self.params["lr"]), weight_decay=float(self.params["weight_decay"])
             )
-            for _ in range(int(self.params["epochs"])):
-                epoch_loss = 0.0
+            for epoch in range(epochs):
                 for batch in minibatches(len(x), batch_size, rng):
                     batch = np.sort(batch)  # sorted rows read faster from memory-mapped features
                     features = torch.from_numpy(self.prep_(x[batch])).to(device)
@@ -148,9 +149,8 @@ class _BilinearRanking(_LinearSemanticModel):
                     optimiser.zero_grad()
                     loss.backward()
                     optimiser.step()
-                    epoch_loss += float(loss.detach()) * len(batch)
-                losses.append(epoch_loss / len(x))
-        return tensors, losses
+                    history.add(epoch, loss, len(batch))
+        return tensors, [total / len(x) for total in history.values()]
 
     def fit(
         self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None

@@ -148,3 +148,100 @@ def test_sae_normalises_the_rows_of_w_as_the_reference():
     np.testing.assert_allclose(model.encoder_, expected, rtol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(model.encoder_, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(model.map_, expected.T, rtol=1e-5)
+
+
+def _random_psd(rng: np.random.Generator, size: int, rank: int | None = None) -> np.ndarray:
+    factor = rng.normal(size=(size, rank or size + 3))
+    return factor @ factor.T
+
+
+@pytest.mark.parametrize("e, d", [(4, 7), (12, 30), (30, 12)])
+def test_sylvester_bases_equal_scipys_solve_sylvester(e, d):
+    """A W + λ W G = μ C with A, G symmetric positive definite: the eigenbasis solve equals
+    scipy's Bartels-Stewart solve to 1e-10 for every λ of SAE's grid."""
+    import scipy.linalg
+
+    from imagenet_zsl.models.closed_form import SylvesterBases
+
+    rng = np.random.default_rng(e * d)
+    a, g, c = _random_psd(rng, e), _random_psd(rng, d), rng.normal(size=(e, d))
+    bases = SylvesterBases.of(a, g, c)
+    for lam in [1e-2, 1.0, 1e3, 1e5]:
+        w = bases.solve(lam, 1.0 + lam)
+        reference = scipy.linalg.solve_sylvester(a, lam * g, (1.0 + lam) * c)
+        assert np.linalg.norm(w - reference) / np.linalg.norm(reference) < 1e-10
+        # and it solves the equation
+        np.testing.assert_allclose(
+            a @ w + lam * w @ g, (1.0 + lam) * c, atol=1e-8 * np.abs(c).max() * (1 + lam)
+        )
+
+
+def test_sylvester_bases_give_the_minimum_norm_solution_when_both_matrices_are_singular():
+    """A = diag(2, 0), G = diag(3, 0): the (2, 2) entry of the equation reads 0 · w = 0, so any value
+    solves it; the minimum-norm solution puts 0 there. By hand, for λ = 1: w_11 = c_11 / (2 + 3),
+    w_12 = c_12 / 2, w_21 = c_21 / 3."""
+    from imagenet_zsl.models.closed_form import SylvesterBases
+
+    a, g = np.diag([2.0, 0.0]), np.diag([3.0, 0.0])
+    c = np.array([[5.0, 4.0], [6.0, 0.0]])
+    w = SylvesterBases.of(a, g, c).solve(1.0)
+    np.testing.assert_allclose(w, [[1.0, 2.0], [2.0, 0.0]], atol=1e-12)
+
+
+def test_sae_fit_equals_solve_sylvester_and_its_grid_shares_one_decomposition(monkeypatch):
+    """SAE's float64 W equals scipy's solve_sylvester on the model's own statistics to 1e-10; a grid
+    from fit_many decomposes once and equals separate fits exactly."""
+    import scipy.linalg
+
+    from imagenet_zsl.models import closed_form
+
+    data, semantics = _tiny(seed=4, n_per_class=6, classes=4, dim=9, sem_dim=5)
+    solutions: list[np.ndarray] = []
+    decompositions: list[int] = []
+    solve, of = closed_form.SylvesterBases.solve, closed_form.SylvesterBases.of.__func__
+
+    def recording_solve(self: closed_form.SylvesterBases, lam: float, scale: float = 1.0) -> np.ndarray:
+        solutions.append(solve(self, lam, scale))
+        return solutions[-1]
+
+    def counting_of(cls: type, *args: np.ndarray) -> closed_form.SylvesterBases:
+        decompositions.append(1)
+        return of(cls, *args)
+
+    monkeypatch.setattr(closed_form.SylvesterBases, "solve", recording_solve)
+    monkeypatch.setattr(closed_form.SylvesterBases, "of", classmethod(counting_of))
+    model = create("sae", lam=3.0, normalize_w=False, features="l2", semantic_norm="l2")
+    model.fit(data, semantics)
+    gram, sums, counts, s = model._statistics(data, semantics)
+    reference = scipy.linalg.solve_sylvester((s.T * counts) @ s, 3.0 * gram, 4.0 * s.T @ sums)
+    assert np.linalg.norm(solutions[-1] - reference) / np.linalg.norm(reference) < 1e-10
+
+    grid = [{"lam": lam, "direction": direction} for lam in (0.1, 3.0, 1e4) for direction in ("v2s", "s2v")]
+    decompositions.clear()
+    many = list(closed_form.SAE.fit_many(grid, data, semantics))
+    assert len(decompositions) == 1
+    for params, fitted in zip(grid, many, strict=True):
+        alone = create("sae", **params).fit(data, semantics)
+        np.testing.assert_array_equal(fitted.encoder_, alone.encoder_)
+        np.testing.assert_array_equal(fitted.class_prototypes(["c4"]), alone.class_prototypes(["c4"]))
+
+
+def test_bench_models_times_sae_against_solve_sylvester(capsys):
+    """tools/bench_models.py --parts sae on a tiny problem: both solvers, their ratio, their agreement."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "bench_models.py"
+    spec = importlib.util.spec_from_file_location("tools_bench_models_sae", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        argv = ["--parts", "sae", "--sae-dims", "6:3:4,5:4:2", "--sae-images", "40", "--repeat", "1"]
+        assert module.main(argv) == 0
+    finally:
+        del sys.modules[spec.name]
+    out = capsys.readouterr().out
+    assert "D=6, E=3, 4 classes" in out and "D=5, E=4, 2 classes" in out
+    assert out.count("solve_sylvester") == 4 and "largest relative difference" in out

@@ -119,3 +119,16 @@ def test_sse_linear_target_keeps_the_earlier_model_and_fits_repeat(problem):
     np.testing.assert_array_equal(first.weight_, again.weight_)
     with pytest.raises(UserInputError):
         create("sse", target="sigmoid")
+
+
+@pytest.mark.parametrize("name", ["cmt", "sse"])
+def test_embedding_models_read_their_loss_once_and_record_the_same_history(problem, monkeypatch, name):
+    from imagenet_zsl.models import ranking
+    from tests.models.test_common import check_losses_read_once
+
+    data = problem.seen_data()
+
+    def fit(epochs: int) -> dict:
+        return create(name, epochs=epochs, batch_size=16, seed=2).fit(data, problem.semantics).fit_info_
+
+    check_losses_read_once(monkeypatch, embedding if name == "cmt" else ranking, fit)

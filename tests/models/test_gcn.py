@@ -166,3 +166,16 @@ def test_gcn_losses_differ_by_their_factor_only(problem):
     assert first["mask_mean"]["loss_first_epoch"] == pytest.approx((16 / 9) ** 2 * base, rel=1e-5)
     assert first["mean"]["loss_first_epoch"] == pytest.approx(base / 9, rel=1e-5)
     assert first["mask_mean"]["loss_scale"] == pytest.approx((16 / 9) ** 2)
+
+
+def test_gcn_reads_its_loss_once_and_records_the_same_history(problem, monkeypatch):
+    from imagenet_zsl.models import gcn
+    from tests.models.test_common import check_losses_read_once
+
+    data = problem.seen_data()
+
+    def fit(epochs: int) -> dict:
+        params = {"hidden": [8], "epochs": epochs, "classifier": "softmax", "seed": 3}
+        return create("dgp", **params).fit(data, problem.semantics, problem.graph).fit_info_
+
+    check_losses_read_once(monkeypatch, gcn, fit)

@@ -207,3 +207,16 @@ def test_latem_is_deterministic_for_a_seed_and_its_losses_differ(problem):
     np.testing.assert_array_equal(first.maps_, again.maps_)
     assert not np.array_equal(first.maps_, other.maps_)
     assert not np.array_equal(first.maps_, old.maps_)
+
+
+@pytest.mark.parametrize("name", ["devise", "latem"])
+def test_ranking_models_read_their_loss_once_and_record_the_same_history(problem, monkeypatch, name):
+    from imagenet_zsl.models import ranking
+    from tests.models.test_common import check_losses_read_once
+
+    data = problem.seen_data()
+
+    def fit(epochs: int) -> dict:
+        return create(name, epochs=epochs, batch_size=16, seed=2).fit(data, problem.semantics).fit_info_
+
+    check_losses_read_once(monkeypatch, ranking, fit)
