@@ -44,6 +44,9 @@ import numpy as np
 from imagenet_zsl.errors import UserInputError
 
 DEFAULT_KS = (1, 2, 5, 10, 20)
+#: images per block when merging or sorting top-k lists row by row: bounds the temporaries (the
+#: GZSL breakdown peaks at about 200 MB over its inputs for m = 21, tools/bench_gzsl_memory.py)
+SORT_BLOCK = 65_536
 #: the two tie rules; ``expected`` is the headline number everywhere
 TIE_RULES = ("expected", "strict")
 TIE_RULE_TEXT = {
@@ -320,23 +323,34 @@ class GZSLTopK:
         if len(shapes) != 1 or next(iter(shapes))[0] != n:
             raise ValueError(f"GZSL top-k lists must share one (N, m) shape with N={n}: {shapes}")
         self.labels = _check_labels(self.labels, n, len(self.seen_mask))
+        # block by block: the checks' temporaries stay O(block · m) whatever N
         for name, ids, want in (("seen", self.seen_ids, True), ("unseen", self.unseen_ids, False)):
-            listed = ids[ids >= 0]
-            if len(listed) and (
-                listed.max() >= len(self.seen_mask) or (self.seen_mask[listed] != want).any()
-            ):
-                raise ValueError(f"{name}_ids hold classes outside the {name} label space")
+            for lo in range(0, n, SORT_BLOCK):
+                listed = ids[lo : lo + SORT_BLOCK][ids[lo : lo + SORT_BLOCK] >= 0]
+                if len(listed) and (
+                    listed.max() >= len(self.seen_mask) or (self.seen_mask[listed] != want).any()
+                ):
+                    raise ValueError(f"{name}_ids hold classes outside the {name} label space")
         if self.seen_mask.all() or not self.seen_mask.any():
             raise UserInputError("GZSL needs both seen and unseen classes in the label space")
         if self.own_ranks is None:
-            own_ids, own_scores = self._own("ids"), self._own("scores")
-            self.own_ranks = tie_ranks(own_ids, self.labels, own_scores)
+            self.own_ranks = self._derive_own_ranks()
         elif len(self.own_ranks) != n:
             raise ValueError(f"own_ranks hold {len(self.own_ranks)} images, the lists {n}")
 
-    def _own(self, what: str, own: bool = True) -> np.ndarray:
-        seen_img = self.seen_images[:, None] if own else ~self.seen_images[:, None]
-        return np.where(seen_img, getattr(self, f"seen_{what}"), getattr(self, f"unseen_{what}"))
+    def _derive_own_ranks(self) -> TieRanks:
+        """:class:`TieRanks` of each true class within its own label space, judged from the lists
+        (one block of images at a time)."""
+        above, tied = [], []
+        for lo in range(0, len(self.labels), SORT_BLOCK):
+            rows = slice(lo, lo + SORT_BLOCK)
+            seen_img = self.seen_mask[self.labels[rows]][:, None]
+            own_ids = np.where(seen_img, self.seen_ids[rows], self.unseen_ids[rows])
+            own_scores = np.where(seen_img, self.seen_scores[rows], self.unseen_scores[rows])
+            ranks = tie_ranks(own_ids, self.labels[rows], own_scores)
+            above.append(ranks.above)
+            tied.append(ranks.tied)
+        return TieRanks(np.concatenate(above), np.concatenate(tied))
 
     @property
     def m(self) -> int:
@@ -382,14 +396,18 @@ def _entry_thresholds(gz: GZSLTopK, rows: np.ndarray, rank: np.ndarray) -> np.nd
     """
     m = gz.m
     seen_img = gz.seen_images[rows]
-    own_scores = gz._own("scores")[rows]
-    other_scores = gz._own("scores", own=False)[rows]
     above = gz.own_ranks.above[rows]
     present = above < m
-    # sorted lists: entry ``above`` is the first of the true class's tie group (its score)
-    true_score = own_scores[np.arange(len(rows)), np.minimum(above, m - 1)].astype(np.float64)
+    # sorted lists: entry ``above`` is the first of the true class's tie group (its score);
+    # single elements are gathered, never an (N, m) copy of the lists
+    own_col, other_col = np.minimum(above, m - 1), np.clip(rank, 0, m - 1)
+    true_score = np.where(seen_img, gz.seen_scores[rows, own_col], gz.unseen_scores[rows, own_col]).astype(
+        np.float64
+    )
     never = (rank < 0) | ~present
-    other = other_scores[np.arange(len(rows)), np.clip(rank, 0, m - 1)].astype(np.float64)
+    other = np.where(seen_img, gz.unseen_scores[rows, other_col], gz.seen_scores[rows, other_col]).astype(
+        np.float64
+    )
     with np.errstate(invalid="ignore"):
         theta = np.where(seen_img, true_score - other, other - true_score)
     # other == -inf (fewer competitors than q+1): the image is a hit at every γ
@@ -413,11 +431,11 @@ def gzsl_entries(
     if _check_rule(tie_rule) == "strict":
         rows = np.arange(n)
         return rows, _entry_thresholds(gz, rows, k - 1 - ranks.strict), np.ones(n)
-    offsets = np.arange(k)
-    position = ranks.above[:, None] + offsets[None, :]
-    valid = (offsets[None, :] <= ranks.tied[:, None]) & (position <= k - 1)
-    rows, col = np.nonzero(valid)
-    theta = _entry_thresholds(gz, rows, k - 1 - position[rows, col])
+    # offsets i = 0 .. min(t, k - 1 - r) of each image, in image order then i (no (N, k) arrays)
+    count = np.maximum(np.minimum(ranks.tied, k - 1 - ranks.above) + 1, 0).astype(np.int64)
+    rows = np.repeat(np.arange(n), count)
+    offset = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
+    theta = _entry_thresholds(gz, rows, k - 1 - (ranks.above[rows] + offset))
     return rows, theta, 1.0 / (ranks.tied[rows] + 1.0)
 
 
@@ -650,13 +668,34 @@ def gzsl_metrics(
     return out
 
 
-def calibrated_topk(gz: GZSLTopK, gamma: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+def calibrated_topk(
+    gz: GZSLTopK, gamma: float, k: int, block: int = SORT_BLOCK
+) -> tuple[np.ndarray, np.ndarray]:
     """Merged top-k over the joint label space after subtracting γ from seen scores.
 
-    Returns (scores float64 (N, k), ids (N, k)); ties by ascending class index.
+    Returns (scores float64 (N, k), ids int64 (N, k)); ties by ascending class index. Rows are
+    merged ``block`` images at a time, so the (block, 2m) float64/int64 temporaries of the merge
+    stay bounded whatever N (the result is the same for any block size).
     """
-    scores = np.hstack([gz.seen_scores.astype(np.float64) - gamma, gz.unseen_scores.astype(np.float64)])
-    scores, ids = sort_topk(scores, np.hstack([gz.seen_ids, gz.unseen_ids]))
+    n = len(gz.labels)
+    width = min(k, 2 * gz.m)
+    scores = np.empty((n, width), np.float64)
+    ids = np.empty((n, width), np.int64)
+    for lo in range(0, n, _check_block(block)):
+        part_scores, part_ids = calibrated_topk_rows(gz, gamma, k, lo, lo + block)
+        scores[lo : lo + block], ids[lo : lo + block] = part_scores, part_ids
+    return scores, ids
+
+
+def calibrated_topk_rows(
+    gz: GZSLTopK, gamma: float, k: int, start: int, stop: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`calibrated_topk` of images ``start:stop`` only → (scores (B, k), ids (B, k))."""
+    rows = slice(start, stop)
+    scores = np.hstack(
+        [gz.seen_scores[rows].astype(np.float64) - gamma, gz.unseen_scores[rows].astype(np.float64)]
+    )
+    scores, ids = sort_topk(scores, np.hstack([gz.seen_ids[rows], gz.unseen_ids[rows]]))
     return scores[:, :k], ids[:, :k]
 
 
@@ -733,13 +772,37 @@ def metrics_from_scores(
 # ----------------------------------------------------------------------------- top-k order
 
 
-def sort_topk(scores: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _check_block(block: int) -> int:
+    if int(block) < 1:
+        raise ValueError(f"block must be a positive number of rows, got {block}")
+    return int(block)
+
+
+def sort_topk(scores: np.ndarray, ids: np.ndarray, block: int = SORT_BLOCK) -> tuple[np.ndarray, np.ndarray]:
     """Sort each row by descending score, ties by ascending id; padding (-1, -inf) last.
 
     (N, m) scores and ids → sorted (scores, ids int64). Float64 scores stay float64 (the
-    calibrated scores of :func:`calibrated_topk`); any other dtype becomes float32.
+    calibrated scores of :func:`calibrated_topk`); any other dtype becomes float32. Rows are
+    sorted ``block`` at a time: the lexsort's (block, m) temporaries stay bounded, the result
+    does not depend on the block size.
     """
-    dtype = np.float64 if np.asarray(scores).dtype == np.float64 else np.float32
+    scores, ids = np.asarray(scores), np.asarray(ids)
+    dtype = np.float64 if scores.dtype == np.float64 else np.float32
+    n = len(scores)
+    block = _check_block(block)
+    if n <= block:
+        return _sort_rows(scores, ids, dtype)
+    out_scores = np.empty(scores.shape, dtype)
+    out_ids = np.empty(ids.shape, np.int64)
+    for lo in range(0, n, block):
+        out_scores[lo : lo + block], out_ids[lo : lo + block] = _sort_rows(
+            scores[lo : lo + block], ids[lo : lo + block], dtype
+        )
+    return out_scores, out_ids
+
+
+def _sort_rows(scores: np.ndarray, ids: np.ndarray, dtype: type) -> tuple[np.ndarray, np.ndarray]:
+    """One block of :func:`sort_topk`: (B, m) scores and ids, sorted row by row."""
     scores = np.where(ids < 0, -np.inf, scores).astype(dtype, copy=False)
     tie_ids = np.where(ids < 0, np.iinfo(np.int64).max, ids)
     order = np.lexsort((tie_ids, -scores), axis=1)

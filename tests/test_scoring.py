@@ -11,6 +11,7 @@ from imagenet_zsl.scoring import (
     calibrated_topk,
     choose_gamma,
     gzsl_accuracies,
+    gzsl_entries,
     gzsl_from_scores,
     gzsl_metrics,
     gzsl_thresholds,
@@ -19,6 +20,7 @@ from imagenet_zsl.scoring import (
     metrics_from_scores,
     ranks_from_scores,
     seen_unseen_curve,
+    sort_topk,
     tie_ranks,
     tie_ranks_from_scores,
     true_rank,
@@ -277,3 +279,74 @@ def test_gzsl_needs_both_kinds_of_images():
     gz = gzsl_from_scores(FULL[:2], GZ_LABELS[:2], SEEN_MASK, m=2)
     with pytest.raises(UserInputError, match="both seen and unseen"):
         gzsl_metrics(gz, [1])
+
+
+def test_sort_topk_sorts_descending_with_ties_by_id_and_padding_last():
+    scores = np.array([[1.0, 3.0, 3.0, 9.0], [2.0, 2.0, 5.0, 0.0]], np.float32)
+    ids = np.array([[4, 7, 2, -1], [6, 1, 3, 0]])
+    top, order = sort_topk(scores, ids, block=1)
+    assert order.tolist() == [[2, 7, 4, -1], [3, 1, 6, 0]]
+    assert top.tolist() == [[3.0, 3.0, 1.0, -np.inf], [5.0, 2.0, 2.0, 0.0]]
+
+
+def test_block_size_does_not_change_sorted_or_calibrated_lists():
+    rng = np.random.default_rng(7)
+    n, c = 200, 9
+    seen_mask = np.zeros(c, bool)
+    seen_mask[:3] = True  # m = 5 > 3 seen classes: the seen lists end in padding
+    scores = rng.integers(0, 4, size=(n, c)).astype(np.float32) / 2  # many ties
+    gz = gzsl_from_scores(scores, rng.integers(0, c, n), seen_mask, m=5)
+    assert (gz.seen_ids == -1).any()
+    for gamma in (0.0, 0.5, -1.25):
+        whole = calibrated_topk(gz, gamma, 5, block=10**6)
+        for block in (1, 3, 64):
+            part = calibrated_topk(gz, gamma, 5, block=block)
+            assert all(np.array_equal(a, b) for a, b in zip(whole, part, strict=True))
+            assert part[0].dtype == np.float64 and part[1].dtype == np.int64
+    ids = np.hstack([gz.seen_ids, gz.unseen_ids])
+    raw = np.hstack([gz.seen_scores, gz.unseen_scores])
+    whole = sort_topk(raw, ids, block=10**6)
+    part = sort_topk(raw, ids, block=3)
+    assert all(np.array_equal(a, b) for a, b in zip(whole, part, strict=True))
+    with pytest.raises(ValueError, match="block"):
+        sort_topk(raw, ids, block=0)
+
+
+def test_gzsl_entries_by_hand_one_per_position_of_the_tie_group():
+    # unseen classes 0-3, seen 4-5; hit@3, m = 4
+    scores = np.array(
+        [
+            [5, 3, 3, 3, 4, 1],  # true 1 (unseen): r = 1, t = 2 -> positions 1 and 2 (3 is past k)
+            [1, 0, 0, 0, 2, 0],  # true 4 (seen): r = 0, t = 0 -> one entry
+            [0, 1, 1, 1, 0, 0],  # true 0 (unseen): r = 3 -> never a hit@3, no entry
+        ],
+        np.float32,
+    )
+    gz = gzsl_from_scores(scores, np.array([1, 4, 0]), np.arange(6) >= 4, m=4)
+    rows, theta, fraction = gzsl_entries(gz, 3, "expected")
+    assert rows.tolist() == [0, 0, 1]
+    # position 1: one seen class may stay above, the 2nd seen score 1 must drop below 3: γ > -2;
+    # position 2: no seen class above: 4 - γ < 3, γ > 1; seen image: 3rd unseen score 0 < 2 - γ
+    assert theta.tolist() == [-2.0, 1.0, 2.0]
+    assert fraction.tolist() == [1 / 3, 1 / 3, 1.0]
+
+
+def test_gzsl_lists_are_checked_and_ranked_block_by_block(monkeypatch):
+    import imagenet_zsl.scoring as scoring
+
+    rng = np.random.default_rng(11)
+    scores = rng.integers(0, 3, size=(50, 8)).astype(np.float32)
+    seen_mask = np.arange(8) < 3
+    gz = gzsl_from_scores(scores, rng.integers(0, 8, 50), seen_mask, m=4)
+    lists = (gz.seen_scores, gz.seen_ids, gz.unseen_scores, gz.unseen_ids, gz.labels, seen_mask)
+    whole = GZSLTopK(*lists).own_ranks
+    monkeypatch.setattr(scoring, "SORT_BLOCK", 3)
+    blocked = GZSLTopK(*lists).own_ranks
+    assert np.array_equal(whole.above, blocked.above) and np.array_equal(whole.tied, blocked.tied)
+    # judged from the lists: the same as the exact ranks wherever the true class is listed
+    listed = whole.above < 4
+    assert listed.any() and np.array_equal(whole.above[listed], gz.own_ranks.above[listed])
+    bad = gz.seen_ids.copy()
+    bad[49, 0] = 5  # an unseen class in the seen list, in the last block
+    with pytest.raises(ValueError, match="seen_ids hold classes outside"):
+        GZSLTopK(gz.seen_scores, bad, gz.unseen_scores, gz.unseen_ids, gz.labels, seen_mask)

@@ -59,7 +59,7 @@ from tqdm import tqdm
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation import plots
-from imagenet_zsl.evaluation.hierarchy_errors import expected_error_breakdown
+from imagenet_zsl.evaluation.hierarchy_errors import expected_error_breakdown, gzsl_error_breakdowns
 from imagenet_zsl.evaluation.properties import class_properties
 from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
 from imagenet_zsl.evaluation.report import METRICS_NAME, render_run_report
@@ -457,30 +457,58 @@ class SearchContext:
     progress: bool = True
 
 
-def _shard_key(
-    name: str,
-    shard: dict,
-    lookup: np.ndarray,
-    spaces: dict[str, TopKSearcher],
-    source: QuerySource,
-    kept_ids: np.ndarray | None,
-) -> str:
-    """Everything a shard's cached search result depends on, hashed."""
-    space_key = {s: hashlib.sha256(sp.prototypes.tobytes()).hexdigest() for s, sp in spaces.items()}
+@dataclass(frozen=True)
+class SetKey:
+    """The parts of a shard's cache key shared by every shard of one image set, hashed once per
+    set (the prototype digests once per label space: each searcher caches its own)."""
+
+    name: str
+    source_digest: str
+    #: label space -> sha256 of its prototypes
+    spaces: dict[str, str]
+    #: label space -> k
+    ks: dict[str, int]
+    lookup_sum: int
+    lookup_digest: str
+    kept_digest: str | None
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        lookup: np.ndarray,
+        spaces: dict[str, TopKSearcher],
+        source: QuerySource,
+        kept_ids: np.ndarray | None,
+    ) -> SetKey:
+        return cls(
+            name,
+            source.digest,
+            {s: sp.digest for s, sp in spaces.items()},
+            {s: sp.k for s, sp in spaces.items()},
+            int(lookup.sum()),
+            hashlib.sha256(lookup.tobytes()).hexdigest(),
+            None if kept_ids is None else hashlib.sha256(kept_ids.tobytes()).hexdigest(),
+        )
+
+
+def _shard_key(set_key: SetKey, shard: dict) -> str:
+    """Everything a shard's cached search result depends on, hashed (the same bytes as before the
+    digests were computed once per set, so existing caches stay valid)."""
     return hashlib.sha256(
         json.dumps(
             [
                 CACHE_VERSION,
-                name,
-                source.digest,
-                space_key,
-                sorted(spaces),
+                set_key.name,
+                set_key.source_digest,
+                set_key.spaces,
+                sorted(set_key.spaces),
                 shard.get("sha256", {}),
                 int(shard["rows"]),
-                {s: sp.k for s, sp in spaces.items()},
-                int(lookup.sum()),
-                hashlib.sha256(lookup.tobytes()).hexdigest(),
-                None if kept_ids is None else hashlib.sha256(kept_ids.tobytes()).hexdigest(),
+                set_key.ks,
+                set_key.lookup_sum,
+                set_key.lookup_digest,
+                set_key.kept_digest,
             ],
             sort_keys=True,
         ).encode()
@@ -507,12 +535,13 @@ def search_set(
     parts: list[dict[str, np.ndarray]] = []  # only without a cache directory
     done: list[tuple[str, str, int]] = []
     offset = 0
+    set_key = SetKey.of(name, lookup, spaces, source, kept_ids)
     with tqdm(
         total=fd.num_rows, desc=f"search {name}", unit="img", disable=not context.progress, leave=False
     ) as bar:
         for shard in fd.shards:
             shard_name, shard_rows = shard["name"], int(shard["rows"])
-            key = _shard_key(name, shard, lookup, spaces, source, kept_ids)
+            key = _shard_key(set_key, shard)
             cached = context.cache.get(name, shard_name, key)
             if cached is None:
                 cached = _search_shard(
@@ -622,7 +651,8 @@ def _search_shard(
         done = slice(start, start + len(block))
         _check_rows(fd, shard_name, block.ids, block.features, "features")
         queries = context.source.encode(block.features, block.logits)
-        _check_rows(fd, shard_name, block.ids, queries, "query vectors (model output)")
+        if queries is not block.features:  # prototypes in feature space: the rows just checked
+            _check_rows(fd, shard_name, block.ids, queries, "query vectors (model output)")
         for s, sp in spaces.items():
             labels = target[keep[done]] if s == own_space else None
             scores, ids, ranks = sp.search_ranked(queries, labels)
@@ -1096,19 +1126,9 @@ def _gzsl_breakdown(inp: EvaluationInputs, gz: M.GZSLTopK, gamma: float) -> dict
     """Hierarchy-aware error breakdown of the GZSL top-1 (joint space: label space, count-as-miss
     classes, then seen classes) at calibration ``gamma``, under the expected tie rule (a top-1 tie
     group shares its image); ``gz`` holds the searched images only."""
-    scores, ids = M.calibrated_topk(gz, gamma, gz.m)
     joint = list(inp.eval_wnids) + list(inp.seen_wnids)
-    seen_img = gz.seen_images
-
-    def part(mask: np.ndarray) -> dict[str, Any]:
-        return expected_error_breakdown(inp.graph, joint, gz.labels[mask], ids[mask], scores[mask]).to_dict()
-
-    return {
-        "gamma": float(gamma),
-        "all": part(np.ones(len(gz.labels), dtype=bool)),
-        "unseen_images": part(~seen_img),
-        "seen_images": part(seen_img),
-    }
+    parts = gzsl_error_breakdowns(inp.graph, joint, gz, gamma)  # streamed in blocks of images
+    return {"gamma": float(gamma), **{name: breakdown.to_dict() for name, breakdown in parts.items()}}
 
 
 def gzsl_metrics(run: EvaluationRun) -> None:

@@ -1,9 +1,14 @@
 import numpy as np
 import pytest
 
-from imagenet_zsl.evaluation.hierarchy_errors import CATEGORIES, error_breakdown, expected_error_breakdown
+from imagenet_zsl.evaluation.hierarchy_errors import (
+    CATEGORIES,
+    error_breakdown,
+    expected_error_breakdown,
+    gzsl_error_breakdowns,
+)
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.scoring import TieRanks
+from imagenet_zsl.scoring import TieRanks, calibrated_topk, gzsl_from_scores
 
 
 @pytest.fixture
@@ -111,3 +116,56 @@ def test_expected_breakdown_equals_the_strict_one_without_ties(animals):
     expected = expected_error_breakdown(animals, classes, labels, ids, scores)
     assert expected.counts == pytest.approx(strict.counts)
     assert expected.error_shares == pytest.approx(strict.error_shares)
+
+
+def _breakdowns_in_one_piece(graph, classes, gz, gamma):
+    """The breakdowns as computed on whole arrays: calibrated_topk, then one expected breakdown
+    per image group."""
+    scores, ids = calibrated_topk(gz, gamma, gz.m, block=10**6)
+    masks = {"all": np.ones(len(gz.labels), bool), "unseen_images": ~gz.seen_images}
+    masks["seen_images"] = gz.seen_images
+    return {
+        part: expected_error_breakdown(graph, classes, gz.labels[mask], ids[mask], scores[mask]).to_dict()
+        for part, mask in masks.items()
+    }
+
+
+def test_gzsl_breakdowns_on_a_hand_made_case(animals):
+    # joint space: unseen classes dalmatian (0), poodle (1); seen classes dog (2), tree (3)
+    classes = ["dalmatian", "poodle", "dog", "tree"]
+    seen_mask = np.array([False, False, True, True])
+    scores = np.array(
+        [
+            [5, 1, 4, 0],  # dalmatian image: correct at γ = 0 and γ = 2
+            [1, 3, 4, 0],  # poodle image: dog (parent) wins at γ = 0; poodle at γ = 2
+            [2, 0, 2, 1],  # dog image: tie dog/dalmatian (child) at γ = 0; dalmatian at γ = 2
+        ],
+        np.float32,
+    )
+    gz = gzsl_from_scores(scores, np.array([0, 1, 2]), seen_mask, m=2)
+    direct = gzsl_error_breakdowns(animals, classes, gz, 0.0, block=2)
+    assert direct["all"].counts["correct"] == 1.5
+    assert direct["all"].counts["parent"] == 1.0
+    assert direct["all"].counts["child"] == 0.5
+    assert direct["unseen_images"].to_dict()["counts"]["correct"] == 1.0
+    assert direct["seen_images"].total == 1 and direct["seen_images"].strict == 0.5
+    calibrated = gzsl_error_breakdowns(animals, classes, gz, 2.0, block=1)
+    assert calibrated["unseen_images"].strict == 1.0
+    assert calibrated["seen_images"].counts["child"] == 1.0
+    assert calibrated["all"].lower_bound == pytest.approx(2 / 3)
+
+
+def test_gzsl_breakdowns_do_not_depend_on_the_block_size(animals):
+    classes = ["animal", "dog", "dalmatian", "poodle", "cat", "tree", "ghost", "young", "puppy"]
+    seen_mask = np.zeros(len(classes), bool)
+    seen_mask[[1, 4, 8]] = True
+    rng = np.random.default_rng(3)
+    n = 301
+    scores = rng.integers(0, 5, size=(n, len(classes))).astype(np.float32) / 4  # many ties
+    gz = gzsl_from_scores(scores, rng.integers(0, len(classes), n), seen_mask, m=4)
+    for gamma in (0.0, 0.25, -0.5):
+        reference = _breakdowns_in_one_piece(animals, classes, gz, gamma)
+        for block in (1, 3, 10**6):
+            streamed = gzsl_error_breakdowns(animals, classes, gz, gamma, block=block)
+            # bit for bit, not approximately
+            assert {part: b.to_dict() for part, b in streamed.items()} == reference

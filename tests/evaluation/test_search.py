@@ -162,3 +162,78 @@ def test_the_device_path_restores_the_callers_matmul_precision():
         assert torch.get_float32_matmul_precision() == "high"
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+def test_the_prototype_digest_is_computed_once_per_searcher(monkeypatch):
+    """The search cache keys every shard with it; hashing 21,842 x 2,048 floats costs ~0.2 s."""
+    import hashlib
+
+    from imagenet_zsl.evaluation import search
+
+    prototypes = np.arange(6, dtype=np.float32).reshape(3, 2)
+    calls = []
+    real = search.prototypes_digest
+    monkeypatch.setattr(search, "prototypes_digest", lambda m: calls.append(m.shape) or real(m))
+    searcher = TopKSearcher(prototypes, 2)
+    assert calls == []  # not hashed unless a cache key asks for it
+    expected = hashlib.sha256(prototypes.tobytes()).hexdigest()
+    assert searcher.digest == expected and searcher.digest == expected
+    assert calls == [(3, 2)]
+
+
+def _bench_search_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "bench_search.py"
+    spec = importlib.util.spec_from_file_location("tools_bench_search_evaluate", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_evaluate_ratios_are_slopes_and_walls(tmp_path, monkeypatch):
+    """tools/bench_search.py --mode evaluate, its processes faked: per image is the ratio of the
+    slopes between the full size (40 images) and a quarter of it (10), end to end the ratio of the
+    full size's wall times; each keeps its best of the repeats."""
+    import json
+
+    module = _bench_search_module()
+    walls = {  # (script, images) -> wall seconds of the two repeats
+        ("floor", 40): [10.0, 11.0],
+        ("floor", 10): [4.5, 4.0],
+        ("evaluate", 40): [13.0, 12.0],
+        ("evaluate", 10): [5.0, 6.0],
+    }
+    seen = []
+
+    def fake(script, args, timing):
+        who = "floor" if script == module.FLOOR_SCRIPT else "evaluate"
+        features = args[0] if who == "floor" else args[args.index("--features") + 1]
+        images = 40 if "/full/" in features else 10
+        seen.append((who, images))
+        wall = walls[who, images][sum(1 for s in seen if s == (who, images)) - 1]
+        return {"wall": wall, "cpu": 2 * wall, "imports": 1.0, "work": wall - 1.0}
+
+    monkeypatch.setattr(module, "fresh_process", fake)
+    argv = ["--mode", "evaluate", "--eval-images", "40", "--eval-classes", "6", "--dim", "4"]
+    assert module.main([*argv, "--repeats", "2", "--json", str(tmp_path / "r.json")]) == 0
+    assert seen == [("floor", 40), ("evaluate", 40), ("floor", 10), ("evaluate", 10)] * 2
+    result = json.loads((tmp_path / "r.json").read_text())["evaluate"]
+    assert (result["images"], result["small_images"]) == (40, 10)
+    # floor: (10 - 4) / 30 s per image; evaluate: (12 - 5) / 30
+    assert result["per_image_ratio"] == pytest.approx(7 / 6)
+    assert result["end_to_end_ratio"] == pytest.approx(12 / 10)
+    # CPU seconds (here twice the wall time) give the same ratios
+    assert result["cpu_ratios"] == {"per_image": pytest.approx(7 / 6), "end_to_end": pytest.approx(12 / 10)}
+
+
+def test_the_bench_floor_reads_every_row_in_a_fresh_process(tmp_path):
+    """The floor script (np.load, fp32, tiled BLAS, torch.topk) over every shard of a directory."""
+    module = _bench_search_module()
+    paths = module.write_bench_inputs(tmp_path, 25, 4, 3, seed=0)
+    timing = tmp_path / "t.json"
+    args = [str(paths["features"]), str(paths["prototypes"]), "3", "7", str(timing)]
+    result = module.fresh_process(module.FLOOR_SCRIPT, args, timing)
+    assert result["rows"] == 25
+    assert 0 < result["imports"] < result["wall"] and result["work"] > 0 and result["cpu"] > 0
