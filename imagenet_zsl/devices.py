@@ -3,8 +3,10 @@ and the CPU-sharing setting of the commands that decode images in worker process
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.errors import UserInputError
@@ -34,6 +36,58 @@ def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
         except RuntimeError as err:
             raise UserInputError(f"--device {requested}: {err}") from err
     raise UserInputError(f"--device {requested!r}: use cuda, cuda:N, cpu or auto")
+
+
+#: cuBLAS needs a fixed workspace per stream for reproducible GEMMs (read when cuBLAS starts)
+CUBLAS_WORKSPACE_CONFIG = ":4096:8"
+#: what ``deterministic=True`` of :func:`torch_numerics` turns off, for help texts and reports
+DETERMINISTIC_COST = (
+    "cuDNN autotuning (cudnn.benchmark), TF32 in convolutions and matrix products, and kernels "
+    "without a deterministic implementation (torch.use_deterministic_algorithms)"
+)
+
+
+def request_deterministic_cublas() -> None:
+    """Ask cuBLAS for its deterministic workspace setting; call before CUDA starts (a value the
+    user set is kept). Harmless on the CPU."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE_CONFIG)
+
+
+@contextlib.contextmanager
+def torch_numerics(deterministic: bool) -> Iterator[None]:
+    """torch's process-wide numeric settings for one computation, the caller's restored after.
+
+    ``deterministic``: cuDNN autotuner off and deterministic cuDNN kernels, no TF32 (convolutions
+    and matrix products in full fp32), and ``torch.use_deterministic_algorithms(True,
+    warn_only=True)`` (an op with no deterministic kernel warns instead of failing), so that two
+    runs on the same machine give the same bits and GPU results equal CPU ones to fp32 rounding.
+    Otherwise the fast settings: cuDNN autotuning on (one input shape per run pays one tuning).
+    The flags matter on CUDA only; on the CPU both run the same code.
+    """
+    import torch
+
+    cudnn = torch.backends.cudnn
+    saved = (
+        cudnn.benchmark,
+        cudnn.deterministic,
+        cudnn.allow_tf32,
+        torch.get_float32_matmul_precision(),
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    if deterministic:
+        request_deterministic_cublas()
+        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = False, True, False
+        torch.set_float32_matmul_precision("highest")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+    else:
+        cudnn.benchmark = True
+    try:
+        yield
+    finally:
+        cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = saved[:3]
+        torch.set_float32_matmul_precision(saved[3])
+        torch.use_deterministic_algorithms(saved[4], warn_only=saved[5])
 
 
 #: the OpenMP policy :func:`tune_process_for_image_pipeline` sets

@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import non_negative_int, positive_int
-from imagenet_zsl.devices import tune_process_for_image_pipeline
+from imagenet_zsl.devices import DETERMINISTIC_COST, tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import describe_backbones
 from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
@@ -87,11 +87,34 @@ def register(tree: CommandTree) -> None:
         help="JPEG decoder: pil in worker processes (auto), or torchvision."
         "io.decode_jpeg on the device (nvJPEG on CUDA; others fall back to PIL)",
     )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--deterministic",
+        dest="mode",
+        action="store_const",
+        const="deterministic",
+        default="deterministic",
+        help="the default: reproducible features (two runs give the same shard bytes, and CUDA "
+        "features equal CPU ones to fp32 rounding). Computes in fp32 and turns off "
+        f"{DETERMINISTIC_COST}. Cost on CUDA: fp32 instead of bf16 tensor cores and no autotuned "
+        "kernels, so fewer images/s where the GPU rather than JPEG decoding is the bottleneck "
+        "(tools/gpu_check.sh measures both modes); nothing on the CPU",
+    )
+    mode.add_argument(
+        "--fast",
+        dest="mode",
+        action="store_const",
+        const="fast",
+        help="bf16 autocast on CUDA with cuDNN autotuning: fastest, but features are neither "
+        "reproducible bit for bit nor equal to CPU ones (bf16: 2-3 significant digits). "
+        "The mode is recorded in the manifest and must match to resume",
+    )
     parser.add_argument(
         "--precision",
         default="auto",
         choices=["auto", "fp32", "bf16", "fp16"],
-        help="autocast dtype (auto: bf16 on CUDA, fp32 on CPU)",
+        help="autocast dtype (auto: fp32; with --fast, bf16 on CUDA). An explicit bf16/fp16 with "
+        "--deterministic stays reproducible run to run but no longer equals fp32 (CPU) features",
     )
     parser.add_argument(
         "--compile",
@@ -160,6 +183,7 @@ def _extract(args: argparse.Namespace) -> int:
         val_labels=args.val_labels,
         decode=args.decode,
         precision=args.precision,
+        mode=args.mode,
         compile=args.compile,
         resize=args.resize,
         crop=args.crop,

@@ -4,10 +4,13 @@ Pipeline per process: the work list (the ``--classes`` images of the store, opti
 subsample per class) is cut into fixed-size shards of consecutive work items; DataLoader workers
 read bytes straight from the tars and decode + resize + crop to uint8; the main process copies
 pinned batches to the device (non-blocking), normalises there, and runs the backbone
-(channels_last; bf16 autocast on CUDA; with ``--compile``, compiled by inductor with frozen
-weights, see :func:`_compile`). A shard is written atomically once all its batches are done, so an
-interrupted run loses at most the shards in flight and a re-run redoes exactly those: batches
-never straddle shards, so a shard's bytes do not depend on where a run was interrupted.
+(channels_last; with ``--compile``, compiled by inductor with frozen weights, see :func:`_compile`)
+in one of two modes (:data:`MODES`): ``deterministic`` (the default) computes in fp32 with cuDNN's
+autotuner, TF32 and nondeterministic kernels off, so that two runs give the same bytes and GPU
+features match CPU ones to fp32 rounding; ``fast`` is bf16 autocast with the autotuner on CUDA.
+A shard is written atomically once all its batches are done, so an interrupted run loses at most
+the shards in flight and a re-run redoes exactly those: batches never straddle shards, so a
+shard's bytes do not depend on where a run was interrupted.
 
 Output: see :mod:`imagenet_zsl.features.shards`. Labels index the label space ``classes``: the
 ``--classes`` file's wnids in file order. Image ids are ``"<wnid>/<member>"``.
@@ -32,7 +35,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from imagenet_zsl.data import ilsvrc2012_wnids
-from imagenet_zsl.devices import resolve_device
+from imagenet_zsl.devices import request_deterministic_cublas, resolve_device, torch_numerics
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features import distributed as dist
 from imagenet_zsl.features.backbones import (
@@ -69,6 +72,8 @@ log = logging.getLogger(__name__)
 TOOL = "imagenet-zsl extract"
 DECODERS = ("auto", "pil", "torchvision")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: extraction modes (``--deterministic`` / ``--fast``), recorded as ``parameters.mode``
+MODES = ("deterministic", "fast")
 
 
 @dataclass
@@ -98,6 +103,7 @@ class ExtractConfig:
     pad_batches: bool | None = None  # pad short batches to batch_size (None: on CUDA, or with compile)
     compile: bool = False  # torch.compile (inductor, frozen weights) the backbone: one shape, padded
     ten_crop: bool = False  # the feature is the mean over torchvision's ten crops (issue 24)
+    mode: str = "deterministic"  # or "fast": see MODES and devices.torch_numerics
 
 
 @dataclass
@@ -204,6 +210,7 @@ def _run_record(
         "batch_size": setup.batch_size,
         "decode": setup.decode,
         "precision": setup.precision,
+        "mode": cfg.mode,
         "device_type": setup.device.type,
         "logits": cfg.logits,
         "compile": cfg.compile,
@@ -298,7 +305,7 @@ def _pretraining_record(cfg: ExtractConfig, weights: dict[str, Any]) -> dict[str
 
 #: identity keys added after run records of RUN_FORMAT were first written, with the value an older
 #: record (without the key) ran with, so that such runs still resume
-_IDENTITY_DEFAULTS = {"compile": False}
+_IDENTITY_DEFAULTS = {"compile": False, "mode": "fast"}
 
 
 def _check_run(out: Path, record: dict) -> bool:
@@ -345,6 +352,8 @@ def _check_choices(cfg: ExtractConfig) -> None:
         raise UserInputError(f"--decode {cfg.decode!r}: choose one of {', '.join(DECODERS)}")
     if cfg.precision not in PRECISIONS:
         raise UserInputError(f"--precision {cfg.precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if cfg.mode not in MODES:
+        raise UserInputError(f"extraction mode {cfg.mode!r}: choose one of {', '.join(MODES)}")
     if cfg.compile and cfg.pad_batches is False:
         raise UserInputError(
             "--compile pads every batch to --batch-size (one compiled shape): "
@@ -439,6 +448,8 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
 
     ranks = dist.RankInfo.from_env()
     _check_choices(cfg)
+    if cfg.mode == "deterministic":
+        request_deterministic_cublas()  # before this process's first CUDA work
     out = Path(cfg.out).expanduser().resolve()
     store, work = _plan(cfg, ranks)
 
@@ -458,7 +469,7 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
         dim=dim,
         pre=pre,
         device=device,
-        precision=cfg.precision if cfg.precision != "auto" else ("bf16" if on_cuda else "fp32"),
+        precision=_resolve_precision(cfg, on_cuda),
         decode=cfg.decode if cfg.decode != "auto" else "pil",
         batch_size=batch_size,
         workers=cfg.workers if cfg.workers is not None else _default_workers(on_cuda, ranks),
@@ -476,7 +487,8 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
     result.shards_already_done = len(mine) - len(pending)
     # --compile compiles here, before the run record exists: if it fails, nothing is left behind
     # that would refuse the same --out without --compile
-    forward = _prepare_net(setup, result) if pending else None
+    with torch_numerics(cfg.mode == "deterministic"):
+        forward = _prepare_net(setup, result) if pending else None
     if fresh:
         _write_run(out, record)
     _ensure_head(out, setup.head)
@@ -484,7 +496,8 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
     handler, old_level = _attach_log_file(out, ranks.rank)
     try:
         if forward is not None:
-            _extract_shards(setup, forward, store.reader(), pending, ranks, out, result)
+            with torch_numerics(cfg.mode == "deterministic"):
+                _extract_shards(setup, forward, store.reader(), pending, ranks, out, result)
         if ranks.rank == 0 or pending:
             # re-running a finished run verifies every shard's sha256; fresh shards were just hashed
             result.verified = not pending and all(g in done for g in range(num_shards))
@@ -496,6 +509,15 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
         package_log.setLevel(old_level)
         handler.close()
     return result
+
+
+def _resolve_precision(cfg: ExtractConfig, on_cuda: bool) -> str:
+    """``--precision auto``: fp32 in deterministic mode and on the CPU, bf16 in fast mode on CUDA. An
+    explicit bf16/fp16 is honoured in deterministic mode too: reproducible, but no longer equal to
+    fp32 (CPU) features."""
+    if cfg.precision != "auto":
+        return cfg.precision
+    return "bf16" if on_cuda and cfg.mode == "fast" else "fp32"
 
 
 def _attach_log_file(out: Path, rank: int) -> tuple[logging.Handler, int]:
@@ -571,8 +593,7 @@ def _prepare_net(setup: ExtractionSetup, result: ExtractResult) -> Callable[[Any
     """
     import torch
 
-    if setup.device.type == "cuda":
-        torch.backends.cudnn.benchmark = True  # one input shape per run (padded batches on CUDA)
+    # cudnn.benchmark (fast mode) is set by the caller's torch_numerics: one input shape per run
     net = setup.net.to(setup.device, memory_format=torch.channels_last)
     if not setup.cfg.compile:
         return net
