@@ -50,9 +50,16 @@ class CommandTree:
         """A top-level command, e.g. ``imagenet-zsl extract``."""
         return self._top.add_parser(name, help=help, description=help, **kwargs)
 
-    def group(self, name: str, help: str) -> argparse._SubParsersAction:
-        """The sub-parsers of a command group, e.g. ``imagenet-zsl splits``; created once."""
+    def group(self, name: str, help: str | None = None) -> argparse._SubParsersAction:
+        """The sub-parsers of a command group, e.g. ``imagenet-zsl splits``.
+
+        The stage that owns the group creates it with its ``help``; a later stage that adds a
+        command to it asks for it by name only (one help text, stated once)."""
+        if name in self._groups and help is not None:
+            raise ValueError(f"bug: command group {name!r} is created twice (give its help once)")
         if name not in self._groups:
+            if help is None:
+                raise ValueError(f"bug: command group {name!r} used before its stage created it")
             parser = self._top.add_parser(name, help=help, description=help)
             self._groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
             parser.set_defaults(func=lambda args, p=parser: (p.print_help(), 2)[1])

@@ -142,22 +142,45 @@ def check_ks(ks: Iterable[int], m: int, exact_limit: bool) -> list[int]:
     return ks
 
 
-def tie_ranks(
-    topk_ids: np.ndarray,
+def true_ranks(
     labels: np.ndarray,
-    topk_scores: np.ndarray,
+    *,
+    scores: np.ndarray | None = None,
+    topk_ids: np.ndarray | None = None,
+    topk_scores: np.ndarray | None = None,
     tail_ties: np.ndarray | None = None,
 ) -> TieRanks:
-    """:class:`TieRanks` of the true class from top-m lists (N, m) of ids and scores.
+    """Where each image's true class ranks: the one function for it, from either source.
 
-    ``tail_ties`` (N,): classes outside the list that tie with its last score (0 when omitted:
-    a tie group reaching the end of the list is assumed to end there). A true class absent from
-    its list gets ``above = m``. NaN scores rank below every class.
+    - ``scores`` (N, C): a full score matrix; the ranks are exact. A NaN true-class score ranks
+      last (never a hit); other NaN scores rank below every class; ±inf anywhere is an error.
+    - ``topk_ids`` (N, m) with ``topk_scores`` (N, m): top-m lists; ``tail_ties`` (N,) counts
+      classes outside the list that tie with its last score (0 when omitted: a tie group reaching
+      the end of the list is assumed to end there). Without ``topk_scores`` the list order is the
+      ranking (no ties). A true class absent from its list gets ``above = m``.
+
+    ``.strict`` of the result is the plain 0-based rank (ties counted against the model).
     """
+    if (scores is None) == (topk_ids is None):
+        raise ValueError("true_ranks: give either scores or topk_ids")
+    if scores is not None:
+        return _ranks_in_matrix(np.asarray(scores), labels)
     topk_ids = np.asarray(topk_ids)
+    if topk_scores is None:
+        n, m = topk_ids.shape
+        labels = _check_labels(labels, n)
+        is_true = topk_ids == labels[:, None]
+        rank = is_true.argmax(axis=1).astype(np.int64)
+        rank[~is_true.any(axis=1)] = m
+        return TieRanks.from_strict(rank)
+    return _ranks_in_lists(topk_ids, labels, np.asarray(topk_scores), tail_ties)
+
+
+def _ranks_in_lists(
+    topk_ids: np.ndarray, labels: np.ndarray, scores: np.ndarray, tail_ties: np.ndarray | None
+) -> TieRanks:
     n, m = topk_ids.shape
     labels = _check_labels(labels, n)
-    scores = np.asarray(topk_scores)
     check_scores_finite(scores[topk_ids >= 0], "top-k scores")
     scores = np.where(np.isnan(scores), -np.inf, scores)
     is_true = topk_ids == labels[:, None]
@@ -176,31 +199,7 @@ def tie_ranks(
     return TieRanks(above, tied)
 
 
-def true_rank(topk_ids: np.ndarray, labels: np.ndarray, topk_scores: np.ndarray | None = None) -> np.ndarray:
-    """0-based strict rank of each image's true class; ``m`` (the list length) when it is not listed.
-
-    With ``topk_scores`` the strict tie rule applies (other listed classes with an equal score
-    rank ahead; :func:`tie_ranks` keeps the two counts apart); without them the list order is
-    the ranking.
-    """
-    topk_ids = np.asarray(topk_ids)
-    n, m = topk_ids.shape
-    labels = _check_labels(labels, n)
-    if topk_scores is not None:
-        return tie_ranks(topk_ids, labels, topk_scores).strict
-    is_true = topk_ids == labels[:, None]
-    rank = is_true.argmax(axis=1).astype(np.int64)
-    rank[~is_true.any(axis=1)] = m
-    return rank
-
-
-def tie_ranks_from_scores(scores: np.ndarray, labels: np.ndarray) -> TieRanks:
-    """Exact :class:`TieRanks` from a full (N, C) score matrix.
-
-    A NaN true-class score ranks last (never a hit); other NaN scores rank below every class;
-    ±inf anywhere is an error (an overflow).
-    """
-    scores = np.asarray(scores)
+def _ranks_in_matrix(scores: np.ndarray, labels: np.ndarray) -> TieRanks:
     labels = _check_labels(labels, len(scores), scores.shape[1])
     check_scores_finite(scores)
     true_score = scores[np.arange(len(scores)), labels]
@@ -209,11 +208,6 @@ def tie_ranks_from_scores(scores: np.ndarray, labels: np.ndarray) -> TieRanks:
     tied = (scores == true_score[:, None]).sum(axis=1).astype(np.int64) - 1
     c = scores.shape[1]
     return TieRanks(np.where(nan_true, c, above), np.where(nan_true, 0, tied))
-
-
-def ranks_from_scores(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Exact strict (tie-against-model) rank of the true class from a full (N, C) score matrix."""
-    return tie_ranks_from_scores(scores, labels).strict
 
 
 def _as_tie_ranks(ranks: TieRanks | np.ndarray) -> TieRanks:
@@ -268,10 +262,7 @@ def hit_at_k(
         exact = topk_scores is not None and not _complete(ids, num_classes)
         ks = check_ks(ks, ids.shape[1], exact)
         labels = _check_labels(labels, len(ids), num_classes)
-        if topk_scores is None:
-            ranks = TieRanks.from_strict(true_rank(ids, labels))
-        else:
-            ranks = tie_ranks(ids, labels, topk_scores)
+        ranks = true_ranks(labels, topk_ids=ids, topk_scores=topk_scores)
     else:
         ks = sorted({int(k) for k in ks})
         ranks = _as_tie_ranks(ranks_or_ids)
@@ -347,7 +338,7 @@ class GZSLTopK:
             seen_img = self.seen_mask[self.labels[rows]][:, None]
             own_ids = np.where(seen_img, self.seen_ids[rows], self.unseen_ids[rows])
             own_scores = np.where(seen_img, self.seen_scores[rows], self.unseen_scores[rows])
-            ranks = tie_ranks(own_ids, self.labels[rows], own_scores)
+            ranks = true_ranks(self.labels[rows], topk_ids=own_ids, topk_scores=own_scores)
             above.append(ranks.above)
             tied.append(ranks.tied)
         return TieRanks(np.concatenate(above), np.concatenate(tied))
@@ -754,7 +745,7 @@ def metrics_from_scores(
     if scores.ndim != 2:
         raise ValueError(f"scores must be (N, C), got {scores.shape}")
     if seen_mask is None:
-        ranks = tie_ranks_from_scores(scores, labels)
+        ranks = true_ranks(labels, scores=scores)
         ks = check_ks(ks, scores.shape[1], False)
         labels = np.asarray(labels, dtype=np.int64)
         out = {}

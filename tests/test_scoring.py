@@ -18,12 +18,9 @@ from imagenet_zsl.scoring import (
     harmonic_mean,
     hit_at_k,
     metrics_from_scores,
-    ranks_from_scores,
     seen_unseen_curve,
     sort_topk,
-    tie_ranks,
-    tie_ranks_from_scores,
-    true_rank,
+    true_ranks,
 )
 
 # ------------------------------------------------------------------ ZSL
@@ -37,9 +34,9 @@ LABELS = np.array([0, 1, 2, 0])
 
 
 def test_true_rank_counts_ties_against_the_model():
-    assert true_rank(IDS, LABELS, SCORES).tolist() == [0, 1, 3, 2]
+    assert true_ranks(LABELS, topk_ids=IDS, topk_scores=SCORES).strict.tolist() == [0, 1, 3, 2]
     # without scores the list order is the ranking
-    assert true_rank(IDS, LABELS).tolist() == [0, 0, 3, 1]
+    assert true_ranks(LABELS, topk_ids=IDS).strict.tolist() == [0, 0, 3, 1]
 
 
 def test_flat_and_per_class_hit_at_k_by_hand():
@@ -55,15 +52,23 @@ def test_flat_and_per_class_hit_at_k_by_hand():
     ] == pytest.approx(0.5)
     # the per-class rates themselves (NaN: no image), from ranks as well as from top-k lists
     rates = hit_at_k(
-        true_rank(IDS, LABELS, SCORES), LABELS, [2], num_classes=4, per_class=True, average=False
+        true_ranks(LABELS, topk_ids=IDS, topk_scores=SCORES).strict,
+        LABELS,
+        [2],
+        num_classes=4,
+        per_class=True,
+        average=False,
     )[2]
     np.testing.assert_array_equal(rates, [0.5, 1.0, 0.0, np.nan])
-    assert hit_at_k(true_rank(IDS, LABELS, SCORES), LABELS, [1, 2]) == {1: 0.25, 2: 0.5}
+    assert hit_at_k(true_ranks(LABELS, topk_ids=IDS, topk_scores=SCORES).strict, LABELS, [1, 2]) == {
+        1: 0.25,
+        2: 0.5,
+    }
 
 
 def test_expected_hit_at_k_by_hand():
     # (r, t) per image: (0, 0), (0, 1), absent, (1, 1)
-    ranks = tie_ranks(IDS, LABELS, SCORES)
+    ranks = true_ranks(LABELS, topk_ids=IDS, topk_scores=SCORES)
     assert ranks.above.tolist() == [0, 0, 3, 1] and ranks.tied.tolist() == [0, 1, 0, 1]
     # hit@1 credits 1, 1/2, 0, 0; hit@2 credits 1, 1, 0, (2-1)/2
     assert hit_at_k(IDS, LABELS, [1, 2], topk_scores=SCORES) == {1: 0.375, 2: 0.625}
@@ -90,15 +95,15 @@ def test_tail_ties_extend_the_tie_group():
     # true class 2 tied with the last listed class and 3 more unlisted classes: t = 1 + 3
     ids = np.array([[0, 2, 1]])
     scores = np.array([[5, 1, 1]], np.float32)
-    ranks = tie_ranks(ids, np.array([2]), scores, tail_ties=np.array([3]))
+    ranks = true_ranks(np.array([2]), topk_ids=ids, topk_scores=scores, tail_ties=np.array([3]))
     assert (ranks.above.tolist(), ranks.tied.tolist()) == ([1], [4])
     assert ranks.credit(2) == pytest.approx([1 / 5])
 
 
 def test_nan_true_score_is_never_a_hit_and_inf_is_an_error():
-    assert hit_at_k(ranks_from_scores(np.array([[np.nan, 9, 9]]), np.array([0])), np.array([0]), [1]) == {
-        1: 0.0
-    }
+    assert hit_at_k(
+        true_ranks(np.array([0]), scores=np.array([[np.nan, 9, 9]])).strict, np.array([0]), [1]
+    ) == {1: 0.0}
     out = metrics_from_scores(np.array([[np.nan, 9, 9], [1, np.nan, 0]], np.float32), np.array([0, 0]))
     # image 1: the NaN of another class ranks below the true class
     assert out["flat"] == {1: 0.5} and out["flat_strict"] == {1: 0.5}
@@ -123,7 +128,7 @@ def test_k_equal_to_list_length_needs_one_more_result():
 
 def test_ranks_from_full_scores():
     scores = np.array([[1, 1, 0], [0, 2, 2], [3, 1, 2]], np.float32)
-    assert ranks_from_scores(scores, np.array([0, 2, 0])).tolist() == [1, 1, 0]
+    assert true_ranks(np.array([0, 2, 0]), scores=scores).strict.tolist() == [1, 1, 0]
     out = metrics_from_scores(scores, np.array([0, 2, 0]), ks=[1, 2])
     assert out["flat_strict"] == {1: pytest.approx(1 / 3), 2: 1.0}
     assert out["per_class_strict"] == {1: pytest.approx(0.25), 2: 1.0}  # class 0: 1/2, class 2: 0
@@ -260,7 +265,7 @@ def test_exact_curve_matches_recomputing_every_gamma(seed, tie_rule):
     # at a breakpoint a seen and an unseen class tie across spaces: only the strict rule is exact there
     gammas = np.r_[b, between] if tie_rule == "strict" else between
     for gamma in gammas:
-        hit = tie_ranks_from_scores(scores.astype(np.float64) - gamma * seen_mask, labels).credit(k, tie_rule)
+        hit = true_ranks(labels, scores=scores.astype(np.float64) - gamma * seen_mask).credit(k, tie_rule)
         seen_img = seen_mask[labels]
 
         def mean_per_class(group, hit=hit):
@@ -350,3 +355,10 @@ def test_gzsl_lists_are_checked_and_ranked_block_by_block(monkeypatch):
     bad[49, 0] = 5  # an unseen class in the seen list, in the last block
     with pytest.raises(ValueError, match="seen_ids hold classes outside"):
         GZSLTopK(gz.seen_scores, bad, gz.unseen_scores, gz.unseen_ids, gz.labels, seen_mask)
+
+
+def test_true_ranks_takes_exactly_one_source():
+    with pytest.raises(ValueError, match="either scores or topk_ids"):
+        true_ranks(LABELS)
+    with pytest.raises(ValueError, match="either scores or topk_ids"):
+        true_ranks(LABELS, scores=np.zeros((4, 4)), topk_ids=IDS)

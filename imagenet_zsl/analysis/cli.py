@@ -78,7 +78,7 @@ def register(tree: CommandTree) -> None:
     _mismatch_flag(factor_plot)
     factor_plot.set_defaults(func=_factor_plot)
 
-    splits = tree.group("splits", "build ImageNet-21K zero-shot splits and analyse wnid lists")
+    splits = tree.group("splits")
     factor = splits.add_parser(
         "factor",
         help="B test splits where one factor moves and the others are matched (Hascoet Figs. 3, 5, 9)",

@@ -81,7 +81,7 @@ class RunCell:
         stored counts, or (older runs) counted from the lists, ties assumed to end with the list."""
         if self.above is not None and self.tied is not None:
             return M.TieRanks(self.above, self.tied)
-        return M.tie_ranks(self.ids, self.labels, self.scores)
+        return M.true_ranks(self.labels, topk_ids=self.ids, topk_scores=self.scores)
 
     @property
     def model(self) -> str:

@@ -36,6 +36,7 @@ import numpy as np
 
 from imagenet_zsl.attributes.dataset import AttributeDataset, Task
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.prototypes import mean_vectors
 from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_directory,
@@ -47,7 +48,6 @@ from imagenet_zsl.io import (
     software_versions,
 )
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
-from imagenet_zsl.models.prototypes import mean_vectors
 from imagenet_zsl.models.registry import save_model
 from imagenet_zsl.models.selection import (
     SearchResult,
@@ -60,7 +60,7 @@ from imagenet_zsl.scoring import (
     gzsl_from_scores,
     gzsl_metrics,
     metrics_from_scores,
-    ranks_from_scores,
+    true_ranks,
 )
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
@@ -80,7 +80,7 @@ def semantics_for(cls: type[ZSLModel], ds: AttributeDataset, kind: str = "attrib
     ``kind="visual"``: Chao et al.'s idealised semantics (ECCV 2016, Sec. 6, G-attr): each class's
     vector is the mean res101 feature of ALL its images (unseen classes' test images included: an
     oracle that bounds what better semantics could give, never a zero-shot result), computed by
-    :func:`imagenet_zsl.models.prototypes.mean_vectors` like ``labels visual-prototypes``."""
+    :func:`imagenet_zsl.features.prototypes.mean_vectors` like ``labels visual-prototypes``."""
     if kind not in SEMANTICS:
         raise UserInputError(f"--semantics must be one of {', '.join(SEMANTICS)}, got {kind!r}")
     binary = getattr(cls, "semantics_kind", "continuous") == "binary"
@@ -157,7 +157,7 @@ def zsl_per_class(model: ZSLModel, ds: AttributeDataset, task: Task) -> np.ndarr
     """(U,) ZSL top-1 of each unseen class (``task.unseen`` order) on its test images (NaN: none)."""
     scores = score(model, ds, task.test_unseen, task.unseen)
     labels = np.searchsorted(task.unseen, ds.images.labels[task.test_unseen])
-    hit = ranks_from_scores(scores, labels) == 0
+    hit = true_ranks(labels, scores=scores).strict == 0
     counts = np.bincount(labels, minlength=len(task.unseen))
     hits = np.bincount(labels, weights=hit, minlength=len(task.unseen))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -245,7 +245,7 @@ def per_class_table(model: ZSLModel, ds: AttributeDataset, task: Task, gamma: fl
     rows = []
     zsl_scores = score(model, ds, task.test_unseen, task.unseen)
     zsl_labels = np.searchsorted(task.unseen, ds.images.labels[task.test_unseen])
-    zsl_hit = ranks_from_scores(zsl_scores, zsl_labels) == 0
+    zsl_hit = true_ranks(zsl_labels, scores=zsl_scores).strict == 0
     gz_hits: dict[str, np.ndarray] = {}
     classes = np.union1d(task.seen, task.unseen)
     if task.test_seen is not None:
@@ -255,7 +255,7 @@ def per_class_table(model: ZSLModel, ds: AttributeDataset, task: Task, gamma: fl
         seen_cols = np.isin(classes, task.seen)
         for name, g in (("gzsl", 0.0), ("gzsl_cs", gamma)):
             shifted = scores - np.where(seen_cols, g, 0.0).astype(np.float32)
-            gz_hits[name] = (ranks_from_scores(shifted, labels) == 0, labels)
+            gz_hits[name] = (true_ranks(labels, scores=shifted).strict == 0, labels)
     seen = set(task.seen.tolist())
     for c in classes:
         role = "seen" if c in seen else "unseen"

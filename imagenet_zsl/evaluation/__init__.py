@@ -5,7 +5,7 @@ Functional API (small, numpy in / numbers out) used by the CLI and by other stag
 
     topk_inner_product(queries, prototypes, k)          -> (scores (N,k), ids (N,k))
     hit_at_k(ids, labels, ks, topk_scores=..., per_class=False, tie_rule="expected")  -> {K: hit@K}
-    tie_ranks(ids, labels, scores) / tie_ranks_from_scores(scores, labels)  -> TieRanks(above, tied)
+    true_ranks(labels, topk_ids=ids, topk_scores=s) / true_ranks(labels, scores=S) -> TieRanks
     GZSLTopK / gzsl_metrics / seen_unseen_curve / ausuc / choose_gamma
     metrics_from_scores(scores (N,C), labels, ks, seen_mask=None)  # full score matrices
 
@@ -33,12 +33,9 @@ from imagenet_zsl.scoring import (
     harmonic_mean,
     hit_at_k,
     metrics_from_scores,
-    ranks_from_scores,
     seen_unseen_curve,
-    tie_ranks,
-    tie_ranks_from_scores,
     topk_from_scores,
-    true_rank,
+    true_ranks,
 )
 
 __all__ = [
@@ -63,11 +60,8 @@ __all__ = [
     "harmonic_mean",
     "hit_at_k",
     "metrics_from_scores",
-    "ranks_from_scores",
     "seen_unseen_curve",
-    "tie_ranks",
-    "tie_ranks_from_scores",
+    "true_ranks",
     "topk_from_scores",
     "topk_inner_product",
-    "true_rank",
 ]

@@ -1,8 +1,12 @@
-"""Command-line entry points of the `features` stage: ``imagenet-zsl extract``."""
+"""Command-line entry points of the `features` stage: ``extract``, ``simulate`` (simulated
+feature directories) and ``labels visual-prototypes`` (class vectors = mean feature per class,
+added to the semantics stage's ``labels`` group)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import non_negative_int, positive_int
@@ -10,6 +14,10 @@ from imagenet_zsl.devices import DETERMINISTIC_COST, tune_process_for_image_pipe
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import describe_backbones
 from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
+from imagenet_zsl.features.prototypes import visual_prototypes
+from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
+from imagenet_zsl.io import check_out_file
+from imagenet_zsl.semantics.vector_files import is_class_vector_output
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -155,6 +163,27 @@ def register(tree: CommandTree) -> None:
         help="with --merge: trust the shards' records instead of re-hashing",
     )
     parser.set_defaults(func=_extract)
+    simulate = tree.command(
+        "simulate",
+        "write SIMULATED feature directories over the real WordNet graph (test bed)",
+        epilog="example: imagenet-zsl simulate configs/simulate.yaml --out sim",
+    )
+    simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
+    simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
+    simulate.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    simulate.set_defaults(func=_simulate)
+
+    labels = tree.group("labels")
+    prototypes = labels.add_parser(
+        "visual-prototypes",
+        help="class vectors = mean visual feature per class (Chao et al.'s idealised semantics)",
+        description="write a class-vectors .npz whose vector for each class is the mean of its "
+        "features (Chao et al. 2016, Sec. 6): use it as 'semantics:' to bound what better semantics "
+        "could give a model",
+    )
+    prototypes.add_argument("--features", required=True, type=Path, help="feature directory")
+    prototypes.add_argument("--out", required=True, type=Path, help="class-vectors file to write (.npz)")
+    prototypes.set_defaults(func=_visual_prototypes)
 
 
 def _extract(args: argparse.Namespace) -> int:
@@ -192,4 +221,32 @@ def _extract(args: argparse.Namespace) -> int:
         pretraining_classes=args.pretraining_classes,
     )
     run_extraction(config)
+    return 0
+
+
+def _visual_prototypes(args: argparse.Namespace) -> int:
+    check_out_file(
+        args.out,
+        [args.features],
+        suffixes=(".npz",),
+        replaces=is_class_vector_output,
+        what="a class-vector file",
+    )
+    vectors = visual_prototypes(args.features)
+    vectors.save(args.out)
+    print(f"wrote {args.out}: {len(vectors)} classes x {vectors.dim} (mean visual features)")
+    if vectors.missing:
+        print(f"{len(vectors.missing)} classes of {args.features} have no images and no vector")
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    config = load_simulation_config(args.config)
+    if args.seed is not None:
+        config.seed = args.seed
+    out = simulate(config, args.out, base_dir=args.config.parent)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for role, part in manifest["parts"].items():
+        print(f"{out / role}: {part['classes']} classes, {part['images']} images")
+    print(f"WARNING: {WARNING}")
     return 0

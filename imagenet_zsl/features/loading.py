@@ -1,7 +1,7 @@
 """Reading images from a store for a network: work lists, the decoding dataset and its batches.
 
 Used by feature extraction (:mod:`imagenet_zsl.features.extract`) and by the ambiguous-image
-filter's fine-tuning (:mod:`imagenet_zsl.image_filter.finetune`), so both see exactly the same
+filter's fine-tuning (:mod:`imagenet_zsl.features.finetune`), so both see exactly the same
 pixels: bytes read straight from the tars, decoded with PIL (or passed through raw for nvJPEG),
 resized and centre-cropped to uint8 (3, crop, crop) by :class:`~imagenet_zsl.features.transforms.
 Preprocessing` in DataLoader workers; normalisation happens later, on the model's device.

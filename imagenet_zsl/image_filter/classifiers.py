@@ -1,7 +1,7 @@
 """The feature classifiers of the filter: a softmax probe and closed-form ridge regression.
 
 Shapes: N images in the store, D feature dims, C classes, k folds; ``store`` is the (N, D)
-float16 (or float32) tensor of :class:`~imagenet_zsl.image_filter.feature_data.LoadedFeatures`,
+float16 (or float32) tensor of :class:`~imagenet_zsl.features.in_memory.LoadedFeatures`,
 never copied: rows are gathered and cast to float32 block by block.
 
 - :class:`SoftmaxProbe`: multinomial logistic regression on standardised features, trained with

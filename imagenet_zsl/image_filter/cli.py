@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING
 from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int
 from imagenet_zsl.devices import tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.image_filter.finetune import FinetuneParams
+from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
-from imagenet_zsl.images.cli import GROUP_HELP
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -23,7 +22,7 @@ if TYPE_CHECKING:
 
 def register(tree: CommandTree) -> None:
     """Add ``imagenet-zsl images filter`` to the command line."""
-    _register_filter(tree.group("images", GROUP_HELP))
+    _register_filter(tree.group("images"))
 
 
 def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -91,7 +91,7 @@ class CrossFitFilter:
     - ``device_``: the torch device the classifiers ran on
 
     ``fold_trainer`` replaces the feature classifier: ``fold_trainer(train_rows (n,), test_rows
-    (m,), seed) -> predictions (m,) int32`` (e.g. :class:`~imagenet_zsl.image_filter.finetune.
+    (m,), seed) -> predictions (m,) int32`` (e.g. :class:`~imagenet_zsl.features.finetune.
     LastBlockFinetuner`, which trains on the images); describe it in ``cache_key`` for resume.
     """
 

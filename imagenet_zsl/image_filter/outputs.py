@@ -19,8 +19,8 @@ import numpy as np
 from tabulate import tabulate
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.in_memory import LoadedFeatures
 from imagenet_zsl.image_filter.crossfit import CrossFitFilter
-from imagenet_zsl.image_filter.feature_data import LoadedFeatures
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.plotting import save_figure, subplots
 

@@ -45,9 +45,9 @@ import numpy as np
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.finetune import FinetuneParams, LastBlockFinetuner
+from imagenet_zsl.features.in_memory import LoadedFeatures, load_features
 from imagenet_zsl.image_filter.crossfit import CrossFitFilter
-from imagenet_zsl.image_filter.feature_data import LoadedFeatures, load_features
-from imagenet_zsl.image_filter.finetune import FinetuneParams, LastBlockFinetuner
 from imagenet_zsl.image_filter.outputs import (
     PLOT_NAME,
     class_outcomes,
@@ -110,7 +110,7 @@ def filter_feature_dir(
     """Run the filter on a feature directory and write its output directory; return the summary.
 
     ``finetune``: judge images by fine-tuning the backbone's last block on the image store
-    instead of a classifier on the features (:mod:`imagenet_zsl.image_filter.finetune`).
+    instead of a classifier on the features (:mod:`imagenet_zsl.features.finetune`).
     Nothing is written on bad input; the output directory appears in one rename on success.
     """
     params = (params or FilterParams()).validate()

@@ -1,10 +1,4 @@
-"""Command-line entry points of the `models` stage: ``train``, ``models``, ``simulate`` and
-``labels visual-prototypes`` (Chao et al.'s idealised semantics, added to the semantics stage's
-``labels`` group).
-
-(``simulate`` writes feature directories and lives in :mod:`imagenet_zsl.features.simulate`; it is
-registered here because its purpose is exercising the models end to end.)
-"""
+"""Command-line entry points of the `models` stage: ``train``, ``finetune-dgp`` and ``models``."""
 
 from __future__ import annotations
 
@@ -17,14 +11,10 @@ import yaml
 
 from imagenet_zsl.devices import tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
-from imagenet_zsl.image_filter.finetune import FinetuneParams
-from imagenet_zsl.io import check_out_file
+from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, finetune_dgp
-from imagenet_zsl.models.prototypes import visual_prototypes
 from imagenet_zsl.models.registry import MODELS, describe
 from imagenet_zsl.models.training import load_train_config, train
-from imagenet_zsl.semantics.vector_files import is_class_vector_output
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -92,28 +82,6 @@ def register(tree: CommandTree) -> None:
     models = tree.command("models", "list the zero-shot models with their hyper-parameters")
     models.add_argument("--json", action="store_true", help="machine-readable output")
     models.set_defaults(func=_models)
-
-    simulate = tree.command(
-        "simulate",
-        "write SIMULATED feature directories over the real WordNet graph (test bed)",
-        epilog="example: imagenet-zsl simulate configs/simulate.yaml --out sim",
-    )
-    simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
-    simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
-    simulate.add_argument("--seed", type=int, default=None, help="override the config's seed")
-    simulate.set_defaults(func=_simulate)
-
-    labels = tree.group("labels", "label curation: class word vectors, rare words, polysemy")
-    prototypes = labels.add_parser(
-        "visual-prototypes",
-        help="class vectors = mean visual feature per class (Chao et al.'s idealised semantics)",
-        description="write a class-vectors .npz whose vector for each class is the mean of its "
-        "features (Chao et al. 2016, Sec. 6): use it as 'semantics:' to bound what better semantics "
-        "could give a model",
-    )
-    prototypes.add_argument("--features", required=True, type=Path, help="feature directory")
-    prototypes.add_argument("--out", required=True, type=Path, help="class-vectors file to write (.npz)")
-    prototypes.set_defaults(func=_visual_prototypes)
 
 
 def _parse_overrides(items: list[str]) -> dict:
@@ -199,32 +167,4 @@ def _models(args: argparse.Namespace) -> int:
         grid = getattr(cls, "grid", {})
         if grid:
             print(f"{'':10s} grid: " + "; ".join(f"{k} in {v}" for k, v in sorted(grid.items())))
-    return 0
-
-
-def _visual_prototypes(args: argparse.Namespace) -> int:
-    check_out_file(
-        args.out,
-        [args.features],
-        suffixes=(".npz",),
-        replaces=is_class_vector_output,
-        what="a class-vector file",
-    )
-    vectors = visual_prototypes(args.features)
-    vectors.save(args.out)
-    print(f"wrote {args.out}: {len(vectors)} classes x {vectors.dim} (mean visual features)")
-    if vectors.missing:
-        print(f"{len(vectors.missing)} classes of {args.features} have no images and no vector")
-    return 0
-
-
-def _simulate(args: argparse.Namespace) -> int:
-    config = load_simulation_config(args.config)
-    if args.seed is not None:
-        config.seed = args.seed
-    out = simulate(config, args.out, base_dir=args.config.parent)
-    manifest = json.loads((out / "manifest.json").read_text())
-    for role, part in manifest["parts"].items():
-        print(f"{out / role}: {part['classes']} classes, {part['images']} images")
-    print(f"WARNING: {WARNING}")
     return 0

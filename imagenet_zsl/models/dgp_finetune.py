@@ -45,8 +45,8 @@ import numpy as np
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.backbones import last_block
-from imagenet_zsl.image_filter.feature_data import load_features
-from imagenet_zsl.image_filter.finetune import FinetuneParams, LastBlockFinetuner
+from imagenet_zsl.features.finetune import FinetuneParams, LastBlockFinetuner
+from imagenet_zsl.features.in_memory import load_features
 from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_directory,

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.common import blas_threads, check_seen_data, gram_flops
-from imagenet_zsl.scoring import choose_gamma, gzsl_from_scores, hit_at_k, ranks_from_scores
+from imagenet_zsl.scoring import choose_gamma, gzsl_from_scores, hit_at_k, true_ranks
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -273,7 +273,7 @@ def zsl_score(model: ZSLModel, split: ValidationSplit) -> float:
     )
     labels = np.searchsorted(val_columns, split.labels[which])
     return hit_at_k(
-        ranks_from_scores(scores, labels), labels, [1], num_classes=len(val_columns), per_class=True
+        true_ranks(labels, scores=scores).strict, labels, [1], num_classes=len(val_columns), per_class=True
     )[1]
 
 

@@ -105,14 +105,14 @@ def test_identical_prototypes_always_tie_whatever_their_column(device):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_search_ranked_equals_full_score_ranks(seed, device):
-    from imagenet_zsl.scoring import tie_ranks_from_scores
+    from imagenet_zsl.scoring import true_ranks
 
     rng = np.random.default_rng(seed)
     queries = rng.integers(-2, 3, (150, 3)).astype(np.float32)
     prototypes = rng.integers(-1, 2, (30, 3)).astype(np.float32)
     labels = rng.integers(0, 30, 150)
     scores, ids, ranks = TopKSearcher(prototypes, 4, device=device).search_ranked(queries, labels)
-    ref = tie_ranks_from_scores(queries @ prototypes.T, labels)
+    ref = true_ranks(labels, scores=queries @ prototypes.T)
     np.testing.assert_array_equal(ranks.above, ref.above)
     np.testing.assert_array_equal(ranks.tied, ref.tied)
     ref_scores, ref_ids = brute_force(queries, prototypes, 4)

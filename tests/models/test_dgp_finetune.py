@@ -18,9 +18,9 @@ from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import create_backbone, last_block
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+from imagenet_zsl.features.finetune import FinetuneParams
+from imagenet_zsl.features.in_memory import load_features
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.image_filter.feature_data import load_features
-from imagenet_zsl.image_filter.finetune import FinetuneParams
 from imagenet_zsl.models.base import SeenData
 from imagenet_zsl.models.dgp_finetune import (
     CHECKPOINT_NAME,
@@ -33,7 +33,7 @@ from imagenet_zsl.models.dgp_finetune import (
 )
 from imagenet_zsl.models.registry import create, load_model, save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
-from tests.image_filter.test_finetune import CLASSES, COLOURS, colour_jpeg
+from tests.features.test_finetune import CLASSES, COLOURS, colour_jpeg
 
 UNSEEN = "n01494475"
 FAST = {"epochs": 4, "batch_size": 8, "lr": 0.05}

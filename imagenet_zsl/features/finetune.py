@@ -34,9 +34,9 @@ from tqdm import tqdm
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.backbones import create_backbone, last_block
+from imagenet_zsl.features.in_memory import LoadedFeatures
 from imagenet_zsl.features.loading import ImageDataset, WorkList, image_loader
 from imagenet_zsl.features.transforms import Preprocessing
-from imagenet_zsl.image_filter.feature_data import LoadedFeatures
 from imagenet_zsl.images.store import open_store
 
 if TYPE_CHECKING:

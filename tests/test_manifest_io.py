@@ -1,0 +1,75 @@
+"""The one manifest writer and its verifying reader (imagenet_zsl.io)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import MANIFEST_KEYS, read_manifest_verified, write_manifest
+
+FORMAT = "imagenet-zsl/example-v1"
+
+
+def _written(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "a.txt").write_text("alpha")
+    (tmp_path / "sub" / "b.bin").write_bytes(b"\x00\x01")
+    return write_manifest(
+        tmp_path, format=FORMAT, tool="imagenet-zsl example", parameters={"k": 3}, fields={"classes": ["x"]}
+    )
+
+
+def test_the_writer_lists_every_file_with_its_digest(tmp_path):
+    manifest = _written(tmp_path)
+    assert set(MANIFEST_KEYS) <= set(manifest)
+    assert [r["path"] for r in manifest["files"]] == ["a.txt", "sub/b.bin"]
+    assert manifest["files"][0] == {
+        "path": "a.txt",
+        "bytes": 5,
+        "sha256": "8ed3f6ad685b959ead7022518e1af76cd816f8e8ec7ccdda1ed4018e8f2223f8",
+    }
+    assert manifest["classes"] == ["x"] and manifest["parameters"] == {"k": 3}
+    assert json.loads((tmp_path / "manifest.json").read_text()) == manifest
+    assert read_manifest_verified(tmp_path, FORMAT) == manifest
+
+
+@pytest.mark.parametrize(
+    ("fmt", "fields"),
+    [("imagenet-zsl/example", None), ("example-v1", None), (FORMAT, {"files": []}), (FORMAT, {"tool": "x"})],
+)
+def test_the_writer_refuses_unversioned_formats_and_shadowed_keys(tmp_path, fmt, fields):
+    with pytest.raises(ValueError, match="bug"):
+        write_manifest(tmp_path, format=fmt, tool="imagenet-zsl example", fields=fields)
+
+
+def test_the_reader_names_the_changed_file(tmp_path):
+    _written(tmp_path)
+    (tmp_path / "a.txt").write_text("alphA")  # same size, other bytes
+    with pytest.raises(UserInputError, match=r"a\.txt: changed since it was written \(sha256"):
+        read_manifest_verified(tmp_path, FORMAT, rerun="re-run it")
+    # size only: the same-size edit passes; a truncation does not
+    read_manifest_verified(tmp_path, FORMAT, hash_files=lambda path: path != "a.txt")
+    (tmp_path / "a.txt").write_text("al")
+    with pytest.raises(UserInputError, match="size differs"):
+        read_manifest_verified(tmp_path, FORMAT, hash_files=False)
+
+
+def test_the_reader_refuses_missing_files_formats_and_escapes(tmp_path):
+    manifest = _written(tmp_path)
+    with pytest.raises(UserInputError, match="expected imagenet-zsl/other-v2"):
+        read_manifest_verified(tmp_path, "imagenet-zsl/other-v2")
+    (tmp_path / "sub" / "b.bin").unlink()
+    with pytest.raises(UserInputError, match=r"b\.bin: missing, though the manifest lists it"):
+        read_manifest_verified(tmp_path, FORMAT)
+    manifest["files"] = [{"path": "../x", "bytes": 1, "sha256": "0"}]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserInputError, match="outside"):
+        read_manifest_verified(tmp_path, FORMAT)
+    (tmp_path / "manifest.json").write_text("{")
+    with pytest.raises(UserInputError, match="not a readable JSON manifest"):
+        read_manifest_verified(tmp_path, FORMAT)
+    (tmp_path / "manifest.json").unlink()
+    with pytest.raises(UserInputError, match="manifest.json: missing"):
+        read_manifest_verified(tmp_path, FORMAT)
