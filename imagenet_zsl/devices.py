@@ -15,6 +15,21 @@ if TYPE_CHECKING:
     import torch
 
 
+#: the help text of every ``--device`` option
+DEVICE_HELP = (
+    "where to compute: auto (a CUDA GPU when torch sees one, else the CPU; default), cpu, cuda or cuda:N"
+)
+
+
+def cuda_available() -> bool:
+    """True when torch is installed and sees a CUDA GPU."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
     """``auto`` → the GPU when torch sees one, else the CPU; ``cuda`` → GPU ``local_rank`` (mod the
     number of GPUs, for torchrun); ``cuda:N`` and ``cpu`` as given. A CUDA choice without a visible

@@ -98,3 +98,12 @@ def test_every_stage_registers_its_commands():
         "report",
         "attributes",
     } <= commands
+
+
+def test_evaluate_takes_one_device_option():
+    """``--device auto|cpu|cuda[:N]`` (default auto) replaced ``--gpu/--cpu``."""
+    evaluate = cli.build_parser()._subparsers._group_actions[0].choices["evaluate"]
+    options = {o for action in evaluate._actions for o in action.option_strings}
+    assert "--device" in options and not {"--gpu", "--cpu"} & options
+    args = evaluate.parse_args(["--features", "f", "--split", "s", "--prototypes", "p", "--out", "o"])
+    assert args.device == "auto"

@@ -10,7 +10,7 @@ its inputs), how far the process's peak RSS rose above its RSS before the breakd
 process's ru_maxrss (imports and the graph included; noisy by some 30 MB between runs):
 
 * ``reference``: no breakdown: the GZSL lists alone (what GZSL holds whatever the breakdown does);
-* ``whole``: the breakdown on whole arrays, as ``evaluation/run.py``'s ``_gzsl_breakdown`` did:
+* ``whole``: the breakdown on whole arrays, as ``evaluation/run/gzsl.py``'s ``_gzsl_breakdown`` once did:
   ``calibrated_topk`` over all N images, then one ``expected_error_breakdown`` per image group;
 * ``streamed``: ``hierarchy_errors.gzsl_error_breakdowns``, ``--block`` images at a time;
 * ``metrics``: for scale, the GZSL figures themselves (``scoring.gzsl_metrics``, K = 1 2 5 10 20,
@@ -62,7 +62,7 @@ def synthetic_gzsl(n: int, m: int, seed: int = 0, chunk: int = 50_000):  # noqa:
     joint = list(unseen) + list(seen)
     seen_mask = np.r_[np.zeros(len(unseen), bool), np.ones(len(seen), bool)]
     rng = np.random.default_rng(seed)
-    # int32 ids, as the search writes them and evaluation/run.py's build_gzsl keeps them
+    # int32 ids, as the search writes them and evaluation/run/gzsl.py's build_gzsl keeps them
     lists = [np.empty((n, m), dtype) for dtype in (np.float32, np.int32, np.float32, np.int32)]
     labels = np.empty(n, np.int64)
     above, tied = np.empty(n, np.int64), np.empty(n, np.int64)
@@ -109,7 +109,7 @@ def list_bytes(gz) -> int:  # noqa: ANN001
 
 
 def _whole(graph, joint, gz, gamma: float) -> dict:  # noqa: ANN001
-    """The breakdown on whole arrays (the unstreamed path, as run.py's caller did)."""
+    """The breakdown on whole arrays (the unstreamed path, as evaluation/run/gzsl.py's caller once did)."""
     from imagenet_zsl.evaluation.hierarchy_errors import expected_error_breakdown
     from imagenet_zsl.scoring import calibrated_topk
 
@@ -131,7 +131,7 @@ def _streamed(graph, joint, gz, gamma: float, block: int) -> dict:  # noqa: ANN0
 def child(variant: str, n: int, m: int, block: int) -> dict:
     """One measurement, in this (fresh) process."""
     graph, joint, gz = synthetic_gzsl(n, m)
-    graph.ancestor_matrix  # noqa: B018 - built (and cached) before measuring, as run.py has it
+    graph.ancestor_matrix  # noqa: B018 - built (and cached) before measuring, as evaluate has it
     rss_before = _rss_bytes()
     tracemalloc.start()
     start = time.perf_counter()

@@ -48,7 +48,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from imagenet_zsl.evaluation.search import TILE_ELEMENTS, gpu_available, topk_inner_product  # noqa: E402
+from imagenet_zsl.devices import cuda_available  # noqa: E402
+from imagenet_zsl.evaluation.search import TILE_ELEMENTS, topk_inner_product  # noqa: E402
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard  # noqa: E402
 from imagenet_zsl.semantics.class_vectors import ClassVectors  # noqa: E402
 
@@ -159,7 +160,7 @@ def _evaluate_argv(paths: dict[str, Path], ks: list[int], out: Path) -> list[str
         "evaluate",
         *("--features", str(paths["features"]), "--split", str(paths["split"])),
         *("--prototypes", str(paths["prototypes"]), "--k", *map(str, ks)),
-        *("--graph", "none", "--no-label-frequency", "--cpu", "--out", str(out)),
+        *("--graph", "none", "--no-label-frequency", "--device", "cpu", "--out", str(out)),
     ]
 
 
@@ -329,7 +330,9 @@ def bench_device(args: argparse.Namespace, prototypes: np.ndarray, device: str) 
         synchronize()
 
     def toolkit():
-        return topk_inner_product(queries, prototypes, args.k, device=device, block_rows=block)
+        return topk_inner_product(
+            queries, prototypes, args.k, device=device, torch_kernel=True, block_rows=block
+        )
 
     toolkit()  # warm-up: kernels, allocator, cuBLAS handles
     plain(torch.bfloat16, True)
@@ -386,11 +389,11 @@ def bench_search(args: argparse.Namespace) -> dict:
     )
     # warm-up (thread pools, page faults) on a slice
     _ = queries[:512] @ prototypes.T
-    topk_inner_product(queries[:512], prototypes, args.k, use_gpu=False)
+    topk_inner_product(queries[:512], prototypes, args.k, device="cpu")
 
     t_matmul, _ = timed(lambda: queries @ prototypes.T, args.repeats)
     t_toolkit, (_, ids) = timed(
-        lambda: topk_inner_product(queries, prototypes, args.k, use_gpu=False), args.repeats
+        lambda: topk_inner_product(queries, prototypes, args.k, device="cpu"), args.repeats
     )
 
     def naive():
@@ -426,7 +429,7 @@ def bench_search(args: argparse.Namespace) -> dict:
     print(f"ratio naive / toolkit  : {result['naive_over_toolkit']:.1f}x faster than naive")
     print(f"top-{args.k} ids identical to the naive reference: {100 * agree:.2f}%")
 
-    devices = args.devices.split(",") if args.devices else (["cuda"] if gpu_available() else [])
+    devices = args.devices.split(",") if args.devices else (["cuda"] if cuda_available() else [])
     result["devices"] = {device: bench_device(args, prototypes, device) for device in devices}
     if not devices:
         print("GPU: not measured (torch sees no GPU)")

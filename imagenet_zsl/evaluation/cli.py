@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.evaluation.report import aggregate_runs, check_report_out, write_report_tables
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.scoring import DEFAULT_KS
@@ -95,17 +96,9 @@ def register(tree: CommandTree) -> None:
     ev.add_argument(
         "--block-rows", type=int, default=32768, help="images read and converted at once (memory bound)"
     )
-    gpu = ev.add_mutually_exclusive_group()
-    gpu.add_argument(
-        "--gpu",
-        dest="use_gpu",
-        action="store_const",
-        const=True,
-        help="score on a CUDA GPU with torch (default: when one is present)",
-    )
-    gpu.add_argument("--cpu", dest="use_gpu", action="store_const", const=False)
+    ev.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     ev.add_argument("--out", type=Path, required=True, help="run directory to write")
-    ev.set_defaults(func=_evaluate, use_gpu=None)
+    ev.set_defaults(func=_evaluate)
 
     rep = tree.command(
         "report",
@@ -150,7 +143,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         label_frequency=not args.no_label_frequency,
         plots=not args.no_plots,
         block_rows=args.block_rows,
-        use_gpu=args.use_gpu,
+        device=args.device,
         kept_images=args.kept_images,
         label_space=args.label_space,
         allow_feature_mismatch=args.allow_feature_mismatch,

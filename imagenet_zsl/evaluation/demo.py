@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ import numpy as np
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
 from imagenet_zsl.io import atomic_directory, atomic_write_text
+from imagenet_zsl.io import write_manifest as write_directory_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 if TYPE_CHECKING:
@@ -43,6 +44,10 @@ def hierarchical_vectors(
         nodes = np.flatnonzero(depth == level)
         vectors[nodes] = (parents[nodes] @ vectors) / n_parents[nodes, None] + noise[nodes]
     return vectors
+
+
+#: the manifest format of a demo directory
+DEMO_FORMAT = "imagenet-zsl/demo-v1"
 
 
 @dataclass
@@ -107,6 +112,12 @@ def write_demo(
                     "seed": seed,
                 },
             )
+        write_directory_manifest(
+            tmp,
+            format=DEMO_FORMAT,
+            tool="imagenet-zsl demo",
+            parameters={"sizes": asdict(sizes), "seed": seed, "graph": graph_source},
+        )
     return Path(out)
 
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
-from imagenet_zsl.io import MANIFEST_NAME, read_manifest, sha256_file
+from imagenet_zsl.io import MANIFEST_NAME, sha256_file
 from imagenet_zsl.models.common import l2_normalize
-from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.models.registry import load_model, read_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
@@ -96,22 +96,12 @@ class PrototypeFile(QuerySource):
         }
 
 
-def _directory_digest(path: Path) -> str:
-    """sha256 over the model directory's manifest (or, lacking one, over all its files)."""
-    manifest = path / MANIFEST_NAME
-    if manifest.exists():
-        return sha256_file(manifest)
-    digest = hashlib.sha256()
-    for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        digest.update(f"{file.relative_to(path)}:{sha256_file(file)}\n".encode())
-    return digest.hexdigest()
-
-
 class ModelDirectory(QuerySource):
     """A fitted model saved by ``imagenet-zsl train``: queries = ``embed_images``, prototypes =
     ``class_prototypes`` (optionally both L2-normalised).
 
-    Its manifest gives the provenance: ``feature_identity`` (the features it was fitted on) and
+    Read through :func:`imagenet_zsl.models.registry.read_manifest` (the verified reader). Its
+    manifest gives the provenance: ``feature_identity`` (the features it was fitted on) and
     ``semantics_identity`` (its class vectors), else the class-vector source ``train`` recorded
     under ``inputs.semantics``."""
 
@@ -122,15 +112,16 @@ class ModelDirectory(QuerySource):
             raise UserInputError(
                 f"{self.path}: model directory not found (train one with 'imagenet-zsl train')"
             )
-        self.model = load_model(self.path)
-        self.manifest = read_manifest(self.path) or {}
+        self.model = load_model(self.path)  # every file checked against the verified manifest
+        self.manifest = read_manifest(self.path)
         identity = self.manifest.get(MODEL_FEATURES_KEY)
         self.feature_identity = identity if isinstance(identity, dict) else None
         inputs = self.manifest.get("inputs")
         self.class_vectors = self.manifest.get(MODEL_SEMANTICS_KEY) or (
             inputs.get("semantics") if isinstance(inputs, dict) else None
         )
-        self.model_digest = _directory_digest(self.path)
+        #: sha256 of the verified manifest, which lists every file's sha256
+        self.model_digest = sha256_file(self.path / MANIFEST_NAME)
         self.digest = hashlib.sha256(f"model:{self.model_digest}:l2={l2}".encode()).hexdigest()
         #: the directory's name identifies the fitted model in reports; the class is its type
         self.model_type = getattr(self.model, "name", "") or type(self.model).__name__

@@ -25,11 +25,14 @@ import pandas as pd
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.identity import check_same_features
-from imagenet_zsl.io import MANIFEST_NAME, atomic_write_text, check_out_file, sha256_file
+from imagenet_zsl.io import MANIFEST_NAME, atomic_write_text, check_out_file, read_manifest_verified
 
 log = logging.getLogger(__name__)
 
 METRICS_NAME = "metrics.json"
+#: the manifest format of a run directory (v2: the one manifest of :func:`imagenet_zsl.io.write_manifest`)
+EVALUATION_FORMAT = "imagenet-zsl/evaluation-v2"
+RERUN = "re-run 'imagenet-zsl evaluate'"
 #: the text columns that identify a row of the cross-run table (never scaled, never bold)
 TEXT_COLUMNS = ("split", "model", "features", "backbone", "class vectors", "label space")
 #: appended to the backbone of a row combined under --allow-feature-mismatch
@@ -115,195 +118,164 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-def render_run_report(metrics: dict) -> str:
-    """report.md of one evaluation run, from its metrics.json content."""
-    inputs = metrics["inputs"]
-    model = metrics["model"]
-    zsl = metrics["zsl"]
-    out = [
-        f"# Evaluation: {model['name']} on {inputs['split']['name']}",
+def _header_lines(metrics: dict) -> list[str]:
+    """Title, model, split, features, provenance, label space, tie rules and pretraining."""
+    inputs, model = metrics["inputs"], metrics["model"]
+    split, features = inputs["split"], inputs["features"]
+    return [
+        f"# Evaluation: {model['name']} on {split['name']}",
         "",
         f"- model: {model['kind']} `{model['path']}`",
-        f"- split: `{inputs['split']['path']}` ({inputs['split']['classes']} classes, "
-        f"sha256 {inputs['split']['sha256'][:12]})",
-        f"- features: `{inputs['features']['path']}` ({zsl['images']} test images"
-        f"{', simulated' if inputs['features'].get('simulated') else ''})",
+        f"- split: `{split['path']}` ({split['classes']} classes, sha256 {split['sha256'][:12]})",
+        f"- features: `{features['path']}` ({metrics['zsl']['images']} test images"
+        f"{', simulated' if features.get('simulated') else ''})",
         *_provenance_lines(metrics),
         *_label_space_lines(metrics),
         *_tie_rule_lines(metrics["parameters"]["tie_rule"]),
         *_pretraining_lines(metrics.get("pretraining")),
         "",
-        "## ZSL (test classes only)",
+    ]
+
+
+def _zsl_lines(zsl: dict) -> list[str]:
+    """The ZSL hit@K table (flat and per-class, strict twins when recorded) and its plot."""
+    ks = [k for k, _ in _by_k(zsl["flat"])]
+    modes = [("flat (per image)", "flat"), ("per-class mean", "per_class")]
+    if "flat_strict" in zsl:
+        modes += [("flat, strict ties", "flat_strict"), ("per-class, strict ties", "per_class_strict")]
+    rows = [[name, *[pct(zsl[key][str(k)]) for k in ks]] for name, key in modes]
+    table = md_table(["", *[f"hit@{k}" for k in ks]], rows)
+    return ["## ZSL (test classes only)", "", table, "", "![hit@K](hit_at_k.png)", ""]
+
+
+def _gzsl_lines(gzsl: dict | None) -> list[str]:
+    """The GZSL table (every mode and K), the calibrated point and the SUC plot."""
+    if not gzsl:
+        return []
+    images = gzsl["images"]
+    rows = [
+        [mode.replace("_", "-"), f"hit@{k}", pct(v["seen"]), pct(v["unseen"]), pct(v["H"]), pct(v["ausuc"])]
+        for mode in ("per_class", "flat", "per_class_strict", "flat_strict")
+        for k, v in _by_k(gzsl.get(mode, {}))
+    ]
+    return [
+        "## Generalized ZSL (test + seen classes)",
+        "",
+        f"{images['unseen']} unseen-class and {images['seen']} seen-class test images; "
+        "accuracies are per-class means (Xian et al.) with flat per-image values below; "
+        "direct stacking is γ = 0.",
+        "",
+        md_table(["", "K", "seen", "unseen", "H", "AUSUC"], rows),
+        *_calibration_lines(gzsl.get("calibration")),
+        "",
+        "![SUC](suc_curve.png)",
         "",
     ]
-    ks = [k for k, _ in _by_k(zsl["flat"])]
-    out.append(
-        md_table(
-            ["", *[f"hit@{k}" for k in ks]],
-            [
-                ["flat (per image)", *[pct(zsl["flat"][str(k)]) for k in ks]],
-                ["per-class mean", *[pct(zsl["per_class"][str(k)]) for k in ks]],
-                *(
-                    [
-                        ["flat, strict ties", *[pct(zsl["flat_strict"][str(k)]) for k in ks]],
-                        ["per-class, strict ties", *[pct(zsl["per_class_strict"][str(k)]) for k in ks]],
-                    ]
-                    if "flat_strict" in zsl
-                    else []
-                ),
-            ],
-        )
-    )
-    out += ["", "![hit@K](hit_at_k.png)", ""]
-    gzsl = metrics.get("gzsl")
-    if gzsl:
-        images = gzsl["images"]
-        out += [
-            "## Generalized ZSL (test + seen classes)",
-            "",
-            f"{images['unseen']} unseen-class and {images['seen']} seen-class test images; "
-            "accuracies are per-class means (Xian et al.) with flat per-image values below; "
-            "direct stacking is γ = 0.",
-            "",
-        ]
-        rows = []
-        for mode in ("per_class", "flat", "per_class_strict", "flat_strict"):
-            for k, v in _by_k(gzsl.get(mode, {})):
-                rows.append(
-                    [
-                        mode.replace("_", "-"),
-                        f"hit@{k}",
-                        pct(v["seen"]),
-                        pct(v["unseen"]),
-                        pct(v["H"]),
-                        pct(v["ausuc"]),
-                    ]
-                )
-        out.append(md_table(["", "K", "seen", "unseen", "H", "AUSUC"], rows))
-        cal = gzsl.get("calibration")
-        if cal:
-            test = cal["test"]["per_class"][str(cal["k"])]
-            out += [
-                "",
-                f"Calibrated stacking: γ = {cal['gamma']:.6g}, chosen on the validation "
-                f"split `{cal['validation_split']}` to maximise per-class H@{cal['k']} "
-                f"(validation H {pct(cal['validation_H'])}); on test: seen "
-                f"{pct(test['seen'])}, unseen {pct(test['unseen'])}, "
-                f"**H {pct(test['H'])}**.",
-            ]
-        out += ["", "![SUC](suc_curve.png)", ""]
-    gzsl_hier = (gzsl or {}).get("hierarchy")
-    if gzsl_hier:
-        out += ["## Hierarchy-aware errors, GZSL (top-1 over test + seen classes)", ""]
-        rows = []
-        for name, block in (
-            ("direct (γ = 0)", gzsl_hier["direct"]),
-            ("calibrated", gzsl_hier.get("calibrated")),
-        ):
-            if block is None:
-                continue
-            for part in ("unseen_images", "seen_images"):
-                shares = block[part]["error_shares"]
-                rows.append([name, part.replace("_", " "), *[pct(v, 1) for v in shares.values()]])
-        header = list(gzsl_hier["direct"]["all"]["error_shares"])
-        out += [md_table(["stacking", "images", *header], rows), ""]
-    hier = metrics.get("hierarchy")
-    if hier:
-        out += [
-            "## Hierarchy-aware errors (top-1)",
-            "",
-            f"Graph: {hier['graph']}. Relation of the top-1 prediction to the true class "
-            "(share of misclassified images).",
-            "",
-        ]
-        shares = hier["error_shares"]
-        out.append(md_table(list(shares), [[pct(v, 1) for v in shares.values()]]))
-        out += [
-            "",
-            f"Strict top-1 {pct(hier['strict_top1'])}%; semantically correct between "
-            f"{pct(hier['semantic_lower_bound'])}% (prediction is the class or one of its "
-            f"ancestors) and {pct(hier['semantic_upper_bound'])}% (also descendants).",
-            "",
-            "![errors](error_breakdown.png)",
-            "",
-        ]
-    props = metrics.get("class_properties")
-    if props and props.get("spearman_hit1"):
-        out += [
-            "## Accuracy by class property",
-            "",
-            "Spearman correlation of per-class ZSL hit@1 with each property "
-            "(per-class values in `per_class.csv`).",
-            "",
-        ]
-        out.append(
-            md_table(
-                ["property", "Spearman ρ", "classes"],
-                [[name, f"{v['rho']:.3f}", v["classes"]] for name, v in props["spearman_hit1"].items()],
-            )
-        )
-        out.append("")
+
+
+def _calibration_lines(cal: dict | None) -> list[str]:
+    if not cal:
+        return []
+    test = cal["test"]["per_class"][str(cal["k"])]
+    return [
+        "",
+        f"Calibrated stacking: γ = {cal['gamma']:.6g}, chosen on the validation "
+        f"split `{cal['validation_split']}` to maximise per-class H@{cal['k']} "
+        f"(validation H {pct(cal['validation_H'])}); on test: seen "
+        f"{pct(test['seen'])}, unseen {pct(test['unseen'])}, "
+        f"**H {pct(test['H'])}**.",
+    ]
+
+
+def _gzsl_hierarchy_lines(gzsl: dict | None) -> list[str]:
+    """Error shares of the GZSL top-1 at γ = 0 and calibrated, unseen and seen images apart."""
+    hier = (gzsl or {}).get("hierarchy")
+    if not hier:
+        return []
+    blocks = [("direct (γ = 0)", hier["direct"]), ("calibrated", hier.get("calibrated"))]
+    rows = [
+        [name, part.replace("_", " "), *[pct(v, 1) for v in block[part]["error_shares"].values()]]
+        for name, block in blocks
+        if block is not None
+        for part in ("unseen_images", "seen_images")
+    ]
+    header = list(hier["direct"]["all"]["error_shares"])
+    return [
+        "## Hierarchy-aware errors, GZSL (top-1 over test + seen classes)",
+        "",
+        md_table(["stacking", "images", *header], rows),
+        "",
+    ]
+
+
+def _hierarchy_lines(hier: dict | None) -> list[str]:
+    """Error shares of the ZSL top-1, the semantic accuracy bounds and the plot."""
+    if not hier:
+        return []
+    shares = hier["error_shares"]
+    return [
+        "## Hierarchy-aware errors (top-1)",
+        "",
+        f"Graph: {hier['graph']}. Relation of the top-1 prediction to the true class "
+        "(share of misclassified images).",
+        "",
+        md_table(list(shares), [[pct(v, 1) for v in shares.values()]]),
+        "",
+        f"Strict top-1 {pct(hier['strict_top1'])}%; semantically correct between "
+        f"{pct(hier['semantic_lower_bound'])}% (prediction is the class or one of its "
+        f"ancestors) and {pct(hier['semantic_upper_bound'])}% (also descendants).",
+        "",
+        "![errors](error_breakdown.png)",
+        "",
+    ]
+
+
+def _property_lines(props: dict | None) -> list[str]:
+    """Spearman ρ of per-class hit@1 with each class property."""
+    if not props or not props.get("spearman_hit1"):
+        return []
+    rows = [[name, f"{v['rho']:.3f}", v["classes"]] for name, v in props["spearman_hit1"].items()]
+    return [
+        "## Accuracy by class property",
+        "",
+        "Spearman correlation of per-class ZSL hit@1 with each property "
+        "(per-class values in `per_class.csv`).",
+        "",
+        md_table(["property", "Spearman ρ", "classes"], rows),
+        "",
+    ]
+
+
+def render_run_report(metrics: dict) -> str:
+    """report.md of one evaluation run, from its metrics.json content."""
+    out = [
+        *_header_lines(metrics),
+        *_zsl_lines(metrics["zsl"]),
+        *_gzsl_lines(metrics.get("gzsl")),
+        *_gzsl_hierarchy_lines(metrics.get("gzsl")),
+        *_hierarchy_lines(metrics.get("hierarchy")),
+        *_property_lines(metrics.get("class_properties")),
+    ]
     return "\n".join(out) + "\n"
 
 
 # ----------------------------------------------------------------------------- cross-run table
 
 
-def _manifest_outputs(run_dir: Path) -> list[dict[str, Any]]:
-    """The ``outputs`` records of a run directory's manifest (one line on anything malformed)."""
-    path = run_dir / MANIFEST_NAME
-    if not path.is_file():
-        raise UserInputError(
-            f"{path}: missing, so {run_dir / METRICS_NAME} cannot be verified; re-run 'imagenet-zsl evaluate'"
-        )
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise UserInputError(
-            f"{path}: not a readable JSON manifest ({err}); re-run 'imagenet-zsl evaluate'"
-        ) from err
-    outputs = manifest.get("outputs") if isinstance(manifest, dict) else None
-    good = isinstance(outputs, list) and all(
-        isinstance(r, dict)
-        and isinstance(r.get("path"), str)
-        and isinstance(r.get("sha256"), str)
-        and isinstance(r.get("bytes"), int)
-        for r in outputs
-    )
-    if not good:
-        raise UserInputError(
-            f"{path}: no valid 'outputs' list of {{path, bytes, sha256}} records; "
-            "re-run 'imagenet-zsl evaluate'"
-        )
-    return outputs
-
-
-def verify_run_directory(run_dir: str | Path) -> None:
-    """Refuse a run directory whose files do not match its manifest (an edited, truncated or
-    missing file): every listed file must exist with its size, and its sha256 must match except
-    for the top-k lists (gigabytes for ImageNet-21K; not read by ``report``). ``metrics.json``
-    must be listed. One line naming the file on any difference."""
+def verify_run_directory(run_dir: str | Path, *, hash_topk: bool = False) -> dict[str, Any]:
+    """The manifest of a run directory after checking its files (:func:`read_manifest_verified`):
+    every listed file must exist with its size, and its sha256 must match, except for the top-k
+    lists unless ``hash_topk`` (gigabytes for ImageNet-21K; ``report`` does not read them).
+    ``metrics.json`` must be listed. One line naming the file on any difference."""
     run_dir = Path(run_dir)
-    root = run_dir.resolve()
-    outputs = _manifest_outputs(run_dir)
-    if METRICS_NAME not in {r["path"] for r in outputs}:
-        raise UserInputError(
-            f"{run_dir / MANIFEST_NAME}: does not list {METRICS_NAME}; re-run 'imagenet-zsl evaluate'"
-        )
-    for record in outputs:
-        path = run_dir / record["path"]
-        if root not in path.resolve().parents:
-            raise UserInputError(f"{run_dir / MANIFEST_NAME}: output {record['path']!r} lies outside the run")
-        if not path.is_file() or path.stat().st_size != record["bytes"]:
-            raise UserInputError(
-                f"{path}: missing or changed since 'imagenet-zsl evaluate' wrote it (size differs from "
-                "the manifest); re-run the evaluation"
-            )
-        if not record["path"].startswith(SIZE_ONLY_PREFIX) and sha256_file(path) != record["sha256"]:
-            raise UserInputError(
-                f"{path}: changed since 'imagenet-zsl evaluate' wrote it (sha256 differs from the "
-                "manifest); re-run the evaluation"
-            )
+
+    def hashed(relpath: str) -> bool:
+        return hash_topk or not relpath.startswith(SIZE_ONLY_PREFIX)
+
+    manifest = read_manifest_verified(run_dir, EVALUATION_FORMAT, hash_files=hashed, rerun=RERUN)
+    if METRICS_NAME not in {record["path"] for record in manifest["files"]}:
+        raise UserInputError(f"{run_dir / MANIFEST_NAME}: does not list {METRICS_NAME}; {RERUN}")
+    return manifest
 
 
 def load_metrics(run_dir: str | Path, verify: bool = True) -> dict:

@@ -11,8 +11,10 @@ a fresh process.
 On a GPU the whole tile stays on the device: the product (in full fp32: TF32 is switched off for
 it), the top ``k + 1`` selection and the true classes' tie counts run there, and only the (n,
 k + 1) candidates and two counts per image come back, so the search is bound by the GPU's GEMM,
-not by copying score tiles to the host. The same torch code runs on the CPU when asked
-(``device="cpu"``), which is how the tests check it against the numpy path.
+not by copying score tiles to the host. The device is the user's ``--device`` (``auto``, ``cpu``,
+``cuda``, ``cuda:N``), resolved once by :func:`imagenet_zsl.devices.resolve_device`; on the CPU
+the tiles go through numpy/BLAS. The torch tiles also run on the CPU when asked
+(``torch_kernel=True``), which is how the tests check them against the numpy path.
 
 Identical prototypes. Classes whose prototype rows are exactly equal (bytes, after mapping -0.0
 to 0.0) are detected up front by hashing the rows; each distinct row is scored once and its
@@ -35,11 +37,16 @@ import functools
 import hashlib
 import logging
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.scoring import TieRanks, sort_topk, topk_from_scores  # noqa: F401 - re-exported
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +64,6 @@ _SAFE_SCORE_BOUND = 1e37
 def prototypes_digest(prototypes: np.ndarray) -> str:
     """sha256 hex digest of a (C, E) prototype matrix's bytes (the search cache's key for it)."""
     return hashlib.sha256(prototypes.tobytes()).hexdigest()
-
-
-def gpu_available() -> bool:
-    """True when torch sees a CUDA GPU."""
-    try:
-        import torch
-    except ImportError:
-        return False
-    return bool(torch.cuda.is_available())
 
 
 def _as_matrix(name: str, array: np.ndarray) -> np.ndarray:
@@ -110,12 +108,18 @@ class TopKSearcher:
     prototypes: (C, E) float32; ``search(queries (n, E)) -> (scores (n, k) float32, ids (n, k)
     int64)`` in the documented tie order; :meth:`search_ranked` adds the true classes' exact
     :class:`~imagenet_zsl.scoring.TieRanks`. ``k`` larger than C is allowed (rows are padded).
-    ``use_gpu``: score on a CUDA GPU with torch (None: when one is present). ``device``: run the
-    torch path on this torch device instead ("cuda:1"; "cpu" runs it on the CPU, for tests).
+    ``device``: "auto" (a CUDA GPU when torch sees one), "cpu", "cuda", "cuda:N" or a
+    ``torch.device`` (:func:`imagenet_zsl.devices.resolve_device`). ``torch_kernel``: run the torch
+    tiles (the GPU's) even on the CPU, for tests; otherwise the CPU uses numpy/BLAS.
     """
 
     def __init__(
-        self, prototypes: np.ndarray, k: int, use_gpu: bool | None = None, device: str | None = None
+        self,
+        prototypes: np.ndarray,
+        k: int,
+        device: str | torch.device = "auto",
+        *,
+        torch_kernel: bool = False,
     ):
         self.prototypes = _as_matrix("prototypes", prototypes)
         if len(self.prototypes) == 0:
@@ -128,18 +132,12 @@ class TopKSearcher:
         self.num_classes = int(len(self.prototypes))
         self.unique_, self.group_ = unique_rows(self.prototypes)
         self._max_norm = _max_row_norm(self.unique_)
-        if device is None:
-            use_gpu = gpu_available() if use_gpu is None else bool(use_gpu)
-            if use_gpu and not gpu_available():
-                raise UserInputError(
-                    "use_gpu=True but torch sees no CUDA GPU; run on a machine with one, or leave it unset"
-                )
-            device = "cuda" if use_gpu else None
+        self.device_ = resolve_device(device) if isinstance(device, str) else device
         self._device = None
-        if device is not None:
+        if self.device_.type != "cpu" or torch_kernel:
             import torch
 
-            self._device = torch.device(device)
+            self._device = self.device_
             self._device_unique = torch.from_numpy(self.unique_).to(self._device)
             self._device_group = (
                 None if self.group_ is None else torch.from_numpy(self.group_).to(self._device)
@@ -344,23 +342,23 @@ def topk_inner_product(
     k: int,
     *,
     block_rows: int = DEFAULT_BLOCK_ROWS,
-    use_gpu: bool | None = None,
-    device: str | None = None,
+    device: str | torch.device = "auto",
+    torch_kernel: bool = False,
     progress: Callable[[int], object] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-``k`` classes per query by inner product.
 
     queries (N, E) float32, prototypes (C, E) float32 → (scores (N, k) float32, ids (N, k)
     int64 row indices of ``prototypes``), in the module's tie order. Queries are searched in
-    blocks of ``block_rows`` so memory stays bounded; ``use_gpu=None`` uses a GPU when torch
-    sees one (``device``: see :class:`TopKSearcher`). NaN/Inf in the inputs raise
+    blocks of ``block_rows`` so memory stays bounded; ``device`` and ``torch_kernel``: see
+    :class:`TopKSearcher`. NaN/Inf in the inputs raise
     ``UserInputError``. ``progress(n)`` is called after each block with its row count (e.g.
     ``tqdm.update``).
     """
     if block_rows < 1:
         raise UserInputError(f"--block-rows must be a positive number of images, got {block_rows}")
     queries = _as_matrix("queries", queries)
-    searcher = TopKSearcher(prototypes, k, use_gpu=use_gpu, device=device)
+    searcher = TopKSearcher(prototypes, k, device, torch_kernel=torch_kernel)
     if queries.shape[1] != searcher.dim:
         raise UserInputError(
             f"query dimension {queries.shape[1]} differs from prototype dimension {searcher.dim}"

@@ -40,3 +40,23 @@ def write_feature_dir(
         records.append(write_shard(path, shard_name(0, index), features[rows], labels[rows], ids))
     write_manifest(path, {"classes": classes, "dim": int(features.shape[1]), "shards": records})
     return path
+
+
+def write_model_dir(path: Path, **fields) -> Path:
+    """A model directory whose manifest verifies (``models.registry.read_manifest``), for tests
+    that stand a model in through ``queries.load_model``; ``fields`` go beside the model's name."""
+    from imagenet_zsl.io import write_manifest as write_directory_manifest
+    from imagenet_zsl.models.registry import MODEL_FILES, MODEL_FORMAT
+
+    path.mkdir(parents=True)
+    for name in MODEL_FILES:
+        (path / name).write_bytes(b"{}")
+    inputs = fields.pop("inputs", None)
+    write_directory_manifest(
+        path,
+        format=MODEL_FORMAT,
+        tool="imagenet-zsl train",
+        inputs=inputs,
+        fields={"model": "scaled", "params": {"scale": 2.0}, **fields},
+    )
+    return path

@@ -14,12 +14,24 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation import queries
-from imagenet_zsl.evaluation import run as run_module
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
+from imagenet_zsl.evaluation.run import classes as classes_module
+from imagenet_zsl.evaluation.run import search_sets as search_module
+from imagenet_zsl.image_filter.params import OUTPUT_FORMAT as FILTER_FORMAT
+from imagenet_zsl.io import write_manifest
 from imagenet_zsl.models.base import ZSLModel
 from imagenet_zsl.scoring import hit_at_k
 from imagenet_zsl.semantics.class_vectors import ClassVectors
-from tests.evaluation.evaluation_fixtures import CLASSES, DIM, SEEN, TEST, VAL, one_hot, write_feature_dir
+from tests.evaluation.evaluation_fixtures import (
+    CLASSES,
+    DIM,
+    SEEN,
+    TEST,
+    VAL,
+    one_hot,
+    write_feature_dir,
+    write_model_dir,
+)
 
 
 def config(bench, out, **kw) -> EvaluationConfig:
@@ -109,7 +121,9 @@ def test_zsl_gzsl_calibration_and_breakdown_end_to_end(bench, graph, tmp_path):
     report = (out / "report.md").read_text()
     assert "γ = 0.75" in report and "| per-class | hit@1 |" in report
     manifest = json.loads((out / "manifest.json").read_text())
-    assert {o["path"] for o in manifest["outputs"]} >= {"metrics.json", "topk/test.labels.npy"}
+    assert manifest["format"] == "imagenet-zsl/evaluation-v2" and manifest["tool"] == "imagenet-zsl evaluate"
+    assert {o["path"] for o in manifest["files"]} >= {"metrics.json", "topk/test.labels.npy"}
+    assert manifest["parameters"]["device"] == "auto" and manifest["parameters"]["ks"] == [1, 2, 5]
     assert not (tmp_path / ".run.search-cache").exists()
 
     # the kept top-k lists recompute the metrics without searching again
@@ -181,6 +195,19 @@ def test_cli_evaluate_and_errors(bench, tmp_path, capsys):
     assert "error: --gzsl needs --seen-features" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
+    rc = main(
+        [
+            "evaluate",
+            *("--features", str(bench["features"]), "--split", str(bench["split"])),
+            *("--prototypes", str(bench["protos"]), "--device", "gpu", "--out", str(tmp_path / "y")),
+        ]
+    )
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "error: --device 'gpu': use cuda, cuda:N, cpu or auto" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "y").exists()
+
 
 def expect_error(cfg, match, graph=None):
     with pytest.raises(UserInputError, match=match):
@@ -192,7 +219,7 @@ def test_bad_input_fails_before_searching(bench, tmp_path, monkeypatch):
     def no_search(*args, **kwargs):
         raise AssertionError("searched before checking the inputs")
 
-    monkeypatch.setattr(run_module, "_search_shard", no_search)
+    monkeypatch.setattr(search_module, "search_shard", no_search)
     out = tmp_path / "out"
     # feature dimension != prototype dimension
     ClassVectors(CLASSES, np.ones((len(CLASSES), 4))).save(tmp_path / "p4.npz")
@@ -236,7 +263,7 @@ def test_nan_features_name_the_image(bench, tmp_path):
 
 
 def test_interrupted_run_resumes_from_cached_shards(bench, tmp_path, monkeypatch):
-    real = run_module._search_shard
+    real = search_module.search_shard
     calls = []
 
     def flaky(*args, **kwargs):
@@ -245,7 +272,7 @@ def test_interrupted_run_resumes_from_cached_shards(bench, tmp_path, monkeypatch
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(run_module, "_search_shard", flaky)
+    monkeypatch.setattr(search_module, "search_shard", flaky)
     cfg = config(bench, tmp_path / "run")
     with pytest.raises(KeyboardInterrupt):
         evaluate(cfg, graph="none", progress=False)
@@ -304,14 +331,14 @@ def test_web_data_pretraining_is_reported_as_unknown(bench, tmp_path):
 #: n-th shard search starts (no cleanup handler runs: a real kill -9)
 _KILLABLE = """
 import os, signal, sys
-from imagenet_zsl.evaluation import run
-real, calls = run._search_shard, []
+from imagenet_zsl.evaluation.run import search_sets
+real, calls = search_sets.search_shard, []
 def dying(*args, **kwargs):
     calls.append(1)
     if len(calls) == int(os.environ.get("DIE_AT", "0")):
         os.kill(os.getpid(), signal.SIGKILL)
     return real(*args, **kwargs)
-run._search_shard = dying
+search_sets.search_shard = dying
 from imagenet_zsl.cli import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -367,9 +394,7 @@ class ScaledModel(ZSLModel):
 
 def test_model_directory_is_evaluated_through_the_registry(bench, tmp_path, monkeypatch):
     monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    (model_dir / "manifest.json").write_text("{}")
+    model_dir = write_model_dir(tmp_path / "model")
     m = evaluate(
         config(bench, tmp_path / "run", prototypes=None, model=model_dir), graph="none", progress=False
     )
@@ -412,11 +437,13 @@ def test_kept_images_restricts_the_test_set(bench, graph, tmp_path):
     (filter_dir / "kept.csv").write_text(
         "image_id,wnid\n" + "".join(f"{image},{image.split('/')[0]}\n" for image in kept)
     )
+    write_manifest(filter_dir, format=FILTER_FORMAT, tool="imagenet-zsl images filter")
     m = evaluate(config(bench, tmp_path / "run", kept_images=filter_dir), graph=graph, progress=False)
     assert m["zsl"]["images"] == 17
     assert m["zsl"]["flat"]["1"] == pytest.approx(1.0)
     assert m["parameters"]["kept_images"]["n_kept_ids"] == 17
     (filter_dir / "kept.csv").write_text("image_id,wnid\nnot/there.JPEG,n00000000\n")
+    write_manifest(filter_dir, format=FILTER_FORMAT, tool="imagenet-zsl images filter")
     with pytest.raises(UserInputError, match="none of the split's images"):
         evaluate(config(bench, tmp_path / "run2", kept_images=filter_dir), graph=graph, progress=False)
 
@@ -471,7 +498,7 @@ def test_all_label_space_ranks_against_the_universe_less_seen(bench, tmp_path, m
     # a tiny universe: the 10 toy classes and one without any prototype
     monkeypatch.setattr(label_space, "universe_wnids", lambda: [*CLASSES, "n00000099"])
     # a prototype file records no seen classes: ILSVRC-2012's are used; here they are SEEN
-    monkeypatch.setattr(run_module, "training_wnids", lambda: list(SEEN))
+    monkeypatch.setattr(classes_module, "training_wnids", lambda: list(SEEN))
     # validation class n00000006 (not a split class) attracts the images of n00000000
     matrix = np.eye(DIM, dtype=np.float32)
     matrix[6] = 2 * one_hot(np.array([0]))[0]
@@ -549,13 +576,10 @@ def _set_backbone(features: Path, name: str, weights: str) -> None:
 
 
 def _model_dir(tmp_path: Path, identity: dict | None) -> Path:
-    model_dir = tmp_path / "model"
-    model_dir.mkdir()
-    manifest = {"inputs": {"semantics": "glove-6b-50d"}}
+    fields = {"inputs": {"semantics": "glove-6b-50d"}}
     if identity is not None:
-        manifest["feature_identity"] = identity
-    (model_dir / "manifest.json").write_text(json.dumps(manifest))
-    return model_dir
+        fields["feature_identity"] = identity
+    return write_model_dir(tmp_path / "model", **fields)
 
 
 def test_features_of_another_backbone_are_refused_unless_allowed(bench, tmp_path, monkeypatch):
@@ -604,9 +628,7 @@ def test_matching_or_unknown_identities_pass_and_are_recorded(bench, tmp_path, m
     )
     # a model directory written before identities: no check, "unknown" in the record
     other = tmp_path / "old"
-    other.mkdir()
-    shutil.copytree(model_dir, other / "model")
-    (other / "model" / "manifest.json").write_text("{}")
+    write_model_dir(other / "model")
     m = evaluate(
         config(bench, tmp_path / "r3", prototypes=None, model=other / "model"), graph="none", progress=False
     )

@@ -6,11 +6,11 @@ from imagenet_zsl.evaluation.search import TopKSearcher, topk_inner_product
 from imagenet_zsl.scoring import topk_from_scores
 
 #: the numpy/BLAS path, and the torch path the GPU takes, run on the CPU
-BACKENDS = [None, "cpu"]
+BACKENDS = [False, True]
 
 
 @pytest.fixture(params=BACKENDS, ids=["numpy", "torch"])
-def device(request):
+def torch_kernel(request):
     return request.param
 
 
@@ -22,43 +22,47 @@ def brute_force(queries, prototypes, k):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_topk_equals_brute_force_with_many_ties(seed, device):
+def test_topk_equals_brute_force_with_many_ties(seed, torch_kernel):
     # small integer vectors: scores are exact in float32 and ties are everywhere
     rng = np.random.default_rng(seed)
     n, c, e = int(rng.integers(1, 200)), int(rng.integers(2, 80)), int(rng.integers(1, 5))
     queries = rng.integers(-2, 3, (n, e)).astype(np.float32)
     prototypes = rng.integers(-2, 3, (c, e)).astype(np.float32)
     k = int(rng.integers(1, min(c, 25) + 1))
-    scores, ids = topk_inner_product(queries, prototypes, k, block_rows=33, device=device)
+    scores, ids = topk_inner_product(
+        queries, prototypes, k, block_rows=33, device="cpu", torch_kernel=torch_kernel
+    )
     ref_scores, ref_ids = brute_force(queries, prototypes, k)
     assert ids.dtype == np.int64 and scores.dtype == np.float32
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_array_equal(scores, ref_scores.astype(np.float32))
 
 
-def test_random_real_data_matches_brute_force(device):
+def test_random_real_data_matches_brute_force(torch_kernel):
     rng = np.random.default_rng(7)
     queries = rng.standard_normal((300, 64), dtype=np.float32)
     prototypes = rng.standard_normal((500, 64), dtype=np.float32)
-    scores, ids = topk_inner_product(queries, prototypes, 21, block_rows=128, device=device)
+    scores, ids = topk_inner_product(
+        queries, prototypes, 21, block_rows=128, device="cpu", torch_kernel=torch_kernel
+    )
     ref_scores, ref_ids = brute_force(queries, prototypes, 21)
     np.testing.assert_array_equal(ids, ref_ids)
     np.testing.assert_allclose(scores, ref_scores, rtol=1e-5, atol=1e-4)
 
 
-def test_tie_order_and_boundary_keep_smallest_ids(device):
+def test_tie_order_and_boundary_keep_smallest_ids(torch_kernel):
     queries = np.ones((25, 2), np.float32)
     prototypes = np.ones((8, 2), np.float32)  # eight classes, all tied
     prototypes[5] = 2.0  # one clear winner
-    scores, ids = topk_inner_product(queries, prototypes, 3, device=device)
+    scores, ids = topk_inner_product(queries, prototypes, 3, device="cpu", torch_kernel=torch_kernel)
     assert ids.tolist() == [[5, 0, 1]] * 25
     assert scores.tolist() == [[4.0, 2.0, 2.0]] * 25
 
 
-def test_k_larger_than_classes_is_padded(device):
+def test_k_larger_than_classes_is_padded(torch_kernel):
     queries = np.array([[1.0, 0.0]], np.float32)
     prototypes = np.array([[0.0, 1.0], [2.0, 0.0]], np.float32)
-    scores, ids = topk_inner_product(queries, prototypes, 4, device=device)
+    scores, ids = topk_inner_product(queries, prototypes, 4, device="cpu", torch_kernel=torch_kernel)
     assert ids.tolist() == [[1, 0, -1, -1]]
     assert scores[0, :2].tolist() == [2.0, 0.0] and np.isneginf(scores[0, 2:]).all()
     s2, i2 = topk_from_scores(queries @ prototypes.T, 4)
@@ -80,14 +84,14 @@ def test_bad_input_is_reported_clearly():
         TopKSearcher(np.zeros((0, 3), np.float32), 1)
 
 
-def test_identical_prototypes_always_tie_whatever_their_column(device):
+def test_identical_prototypes_always_tie_whatever_their_column(torch_kernel):
     """Identical rows at different positions are scored once: their scores are bit-equal and the
     tie ranks count them as one tie group (BLAS may round equal rows differently by column)."""
     rng = np.random.default_rng(3)
     base = rng.standard_normal((40, 37)).astype(np.float32)
     prototypes = base[[0, 1, 2, 3, 4, 5, 6, 7, 8, 9] * 4]  # 40 classes, each row 4 times
     queries = rng.standard_normal((64, 37)).astype(np.float32)
-    searcher = TopKSearcher(prototypes, 5, device=device)
+    searcher = TopKSearcher(prototypes, 5, device="cpu", torch_kernel=torch_kernel)
     assert searcher.duplicate_classes == 30
     labels = rng.integers(0, 40, 64)
     scores, ids, ranks = searcher.search_ranked(queries, labels)
@@ -104,28 +108,34 @@ def test_identical_prototypes_always_tie_whatever_their_column(device):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_search_ranked_equals_full_score_ranks(seed, device):
+def test_search_ranked_equals_full_score_ranks(seed, torch_kernel):
     from imagenet_zsl.scoring import true_ranks
 
     rng = np.random.default_rng(seed)
     queries = rng.integers(-2, 3, (150, 3)).astype(np.float32)
     prototypes = rng.integers(-1, 2, (30, 3)).astype(np.float32)
     labels = rng.integers(0, 30, 150)
-    scores, ids, ranks = TopKSearcher(prototypes, 4, device=device).search_ranked(queries, labels)
+    scores, ids, ranks = TopKSearcher(prototypes, 4, device="cpu", torch_kernel=torch_kernel).search_ranked(
+        queries, labels
+    )
     ref = true_ranks(labels, scores=queries @ prototypes.T)
     np.testing.assert_array_equal(ranks.above, ref.above)
     np.testing.assert_array_equal(ranks.tied, ref.tied)
     ref_scores, ref_ids = brute_force(queries, prototypes, 4)
     np.testing.assert_array_equal(ids, ref_ids)
     # a label of -1 (true class outside this label space) gets no rank
-    _, _, none = TopKSearcher(prototypes, 4, device=device).search_ranked(queries[:2], np.array([-1, 0]))
+    _, _, none = TopKSearcher(prototypes, 4, device="cpu", torch_kernel=torch_kernel).search_ranked(
+        queries[:2], np.array([-1, 0])
+    )
     assert none.above[0] == 30 and none.tied[0] == 0
 
 
-def test_scores_that_overflow_are_an_error(device):
+def test_scores_that_overflow_are_an_error(torch_kernel):
     prototypes = np.full((2, 4), 1e30, np.float32)
     with pytest.raises(UserInputError, match="overflow to inf"):
-        topk_inner_product(np.full((1, 4), 1e30, np.float32), prototypes, 1, device=device)
+        topk_inner_product(
+            np.full((1, 4), 1e30, np.float32), prototypes, 1, device="cpu", torch_kernel=torch_kernel
+        )
     with pytest.raises(UserInputError, match="block-rows"):
         topk_inner_product(np.ones((1, 4), np.float32), prototypes, 1, block_rows=0)
 
@@ -142,9 +152,9 @@ def test_the_device_path_gives_the_numpy_paths_lists_and_ranks_across_tiles(seed
     prototypes = rng.integers(-1, 2, (40, 4)).astype(np.float32)
     prototypes[30:] = prototypes[:10]
     labels = rng.integers(-1, 40, 97)
-    expected = TopKSearcher(prototypes, 6).search_ranked(queries, labels)
+    expected = TopKSearcher(prototypes, 6, device="cpu").search_ranked(queries, labels)
     monkeypatch.setattr(search, "DEVICE_TILE_ELEMENTS", 7 * 40)  # 7 rows per tile
-    got = TopKSearcher(prototypes, 6, device="cpu").search_ranked(queries, labels)
+    got = TopKSearcher(prototypes, 6, device="cpu", torch_kernel=True).search_ranked(queries, labels)
     for a, b in zip(got[:2], expected[:2], strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(got[2].above, expected[2].above)
@@ -158,7 +168,9 @@ def test_the_device_path_restores_the_callers_matmul_precision():
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
     try:
-        TopKSearcher(np.eye(3, dtype=np.float32), 2, device="cpu").search(np.ones((2, 3), np.float32))
+        TopKSearcher(np.eye(3, dtype=np.float32), 2, device="cpu", torch_kernel=True).search(
+            np.ones((2, 3), np.float32)
+        )
         assert torch.get_float32_matmul_precision() == "high"
     finally:
         torch.set_float32_matmul_precision(before)
@@ -237,3 +249,15 @@ def test_the_bench_floor_reads_every_row_in_a_fresh_process(tmp_path):
     result = module.fresh_process(module.FLOOR_SCRIPT, args, timing)
     assert result["rows"] == 25
     assert 0 < result["imports"] < result["wall"] and result["work"] > 0 and result["cpu"] > 0
+
+
+def test_the_device_is_resolved_once_with_one_line_errors():
+    from imagenet_zsl.devices import cuda_available
+
+    assert TopKSearcher(np.eye(2, dtype=np.float32), 1, device="cpu").device_.type == "cpu"
+    with pytest.raises(UserInputError, match="--device 'gpu0': use cuda, cuda:N, cpu or auto"):
+        TopKSearcher(np.eye(2, dtype=np.float32), 1, device="gpu0")
+    if not cuda_available():
+        with pytest.raises(UserInputError, match="--device cuda: no CUDA GPU is visible"):
+            TopKSearcher(np.eye(2, dtype=np.float32), 1, device="cuda")
+        assert TopKSearcher(np.eye(2, dtype=np.float32), 1).device_.type == "cpu"  # auto

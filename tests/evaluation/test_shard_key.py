@@ -7,9 +7,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from imagenet_zsl.evaluation import run as run_module
 from imagenet_zsl.evaluation import search as search_module
-from imagenet_zsl.evaluation.run import CACHE_VERSION, EvaluationConfig, SetKey, _shard_key, evaluate
+from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
+from imagenet_zsl.evaluation.run import cache as cache_module
+from imagenet_zsl.evaluation.run.cache import CACHE_VERSION, SetKey, shard_key
 from imagenet_zsl.evaluation.search import TopKSearcher
 
 
@@ -40,8 +41,8 @@ def _original_key(name, shard, lookup, spaces, source, kept_ids) -> str:
 def test_shard_key_bytes_are_unchanged():
     rng = np.random.default_rng(0)
     spaces = {
-        "unseen": TopKSearcher(rng.standard_normal((5, 3), dtype=np.float32), 4, use_gpu=False),
-        "seen": TopKSearcher(rng.standard_normal((2, 3), dtype=np.float32), 4, use_gpu=False),
+        "unseen": TopKSearcher(rng.standard_normal((5, 3), dtype=np.float32), 4, device="cpu"),
+        "seen": TopKSearcher(rng.standard_normal((2, 3), dtype=np.float32), 4, device="cpu"),
     }
     source = SimpleNamespace(digest="model-digest")
     lookup = np.array([0, -1, 1, 2, 3, 4], np.int64)
@@ -51,11 +52,11 @@ def test_shard_key_bytes_are_unchanged():
     ]
     for kept in (None, np.array(["n00000000/1.JPEG", "n00000002/5.JPEG"], dtype=np.str_)):
         set_key = SetKey.of("test", lookup, spaces, source, kept)
-        keys = [_shard_key(set_key, shard) for shard in shards]
+        keys = [shard_key(set_key, shard) for shard in shards]
         assert keys == [_original_key("test", s, lookup, spaces, source, kept) for s in shards]
         assert keys[0] != keys[1]
     # the key still depends on the set it belongs to
-    assert _shard_key(SetKey.of("seen", lookup, spaces, source, None), shards[0]) != _original_key(
+    assert shard_key(SetKey.of("seen", lookup, spaces, source, None), shards[0]) != _original_key(
         "test", shards[0], lookup, spaces, source, None
     )
 
@@ -71,14 +72,14 @@ def test_each_label_space_is_hashed_once_per_evaluation(bench, tmp_path, monkeyp
         hashed.append(prototypes.tobytes())
         return real(prototypes)
 
-    real_key = run_module._shard_key
+    real_key = cache_module.shard_key
 
     def counting_key(set_key, shard):
         keys.append(shard["name"])
         return real_key(set_key, shard)
 
     monkeypatch.setattr(search_module, "prototypes_digest", counting)
-    monkeypatch.setattr(run_module, "_shard_key", counting_key)
+    monkeypatch.setattr(cache_module, "shard_key", counting_key)
     cfg = EvaluationConfig(
         features=bench["features"],
         split=bench["split"],

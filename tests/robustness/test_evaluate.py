@@ -245,15 +245,12 @@ def _set_backbone(features: Path, name: str) -> None:
 def test_model_trained_on_another_backbone(cli_error, bench, tmp_path, monkeypatch):
     from imagenet_zsl.evaluation import queries
     from imagenet_zsl.features.shards import FeatureDir
+    from tests.evaluation.evaluation_fixtures import write_model_dir
     from tests.evaluation.test_run import ScaledModel
 
     monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
     _set_backbone(bench["features"], "resnet50")
-    model = bench["root"] / "model"
-    model.mkdir()
-    (model / "manifest.json").write_text(
-        json.dumps({"feature_identity": FeatureDir(bench["features"]).identity})
-    )
+    model = write_model_dir(bench["root"] / "model", feature_identity=FeatureDir(bench["features"]).identity)
     _set_backbone(bench["features"], "efficientnet")
     args = argv(bench, tmp_path / "out")
     at = args.index("--prototypes")
@@ -280,7 +277,7 @@ def _rewrite_metrics(run: Path, text: str) -> None:
     writer would have left it."""
     (run / "metrics.json").write_text(text)
     manifest = json.loads((run / "manifest.json").read_text())
-    for record in manifest["outputs"]:
+    for record in manifest["files"]:
         if record["path"] == "metrics.json":
             record["bytes"] = len(text.encode())
             record["sha256"] = hashlib.sha256(text.encode()).hexdigest()
@@ -318,11 +315,19 @@ def test_report_refuses_an_edited_metrics_file(cli_error, bench, tmp_path):
     assert "sha256 differs" in line
 
 
-@pytest.mark.parametrize("outputs", ['"x"', "[1]", '[{"path": "metrics.json", "bytes": 1, "sha256": 5}]'])
-def test_report_on_a_malformed_run_manifest(cli_error, bench, tmp_path, outputs):
+@pytest.mark.parametrize("files", ['"x"', "[1]", '[{"path": "metrics.json", "bytes": 1, "sha256": 5}]', "[]"])
+def test_report_on_a_malformed_run_manifest(cli_error, bench, tmp_path, files):
     run = _evaluated(bench, tmp_path / "run")
     manifest = json.loads((run / "manifest.json").read_text())
-    manifest["outputs"] = json.loads(outputs)
+    manifest["files"] = json.loads(files)  # "[]": metrics.json is not listed
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    cli_error(["report", run, "--out", tmp_path / "rep.md"], culprit="manifest.json", inputs=[run])
+
+
+def test_report_on_an_older_run_manifest(cli_error, bench, tmp_path):
+    run = _evaluated(bench, tmp_path / "run")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["format"] = "imagenet-zsl/evaluation-v1"
     (run / "manifest.json").write_text(json.dumps(manifest))
     cli_error(["report", run, "--out", tmp_path / "rep.md"], culprit="manifest.json", inputs=[run])
 

@@ -1,0 +1,109 @@
+"""The resumable search cache: each shard's search result under ``.<out>.search-cache/``, keyed
+by everything it depends on (:class:`SetKey`, :func:`shard_key`)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from imagenet_zsl.evaluation.queries import QuerySource
+from imagenet_zsl.evaluation.search import TopKSearcher
+from imagenet_zsl.io import atomic_write_bytes
+
+CACHE_VERSION = 2
+
+
+class SearchCache:
+    """Per-shard search results under one directory, each tagged with the key it was made with."""
+
+    def __init__(self, root: Path | None):
+        self.root = root
+        if root is not None:
+            root.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, set_name: str, shard: str) -> Path:
+        return self.root / f"{set_name}-{shard}.npz"
+
+    def get(self, set_name: str, shard: str, key: str) -> dict[str, np.ndarray] | None:
+        if self.root is None:
+            return None
+        path = self._path(set_name, shard)
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if str(data["key"]) != key:
+                    return None
+                return {name: data[name] for name in data.files if name != "key"}
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def put(self, set_name: str, shard: str, key: str, arrays: dict[str, np.ndarray]) -> None:
+        if self.root is None:
+            return
+        buffer = io.BytesIO()
+        np.savez(buffer, key=np.asarray(key), **arrays)
+        atomic_write_bytes(self._path(set_name, shard), buffer.getvalue())
+
+
+@dataclass(frozen=True)
+class SetKey:
+    """The parts of a shard's cache key shared by every shard of one image set, hashed once per
+    set (the prototype digests once per label space: each searcher caches its own)."""
+
+    name: str
+    source_digest: str
+    #: label space -> sha256 of its prototypes
+    spaces: dict[str, str]
+    #: label space -> k
+    ks: dict[str, int]
+    lookup_sum: int
+    lookup_digest: str
+    kept_digest: str | None
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        lookup: np.ndarray,
+        spaces: dict[str, TopKSearcher],
+        source: QuerySource,
+        kept_ids: np.ndarray | None,
+    ) -> SetKey:
+        return cls(
+            name,
+            source.digest,
+            {s: sp.digest for s, sp in spaces.items()},
+            {s: sp.k for s, sp in spaces.items()},
+            int(lookup.sum()),
+            hashlib.sha256(lookup.tobytes()).hexdigest(),
+            None if kept_ids is None else hashlib.sha256(kept_ids.tobytes()).hexdigest(),
+        )
+
+
+def shard_key(set_key: SetKey, shard: dict) -> str:
+    """Everything a shard's cached search result depends on, hashed (the same bytes as before the
+    digests were computed once per set, so existing caches stay valid)."""
+    return hashlib.sha256(
+        json.dumps(
+            [
+                CACHE_VERSION,
+                set_key.name,
+                set_key.source_digest,
+                set_key.spaces,
+                sorted(set_key.spaces),
+                shard.get("sha256", {}),
+                int(shard["rows"]),
+                set_key.ks,
+                set_key.lookup_sum,
+                set_key.lookup_digest,
+                set_key.kept_digest,
+            ],
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()

@@ -1,0 +1,254 @@
+"""The class lists of a run: wnid lists, feature-label lookups, per-class image counts and the
+label space (:class:`LabelSpace`, :func:`resolve_space`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.evaluation.queries import QuerySource
+from imagenet_zsl.evaluation.run.config import EvaluationConfig
+from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.hierarchy.universe import training_wnids
+from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.label_space import resolve_label_space
+
+log = logging.getLogger("imagenet_zsl.evaluation.run")
+
+
+def read_classes(path: str | Path, what: str = "split") -> list[str]:
+    """A wnid list (:func:`imagenet_zsl.splits.io.read_wnid_list`) that must not be empty."""
+    wnids = read_wnid_list(path)
+    if not wnids:
+        raise UserInputError(f"{path}: the {what} is empty; it needs one class wnid per line")
+    return wnids
+
+
+def _check_label_range(fd: FeatureDir, labels: np.ndarray) -> None:
+    if len(labels) and (labels.min() < 0 or labels.max() >= len(fd.classes)):
+        raise UserInputError(
+            f"{fd.path}: labels outside the directory's {len(fd.classes)} classes "
+            f"(min {labels.min()}, max {labels.max()}); the shards and manifest disagree"
+        )
+
+
+def class_lookup(fd: FeatureDir, wnids: Sequence[str], where: str) -> np.ndarray:
+    """(len(fd.classes),) int64 mapping each feature label to its index in ``wnids`` (-1: skip).
+
+    For the seen and validation classes, which must all have images: errors if a class of
+    ``wnids`` is not in the feature directory or has no image there, or if a shard's labels fall
+    outside the directory's label space.
+    """
+    position = {w: i for i, w in enumerate(fd.classes)}
+    absent = [w for w in wnids if w not in position]
+    if absent:
+        raise UserInputError(
+            f"{fd.path}: {len(absent)} classes of the {where} have no features here: "
+            f"{preview(absent)}; extract them or drop them from the {where}"
+        )
+    labels = fd.labels()
+    _check_label_range(fd, labels)
+    lookup = np.full(len(fd.classes), -1, dtype=np.int64)
+    lookup[[position[w] for w in wnids]] = np.arange(len(wnids))
+    counts = np.bincount(labels, minlength=len(fd.classes))
+    empty = [w for w in wnids if counts[position[w]] == 0]
+    if empty:
+        raise UserInputError(
+            f"{fd.path}: {len(empty)} classes of the {where} have no images: {preview(empty)}; "
+            f"drop them from the {where} or add their images"
+        )
+    return lookup
+
+
+def test_lookup(fd: FeatureDir, space_wnids: Sequence[str], scored: Sequence[str]) -> np.ndarray:
+    """(len(fd.classes),) int64: each feature class's index in the label space ``space_wnids`` when
+    it is one of the ``scored`` split classes, else -1 (not a test image). Split classes absent
+    from the directory are simply classes without test images."""
+    _check_label_range(fd, fd.labels())
+    index = {w: i for i, w in enumerate(space_wnids)}
+    wanted = set(scored)
+    return np.array([index[w] if w in wanted else -1 for w in fd.classes], dtype=np.int64)
+
+
+def class_image_counts(
+    fd: FeatureDir, wnids: Sequence[str], kept_ids: np.ndarray | None = None
+) -> np.ndarray:
+    """(len(wnids),) int64 test images of each class in ``fd`` (only ``kept_ids`` when given);
+    reads labels (and ids) only."""
+    position = {w: i for i, w in enumerate(fd.classes)}
+    counts = np.zeros(len(fd.classes), dtype=np.int64)
+    for shard in fd.shard_names():
+        labels = fd.shard_labels(shard)
+        if kept_ids is not None:
+            labels = labels[np.isin(fd.shard_ids(shard), kept_ids)]
+        counts += np.bincount(labels, minlength=len(fd.classes))[: len(fd.classes)]
+    return np.array([counts[position[w]] if w in position else 0 for w in wnids], dtype=np.int64)
+
+
+def missing_prototypes(source: QuerySource, wnids: Sequence[str]) -> list[str]:
+    """The classes of ``wnids`` the source has no prototype for (bisecting failed requests, so a
+    21K-class label space with a few holes costs a few dozen calls, not one per class)."""
+    if not wnids:
+        return []
+    try:
+        source.prototypes(wnids)
+        return []
+    except UserInputError:
+        if len(wnids) == 1:
+            return list(wnids)
+    half = len(wnids) // 2
+    return missing_prototypes(source, wnids[:half]) + missing_prototypes(source, wnids[half:])
+
+
+def representable_classes(source: QuerySource, wnids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split seen classes into those the model/prototype file can represent and those it cannot.
+
+    The GZSL label space is defined by the training set, but a semantic model cannot score a seen
+    class that has no word vector (it was also left out of its training). Such classes leave the
+    seen label space with their images, and the run reports them; a split class without a
+    prototype is an error unless the caller counts it as a miss (``count_as_miss``).
+    """
+    missing = set(missing_prototypes(source, list(wnids)))
+    kept = [w for w in wnids if w not in missing]
+    if not kept:
+        raise UserInputError("no seen class has a prototype; check the model's class semantics")
+    return kept, [w for w in wnids if w in missing]
+
+
+def present_classes(fd: FeatureDir) -> list[str]:
+    """Classes of a feature directory that have at least one image (label-space order)."""
+    counts = np.bincount(fd.labels(), minlength=len(fd.classes))
+    return [w for w, c in zip(fd.classes, counts, strict=True) if c > 0]
+
+
+@dataclass(frozen=True)
+class LabelSpace:
+    """The ZSL label space of a run and what left it.
+
+    ``wnids``: the label space, sorted (what the ``unseen`` top-k ids index); ``split``: the
+    split's classes in file order; ``miss``: the ``count_as_miss`` classes (sorted; their test
+    labels are ``len(wnids) + j``); ``seen``/``seen_source``: the seen classes kept out of it;
+    ``without_prototype``: distractors (label-space classes outside the split) that left because
+    the source has no prototype for them."""
+
+    spec: str
+    wnids: list[str]
+    split: list[str]
+    miss: list[str] = field(default_factory=list)
+    seen_source: str = "none"
+    seen_count: int = 0
+    without_prototype: list[str] = field(default_factory=list)
+
+    @property
+    def scored(self) -> list[str]:
+        """Split classes the model is scored on (in the label space)."""
+        miss = set(self.miss)
+        return [w for w in self.split if w not in miss]
+
+    @property
+    def eval_wnids(self) -> list[str]:
+        """The class list test labels index: the label space, then the count-as-miss classes."""
+        return list(self.wnids) + list(self.miss)
+
+
+def check_count_as_miss(cfg: EvaluationConfig, split_wnids: Sequence[str]) -> list[str]:
+    """The ``count_as_miss`` classes, sorted; each must be a split class."""
+    miss = sorted({str(w) for w in cfg.count_as_miss})
+    outside = sorted(set(miss) - set(split_wnids))
+    if outside:
+        raise UserInputError(
+            f"count_as_miss: {len(outside)} classes are not in the split {cfg.split}: {preview(outside)}"
+        )
+    return miss
+
+
+def check_test_images(cfg: EvaluationConfig, fd: FeatureDir, split: list[str], counts: np.ndarray) -> None:
+    """A split with no test image at all in ``--features`` is one line; some classes without
+    images are fine (they are distractors)."""
+    if int(counts.sum()) == 0 and cfg.kept_images is not None:
+        raise UserInputError(
+            f"{cfg.kept_images}: none of the split's images are among the kept "
+            "images; was the filter run on these features?"
+        )
+    if int(counts.sum()) == 0:
+        raise UserInputError(
+            f"{fd.path}: none of the {len(split)} classes of the split {cfg.split} has a "
+            "test image here; point --features at the split's test images"
+        )
+    empty = [w for w, c in zip(split, counts, strict=True) if c == 0]
+    if empty:
+        log.info(
+            "%d split classes have no test image in %s and stay in the label space as distractors: %s",
+            len(empty),
+            fd.path,
+            preview(empty),
+        )
+
+
+def _seen_for_label_space(
+    cfg: EvaluationConfig, source: QuerySource, seen_wnids: list[str] | None
+) -> tuple[list[str], str]:
+    """The seen classes a zero-shot label space leaves out, and where they come from: the GZSL
+    seen classes; else the model's seen classes; else (for ``all``/FILE) ILSVRC-2012's 1,000.
+    The ``split`` space of a plain ZSL run checks no seen classes (the split is the choice)."""
+    if cfg.gzsl:
+        return list(seen_wnids or []), "GZSL seen classes"
+    if cfg.label_space == "split":
+        return [], "none"
+    model_seen = source.seen_wnids()
+    if model_seen:
+        return model_seen, "the model's seen classes"
+    return training_wnids(), "ILSVRC-2012 classes (the model does not record its seen classes)"
+
+
+def resolve_space(
+    cfg: EvaluationConfig,
+    source: QuerySource,
+    split_wnids: list[str],
+    miss: list[str],
+    seen_wnids: list[str] | None,
+) -> LabelSpace:
+    """The run's label space: resolved by :func:`resolve_label_space` without the count-as-miss
+    classes; a split class without a prototype is an error (count it as a miss or drop it), a
+    distractor without one leaves with a warning."""
+    seen, seen_source = _seen_for_label_space(cfg, source, seen_wnids)
+    scored = LabelSpace(cfg.label_space, [], split_wnids, miss).scored
+    excluded = set(miss)
+    resolved = resolve_label_space(cfg.label_space, scored, seen, "--label-space")
+    wnids = [w for w in resolved if w not in excluded]
+    missing = missing_prototypes(source, wnids)
+    split_missing = sorted(set(missing) & set(scored))
+    if split_missing:
+        raise UserInputError(
+            f"{len(split_missing)} classes of the split {cfg.split} have no prototype "
+            f"({class_vectors_label(source.class_vectors)}): {preview(split_missing)}; drop them from "
+            "the split or count them as misses (run recipe: count_as_miss)"
+        )
+    if missing:
+        log.warning(
+            "%d classes of the label space %r have no prototype and leave it: %s",
+            len(missing),
+            cfg.label_space,
+            preview(missing),
+        )
+    gone = set(missing)
+    kept = [w for w in wnids if w not in gone]
+    if not kept:
+        raise UserInputError(f"--label-space {cfg.label_space}: no class is left in the label space")
+    return LabelSpace(cfg.label_space, kept, split_wnids, miss, seen_source, len(set(seen)), sorted(missing))
+
+
+def class_vectors_label(record: Any) -> str:
+    """A short name for a class-vector source recorded as a string or a dict."""
+    if isinstance(record, dict):
+        for key in ("describe", "source", "name", "path"):
+            if record.get(key):
+                return str(record[key])
+        return "unknown"
+    return str(record) if record else "unknown"

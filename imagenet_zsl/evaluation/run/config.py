@@ -1,0 +1,72 @@
+"""What ``imagenet-zsl evaluate`` takes (:class:`EvaluationConfig`) and the names every step shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS
+from imagenet_zsl.scoring import DEFAULT_KS
+
+TOOL = "imagenet-zsl evaluate"
+#: the label space each image set's true classes live in (its "own" space)
+OWN_SPACE = {"test": "unseen", "seen": "seen", "val": "val_unseen", "val_seen": "seen"}
+
+
+@dataclass
+class EvaluationConfig:
+    """Everything ``imagenet-zsl evaluate`` takes; see :mod:`imagenet_zsl.evaluation.run` for the roles."""
+
+    features: Path
+    split: Path
+    out: Path
+    model: Path | None = None
+    prototypes: Path | None = None
+    l2_normalize: bool = False
+    ks: Sequence[int] = DEFAULT_KS
+    gzsl: bool = False
+    seen_features: Path | None = None
+    seen_classes: Path | None = None
+    val_split: Path | None = None
+    val_features: Path | None = None
+    val_seen_features: Path | None = None
+    val_seen_fraction: float = 0.5
+    seed: int = 0
+    #: "auto" (WordNet when installed, else no breakdown), "wordnet", "imagenet", "none", or a
+    #: TSV of parent<TAB>child edges
+    graph: str = "auto"
+    label_frequency: bool = True
+    plots: bool = True
+    block_rows: int = DEFAULT_BLOCK_ROWS
+    #: where the search runs: "auto" (a CUDA GPU when torch sees one), "cpu", "cuda" or "cuda:N"
+    #: (:func:`imagenet_zsl.devices.resolve_device`)
+    device: str = "auto"
+    #: output of ``imagenet-zsl images filter``: evaluate only the test images it kept
+    kept_images: Path | None = None
+    #: the classes each test image is ranked against: "split", "all" or a wnid list file
+    #: (:func:`imagenet_zsl.splits.label_space.resolve_label_space`)
+    label_space: str = "split"
+    #: split classes the model has no prototype for: they leave the label space, and their test
+    #: images count as misses in every denominator (the ``count_as_miss`` policy of ``run``)
+    count_as_miss: Sequence[str] = ()
+    #: evaluate features whose identity differs from the model's training features (or from
+    #: each other); the override is recorded in metrics.json and the manifest
+    allow_feature_mismatch: bool = False
+
+
+def input_paths(cfg: EvaluationConfig) -> list[Path | None]:
+    """Every path the run reads: ``--out`` may neither contain nor lie inside one of them."""
+    return [
+        cfg.features,
+        cfg.split,
+        cfg.model,
+        cfg.prototypes,
+        cfg.seen_features,
+        cfg.seen_classes,
+        cfg.val_split,
+        cfg.val_features,
+        cfg.val_seen_features,
+        cfg.kept_images,
+        None if str(cfg.label_space) in ("split", "all") else Path(cfg.label_space),
+    ]

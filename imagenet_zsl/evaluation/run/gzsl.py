@@ -1,0 +1,138 @@
+"""GZSL metrics of a run, a pure function of its inputs and search results: the joint label space
+(test then seen classes), direct stacking, AUSUC, the calibrated γ, the curves to plot and the
+hierarchy breakdown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from imagenet_zsl import scoring as M
+from imagenet_zsl.evaluation.hierarchy_errors import gzsl_error_breakdowns
+
+if TYPE_CHECKING:
+    from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
+    from imagenet_zsl.evaluation.run.results import SearchResults
+    from imagenet_zsl.evaluation.run.search_sets import SetResult
+
+
+@dataclass(frozen=True, eq=False)
+class GZSLResult:
+    """``block``: metrics.json's ``gzsl``; ``curves`` / ``direct_points`` / ``calibrated_points``:
+    the Seen-Unseen curves at hit@1 and hit@max(K) with their γ = 0 and calibrated points;
+    ``counts`` (n_test + n_seen,) images per joint class; ``class_hits[k]``: per-class GZSL hit@k
+    at γ = 0."""
+
+    block: dict[str, Any]
+    counts: np.ndarray
+    class_hits: dict[int, np.ndarray]
+    curves: dict[str, M.SeenUnseenCurve] = field(default_factory=dict)
+    direct_points: dict[str, tuple[float, float]] = field(default_factory=dict)
+    calibrated_points: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+
+def _offset(ids: np.ndarray, by: int) -> np.ndarray:
+    """Shift class indices into the joint space, keeping -1 padding (and the int32 dtype)."""
+    return np.where(ids >= 0, ids + ids.dtype.type(by), ids.dtype.type(-1))
+
+
+def build_gzsl(
+    unseen_part: SetResult, seen_part: SetResult, n_unseen: int, n_seen: int, unseen_space: str
+) -> M.GZSLTopK:
+    """Joint label space = unseen classes then seen classes."""
+    parts = []
+    for part, label_offset in ((unseen_part, 0), (seen_part, n_unseen)):
+        s_scores, s_ids = part.lists["seen"]
+        u_scores, u_ids = part.lists[unseen_space]
+        parts.append(
+            M.GZSLTopK(
+                s_scores,
+                _offset(s_ids, n_unseen),
+                u_scores,
+                u_ids,
+                part.labels + label_offset,
+                np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)],
+                part.ranks,
+            )
+        )
+    return M.GZSLTopK.concat(parts)
+
+
+def _calibration(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK) -> dict[str, Any]:
+    """γ chosen on the validation images (never the test images) and the test figures at γ."""
+    gz_val = build_gzsl(results.val, results.val_seen, len(inp.val_wnids), len(inp.seen_wnids), "val_unseen")
+    gamma, val_h = M.choose_gamma(gz_val, k=1, per_class=True)
+    calibrated = M.gzsl_metrics(gz, inp.ks, gamma)["calibrated"]
+    return {
+        "gamma": gamma,
+        "k": 1,
+        "criterion": "per-class H@1 on validation (expected tie rule)",
+        "validation_split": str(inp.cfg.val_split),
+        "validation_H": val_h,
+        "validation_images": {
+            "unseen": int(len(results.val.labels)),
+            "seen": int(len(results.val_seen.labels)),
+        },
+        "test": {key: calibrated[key] for key in ("per_class", "flat", "per_class_strict", "flat_strict")},
+    }
+
+
+def _gzsl_breakdown(inp: EvaluationInputs, gz: M.GZSLTopK, gamma: float) -> dict[str, Any]:
+    """Hierarchy-aware error breakdown of the GZSL top-1 (joint space: label space, count-as-miss
+    classes, then seen classes) at calibration ``gamma``, under the expected tie rule (a top-1 tie
+    group shares its image); ``gz`` holds the searched images only."""
+    joint = list(inp.eval_wnids) + list(inp.seen_wnids)
+    parts = gzsl_error_breakdowns(inp.graph, joint, gz, gamma)  # streamed in blocks of images
+    return {"gamma": float(gamma), **{name: breakdown.to_dict() for name, breakdown in parts.items()}}
+
+
+def _hierarchy(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK, gzsl: dict) -> dict[str, Any]:
+    """The GZSL breakdown at γ = 0 and (with a validation split) at the calibrated γ, over the
+    searched images (count-as-miss images have no prediction to classify)."""
+    searched = gz
+    if results.misses is not None:
+        searched = build_gzsl(results.test, results.seen, len(inp.eval_wnids), len(inp.seen_wnids), "unseen")
+    block = {"graph": inp.graph.source, "direct": _gzsl_breakdown(inp, searched, 0.0)}
+    if "calibration" in gzsl:
+        block["calibrated"] = _gzsl_breakdown(inp, searched, gzsl["calibration"]["gamma"])
+    return block
+
+
+def _curves(inp: EvaluationInputs, gz: M.GZSLTopK, gamma: float | None) -> tuple[dict, dict, dict]:
+    """Seen-Unseen curves at hit@1 and hit@max(K), their γ = 0 points and calibrated points."""
+    curves, direct, calibrated = {}, {}, {}
+    for k in inp.ks:
+        if k in (1, inp.ks[-1]):
+            curve = M.seen_unseen_curve(gz, k, per_class=True)
+            curves[f"hit@{k}"] = curve
+            direct[f"hit@{k}"] = curve.at(0.0)
+            if gamma is not None:
+                calibrated[f"hit@{k}"] = curve.at(gamma)
+    return curves, direct, calibrated
+
+
+def gzsl_metrics(inp: EvaluationInputs, results: SearchResults) -> GZSLResult:
+    """GZSL over test ∪ seen classes: direct stacking, AUSUC, the calibrated γ (with a validation
+    split), the curves to plot, per-class GZSL hit@K at γ = 0 and the hierarchy breakdown."""
+    n_test, n_seen = len(inp.eval_wnids), len(inp.seen_wnids)
+    scored = results.scored_test()
+    gz = build_gzsl(scored, results.seen, n_test, n_seen, "unseen")
+    gzsl = M.gzsl_metrics(gz, inp.ks)
+    gzsl["images"] = {"unseen": int(len(scored.labels)), "seen": int(len(results.seen.labels))}
+    gzsl["classes"] = {
+        "unseen": len(inp.space_wnids),
+        "unseen_with_test_images": int(np.count_nonzero(np.bincount(scored.labels, minlength=n_test))),
+        "seen": n_seen,
+    }
+    gzsl["seen_classes_without_prototypes"] = list(inp.sets.excluded_seen)
+    if results.val is not None:
+        gzsl["calibration"] = _calibration(inp, results, gz)
+    if inp.graph is not None and len(results.test.labels):
+        gzsl["hierarchy"] = _hierarchy(inp, results, gz, gzsl)
+    gamma = gzsl["calibration"]["gamma"] if "calibration" in gzsl else None
+    curves, direct, calibrated = _curves(inp, gz, gamma)
+    counts = np.bincount(gz.labels, minlength=n_test + n_seen)
+    hits = {k: M.gzsl_class_rates(gz, k, 0.0) for k in inp.ks}
+    return GZSLResult(gzsl, counts, hits, curves, direct, calibrated)

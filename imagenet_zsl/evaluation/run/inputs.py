@@ -1,0 +1,302 @@
+"""Every input of a run, checked before any long work: :class:`EvaluationInputs` (frozen), built
+by :func:`check_inputs` alone."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from imagenet_zsl.devices import resolve_device
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
+from imagenet_zsl.evaluation.run.classes import (
+    LabelSpace,
+    check_count_as_miss,
+    check_test_images,
+    class_image_counts,
+    class_lookup,
+    log,
+    present_classes,
+    read_classes,
+    representable_classes,
+    resolve_space,
+    test_lookup,
+)
+from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_paths
+from imagenet_zsl.evaluation.run.provenance import check_feature_identities, pretraining_overlap
+from imagenet_zsl.evaluation.search import TopKSearcher
+from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.hierarchy.universe import resolve_graph
+from imagenet_zsl.image_filter.outputs import kept_image_ids
+from imagenet_zsl.io import check_out_dir
+from imagenet_zsl.splits.label_space import check_label_space_spec
+
+if TYPE_CHECKING:
+    import torch
+
+    from imagenet_zsl.hierarchy.graph import ClassGraph
+
+
+@dataclass(frozen=True, eq=False)
+class GZSLSets:
+    """The seen and validation image sets of a GZSL run (``None`` where the run has none).
+
+    ``seen_wnids``: the seen classes the source can represent; ``excluded_seen``: those it cannot
+    (they left with their images); ``*_lookup``: (len(fd.classes),) feature label → class index."""
+
+    seen_wnids: list[str] | None = None
+    seen_fd: FeatureDir | None = None
+    seen_lookup: np.ndarray | None = None
+    excluded_seen: tuple[str, ...] = ()
+    val_wnids: list[str] | None = None
+    val_fd: FeatureDir | None = None
+    val_lookup: np.ndarray | None = None
+    val_seen_fd: FeatureDir | None = None
+    val_seen_lookup: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class EvaluationInputs:
+    """Every input of a run: the test set with its label space, lookups and per-class counts, the
+    GZSL sets, the query source, the graph for the error breakdown and the searcher of each label
+    space."""
+
+    cfg: EvaluationConfig
+    ks: list[int]
+    #: classes kept per image and space: max(K) + 1
+    m: int
+    split_wnids: list[str]
+    fd: FeatureDir
+    source: QuerySource
+    space: LabelSpace
+    #: (len(fd.classes),) feature label → index in the label space (-1: not a test image)
+    test_lookup: np.ndarray
+    #: (len(split_wnids),) test images of each split class (kept images only, misses included)
+    class_counts_all: np.ndarray
+    #: (len(space.miss),) test images of each count-as-miss class
+    miss_counts: np.ndarray
+    #: ``--allow-feature-mismatch`` override records (empty: every identity agreed or is unknown)
+    feature_checks: list[dict[str, Any]]
+    graph: ClassGraph | None
+    sets: GZSLSets
+    spaces: dict[str, TopKSearcher]
+    kept_ids: np.ndarray | None
+    #: "seen in pretraining" block of metrics.json (None: the features do not record it)
+    pretraining: dict[str, Any] | None
+    pretraining_wnids: frozenset[str] | None
+
+    @property
+    def space_wnids(self) -> list[str]:
+        """The ZSL label space (the ``unseen`` search space)."""
+        return self.space.wnids
+
+    @property
+    def eval_wnids(self) -> list[str]:
+        """What test labels index: the label space, then the count-as-miss classes."""
+        return self.space.eval_wnids
+
+    @property
+    def seen_wnids(self) -> list[str] | None:
+        return self.sets.seen_wnids
+
+    @property
+    def val_wnids(self) -> list[str] | None:
+        return self.sets.val_wnids
+
+
+def _check_ks(cfg: EvaluationConfig) -> list[int]:
+    ks = sorted({int(k) for k in cfg.ks})
+    if not ks or ks[0] < 1:
+        raise UserInputError(f"--k values must be positive integers, got {list(cfg.ks)}")
+    if cfg.gzsl and ks[0] != 1:
+        raise UserInputError(
+            f"--k {' '.join(map(str, ks))}: --gzsl reports H and calibrates γ at hit@1; add 1 to --k"
+        )
+    if int(cfg.block_rows) < 1:
+        raise UserInputError(f"--block-rows {cfg.block_rows}: must be a positive number of images")
+    return ks
+
+
+def _seen_set(cfg: EvaluationConfig, split_wnids: list[str]) -> dict[str, Any]:
+    if not cfg.gzsl:
+        if cfg.seen_features is not None:
+            raise UserInputError("--seen-features is only used with --gzsl; add --gzsl")
+        return {}
+    if cfg.seen_features is None:
+        raise UserInputError(
+            "--gzsl needs --seen-features DIR: held-out images of the seen (training) "
+            "classes, e.g. ILSVRC-2012 validation features"
+        )
+    seen_fd = FeatureDir(cfg.seen_features)
+    seen_wnids = (
+        read_classes(cfg.seen_classes, "seen-class list") if cfg.seen_classes else present_classes(seen_fd)
+    )
+    overlap = sorted(set(seen_wnids) & set(split_wnids))
+    if overlap:
+        raise UserInputError(
+            f"{len(overlap)} classes are both seen and in the test split: "
+            f"{preview(overlap)}; a zero-shot test class cannot be seen"
+        )
+    lookup = class_lookup(seen_fd, seen_wnids, "seen classes")
+    return {"seen_fd": seen_fd, "seen_wnids": seen_wnids, "seen_lookup": lookup}
+
+
+def _validation_set(cfg: EvaluationConfig, split_wnids: list[str], seen_wnids: list[str]) -> dict[str, Any]:
+    if cfg.val_split is None:
+        if cfg.val_features or cfg.val_seen_features:
+            raise UserInputError("--val-features/--val-seen-features need --val-split")
+        return {}
+    if not cfg.gzsl:
+        raise UserInputError("--val-split chooses the GZSL calibration γ: add --gzsl")
+    val_wnids = read_classes(cfg.val_split, "validation split")
+    clash = sorted(set(val_wnids) & (set(split_wnids) | set(seen_wnids)))
+    if clash:
+        raise UserInputError(
+            f"{cfg.val_split}: {len(clash)} validation classes are test or seen classes: {preview(clash)}"
+        )
+    val_fd = FeatureDir(cfg.val_features or cfg.features)
+    found = {
+        "val_wnids": val_wnids,
+        "val_fd": val_fd,
+        "val_lookup": class_lookup(val_fd, val_wnids, f"validation split {Path(cfg.val_split).name}"),
+    }
+    if cfg.val_seen_features is not None:
+        val_seen_fd = FeatureDir(cfg.val_seen_features)
+        found["val_seen_fd"] = val_seen_fd
+        found["val_seen_lookup"] = class_lookup(val_seen_fd, seen_wnids, "seen classes (validation)")
+    elif not 0 < cfg.val_seen_fraction < 1:
+        raise UserInputError("--val-seen-fraction must be between 0 and 1")
+    return found
+
+
+def _feature_dirs(fd: FeatureDir, sets: GZSLSets) -> list[FeatureDir]:
+    return [d for d in (fd, sets.seen_fd, sets.val_fd, sets.val_seen_fd) if d is not None]
+
+
+def _query_source(cfg: EvaluationConfig, feature_dirs: list[FeatureDir]) -> QuerySource:
+    if cfg.prototypes is None:
+        return ModelDirectory(cfg.model, l2=cfg.l2_normalize)
+    source = PrototypeFile(cfg.prototypes, l2=cfg.l2_normalize)
+    for feature_dir in feature_dirs:
+        source.check_dim(feature_dir.dim, str(feature_dir.path))
+    return source
+
+
+def _representable_seen(sets: GZSLSets, source: QuerySource) -> GZSLSets:
+    """Seen classes the source cannot represent leave the GZSL label space (see
+    :func:`representable_classes`) with their images: the lookups are rebuilt without them."""
+    kept, excluded = representable_classes(source, sets.seen_wnids)
+    if not excluded:
+        return sets
+    log.warning(
+        "%d seen classes have no prototype (e.g. no word vector) and are left out "
+        "of the GZSL label space with their images: %s",
+        len(excluded),
+        preview(excluded),
+    )
+    val_seen_lookup = sets.val_seen_lookup
+    seen_lookup = class_lookup(sets.seen_fd, kept, "seen classes")
+    if sets.val_seen_fd is not None:
+        val_seen_lookup = class_lookup(sets.val_seen_fd, kept, "seen classes (validation)")
+    return GZSLSets(
+        kept,
+        sets.seen_fd,
+        seen_lookup,
+        tuple(excluded),
+        sets.val_wnids,
+        sets.val_fd,
+        sets.val_lookup,
+        sets.val_seen_fd,
+        val_seen_lookup,
+    )
+
+
+def _label_spaces(
+    source: QuerySource, wnids: dict[str, list[str] | None], m: int, device: torch.device
+) -> dict[str, TopKSearcher]:
+    """One searcher per label space; all prototypes (and a model's queries) share one dim."""
+    spaces = {
+        space: TopKSearcher(source.prototypes(classes), m, device=device)
+        for space, classes in wnids.items()
+        if classes is not None
+    }
+    dims = {sp.dim for sp in spaces.values()}
+    if len(dims) != 1:
+        raise UserInputError(f"class prototypes have differing dimensions {sorted(dims)}")
+    return spaces
+
+
+def _check_query_dim(cfg: EvaluationConfig, source: QuerySource, dirs: list[FeatureDir], dim: int) -> None:
+    """A model's query vectors must have the prototypes' dimension (probed on one row each)."""
+    if not isinstance(source, ModelDirectory):
+        return
+    for feature_dir in dirs:
+        features, logits = feature_dir.first_row()
+        qdim = source.probe(features, logits, str(feature_dir.path))
+        if qdim != dim:
+            raise UserInputError(f"{cfg.model}: query vectors are {qdim}-d but prototypes are {dim}-d")
+
+
+def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device]:
+    """The checks that read nothing: K values, one query source, the label-space spec, the device
+    and ``--out``."""
+    ks = _check_ks(cfg)
+    if (cfg.model is None) == (cfg.prototypes is None):
+        raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
+    check_label_space_spec(str(cfg.label_space), "--label-space")
+    device = resolve_device(cfg.device)
+    check_out_dir(cfg.out, TOOL, input_paths(cfg))
+    return ks, device
+
+
+def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -> EvaluationInputs:
+    """Every cheap check of a run, in order, before any search: the one builder of
+    :class:`EvaluationInputs`. ``graph`` overrides ``cfg.graph`` (a ClassGraph, e.g. in tests)."""
+    ks, device = _check_cheap(cfg)
+    split_wnids = read_classes(cfg.split, "split")
+    miss = check_count_as_miss(cfg, split_wnids)
+    fd = FeatureDir(cfg.features)
+    found = _seen_set(cfg, split_wnids)
+    found.update(_validation_set(cfg, split_wnids, found.get("seen_wnids", [])))
+    sets = GZSLSets(**found)
+    dirs = _feature_dirs(fd, sets)
+    source = _query_source(cfg, dirs)
+    feature_checks = check_feature_identities(cfg, source, fd, sets)
+    resolved_graph = resolve_graph(graph if graph is not None else cfg.graph)
+    kept_ids = None
+    if cfg.kept_images is not None:
+        kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
+    space = resolve_space(cfg, source, split_wnids, miss, sets.seen_wnids)
+    lookup = test_lookup(fd, space.wnids, space.scored)
+    counts_all = class_image_counts(fd, split_wnids, kept_ids)
+    miss_counts = class_image_counts(fd, miss, kept_ids)
+    check_test_images(cfg, fd, split_wnids, counts_all)
+    if cfg.gzsl:
+        sets = _representable_seen(sets, source)
+    m = ks[-1] + 1
+    wnids = {"unseen": space.wnids, "seen": sets.seen_wnids, "val_unseen": sets.val_wnids}
+    spaces = _label_spaces(source, wnids, m, device)
+    _check_query_dim(cfg, source, dirs, next(iter(spaces.values())).dim)
+    pretraining, pretraining_wnids = pretraining_overlap(fd, split_wnids)
+    return EvaluationInputs(
+        cfg=cfg,
+        ks=ks,
+        m=m,
+        split_wnids=split_wnids,
+        fd=fd,
+        source=source,
+        space=space,
+        test_lookup=lookup,
+        class_counts_all=counts_all,
+        miss_counts=miss_counts,
+        feature_checks=feature_checks,
+        graph=resolved_graph,
+        sets=sets,
+        spaces=spaces,
+        kept_ids=kept_ids,
+        pretraining=pretraining,
+        pretraining_wnids=pretraining_wnids,
+    )

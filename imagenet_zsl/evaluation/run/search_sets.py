@@ -1,0 +1,209 @@
+"""Searching the image sets of a run: each set streamed shard by shard through the query source
+and searched in its label spaces (:func:`search_set`), every set of the run (:func:`run_search`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from imagenet_zsl import scoring as M
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.queries import QuerySource
+from imagenet_zsl.evaluation.run import cache as cache_module
+from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey
+from imagenet_zsl.evaluation.run.config import OWN_SPACE
+from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher
+from imagenet_zsl.features.shards import FeatureDir
+
+
+@dataclass
+class SetResult:
+    """Search results of one image set: labels index its class list; ``lists[space]`` =
+    (scores (n, m) float32, ids (n, m) int64 into that space's class list); ``ranks``: the exact
+    :class:`~imagenet_zsl.scoring.TieRanks` of each true class in the set's own label space."""
+
+    labels: np.ndarray
+    rows: np.ndarray
+    lists: dict[str, tuple[np.ndarray, np.ndarray]]
+    ranks: M.TieRanks
+
+    def take(self, keep: np.ndarray) -> SetResult:
+        return SetResult(
+            self.labels[keep],
+            self.rows[keep],
+            {s: (a[keep], b[keep]) for s, (a, b) in self.lists.items()},
+            self.ranks.take(keep),
+        )
+
+
+@dataclass
+class SearchContext:
+    """What every image set's search shares: the query source, the resumable shard cache, the
+    rows read per block and whether to show a progress bar."""
+
+    source: QuerySource
+    cache: SearchCache
+    block_rows: int = DEFAULT_BLOCK_ROWS
+    progress: bool = True
+
+
+def search_set(
+    name: str,
+    fd: FeatureDir,
+    lookup: np.ndarray,
+    spaces: dict[str, TopKSearcher],
+    context: SearchContext,
+    kept_ids: np.ndarray | None = None,
+) -> SetResult:
+    """Stream a feature directory's rows of the wanted classes through the query source and search
+    each label space.
+
+    Memory: one block of ``context.block_rows`` rows and one score tile while searching; then the
+    labels, row numbers and tie ranks (32 bytes per image) in memory, and the top-k lists
+    (``n * m * 8`` bytes per space) memory-mapped from the cache directory when there is one.
+    """
+    source = context.source
+    use_logits = source.uses_logits and fd.has_logits
+    parts: list[dict[str, np.ndarray]] = []  # only without a cache directory
+    done: list[tuple[str, str, int]] = []
+    offset = 0
+    set_key = SetKey.of(name, lookup, spaces, source, kept_ids)
+    with tqdm(
+        total=fd.num_rows, desc=f"search {name}", unit="img", disable=not context.progress, leave=False
+    ) as bar:
+        for shard in fd.shards:
+            shard_name, shard_rows = shard["name"], int(shard["rows"])
+            key = cache_module.shard_key(set_key, shard)
+            cached = context.cache.get(name, shard_name, key)
+            if cached is None:
+                cached = search_shard(
+                    fd, shard_name, lookup, spaces, context, use_logits, OWN_SPACE[name], kept_ids
+                )
+                cached["rows"] = cached["rows"] + offset
+                context.cache.put(name, shard_name, key, cached)
+            if context.cache.root is None:
+                parts.append(cached)
+            done.append((shard_name, key, len(cached["labels"])))
+            offset += shard_rows
+            bar.update(shard_rows)
+    if context.cache.root is not None:
+        return _joined_from_cache(name, spaces, context.cache, done)
+    return _joined(parts, spaces)
+
+
+def _set_result(fields: dict[str, np.ndarray], spaces: dict[str, TopKSearcher]) -> SetResult:
+    return SetResult(
+        fields["labels"].astype(np.int64),
+        fields["rows"].astype(np.int64),
+        {s: (fields[f"{s}.scores"], fields[f"{s}.ids"]) for s in spaces},
+        M.TieRanks(fields["above"].astype(np.int64), fields["tied"].astype(np.int64)),
+    )
+
+
+def _field_specs(spaces: dict[str, TopKSearcher]) -> dict[str, tuple[tuple[int, ...], type]]:
+    specs: dict[str, tuple[tuple[int, ...], type]] = {
+        "labels": ((), np.int64),
+        "rows": ((), np.int64),
+        "above": ((), np.int64),
+        "tied": ((), np.int64),
+    }
+    for s, sp in spaces.items():
+        specs[f"{s}.scores"] = ((sp.k,), np.float32)
+        specs[f"{s}.ids"] = ((sp.k,), np.int32)
+    return specs
+
+
+def _joined(parts: list[dict[str, np.ndarray]], spaces: dict[str, TopKSearcher]) -> SetResult:
+    fields = {
+        f: np.concatenate([p[f] for p in parts]) if parts else np.zeros((0, *shape), dtype)
+        for f, (shape, dtype) in _field_specs(spaces).items()
+    }
+    return _set_result(fields, spaces)
+
+
+def _joined_from_cache(
+    name: str, spaces: dict[str, TopKSearcher], cache: SearchCache, done: list[tuple[str, str, int]]
+) -> SetResult:
+    """The set's arrays filled shard by shard from the cache; the top-k lists as memory-mapped
+    .npy files in the cache directory (so they need no heap memory)."""
+    total = sum(n for _, _, n in done)
+    fields: dict[str, np.ndarray] = {}
+    for f, (shape, dtype) in _field_specs(spaces).items():
+        if shape:
+            path = cache.root / f"{name}.{f}.npy"
+            fields[f] = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(total, *shape))
+        else:
+            fields[f] = np.empty(total, dtype)
+    start = 0
+    for shard_name, key, n in done:
+        data = cache.get(name, shard_name, key)
+        if data is None:  # removed under our feet
+            raise UserInputError(f"{cache.root}: the search cache changed during the run; re-run the command")
+        for f in fields:
+            fields[f][start : start + n] = data[f]
+        start += n
+    for array in fields.values():
+        if isinstance(array, np.memmap):
+            array.flush()
+    return _set_result(fields, spaces)
+
+
+def search_shard(
+    fd: FeatureDir,
+    shard_name: str,
+    lookup: np.ndarray,
+    spaces: dict[str, TopKSearcher],
+    context: SearchContext,
+    use_logits: bool,
+    own_space: str,
+    kept_ids: np.ndarray | None = None,
+) -> dict:
+    """One shard's labels, row numbers, top-k lists in every space and the true classes' tie
+    ranks in their own space (the unit of the cache). Reads only through :class:`FeatureDir`."""
+    target = lookup[fd.shard_labels(shard_name)]
+    wanted = target >= 0
+    if kept_ids is not None:
+        wanted &= np.isin(fd.shard_ids(shard_name), kept_ids)
+    keep = np.flatnonzero(wanted)
+    out = {
+        "labels": target[keep],
+        "rows": keep.astype(np.int64),
+        "above": np.empty(len(keep), np.int64),
+        "tied": np.empty(len(keep), np.int64),
+    }
+    for s, sp in spaces.items():
+        out[f"{s}.scores"] = np.empty((len(keep), sp.k), np.float32)
+        out[f"{s}.ids"] = np.empty((len(keep), sp.k), np.int32)
+    if len(keep) == 0:
+        return out
+    start = 0
+    # every row wanted (the usual case): contiguous slices, one fp16 -> fp32 pass per block
+    rows = None if len(keep) == len(target) else keep
+    for block in fd.shard_blocks(shard_name, rows, context.block_rows, with_logits=use_logits):
+        done = slice(start, start + len(block))
+        _check_rows(fd, shard_name, block.ids, block.features, "features")
+        queries = context.source.encode(block.features, block.logits)
+        if queries is not block.features:  # prototypes in feature space: the rows just checked
+            _check_rows(fd, shard_name, block.ids, queries, "query vectors (model output)")
+        for s, sp in spaces.items():
+            labels = target[keep[done]] if s == own_space else None
+            scores, ids, ranks = sp.search_ranked(queries, labels)
+            out[f"{s}.scores"][done] = scores
+            out[f"{s}.ids"][done] = ids
+            if ranks is not None:
+                out["above"][done], out["tied"][done] = ranks.above, ranks.tied
+        start += len(block)
+    return out
+
+
+def _check_rows(fd: FeatureDir, shard: str, ids: np.ndarray, matrix: np.ndarray, what: str) -> None:
+    finite = np.isfinite(matrix).all(axis=1)
+    if finite.all():
+        return
+    bad = np.flatnonzero(~finite)
+    raise UserInputError(
+        f"{fd.path}: {what} of {len(bad)} images in shard {shard} contain NaN or Inf "
+        f"(first: {ids[bad[0]]}); re-extract them or drop those images"
+    )

@@ -1,0 +1,92 @@
+"""ZSL and generalized-ZSL metrics computed from per-image top-k lists, without searching again.
+
+Tie rules. For each image let ``r`` be the number of classes scoring strictly above the true
+class and ``t`` the number of *other* classes scoring exactly the same (its tie group).
+
+* ``expected`` (the headline): hit@K is the expected value under uniform random tie-breaking,
+  credit ``min(1, max(0, (K − r) / (t + 1)))``. A model that gives every class the same score
+  scores K/C, chance, not 0.
+* ``strict`` (ties count against the model): hit iff ``r + t < K``.
+
+With continuous scores ``t = 0`` and the two coincide. Classes with exactly identical prototypes
+form one tie group whatever the float rounding: the search hashes prototype rows up front and
+scores each distinct row once (see :mod:`imagenet_zsl.evaluation.search`), which then reports
+``r`` and ``t`` of the true class exactly (:class:`TieRanks`).
+
+Exactness: a top-m list decides hit@K for every K < m under both rules when the true class's
+tie group does not reach the end of the list (if the true class is absent from the list, at
+least m > K classes score above it or tie with the last listed one). Pass ``tail_ties`` (the
+number of unlisted classes tied with the last listed score) or the exact :class:`TieRanks` of the
+search otherwise. The evaluate command searches ``max(K) + 1`` classes.
+
+Non-finite scores: a NaN true-class score is never a hit (it ranks below every class); scores
+that overflow to ±inf are an error.
+
+GZSL (Chao et al. 2016, calibrated stacking): seen-class scores are lowered by γ. Per image we keep
+the top-m among seen classes and the top-m among unseen classes separately. Under the strict
+rule, whether an image is a hit@K is a threshold test on γ (``γ > θ`` for unseen-class images,
+``γ < φ`` for seen-class images, strict at the breakpoint). Under the expected rule an image
+whose true class has ``t`` tied classes in its own label space is ``t + 1`` equally weighted
+entries, one per position of the true class inside its tie group (rank ``r + i``), each a
+threshold test; cross-space equality at exactly a breakpoint γ counts against the model.
+Accuracies at any γ, the whole Seen-Unseen accuracy Curve, its area (AUSUC) and the γ maximising
+H all follow exactly from these thresholds — one sort over the breakpoints, no grid.
+"""
+
+from imagenet_zsl.scoring.gzsl import (
+    GZSLTopK,
+    SeenUnseenCurve,
+    ausuc,
+    choose_gamma,
+    gzsl_entries,
+    gzsl_thresholds,
+    seen_unseen_curve,
+)
+from imagenet_zsl.scoring.gzsl_metrics import (
+    calibrated_topk,
+    calibrated_topk_rows,
+    gzsl_accuracies,
+    gzsl_class_rates,
+    gzsl_from_scores,
+    gzsl_metrics,
+    metrics_from_scores,
+)
+from imagenet_zsl.scoring.ranks import (
+    DEFAULT_KS,
+    SORT_BLOCK,
+    TIE_RULE_TEXT,
+    TIE_RULES,
+    TieRanks,
+    harmonic_mean,
+    hit_at_k,
+    sort_topk,
+    topk_from_scores,
+    true_ranks,
+)
+
+__all__ = [
+    "DEFAULT_KS",
+    "SORT_BLOCK",
+    "TIE_RULES",
+    "TIE_RULE_TEXT",
+    "GZSLTopK",
+    "SeenUnseenCurve",
+    "TieRanks",
+    "ausuc",
+    "calibrated_topk",
+    "calibrated_topk_rows",
+    "choose_gamma",
+    "gzsl_accuracies",
+    "gzsl_class_rates",
+    "gzsl_entries",
+    "gzsl_from_scores",
+    "gzsl_metrics",
+    "gzsl_thresholds",
+    "harmonic_mean",
+    "hit_at_k",
+    "metrics_from_scores",
+    "seen_unseen_curve",
+    "sort_topk",
+    "topk_from_scores",
+    "true_ranks",
+]

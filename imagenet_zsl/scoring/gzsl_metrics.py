@@ -1,0 +1,199 @@
+"""GZSL accuracies and metric blocks at a calibration γ, calibrated top-k lists, and both ZSL and
+GZSL metrics from full score matrices. See :mod:`imagenet_zsl.scoring`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.scoring.gzsl import GZSLTopK, group_weights, gzsl_entries, seen_unseen_curve
+from imagenet_zsl.scoring.ranks import (
+    DEFAULT_KS,
+    SORT_BLOCK,
+    TIE_RULES,
+    TieRanks,
+    check_block,
+    check_ks,
+    check_labels,
+    check_scores_finite,
+    harmonic_mean,
+    hit_at_k,
+    sort_topk,
+    topk_from_scores,
+    true_ranks,
+)
+
+
+def _entry_hits(gz: GZSLTopK, k: int, gamma: float, tie_rule: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, credit) of the threshold entries at ``gamma``: credit = fraction where a hit."""
+    rows, theta, fraction = gzsl_entries(gz, k, tie_rule)
+    hit = np.where(gz.seen_images[rows], gamma < theta, gamma > theta)
+    return rows, np.where(hit, fraction, 0.0)
+
+
+def gzsl_accuracies(
+    gz: GZSLTopK, k: int, gamma: float, per_class: bool, tie_rule: str = "expected"
+) -> dict[str, float]:
+    """{'seen', 'unseen', 'H'} hit@k accuracies at calibration ``gamma`` (0 = direct stacking)."""
+    seen_img = gz.seen_images
+    rows, credit = _entry_hits(gz, k, gamma, tie_rule)
+    seen_w = group_weights(gz.labels, seen_img, per_class)[rows]
+    unseen_w = group_weights(gz.labels, ~seen_img, per_class)[rows]
+    seen = min(float(np.sum(seen_w * credit)), 1.0)
+    unseen = min(float(np.sum(unseen_w * credit)), 1.0)
+    return {"seen": seen, "unseen": unseen, "H": harmonic_mean(seen, unseen)}
+
+
+def gzsl_class_rates(gz: GZSLTopK, k: int, gamma: float = 0.0, tie_rule: str = "expected") -> np.ndarray:
+    """(C,) per-class GZSL hit@k at ``gamma`` over the joint label space (NaN: no image)."""
+    rows, credit = _entry_hits(gz, k, gamma, tie_rule)
+    size = len(gz.seen_mask)
+    per = np.bincount(gz.labels[rows], weights=credit, minlength=size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return per / np.bincount(gz.labels, minlength=size)
+
+
+def _strict_key(mode: str, tie_rule: str) -> str:
+    return mode if tie_rule == "expected" else f"{mode}_strict"
+
+
+def gzsl_metrics(
+    gz: GZSLTopK,
+    ks: Sequence[int] = DEFAULT_KS,
+    gamma: float | None = None,
+) -> dict:
+    """Every GZSL figure for each K: seen/unseen/H under direct stacking (γ = 0) and AUSUC,
+    per class (Xian et al., the default) and flat; plus seen/unseen/H at ``gamma`` if given.
+
+    Returns {"per_class": {K: {...}}, "flat": {K: {...}}, "calibrated": {...} | absent} under
+    the expected tie rule, with the strict twins under "per_class_strict" and "flat_strict".
+    """
+    ks = check_ks(ks, gz.m, True)
+    seen_img = gz.seen_images
+    if not seen_img.any() or seen_img.all():
+        raise UserInputError("GZSL needs test images of both seen and unseen classes")
+    out: dict = {}
+    modes = (("per_class", True), ("flat", False))
+    for tie_rule in TIE_RULES:
+        for mode, per_class in modes:
+            block = out.setdefault(_strict_key(mode, tie_rule), {})
+            for k in ks:
+                curve = seen_unseen_curve(gz, k, per_class, tie_rule)
+                seen, unseen = curve.at(0.0)
+                block[k] = {
+                    "seen": seen,
+                    "unseen": unseen,
+                    "H": harmonic_mean(seen, unseen),
+                    "ausuc": curve.ausuc,
+                }
+    if gamma is not None:
+        out["calibrated"] = {"gamma": float(gamma)}
+        for tie_rule in TIE_RULES:
+            for mode, per_class in modes:
+                out["calibrated"][_strict_key(mode, tie_rule)] = {
+                    k: gzsl_accuracies(gz, k, gamma, per_class, tie_rule) for k in ks
+                }
+    return out
+
+
+def calibrated_topk(
+    gz: GZSLTopK, gamma: float, k: int, block: int = SORT_BLOCK
+) -> tuple[np.ndarray, np.ndarray]:
+    """Merged top-k over the joint label space after subtracting γ from seen scores.
+
+    Returns (scores float64 (N, k), ids int64 (N, k)); ties by ascending class index. Rows are
+    merged ``block`` images at a time, so the (block, 2m) float64/int64 temporaries of the merge
+    stay bounded whatever N (the result is the same for any block size).
+    """
+    n = len(gz.labels)
+    width = min(k, 2 * gz.m)
+    scores = np.empty((n, width), np.float64)
+    ids = np.empty((n, width), np.int64)
+    for lo in range(0, n, check_block(block)):
+        part_scores, part_ids = calibrated_topk_rows(gz, gamma, k, lo, lo + block)
+        scores[lo : lo + block], ids[lo : lo + block] = part_scores, part_ids
+    return scores, ids
+
+
+def calibrated_topk_rows(
+    gz: GZSLTopK, gamma: float, k: int, start: int, stop: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`calibrated_topk` of images ``start:stop`` only → (scores (B, k), ids (B, k))."""
+    rows = slice(start, stop)
+    scores = np.hstack(
+        [gz.seen_scores[rows].astype(np.float64) - gamma, gz.unseen_scores[rows].astype(np.float64)]
+    )
+    scores, ids = sort_topk(scores, np.hstack([gz.seen_ids[rows], gz.unseen_ids[rows]]))
+    return scores[:, :k], ids[:, :k]
+
+
+# ----------------------------------------------------------------------------- full score matrices
+
+
+def _own_space_ranks(scores: np.ndarray, labels: np.ndarray, seen_mask: np.ndarray) -> TieRanks:
+    """Exact TieRanks of each true class within its own label space (seen or unseen columns)."""
+    check_scores_finite(scores)
+    n = len(scores)
+    true_score = scores[np.arange(n), labels]
+    own = seen_mask[None, :] == seen_mask[labels][:, None]
+    above = (own & (scores > true_score[:, None])).sum(axis=1).astype(np.int64)
+    tied = (own & (scores == true_score[:, None])).sum(axis=1).astype(np.int64) - 1
+    nan_true = np.isnan(true_score)
+    return TieRanks(np.where(nan_true, scores.shape[1], above), np.where(nan_true, 0, tied))
+
+
+def gzsl_from_scores(scores: np.ndarray, labels: np.ndarray, seen_mask: np.ndarray, m: int) -> GZSLTopK:
+    """GZSL top-m lists from a full (N, C) score matrix and a (C,) seen-class mask (with the
+    exact own-space tie ranks)."""
+
+    scores = np.asarray(scores, dtype=np.float32)
+    seen_mask = np.asarray(seen_mask, dtype=bool)
+    if seen_mask.shape != (scores.shape[1],):
+        raise ValueError(f"seen_mask must have shape ({scores.shape[1]},), got {seen_mask.shape}")
+    if seen_mask.all() or not seen_mask.any():
+        raise UserInputError(
+            f"seen_mask marks {int(seen_mask.sum())} of {len(seen_mask)} classes as seen; GZSL needs "
+            "both seen and unseen classes (drop seen_mask for plain ZSL)"
+        )
+    labels = check_labels(labels, len(scores), scores.shape[1])
+    ranks = _own_space_ranks(scores, labels, seen_mask)
+    lists = []
+    for mask in (seen_mask, ~seen_mask):
+        columns = np.flatnonzero(mask)
+        top_scores, top = topk_from_scores(scores[:, columns], m)
+        lists += [top_scores, np.where(top >= 0, columns[np.maximum(top, 0)], -1)]
+    return GZSLTopK(*lists, labels=labels, seen_mask=seen_mask, own_ranks=ranks)
+
+
+def metrics_from_scores(
+    scores: np.ndarray,
+    labels: np.ndarray,
+    ks: Sequence[int] = (1,),
+    seen_mask: np.ndarray | None = None,
+    gamma: float | None = None,
+) -> dict:
+    """All metrics of a full (N, C) score matrix (small label spaces, e.g. 717 SUN classes).
+
+    Without ``seen_mask``: ZSL {"flat": {K: hit}, "per_class": {K: hit}} over all C columns
+    (expected tie rule) plus "flat_strict"/"per_class_strict". With it: the
+    :func:`gzsl_metrics` dict (labels index the same C columns).
+    """
+    scores = np.asarray(scores, dtype=np.float32)
+    if scores.ndim != 2:
+        raise ValueError(f"scores must be (N, C), got {scores.shape}")
+    if seen_mask is None:
+        ranks = true_ranks(labels, scores=scores)
+        ks = check_ks(ks, scores.shape[1], False)
+        labels = np.asarray(labels, dtype=np.int64)
+        out = {}
+        for tie_rule in TIE_RULES:
+            out[_strict_key("flat", tie_rule)] = hit_at_k(ranks, labels, ks, tie_rule=tie_rule)
+            out[_strict_key("per_class", tie_rule)] = hit_at_k(
+                ranks, labels, ks, num_classes=scores.shape[1], per_class=True, tie_rule=tie_rule
+            )
+        return out
+    ks = sorted({int(k) for k in ks})
+    gz = gzsl_from_scores(scores, labels, seen_mask, max(ks) + 1)
+    return gzsl_metrics(gz, ks, gamma)
