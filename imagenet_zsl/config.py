@@ -13,6 +13,7 @@ so a typo can never silently build a different benchmark.
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -60,6 +61,12 @@ class RecipeLoader(yaml.SafeLoader):
       to more than :data:`MAX_ALIAS_EXPANSION` extra values, or refer to themselves, is refused
       (a 527-byte "billion laughs" recipe took 238 MB to report).
     """
+
+
+#: YAML 1.2 floats with an exponent: PyYAML follows YAML 1.1, which reads ``1e-3`` or ``1.0e5``
+#: (no dot, or no exponent sign) as a string; in a recipe they are numbers
+_YAML12_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
+RecipeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_EXPONENT_FLOAT, list("-+0123456789."))
 
 
 def _check_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> None:
@@ -194,11 +201,14 @@ def key_path(loc: tuple[Any, ...]) -> str:
     return out or "(top level)"
 
 
-def describe_error(err: ValidationError, model: type[BaseModel], data: Any, where: str) -> str:
-    """One line for the first validation error: what, where (file: key path = value), what to do."""
+def describe_error(
+    err: ValidationError, model: type[BaseModel], data: Any, where: str, *, prefix: str = ""
+) -> str:
+    """One line for the first validation error: what, where (file: key path = value), what to do.
+    ``prefix`` is the key path of ``data`` inside its file (``"params."``)."""
     first = err.errors(include_url=False)[0]
     loc = _data_loc(first["loc"], data)
-    path = key_path(loc)
+    path = prefix + key_path(loc) if loc or not prefix else prefix.rstrip(".")
     if first["type"] == "extra_forbidden":
         allowed = _allowed_keys(model, loc[:-1], data)
         name = str(loc[-1])
@@ -213,15 +223,17 @@ def describe_error(err: ValidationError, model: type[BaseModel], data: Any, wher
     if first["type"] == "union_tag_invalid":
         ctx = first.get("ctx", {})
         key = str(ctx.get("discriminator", "kind")).strip("'")
+        tag = shorten(repr(ctx.get("tag")))
         return (
-            f"invalid value ({where}: {shorten(key_path((*loc, key)))} = {shorten(repr(ctx.get('tag')))}): "
+            f"invalid value ({where}: {shorten(prefix + key_path((*loc, key)))} = {tag}): "
             f"expected one of {shorten(str(ctx.get('expected_tags')))}"
         )
     value = first.get("input")
     shown = repr(value) if not isinstance(value, Mapping) else "{...}"
     if len(shown) > 60:
         shown = shown[:57] + "..."
-    return f"invalid value ({where}: {shorten(path)} = {shown}): {shorten(str(first['msg']))}"
+    message = str(first["msg"]).removeprefix("Value error, ")  # a validator's own ValueError text
+    return f"invalid value ({where}: {shorten(path)} = {shown}): {shorten(message)}"
 
 
 def _data_loc(loc: tuple[Any, ...], data: Any) -> tuple[Any, ...]:

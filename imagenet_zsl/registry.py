@@ -86,12 +86,13 @@ class Registry(Generic[T]):
         return f"unknown {self.what} {name!r}{hint} (available: {', '.join(self.names())})"
 
     def create(self, name: str, **params: Any) -> Any:
-        """Call the registered factory/class with ``params``; bad parameters are a user error."""
+        """Call the registered factory/class with ``params``.
+
+        Checking ``params`` is the factory's job: a model's typed ``Params`` turn a bad value into
+        a one-line UserInputError naming it. Nothing is caught here, so a TypeError or ValueError
+        raised by a bug inside the factory keeps its traceback instead of posing as a user error."""
         factory = self.get(name)
-        try:
-            return factory(**params)  # type: ignore[operator]
-        except (TypeError, ValueError) as err:
-            raise UserInputError(f"{self.what} {name!r}: {err}") from err
+        return factory(**params)  # type: ignore[operator]
 
     def names(self) -> list[str]:
         self.load_plugins()

@@ -113,3 +113,54 @@ def test_shorten():
 
     assert shorten("abc", 5) == "abc"
     assert shorten("abcdefgh", 5) == "abcde... (3 more characters)"
+
+
+def test_floats_are_read_as_yaml_1_2_reads_them():
+    """PyYAML (YAML 1.1) reads ``1e-3`` and ``1.0e5`` as strings; a recipe means numbers. Other
+    scalars keep their YAML 1.1 types, and PyYAML's own safe loader is unchanged."""
+    import yaml
+
+    from imagenet_zsl.config import parse_recipe_yaml
+
+    text = "a: [1e-3, 1.0e5, -2E+2, .5e1, +3e0, 10, 0.25, 1e3x, n01440764, .inf, '1e-3']\n"
+    assert parse_recipe_yaml(text)["a"] == [
+        0.001,
+        100000.0,
+        -200.0,
+        5.0,
+        3.0,
+        10,
+        0.25,
+        "1e3x",
+        "n01440764",
+        float("inf"),
+        "1e-3",
+    ]
+    assert yaml.safe_load("a: 1e-3") == {"a": "1e-3"}
+
+
+def test_a_validator_message_and_a_key_prefix(tmp_path):
+    """``describe_error(prefix=...)`` names the key inside its block (``params.gamma``), and a
+    validator's ValueError reads as its own text (no "Value error, " prefix)."""
+    from pydantic import ValidationError, field_validator
+
+    from imagenet_zsl.config import describe_error
+
+    class Params(Config):
+        gamma: float = 1.0
+
+        @field_validator("gamma")
+        @classmethod
+        def _small(cls, value: float) -> float:
+            if value > 10:
+                raise ValueError("gamma above 10 diverges")
+            return value
+
+    with pytest.raises(ValidationError) as info:
+        Params(gamma=20.0)
+    message = describe_error(info.value, Params, {"gamma": 20.0}, "m.yaml", prefix="params.")
+    assert message == "invalid value (m.yaml: params.gamma = 20.0): gamma above 10 diverges"
+    with pytest.raises(ValidationError) as info:
+        Params(gama=1.0)
+    message = describe_error(info.value, Params, {"gama": 1.0}, "m.yaml", prefix="params.")
+    assert message == "unknown key 'gama' (m.yaml: params.gama): did you mean 'gamma'? allowed: gamma"

@@ -23,8 +23,9 @@ Example (``configs/demo.yaml`` is a complete one)::
     label_space: split              # split | all | FILE: the classes each test image is ranked against
 
 Every key is validated strictly (:mod:`imagenet_zsl.config`): a typo is a one-line error naming
-the file and the key, a model's ``select`` block included (the models' own
-:class:`~imagenet_zsl.models.training.SelectConfig`; grid keys must be the model's hyper-parameters).
+the file and the key, a model's ``params`` and ``select`` block included: each value is checked
+against the model's typed hyper-parameters (``imagenet-zsl models``), grid values too, before any
+work.
 Relative paths are taken from the working directory.
 """
 
@@ -42,17 +43,22 @@ from imagenet_zsl.config import Config, read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.simulate import load_simulation_config
 from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES
-from imagenet_zsl.io import MANIFEST_NAME, canonical_json, read_manifest, sha256_file
+from imagenet_zsl.io import MANIFEST_NAME, canonical_json, sha256_file
 from imagenet_zsl.models.base import MODELS
-from imagenet_zsl.models.registry import MODEL_FORMAT
-from imagenet_zsl.models.training import SelectConfig, TrainConfig, check_model_params, load_train_config
+from imagenet_zsl.models.registry import read_manifest as read_model_manifest
+from imagenet_zsl.models.training import (
+    SelectConfig,
+    TrainConfig,
+    check_model_params,
+    check_select_grid,
+    load_train_config,
+)
 from imagenet_zsl.scoring import DEFAULT_KS
 from imagenet_zsl.semantics.word_vectors import NAMED_SETS
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
 
 RUN_TOOL = "imagenet-zsl run"
-RUN_FORMAT = "imagenet-zsl/run-v1"
 #: model names become directory names (cells/<model>__<split>)
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -222,18 +228,15 @@ def _split_hint(path: Path) -> str:
 
 
 def model_specs(recipe: Recipe, where: str) -> list[ModelSpec]:
-    """Each recipe model as a :class:`ModelSpec`, its hyper-parameters checked before any work."""
+    """Each recipe model as a :class:`ModelSpec`, its hyper-parameters and selection grid checked
+    (types, ranges, choices) before any work."""
     specs = []
     for name, entry in recipe.models.items():
         key = f"{where}: models.{name}"
         if isinstance(entry, str):
             path = Path(entry)
             if path.is_dir():
-                manifest = read_manifest(path)
-                if manifest is None or manifest.get("format") != MODEL_FORMAT:
-                    raise UserInputError(
-                        f"{entry} is not a fitted model directory ({key}): it has no {MODEL_FORMAT} manifest"
-                    )
+                _check_fitted(path, key)
                 specs.append(ModelSpec(name, fitted=path))
                 continue
             if not path.is_file():
@@ -241,29 +244,48 @@ def model_specs(recipe: Recipe, where: str) -> list[ModelSpec]:
                     f"model {entry!r} not found ({key}): give a model config, a fitted model "
                     "directory or {model: NAME, params: {...}}"
                 )
-            config, config_path, params = load_train_config(path), path, {}
-        else:
-            config_path = Path(entry.config) if entry.config else None
-            if config_path is not None and not config_path.is_file():
-                raise UserInputError(f"model config {entry.config!r} not found ({key}.config)")
-            config = load_train_config(config_path) if config_path else TrainConfig(model=entry.model or "")
-            params = entry.params
-            for field in ("semantics", "graph"):
-                if getattr(entry, field) is not None:
-                    setattr(config, field, getattr(entry, field))
-            if entry.select is not None:
-                config.select = entry.select.as_dict()
-        config.params = {**config.params, **params}
-        if recipe.semantics is not None:
-            config.semantics = recipe.semantics
-        check_model_params(config.model, config.params, key)
-        inline = not isinstance(entry, str) and entry.select is not None
-        check_selection(
-            config, f"{key}.select" if inline or config_path is None else f"{config_path}: select"
-        )
-        splits = None if isinstance(entry, str) else entry.splits
-        specs.append(ModelSpec(name, train=config, config_path=config_path, splits=splits))
+            config = load_train_config(path)
+            specs.append(ModelSpec(name, train=_with_recipe_semantics(config, recipe), config_path=path))
+            continue
+        specs.append(_inline_spec(recipe, name, entry, where))
     return specs
+
+
+def _check_fitted(path: Path, key: str) -> None:
+    """``path`` is a model directory written by ``train`` (its manifest and file sizes checked)."""
+    try:
+        read_model_manifest(path)
+    except UserInputError as err:
+        raise UserInputError(f"{path} is not a fitted model directory ({key}): {err}") from None
+
+
+def _with_recipe_semantics(config: TrainConfig, recipe: Recipe) -> TrainConfig:
+    if recipe.semantics is not None:
+        config.semantics = recipe.semantics
+    return config
+
+
+def _inline_spec(recipe: Recipe, name: str, entry: InlineModel, where: str) -> ModelSpec:
+    """An inline model entry: a registry name or a config file, with parameter, semantics, graph
+    and select overrides; the merged hyper-parameters and the grid are checked here."""
+    key = f"{where}: models.{name}"
+    config_path = Path(entry.config) if entry.config else None
+    if config_path is not None and not config_path.is_file():
+        raise UserInputError(f"model config {entry.config!r} not found ({key}.config)")
+    config = load_train_config(config_path) if config_path else TrainConfig(model=entry.model or "")
+    for field in ("semantics", "graph"):
+        if getattr(entry, field) is not None:
+            setattr(config, field, getattr(entry, field))
+    if entry.select is not None:
+        config.select = entry.select.as_dict()
+    config.params = {**config.params, **entry.params}
+    check_model_params(config.model, config.params, where, prefix=f"models.{name}.params.")
+    if entry.select is not None:
+        check_select_grid(config.model, entry.select, config.params, where, prefix=f"models.{name}.select.")
+    elif config_path is not None:
+        check_select_grid(config.model, config.selection(str(config_path)), config.params, str(config_path))
+    config = _with_recipe_semantics(config, recipe)
+    return ModelSpec(name, train=config, config_path=config_path, splits=entry.splits)
 
 
 def check_model_splits(models: list[ModelSpec], splits: dict[str, Path], where: str) -> None:
@@ -275,31 +297,6 @@ def check_model_splits(models: list[ModelSpec], splits: dict[str, Path], where: 
                     f"split {name!r} is not one of the recipe's splits ({where}: models.{spec.name}.splits): "
                     f"give some of {', '.join(splits)}"
                 )
-
-
-def check_selection(config: TrainConfig, key: str) -> None:
-    """The model's ``select`` block (validated by its schema) names a grid the model can search:
-    'default' or {hyper-parameter: non-empty list}; anything else is one line naming ``key``
-    (``FILE: key.path`` of the ``select`` block)."""
-    select = config.selection(key)
-    if select is None:
-        return
-    grid = select.grid
-    if isinstance(grid, str):
-        if grid != "default":
-            raise UserInputError(
-                f"invalid value ({key}.grid = {grid!r}): give 'default' (the model's grid) "
-                "or {hyper-parameter: [values]}"
-            )
-        return
-    allowed = sorted(MODELS.get(config.model).defaults)
-    for name, values in grid.items():
-        if name not in allowed:
-            raise UserInputError(
-                f"unknown key {name!r} ({key}.grid.{name}): allowed for {config.model}: {', '.join(allowed)}"
-            )
-        if not values:
-            raise UserInputError(f"invalid value ({key}.grid.{name} = []): give at least one value")
 
 
 def input_paths(

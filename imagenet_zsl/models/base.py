@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+from pydantic import create_model
 
+from imagenet_zsl.models.params import ModelParams, validate_params
 from imagenet_zsl.registry import Registry
 
 if TYPE_CHECKING:
@@ -56,14 +58,17 @@ class NotFittedError(ValueError, AttributeError):
 
 
 class ZSLModel(ABC):
-    """Base class: hyper-parameters in ``__init__`` (stored in ``self.params``), then fit/embed.
+    """Base class: hyper-parameters in ``__init__`` (checked by the class's ``Params`` and stored
+    in ``self.params``), then fit/embed.
 
     ``fit`` stores what it learns in attributes ending in ``_``; nothing else does. Attributes
     starting with ``_`` are private caches and never saved.
     """
 
     name: ClassVar[str] = ""
-    #: hyper-parameter name -> default; ``imagenet-zsl models`` lists these
+    #: the typed hyper-parameters (:mod:`imagenet_zsl.models.params`); none by default
+    Params: ClassVar[type[ModelParams]] = ModelParams
+    #: hyper-parameter name -> default, derived from ``Params`` (``imagenet-zsl models`` lists them)
     defaults: ClassVar[dict[str, Any]] = {}
     #: fit reads the training images' backbone logits (``SeenData.logits``: the seen classifier's
     #: "head" source). ``train`` loads them only for such models: N x 1000 x 4 B (5.1 GB for
@@ -74,11 +79,21 @@ class ZSLModel(ABC):
     #: vision-language zero-shot model): ``train`` then reads no image at all.
     learns_from_images: ClassVar[bool] = True
 
+    def __init_subclass__(cls, **kwargs: Any):
+        """Derive ``defaults`` from ``Params``; a class that declares only a ``defaults`` dict (a
+        model written before typed parameters) gets an untyped ``Params`` of those names."""
+        super().__init_subclass__(**kwargs)
+        if "defaults" in vars(cls) and "Params" not in vars(cls):
+            fields: dict[str, Any] = {key: (Any, value) for key, value in cls.defaults.items()}
+            cls.Params = create_model(f"{cls.__name__}Params", __base__=ModelParams, **fields)
+        cls.defaults = cls.Params().model_dump()
+
     def __init__(self, **params: Any):
-        unknown = set(params) - set(self.defaults)
-        if unknown:
-            raise ValueError(f"{self.name}: unknown hyper-parameters {sorted(unknown)}")
-        self.params: dict[str, Any] = {**self.defaults, **params}
+        """``params`` checked against ``Params``: an unknown name, a wrong type or a value out of
+        range is a one-line UserInputError."""
+        self.params: dict[str, Any] = validate_params(
+            self.Params, params, f"model {self.name or type(self).__name__}"
+        ).model_dump()
 
     def fitted_attributes(self) -> list[str]:
         """Names of the attributes learnt by ``fit`` (public, ending in ``_``), sorted."""
@@ -153,7 +168,8 @@ MODELS: Registry[type[ZSLModel]] = Registry("model")
 
 def create(name: str, **params: Any) -> ZSLModel:
     """A model by registry name with hyper-parameters (timm's ``create_model``); an unknown name or
-    invalid hyper-parameters are a UserInputError."""
+    invalid hyper-parameters (the model's ``Params``) are a UserInputError, any other error in the
+    model's ``__init__`` a bug that propagates."""
     return MODELS.create(name, **params)
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from imagenet_zsl.config import parse_recipe_yaml
 from imagenet_zsl.devices import tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, finetune_dgp
+from imagenet_zsl.models.params import describe_params
 from imagenet_zsl.models.registry import MODELS, describe
 from imagenet_zsl.models.training import load_train_config, train
 
@@ -42,7 +44,8 @@ def register(tree: CommandTree) -> None:
         action="append",
         default=[],
         metavar="PARAM=VALUE",
-        help="override a hyper-parameter (YAML value), e.g. --set epochs=100; it wins over the "
+        help="override a hyper-parameter (YAML value, checked against its type and range: "
+        "'imagenet-zsl models'), e.g. --set epochs=100 --set lr=1e-3; it wins over the "
         "config's params and over its select grid (a parameter set here is not searched)",
     )
     train.set_defaults(func=_train)
@@ -79,18 +82,26 @@ def register(tree: CommandTree) -> None:
     dgp.add_argument("--device", default="cpu")
     dgp.set_defaults(func=_finetune_dgp)
 
-    models = tree.command("models", "list the zero-shot models with their hyper-parameters")
+    models = tree.command(
+        "models", "list the zero-shot models with their hyper-parameters (type, range or choices, default)"
+    )
     models.add_argument("--json", action="store_true", help="machine-readable output")
     models.set_defaults(func=_models)
 
 
-def _parse_overrides(items: list[str]) -> dict:
-    overrides = {}
+def _parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``--set PARAM=VALUE`` items → {param: value}; a VALUE is read as a recipe's YAML is (so
+    ``1e-3`` is a number), its type and range are checked with the config's params."""
+    overrides: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
             raise UserInputError(f"--set {item!r}: expected PARAM=VALUE")
         key, value = item.split("=", 1)
-        overrides[key.strip()] = yaml.safe_load(value)
+        try:
+            overrides[key.strip()] = parse_recipe_yaml(value)
+        except yaml.YAMLError as err:
+            problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise UserInputError(f"--set {item!r}: the value is not valid YAML ({problem})") from None
     return overrides
 
 
@@ -151,6 +162,7 @@ def _models(args: argparse.Namespace) -> int:
                     name: {
                         "description": describe(cls),
                         "defaults": cls.defaults,
+                        "params": describe_params(cls.Params),
                         "grid": getattr(cls, "grid", {}),
                     }
                     for name, cls in MODELS.items()
@@ -162,8 +174,13 @@ def _models(args: argparse.Namespace) -> int:
         return 0
     for name, cls in MODELS.items():
         print(f"{name:10s} {describe(cls)}")
-        defaults = ", ".join(f"{k}={v}" for k, v in sorted(cls.defaults.items())) or "none"
-        print(f"{'':10s} defaults: {defaults}")
+        params = describe_params(cls.Params)
+        if not params:
+            print(f"{'':10s} no hyper-parameters")
+        width = max((len(key) for key in params), default=0)
+        for key, info in sorted(params.items()):
+            kind = f"{info['type']} {info['range']}".strip()
+            print(f"{'':10s} {key:{width}s}  {kind:40s} default {info['default']!r}")
         grid = getattr(cls, "grid", {})
         if grid:
             print(f"{'':10s} grid: " + "; ".join(f"{k} in {v}" for k, v in sorted(grid.items())))

@@ -19,24 +19,21 @@ S (Z, E) the seen classes' semantic vectors, Y (N, Z) the label matrix.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import (
-    FEATURE_MODES,
-    SEMANTIC_MODES,
     FeaturePrep,
-    check_choice,
     check_features,
-    check_positive,
     feature_statistics,
     l2_normalize,
     semantic_matrix,
 )
 from imagenet_zsl.models.common import check_seen_data as _check_seen_data
+from imagenet_zsl.models.params import FeatureMode, LinearParams, NonNegative, Positive
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 POWERS = [10.0**p for p in range(-3, 4)]
@@ -45,12 +42,7 @@ POWERS = [10.0**p for p in range(-3, 4)]
 class _LinearSemanticModel(ZSLModel):
     """Shared parts: feature preparation, stored semantics, image map x ↦ prep(x) @ map."""
 
-    defaults: ClassVar[dict[str, Any]] = {"features": "none", "semantic_norm": "l2"}
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_choice(self.name, "features", self.params["features"], FEATURE_MODES)
-        check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
+    Params: ClassVar[type[LinearParams]] = LinearParams
 
     def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(raw features float32 (N, D), labels (N,), S float64 (Z, E)); fits the feature map."""
@@ -80,7 +72,7 @@ class _LinearSemanticModel(ZSLModel):
         return semantic_matrix(self.semantics_, list(wnids), self.params["semantic_norm"])
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self.prep_.dim)
+        features = check_features(self.name, features, self.prep_.dim_)
         return (self.prep_(features) @ self.map_).astype(np.float32)
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
@@ -145,17 +137,13 @@ class ESZSL(_LinearSemanticModel):
     """Embarrassingly simple ZSL: a bilinear map with a closed form (γ: features, λ: semantics)."""
 
     name: ClassVar[str] = "eszsl"
-    defaults: ClassVar[dict[str, Any]] = {
-        "gamma": 1.0,
-        "lam": 1.0,
-        "features": "standard",
-        "semantic_norm": "l2",
-    }
-    grid: ClassVar[dict[str, list[Any]]] = {"gamma": POWERS, "lam": POWERS}
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["gamma", "lam"], allow_zero=True)
+    class Params(LinearParams):
+        gamma: NonNegative = 1.0
+        lam: NonNegative = 1.0
+        features: FeatureMode = "standard"
+
+    grid: ClassVar[dict[str, list[Any]]] = {"gamma": POWERS, "lam": POWERS}
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> ESZSL:
         gram, sums, _, s = self._statistics(data, semantics)
@@ -178,20 +166,14 @@ class SAE(_LinearSemanticModel):
     """Semantic autoencoder: encoder W (image → semantic) tied to its transpose as decoder."""
 
     name: ClassVar[str] = "sae"
-    defaults: ClassVar[dict[str, Any]] = {
-        "lam": 1.0,
-        "direction": "v2s",
-        "normalize_w": True,
-        "features": "l2",
-        "semantic_norm": "l2",
-    }
-    grid: ClassVar[dict[str, list[Any]]] = {"lam": [10.0**p for p in range(-2, 6)]}
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["lam"])
-        check_choice(self.name, "direction", self.params["direction"], ["v2s", "s2v"])
-        check_choice(self.name, "normalize_w", self.params["normalize_w"], [True, False])
+    class Params(LinearParams):
+        lam: Positive = 1.0
+        direction: Literal["v2s", "s2v"] = "v2s"
+        normalize_w: bool = True
+        features: FeatureMode = "l2"
+
+    grid: ClassVar[dict[str, list[Any]]] = {"lam": [10.0**p for p in range(-2, 6)]}
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> SAE:
         gram, sums, counts, s = self._statistics(data, semantics)
@@ -214,7 +196,7 @@ class SAE(_LinearSemanticModel):
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
         if self.params["direction"] == "s2v":
-            features = check_features(self.name, features, self.prep_.dim)
+            features = check_features(self.name, features, self.prep_.dim_)
             return self.prep_(features)
         return super().embed_images(features, logits)
 
@@ -230,12 +212,12 @@ class Ridge(_LinearSemanticModel):
     """Ridge regression from image features to the class's semantic vector."""
 
     name: ClassVar[str] = "ridge"
-    defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0, "features": "standard", "semantic_norm": "l2"}
-    grid: ClassVar[dict[str, list[Any]]] = {"alpha": POWERS}
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["alpha"], allow_zero=True)
+    class Params(LinearParams):
+        alpha: NonNegative = 1.0
+        features: FeatureMode = "standard"
+
+    grid: ClassVar[dict[str, list[Any]]] = {"alpha": POWERS}
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> Ridge:
         gram, sums, _, s = self._statistics(data, semantics)
@@ -250,18 +232,13 @@ class RidgeS2V(_LinearSemanticModel):
     """Ridge regression from a class's semantic vector to its images (Euclidean ranking)."""
 
     name: ClassVar[str] = "ridge_s2v"
-    defaults: ClassVar[dict[str, Any]] = {
-        "alpha": 1.0,
-        "metric": "euclidean",
-        "features": "standard",
-        "semantic_norm": "l2",
-    }
-    grid: ClassVar[dict[str, list[Any]]] = {"alpha": POWERS}
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["alpha"], allow_zero=True)
-        check_choice(self.name, "metric", self.params["metric"], ["euclidean", "dot"])
+    class Params(LinearParams):
+        alpha: NonNegative = 1.0
+        metric: Literal["euclidean", "dot"] = "euclidean"
+        features: FeatureMode = "standard"
+
+    grid: ClassVar[dict[str, list[Any]]] = {"alpha": POWERS}
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> RidgeS2V:
         _, sums, counts, s = self._statistics(data, semantics)
@@ -282,7 +259,7 @@ class RidgeS2V(_LinearSemanticModel):
         return ((self._semantic(wnids) - self.s_mean_) @ self.decoder_ + self.x_mean_).astype(np.float32)
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self.prep_.dim)
+        features = check_features(self.name, features, self.prep_.dim_)
         x = self.prep_(features)
         if self.params["metric"] == "dot":
             return x

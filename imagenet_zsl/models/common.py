@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
+from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.models.base import SeenData
 
@@ -95,36 +97,37 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 class FeaturePrep:
     """Image-feature normalisation learnt on training images: "none", "l2" (per image) or
-    "standard" (per dimension z-score). Stored with the model so test images get the same map."""
+    "standard" (per dimension z-score). Stored with the model so test images get the same map.
+
+    Fitted: ``dim_`` (D), ``mean_`` and ``scale_`` ((D,) float32; empty unless "standard")."""
 
     def __init__(self, mode: str = "none"):
         if mode not in FEATURE_MODES:
             raise ValueError(f"feature normalisation must be one of {FEATURE_MODES}, got {mode!r}")
         self.mode = mode
-        self.dim = 0
-        self.mean = np.zeros(0, np.float32)
-        self.scale = np.zeros(0, np.float32)
 
     def fit(self, features: np.ndarray) -> FeaturePrep:
-        self.dim = int(features.shape[1])
+        self.dim_ = int(features.shape[1])
+        self.mean_ = np.zeros(0, np.float32)
+        self.scale_ = np.zeros(0, np.float32)
         if self.mode == "standard":
-            total = np.zeros(self.dim)
-            squares = np.zeros(self.dim)
+            total = np.zeros(self.dim_)
+            squares = np.zeros(self.dim_)
             for start in range(0, len(features), BLOCK_ROWS):
                 block = features[start : start + BLOCK_ROWS].astype(np.float64)
                 total += block.sum(axis=0)
                 squares += (block**2).sum(axis=0)
             mean = total / len(features)
             variance = np.maximum(squares / len(features) - mean**2, 0.0)
-            self.mean = mean.astype(np.float32)
-            self.scale = np.maximum(np.sqrt(variance), 1e-6).astype(np.float32)
+            self.mean_ = mean.astype(np.float32)
+            self.scale_ = np.maximum(np.sqrt(variance), 1e-6).astype(np.float32)
         return self
 
     def __call__(self, features: np.ndarray) -> np.ndarray:
         if self.mode == "l2":
             return l2_normalize(features)
         if self.mode == "standard":
-            return ((features - self.mean) / self.scale).astype(np.float32)
+            return ((features - self.mean_) / self.scale_).astype(np.float32)
         return np.asarray(features, dtype=np.float32)
 
 
@@ -134,7 +137,7 @@ def feature_statistics(
     """Sufficient statistics of the prepared features, streamed in blocks with float64 sums:
     XᵀX (D, D), per-class sums (Z, D) and per-class counts (Z,). Every closed-form model needs only
     these, so 1.28M x 2048 training images never get a float64 copy."""
-    dim = prep.dim
+    dim = prep.dim_
     gram = np.zeros((dim, dim))
     sums = np.zeros((num_classes, dim))
     for start in range(0, len(features), BLOCK_ROWS):
@@ -156,20 +159,6 @@ def semantic_matrix(semantics: ClassVectors, wnids: Sequence[str], mode: str) ->
     return l2_normalize(matrix) if mode == "l2" else matrix
 
 
-def check_choice(model: str, name: str, value: Any, choices: Sequence[Any]) -> None:
-    if value not in choices:
-        raise ValueError(f"{model}: {name} must be one of {list(choices)}, got {value!r}")
-
-
-def check_positive(
-    model: str, params: dict[str, Any], names: Sequence[str], allow_zero: bool = False
-) -> None:
-    for name in names:
-        value = float(params[name])
-        if value < 0 or (value == 0 and not allow_zero):
-            raise ValueError(f"{model}: {name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-
-
 # ----------------------------------------------------------------------------- torch
 @contextlib.contextmanager
 def seeded_torch(seed: int, device: torch.device) -> Iterator[None]:
@@ -181,6 +170,73 @@ def seeded_torch(seed: int, device: torch.device) -> Iterator[None]:
     with torch.random.fork_rng(devices=devices):
         torch.manual_seed(int(seed))
         yield
+
+
+@dataclass(frozen=True)
+class LBFGSSettings:
+    """How :func:`fit_linear_lbfgs` trains: L2 penalty ``reg`` · |W|² (the bias is free), at most
+    ``max_iter`` iterations, torch's stopping tolerances, device and seed."""
+
+    reg: float
+    max_iter: int
+    tolerance_grad: float = 1e-7
+    tolerance_change: float = 1e-10
+    device: str = "cpu"
+    seed: int = 0
+
+
+def fit_linear_lbfgs(
+    features: np.ndarray,
+    targets: np.ndarray,
+    settings: LBFGSSettings,
+    loss: str = "ce",
+    num_classes: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One linear layer from zero weights by full-batch L-BFGS (strong Wolfe line search, history
+    20): the one such trainer of the toolkit (the seen-class softmax, DAP, IAP).
+
+    ``loss`` "ce": softmax cross-entropy, targets (N,) ids among ``num_classes``; "bce": one
+    logistic regression per output column (their losses summed), targets (N, K) in [0, 1].
+    features (N, D) → weights (D, K) and bias (K,), float32 numpy arrays."""
+    import torch
+    from torch.nn import functional
+
+    device = resolve_device(settings.device)
+    x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)).to(device)
+    if loss == "bce":
+        y = torch.from_numpy(np.ascontiguousarray(targets, dtype=np.float32)).to(device)
+        outputs = int(y.shape[1])
+    elif loss == "ce":
+        y = torch.from_numpy(np.asarray(targets, dtype=np.int64)).to(device)
+        outputs = int(num_classes)
+    else:
+        raise ValueError(f"bug: unknown loss {loss!r}")
+    with seeded_torch(settings.seed, device):
+        weight = torch.zeros(x.shape[1], outputs, dtype=torch.float32, device=device, requires_grad=True)
+        bias = torch.zeros(outputs, dtype=torch.float32, device=device, requires_grad=True)
+        optimiser = torch.optim.LBFGS(
+            [weight, bias],
+            lr=1.0,
+            max_iter=settings.max_iter,
+            history_size=20,
+            line_search_fn="strong_wolfe",
+            tolerance_grad=settings.tolerance_grad,
+            tolerance_change=settings.tolerance_change,
+        )
+
+        def closure() -> torch.Tensor:
+            optimiser.zero_grad()
+            logits = x @ weight + bias
+            if loss == "bce":  # summed over outputs: each one is its own regression
+                value = functional.binary_cross_entropy_with_logits(logits, y) * outputs
+            else:
+                value = functional.cross_entropy(logits, y)
+            value = value + settings.reg * (weight * weight).sum()
+            value.backward()
+            return value
+
+        optimiser.step(closure)
+    return weight.detach().cpu().numpy().copy(), bias.detach().cpu().numpy().copy()
 
 
 #: floating-point operations (forward + backward) of one training step per torch CPU thread. Below

@@ -22,13 +22,9 @@ import numpy as np
 
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
-from imagenet_zsl.models.common import (
-    SEMANTIC_MODES,
-    check_choice,
-    check_features,
-    semantic_matrix,
-)
-from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier, seen_classifier_data
+from imagenet_zsl.models.common import check_features, semantic_matrix
+from imagenet_zsl.models.params import ClassifierParams, PositiveInt, SemanticNorm
+from imagenet_zsl.models.trivial import fit_seen_classifier, seen_classifier_data
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
@@ -52,15 +48,13 @@ class ConSE(ZSLModel):
     """ConSE: top-T posterior-weighted average of seen word vectors, cosine to class vectors."""
 
     name: ClassVar[str] = "conse"
-    defaults: ClassVar[dict[str, Any]] = {"top": 10, "semantic_norm": "l2", **CLASSIFIER_DEFAULTS}
+
+    class Params(ClassifierParams):
+        top: PositiveInt = 10
+        semantic_norm: SemanticNorm = "l2"
+
     uses_training_logits: ClassVar[bool] = True  # the seen classifier's head source
     grid: ClassVar[dict[str, list[Any]]] = {"top": [1, 2, 5, 10, 20]}
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        if int(self.params["top"]) < 1:
-            raise ValueError(f"{self.name}: top must be >= 1")
-        check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> ConSE:
         features, labels = seen_classifier_data(self, data)

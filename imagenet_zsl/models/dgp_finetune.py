@@ -47,14 +47,7 @@ from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.backbones import last_block
 from imagenet_zsl.features.finetune import FinetuneParams, LastBlockFinetuner
 from imagenet_zsl.features.in_memory import load_features
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_directory,
-    atomic_write_json,
-    command_line,
-    file_record,
-    software_versions,
-)
+from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, file_record, write_manifest
 from imagenet_zsl.models.registry import load_model
 
 if TYPE_CHECKING:
@@ -62,6 +55,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 TOOL = "imagenet-zsl finetune-dgp"
+#: the output directory: backbone.pt and the one manifest (v1: written by ``io.write_manifest``)
+OUTPUT_FORMAT = "imagenet-zsl/finetuned-backbone-v1"
 CHECKPOINT_NAME = "backbone.pt"
 MOMENTUM = 0.9  # train_resnet_fit.py: SGD(resnet_base.parameters(), lr=1e-4, momentum=0.9)
 #: what trains: the last block (eval mode, no augmentation) or the whole backbone (train mode,
@@ -282,7 +277,8 @@ def finetune_dgp(
     scope: str = "last_block",
 ) -> dict[str, Any]:
     """Fine-tune and write ``out/backbone.pt`` (a FeatureNet state dict, loadable with
-    ``extract --backbone NAME --weights out/backbone.pt``) and its manifest → the manifest.
+    ``extract --backbone NAME --weights out/backbone.pt``) and its manifest (``OUTPUT_FORMAT``:
+    inputs, parameters, backbone, training losses) → the manifest.
     ``scope``: "last_block" (default) or "backbone" (the reference's recipe; see module)."""
     import torch
 
@@ -293,23 +289,27 @@ def finetune_dgp(
         tuner.fit()
         state = {k: v.detach().clone().contiguous() for k, v in tuner.net_.state_dict().items()}
         torch.save(state, tmp / CHECKPOINT_NAME)
-        manifest = {
-            "format": "imagenet-zsl/finetuned-backbone",
-            "tool": TOOL,
-            "command": command_line(),
-            "backbone": tuner.loader.backbone,
-            "model": str(model_dir),
-            "features": str(features),
-            "parameters": tuner.describe(),
-            "training": {
-                "steps": len(tuner.losses_),
-                "loss_before": tuner.loss_before_,
-                "loss_after": tuner.loss_after_,
-                "loss_first_step": tuner.losses_[0] if tuner.losses_ else None,
-                "loss_last_step": tuner.losses_[-1] if tuner.losses_ else None,
+        manifest = write_manifest(
+            tmp,
+            format=OUTPUT_FORMAT,
+            tool=TOOL,
+            inputs={
+                "model": file_record(Path(model_dir) / MANIFEST_NAME),
+                "features": file_record(Path(features) / MANIFEST_NAME),
+                "images": str(params.images),
             },
-            "outputs": [file_record(tmp / CHECKPOINT_NAME, root=tmp)],
-            "versions": software_versions(),
-        }
-        atomic_write_json(tmp / MANIFEST_NAME, manifest)
+            parameters=tuner.describe(),
+            fields={
+                "backbone": tuner.loader.backbone,
+                "model": str(model_dir),
+                "features": str(features),
+                "training": {
+                    "steps": len(tuner.losses_),
+                    "loss_before": tuner.loss_before_,
+                    "loss_after": tuner.loss_after_,
+                    "loss_first_step": tuner.losses_[0] if tuner.losses_ else None,
+                    "loss_last_step": tuner.losses_[-1] if tuner.losses_ else None,
+                },
+            },
+        )
     return manifest

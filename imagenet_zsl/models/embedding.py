@@ -35,7 +35,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -47,13 +47,12 @@ from imagenet_zsl.models.common import (
     BLOCK_ROWS,
     FeaturePrep,
     LossHistory,
-    check_choice,
     check_features,
-    check_positive,
     minibatches,
     seeded_torch,
 )
-from imagenet_zsl.models.ranking import _TRAINING_DEFAULTS, _BilinearRanking
+from imagenet_zsl.models.params import MinibatchParams, NonNegative, PositiveInt
+from imagenet_zsl.models.ranking import RankingParams, _BilinearRanking
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
@@ -63,24 +62,12 @@ class CMT(_LinearSemanticModel):
     """CMT: two-layer tanh network from image features to word vectors (Socher et al. 2013)."""
 
     name: ClassVar[str] = "cmt"
-    defaults: ClassVar[dict[str, Any]] = {
-        "hidden": 100,
-        "lr": 1e-2,
-        "weight_decay": 1e-4,
-        "epochs": 50,
-        "batch_size": 64,
-        "features": "standard",
-        "semantic_norm": "l2",
-        "device": "cpu",
-        "seed": 0,
-    }
+
+    class Params(MinibatchParams):
+        hidden: PositiveInt = 100
+
     #: GBU tune the hidden size (Socher: 100), the learning rate and the epochs
     grid: ClassVar[dict[str, list[Any]]] = {"hidden": [50, 100, 200], "lr": [1e-3, 1e-2], "epochs": [25, 50]}
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["hidden", "lr", "epochs", "batch_size"])
-        check_positive(self.name, self.params, ["weight_decay"], allow_zero=True)
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> CMT:
         import torch
@@ -125,7 +112,7 @@ class CMT(_LinearSemanticModel):
 
     def project(self, features: np.ndarray) -> np.ndarray:
         """(N, D) image features → (N, E) f(x), the predicted semantic vectors."""
-        x = self.prep_(check_features(self.name, features, self.prep_.dim))
+        x = self.prep_(check_features(self.name, features, self.prep_.dim_))
         return (np.tanh(x @ self.w1_ + self.b1_) @ self.w2_ + self.b2_).astype(np.float32)
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
@@ -173,14 +160,13 @@ def simplex_mixture(
     return alpha
 
 
-SSE_TARGETS = ("relu", "int", "linear")
 #: elements of the (rows, Z, D) class-dependent transform evaluated at once when embedding images
 _SSE_BLOCK_ELEMENTS = 1 << 24
 
 
 def class_means(prep: FeaturePrep, features: np.ndarray, labels: np.ndarray, num_classes: int) -> np.ndarray:
     """(Z, D) float32 mean of each class's prepared features, streamed in blocks (float64 sums)."""
-    sums = np.zeros((num_classes, prep.dim))
+    sums = np.zeros((num_classes, prep.dim_))
     for start in range(0, len(features), BLOCK_ROWS):
         np.add.at(sums, labels[start : start + BLOCK_ROWS], prep(features[start : start + BLOCK_ROWS]))
     counts = np.bincount(labels, minlength=num_classes).astype(np.float64)
@@ -207,13 +193,12 @@ class SSE(_BilinearRanking):
     weighting: ClassVar[str] = "max"
     #: target: the image side π. "relu"/"int": the paper's class-dependent embedding (see module);
     #: "linear": one linear map W (the toolkit's SSE before)
-    defaults: ClassVar[dict[str, Any]] = {**_TRAINING_DEFAULTS, "gamma": 0.01, "target": "relu"}
-    grid: ClassVar[dict[str, list[Any]]] = {"gamma": [1e-3, 1e-2, 1e-1, 1.0], "lr": [1e-3, 1e-2]}
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["gamma"], allow_zero=True)
-        check_choice(self.name, "target", self.params["target"], SSE_TARGETS)
+    class Params(RankingParams):
+        gamma: NonNegative = 0.01
+        target: Literal["relu", "int", "linear"] = "relu"
+
+    grid: ClassVar[dict[str, list[Any]]] = {"gamma": [1e-3, 1e-2, 1e-1, 1.0], "lr": [1e-3, 1e-2]}
 
     def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         features, labels, seen = super()._prepare(data, semantics)
@@ -256,7 +241,7 @@ class SSE(_BilinearRanking):
         """(N, D) → (N, Z) the seen-class proportions π(x) (the linear map for ``target: linear``)."""
         if getattr(self, "weight_", None) is None:  # target "linear" (and models saved before)
             return super().embed_images(features, logits)
-        x = self.prep_(check_features(self.name, features, self.prep_.dim))
+        x = self.prep_(check_features(self.name, features, self.prep_.dim_))
         rows = max(1, _SSE_BLOCK_ELEMENTS // max(self.prototypes_.size, 1))
         blocks = [
             class_transform(x[s : s + rows], self.prototypes_, self.params["target"]) @ self.weight_

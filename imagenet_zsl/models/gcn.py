@@ -36,30 +36,36 @@ graph node are stored with the model, so loading it never needs the graph again.
 from __future__ import annotations
 
 import contextlib
+import typing
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
+from pydantic import Field, field_validator
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import (
-    SEMANTIC_MODES,
     LossHistory,
-    check_choice,
     check_features,
-    check_positive,
     l2_normalize,
     require_graph,
     seeded_torch,
     semantic_matrix,
     torch_threads,
 )
+from imagenet_zsl.models.params import (
+    ClassifierParams,
+    NonNegative,
+    Positive,
+    PositiveInt,
+    SemanticNorm,
+)
 from imagenet_zsl.models.seen_classifier import augment
-from imagenet_zsl.models.trivial import CLASSIFIER_DEFAULTS, fit_seen_classifier, seen_classifier_data
+from imagenet_zsl.models.trivial import fit_seen_classifier, seen_classifier_data
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
@@ -187,7 +193,8 @@ def _build_network(
 
 
 # ----------------------------------------------------------------------------- models
-GRAPH_LOSSES = ("mean", "sum", "mask_mean")
+GraphLoss = Literal["mean", "sum", "mask_mean"]
+GRAPH_LOSSES: tuple[str, ...] = typing.get_args(GraphLoss)
 
 
 def loss_scale(kind: str, nodes: int, seen: int) -> float:
@@ -203,21 +210,22 @@ def loss_scale(kind: str, nodes: int, seen: int) -> float:
     raise ValueError(f"unknown loss {kind!r}")
 
 
-_GCN_DEFAULTS: dict[str, Any] = {
-    "epochs": 3000,
-    "lr": 1e-3,
-    "weight_decay": 5e-4,
-    "dropout": 0.5,
-    "negative_slope": 0.2,
-    "semantic_norm": "l2",
+class GraphParams(ClassifierParams):
+    """The GCN models' hyper-parameters (SGCN's defaults), beside the seen classifier's."""
+
+    hidden: list[PositiveInt] = [2048]
+    epochs: PositiveInt = 3000
+    lr: Positive = 1e-3
+    weight_decay: NonNegative = 5e-4
+    dropout: Annotated[float, Field(ge=0, lt=1)] = 0.5
+    negative_slope: NonNegative = 0.2
+    semantic_norm: SemanticNorm = "l2"
     #: dropout before every layer ("all") or before the last k layers only (k)
-    "dropout_layers": "all",
-    "bias": True,
+    dropout_layers: Literal["all"] | Annotated[int, Field(ge=0)] = "all"
+    bias: bool = True
     #: "mean": ½ mean over seen classes of |ŵ_c - w_c|² (DGP's mask_l2_loss); "sum": ½ the sum;
     #: "mask_mean": ½ (N/N_seen)² times the sum, N the graph's nodes (GCNZ's mask_mse_loss)
-    "loss": "mean",
-    **CLASSIFIER_DEFAULTS,
-}
+    loss: GraphLoss = "mean"
 
 
 class _GraphClassifierRegression(ZSLModel):
@@ -227,25 +235,9 @@ class _GraphClassifierRegression(ZSLModel):
     uses_training_logits: ClassVar[bool] = True  # the seen classifier's head source
     #: seen classes without a word vector still get a target (their input row is zero)
     seen_need_vectors: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {"hidden": [2048], **_GCN_DEFAULTS}
+    Params: ClassVar[type[GraphParams]] = GraphParams
     grid: ClassVar[dict[str, list[Any]]] = {"weight_decay": [0.0, 5e-4, 5e-3], "dropout": [0.0, 0.5]}
     attention: ClassVar[bool] = False
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        self.params["hidden"] = [int(h) for h in self.params["hidden"]]
-        if any(h < 1 for h in self.params["hidden"]):
-            raise ValueError(f"{self.name}: hidden layer sizes must be >= 1")
-        check_positive(self.name, self.params, ["epochs", "lr"])
-        check_positive(self.name, self.params, ["weight_decay", "negative_slope"], allow_zero=True)
-        if not 0 <= float(self.params["dropout"]) < 1:
-            raise ValueError(f"{self.name}: dropout must be in [0, 1)")
-        check_choice(self.name, "semantic_norm", self.params["semantic_norm"], SEMANTIC_MODES)
-        check_choice(self.name, "bias", self.params["bias"], [True, False])
-        check_choice(self.name, "loss", self.params["loss"], GRAPH_LOSSES)
-        layers = self.params["dropout_layers"]
-        if layers != "all" and (isinstance(layers, bool) or not isinstance(layers, int) or layers < 0):
-            raise ValueError(f"{self.name}: dropout_layers must be 'all' or an integer >= 0, got {layers!r}")
 
     def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
         """One list of propagation matrices per layer."""
@@ -269,7 +261,7 @@ class _GraphClassifierRegression(ZSLModel):
         seen_idx = graph.indices(data.seen_wnids, "seen classes")
         features, labels = seen_classifier_data(self, data)
         classifier = fit_seen_classifier(self, data, features, labels)
-        targets = l2_normalize(classifier.weights.T)  # (S, D + 1)
+        targets = l2_normalize(classifier.weights_.T)  # (S, D + 1)
         inputs, without_vector = self._node_inputs(graph, semantics)
         layer_dims = [inputs.shape[1], *self.params["hidden"], targets.shape[1]]
         device = resolve_device(self.params["device"])
@@ -363,18 +355,17 @@ class GCNZ(_GraphClassifierRegression):
     """GCNZ: 6-layer GCN on the is-a graph regressing the seen classifiers (Wang et al. 2018)."""
 
     name: ClassVar[str] = "gcnz"
+
     #: as the reference as run (Wang et al.'s zero-shot-gcn, see the module docstring): no bias,
     #: the mask-mean-scaled summed loss, no dropout (its placeholder is never fed); dropout, when
     #: set, goes before the last two layers only as the reference wires it. ``dropout_layers: all,
     #: bias: true, loss: mean, dropout: 0.5`` are SGCN's choices
-    defaults: ClassVar[dict[str, Any]] = {
-        "hidden": [2048, 2048, 1024, 1024, 512],
-        **_GCN_DEFAULTS,
-        "dropout": 0.0,
-        "dropout_layers": 2,
-        "bias": False,
-        "loss": "mask_mean",
-    }
+    class Params(GraphParams):
+        hidden: list[PositiveInt] = [2048, 2048, 1024, 1024, 512]
+        dropout: Annotated[float, Field(ge=0, lt=1)] = 0.0
+        dropout_layers: Literal["all"] | Annotated[int, Field(ge=0)] = 2
+        bias: bool = False
+        loss: GraphLoss = "mask_mean"
 
     def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
         return [[normalized_adjacency(graph.adjacency, "sym")]] * layers
@@ -396,16 +387,18 @@ class DGP(_GraphClassifierRegression):
 
     name: ClassVar[str] = "dgp"
     attention: ClassVar[bool] = True
+
     #: max_hops 4: the reference (train_gcn_dense_att.py, ``lim = 4``) merges every hop >= 4 into one
     #: attention group; 0 keeps one group per hop distance
-    defaults: ClassVar[dict[str, Any]] = {"hidden": [2048], "max_hops": 4, **_GCN_DEFAULTS}
+    class Params(GraphParams):
+        max_hops: Annotated[int, Field(ge=0)] = 4
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        if len(self.params["hidden"]) != 1:
-            raise ValueError(f"{self.name}: DGP has two layers: give one hidden size")
-        if int(self.params["max_hops"]) < 0:
-            raise ValueError(f"{self.name}: max_hops must be >= 0 (0: no limit)")
+        @field_validator("hidden")
+        @classmethod
+        def _two_layers(cls, hidden: list[int]) -> list[int]:
+            if len(hidden) != 1:
+                raise ValueError("DGP has two layers: give one hidden size")
+            return hidden
 
     def _operators(self, graph: ClassGraph, layers: int) -> list[list[sp.csr_matrix]]:
         identity = sp.identity(len(graph), format="csr")

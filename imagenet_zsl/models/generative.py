@@ -22,7 +22,8 @@ import numpy as np
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import POWERS, _LinearSemanticModel, _solve
-from imagenet_zsl.models.common import BLOCK_ROWS, check_features, check_positive
+from imagenet_zsl.models.common import BLOCK_ROWS, check_features
+from imagenet_zsl.models.params import FeatureMode, LinearParams, NonNegative
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 #: variances are floored here (relative to the mean variance) so a constant dimension cannot blow up
@@ -34,8 +35,8 @@ def class_moments(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(Z, D) per-class means and (Z, D) per-class variances of the prepared features, streamed
     in blocks with float64 sums (no (N, D) copy)."""
-    sums = np.zeros((num_classes, prep.dim))
-    squares = np.zeros((num_classes, prep.dim))
+    sums = np.zeros((num_classes, prep.dim_))
+    squares = np.zeros((num_classes, prep.dim_))
     for start in range(0, len(features), BLOCK_ROWS):
         block = prep(features[start : start + BLOCK_ROWS]).astype(np.float64)
         rows = labels[start : start + BLOCK_ROWS]
@@ -51,18 +52,14 @@ class GFZSL(_LinearSemanticModel):
     """GFZSL: diagonal Gaussians per class, mean and log-variance regressed from semantics."""
 
     name: ClassVar[str] = "gfzsl"
-    defaults: ClassVar[dict[str, Any]] = {
-        "lam_mean": 1.0,
-        "lam_var": 1.0,
-        "features": "standard",
-        "semantic_norm": "l2",
-    }
+
+    class Params(LinearParams):
+        lam_mean: NonNegative = 1.0
+        lam_var: NonNegative = 1.0
+        features: FeatureMode = "standard"
+
     #: GBU: the two regularisers of the linear regressions
     grid: ClassVar[dict[str, list[Any]]] = {"lam_mean": POWERS, "lam_var": POWERS}
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["lam_mean", "lam_var"], allow_zero=True)
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> GFZSL:
         features, labels, seen = self._prepare(data, semantics)

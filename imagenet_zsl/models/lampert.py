@@ -15,6 +15,9 @@ as in the paper; ``prior="uniform"`` drops them). The rule is linear in s_z, hen
   linear layer with A sigmoid outputs, full-batch L-BFGS).
 * IAP: a softmax classifier over seen classes; p(a_m | x) = sum_k p(y_k | x) s_km.
 
+Both train with the toolkit's one L-BFGS linear-layer trainer
+(:func:`~imagenet_zsl.models.common.fit_linear_lbfgs`, the seen classifier's too).
+
 Binarisation: 0/1 semantics are used as given (xlsa17's ``binaryAtt``, which the attribute protocol
 passes to these models). Real-valued semantics are thresholded at the mean of the whole semantic
 matrix handed to ``fit``, the rule that reproduces xlsa17's released binaryAtt from original_att.
@@ -23,87 +26,40 @@ matrix handed to ``fit``, the rule that reproduces xlsa17's released binaryAtt f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, check_is_fitted
-from imagenet_zsl.models.common import check_features, check_seen_data
+from imagenet_zsl.models.common import LBFGSSettings, check_features, check_seen_data, fit_linear_lbfgs
+from imagenet_zsl.models.params import ModelParams, NonNegative, PositiveInt
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
     from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
-def _fit_linear(
-    features: np.ndarray,
-    targets: np.ndarray,
-    loss: str,
-    reg: float,
-    max_iter: int,
-    num_classes: int = 0,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Full-batch L-BFGS for a linear layer: ``loss`` "bce" (targets (N, A) in [0, 1]) or "ce"
-    (targets (N,) ids among ``num_classes``). Returns weights (D, K), bias (K,) float32 numpy."""
-    import torch
-
-    x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32))
-    if loss == "bce":
-        y = torch.from_numpy(np.ascontiguousarray(targets, dtype=np.float32))
-        outputs = y.shape[1]
-    else:
-        y = torch.from_numpy(np.asarray(targets, dtype=np.int64))
-        outputs = num_classes
-    weight = torch.zeros(x.shape[1], outputs, dtype=torch.float32, requires_grad=True)
-    bias = torch.zeros(outputs, dtype=torch.float32, requires_grad=True)
-    optimiser = torch.optim.LBFGS(
-        [weight, bias],
-        lr=1.0,
-        max_iter=max_iter,
-        history_size=20,
-        line_search_fn="strong_wolfe",
-        tolerance_grad=1e-6,
-        tolerance_change=1e-9,
-    )
-
-    def closure() -> torch.Tensor:
-        optimiser.zero_grad()
-        logits = x @ weight + bias
-        if loss == "bce":
-            value = torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
-            value = value * outputs  # sum over attributes: each one is its own regression
-        else:
-            value = torch.nn.functional.cross_entropy(logits, y)
-        value = value + reg * (weight * weight).sum()
-        value.backward()
-        return value
-
-    optimiser.step(closure)
-    return weight.detach().numpy().copy(), bias.detach().numpy().copy()
+#: DAP's and IAP's L-BFGS stopping tolerances (looser than the seen classifier's)
+LBFGS_TOLERANCES = {"tolerance_grad": 1e-6, "tolerance_change": 1e-9}
 
 
 class _AttributePosteriorModel(ZSLModel):
     """Shared parts: validation, feature standardisation, signatures, priors, log embedding."""
 
-    defaults: ClassVar[dict[str, Any]] = {
-        "reg": 1e-3,
-        "max_iter": 100,
-        "prior": "empirical",
-        "eps": 1e-4,
-    }
+    class Params(ModelParams):
+        reg: NonNegative = 1e-3
+        max_iter: PositiveInt = 100
+        prior: Literal["empirical", "uniform"] = "empirical"
+        eps: Annotated[float, Field(gt=0, lt=0.5)] = 1e-4
+
     #: these models read binary class signatures (the attribute protocol passes binaryAtt)
     semantics_kind: ClassVar[str] = "binary"
     #: hyper-parameter grid searched on validation classes
     grid: ClassVar[dict[str, list[Any]]] = {"reg": [1e-4, 1e-3, 1e-2, 1e-1, 1.0]}
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        if float(self.params["reg"]) < 0:
-            raise ValueError(f"{self.name}: reg must be >= 0")
-        if self.params["prior"] not in ("empirical", "uniform"):
-            raise ValueError(f"{self.name}: prior must be 'empirical' or 'uniform'")
-        if not 0 < float(self.params["eps"]) < 0.5:
-            raise ValueError(f"{self.name}: eps must be in (0, 0.5)")
+    def _settings(self) -> LBFGSSettings:
+        return LBFGSSettings(float(self.params["reg"]), int(self.params["max_iter"]), **LBFGS_TOLERANCES)
 
     # ---------------------------------------------------------------- signatures
     def _signatures(self, wnids: Sequence[str]) -> np.ndarray:
@@ -160,9 +116,7 @@ class DAP(_AttributePosteriorModel):
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> DAP:
         standardised, signatures = self._prepare(data, semantics)
         targets = signatures[np.asarray(data.labels, dtype=np.int64)]
-        self.weight_, self.bias_ = _fit_linear(
-            standardised, targets, "bce", float(self.params["reg"]), int(self.params["max_iter"])
-        )
+        self.weight_, self.bias_ = fit_linear_lbfgs(standardised, targets, self._settings(), "bce")
         return self
 
     def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
@@ -178,13 +132,9 @@ class IAP(_AttributePosteriorModel):
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> IAP:
         standardised, signatures = self._prepare(data, semantics)
-        self.weight_, self.bias_ = _fit_linear(
-            standardised,
-            np.asarray(data.labels, dtype=np.int64),
-            "ce",
-            float(self.params["reg"]),
-            int(self.params["max_iter"]),
-            len(data.seen_wnids),
+        labels = np.asarray(data.labels, dtype=np.int64)
+        self.weight_, self.bias_ = fit_linear_lbfgs(
+            standardised, labels, self._settings(), "ce", len(data.seen_wnids)
         )
         self.seen_signatures_ = signatures
         return self

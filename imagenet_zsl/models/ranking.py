@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -44,36 +44,27 @@ from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
 from imagenet_zsl.models.common import (
     LossHistory,
-    check_choice,
     check_features,
-    check_positive,
     minibatches,
     seeded_torch,
     torch_threads,
 )
+from imagenet_zsl.models.params import MinibatchParams, NonNegative, PositiveInt
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 if TYPE_CHECKING:
     import torch
 
-LATEM_LOSSES = ("sampled", "max_violating")
 
-_TRAINING_DEFAULTS: dict[str, Any] = {
-    "margin": 1.0,
-    "lr": 1e-2,
-    "weight_decay": 1e-4,
-    "epochs": 50,
-    "batch_size": 64,
-    "features": "standard",
-    "semantic_norm": "l2",
-    "device": "cpu",
-    "seed": 0,
-}
+class RankingParams(MinibatchParams):
+    """The mini-batch trainer's hyper-parameters and the ranking loss's margin Δ."""
+
+    margin: NonNegative = 1.0
 
 
 class _BilinearRanking(_LinearSemanticModel):
     weighting: ClassVar[str] = "uniform"
-    defaults: ClassVar[dict[str, Any]] = dict(_TRAINING_DEFAULTS)
+    Params: ClassVar[type[RankingParams]] = RankingParams
     #: GBU tune learning rate and epochs of the SGD-trained models; margin and weight decay too
     grid: ClassVar[dict[str, list[Any]]] = {
         "lr": [1e-3, 1e-2],
@@ -81,11 +72,6 @@ class _BilinearRanking(_LinearSemanticModel):
         "margin": [0.1, 1.0],
         "weight_decay": [0.0, 1e-4],
     }
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["lr", "epochs", "batch_size"])
-        check_positive(self.name, self.params, ["margin", "weight_decay"], allow_zero=True)
 
     def _loss(self, scores, labels, wrong=None):  # noqa: ANN001, ANN202 - torch tensors
         """Mean over the batch of the model's ranking loss; scores (B, Z), labels (B,). ``wrong``
@@ -224,14 +210,13 @@ class LATEM(_BilinearRanking):
     weighting: ClassVar[str] = "max"
     #: loss "sampled": GBU's Eq. 4 with one uniformly drawn wrong class per image (latEm_train.m);
     #: "max_violating": SJE's structured loss on the max over maps (the toolkit's loss before)
-    defaults: ClassVar[dict[str, Any]] = {**_TRAINING_DEFAULTS, "k": 4, "loss": "sampled"}
+
+    class Params(RankingParams):
+        k: PositiveInt = 4
+        loss: Literal["sampled", "max_violating"] = "sampled"
+
     #: GBU: K in {2, 4, 6, 8, 10}, learning rate and epochs
     grid: ClassVar[dict[str, list[Any]]] = {"k": [2, 4, 6, 8, 10], "lr": [1e-3, 1e-2], "epochs": [25, 50]}
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["k"])
-        check_choice(self.name, "loss", self.params["loss"], LATEM_LOSSES)
 
     def _samples_wrong_class(self) -> bool:
         return self.params.get("loss", "sampled") == "sampled"
@@ -246,7 +231,7 @@ class LATEM(_BilinearRanking):
         maps = getattr(self, "maps_", None)
         if maps is None:  # K = 1: one map, the dot product is exact
             return super().scores(features, wnids, logits)
-        x = self.prep_(check_features(self.name, features, self.prep_.dim))
+        x = self.prep_(check_features(self.name, features, self.prep_.dim_))
         semantic = self._semantic(wnids)
         # (K, D, C) class maps, then one BLAS product per map: the einsum over n, d, e was the cost
         return np.max(x @ np.einsum("kde,ce->kdc", maps, semantic), axis=0).astype(np.float32)

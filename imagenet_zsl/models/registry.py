@@ -6,12 +6,18 @@ A model directory::
     DIR/config.json     {"model": name, "params": {...}}
     DIR/state.json      the fitted state that is not an array (numbers, strings, nesting)
     DIR/weights.npz     every fitted array, keyed by its attribute path
-    DIR/manifest.json   format, model, params, fit summary, software versions, sha256 of each file
+    DIR/manifest.json   the one manifest (:func:`imagenet_zsl.io.write_manifest`, format
+                        ``imagenet-zsl/model-v2``): format, tool, command, inputs, parameters (the
+                        hyper-parameters), software, files (sha256 of each), and the model's own
+                        fields: model, class, params, fit, and what ``train`` adds
+                        (feature_identity, semantics_identity, train_config, selection)
 
 The state is captured generically from the model's fitted attributes (those ending in ``_``:
-arrays, numbers, strings, ClassVectors, ClassGraph and the small helper objects), so any
-:class:`ZSLModel` — including ones written elsewhere — round-trips without its own serialiser.
-The npz is written with fixed zip timestamps: the same fit gives the same bytes.
+arrays, numbers, strings, ClassVectors, ClassGraph and the small helper objects, whose own fitted
+attributes end in ``_`` too), so any :class:`ZSLModel` — including ones written elsewhere —
+round-trips without its own serialiser. The npz is written with fixed zip timestamps: the same fit
+gives the same bytes. Directories of format v1 (before the one manifest writer, and before the
+helper objects' fitted attributes ended in ``_``) still load.
 """
 
 from __future__ import annotations
@@ -26,16 +32,14 @@ from typing import Any
 
 import numpy as np
 
-from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_directory,
-    atomic_write_json,
     canonical_json,
-    file_record,
-    sha256_file,
-    software_versions,
+    read_manifest_verified,
+    write_manifest,
 )
 from imagenet_zsl.models.base import MODELS, ZSLModel, check_is_fitted, create
 from imagenet_zsl.models.common import FeaturePrep
@@ -44,11 +48,31 @@ from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 log = logging.getLogger(__name__)
 
-MODEL_FORMAT = "imagenet-zsl/model-v1"
+MODEL_FORMAT = "imagenet-zsl/model-v2"
+#: every model-directory format :func:`load_model` reads (v1: the manifest before the one writer)
+MODEL_FORMATS = (MODEL_FORMAT, "imagenet-zsl/model-v1")
+TOOL = "imagenet-zsl train"
+RERUN = "retrain the model with 'imagenet-zsl train'"
+#: the files of a model directory beside its manifest
+MODEL_FILES = ("config.json", "state.json", "weights.npz")
 #: helper objects a model may hold in its fitted state, saved through their attributes
 STATE_TYPES: dict[str, type] = {"SeenClassifier": SeenClassifier, "FeaturePrep": FeaturePrep}
+#: fitted attributes of the helper objects as format v1 named them (without the trailing ``_``)
+LEGACY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "SeenClassifier": ("kind", "weights", "columns", "logit_dim", "head_residual", "head_stored"),
+    "FeaturePrep": ("dim", "mean", "scale"),
+}
 
-__all__ = ["MODELS", "MODEL_FORMAT", "create", "describe", "load_model", "read_manifest", "save_model"]
+__all__ = [
+    "MODELS",
+    "MODEL_FORMAT",
+    "MODEL_FORMATS",
+    "create",
+    "describe",
+    "load_model",
+    "read_manifest",
+    "save_model",
+]
 
 
 def describe(cls: type[ZSLModel]) -> str:
@@ -117,9 +141,13 @@ def _decode(value: Any, arrays: Any) -> Any:
             source=value["source"],
         )
     if "__object__" in value:
-        cls = STATE_TYPES[value["__object__"]]
+        kind = value["__object__"]
+        cls = STATE_TYPES[kind]
         obj = cls.__new__(cls)
-        obj.__dict__.update({k: _decode(v, arrays) for k, v in value["state"].items()})
+        legacy = LEGACY_ATTRIBUTES.get(kind, ())
+        obj.__dict__.update(
+            {(f"{k}_" if k in legacy else k): _decode(v, arrays) for k, v in value["state"].items()}
+        )
         return obj
     if "__dict__" in value:
         return {k: _decode(v, arrays) for k, v in value["__dict__"].items()}
@@ -146,80 +174,63 @@ def save_model(
     extra: dict[str, Any] | None = None,
     inputs: Sequence[str | Path] = (),
 ) -> Path:
-    """Write a fitted model to ``directory`` atomically; ``extra`` goes into the manifest (e.g.
-    inputs, hyper-parameter search). An existing ``directory`` is replaced only if an earlier
-    ``imagenet-zsl train`` wrote it, and never when it holds or lies inside one of ``inputs``.
-    Returns the directory."""
+    """Write a fitted model to ``directory`` atomically; ``extra`` goes into the manifest (its
+    ``inputs``: the manifest's inputs record; every other key a field beside the model's). An
+    existing ``directory`` is replaced only if an earlier ``imagenet-zsl train`` wrote it, and never
+    when it holds or lies inside one of ``inputs`` (the paths the caller read). Returns the
+    directory."""
     check_is_fitted(model)
     arrays: dict[str, np.ndarray] = {}
     state = _encode_attributes({k: getattr(model, k) for k in model.fitted_attributes()}, "", arrays)
+    fields = dict(extra or {})
+    record = fields.pop("inputs", None)
+    fields.pop("command", None)  # write_manifest records the command line itself
     directory = Path(directory)
-    with atomic_directory(directory, tool="imagenet-zsl train", inputs=inputs) as tmp:
+    with atomic_directory(directory, tool=TOOL, inputs=inputs) as tmp:
         (tmp / "weights.npz").write_bytes(_npz_bytes(arrays))
         (tmp / "state.json").write_text(canonical_json(state))
         (tmp / "config.json").write_text(canonical_json({"model": model.name, "params": model.params}))
-        manifest = {
-            "format": MODEL_FORMAT,
-            "tool": "imagenet-zsl train",
-            "model": model.name,
-            "class": f"{type(model).__module__}.{type(model).__qualname__}",
-            "params": model.params,
-            "fit": getattr(model, "fit_info_", {}),
-            "files": [file_record(tmp / name, tmp) for name in ("config.json", "state.json", "weights.npz")],
-            "software": software_versions(),
-            **(extra or {}),
-        }
-        atomic_write_json(tmp / MANIFEST_NAME, manifest)
+        write_manifest(
+            tmp,
+            format=MODEL_FORMAT,
+            tool=TOOL,
+            inputs=record,
+            parameters=model.params,
+            fields={
+                "model": model.name,
+                "class": f"{type(model).__module__}.{type(model).__qualname__}",
+                "params": model.params,
+                "fit": getattr(model, "fit_info_", {}),
+                **fields,
+            },
+        )
     return directory
 
 
-def read_manifest(directory: str | Path) -> dict[str, Any]:
-    path = Path(directory) / MANIFEST_NAME
-    if not path.exists():
+def read_manifest(directory: str | Path, hash_files: bool = False) -> dict[str, Any]:
+    """The verified manifest of a model directory (format v2 or v1; each file's size checked, and
+    its sha256 too with ``hash_files``); one-line UserInputError otherwise."""
+    manifest = read_manifest_verified(directory, MODEL_FORMATS, hash_files=hash_files, rerun=RERUN)
+    listed = {record["path"] for record in manifest["files"]}
+    unlisted = sorted(set(MODEL_FILES) - listed)
+    if unlisted:
         raise UserInputError(
-            f"{path}: no model manifest; point to a directory written by 'imagenet-zsl train'"
+            f"{Path(directory) / MANIFEST_NAME}: does not list {', '.join(unlisted)}; the model "
+            f"manifest is damaged: {RERUN}"
         )
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise UserInputError(f"{path}: not valid JSON ({err})") from err
-    if not isinstance(manifest, dict):
+    if not isinstance(manifest.get("model"), str) or not isinstance(manifest.get("params"), dict):
         raise UserInputError(
-            f"{path}: not a JSON object; point to a directory written by 'imagenet-zsl train'"
+            f"{Path(directory) / MANIFEST_NAME}: no 'model' name or 'params' mapping; the model "
+            f"manifest is damaged: {RERUN}"
         )
-    if manifest.get("format") != MODEL_FORMAT:
-        raise UserInputError(f"{path}: format is {manifest.get('format')!r}, expected {MODEL_FORMAT!r}")
     return manifest
 
 
 def load_model(directory: str | Path, verify: bool = True) -> ZSLModel:
-    """The fitted model saved in ``directory`` (files checked against the manifest's sha256)."""
+    """The fitted model saved in ``directory`` (with ``verify``, every file checked against the
+    manifest's sha256)."""
     directory = Path(directory)
-    manifest = read_manifest(directory)
-    if verify:
-        files = manifest.get("files")
-        if not isinstance(files, list) or not all(
-            isinstance(r, dict) and isinstance(r.get("path"), str) and isinstance(r.get("sha256"), str)
-            for r in files
-        ):
-            raise UserInputError(
-                f"{directory / MANIFEST_NAME}: 'files' must list each file's path and sha256; the model "
-                "manifest is damaged: retrain the model"
-            )
-        bad = [
-            r["path"]
-            for r in files
-            if not (directory / r["path"]).is_file() or sha256_file(directory / r["path"]) != r["sha256"]
-        ]
-        if bad:
-            raise UserInputError(
-                f"{directory}: {preview(bad)} missing or changed since the model was saved; retrain it"
-            )
-    if not isinstance(manifest.get("model"), str) or not isinstance(manifest.get("params"), dict):
-        raise UserInputError(
-            f"{directory / MANIFEST_NAME}: no 'model' name or 'params' mapping; the model manifest is "
-            "damaged: retrain the model"
-        )
+    manifest = read_manifest(directory, hash_files=verify)
     cls = MODELS.get(manifest["model"])
     model = cls.__new__(cls)
     model.params = dict(manifest["params"])

@@ -23,11 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.models.base import SeenData
-from imagenet_zsl.models.common import seeded_torch, softmax
+from imagenet_zsl.models.common import LBFGSSettings, fit_linear_lbfgs, softmax
 
 log = logging.getLogger(__name__)
 
@@ -86,39 +85,16 @@ def train_softmax(
 ) -> np.ndarray:
     """Multinomial logistic regression, returned in raw feature space as W (D+1, S).
 
-    Trained on standardised features (good conditioning for L-BFGS); the weights are mapped back
-    so that ``augment(x) @ W`` are the logits of raw features.
+    Trained (:func:`~imagenet_zsl.models.common.fit_linear_lbfgs`) on standardised features (good
+    conditioning for L-BFGS); the weights are mapped back so that ``augment(x) @ W`` are the
+    logits of raw features.
     """
-    import torch
-
     mean = features.mean(axis=0)
     scale = np.maximum(features.std(axis=0), 1e-6)
-    dev = resolve_device(device)
-    x = torch.from_numpy(((features - mean) / scale).astype(np.float32)).to(dev)
-    y = torch.from_numpy(labels.astype(np.int64)).to(dev)
-    with seeded_torch(seed, dev):
-        weight = torch.zeros(x.shape[1], num_classes, device=dev, requires_grad=True)
-        bias = torch.zeros(num_classes, device=dev, requires_grad=True)
-        optimiser = torch.optim.LBFGS(
-            [weight, bias],
-            lr=1.0,
-            max_iter=max_iter,
-            history_size=20,
-            line_search_fn="strong_wolfe",
-            tolerance_grad=1e-7,
-            tolerance_change=1e-10,
-        )
-
-        def closure() -> torch.Tensor:
-            optimiser.zero_grad()
-            loss = torch.nn.functional.cross_entropy(x @ weight + bias, y)
-            loss = loss + reg * (weight * weight).sum()
-            loss.backward()
-            return loss
-
-        optimiser.step(closure)
-    w = weight.detach().cpu().numpy().astype(np.float64) / scale[:, None]
-    b = bias.detach().cpu().numpy().astype(np.float64) - mean @ w
+    settings = LBFGSSettings(reg=reg, max_iter=max_iter, device=device, seed=seed)
+    weight, bias = fit_linear_lbfgs((features - mean) / scale, labels, settings, "ce", num_classes)
+    w = weight.astype(np.float64) / scale[:, None]
+    b = bias.astype(np.float64) - mean @ w
     return np.vstack([w, b[None, :]]).astype(np.float32)
 
 
@@ -132,7 +108,12 @@ def uses_stored_head(data: SeenData, source: str) -> bool:
 
 
 class SeenClassifier:
-    """Posterior over the seen classes from the backbone head or a trained softmax classifier."""
+    """Posterior over the seen classes from the backbone head or a trained softmax classifier.
+
+    Fitted: ``kind_`` ("head" or "softmax"), ``weights_`` (D + 1, S) float32 with
+    ``logits = [x, 1] @ weights_``, ``columns_`` (S,) the seen classes' columns among the head's
+    ``logit_dim_`` outputs, ``head_residual_`` (least-squares recovery) and ``head_stored_`` (the
+    head was taken from ``head.npz``)."""
 
     def __init__(
         self, source: str = "auto", reg: float = 1e-4, max_iter: int = 200, device: str = "cpu", seed: int = 0
@@ -144,19 +125,16 @@ class SeenClassifier:
         self.max_iter = int(max_iter)
         self.device = device
         self.seed = int(seed)
-        self.kind = ""
-        self.weights = np.zeros((0, 0), np.float32)
-        self.columns = np.zeros(0, np.int64)
-        self.logit_dim = 0
-        self.head_residual = 0.0
-        self.head_stored = False
 
     def fit(self, data: SeenData, features: np.ndarray, labels: np.ndarray) -> SeenClassifier:
         """features/labels: the validated arrays of ``data`` (N may be 0 when a stored head is used).
 
         Source order under "auto": the stored head when it covers every seen class, else the head
         recovered from logits, else a softmax classifier."""
-        self.head_stored = False
+        self.head_stored_ = False
+        self.columns_ = np.zeros(0, np.int64)
+        self.logit_dim_ = 0
+        self.head_residual_ = 0.0
         if uses_stored_head(data, self.source):
             return self._take_head(data.head, data.seen_wnids, features)
         if self.source == "head" and data.head is not None and data.logits is None:
@@ -186,14 +164,14 @@ class SeenClassifier:
                     len(absent),
                 )
         if use_head:
-            self.kind = "head"
-            self.columns = np.array([index[w] for w in data.seen_wnids], dtype=np.int64)
-            self.logit_dim = len(data.logit_classes)
-            logits = np.asarray(data.logits, dtype=np.float32)[:, self.columns]
-            self.weights, self.head_residual = _least_squares_head(features, logits)
+            self.kind_ = "head"
+            self.columns_ = np.array([index[w] for w in data.seen_wnids], dtype=np.int64)
+            self.logit_dim_ = len(data.logit_classes)
+            logits = np.asarray(data.logits, dtype=np.float32)[:, self.columns_]
+            self.weights_, self.head_residual_ = _least_squares_head(features, logits)
         else:
-            self.kind = "softmax"
-            self.weights = train_softmax(
+            self.kind_ = "softmax"
+            self.weights_ = train_softmax(
                 features, labels, len(data.seen_wnids), self.reg, self.max_iter, self.device, self.seed
             )
         return self
@@ -205,27 +183,27 @@ class SeenClassifier:
                 f"classifier 'head': the stored head ({HEAD_FILE}) reads {head.dim}-d features but "
                 f"the features have {features.shape[1]}; re-extract the feature directory"
             )
-        self.kind = "head"
-        self.head_stored = True
-        self.columns = head.columns(list(seen))
-        self.logit_dim = len(head.classes)
+        self.kind_ = "head"
+        self.head_stored_ = True
+        self.columns_ = head.columns(list(seen))
+        self.logit_dim_ = len(head.classes)
         full = np.vstack([head.weight.T, head.bias[None, :]])
-        self.weights = np.ascontiguousarray(full[:, self.columns], dtype=np.float32)
-        self.head_residual = 0.0
+        self.weights_ = np.ascontiguousarray(full[:, self.columns_], dtype=np.float32)
+        self.head_residual_ = 0.0
         return self
 
     @property
     def dim(self) -> int:
         """D, the feature dimension the classifier reads."""
-        return int(self.weights.shape[0]) - 1
+        return int(self.weights_.shape[0]) - 1
 
     def info(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"classifier": self.kind}
-        if self.kind == "head" and getattr(self, "head_stored", False):
+        out: dict[str, Any] = {"classifier": self.kind_}
+        if self.kind_ == "head" and getattr(self, "head_stored_", False):  # saved before it existed
             out["head"] = f"stored ({HEAD_FILE})"
-        elif self.kind == "head":
+        elif self.kind_ == "head":
             out["head"] = "least squares from logits"
-            out["head_residual"] = round(self.head_residual, 6)
+            out["head_residual"] = round(self.head_residual_, 6)
         return out
 
     def logits(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
@@ -233,19 +211,19 @@ class SeenClassifier:
 
         A stored head ignores given logits: it computes them exactly from the features (the
         stored logits are float16 and their column order is not checked against the head's)."""
-        if self.kind == "head" and logits is not None and not getattr(self, "head_stored", False):
+        if self.kind_ == "head" and logits is not None and not getattr(self, "head_stored_", False):
             logits = np.asarray(logits, dtype=np.float32)
-            if logits.ndim != 2 or logits.shape != (len(features), self.logit_dim):
+            if logits.ndim != 2 or logits.shape != (len(features), self.logit_dim_):
                 raise UserInputError(
-                    f"logits have shape {logits.shape}, expected ({len(features)}, {self.logit_dim})"
+                    f"logits have shape {logits.shape}, expected ({len(features)}, {self.logit_dim_})"
                 )
-            return logits[:, self.columns]
-        if self.kind == "head" and self.head_residual > HEAD_RESIDUAL_LIMIT:
+            return logits[:, self.columns_]
+        if self.kind_ == "head" and self.head_residual_ > HEAD_RESIDUAL_LIMIT:
             raise UserInputError(
                 "this model uses the backbone head's posteriors: pass the logits of these images "
-                f"(their features do not determine the logits linearly, residual {self.head_residual:.3g})"
+                f"(their features do not determine the logits linearly, residual {self.head_residual_:.3g})"
             )
-        return augment(features) @ self.weights
+        return augment(features) @ self.weights_
 
     def posterior(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
         """(N, S) float64 p(seen class | image)."""

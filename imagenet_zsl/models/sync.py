@@ -32,7 +32,7 @@ constant 1; class side: s_c V.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
@@ -41,20 +41,23 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
 from imagenet_zsl.models.common import (
-    check_choice,
     check_features,
-    check_positive,
     seeded_torch,
     torch_threads,
+)
+from imagenet_zsl.models.params import (
+    FeatureMode,
+    LinearParams,
+    NonNegative,
+    Positive,
+    PositiveInt,
+    TorchParams,
 )
 from imagenet_zsl.models.seen_classifier import augment
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 if TYPE_CHECKING:
     import torch
-
-SOLVERS = ("pinv", "direct")
-LOSSES = ("ovo", "cs", "struct")
 
 
 def squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -106,31 +109,21 @@ class SYNC(_LinearSemanticModel):
     """SYNC: each class's classifier is a semantic-similarity mixture of phantom classifiers."""
 
     name: ClassVar[str] = "sync"
-    defaults: ClassVar[dict[str, Any]] = {
-        "lam": 2.0**-15,
-        "sigma": 1.0,
-        "solver": "pinv",
-        "loss": "ovo",
-        "max_iter": 1000,
-        "features": "l2",
-        "bias": False,
-        "semantic_norm": "l2",
-        "device": "cpu",
-        "seed": 0,
-    }
+
+    class Params(LinearParams, TorchParams):
+        lam: NonNegative = 2.0**-15
+        sigma: Positive = 1.0
+        solver: Literal["pinv", "direct"] = "pinv"
+        loss: Literal["ovo", "cs", "struct"] = "ovo"
+        max_iter: PositiveInt = 1000
+        features: FeatureMode = "l2"
+        bias: bool = False
+
     #: ``SynC_fast.m``'s grids: λ ∈ 2^(-24:-9) (every third power), Sim_scale = 1/σ ∈ 2^(-5:5)
     grid: ClassVar[dict[str, list[Any]]] = {
         "lam": [2.0**p for p in range(-24, -8, 3)],
         "sigma": [2.0**p for p in range(-5, 6)],
     }
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["sigma", "max_iter"])
-        check_positive(self.name, self.params, ["lam"], allow_zero=True)
-        check_choice(self.name, "solver", self.params["solver"], SOLVERS)
-        check_choice(self.name, "loss", self.params["loss"], LOSSES)
-        check_choice(self.name, "bias", self.params["bias"], (True, False))
 
     def _image_side(self, features: np.ndarray) -> np.ndarray:
         x = self.prep_(features).astype(np.float32)
@@ -214,7 +207,7 @@ class SYNC(_LinearSemanticModel):
         return weights.detach().cpu().numpy().astype(np.float32), final
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self.prep_.dim)
+        features = check_features(self.name, features, self.prep_.dim_)
         return self._image_side(features)
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:

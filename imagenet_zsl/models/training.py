@@ -3,7 +3,8 @@
 Config (YAML)::
 
     model: eszsl                  # registry name (imagenet-zsl models)
-    params: {gamma: 1.0}          # hyper-parameters; the rest keep their defaults
+    params: {gamma: 1.0}          # hyper-parameters, typed (imagenet-zsl models lists each one's
+                                  # type, range and default); the rest keep their defaults
     semantics: glove-6b-50d       # class vectors: a named set or a class-vector .npz
     graph: wordnet                # class graph for trivial / GCN models: wordnet | imagenet |
                                   # wordnet+instances | a parent<TAB>child edge file
@@ -14,6 +15,11 @@ Config (YAML)::
       val_fraction: 0.2
       seed: 0
       mode: zsl                   # zsl | gzsl (Le Cacheux et al.: H after calibration)
+
+Every hyper-parameter and every grid value is checked against the model's ``Params``
+(:mod:`imagenet_zsl.models.params`) when the config is loaded, before any work: ``gamma: "1.0"``,
+``gamma: true`` or ``epochs: 2.5`` is one line naming the file, the key and the value. Floats may
+be written ``1e-3`` (YAML 1.2; PyYAML alone would read a string).
 
 ``--set PARAM=VALUE`` overrides ``params`` and wins over the ``select`` grid: a parameter fixed by
 ``--set`` leaves the grid (a warning says so; the manifest lists it under
@@ -58,6 +64,7 @@ from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, command_line, file_record, sha256_file
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.common import blas_threads, gram_flops
+from imagenet_zsl.models.params import check_grid, validate_params
 from imagenet_zsl.models.registry import save_model
 from imagenet_zsl.models.seen_classifier import uses_stored_head
 from imagenet_zsl.models.selection import search_hyperparameters, split_seen_data
@@ -111,39 +118,45 @@ class TrainConfig(Config):
         return None if self.select is None else validate_config(self.select, SelectConfig, where)
 
 
-def check_model_params(name: str, params: dict[str, Any], where: str) -> None:
-    """An unknown model, an unknown hyper-parameter or an invalid value → one line naming ``where``
-    (the config file) and the key, with the closest allowed name."""
+def check_model_params(
+    name: str, params: dict[str, Any], where: str, prefix: str = "params."
+) -> dict[str, Any]:
+    """An unknown model, an unknown hyper-parameter, a wrong type or a value out of range → one line
+    naming ``where`` (the file), the key and the value. ``prefix``: the key path of ``params`` in
+    the file (``models.NAME.params.`` in a recipe); the model's name sits beside them. Returns
+    every hyper-parameter, defaults filled in."""
     if name not in MODELS:
         close = difflib.get_close_matches(name, MODELS.names(), n=1, cutoff=0.5)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UserInputError(f"unknown model {name!r} ({where}: model): {hint}see 'imagenet-zsl models'")
-    cls = MODELS.get(name)
-    for key in params:
-        if key not in cls.defaults:
-            allowed = sorted(cls.defaults)
-            close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
-            hint = f"did you mean {close[0]!r}? " if close else ""
+        key = prefix.removesuffix("params.") + "model"
+        raise UserInputError(f"unknown model {name!r} ({where}: {key}): {hint}see 'imagenet-zsl models'")
+    return validate_params(MODELS.get(name).Params, params, where, prefix).model_dump()
+
+
+def check_select_grid(
+    name: str, select: SelectConfig | None, params: dict[str, Any], where: str, prefix: str = "select."
+) -> None:
+    """The ``select`` block's grid is 'default' (the model's) or {hyper-parameter: [values]} whose
+    every value is valid on top of ``params``: checked before any work, one line naming ``where``
+    and ``prefix`` (the block's key path) + ``grid.NAME``."""
+    if select is None:
+        return
+    if isinstance(select.grid, str):
+        if select.grid != "default":
             raise UserInputError(
-                f"unknown key {key!r} ({where}: params.{key}): {hint}allowed for {name}: {', '.join(allowed)}"
+                f"invalid value ({where}: {prefix}grid = {select.grid!r}): give 'default' (the model's "
+                "grid) or {hyper-parameter: [values]}"
             )
-    try:
-        create(name, **params)
-    except UserInputError as err:
-        raise UserInputError(f"invalid value ({where}: params): {err}") from None
-
-
-def train_config_from_dict(raw: dict[str, Any], where: str = "train config") -> TrainConfig:
-    """A validated :class:`TrainConfig` (typed, unknown keys rejected, model params checked)."""
-    checked = validate_config(raw, TrainConfigFile, where)
-    check_model_params(checked.model, checked.params, where)
-    return TrainConfig(**checked.as_dict())
+        return
+    check_grid(MODELS.get(name).Params, select.grid, params, where, prefix=f"{prefix}grid.")
 
 
 def load_train_config(path: str | Path) -> TrainConfig:
-    """Read and validate a model config; every mistake is one line naming the file and key."""
+    """Read and validate a model config, its ``select`` grid included; every mistake is one line
+    naming the file and key."""
     checked = load_config(path, TrainConfigFile)
     check_model_params(checked.model, checked.params, str(path))
+    check_select_grid(checked.model, checked.select, checked.params, str(path))
     return TrainConfig(**checked.as_dict())
 
 
@@ -334,8 +347,10 @@ def train(
     where = str(config_path or "train config")
     overrides = dict(overrides or {})
     params = {**config.params, **overrides}
-    check_model_params(cls.name, params, "--set" if overrides else where)
+    check_model_params(cls.name, config.params, where)
+    check_model_params(cls.name, params, "--set", prefix="")
     select = config.selection(where)
+    check_select_grid(cls.name, select, params, where)
     inputs = _inputs(features_dir, config.semantics, config_path)
     check_out_dir(Path(out_dir), TOOL, inputs)  # fail before loading anything
     seen = _read_seen_list(config)

@@ -20,26 +20,15 @@ from scipy.sparse import csgraph
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import (
-    FEATURE_MODES,
     FeaturePrep,
-    check_choice,
     check_features,
-    check_positive,
     check_seen_data,
     feature_statistics,
     require_graph,
 )
+from imagenet_zsl.models.params import ClassifierParams, FeatureMode, ModelParams, NonNegative
 from imagenet_zsl.models.seen_classifier import SeenClassifier, uses_stored_head
 from imagenet_zsl.semantics.class_vectors import ClassVectors
-
-#: the seen-class classifier's hyper-parameters, shared by every model that needs one
-CLASSIFIER_DEFAULTS: dict[str, Any] = {
-    "classifier": "auto",
-    "classifier_reg": 1e-4,
-    "classifier_iter": 200,
-    "device": "cpu",
-    "seed": 0,
-}
 
 
 def seen_classifier_data(model: ZSLModel, data: SeenData) -> tuple[np.ndarray, np.ndarray]:
@@ -53,10 +42,10 @@ def seen_classifier_data(model: ZSLModel, data: SeenData) -> tuple[np.ndarray, n
 def fit_seen_classifier(
     model: ZSLModel, data: SeenData, features: np.ndarray, labels: np.ndarray
 ) -> SeenClassifier:
-    """The seen-class classifier of ``model`` (its ``CLASSIFIER_DEFAULTS`` parameters) on ``data``;
-    fitted once per grid search (:meth:`ZSLModel.shared`): no grid value of these models changes it."""
+    """The seen-class classifier of ``model`` (its :class:`ClassifierParams`) on ``data``; fitted
+    once per grid search (:meth:`ZSLModel.shared`): no grid value of these models changes it."""
     params = model.params
-    key = ("seen-classifier", *(repr(params[name]) for name in sorted(CLASSIFIER_DEFAULTS)))
+    key = ("seen-classifier", *(repr(params[name]) for name in sorted(ClassifierParams.model_fields)))
     return model.shared(
         key,
         lambda: SeenClassifier(
@@ -141,7 +130,7 @@ class Trivial(ZSLModel):
     """Hascoet et al.'s structural baseline: one-hot code of the nearest training class(es)."""
 
     name: ClassVar[str] = "trivial"
-    defaults: ClassVar[dict[str, Any]] = dict(CLASSIFIER_DEFAULTS)
+    Params: ClassVar[type[ClassifierParams]] = ClassifierParams
     uses_training_logits: ClassVar[bool] = True  # the seen classifier's head source
     grid: ClassVar[dict[str, list[Any]]] = {}
     needs_graph: ClassVar[bool] = True
@@ -179,16 +168,15 @@ class HascoetTrivial(ZSLModel):
     # ties: the expected value of a random tie break). Unlike ``trivial`` the image side is the
     # regression output x W (D, S), not a softmax posterior.
     name: ClassVar[str] = "hascoet_trivial"
-    defaults: ClassVar[dict[str, Any]] = {"alpha": 1.0, "features": "standard"}
+
+    class Params(ModelParams):
+        alpha: NonNegative = 1.0
+        features: FeatureMode = "standard"
+
     grid: ClassVar[dict[str, list[Any]]] = {"alpha": [10.0**p for p in range(-3, 4)]}
     needs_graph: ClassVar[bool] = True
     needs_semantics: ClassVar[bool] = False
     seen_need_vectors: ClassVar[bool] = False
-
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-        check_positive(self.name, self.params, ["alpha"], allow_zero=True)
-        check_choice(self.name, "features", self.params["features"], FEATURE_MODES)
 
     def fit(
         self, data: SeenData, semantics: ClassVectors | None = None, graph: ClassGraph | None = None
@@ -214,7 +202,7 @@ class HascoetTrivial(ZSLModel):
         return self
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
-        features = check_features(self.name, features, self.prep_.dim)
+        features = check_features(self.name, features, self.prep_.dim_)
         return (self.prep_(features) @ self.map_).astype(np.float32)
 
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:

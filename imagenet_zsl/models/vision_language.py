@@ -36,7 +36,6 @@ class VisionLanguageZeroShot(ZSLModel):
     """Vision-language zero-shot (CLIP): cosine of image features and class text embeddings."""
 
     name: ClassVar[str] = "vlm_zero_shot"
-    defaults: ClassVar[dict[str, Any]] = {}
     grid: ClassVar[dict[str, list[Any]]] = {}
     #: no training: ``train`` reads no image, and no seen class needs a vector
     learns_from_images: ClassVar[bool] = False

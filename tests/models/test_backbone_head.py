@@ -74,12 +74,12 @@ def test_the_stored_head_is_taken_as_it_is_and_needs_no_image():
     head = BackboneHead(rng.normal(size=(4, 5)), rng.normal(size=4), ["x", "a", "b", "c"])
     data = SeenData(np.zeros((0, 5), np.float32), np.zeros(0, np.int64), ["c", "a"], head=head)
     classifier = SeenClassifier("auto").fit(data, data.features, data.labels)
-    assert classifier.kind == "head" and classifier.info() == {
+    assert classifier.kind_ == "head" and classifier.info() == {
         "classifier": "head",
         "head": "stored (head.npz)",
     }
     expected = np.vstack([head.weight.T, head.bias[None]])[:, [3, 1]]
-    np.testing.assert_array_equal(classifier.weights, expected)
+    np.testing.assert_array_equal(classifier.weights_, expected)
     features = rng.normal(size=(3, 5)).astype(np.float32)
     by_hand = features @ head.weight[[3, 1]].T + head.bias[[3, 1]]
     np.testing.assert_allclose(classifier.logits(features), by_hand, rtol=1e-5, atol=1e-5)
@@ -95,7 +95,7 @@ def test_the_stored_head_wins_over_logits_and_must_read_the_features():
         features, np.arange(10) % 2, ["a", "b"], logits=np.zeros((10, 2)), logit_classes=["a", "b"], head=head
     )
     classifier = SeenClassifier("auto").fit(data, features, data.labels)
-    np.testing.assert_array_equal(classifier.weights[:3], head.weight.T)  # not the zero logits' fit
+    np.testing.assert_array_equal(classifier.weights_[:3], head.weight.T)  # not the zero logits' fit
     wide = rng.normal(size=(10, 4)).astype(np.float32)
     with pytest.raises(UserInputError, match="reads 3-d features but the features have 4"):
         SeenClassifier("auto").fit(SeenData(wide, data.labels, ["a", "b"], head=head), wide, data.labels)
@@ -110,7 +110,7 @@ def test_a_head_without_some_seen_class():
         UserInputError, match=r"1 seen classes are not outputs of the backbone head \(head.npz\)"
     ):
         SeenClassifier("head").fit(data, features, data.labels)
-    assert SeenClassifier("auto").fit(data, features, data.labels).kind == "softmax"  # from images
+    assert SeenClassifier("auto").fit(data, features, data.labels).kind_ == "softmax"  # from images
 
 
 # ----------------------------------------------------------------------------- the models

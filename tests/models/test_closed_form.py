@@ -130,7 +130,9 @@ def test_bad_hyperparameters_are_rejected():
 
     with pytest.raises(UserInputError, match="gamma"):
         create("eszsl", gamma=-1)
-    with pytest.raises(UserInputError, match="unknown hyper-parameters"):
+    with pytest.raises(
+        UserInputError, match=r"unknown key 'gamm' \(model eszsl: params.gamm\): did you mean 'gamma'"
+    ):
         create("eszsl", gamm=1)
     with pytest.raises(UserInputError, match="direction"):
         create("sae", direction="sideways")

@@ -21,6 +21,7 @@ from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.features.in_memory import load_features
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.io import read_manifest_verified
 from imagenet_zsl.models.base import SeenData
 from imagenet_zsl.models.dgp_finetune import (
     CHECKPOINT_NAME,
@@ -124,8 +125,15 @@ def test_cli_writes_the_checkpoint(dgp_setup, tmp_path, capsys):
     assert main(argv) == 0
     assert "re-extract with --backbone tiny-test" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["format"] == "imagenet-zsl/finetuned-backbone"
-    assert manifest["outputs"][0]["path"] == CHECKPOINT_NAME
+    assert manifest["format"] == "imagenet-zsl/finetuned-backbone-v1"
+    assert [record["path"] for record in manifest["files"]] == [CHECKPOINT_NAME]
+    assert set(manifest["inputs"]) == {"model", "features", "images"}
+    assert manifest["parameters"]["scope"] == "last_block" and manifest["training"]["steps"] >= 1
+    # the one reader verifies it: a changed checkpoint is refused
+    read_manifest_verified(out, "imagenet-zsl/finetuned-backbone-v1")
+    (out / CHECKPOINT_NAME).write_bytes((out / CHECKPOINT_NAME).read_bytes()[:-4] + b"oops")
+    with pytest.raises(UserInputError, match="sha256"):
+        read_manifest_verified(out, "imagenet-zsl/finetuned-backbone-v1")
 
 
 def test_whole_backbone_variant_trains_outside_the_last_block_in_train_mode(dgp_setup):

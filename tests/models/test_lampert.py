@@ -118,9 +118,11 @@ def test_uniform_prior_shifts_every_class_by_its_prior_term():
 
 
 def test_bad_input_is_reported():
-    with pytest.raises(ValueError, match="unknown hyper-parameters"):
+    with pytest.raises(UserInputError, match="unknown key 'C'"):
         DAP(C=1.0)
-    with pytest.raises(ValueError, match="prior"):
+    with pytest.raises(
+        UserInputError, match=r"params.prior = 'flat'\): Input should be 'empirical' or 'uniform'"
+    ):
         IAP(prior="flat")
     model = _fit(DAP, reg=1e-2, max_iter=10)
     with pytest.raises(UserInputError, match="expects"):

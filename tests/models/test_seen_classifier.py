@@ -20,9 +20,9 @@ def test_head_weights_are_recovered_from_features_and_logits():
     logit_classes = ["e", "d", "c", "b", "a"]
     data = SeenData(features, np.arange(200) % 3, ["a", "c", "e"], logits=logits, logit_classes=logit_classes)
     classifier = SeenClassifier("auto").fit(data, features, data.labels)
-    assert classifier.kind == "head" and classifier.head_residual < 1e-5
+    assert classifier.kind_ == "head" and classifier.head_residual_ < 1e-5
     expected = np.vstack([weights, bias[None]])[:, [4, 2, 0]]
-    np.testing.assert_allclose(classifier.weights, expected, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(classifier.weights_, expected, rtol=1e-3, atol=1e-4)
     # given logits are used as they are; without them the recovered head reproduces them
     seen_logits = logits[:4][:, [4, 2, 0]]
     np.testing.assert_allclose(classifier.logits(features[:4], logits[:4]), seen_logits, rtol=1e-6)
@@ -46,9 +46,9 @@ def test_softmax_classifier_separates_seen_classes():
     features = (means[labels] + rng.normal(size=(100, 5))).astype(np.float32)
     data = SeenData(features, labels, list("abcd"))
     classifier = SeenClassifier("softmax", reg=1e-4).fit(data, features, labels)
-    assert classifier.kind == "softmax"
+    assert classifier.kind_ == "softmax"
     assert np.mean(classifier.posterior(features).argmax(axis=1) == labels) > 0.95
-    np.testing.assert_allclose(classifier.logits(features), augment(features) @ classifier.weights)
+    np.testing.assert_allclose(classifier.logits(features), augment(features) @ classifier.weights_)
 
 
 def test_head_requested_without_logits_is_a_clear_error():
@@ -79,4 +79,4 @@ def test_an_under_determined_head_fit_is_an_error_saying_how_many_images_it_need
         features, np.arange(8) % 2, ["a", "b"], logits=features @ weights, logit_classes=["a", "b"]
     )
     classifier = SeenClassifier("head").fit(data, features, data.labels)
-    np.testing.assert_allclose(classifier.weights[:7], weights, atol=1e-3)
+    np.testing.assert_allclose(classifier.weights_[:7], weights, atol=1e-3)

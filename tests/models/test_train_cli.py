@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 import numpy as np
 import pytest
@@ -92,7 +93,7 @@ def test_bad_configs_exit_with_one_clear_line(workspace, capsys):
         )
         == 2
     )
-    assert "gamma must be >= 0" in capsys.readouterr().err
+    assert "params.gamma = -3): Input should be greater than or equal to 0" in capsys.readouterr().err
     assert not (root / "m").exists()
 
 
@@ -101,10 +102,18 @@ def test_models_command_lists_names_and_hyperparameters(capsys):
     out = capsys.readouterr().out
     for name in ("trivial", "conse", "eszsl", "sgcn", "dgp", "gcnz"):
         assert f"\n{name} " in "\n" + out
-    assert "gamma=1.0" in out and "grid:" in out
+    assert "grid:" in out
+    # each hyper-parameter with its type, range or choices, and default
+    assert re.search(r"\n +gamma +float >= 0 +default 1\.0\n", out)
+    assert re.search(r"\n +direction +choice v2s \| s2v +default 'v2s'\n", out)
+    assert re.search(r"\n +dropout +float >= 0, < 1 +default 0\.5\n", out)
+    assert re.search(r"\n +device +device cpu \| cuda \| cuda:N \| auto +default 'cpu'\n", out)
     assert main(["models", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert listed["conse"]["defaults"]["top"] == 10
+    assert listed["conse"]["params"]["top"] == {"type": "int", "range": ">= 1", "default": 10}
+    assert listed["sae"]["params"]["direction"]["range"] == "v2s | s2v"
+    assert listed["gcnz"]["params"]["dropout_layers"] == {"type": "all | int >= 0", "range": "", "default": 2}
 
 
 def test_train_killed_with_sigkill_leaves_nothing_and_resumes_to_the_same_bytes(workspace, tmp_path):

@@ -30,6 +30,15 @@ BAD_CONFIGS = {
     "not-a-mapping": ("- eszsl\n", "bad.yaml"),
     "model-missing": ("params: {}\n", "model"),
     "params-not-mapping": ("model: eszsl\nparams: 3\n", "params"),
+    # typed hyper-parameters: a number as a string, a bool, NaN, a device typo, a grid value
+    "param-number-string": ("model: eszsl\nparams: {gamma: '1.0'}\n", "params.gamma = '1.0'"),
+    "param-bool": ("model: eszsl\nparams: {gamma: true}\n", "params.gamma = True"),
+    "param-nan": ("model: eszsl\nparams: {gamma: .nan}\n", "params.gamma = nan"),
+    "param-int-string": ("model: cmt\nparams: {epochs: '5'}\n", "params.epochs = '5'"),
+    "param-device": ("model: cmt\nparams: {device: 'cuda:99x'}\n", "params.device = 'cuda:99x'"),
+    "grid-value": ("model: eszsl\nselect: {grid: {gamma: [0.1, '1.0']}}\n", "select.grid.gamma = '1.0'"),
+    "grid-unknown": ("model: eszsl\nselect: {grid: {gama: [0.1]}}\n", "select.grid.gama"),
+    "grid-word": ("model: eszsl\nselect: {grid: best}\n", "select.grid = 'best'"),
 }
 
 
@@ -67,6 +76,10 @@ def test_train_bad_config(cli_error, ws, case):
         (["--set", "gamma"], "--set"),
         (["--set", "gama=1"], "gama"),
         (["--set", "gamma=-1"], "gamma"),
+        (["--set", "gamma='1.0'"], "--set: gamma = '1.0'"),
+        (["--set", "gamma=true"], "--set: gamma = True"),
+        (["--set", "gamma=.nan"], "--set: gamma = nan"),
+        (["--set", "gamma=[1"], "--set 'gamma=[1'"),
     ],
 )
 def test_train_bad_override(cli_error, ws, argv_tail, culprit):
@@ -76,6 +89,31 @@ def test_train_bad_override(cli_error, ws, argv_tail, culprit):
         culprit,
         inputs=[ws / "good.yaml", ws / "features"],
         not_created=[out],
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry", "culprit"),
+    [
+        ("{model: cmt, params: {epochs: '5'}}", "run.yaml: models.m.params.epochs = '5'"),
+        ("{model: cmt, params: {device: 'cuda:99x'}}", "run.yaml: models.m.params.device = 'cuda:99x'"),
+        ("{model: eszsl, params: {gamma: true}}", "run.yaml: models.m.params.gamma = True"),
+        ("{model: eszsl, select: {grid: {lam: [1, .inf]}}}", "run.yaml: models.m.select.grid.lam = inf"),
+    ],
+)
+def test_run_checks_model_hyperparameters_before_any_work(cli_error, ws, entry, culprit):
+    split = ws / "split.txt"
+    split.write_text("n00007846\n")
+    recipe = ws / "run.yaml"
+    recipe.write_text(
+        f"features: {{train: {ws / 'features'}, test: {ws / 'features'}}}\nsplits: [{split}]\n"
+        f"semantics: {ws / 'vectors.npz'}\nmodels:\n  m: {entry}\n"
+    )
+    cli_error(
+        ["run", recipe, "--out", ws / "run"],
+        culprit,
+        inputs=[recipe, ws / "features"],
+        not_created=[ws / "run"],
     )
 
 
