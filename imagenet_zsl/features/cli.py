@@ -5,7 +5,6 @@ added to the semantics stage's ``labels`` group)."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,8 +14,8 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import describe_backbones
 from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
 from imagenet_zsl.features.prototypes import visual_prototypes
-from imagenet_zsl.features.simulate import WARNING, load_simulation_config, simulate
-from imagenet_zsl.io import check_out_file
+from imagenet_zsl.features.simulate import SIMULATION_FORMAT, WARNING, load_simulation_config, simulate
+from imagenet_zsl.io import check_out_file, read_manifest_verified
 from imagenet_zsl.semantics.vector_files import is_class_vector_output
 
 if TYPE_CHECKING:
@@ -245,7 +244,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.seed is not None:
         config.seed = args.seed
     out = simulate(config, args.out, base_dir=args.config.parent)
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = read_manifest_verified(out, SIMULATION_FORMAT, hash_files=False)  # just written
     for role, part in manifest["parts"].items():
         print(f"{out / role}: {part['classes']} classes, {part['images']} images")
     print(f"WARNING: {WARNING}")

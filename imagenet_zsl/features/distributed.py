@@ -5,8 +5,9 @@ Extraction needs no process group: ``torchrun`` (any number of processes and nod
 list, so shard *g* always holds the same images whoever writes it. Ranks write
 ``r<rank>-s<g>`` shards into the same directory; the last rank to finish (or
 ``imagenet-zsl extract --merge DIR``) checks that every shard 0..G-1 is finished and writes
-``manifest.json``. A resumed run may use a different number of processes: finished shards are
-recognised by their global index whatever rank wrote them.
+``manifest.json`` (:func:`~imagenet_zsl.features.shard_files.write_manifest`). A resumed run may
+use a different number of processes: finished shards are recognised by their global index
+whatever rank wrote them.
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import check_head_file, finished_shard, write_manifest
-from imagenet_zsl.io import MANIFEST_NAME
+from imagenet_zsl.features.shard_files import FORMAT, check_head_file, finished_shard, write_manifest
+from imagenet_zsl.io import read_manifest_verified
 
 RUN_FILE = "run.json"
 RUN_FORMAT = "imagenet-zsl/extract-run-v1"
 _DONE_RE = re.compile(r"^r(\d+)-s(\d+)\.done\.json$")
+#: temp files of shard files a killed run left behind (``.r000-s000001.features.npy.XXXX.tmp``)
+_SHARD_TEMP_RE = re.compile(r"^\.r\d+-s\d+\..*\.tmp$")
 
 
 @dataclass(frozen=True)
@@ -135,8 +138,26 @@ def merge(out_dir: str | Path, verify: bool = True, require_complete: bool = Tru
         "skipped": len(skipped),
         "shards": num_shards,
     }
+    _remove_shard_temps(out_dir)
+    return _write_settled(out_dir, manifest)
+
+
+def _remove_shard_temps(out_dir: Path) -> None:
+    """Every shard is finished: temp files of shard files are debris of killed runs (the manifest
+    lists every file, so none may stay to be deleted later)."""
+    for entry in os.scandir(out_dir):
+        if entry.is_file() and _SHARD_TEMP_RE.match(entry.name):
+            Path(entry.path).unlink(missing_ok=True)
+
+
+def _write_settled(out_dir: Path, manifest: dict[str, Any], attempts: int = 3) -> Path:
+    """Write the manifest, then check every listed size again: a torchrun rank that finished its
+    shards a moment earlier may still have been closing its log file; if so, list it again."""
+    for _ in range(attempts - 1):
+        path = write_manifest(out_dir, manifest)
+        try:
+            read_manifest_verified(out_dir, FORMAT, hash_files=False)
+            return path
+        except UserInputError:
+            continue
     return write_manifest(out_dir, manifest)
-
-
-def manifest_exists(out_dir: str | Path) -> bool:
-    return (Path(out_dir) / MANIFEST_NAME).exists()

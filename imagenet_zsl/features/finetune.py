@@ -1,16 +1,19 @@
-"""Fold trainer for ``images filter --finetune-last-block``: fine-tune the backbone's last block.
+"""Fine-tune a backbone's last block on a fold of images: the fold trainer behind
+``imagenet-zsl images filter --finetune-last-block``.
 
 A softmax layer on frozen features can only re-weight what the backbone already separates; for
 classes the backbone never saw (most of ImageNet-21K), training its last block on the candidate
 classes judges images more like a supervised classifier would (Hascoet et al. fine-tune).
 
-For every (seed, fold) of :class:`~imagenet_zsl.image_filter.crossfit.CrossFitFilter`, the trainer
-copies the backbone (the one the feature directory's manifest records, or ``--backbone`` /
-``--weights``), freezes everything but :func:`~imagenet_zsl.features.backbones.last_block`,
-adds a new linear head over the C candidate classes, trains on the training folds' images and
-predicts the held-out fold. Images are the feature directory's ids (``"<wnid>/<member>"``) read
-from the image store and preprocessed exactly as at extraction (resize, centre crop, normalise;
-no augmentation), so folds, outputs and resume are those of the feature-based filter.
+:class:`LastBlockFinetuner` is called once per (seed, fold) by the image filter's cross-fitting
+(``image_filter.crossfit.CrossFitFilter``, a stage above this one, which hands it the training and
+held-out rows). Each call copies the backbone (the one the feature directory's manifest records,
+or ``--backbone`` / ``--weights``), freezes everything but
+:func:`~imagenet_zsl.features.backbones.last_block`, adds a new linear head over the C candidate
+classes, trains on the training rows' images and predicts the held-out rows. Images are the
+feature directory's ids (``"<wnid>/<member>"``) read from the image store and preprocessed exactly
+as at extraction (resize, centre crop, normalise; no augmentation), so folds, outputs and resume
+are those of the feature-based filter.
 
 Training: AdamW, ``max(epochs * floor(n_train / batch_size), min_steps)`` steps over full
 shuffled batches, cosine decay; the head learns at ``lr``, the block at ``lr / 10``. BatchNorm

@@ -35,16 +35,18 @@ from pydantic import Field
 
 from imagenet_zsl.config import Config, read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
+from imagenet_zsl.features.shard_files import known_digests, shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
-from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, atomic_write_json, file_record, software_versions
+from imagenet_zsl.io import atomic_directory
+from imagenet_zsl.io import write_manifest as write_directory_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
 from imagenet_zsl.splits.io import read_wnid_list
 
 log = logging.getLogger(__name__)
 
-SIMULATION_FORMAT = "imagenet-zsl/simulation-v1"
+#: v2: written by io.write_manifest (``files`` lists every file of every part, ``command``)
+SIMULATION_FORMAT = "imagenet-zsl/simulation-v2"
 TOOL = "imagenet-zsl simulate"
 WARNING = (
     "SIMULATED FEATURES: these vectors were NOT extracted from images. Class means are a Gaussian "
@@ -282,7 +284,6 @@ def _write_part(
         "role": role,
         "images_per_class": images,
         "simulation": asdict(config),
-        "software": software_versions(),
     }
     if head is not None:
         manifest["logits"] = {
@@ -290,7 +291,8 @@ def _write_part(
             "source": "simulated Bayes head of the training classes",
         }
     write_manifest(out, manifest)
-    return {"path": role, "classes": len(wnids), "images": int(len(labels))}
+    digests = known_digests(manifest)
+    return {"path": role, "classes": len(wnids), "images": int(len(labels)), "sha256": digests}
 
 
 def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | None = None) -> Path:
@@ -338,20 +340,28 @@ def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | Non
                 "test", test, means[[index[w] for w in test]], config.test.images_per_class, test_head
             )
             parts["test"] = _write_part(tmp / "test", part, noise, config, streams[2], train)
-        manifest = {
-            "format": SIMULATION_FORMAT,
-            "tool": TOOL,
-            "simulated": True,
-            "WARNING": WARNING,
-            "config": asdict(config),
-            "graph": graph.source,
-            "feature_scale": scale,
-            "semantics": vectors.source,
-            "classes_without_word_vector": {"count": len(missing), "examples": missing[:20]},
-            "parts": parts,
-            "files": [file_record(tmp / role / MANIFEST_NAME, tmp) for role in sorted(parts)],
-            "software": software_versions(),
+        # the parts' shard digests were just computed: the top manifest does not hash them again
+        known = {
+            f"{role}/{path}": digest
+            for role, part in parts.items()
+            for path, digest in part.pop("sha256").items()
         }
-        atomic_write_json(tmp / MANIFEST_NAME, manifest)
+        write_directory_manifest(
+            tmp,
+            format=SIMULATION_FORMAT,
+            tool=TOOL,
+            parameters=asdict(config),
+            fields={
+                "simulated": True,
+                "WARNING": WARNING,
+                "config": asdict(config),
+                "graph": graph.source,
+                "feature_scale": scale,
+                "semantics": vectors.source,
+                "classes_without_word_vector": {"count": len(missing), "examples": missing[:20]},
+                "parts": parts,
+            },
+            known_sha256=known,
+        )
     log.warning("%s", WARNING)
     return out_dir

@@ -21,7 +21,8 @@ from tabulate import tabulate
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.in_memory import LoadedFeatures
 from imagenet_zsl.image_filter.crossfit import CrossFitFilter
-from imagenet_zsl.image_filter.params import FilterParams
+from imagenet_zsl.image_filter.params import OUTPUT_FORMAT, FilterParams
+from imagenet_zsl.io import read_manifest_verified
 from imagenet_zsl.plotting import save_figure, subplots
 
 CLASS_COLUMNS = ("wnid", "images_before", "images_after", "heldout_accuracy", "kept", "reason")
@@ -266,9 +267,11 @@ def _check_columns(path: Path, header: list[str] | None, required: tuple[str, ..
 
 
 def _output_file(path: str | Path, name: str) -> Path:
-    """``path`` itself, or ``path / name`` when it is a filter output directory; must exist."""
+    """``path`` itself, or ``path / name`` when it is a filter output directory (verified against
+    its manifest first); must exist."""
     path = Path(path)
     if path.is_dir():
+        read_manifest_verified(path, OUTPUT_FORMAT, rerun="re-run 'imagenet-zsl images filter'")
         path = path / name
     if not path.exists():
         raise UserInputError(f"{path}: not found; run 'imagenet-zsl images filter' first")

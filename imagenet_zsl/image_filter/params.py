@@ -7,7 +7,8 @@ from typing import Any
 
 from imagenet_zsl.errors import UserInputError
 
-OUTPUT_FORMAT = "imagenet-zsl/image-quality-v1"
+#: v2: the one manifest (``files`` instead of ``outputs``, ``software`` instead of ``versions``)
+OUTPUT_FORMAT = "imagenet-zsl/image-quality-v2"
 TOOL = "imagenet-zsl images filter"
 CLASSIFIERS = ("softmax", "ridge")
 

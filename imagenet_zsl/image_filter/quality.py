@@ -7,9 +7,9 @@ mislabelled images, and a benchmark should measure zero-shot ability rather than
 How it works (shapes: N images, D feature dims, C classes in the feature directory's label space,
 k folds, S seeds):
 
-1. ``load_features`` (:mod:`.feature_data`) streams the feature shards once into ONE float16
-   (N, D) array (5,000 classes x 300 images x 2048-d = 6.1 GB) after checking that all shards
-   come from one backbone.
+1. ``load_features`` (:mod:`imagenet_zsl.features.in_memory`) streams the feature shards once
+   into ONE float16 (N, D) array (5,000 classes x 300 images x 2048-d = 6.1 GB) after checking
+   that all shards come from one backbone.
 2. ``stratified_folds`` (:mod:`.folds`) gives every image a fold per seed (per class, shuffled,
    balanced).
 3. ``CrossFitFilter`` (:mod:`.crossfit`) trains, for every (seed, fold), a classifier on the
@@ -19,8 +19,8 @@ k folds, S seeds):
    ridge`` is a closed-form least-squares alternative that needs one pass over the data for all
    folds (much cheaper on CPU at scale). ``--finetune-last-block --images STORE`` instead
    fine-tunes the backbone's last block plus a new head on the images themselves for every
-   (seed, fold) (:mod:`.finetune`; GPU with bf16 autocast when present, correct but slow on CPU);
-   same folds, outputs and resume.
+   (seed, fold) (:mod:`imagenet_zsl.features.finetune`; GPU with bf16 autocast when present,
+   correct but slow on CPU); same folds, outputs and resume.
 4. An image is kept when it is judged and correct under every seed; a class is kept when its
    held-out accuracy reaches ``min_class_accuracy`` and at least ``min_images`` images survive.
    Classes with fewer images than folds cannot be cross-fitted with stratified folds: they are
@@ -29,9 +29,9 @@ k folds, S seeds):
 Outputs of ``filter_feature_dir`` (written by :mod:`.outputs`; one directory, written
 atomically): ``kept.csv`` (image_id, wnid: kept images of kept classes), ``classes.csv`` (wnid,
 images_before, images_after, heldout_accuracy, kept, reason), ``rejected.csv`` (images that
-failed, with the prediction that failed them), ``manifest.json``, ``report.md`` and
-``class_accuracy.png``. Interrupted runs resume from per-(seed, fold) results kept in a sibling
-``.<out>.work`` directory.
+failed, with the prediction that failed them), ``report.md``, ``class_accuracy.png`` and
+``manifest.json`` (:func:`imagenet_zsl.io.write_manifest`; its readers verify it). Interrupted
+runs resume from per-(seed, fold) results kept in a sibling ``.<out>.work`` directory.
 """
 
 from __future__ import annotations
@@ -49,20 +49,12 @@ from imagenet_zsl.features.finetune import FinetuneParams, LastBlockFinetuner
 from imagenet_zsl.features.in_memory import LoadedFeatures, load_features
 from imagenet_zsl.image_filter.crossfit import CrossFitFilter
 from imagenet_zsl.image_filter.outputs import (
-    PLOT_NAME,
     class_outcomes,
     write_report,
     write_tables,
 )
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT, TOOL, FilterParams
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_directory,
-    atomic_write_json,
-    file_record,
-    read_manifest,
-    software_versions,
-)
+from imagenet_zsl.io import atomic_directory, read_manifest, write_manifest
 
 
 def _check_output_dir(out: Path, features_dir: Path) -> None:
@@ -151,20 +143,13 @@ def filter_feature_dir(
             str(features_dir),
             None if trainer is None else f"fine-tuned last block of {trainer.backbone}",
         )
-        atomic_write_json(
-            tmp / MANIFEST_NAME,
-            {
-                "format": OUTPUT_FORMAT,
-                "tool": TOOL,
-                "inputs": inputs,
-                "parameters": parameters,
-                "summary": summary,
-                "outputs": [
-                    file_record(tmp / name, root=tmp)
-                    for name in ("kept.csv", "classes.csv", "rejected.csv", "report.md", PLOT_NAME)
-                ],
-                "versions": software_versions(),
-            },
+        write_manifest(
+            tmp,
+            format=OUTPUT_FORMAT,
+            tool=TOOL,
+            inputs=inputs,
+            parameters=parameters,
+            fields={"summary": summary},
         )
     shutil.rmtree(work_dir, ignore_errors=True)
     return summary

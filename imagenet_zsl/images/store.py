@@ -1,6 +1,7 @@
 """ImageNet as users hold it, read in place: per-synset tars, a folder tree, or a flat labelled folder.
 
-Layouts (detected automatically, or forced with ``layout=``)::
+Layouts (detected automatically, or forced with ``layout=``; one class each in
+:mod:`imagenet_zsl.images.layouts`)::
 
     tars  STORE/<wnid>.tar            fall11 release: one uncompressed tar of JPEGs per synset
     tree  STORE/<wnid>/**/<image>     extracted folders (also ILSVRC-2012 train)
@@ -15,49 +16,54 @@ else ``~/.cache/imagenet-zsl``) under a key made of the store's absolute path, t
 labels file's sha256 and the sizes/mtimes of the tars (mtimes of the class folders, of the flat
 folder): adding, replacing or removing a tar or a class folder's files rebuilds it.
 
+Modules: :mod:`.scan` (one tar or folder), :mod:`.layouts` (which sources, which wnid),
+:mod:`.index` (the index arrays, built and cached); this module opens a store and reads it.
+
 Only image files count (by suffix, case-insensitive: .jpeg .jpg .png .bmp .gif .webp .tif
 .tiff .ppm .pgm); hidden files and macOS ``._*`` resource forks are ignored.
 """
 
 from __future__ import annotations
 
-import io
-import json
 import logging
 import os
 import re
-import tarfile
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from imagenet_zsl.data import ilsvrc2012_wnids
-from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.io import (
-    CACHE_ENV,
-    atomic_write_bytes,
-    atomic_write_text,
-    cache_dir,
-    canonical_json,
-    sha256_bytes,
-    sha256_file,
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.images.index import StoreIndex, build_index, index_key
+from imagenet_zsl.images.layouts import (
+    LAYOUTS,
+    check_layout_name,
+    detect_layout,
+    make_layout,
+    read_val_labels,
 )
+from imagenet_zsl.images.scan import IMAGE_SUFFIXES, is_image_name, source_path
+from imagenet_zsl.io import CACHE_ENV, atomic_write_bytes, atomic_write_text, cache_dir
+
+__all__ = [
+    "IMAGE_SUFFIXES",
+    "LAYOUTS",
+    "ImageStore",
+    "StoreReader",
+    "detect_layout",
+    "is_counts_tsv",
+    "is_image_name",
+    "open_store",
+    "read_val_labels",
+    "select_rows",
+    "warn_problems",
+    "write_counts_tsv",
+]
 
 log = logging.getLogger(__name__)
-
-LAYOUTS = ("tars", "tree", "flat")
-IMAGE_SUFFIXES = frozenset(
-    {".jpeg", ".jpg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
-)
-WNID_RE = re.compile(r"^n\d{8}$")
-WNID_TAR_RE = re.compile(r"^(n\d{8})\.tar$")
-INDEX_VERSION = 2  # 2: problems (damaged tars, skipped entries) recorded
 
 
 def _index_path(key: str) -> Path | None:
@@ -69,253 +75,30 @@ def _index_path(key: str) -> Path | None:
         return None
 
 
-def is_image_name(name: str) -> bool:
-    base = name.rsplit("/", 1)[-1]
-    if not base or base.startswith("."):
-        return False
-    return os.path.splitext(base)[1].lower() in IMAGE_SUFFIXES
-
-
-# ----------------------------------------------------------------------------- labels (flat)
-
-
-def read_val_labels(path: str | Path) -> dict[str, str]:
-    """Image file name → wnid from the devkit ground truth or a ``filename<TAB>wnid`` file.
-
-    Devkit format: one 1-based ILSVRC2012_ID per line; line i labels ``ILSVRC2012_val_<i:08d>.JPEG``
-    and ids map to wnids through the packaged devkit-order ``ilsvrc2012_wnids.txt``.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise UserInputError(f"{path}: labels file not found (give --val-labels FILE)")
-    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
-    rows = [(i, ln) for i, ln in enumerate(lines, 1) if ln and not ln.startswith("#")]
-    if not rows:
-        raise UserInputError(f"{path}: labels file is empty")
-    if all(ln.isdigit() for _, ln in rows):
-        wnids = ilsvrc2012_wnids()
-        labels: dict[str, str] = {}
-        for number, (line_no, text) in enumerate(rows, 1):
-            class_id = int(text)
-            if not 1 <= class_id <= len(wnids):
-                raise UserInputError(f"{path}:{line_no}: ILSVRC2012_ID {class_id} is outside 1..{len(wnids)}")
-            labels[f"ILSVRC2012_val_{number:08d}.JPEG"] = wnids[class_id - 1]
-        return labels
-    labels = {}
-    for line_no, text in rows:
-        parts = text.split("\t") if "\t" in text else text.split()
-        if len(parts) != 2:
-            raise UserInputError(
-                f"{path}:{line_no}: expected 'filename<TAB>wnid' or one ILSVRC2012_ID per line, "
-                f"got {text[:60]!r}"
-            )
-        name, wnid = parts[0].strip().rsplit("/", 1)[-1], parts[1].strip()
-        if name in labels and labels[name] != wnid:
-            raise UserInputError(f"{path}:{line_no}: {name} is labelled twice ({labels[name]}, {wnid})")
-        labels[name] = wnid
-    return labels
-
-
-# ----------------------------------------------------------------------------- scanning
-
-
-@dataclass
-class _Scan:
-    """Images found in one source (a tar or a folder), and what could not be indexed there.
-
-    ``problems``: one dict per damage or skipped entry, ``{"source", "kind", "detail", ...}``
-    (kinds: ``damaged-tar`` with ``offset`` and ``members_lost``, ``truncated-tar``,
-    ``dangling-symlink``, ``non-utf8-name``, ``unreadable``).
-    """
-
-    source: str
-    members: list[str]
-    offsets: list[int]
-    sizes: list[int]
-    problems: list[dict] = field(default_factory=list)
-
-
-def _source_path(root: Path, source: str) -> Path:
-    return root / source if source else root
-
-
-_COMPRESSED_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ", b"\x28\xb5\x2f\xfd")
-_BLOCK = tarfile.BLOCKSIZE
-
-
-def _printable(name: str) -> str:
-    """A name that may hold undecodable bytes (surrogate escapes) as printable text."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _is_utf8(name: str) -> bool:
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _headers_after(path: Path, offset: int) -> int:
-    """Valid tar headers of image files found after ``offset`` (resynchronising block by block):
-    the members a damaged header hides from the index."""
-    lost = 0
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        pos = offset + _BLOCK
-        while pos + _BLOCK <= size:
-            handle.seek(pos)
-            block = handle.read(_BLOCK)
-            try:
-                info = tarfile.TarInfo.frombuf(block, "utf-8", "surrogateescape")
-            except tarfile.HeaderError:
-                pos += _BLOCK
-                continue
-            if info.isfile() and is_image_name(info.name):
-                lost += 1
-            pos += _BLOCK + -(-info.size // _BLOCK) * _BLOCK
-    return lost
-
-
-def _tar_end_problem(path: Path, end: int, file_size: int, count: int) -> dict | None:
-    """Why the member list stopped at byte ``end``: None for a proper end-of-archive marker."""
-    if end >= file_size:
-        return None  # ends at a member boundary (end marker missing): nothing lost
-    with open(path, "rb") as handle:
-        handle.seek(end)
-        block = handle.read(_BLOCK)
-    if len(block) == _BLOCK and not block.strip(b"\0"):
-        return None  # the end-of-archive zero block
-    if len(block) < _BLOCK:
-        detail = f"cut inside a member header at byte {end} (after {count} images)"
-        return {"kind": "damaged-tar", "offset": end, "members_lost": None, "detail": detail}
-    lost = _headers_after(path, end)
-    detail = (
-        f"bad member header at byte {end} (after {count} images); {lost} image members after it "
-        "are not indexed"
-    )
-    return {"kind": "damaged-tar", "offset": end, "members_lost": lost, "detail": detail}
-
-
-def _scan_tar(root: Path, source: str) -> _Scan:
-    """Members of an uncompressed tar. A damaged tar (truncated download, bad header, garbage)
-    keeps the members read before the damage, and the damage is recorded (offset, members lost
-    when they can be counted) and warned about; a last member cut short is listed and skipped,
-    with its reason, when read. Names that are not valid UTF-8 are skipped and recorded."""
-    path = _source_path(root, source)
-    scan = _Scan(source, [], [], [])
-    with open(path, "rb") as handle:
-        magic = handle.read(6)
-    if magic.startswith(_COMPRESSED_MAGIC):
-        raise UserInputError(
-            f"{path}: a compressed archive; extraction reads uncompressed tars in place, so "
-            "decompress it first (e.g. gunzip) and point --store at the .tar files"
-        )
-    file_size = path.stat().st_size
-    damage = None
-    try:
-        with tarfile.open(path, mode="r:", encoding="utf-8", errors="surrogateescape") as tar:
-            for info in tar:
-                if not (info.isfile() and is_image_name(info.name)):
-                    continue
-                if not _is_utf8(info.name):
-                    scan.problems.append(
-                        {
-                            "kind": "non-utf8-name",
-                            "offset": info.offset,
-                            "detail": f"member name {_printable(info.name)!r} is not valid UTF-8; skipped",
-                        }
-                    )
-                    continue
-                scan.members.append(info.name)
-                scan.offsets.append(info.offset_data)
-                scan.sizes.append(info.size)
-            damage = _tar_end_problem(path, tar.offset, file_size, len(scan.members))
-    except tarfile.ReadError as err:
-        damage = {
-            "kind": "damaged-tar",
-            "offset": 0,
-            "members_lost": None,
-            "detail": f"not a readable tar ({err}); indexed the {len(scan.members)} images before the damage",
-        }
-    if damage is not None:
-        scan.problems.append(damage)
-    if scan.members and scan.offsets[-1] + scan.sizes[-1] > file_size:
-        scan.problems.append(
-            {
-                "kind": "truncated-tar",
-                "offset": file_size,
-                "members_lost": 1,
-                "detail": f"the tar ends inside its last image {scan.members[-1]} (skipped when read)",
-            }
-        )
-    for problem in scan.problems:
-        problem["source"] = source
-    return scan
-
-
-def _scan_folder(root: Path, source: str, recursive: bool = True) -> _Scan:
-    """Image files under a folder; dangling symlinks, unreadable entries and names that are not
-    valid UTF-8 are skipped and recorded."""
-    base = _source_path(root, source)
-    scan = _Scan(source, [], [], [])
-
-    def skip(kind: str, name: str, detail: str) -> None:
-        scan.problems.append({"source": source, "kind": kind, "path": _printable(name), "detail": detail})
-
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if recursive else []
-        rel = os.path.relpath(dirpath, base)
-        for name in filenames:
-            if not is_image_name(name):
-                continue
-            member = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
-            if not _is_utf8(member):
-                skip("non-utf8-name", member, "file name is not valid UTF-8; skipped")
-                continue
-            try:
-                size = os.stat(os.path.join(dirpath, name)).st_size
-            except FileNotFoundError:
-                skip("dangling-symlink", member, "symbolic link to a missing file; skipped")
-                continue
-            except OSError as err:
-                skip("unreadable", member, f"cannot stat ({err.strerror}); skipped")
-                continue
-            scan.members.append(member)
-            scan.sizes.append(size)
-    scan.offsets = [-1] * len(scan.members)
-    return scan
-
-
-# ----------------------------------------------------------------------------- the store
-
-
 @dataclass
 class ImageStore:
-    """Index of the images in a store: one row per image, sorted by (source, offset, member).
-
-    Arrays (length n): ``class_index`` int32 into ``classes`` (sorted wnids present),
-    ``source_index`` int32 into ``sources`` (tar files or folders, relative to ``root``),
-    ``member`` (object, name inside the tar / path inside the folder), ``offset`` int64 (data
-    offset inside the tar, -1 for plain files), ``size`` int64 (bytes). ``problems``: damaged
-    tars and skipped entries found while indexing (see :class:`_Scan`), recorded in the index
-    and in every extraction manifest.
-    """
+    """An opened store: where it is (``root``), its ``layout`` name, its index cache ``key`` and
+    its :class:`~imagenet_zsl.images.index.StoreIndex` (one row per image; its arrays and lists are
+    also attributes of the store: ``classes``, ``sources``, ``class_index``, ``source_index``,
+    ``member``, ``offset``, ``size``, ``problems``, the last recorded in every extraction
+    manifest)."""
 
     root: Path
     layout: str
     key: str
-    classes: list[str]
-    sources: list[str]
-    class_index: np.ndarray
-    source_index: np.ndarray
-    member: np.ndarray
-    offset: np.ndarray
-    size: np.ndarray
-    problems: list[dict] = field(default_factory=list)
+    index: StoreIndex
+
+    classes = property(lambda self: self.index.classes)
+    sources = property(lambda self: self.index.sources)
+    class_index = property(lambda self: self.index.class_index)
+    source_index = property(lambda self: self.index.source_index)
+    member = property(lambda self: self.index.member)
+    offset = property(lambda self: self.index.offset)
+    size = property(lambda self: self.index.size)
+    problems = property(lambda self: self.index.problems)
 
     def __len__(self) -> int:
-        return len(self.member)
+        return len(self.index.member)
 
     def counts(self, include_empty: bool = False) -> dict[str, int]:
         """Images per wnid (zero-byte files are not images and are not counted by default)."""
@@ -332,56 +115,13 @@ class ImageStore:
     def reader(self) -> StoreReader:
         return StoreReader(str(self.root), list(self.sources), self.layout)
 
-    # -- persistence -------------------------------------------------------------------------
-
     def to_parquet_bytes(self) -> bytes:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        table = pa.table(
-            {
-                "class_index": pa.array(self.class_index, pa.int32()),
-                "source_index": pa.array(self.source_index, pa.int32()),
-                "member": pa.array(self.member.tolist(), pa.string()),
-                "offset": pa.array(self.offset, pa.int64()),
-                "size": pa.array(self.size, pa.int64()),
-            }
-        )
-        meta = {
-            "version": INDEX_VERSION,
-            "root": str(self.root),
-            "layout": self.layout,
-            "key": self.key,
-            "classes": self.classes,
-            "sources": self.sources,
-            "problems": self.problems,
-        }
-        table = table.replace_schema_metadata({"imagenet_zsl": canonical_json(meta)})
-        buffer = io.BytesIO()
-        pq.write_table(table, buffer)
-        return buffer.getvalue()
+        return self.index.to_parquet_bytes({"root": str(self.root), "layout": self.layout, "key": self.key})
 
     @classmethod
     def from_parquet(cls, path: Path) -> ImageStore:
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(path)
-        meta = json.loads(table.schema.metadata[b"imagenet_zsl"])
-        if meta.get("version") != INDEX_VERSION:
-            raise ValueError("index version changed")
-        return cls(
-            root=Path(meta["root"]),
-            layout=meta["layout"],
-            key=meta["key"],
-            classes=list(meta["classes"]),
-            sources=list(meta["sources"]),
-            class_index=table["class_index"].to_numpy().astype(np.int32),
-            source_index=table["source_index"].to_numpy().astype(np.int32),
-            member=table["member"].to_numpy(zero_copy_only=False).astype(object),
-            offset=table["offset"].to_numpy().astype(np.int64),
-            size=table["size"].to_numpy().astype(np.int64),
-            problems=list(meta.get("problems", [])),
-        )
+        meta, index = StoreIndex.from_parquet(path)
+        return cls(root=Path(meta["root"]), layout=meta["layout"], key=meta["key"], index=index)
 
 
 class StoreReader:
@@ -440,140 +180,34 @@ class StoreReader:
 # ----------------------------------------------------------------------------- opening
 
 
-def detect_layout(root: Path, val_labels: str | Path | None = None) -> str:
-    """Guess the layout of ``root``; ambiguous or empty stores raise a UserInputError."""
-    if not root.exists():
-        raise UserInputError(f"{root}: image store not found (give --store PATH)")
-    if root.is_file():
-        if not root.name.endswith(".tar"):
-            raise UserInputError(f"{root}: a store file must be a .tar archive")
-        if val_labels is not None or not WNID_TAR_RE.match(root.name):
-            return "flat"
-        return "tars"
-    if val_labels is not None:
-        return "flat"
-    tars = dirs = images = 0
-    with os.scandir(root) as entries:
-        for entry in entries:
-            if entry.is_dir() and WNID_RE.match(entry.name):
-                dirs += 1
-            elif entry.is_file() and WNID_TAR_RE.match(entry.name):
-                tars += 1
-            elif entry.is_file() and is_image_name(entry.name):
-                images += 1
-    if tars and dirs:
-        raise UserInputError(
-            f"{root}: holds both <wnid>.tar files ({tars}) and <wnid>/ folders ({dirs}); "
-            "pass --layout tars or --layout tree"
+def _wait_for(cached: Path, seconds: float) -> None:
+    """Wait up to ``seconds`` for another process to write the index ``cached``."""
+    log.info("waiting for the store index %s to be built by another process", cached)
+    deadline = time.monotonic() + seconds
+    while not cached.exists() and time.monotonic() < deadline:
+        time.sleep(2.0)
+
+
+def _load_cached(cached: Path) -> ImageStore | None:
+    """The store whose index is cached at ``cached``; None (rebuild) if it cannot be read."""
+    try:
+        store = ImageStore.from_parquet(cached)
+    except Exception as err:  # noqa: BLE001 - a broken cache file is rebuilt, never trusted
+        log.warning("ignoring unreadable index cache %s (%s); rebuilding", cached, err)
+        return None
+    log.debug("store index loaded from %s", cached)
+    return store
+
+
+def _save_index(store: ImageStore, cached: Path) -> None:
+    try:
+        atomic_write_bytes(cached, store.to_parquet_bytes())
+        classes = len(store.classes)
+        log.info("indexed %d images in %d classes; index cached at %s", len(store), classes, cached)
+    except OSError as err:
+        log.warning(
+            "could not cache the store index at %s (%s); set %s to a writable folder", cached, err, CACHE_ENV
         )
-    if tars:
-        return "tars"
-    if dirs:
-        return "tree"
-    if images:
-        raise UserInputError(
-            f"{root}: a flat folder of {images} images needs labels: pass --val-labels FILE "
-            "(devkit ILSVRC2012_validation_ground_truth.txt or 'filename<TAB>wnid' lines)"
-        )
-    raise UserInputError(
-        f"{root}: no <wnid>.tar files, <wnid>/ folders or images found; point --store to the "
-        "folder holding the fall11 tars, the extracted class folders, or the val images"
-    )
-
-
-def _sources(root: Path, layout: str) -> list[str]:
-    """Sources (relative names) of a store, sorted; '' means the store path itself."""
-    if root.is_file():
-        return [""]
-    if layout == "flat":
-        return [""]
-    with os.scandir(root) as entries:
-        if layout == "tars":
-            names = [e.name for e in entries if e.is_file() and WNID_TAR_RE.match(e.name)]
-        else:
-            names = [e.name for e in entries if e.is_dir() and WNID_RE.match(e.name)]
-    if not names:
-        what = "<wnid>.tar files" if layout == "tars" else "<wnid>/ folders"
-        raise UserInputError(f"{root}: no {what} found for --layout {layout}")
-    return sorted(names)
-
-
-def _index_key(root: Path, layout: str, sources: list[str], labels_sha: str | None) -> str:
-    """Cache key: store path, layout, labels file, and each source's size and mtime."""
-    listing = []
-    for name in sources:
-        path = _source_path(root, name)
-        stat = os.stat(path)
-        size = stat.st_size if path.is_file() else None
-        listing.append([name, size, stat.st_mtime_ns])
-    material = {
-        "version": INDEX_VERSION,
-        "root": str(root),
-        "layout": layout,
-        "labels_sha256": labels_sha,
-        "sources": listing,
-    }
-    return sha256_bytes(canonical_json(material).encode())[:24]
-
-
-def _build(
-    root: Path, layout: str, sources: list[str], labels: dict[str, str] | None, progress: bool
-) -> tuple[list[str], list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
-    def scan(source: str) -> _Scan:
-        if _source_path(root, source).is_file():
-            return _scan_tar(root, source)
-        return _scan_folder(root, source, recursive=layout != "flat")
-
-    workers = min(16, max(1, len(sources)), (os.cpu_count() or 1) * 4)
-    with ThreadPoolExecutor(workers) as pool:
-        scans = list(
-            tqdm(
-                pool.map(scan, sources),
-                total=len(sources),
-                desc="indexing store",
-                unit="src",
-                disable=not progress or len(sources) < 2,
-            )
-        )
-    member_lists, class_of = [], []
-    for found in scans:
-        if layout == "flat":
-            assert labels is not None
-            wnids = [labels.get(m.rsplit("/", 1)[-1]) for m in found.members]
-            unlabeled = [m for m, w in zip(found.members, wnids, strict=True) if w is None]
-            if unlabeled:
-                raise UserInputError(
-                    f"{root}: {len(unlabeled)} images have no label in the --val-labels file, "
-                    f"e.g. {preview(unlabeled, 3)}; give a labels file covering every image"
-                )
-        elif layout == "tars":
-            tar_name = _source_path(root, found.source).name
-            wnids = [WNID_TAR_RE.match(tar_name).group(1)] * len(found.members)
-        else:
-            wnids = [found.source] * len(found.members)
-        class_of.append(wnids)
-        member_lists.append(found)
-    classes = sorted({w for wnids in class_of for w in wnids})
-    position = {w: i for i, w in enumerate(classes)}
-    class_index = np.fromiter((position[w] for wnids in class_of for w in wnids), dtype=np.int32)
-    source_index = np.concatenate(
-        [np.full(len(s.members), i, np.int32) for i, s in enumerate(member_lists)] or [np.zeros(0, np.int32)]
-    )
-    member = np.array([m for s in member_lists for m in s.members], dtype=object)
-    offset = np.array([o for s in member_lists for o in s.offsets], dtype=np.int64)
-    size = np.array([z for s in member_lists for z in s.sizes], dtype=np.int64)
-    # deterministic order: by source, then tar offset (sequential reads), then member name
-    order = np.lexsort((member.astype(np.str_) if len(member) else member, offset, source_index))
-    return (
-        classes,
-        sources,
-        class_index[order],
-        source_index[order],
-        member[order],
-        offset[order],
-        size[order],
-        [problem for found in scans for problem in found.problems],
-    )
 
 
 def open_store(
@@ -592,52 +226,28 @@ def open_store(
     torchrun job) to finish building the index instead of scanning the store again in parallel.
     """
     root = Path(path).expanduser().resolve()
+    check_layout_name(layout)
     if layout == "auto":
         layout = detect_layout(root, val_labels)
-    elif layout not in LAYOUTS:
-        raise UserInputError(f"--layout {layout!r}: choose one of auto, {', '.join(LAYOUTS)}")
     if not root.exists():
         raise UserInputError(f"{root}: image store not found (give --store PATH)")
-    labels = labels_sha = None
-    if layout == "flat":
-        if val_labels is None:
-            raise UserInputError(f"{root}: --layout flat needs --val-labels FILE")
-        labels = read_val_labels(val_labels)
-        labels_sha = sha256_file(val_labels)
-    sources = _sources(root, layout)
-    key = _index_key(root, layout, sources, labels_sha)
+    kind = make_layout(layout, root, val_labels)
+    sources = kind.sources(root)
+    key = index_key(root, kind, sources)
     cached = _index_path(key) if use_cache else None
-    if cached is not None and not rebuild and wait_for_cache_s > 0 and not cached.exists():
-        log.info("waiting for the store index %s to be built by another process", cached)
-        deadline = time.monotonic() + wait_for_cache_s
-        while not cached.exists() and time.monotonic() < deadline:
-            time.sleep(2.0)
-    if cached is not None and not rebuild and cached.exists():
-        try:
-            store = ImageStore.from_parquet(cached)
-            log.debug("store index loaded from %s", cached)
-            warn_problems(store)
-            return store
-        except Exception as err:  # noqa: BLE001 - a broken cache file is rebuilt, never trusted
-            log.warning("ignoring unreadable index cache %s (%s); rebuilding", cached, err)
-    built = _build(root, layout, sources, labels, progress)
-    store = ImageStore(root, layout, key, *built)
+    reuse = cached is not None and not rebuild
+    if reuse and wait_for_cache_s > 0 and not cached.exists():
+        _wait_for(cached, wait_for_cache_s)
+    store = _load_cached(cached) if reuse and cached.exists() else None
+    if store is not None:
+        warn_problems(store)
+        return store
+    store = ImageStore(root, kind.name, key, build_index(root, kind, sources, progress))
     warn_problems(store)
     if not len(store):
         raise UserInputError(f"{root}: the store holds no image files")
     if cached is not None:
-        try:
-            atomic_write_bytes(cached, store.to_parquet_bytes())
-            log.info(
-                "indexed %d images in %d classes; index cached at %s", len(store), len(store.classes), cached
-            )
-        except OSError as err:
-            log.warning(
-                "could not cache the store index at %s (%s); set %s to a writable folder",
-                cached,
-                err,
-                CACHE_ENV,
-            )
+        _save_index(store, cached)
     return store
 
 
@@ -646,7 +256,7 @@ def warn_problems(store: ImageStore, limit: int = 5) -> None:
     for problem in store.problems[:limit]:
         kind = problem["kind"]
         what = "damaged tar" if kind in ("damaged-tar", "truncated-tar") else kind.replace("-", " ")
-        where = _source_path(store.root, problem["source"])
+        where = source_path(store.root, problem["source"])
         if problem.get("path"):  # a file in a folder store: name the file, not only its folder
             where = where / problem["path"]
         log.warning("%s: %s: %s", where, what, problem["detail"])

@@ -4,6 +4,7 @@ features). Helpers are fixtures because tests run with --import-mode=importlib."
 from __future__ import annotations
 
 import io
+import json
 import tarfile
 import types
 from pathlib import Path
@@ -80,12 +81,18 @@ def reference_outputs(store, ids, backbone="tiny-test", resize=64, crop=56, seed
 
 
 def all_files(root: Path) -> dict[str, bytes]:
-    """Every output file's bytes except the (timestamped) logs."""
-    return {
+    """Every output file's bytes except the (timestamped) logs; the manifest without its records
+    of the logs."""
+    found = {
         str(p.relative_to(root)): p.read_bytes()
         for p in sorted(root.rglob("*"))
         if p.is_file() and "logs" not in p.parts
     }
+    if "manifest.json" in found:
+        manifest = json.loads(found["manifest.json"])
+        manifest["files"] = [r for r in manifest["files"] if not r["path"].startswith("logs/")]
+        found["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
+    return found
 
 
 @pytest.fixture(autouse=True)

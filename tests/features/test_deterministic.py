@@ -70,13 +70,13 @@ def test_manifest_records_the_mode_and_deterministic_runs_give_identical_bytes(t
 
 def test_the_extraction_runs_under_the_modes_settings(tmp_path, store, fx, monkeypatch):
     seen = []
-    real = extract_mod._extract_shards
+    real = extract_mod.extract_shards
 
     def spy(*args, **kwargs):
         seen.append(numerics_state())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(extract_mod, "_extract_shards", spy)
+    monkeypatch.setattr(extract_mod, "extract_shards", spy)
     classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
     before = numerics_state()
     fx.extract(store, classes, tmp_path / "det")

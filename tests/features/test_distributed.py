@@ -9,6 +9,7 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features import distributed
 from imagenet_zsl.features.distributed import RankInfo, shard_range
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
@@ -52,10 +53,21 @@ def _same_content(a: Path, b: Path) -> None:
     assert np.array_equal(x.features, y.features)
     assert [s["sha256"] for s in one.shards] == [s["sha256"] for s in two.shards]
     assert one.manifest["skipped"] == two.manifest["skipped"]
-    strip = {"shards"}
+    # shard names carry the writer's rank, logs a timestamp, the command line its launcher
+    strip = {"shards", "files", "command"}
     assert {k: v for k, v in one.manifest.items() if k not in strip} == {
         k: v for k, v in two.manifest.items() if k not in strip
     }
+
+    def whole_run_files(manifest: dict) -> dict[str, str]:
+        return {
+            r["path"]: r["sha256"]
+            for r in manifest["files"]
+            if not r["path"].startswith(("logs/", "r0")) and r["path"] != "manifest.json"
+        }
+
+    assert whole_run_files(one.manifest) == whole_run_files(two.manifest)
+    assert set(whole_run_files(one.manifest)) == {"run.json", "head.npz"}
 
 
 def test_ranks_split_the_work_and_the_last_one_merges(tmp_path, store, monkeypatch, fx):
@@ -152,3 +164,24 @@ def test_torchrun_two_processes_equal_one_process(tmp_path, store, fx):
     for name, data in fx.all_files(out).items():
         if name.endswith(".npy"):
             assert single[name.replace("r001-", "r000-")] == data
+
+
+def test_a_log_still_growing_while_the_manifest_is_written_is_listed_again(tmp_path, store, monkeypatch, fx):
+    """Another rank may close its log just after the merging rank listed it: the merge re-checks
+    the sizes it wrote and writes the manifest again, so the directory opens."""
+    classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
+    out = tmp_path / "out"
+    fx.extract(store, classes, out)
+    real, calls = distributed.write_manifest, []
+
+    def racing(out_dir, manifest):
+        path = real(out_dir, manifest)
+        calls.append(path)
+        if len(calls) == 1:  # the other rank's last log line lands after the listing
+            with open(out / "logs" / "extract.r000.log", "a") as log:
+                log.write("late line\n")
+        return path
+
+    monkeypatch.setattr(distributed, "write_manifest", racing)
+    assert main(["extract", "--merge", str(out)]) == 0
+    assert len(calls) == 2 and FeatureDir(out).verify() == []

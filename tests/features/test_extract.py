@@ -5,7 +5,7 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features import extract as extract_mod
+from imagenet_zsl.features import extract_loop
 from imagenet_zsl.features.extract import plan_work
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.synthetic_store import BROKEN, make_store
@@ -75,7 +75,7 @@ def test_killed_run_resumes_to_the_same_bytes(tmp_path, tar_store, monkeypatch, 
     classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
     fx.extract(tar_store, classes, tmp_path / "whole")
 
-    real_write, calls = extract_mod.write_shard, []
+    real_write, calls = extract_loop.write_shard, []
 
     def dying_write(*args, **kwargs):
         calls.append(args[1])
@@ -83,17 +83,17 @@ def test_killed_run_resumes_to_the_same_bytes(tmp_path, tar_store, monkeypatch, 
             raise KeyboardInterrupt  # killed while the second shard is being written
         return real_write(*args, **kwargs)
 
-    monkeypatch.setattr(extract_mod, "write_shard", dying_write)
+    monkeypatch.setattr(extract_loop, "write_shard", dying_write)
     with pytest.raises(KeyboardInterrupt):
         fx.extract(tar_store, classes, tmp_path / "killed")
-    monkeypatch.setattr(extract_mod, "write_shard", real_write)
+    monkeypatch.setattr(extract_loop, "write_shard", real_write)
     out = tmp_path / "killed"
     assert not (out / "manifest.json").exists()
     assert sorted(p.name for p in out.glob("*.done.json")) == ["r000-s000000.done.json"]
     (out / ".r000-s000001.features.npy.junk.tmp").write_bytes(b"half a file")  # debris
     result = fx.extract(tar_store, classes, out)
     assert result.shards_already_done == 1 and result.shards_written == 2
-    (out / ".r000-s000001.features.npy.junk.tmp").unlink()
+    assert not (out / ".r000-s000001.features.npy.junk.tmp").exists()  # the merge removed the debris
     assert fx.all_files(out) == fx.all_files(tmp_path / "whole")
 
 
@@ -152,7 +152,7 @@ def test_per_class_extraction_samples_before_decoding(tmp_path, tar_store, fx):
     assert manifest["counts"]["work_items"] == 6
     assert result.images + result.skipped == 6
     assert manifest["parameters"]["per_class"] == 2 and manifest["parameters"]["seed"] == 3
-    assert manifest["format"] == "imagenet-zsl/features-v1" and manifest["tool"] == "imagenet-zsl extract"
+    assert manifest["format"] == "imagenet-zsl/features-v2" and manifest["tool"] == "imagenet-zsl extract"
 
 
 def test_classes_file_rules(tmp_path, tar_store, fx):
@@ -291,11 +291,12 @@ def test_timm_backbone_extracts_with_its_own_preprocessing_and_records_pretraini
 
 
 def test_pretraining_is_recorded_from_the_backbone_name():
-    from imagenet_zsl.features.extract import ExtractConfig, _pretraining_record
+    from imagenet_zsl.features.extract import ExtractConfig
+    from imagenet_zsl.features.extract_record import pretraining_record
 
     def record(backbone: str, source: str = "hf-cache") -> dict:
         cfg = ExtractConfig(store="s", classes_file="c", backbone=backbone, out="o")
-        return _pretraining_record(cfg, {"source": source})
+        return pretraining_record(cfg, {"source": source})
 
     assert record("timm:vit_small_patch16_224.augreg_in21k")["label_sets"] == ["in21k"]
     assert record("resnet50", "torch-hub-cache")["label_sets"] == ["in1k"]

@@ -29,6 +29,7 @@ from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.image_filter import cli as filter_cli
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
+from imagenet_zsl.images import cli as images_cli
 
 CLASSES = ["n01440764", "n01443537", "n01484850", "n01491361"]
 COLOURS = [(220, 30, 30), (30, 200, 40), (40, 50, 220), (230, 220, 40)]
@@ -167,7 +168,9 @@ def test_same_seed_same_bytes_and_resume(dataset, tmp_path):
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="imagenet-zsl")
-    filter_cli.register(CommandTree(top))
+    tree = CommandTree(top)
+    images_cli.register(tree)  # the stage that owns the 'images' group creates it first
+    filter_cli.register(tree)
     return top
 
 

@@ -3,9 +3,13 @@ convert each shard once, get identical read-only blocks, and memory stays within
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 import pytest
 
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shards import FeatureDir, shard_name, shared_blocks, write_manifest, write_shard
 
 
@@ -62,3 +66,31 @@ def test_other_rows_are_not_confused_with_cached_ones(feature_dir):
         every = [b.features for b in feature_dir.shard_blocks(name, None, 4)]
         some = [b.features for b in feature_dir.shard_blocks(name, np.array([1, 3]), 4)]
     assert np.array_equal(np.concatenate(some), np.concatenate(every)[[1, 3]])
+
+
+def test_the_manifest_lists_every_file_and_reuses_the_shard_hashes(feature_dir):
+    manifest = feature_dir.manifest
+    assert manifest["format"] == "imagenet-zsl/features-v2" and manifest["tool"] == "imagenet-zsl extract"
+    listed = {r["path"]: r for r in manifest["files"]}
+    names = [shard_name(0, i) for i in range(3)]
+    expected = {f"{n}.{k}" for n in names for k in ("features.npy", "labels.npy", "ids.npy", "done.json")}
+    assert set(listed) == expected
+    for shard in manifest["shards"]:
+        for kind, digest in shard["sha256"].items():
+            record = listed[f"{shard['name']}.{kind}.npy"]
+            path = feature_dir.path / record["path"]
+            assert record["sha256"] == digest == hashlib.sha256(path.read_bytes()).hexdigest()
+            assert record["bytes"] == path.stat().st_size
+
+
+def test_a_listed_file_of_another_size_or_an_old_format_is_refused_on_open(feature_dir):
+    path = feature_dir.path / f"{shard_name(0, 2)}.ids.npy"
+    path.write_bytes(path.read_bytes() + b"x")
+    with pytest.raises(UserInputError, match=r"s000002.ids.npy: changed since it was written \(size"):
+        FeatureDir(feature_dir.path)
+    manifest_path = feature_dir.path / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["format"] = "imagenet-zsl/features-v1"
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(UserInputError, match=r"features-v1.*expected imagenet-zsl/features-v2.*--merge DIR"):
+        FeatureDir(feature_dir.path)

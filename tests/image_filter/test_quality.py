@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,8 @@ from imagenet_zsl.image_filter.folds import stratified_folds
 from imagenet_zsl.image_filter.outputs import CLASS_COLUMNS, class_verdicts, kept_image_ids
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
+from imagenet_zsl.images import cli as images_cli
+from imagenet_zsl.io import read_manifest_verified
 
 NUM_CLASSES, PER_CLASS, DIM = 20, 60, 32
 FAST = {"min_steps": 150}  # enough AdamW steps for these small, well separated problems
@@ -290,7 +293,7 @@ def test_classes_below_thresholds_are_dropped_with_the_reason(class_rule_run):
     assert manifest["parameters"]["min_images"] == 38
 
 
-def test_report_renders_histogram_and_dropped_classes(class_rule_run):
+def test_report_renders_histogram_and_dropped_classes(class_rule_run, tmp_path):
     report = (class_rule_run / "report.md").read_text()
     assert "![per-class held-out accuracy](class_accuracy.png)" in report
     with Image.open(class_rule_run / "class_accuracy.png") as image:
@@ -300,9 +303,14 @@ def test_report_renders_histogram_and_dropped_classes(class_rule_run):
     judged_classes = 7  # 0-6; class 7 (too small) and 8 (empty) have no held-out accuracy
     assert sum(int(line.split("|")[2]) for line in histogram) == judged_classes
     assert "## Dropped classes" in report and wnid(6) in report and "no images" in report
-    manifest = json.loads((class_rule_run / "manifest.json").read_text())
-    for record in manifest["outputs"]:
-        assert (class_rule_run / record["path"]).stat().st_size == record["bytes"]
+    manifest = read_manifest_verified(class_rule_run, "imagenet-zsl/image-quality-v2")
+    listed = {record["path"] for record in manifest["files"]}
+    assert listed == {"kept.csv", "classes.csv", "rejected.csv", "report.md", "class_accuracy.png"}
+    copy = Path(shutil.copytree(class_rule_run, tmp_path / "copy"))
+    assert class_verdicts(copy) == class_verdicts(copy / "classes.csv")
+    (copy / "report.md").write_text("edited")  # a filter directory is read only if it is intact
+    with pytest.raises(UserInputError, match=r"report.md: changed since it was written"):
+        class_verdicts(copy)
 
 
 def test_rejected_csv_names_the_failing_prediction(planted_dir, default_run):
@@ -360,7 +368,7 @@ def test_shard_records_naming_two_backbones_are_refused(small_dir, tmp_path):
 
 def test_missing_labels_file_is_refused(small_dir, tmp_path):
     (small_dir / f"{shard_name(0, 1)}.labels.npy").unlink()
-    assert_fails_cleanly(small_dir, tmp_path / "out", "labels listed in the manifest is missing")
+    assert_fails_cleanly(small_dir, tmp_path / "out", r"labels.npy: missing, though the manifest lists it")
 
 
 def test_images_without_a_valid_label_are_refused(tmp_path):
@@ -424,7 +432,9 @@ def test_consumer_helpers_refuse_wrong_files(tmp_path):
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="imagenet-zsl")
-    filter_cli.register(CommandTree(top))
+    tree = CommandTree(top)
+    images_cli.register(tree)  # the stage that owns the 'images' group creates it first
+    filter_cli.register(tree)
     return top
 
 

@@ -11,7 +11,7 @@ from imagenet_zsl.data import ilsvrc2012_wnids, read_wnid_counts
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.synthetic_store import make_store
 from imagenet_zsl.images import store as store_mod
-from imagenet_zsl.images.store import detect_layout, open_store, read_val_labels
+from imagenet_zsl.images.store import LAYOUTS, detect_layout, open_store, read_val_labels
 
 CLASSES = {"n01440764": 9, "n02084071": 3, "n03000134": 2}
 
@@ -77,7 +77,7 @@ def test_index_is_cached_and_rebuilt_when_the_store_changes(tmp_path, monkeypatc
         raise AssertionError("index rebuilt although cached")
 
     with monkeypatch.context() as patch:
-        patch.setattr(store_mod, "_build", no_build)
+        patch.setattr(store_mod, "build_index", no_build)
         again = open_store(generated.root, progress=False)
     assert again.image_ids().tolist() == first.image_ids().tolist()
     assert np.array_equal(again.offset, first.offset)
@@ -308,3 +308,17 @@ def test_dangling_symlinks_and_non_utf8_file_names_are_skipped_and_recorded(tmp_
     kinds = sorted(p["kind"] for p in store.problems)
     assert kinds == ["dangling-symlink", "non-utf8-name"]
     assert any(p.get("path") == "link.JPEG" for p in store.problems)
+
+
+def test_layouts_are_chosen_in_one_place(tmp_path):
+    assert LAYOUTS == ("tars", "tree", "flat")
+    with pytest.raises(UserInputError, match=r"--layout 'zip': choose one of auto, tars, tree, flat"):
+        open_store(tmp_path, layout="zip")
+    generated = make_store(tmp_path / "s", "tars", {"n01440764": 2}, oddities=False)
+    archive = tmp_path / "photos.tar"
+    os.replace(generated.root / "n01440764.tar", archive)
+    # a tar not named <wnid>.tar: flat when detected (it needs labels); forced as tars, one line
+    with pytest.raises(UserInputError, match="--layout tars needs <wnid>.tar files, not photos.tar"):
+        open_store(archive, layout="tars", progress=False)
+    with pytest.raises(UserInputError, match="--layout flat needs --val-labels FILE"):
+        open_store(archive, progress=False)

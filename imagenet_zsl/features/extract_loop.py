@@ -1,0 +1,235 @@
+"""The extraction loop: batches of decoded crops through the backbone into shards, each shard
+written atomically once its last batch is done (batches never straddle shards)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from imagenet_zsl.features import distributed as dist
+from imagenet_zsl.features.extract_compile import autocast
+from imagenet_zsl.features.extract_setup import ExtractionSetup, ExtractResult
+from imagenet_zsl.features.loading import ImageDataset, WorkList, image_loader
+from imagenet_zsl.features.shard_files import shard_name, write_shard
+from imagenet_zsl.features.transforms import Preprocessing
+from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
+from imagenet_zsl.images.store import StoreReader
+from imagenet_zsl.io import atomic_write_json
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+
+def _batch_plan(work_len: int, shard_size: int, batch_size: int, shards: list[int]):
+    """(shard, positions, is_last_batch_of_shard) for each batch; batches never straddle shards."""
+    plan = []
+    for g in shards:
+        lo, hi = g * shard_size, min((g + 1) * shard_size, work_len)
+        starts = list(range(lo, hi, batch_size))
+        for k, start in enumerate(starts):
+            plan.append((g, range(start, min(start + batch_size, hi)), k == len(starts) - 1))
+    return plan
+
+
+def extract_shards(
+    setup: ExtractionSetup,
+    forward: Callable[[Any], tuple[Any, Any]],
+    reader: StoreReader,
+    pending: list[int],
+    ranks: dist.RankInfo,
+    out: Path,
+    result: ExtractResult,
+) -> None:
+    """Extract the ``pending`` shards of ``setup.work`` into ``out`` with ``forward`` (the prepared
+    backbone), each shard written atomically once its last batch is done; counts and timings go
+    into ``result``."""
+    import torch
+
+    cfg, work, pre, device, batch_size = setup.cfg, setup.work, setup.pre, setup.device, setup.batch_size
+    on_cuda = device.type == "cuda"
+    plan = _batch_plan(len(work), cfg.shard_size, batch_size, pending)
+    lo = pending[0] * cfg.shard_size
+    hi = min((pending[-1] + 1) * cfg.shard_size, len(work))
+    dataset = ImageDataset(work, lo, hi, reader, pre, device_decode=setup.decode == "torchvision")
+    loader = image_loader(
+        dataset, [positions for _, positions, _ in plan], workers=setup.workers, pin_memory=on_cuda
+    )
+    autocast_context = autocast(setup)
+    total = sum(len(p) for _, p, _ in plan)
+    bar = tqdm(
+        total=total,
+        unit="img",
+        desc=f"extract r{ranks.rank}",
+        smoothing=0.05,
+        disable=not cfg.progress or ranks.rank != 0,
+        dynamic_ncols=True,
+    )
+    normalize = pre.normalizer(device)
+    # one input shape per run: no cudnn re-tuning on CUDA; with --compile, one graph (never a
+    # recompile for the short last batch of a shard or a batch shortened by skipped files)
+    pad = cfg.compile or (on_cuda if cfg.pad_batches is None else cfg.pad_batches)
+    buffers = _ShardBuffer()
+    start = time.perf_counter()
+    with torch.inference_mode():
+        for (g, positions, last), batch in zip(plan, loader, strict=True):
+            images, pos, skipped = _with_device_decoded(batch, pre, device)
+            n = len(pos)
+            if n:
+                images = images.to(device, non_blocking=True)
+                if pad and n < batch_size:
+                    filler = images.new_zeros((batch_size - n, *images.shape[1:]))
+                    images = torch.cat([images, filler])
+                x = normalize(images)
+                if pre.ten_crop:  # (b, 10, 3, c, c): one forward over the b x 10 crops
+                    x = x.reshape(-1, *x.shape[2:])
+                x = x.contiguous(memory_format=torch.channels_last)
+                with autocast_context:
+                    features, logits = forward(x)
+                if pre.ten_crop:
+                    features, logits = _mean_over_crops(features, logits, pre.views)
+                buffers.add(
+                    pos.numpy(),
+                    features[:n].to(torch.float16),
+                    None if logits is None else logits[:n].to(torch.float16),
+                )
+            buffers.skipped += skipped
+            bar.update(len(positions))
+            if last:
+                rows, n_skipped = buffers.write(out, shard_name(ranks.rank, g), work, setup.dim)
+                result.images += rows
+                result.skipped += n_skipped
+                result.shards_written += 1
+                buffers = _ShardBuffer()
+    bar.close()
+    result.seconds = time.perf_counter() - start
+
+
+def _mean_over_crops(features: Any, logits: Any, views: int) -> tuple[Any, Any]:
+    """(b x views, D) features (and logits) → (b, D): the mean over each image's crops, in fp32
+    (mean logits = the head applied to the mean features: the head is linear)."""
+    features = features.float().reshape(-1, views, features.shape[-1]).mean(dim=1)
+    if logits is not None:
+        logits = logits.float().reshape(-1, views, logits.shape[-1]).mean(dim=1)
+    return features, logits
+
+
+def _with_device_decoded(batch: dict[str, Any], pre: Preprocessing, device: torch.device):
+    """(images (b, 3, c, c) uint8, positions (b,) int64 in work order, skipped (pos, reason)) of a
+    :class:`~imagenet_zsl.features.loading.Collate` batch, its raw JPEGs decoded on ``device``."""
+    import torch
+
+    images, pos = batch["images"], batch["pos"]
+    skipped = list(batch["skipped"])
+    if not batch["raw"]:
+        return images, pos, skipped
+    extra, extra_pos, failed = _device_decode(batch["raw"], batch["raw_pos"], pre, device)
+    skipped += failed
+    if len(extra_pos):
+        images = torch.cat([images.to(device, non_blocking=True), extra])
+        pos = torch.cat([pos, torch.tensor(extra_pos, dtype=torch.int64)])
+        order = torch.argsort(pos)
+        if device.type == "cuda":  # a pinned index copies without stalling the host
+            order_dev = order.pin_memory().to(device, non_blocking=True)
+        else:
+            order_dev = order
+        images, pos = images[order_dev], pos[order]
+    return images, pos, skipped
+
+
+class _ShardBuffer:
+    """Device-side outputs of one shard until it is complete."""
+
+    def __init__(self):
+        self.positions: list[np.ndarray] = []
+        self.features: list = []
+        self.logits: list = []
+        self.skipped: list[tuple[int, str]] = []
+
+    def add(self, positions: np.ndarray, features: Any, logits: Any) -> None:
+        self.positions.append(positions)
+        self.features.append(features)
+        if logits is not None:
+            self.logits.append(logits)
+
+    def write(self, out: Path, name: str, work: WorkList, dim: int | None) -> tuple[int, int]:
+        """Write the shard (and its skipped-files sidecar); (rows written, images skipped)."""
+        import torch
+
+        if self.positions:
+            positions = np.concatenate(self.positions)
+            features = torch.cat(self.features).cpu().numpy()
+            logits = torch.cat(self.logits).cpu().numpy() if self.logits else None
+        else:
+            positions = np.zeros(0, np.int64)
+            features = np.zeros((0, dim or 0), np.float16)
+            logits = None
+        assert np.all(np.diff(positions) > 0), "rows must stay in work order"
+        skipped_pos = np.array(sorted(p for p, _ in self.skipped), dtype=np.int64)
+        reasons = dict(self.skipped)
+        skipped = [
+            {"id": str(i), "reason": reasons[int(p)]}
+            for p, i in zip(skipped_pos, work.ids(skipped_pos), strict=True)
+        ]
+        for record in skipped:
+            log.warning("skipped %s: %s", record["id"], record["reason"])
+        sidecar = dist.skipped_path(out, name)
+        if skipped:
+            atomic_write_json(sidecar, skipped)
+        else:
+            sidecar.unlink(missing_ok=True)
+        write_shard(out, name, features, work.labels[positions], work.ids(positions), logits)
+        return len(positions), len(skipped)
+
+
+def _device_decode(raw: list, raw_pos: list[int], pre: Preprocessing, device: torch.device):
+    """Decode plain JPEGs with torchvision.io.decode_jpeg on ``device`` (nvJPEG on CUDA), in one
+    batched call; on failure retry one by one, then fall back to PIL. Returns (crops uint8
+    (k, 3, c, c) on device, positions, skipped (pos, reason))."""
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    with warnings.catch_warnings():
+        # torchvision 0.29 deprecates its decoders in favour of TorchCodec (not a dependency yet)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            decoded = decode_jpeg(raw, mode=ImageReadMode.RGB, device=device)
+        except RuntimeError:
+            decoded = []
+            for data in raw:
+                try:
+                    decoded.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device))
+                except RuntimeError:
+                    decoded.append(None)
+    crops, positions, failed = [], [], []
+    for pos, data, image in zip(raw_pos, raw, decoded, strict=True):
+        crop = None
+        if image is not None:
+            with contextlib.suppress(RuntimeError):
+                crop = pre.crop_tensor(image)
+        if crop is None:  # the device could not decode or resize it: PIL decides
+            try:
+                crop = torch.from_numpy(
+                    pre.crop_pil(decode_rgb(data.numpy().tobytes(), pre.decode_min_side))
+                ).to(device)
+            except DecodeFailure as err:
+                failed.append((pos, str(err)))
+                continue
+            except Exception as err:  # noqa: BLE001 - skip, never crash
+                failed.append((pos, f"preprocessing error: {type(err).__name__}: {str(err)[:120]}"))
+                continue
+        crops.append(crop)
+        positions.append(pos)
+    stacked = (
+        torch.stack(crops) if crops else torch.zeros((0, *pre.crop_shape), dtype=torch.uint8, device=device)
+    )
+    return stacked, positions, failed

@@ -1,0 +1,330 @@
+"""The reader of feature directories (format in :mod:`imagenet_zsl.features.shards`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import zipfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features import shared_blocks
+from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
+from imagenet_zsl.features.identity import feature_identity
+from imagenet_zsl.features.shard_checks import check_shard_file, read_feature_manifest, unverifiable
+from imagenet_zsl.features.shard_files import SHARD_FILES, FeatureBlock, check_head_file, shard_file
+from imagenet_zsl.io import MANIFEST_NAME
+
+log = logging.getLogger(__name__)
+
+
+class FeatureDir:
+    """Read-only view of a feature directory: the ONLY code that opens shard files.
+
+    ``classes`` is the label space (list of wnids): ``labels`` index into it. Opening checks the
+    manifest (:func:`~imagenet_zsl.features.shard_checks.read_feature_manifest`: every listed
+    file present with its size). Every shard file is checked before its first use: sha256 equal
+    to the manifest's record (hashed once per file version, also noted in the cache directory so
+    the next run does not hash again), a readable ``.npy`` with the manifest's row count (and
+    ``dim`` columns for features). Any failure is a one-line :class:`UserInputError` naming the
+    file.
+
+    Reading API (all arrays as stored unless said otherwise):
+
+    - :meth:`shard_names`, :meth:`rows_of` — the shards in order and their row counts;
+    - :meth:`shard_labels` (n,) int64, :meth:`shard_ids` (n,) str — one shard, no features read;
+    - :meth:`labels`, :meth:`ids` — the same over all shards;
+    - :meth:`array` — one verified file (features/logits memory-mapped, float16);
+    - :meth:`read_rows` — a :class:`FeatureBlock` of selected rows of one shard (float32);
+    - :meth:`shard_blocks` — selected rows of one shard in blocks of at most ``block_rows``;
+    - :meth:`iter_shards`, :meth:`iter_blocks`, :meth:`load` — whole directory;
+    - :meth:`first_row`, :meth:`stray_feature_files`, :meth:`verify`.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.manifest: dict[str, Any] = read_feature_manifest(self.path)
+        self.classes: list[str] = list(self.manifest["classes"])
+        self.dim: int = int(self.manifest["dim"])
+        self.shards: list[dict[str, Any]] = list(self.manifest["shards"])
+        unchecked = unverifiable(self.shards)
+        if unchecked:
+            log.warning(
+                "%s: the manifest records no sha256 for %d of %d shards (%s): they are read UNVERIFIED; "
+                "re-extract to get verified shards",
+                self.path / MANIFEST_NAME,
+                len(unchecked),
+                len(self.shards),
+                preview(unchecked),
+            )
+        self._records = {s["name"]: s for s in self.shards}
+        logits = self.manifest.get("logits") or {}
+        self.logit_classes: list[str] | None = logits.get("classes") if isinstance(logits, dict) else None
+
+    @property
+    def num_rows(self) -> int:
+        return sum(int(s["rows"]) for s in self.shards)
+
+    @property
+    def has_logits(self) -> bool:
+        return self.logit_classes is not None
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.manifest.get("simulated", False))
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """Which backbone, weights, preprocessing and layer made these features
+        (:func:`~imagenet_zsl.features.identity.feature_identity`)."""
+        return feature_identity(self.manifest)
+
+    @property
+    def has_head(self) -> bool:
+        """Whether the manifest lists a backbone head (``head.npz``)."""
+        return self.manifest.get("head") is not None
+
+    def head(self) -> BackboneHead | None:
+        """The backbone's own classifier stored by ``extract`` (:class:`~imagenet_zsl.features.head.
+        BackboneHead`: weight (K, D), bias (K,), the K wnids in output order), verified against the
+        manifest's sha256; None when the directory has none (simulated features, backbones without
+        an ImageNet-1K head, directories written before heads were stored)."""
+        record = self.manifest.get("head")
+        if record is None:
+            return None
+        problem = check_head_file(self.path, record)
+        if problem:
+            raise UserInputError(f"{problem}; restore it or re-extract the features into a new directory")
+        path = self.path / HEAD_FILE
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                head = BackboneHead(data["weight"], data["bias"], [str(c) for c in data["classes"]])
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            raise UserInputError(
+                f"{path}: not a readable backbone head ({str(err)[:120]}); re-extract"
+            ) from None
+        if head.dim != self.dim:
+            raise UserInputError(
+                f"{path}: the head reads {head.dim}-d features but the manifest says {self.dim}-d; re-extract"
+            )
+        return head
+
+    def shard_names(self) -> list[str]:
+        """The shards' names in row order."""
+        return [s["name"] for s in self.shards]
+
+    def rows_of(self, shard: str) -> int:
+        """Row count of ``shard`` per the manifest."""
+        return int(self._record(shard)["rows"])
+
+    # -- the one place shard files are opened ------------------------------------------------------
+
+    def _record(self, shard: str) -> dict[str, Any]:
+        try:
+            return self._records[shard]
+        except KeyError:
+            raise UserInputError(f"{self.path}: no shard {shard!r} in the manifest") from None
+
+    def _checked_path(self, shard: str, kind: str) -> Path:
+        """The file of ``shard``'s ``kind``, after checking it exists and matches its sha256."""
+        path = self.path / shard_file(shard, kind)
+        if not path.is_file():
+            raise UserInputError(
+                f"{path}: shard {kind} listed in the manifest is missing; re-run the extraction "
+                "(it resumes) or restore the file"
+            )
+        digest = (self._record(shard).get("sha256") or {}).get(kind)
+        if digest is None:
+            return path  # written before shards were hashed: shape checks only
+        check_shard_file(path, digest)
+        return path
+
+    def array(self, shard: str, kind: str, mmap: bool = True) -> np.ndarray:
+        """One verified shard file: ``features``/``logits`` (n, D)/(n, K) float16 (memory-mapped
+        unless ``mmap`` is False), ``labels`` (n,) int, ``ids`` (n,) str."""
+        if kind not in SHARD_FILES:
+            raise ValueError(f"kind must be one of {SHARD_FILES}, got {kind!r}")
+        if kind == "logits" and not self.has_logits:
+            raise UserInputError(f"{self.path}: features were extracted without logits")
+        path = self._checked_path(shard, kind)
+        try:
+            array = np.load(path, mmap_mode="r" if mmap and kind != "ids" else None, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as err:
+            raise UserInputError(
+                f"{path}: not a readable .npy file (truncated or garbled: {str(err)[:120]}); "
+                "restore it or re-extract the shard"
+            ) from None
+        rows = self.rows_of(shard)
+        if array.ndim < 1 or len(array) != rows:
+            raise UserInputError(
+                f"{path}: holds {array.shape[0] if array.ndim else 0} rows but the manifest says {rows}; "
+                "the shard is damaged or from another run: re-extract it"
+            )
+        if kind == "features" and (array.ndim != 2 or array.shape[1] != self.dim):
+            raise UserInputError(
+                f"{path}: features have shape {tuple(array.shape)} but the manifest says "
+                f"{self.dim}-d; shards from different backbones are mixed in this directory: "
+                "re-extract into an empty directory"
+            )
+        if kind == "labels" and not np.issubdtype(array.dtype, np.integer):
+            raise UserInputError(f"{path}: labels must be integers, got {array.dtype}")
+        if kind == "ids" and array.dtype.kind != "U":
+            raise UserInputError(f"{path}: ids must be strings, got {array.dtype}")
+        return array
+
+    # -- per shard ---------------------------------------------------------------------------------
+
+    def shard_labels(self, shard: str) -> np.ndarray:
+        """(n,) int64 labels of one shard (into ``classes``), without reading features."""
+        return np.asarray(self.array(shard, "labels"), dtype=np.int64)
+
+    def shard_ids(self, shard: str) -> np.ndarray:
+        """(n,) image ids of one shard, without reading features."""
+        return self.array(shard, "ids")
+
+    def read_rows(
+        self, shard: str, rows: np.ndarray | slice | None = None, with_logits: bool = False
+    ) -> FeatureBlock:
+        """Rows ``rows`` (indices or a slice into the shard; None: all) of one shard as float32."""
+        rows = slice(None) if rows is None else rows
+        features = self.array(shard, "features")
+        logits = self.array(shard, "logits") if with_logits else None
+        return FeatureBlock(
+            features=np.asarray(features[rows], dtype=np.float32),
+            labels=self.shard_labels(shard)[rows],
+            ids=self.shard_ids(shard)[rows],
+            logits=None if logits is None else np.asarray(logits[rows], dtype=np.float32),
+        )
+
+    def shard_blocks(
+        self,
+        shard: str,
+        rows: np.ndarray | None = None,
+        block_rows: int = 65536,
+        with_logits: bool = False,
+    ) -> Iterator[FeatureBlock]:
+        """The selected ``rows`` (sorted indices; None: all) of one shard in blocks of at most
+        ``block_rows`` rows, features float32: memory bounded by one block."""
+        if block_rows < 1:
+            raise UserInputError(f"block_rows {block_rows}: must be at least 1")
+        cache = shared_blocks.active()
+        if cache is not None:
+            key = (
+                str(self.path.resolve()),
+                shard,
+                json.dumps(self._record(shard).get("sha256") or {}, sort_keys=True),
+                None if rows is None else hashlib.sha256(np.asarray(rows).tobytes()).hexdigest(),
+                block_rows,
+                with_logits,
+            )
+            blocks = cache.get(key)
+            if blocks is None:
+                blocks = cache.put(key, list(self._read_blocks(shard, rows, block_rows, with_logits)))
+            yield from blocks
+            return
+        yield from self._read_blocks(shard, rows, block_rows, with_logits)
+
+    def _read_blocks(
+        self, shard: str, rows: np.ndarray | None, block_rows: int, with_logits: bool
+    ) -> Iterator[FeatureBlock]:
+        features = self.array(shard, "features")
+        logits = self.array(shard, "logits") if with_logits else None
+        labels, ids = self.shard_labels(shard), self.shard_ids(shard)
+        total = len(labels) if rows is None else len(rows)
+        for start in range(0, total, block_rows):
+            pick = slice(start, start + block_rows) if rows is None else rows[start : start + block_rows]
+            yield FeatureBlock(
+                np.asarray(features[pick], dtype=np.float32),
+                labels[pick],
+                ids[pick],
+                None if logits is None else np.asarray(logits[pick], dtype=np.float32),
+            )
+
+    # -- whole directory ---------------------------------------------------------------------------
+
+    def iter_shards(self, with_logits: bool = False) -> Iterator[FeatureBlock]:
+        """One block per shard, features as float32."""
+        for name in self.shard_names():
+            yield self.read_rows(name, with_logits=with_logits)
+
+    def iter_blocks(self, block_rows: int = 65536, with_logits: bool = False) -> Iterator[FeatureBlock]:
+        """Blocks of at most ``block_rows`` rows in shard order (memory bounded by the block)."""
+        for name in self.shard_names():
+            yield from self.shard_blocks(name, None, block_rows, with_logits)
+
+    def labels(self) -> np.ndarray:
+        """All labels (int64), without reading features."""
+        parts = [self.shard_labels(name) for name in self.shard_names()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def ids(self) -> np.ndarray:
+        """All image ids (str), without reading features."""
+        parts = [self.shard_ids(name) for name in self.shard_names()]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.str_)
+
+    def first_row(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The first image's features (1, D) float32 (and logits (1, K) or None), reading one row."""
+        names = [s["name"] for s in self.shards if int(s["rows"]) > 0]
+        if not names:
+            raise UserInputError(f"{self.path}: the feature directory holds no images")
+        block = self.read_rows(names[0], slice(0, 1), with_logits=self.has_logits)
+        return block.features, block.logits
+
+    def load(self, classes: Sequence[str] | None = None, with_logits: bool = False) -> FeatureBlock:
+        """All rows (optionally only those of ``classes``) in memory as one block."""
+        keep = None
+        if classes is not None:
+            unknown = sorted(set(classes) - set(self.classes))
+            if unknown:
+                raise UserInputError(
+                    f"{self.path}: {len(unknown)} requested classes have no features here, "
+                    f"e.g. {', '.join(unknown[:5])}"
+                )
+            keep = np.isin(np.arange(len(self.classes)), [self.classes.index(c) for c in classes])
+        parts: list[FeatureBlock] = []
+        for name in self.shard_names():
+            if keep is None:
+                parts.append(self.read_rows(name, with_logits=with_logits))
+            else:
+                mask = keep[self.shard_labels(name)]
+                parts.append(self.read_rows(name, np.flatnonzero(mask), with_logits=with_logits))
+        if not parts:
+            empty = np.zeros((0, self.dim), np.float32)
+            return FeatureBlock(empty, np.zeros(0, np.int64), np.zeros(0, np.str_))
+        return FeatureBlock(
+            np.concatenate([p.features for p in parts]),
+            np.concatenate([p.labels for p in parts]),
+            np.concatenate([p.ids for p in parts]),
+            None if not with_logits else np.concatenate([p.logits for p in parts]),
+        )
+
+    def stray_feature_files(self) -> dict[str, tuple[int, ...]]:
+        """``*.features.npy`` files NOT listed in the manifest → their shape (header only; an
+        unreadable one maps to ``()``): leftovers of another run or backbone."""
+        listed = set(self._records)
+        found: dict[str, tuple[int, ...]] = {}
+        for path in sorted(self.path.glob("*.features.npy")):
+            name = path.name[: -len(".features.npy")]
+            if name in listed:
+                continue
+            try:
+                found[name] = tuple(np.load(path, mmap_mode="r", allow_pickle=False).shape)
+            except (ValueError, OSError, EOFError):
+                found[name] = ()
+        return found
+
+    def verify(self) -> list[str]:
+        """Problems found (missing, corrupted or malformed shard files); empty when all is well."""
+        problems = []
+        for shard in self.shards:
+            for kind in shard.get("sha256") or {"features": None, "labels": None, "ids": None}:
+                try:
+                    self.array(shard["name"], kind)
+                except UserInputError as err:
+                    problems.append(str(err).split(";")[0])
+        return problems
