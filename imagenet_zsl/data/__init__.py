@@ -12,9 +12,6 @@ from imagenet_zsl.errors import UserInputError
 
 DATA_DIR = Path(__file__).resolve().parent
 
-#: ILSVRC-2012 class that is not a fall11 synset (teddy bear)
-ILSVRC_NOT_IN_FALL11 = "n04399382"
-
 
 def data_path(name: str) -> Path:
     """Path of a packaged data file, e.g. ``data_path("fall11_image_counts.tsv")``."""

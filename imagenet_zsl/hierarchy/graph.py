@@ -244,11 +244,3 @@ class ClassGraph:
 
     def depth(self, wnid: str) -> int:
         return int(self.depths[self.index[wnid]])
-
-    def subgraph_nodes(self, wnids: Iterable[str]) -> list[str]:
-        """``wnids`` and all their ancestors, in graph order."""
-        idx = self.indices(wnids)
-        keep = np.zeros(len(self), bool)
-        keep[idx] = True
-        keep[self.ancestor_matrix[idx].indices] = True
-        return [w for w, k in zip(self.wnids, keep, strict=True) if k]

@@ -39,7 +39,8 @@ from imagenet_zsl.hierarchy.nouns import WordNetNouns, load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import training_wnids, universe_wnids
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.config import LabelConfig
-from imagenet_zsl.semantics.lemma_vectors import class_vectors_from_lemmas, vectorizer_for
+from imagenet_zsl.semantics.frequency import Frequencies
+from imagenet_zsl.semantics.lemma_vectors import LemmaVectorizer, class_vectors_from_lemmas, vectorizer_for
 from imagenet_zsl.semantics.senses import PrimarySenseModel, word_key
 
 log = logging.getLogger(__name__)
@@ -117,6 +118,26 @@ class LabelTables:
     class_vectors: ClassVectors | None = None
 
 
+@dataclass(frozen=True)
+class Lexicon:
+    """WordNet and the ImageNet universe, as the tables see them: ``key_to_classes`` maps a lemma
+    (index form) to the ImageNet classes having it (:func:`imagenet_classes_by_lemma`)."""
+
+    nouns: WordNetNouns
+    universe: Sequence[str]
+    key_to_classes: dict[str, list[str]]
+
+    @classmethod
+    def load(cls) -> Lexicon:
+        nouns = load_wordnet_nouns()
+        universe = universe_wnids()
+        return cls(nouns, universe, imagenet_classes_by_lemma(nouns, universe))
+
+    def synonyms(self, wnid: str) -> list[str]:
+        """The lemmas of a class, in WordNet order (the first is its label)."""
+        return self.nouns.lemmas[self.nouns.index[wnid]]
+
+
 def build_label_tables(
     config: LabelConfig, wnids: Sequence[str] | None = None, model: PrimarySenseModel | None = None
 ) -> LabelTables:
@@ -124,21 +145,50 @@ def build_label_tables(
 
     Sharing counts are always against all 21,842 ImageNet classes, whatever subset is analysed.
     """
-    nouns = load_wordnet_nouns()
-    universe = universe_wnids()
-    wnids = list(universe if wnids is None else wnids)
-    absent = [w for w in wnids if w not in nouns]
+    lexicon = Lexicon.load()
+    wnids = list(lexicon.universe if wnids is None else wnids)
+    absent = [w for w in wnids if w not in lexicon.nouns]
     if absent:
         raise UserInputError(f"{len(absent)} wnids are not WordNet 3.0 noun synsets: {preview(absent)}")
     vectorizer = vectorizer_for(config.vectors)
     frequencies = config.frequency.load()
     threshold = config.frequency.threshold(frequencies)
     if model is None:
-        model = PrimarySenseModel(vectorizer, nouns, **dict(config.sense_params))
-    key_to_classes = imagenet_classes_by_lemma(nouns, universe)
+        model = PrimarySenseModel(vectorizer, lexicon.nouns, **dict(config.sense_params))
+    lemmas = lemma_table(wnids, lexicon, frequencies, vectorizer, model)
+    vectors = class_vectors_from_lemmas(
+        vectorizer,
+        wnids,
+        [lexicon.synonyms(w) for w in wnids],
+        config.lemma_rule,
+        config.normalize,
+        source=f"{config.vectors.source} (lemma_rule={config.lemma_rule})",
+    )
+    # the class rows describe the chosen label: the lemma at position 0
+    first = lemmas[lemmas["lemma_position"] == 0].reset_index(drop=True)
+    has_vector = np.asarray([w in vectors for w in wnids])
+    flags = exclusion_flags(first, has_vector, threshold, config.min_confidence)
+    return LabelTables(
+        lemmas=lemmas,
+        classes=class_table(wnids, first, flags, lexicon),
+        rare_zipf=threshold,
+        config=config,
+        frequency_source=frequencies.name,
+        vectors_source=config.vectors.source,
+        class_vectors=vectors,
+    )
 
-    # ---- lemma rows
-    synonyms = [nouns.lemmas[nouns.index[w]] for w in wnids]
+
+def lemma_table(
+    wnids: Sequence[str],
+    lexicon: Lexicon,
+    frequencies: Frequencies,
+    vectorizer: LemmaVectorizer,
+    model: PrimarySenseModel,
+) -> pd.DataFrame:
+    """One row per (class, lemma): senses, sharing, frequency, vector and primary-sense evidence."""
+    nouns, key_to_classes = lexicon.nouns, lexicon.key_to_classes
+    synonyms = [lexicon.synonyms(w) for w in wnids]
     row_wnid = [w for w, group in zip(wnids, synonyms, strict=True) for _ in group]
     row_lemma = [lemma for group in synonyms for lemma in group]
     row_position = [j for group in synonyms for j in range(len(group))]
@@ -151,7 +201,7 @@ def build_label_tables(
     zipf = frequencies.zipf(row_lemma)
     found = [vectorizer.tokens(lemma) for lemma in row_lemma]
     is_primary, confidence, primary = primary_decisions(row_lemma, row_wnid, model)
-    lemmas = pd.DataFrame(
+    return pd.DataFrame(
         {
             "wnid": row_wnid,
             "lemma": row_lemma,
@@ -167,41 +217,41 @@ def build_label_tables(
         }
     )
 
-    # ---- class rows (the chosen label is the lemma at position 0)
-    first = lemmas[lemmas["lemma_position"] == 0].reset_index(drop=True)
-    vectors = class_vectors_from_lemmas(
-        vectorizer,
-        wnids,
-        synonyms,
-        config.lemma_rule,
-        config.normalize,
-        source=f"{config.vectors.source} (lemma_rule={config.lemma_rule})",
-    )
-    has_vector = np.asarray([w in vectors for w in wnids])
+
+def exclusion_flags(
+    first: pd.DataFrame, has_vector: np.ndarray, rare_zipf: float, min_confidence: float
+) -> dict[str, np.ndarray]:
+    """Reason → (C,) bool: which classes (rows of ``first``, their label lemmas) it excludes."""
+    is_primary = first["is_primary"].to_numpy()
+    return {
+        "no_vector": ~has_vector,
+        "rare_label": first["zipf_frequency"].to_numpy() < rare_zipf,
+        "secondary_meaning": ~is_primary,
+        "low_confidence": is_primary & (first["primary_confidence"].to_numpy() < min_confidence),
+    }
+
+
+def class_table(
+    wnids: Sequence[str], first: pd.DataFrame, flags: dict[str, np.ndarray], lexicon: Lexicon
+) -> pd.DataFrame:
+    """One row per class: its label's evidence (``first``), label sharing, images, and the
+    exclusion reasons that apply (``flags``, all ``;``-joined; "" = kept)."""
+    nouns, key_to_classes = lexicon.nouns, lexicon.key_to_classes
+    reasons = [";".join(r for r in REASONS if flags[r][i]) for i in range(len(wnids))]
     label_keys = [word_key(x) for x in first["lemma"]]
     shares_with = [
         ";".join(w for w in key_to_classes.get(k, ()) if w != wnid)
         for k, wnid in zip(label_keys, wnids, strict=True)
     ]
-    universe_labels = Counter(word_key(x) for x in chosen_labels(universe, nouns))
-    universe_set = set(universe)
+    universe_labels = Counter(word_key(x) for x in chosen_labels(lexicon.universe, nouns))
+    universe_set = set(lexicon.universe)
     same_label = np.asarray(
         [universe_labels[k] - (wnid in universe_set) for k, wnid in zip(label_keys, wnids, strict=True)],
         dtype=np.int64,
     )
-    rare = first["zipf_frequency"].to_numpy() < threshold
-    secondary = ~first["is_primary"].to_numpy()
-    low = first["is_primary"].to_numpy() & (first["primary_confidence"].to_numpy() < config.min_confidence)
-    flags = {
-        "no_vector": ~has_vector,
-        "rare_label": rare,
-        "secondary_meaning": secondary,
-        "low_confidence": low,
-    }
-    reasons = [";".join(r for r in REASONS if flags[r][i]) for i in range(len(wnids))]
     train = set(training_wnids())
     counts = fall11_counts()
-    classes = pd.DataFrame(
+    return pd.DataFrame(
         {
             "wnid": wnids,
             "name": [nouns.names[nouns.index[w]] for w in wnids],
@@ -209,8 +259,8 @@ def build_label_tables(
             "is_training": [w in train for w in wnids],
             "n_images": [counts.get(w, 0) for w in wnids],
             "label_zipf": first["zipf_frequency"],
-            "label_rare": rare,
-            "has_vector": has_vector,
+            "label_rare": flags["rare_label"],
+            "has_vector": ~flags["no_vector"],
             "label_in_vocabulary": first["in_vocabulary"],
             "n_noun_senses": first["n_noun_senses"],
             "n_imagenet_classes_sharing": first["n_imagenet_classes_sharing"],
@@ -222,13 +272,4 @@ def build_label_tables(
             "kept": [not r for r in reasons],
             "exclusion_reasons": reasons,
         }
-    )
-    return LabelTables(
-        lemmas=lemmas,
-        classes=classes,
-        rare_zipf=threshold,
-        config=config,
-        frequency_source=frequencies.name,
-        vectors_source=config.vectors.source,
-        class_vectors=vectors,
     )

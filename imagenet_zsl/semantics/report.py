@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from imagenet_zsl import __version__
-from imagenet_zsl.io import atomic_directory, atomic_write_json, file_record, software_versions
+from imagenet_zsl.io import atomic_directory, atomic_write_text, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
 from imagenet_zsl.semantics.labels import LEMMA_COLUMNS, REASONS, LabelTables
 
 #: the command that writes a labels folder (its manifest's "tool")
 BUILD_TOOL = "imagenet-zsl labels build"
+#: manifest format of a labels folder (v2: one manifest writer, "files" lists every file)
+LABELS_FORMAT = "imagenet-zsl/labels-v2"
 FREQUENCY_PLOT = "label_frequency.png"
 REASONS_PLOT = "exclusion_reasons.png"
 CLASS_VECTORS = "class_vectors.npz"
@@ -195,27 +196,27 @@ def write_label_outputs(
             tables.class_vectors.save(tmp / CLASS_VECTORS)
         _plot_frequency(tables, tmp / FREQUENCY_PLOT)
         _plot_reasons(reason_counts(tables.classes), tmp / REASONS_PLOT)
-        (tmp / "report.md").write_text(render_report(tables), encoding="utf-8")
-        outputs = [file_record(p, tmp) for p in sorted(tmp.iterdir()) if p.is_file()]
-        kept = tables.classes
-        manifest = {
-            "format": "imagenet-zsl/labels-v1",
-            "tool": BUILD_TOOL,
-            "version": __version__,
-            "inputs": inputs,
-            "parameters": {
+        atomic_write_text(tmp / "report.md", render_report(tables))
+        classes = tables.classes
+        write_manifest(
+            tmp,
+            format=LABELS_FORMAT,
+            tool=BUILD_TOOL,
+            inputs=inputs,
+            parameters={
                 **tables.config.as_dict(),
                 "rare_zipf_threshold": round(tables.rare_zipf, 6),
                 "chosen_label": "first WordNet lemma",
             },
-            "summary": {
-                "classes": len(kept),
-                "lemmas": len(tables.lemmas),
-                "kept": int(kept["kept"].sum()),
-                "reasons": {r: int(v) for r, v in reason_counts(kept)["all ImageNet-21K classes"].items()},
+            fields={
+                "summary": {
+                    "classes": len(classes),
+                    "lemmas": len(tables.lemmas),
+                    "kept": int(classes["kept"].sum()),
+                    "reasons": {
+                        r: int(v) for r, v in reason_counts(classes)["all ImageNet-21K classes"].items()
+                    },
+                }
             },
-            "outputs": outputs,
-            "software": software_versions(),
-        }
-        atomic_write_json(tmp / "manifest.json", manifest)
+        )
     return out_dir

@@ -292,22 +292,6 @@ def _segment_argmax_mask(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     return mask
 
 
-def primary_lookup(evidence: pd.DataFrame) -> dict[tuple[str, str], tuple[bool, float]]:
-    """(word, wnid) → (is_primary, posterior) from ``PrimarySenseModel.evidence``."""
-    return {
-        (w, n): (bool(p), float(c))
-        for w, n, p, c in zip(
-            evidence["word"], evidence["wnid"], evidence["is_primary"], evidence["posterior"], strict=True
-        )
-    }
-
-
-def primary_sense_of(evidence: pd.DataFrame) -> dict[str, str]:
-    """word → wnid of its primary sense."""
-    rows = evidence[evidence["is_primary"]]
-    return dict(zip(rows["word"], rows["wnid"], strict=True))
-
-
 # --------------------------------------------------------------------------- calibration
 def semcor_calibration_words(
     model: PrimarySenseModel, min_count: int = 5, dominance: float = 2.0

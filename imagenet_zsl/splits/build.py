@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from imagenet_zsl import __version__
 from imagenet_zsl.config import read_yaml
 from imagenet_zsl.data import fall11_counts, read_wnid_counts
 from imagenet_zsl.errors import UserInputError, preview
@@ -43,14 +42,13 @@ from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import resolve_graph, training_wnids
 from imagenet_zsl.io import (
     atomic_directory,
-    atomic_write_json,
     canonical_json,
     check_out_dir,
+    file_record,
     sha256_bytes,
-    sha256_file,
-    software_versions,
+    write_manifest,
 )
-from imagenet_zsl.splits.benchmark import BenchmarkSelection, select_max_ratio
+from imagenet_zsl.splits.benchmark import ExactOptions, select_max_ratio, solver_named
 from imagenet_zsl.splits.config import (
     AllSplit,
     BenchmarkSplit,
@@ -64,13 +62,17 @@ from imagenet_zsl.splits.config import (
 from imagenet_zsl.splits.hops import LITERATURE_NAMES, hop_split
 from imagenet_zsl.splits.io import check_noun_synsets, read_wnid_list, write_wnid_list
 from imagenet_zsl.splits.leakage import REPORT_LABEL_SETS, WINTER21_SET, absent_from, split_leakage
+from imagenet_zsl.splits.local_search import LocalSearchOptions
 from imagenet_zsl.splits.pool import PoolContext, PoolStep, run_pool
 from imagenet_zsl.splits.population import population_split
+from imagenet_zsl.splits.problem import BenchmarkSolution, Constraints
 from imagenet_zsl.splits.report import write_report
 from imagenet_zsl.splits.structure import structural_ratios
 
 log = logging.getLogger(__name__)
 BUILD_TOOL = "imagenet-zsl splits build"
+#: manifest format of a split directory (v2: one manifest writer, every file hashed)
+SPLITS_FORMAT = "imagenet-zsl/splits-v2"
 
 
 @dataclass
@@ -216,37 +218,34 @@ def select_for(
     pool: list[str],
     progress: bool = False,
     **overrides: Any,
-) -> BenchmarkSelection:
-    """Run the configured optimiser on ``pool`` (``overrides`` replace spec fields, e.g. size)."""
-    opts = spec.optimiser
+) -> BenchmarkSolution:
+    """Run the configured optimiser on ``pool`` (``overrides`` replace spec fields: ``size``,
+    ``max_branch_share``, ``optimizer``)."""
     values = {
         "size": spec.size,
         "max_branch_share": spec.max_branch_share,
         "optimizer": spec.optimizer,
         **overrides,
     }
-    common = {
-        "branch_of": lexname_branches(pool),
-        "branch_quota": dict(spec.branch_quota) or None,
-        "max_branch_share": values["max_branch_share"],
-        "progress": progress,
-        "optimizer": values["optimizer"],
-        "include": read_wnid_list(spec.include) if spec.include else (),
-    }
-    if values["optimizer"] == "exact":
-        tuning = {
-            "time_limit": opts.time_limit,
-            "levels": opts.levels,
-            "shortlist_factor": opts.shortlist_factor,
-        }
-    else:
-        tuning = {
-            "seed": spec.seed,
-            "shortlist_factors": opts.shortlist_factors,
-            "max_passes": opts.max_passes,
-            "horizon": opts.horizon,
-        }
-    return select_max_ratio(graph, pool, train, int(values["size"]), **common, **tuning)
+    opts = spec.optimiser
+    solver = solver_named(
+        values["optimizer"],
+        ExactOptions(levels=opts.levels, time_limit=opts.time_limit, shortlist_factor=opts.shortlist_factor),
+        LocalSearchOptions(
+            seed=spec.seed,
+            shortlist_factors=tuple(opts.shortlist_factors),
+            max_passes=opts.max_passes,
+            horizon=opts.horizon,
+            progress=progress,
+        ),
+    )
+    constraints = Constraints(
+        branch_of=lexname_branches(pool),
+        branch_quota=dict(spec.branch_quota) or None,
+        max_branch_share=values["max_branch_share"],
+        include=tuple(read_wnid_list(spec.include)) if spec.include else (),
+    )
+    return select_max_ratio(graph, pool, train, int(values["size"]), constraints, solver)
 
 
 def _benchmark(
@@ -257,26 +256,29 @@ def _benchmark(
     progress: bool,
 ) -> tuple[list[str], list[PoolStep], dict[str, Any]]:
     pool, steps = benchmark_pool(spec, ctx, candidates, where)
-    selection = select_for(spec, ctx.graph, ctx.train, pool, progress)
-    gap = selection.gap
-    details = {
-        "pool_size": len(pool),
-        "dropped_related_to_train": selection.dropped_related_to_train,
-        "optimizer": selection.optimizer,
-        "status": selection.status,
-        "upper_bound": None if selection.upper_bound is None else round(selection.upper_bound, 6),
+    solution = select_for(spec, ctx.graph, ctx.train, pool, progress)
+    return solution.wnids, steps, {"pool_size": len(pool), **solution_details(solution)}
+
+
+def solution_details(solution: BenchmarkSolution) -> dict[str, Any]:
+    """What a split's manifest record says about the optimiser (rounded for stable bytes)."""
+    gap = solution.gap
+    details: dict[str, Any] = {
+        "dropped_related_to_train": solution.dropped_related_to_train,
+        "optimizer": solution.optimizer,
+        "status": solution.status,
+        "upper_bound": None if solution.upper_bound is None else round(solution.upper_bound, 6),
         "gap": None if gap is None else round(gap, 6),
-        "shortlist": selection.shortlist,
-        "branches": selection.branch_counts,
+        "shortlist": solution.shortlist,
+        "branches": solution.branch_counts,
     }
-    if selection.optimizer == "exact":
-        details["rounds"] = selection.passes
-        details["tie_break"] = selection.tie_break
+    if solution.optimizer == "exact":
+        details["rounds"] = solution.rounds
+        details["tie_break"] = solution.tie_break
     else:
-        details.update(
-            greedy_ratio=round(selection.greedy_ratio, 6), swaps=selection.swaps, passes=selection.passes
-        )
-    return selection.wnids, steps, details
+        greedy = solution.greedy_ratio if solution.greedy_ratio is not None else solution.ratio
+        details.update(greedy_ratio=round(greedy, 6), swaps=solution.swaps, passes=solution.passes)
+    return details
 
 
 def input_files(config: SplitsConfig) -> list[str]:
@@ -303,18 +305,36 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
     """Build all splits of a config into ``out_dir`` (atomic: all files appear at once or none)."""
     config_path = Path(config_path)
     config = load_splits_config(config_path)
-    raw = read_yaml(config_path)
     inputs = [config_path] + [Path(p) for p in input_files(config)]
     check_out_dir(out_dir, BUILD_TOOL, inputs)  # refuse a harmful --out before a minute of work
+    started = time.perf_counter()
+    ctx, candidates = _recipe_context(config, config_path)
+    built = _build_all(config, config_path, ctx, candidates, progress)
+    with atomic_directory(out_dir, tool=BUILD_TOOL, inputs=inputs) as tmp:
+        _write_build(tmp, config, config_path, built, ctx, candidates)
+    log.info("built %d splits in %.1f s -> %s", len(built), time.perf_counter() - started, out_dir)
+    return built
+
+
+def _recipe_context(config: SplitsConfig, config_path: Path) -> tuple[PoolContext, list[str]]:
+    """The graph, training classes and counts a recipe names, and its candidates (the fall11
+    synsets that are not training classes)."""
     train = resolve_train(config.train, str(config_path))
     check_noun_synsets(train, f"{config_path}: train")
     counts = resolve_counts(config.counts)
     graph = config_graph(config)
     train_set = set(train)
     candidates = sorted(w for w in fall11_counts() if w not in train_set)
+    return PoolContext(graph, train, counts), candidates
+
+
+def _build_all(
+    config: SplitsConfig, config_path: Path, ctx: PoolContext, candidates: list[str], progress: bool
+) -> list[BuiltSplit]:
+    """Every split of the recipe, in order; a split overlapping the training classes is an error."""
+    raw = read_yaml(config_path)
+    train_set = set(ctx.train)
     built: list[BuiltSplit] = []
-    started = time.perf_counter()
-    ctx = PoolContext(graph, train, counts)
     for i, spec in enumerate(config.splits):
         where = f"{config_path}: splits[{i}]"
         params = {k: v for k, v in raw["splits"][i].items() if k not in ("name", "kind")}
@@ -326,58 +346,68 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
             )
         log.info("split %-10s %6d classes  R=%.3f", split.name, len(split.wnids), split.ratio)
         built.append(split)
-    nouns = load_wordnet_nouns()
-    with atomic_directory(out_dir, tool=BUILD_TOOL, inputs=inputs) as tmp:
-        records = {}
-        for split in built:
-            path = write_wnid_list(tmp / f"{split.name}.txt", split.wnids)
-            records[split.name] = {
-                "file": path.name,
-                "sha256": sha256_file(path),
-                "kind": split.kind,
-                "parameters": split.params,
-                "n_classes": len(split.wnids),
-                "n_images_fall11": split.n_images,
-                "structural_ratio": round(split.ratio, 6),
-                "ratio_distribution": _ratio_summary(split.ratios),
-                "pairs_within": split.pairs_within,
-                "pairs_with_train": split.pairs_with_train,
-                "consistent": split.consistent,
-                "pool": [
-                    {"filter": s.filter, "parameters": s.params, "before": s.before, "after": s.after}
-                    for s in split.pool_steps
-                ],
-                **split.details,
-                "leakage": {
-                    name: split_leakage(split.wnids, name, counts).as_dict() for name in REPORT_LABEL_SETS
-                },
-                "absent_from_in21k_p_winter21": absent_from(split.wnids, WINTER21_SET),
-            }
-        manifest = {
-            "format": "imagenet-zsl/splits-v1",
-            "tool": BUILD_TOOL,
-            "version": __version__,
-            "config": {
-                "name": config_path.name,
-                "sha256": sha256_bytes(config_path.read_bytes()),
-                "content": raw,
-            },
-            "graph": {
-                "source": graph.source,
-                "nodes": len(graph),
-                "edges": int(graph.child_to_parent.nnz),
-                "wordnet_version": "3.0",
-                "wordnet_sha256": nouns.digest,
-            },
-            "training": {
-                "n_classes": len(train),
-                "sha256": sha256_bytes("".join(f"{w}\n" for w in sorted(train)).encode()),
-            },
-            "n_candidates": len(candidates),
-            "software": {k: v for k, v in software_versions().items() if k != "python"},
-            "splits": records,
-        }
-        write_report(tmp, built, manifest)
-        atomic_write_json(tmp / "manifest.json", manifest)
-    log.info("built %d splits in %.1f s -> %s", len(built), time.perf_counter() - started, out_dir)
     return built
+
+
+def split_record(split: BuiltSplit, counts: dict[str, int]) -> dict[str, Any]:
+    """A split's entry in the manifest's ``splits``: parameters, R, flaws, pool, optimiser, leakage."""
+    return {
+        "file": f"{split.name}.txt",
+        "sha256": sha256_bytes("".join(f"{w}\n" for w in sorted(split.wnids)).encode()),
+        "kind": split.kind,
+        "parameters": split.params,
+        "n_classes": len(split.wnids),
+        "n_images_fall11": split.n_images,
+        "structural_ratio": round(split.ratio, 6),
+        "ratio_distribution": _ratio_summary(split.ratios),
+        "pairs_within": split.pairs_within,
+        "pairs_with_train": split.pairs_with_train,
+        "consistent": split.consistent,
+        "pool": [
+            {"filter": s.filter, "parameters": s.params, "before": s.before, "after": s.after}
+            for s in split.pool_steps
+        ],
+        **split.details,
+        "leakage": {name: split_leakage(split.wnids, name, counts).as_dict() for name in REPORT_LABEL_SETS},
+        "absent_from_in21k_p_winter21": absent_from(split.wnids, WINTER21_SET),
+    }
+
+
+def _write_build(
+    tmp: Path,
+    config: SplitsConfig,
+    config_path: Path,
+    built: list[BuiltSplit],
+    ctx: PoolContext,
+    candidates: list[str],
+) -> None:
+    """The split lists, report.md and its plot, then the manifest hashing all of them."""
+    graph, train = ctx.graph, ctx.train
+    for split in built:
+        write_wnid_list(tmp / f"{split.name}.txt", split.wnids)
+    config_record = {**file_record(config_path), "path": config_path.name}
+    inputs = {"config": config_record, "recipe_files": [file_record(p) for p in input_files(config)]}
+    fields = {
+        "graph": {
+            "source": graph.source,
+            "nodes": len(graph),
+            "edges": int(graph.child_to_parent.nnz),
+            "wordnet_version": "3.0",
+            "wordnet_sha256": load_wordnet_nouns().digest,
+        },
+        "training": {
+            "n_classes": len(train),
+            "sha256": sha256_bytes("".join(f"{w}\n" for w in sorted(train)).encode()),
+        },
+        "n_candidates": len(candidates),
+        "splits": {split.name: split_record(split, ctx.counts) for split in built},
+    }
+    write_report(tmp, built, {"inputs": inputs, **fields})
+    write_manifest(
+        tmp,
+        format=SPLITS_FORMAT,
+        tool=BUILD_TOOL,
+        inputs=inputs,
+        parameters=read_yaml(config_path),
+        fields=fields,
+    )

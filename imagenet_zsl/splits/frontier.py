@@ -21,10 +21,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from imagenet_zsl import __version__
 from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_directory, atomic_write_json, atomic_write_text, sha256_bytes
+from imagenet_zsl.io import atomic_directory, atomic_write_text, file_record, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
 from imagenet_zsl.splits.build import (
     benchmark_pool,
@@ -37,9 +36,12 @@ from imagenet_zsl.splits.build import (
 from imagenet_zsl.splits.config import BenchmarkSplit, load_splits_config
 from imagenet_zsl.splits.io import write_wnid_list
 from imagenet_zsl.splits.pool import PoolContext
+from imagenet_zsl.splits.problem import PROVEN_GAP, BenchmarkSolution
 
 DEFAULT_SHARES = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1)
 TOOL = "imagenet-zsl splits frontier"
+#: manifest format of a frontier directory (v2: one manifest writer, every file hashed)
+FRONTIER_FORMAT = "imagenet-zsl/frontier-v2"
 log = logging.getLogger(__name__)
 
 
@@ -75,50 +77,37 @@ def frontier(
     config = load_splits_config(config_path)
     spec = pick_benchmark(config_path, split)
     train = resolve_train(config.train, str(config_path))
-    counts = resolve_counts(config.counts)
     graph = config_graph(config)
     candidates = sorted(w for w in fall11_counts() if w not in set(train))
-    ctx = PoolContext(graph, train, counts)
+    ctx = PoolContext(graph, train, resolve_counts(config.counts))
     pool, steps = benchmark_pool(spec, ctx, candidates, f"{config_path}: {spec.name}")
     rows: list[dict[str, Any]] = []
     sets: dict[str, list[str]] = {}
     for share in shares:
         sel = select_for(spec, graph, train, pool, max_branch_share=float(share), optimizer="exact")
-        name = f"share-{share:.2f}"
         log.info(
             "frontier: share %.2f: R %.4f, bound %s, %.1f s", share, sel.ratio, sel.upper_bound, sel.seconds
         )
-        sets[name] = sel.wnids
-        largest = max(sel.branch_counts.values()) / len(sel.wnids)
-        rows.append(
-            {
-                "max_branch_share": share,
-                "ratio": round(sel.ratio, 6),
-                "upper_bound": None if sel.upper_bound is None else round(sel.upper_bound, 6),
-                "gap": None if sel.gap is None else round(sel.gap, 6),
-                "status": sel.status,
-                "proven": is_proven(sel.status, sel.gap),
-                "tie_break": sel.tie_break,
-                "largest_share": round(largest, 6),
-                "entropy": round(branch_entropy(sel.branch_counts), 6),
-                "file": f"{name}.txt",
-                "branches": sel.branch_counts,
-            }
-        )
+        row = frontier_row(share, sel)
+        sets[row["file"]] = sel.wnids
+        rows.append(row)
     inputs = [config_path] + [Path(p) for p in input_files(config)]
     with atomic_directory(out_dir, tool=TOOL, inputs=inputs) as tmp:
         for name, wnids in sets.items():
-            write_wnid_list(tmp / f"{name}.txt", wnids)
+            write_wnid_list(tmp / name, wnids)
         atomic_write_text(tmp / "frontier.csv", _csv(rows))
         atomic_write_text(tmp / "frontier.md", frontier_table(rows) + "\n")
         _plot(rows, tmp / "frontier.png", spec.name)
-        atomic_write_json(
-            tmp / "manifest.json",
-            {
-                "format": "imagenet-zsl/frontier-v1",
-                "tool": TOOL,
-                "version": __version__,
-                "config": {"name": config_path.name, "sha256": sha256_bytes(config_path.read_bytes())},
+        write_manifest(
+            tmp,
+            format=FRONTIER_FORMAT,
+            tool=TOOL,
+            inputs={
+                "config": {**file_record(config_path), "path": config_path.name},
+                "recipe_files": [file_record(p) for p in input_files(config)],
+            },
+            parameters={"split": spec.name, "shares": [float(x) for x in shares]},
+            fields={
                 "split": spec.name,
                 "size": spec.size,
                 "pool": [{"filter": s.filter, "parameters": s.params, "after": s.after} for s in steps],
@@ -128,9 +117,26 @@ def frontier(
     return rows
 
 
+def frontier_row(share: float, sel: BenchmarkSolution) -> dict[str, Any]:
+    """One point of the sweep: R, bound, gap, proven, the diversity reached and the set's file."""
+    return {
+        "max_branch_share": share,
+        "ratio": round(sel.ratio, 6),
+        "upper_bound": None if sel.upper_bound is None else round(sel.upper_bound, 6),
+        "gap": None if sel.gap is None else round(sel.gap, 6),
+        "status": sel.status,
+        "proven": is_proven(sel.status, sel.gap),
+        "tie_break": sel.tie_break,
+        "largest_share": round(max(sel.branch_counts.values()) / len(sel.wnids), 6),
+        "entropy": round(branch_entropy(sel.branch_counts), 6),
+        "file": f"share-{share:.2f}.txt",
+        "branches": sel.branch_counts,
+    }
+
+
 def is_proven(status: str, gap: float | None) -> bool:
     """True when R is certified optimal: the solver said so and R meets the proven bound."""
-    return status == "optimal" and gap is not None and gap <= 1e-6
+    return status == "optimal" and gap is not None and gap <= PROVEN_GAP
 
 
 def frontier_table(rows: list[dict[str, Any]]) -> str:

@@ -252,7 +252,7 @@ def prefer_low_positions(
     return np.flatnonzero(res.x[: model.n_pool] > 0.5)
 
 
-def _build_model(  # noqa: PLR0913
+def _build_model(
     problem: ExactProblem,
     members: np.ndarray,
     dist_rows: dict[int, np.ndarray],
@@ -262,33 +262,59 @@ def _build_model(  # noqa: PLR0913
     levels: int,
 ) -> _Model:
     """The MILP over x (all pool classes) and y (shortlist x levels); see the module docstring."""
-    n_pool, size = len(problem.pool), problem.size
+    n_pool = len(problem.pool)
+    n_levels = levels - 1  # k = 2..K
+    n_y = len(members) * n_levels
+    n_var = n_pool + n_y
+    y_index = n_pool + np.arange(n_y).reshape(len(members), n_levels)
+    objective = _objective(problem, members, upper, scale, levels)
+    a_ub, ub = _inequalities(members, dist_rows, pairs, y_index, n_var)
+    constraints = [LinearConstraint(a_ub, np.full(len(ub), -np.inf), ub), *_pool_constraints(problem, n_var)]
+    lower = np.zeros(n_var)
+    lower[problem.include] = 1.0
+    integrality = np.concatenate([np.ones(n_pool), np.zeros(n_y)])
+    return _Model(objective, constraints, Bounds(lower, np.ones(n_var)), integrality, n_pool, scale)
+
+
+def _objective(
+    problem: ExactProblem, members: np.ndarray, upper: np.ndarray, scale: int, levels: int
+) -> np.ndarray:
+    """(n_pool + n_y,) scaled integer costs: num/(K+1) per shortlisted x (``upper`` for the rest),
+    then num (1/k - 1/(k+1)) per y_{c,k}."""
     numer = problem.numer.astype(np.int64)
     lev = np.arange(2, levels + 1)
-    n_y = len(members) * len(lev)
-    n_var = n_pool + n_y
-    is_short = np.zeros(n_pool, dtype=bool)
+    is_short = np.zeros(len(problem.pool), dtype=bool)
     is_short[members] = True
     cost = np.where(is_short, numer * scale // (levels + 1), upper).astype(np.float64)
-    y_index = n_pool + np.arange(n_y).reshape(len(members), len(lev))
     step = scale // lev - scale // (lev + 1)  # num_c * (1/k - 1/(k+1)), scaled
     cost_y = (numer[members][:, None] * step[None, :]).astype(np.float64)
-    c = np.concatenate([cost, cost_y.ravel()])
+    return np.concatenate([cost, cost_y.ravel()])
+
+
+def _inequalities(
+    members: np.ndarray,
+    dist_rows: dict[int, np.ndarray],
+    pairs: np.ndarray,
+    y_index: np.ndarray,
+    n_var: int,
+) -> tuple[sp.csr_matrix, np.ndarray]:
+    """A x <= ub: y_{c,k} <= x_c, the shells of each shortlisted class, then x_a + x_b <= 1 for
+    every related pair."""
+    n_members, n_levels = y_index.shape
+    n_y = n_members * n_levels
     rows, cols, vals = [], [], []
-    n_rows = 0
     # y_{c,k} - x_c <= 0
-    y_flat = y_index.ravel()
-    x_of_y = np.repeat(members, len(lev))
-    r = n_rows + np.arange(n_y)
+    r = np.arange(n_y)
     rows += [r, r]
-    cols += [y_flat, x_of_y]
+    cols += [y_index.ravel(), np.repeat(members, n_levels)]
     vals += [np.ones(n_y), -np.ones(n_y)]
-    n_rows += n_y
+    n_rows = n_y
     # y_{c,k} - y_{c,k-1} - sum_{c' at distance k from c} x_{c'} <= 0 (the shells; y_{c,1} = 0)
     for j, ci in enumerate(members):
         row = dist_rows[int(ci)].astype(np.int64)
         row[ci] = 255
-        for li, k in enumerate(lev):
+        for li in range(n_levels):
+            k = li + 2
             shell = np.flatnonzero(row <= k) if li == 0 else np.flatnonzero(row == k)
             previous = [y_index[j, li - 1]] if li else []
             rows.append(np.full(len(shell) + 1 + len(previous), n_rows))
@@ -305,24 +331,23 @@ def _build_model(  # noqa: PLR0913
     a_ub = sp.csr_matrix(
         (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n_rows, n_var)
     )
-    lb = np.full(n_rows, -np.inf)
-    ub = np.concatenate([np.zeros(upper_rows), np.ones(len(pairs))])
-    constraints = [LinearConstraint(a_ub, lb, ub)]
-    # sum x = N; branch caps
+    return a_ub, np.concatenate([np.zeros(upper_rows), np.ones(len(pairs))])
+
+
+def _pool_constraints(problem: ExactProblem, n_var: int) -> list[LinearConstraint]:
+    """sum x = N, and sum of x over each capped branch <= its cap."""
+    n_pool, size = len(problem.pool), problem.size
     total = sp.csr_matrix(
         (np.ones(n_pool), (np.zeros(n_pool, dtype=np.int64), np.arange(n_pool))), shape=(1, n_var)
     )
-    constraints.append(LinearConstraint(total, size, size))
+    constraints = [LinearConstraint(total, size, size)]
     n_branch = len(problem.caps)
     if n_branch and (problem.caps < size).any():
         branch = sp.csr_matrix(
             (np.ones(n_pool), (problem.branch_id, np.arange(n_pool))), shape=(n_branch, n_var)
         )
         constraints.append(LinearConstraint(branch, -np.inf, problem.caps.astype(np.float64)))
-    lower = np.zeros(n_var)
-    lower[problem.include] = 1.0
-    integrality = np.concatenate([np.ones(n_pool), np.zeros(n_y)])
-    return _Model(c, constraints, Bounds(lower, np.ones(n_var)), integrality, n_pool, scale)
+    return constraints
 
 
 def _run(model: _Model, gap: float, time_limit: float) -> tuple[np.ndarray, float, bool] | None:

@@ -63,7 +63,7 @@ def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, An
         "",
         f"Graph: {graph['source']} ({graph['nodes']:,} nodes, {graph['edges']:,} is-a edges, "
         f"WordNet {graph['wordnet_version']}); training classes: {manifest['training']['n_classes']:,}; "
-        f"candidates: {manifest['n_candidates']:,}. Config `{manifest['config']['name']}`.",
+        f"candidates: {manifest['n_candidates']:,}. Config `{manifest['inputs']['config']['path']}`.",
         "",
         split_table(splits),
         "",

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 
 from imagenet_zsl.cli import main
+from imagenet_zsl.io import read_manifest_verified
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.config import load_label_config
 from imagenet_zsl.semantics.labels import LEMMA_COLUMNS, build_label_tables
+from imagenet_zsl.semantics.report import LABELS_FORMAT
 from tests.semantics.cases import CLASSES
 
 
@@ -72,10 +72,12 @@ def test_labels_build_cli_writes_everything_deterministically(tmp_path, sense_mo
     ]
     for name in files:
         assert (outputs[0] / name).read_bytes() == (outputs[1] / name).read_bytes(), name
-    manifest = json.loads((outputs[0] / "manifest.json").read_text())
+    manifest = read_manifest_verified(outputs[0], LABELS_FORMAT)
+    assert manifest["tool"] == "imagenet-zsl labels build"
     assert manifest["summary"]["classes"] == len(CLASSES)
     assert manifest["summary"]["reasons"]["secondary_meaning"] == 2
-    assert {o["path"] for o in manifest["outputs"]} == set(files) - {"manifest.json"}
+    assert {o["path"] for o in manifest["files"]} == set(files) - {"manifest.json"}
+    assert manifest["inputs"]["classes"]["name"] == "classes.txt"
     report = (outputs[0] / "report.md").read_text()
     assert "label shared with another WordNet concept" in report and "rare label" in report
     frame = pd.read_csv(outputs[0] / "classes.csv", keep_default_na=False)

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from imagenet_zsl.cli import main
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import read_manifest_verified
 from imagenet_zsl.splits.io import read_wnid_list
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,6 +96,22 @@ def test_build_small_config_writes_files_and_manifest(tmp_path, capsys):
     ]
     lines = (out / "hop1.txt").read_text().splitlines()
     assert lines == sorted(lines) and len(lines) == 1_548
+    # the manifest hashes every other file, the report and the plot included
+    manifest = read_manifest_verified(out, "imagenet-zsl/splits-v2")
+    assert [f["path"] for f in manifest["files"]] == [
+        "hop1.txt",
+        "lp500.txt",
+        "report.md",
+        "structural_ratios.png",
+    ]
+    assert (
+        manifest["inputs"]["config"]["path"] == "small.yaml"
+        and manifest["splits"]["hop1"]["n_classes"] == 1_548
+    )
+    assert manifest["parameters"]["splits"][0] == {"name": "hop1", "kind": "hops", "k": 1}
+    (out / "report.md").write_text("edited\n")
+    with pytest.raises(UserInputError, match="report.md: changed since it was written"):
+        read_manifest_verified(out, "imagenet-zsl/splits-v2")
 
 
 def test_frontier_on_a_small_pool_writes_sets_table_plot_and_manifest(tmp_path, capsys):
@@ -118,11 +136,10 @@ def test_frontier_on_a_small_pool_writes_sets_table_plot_and_manifest(tmp_path, 
         "share-0.50.txt",
         "share-1.00.txt",
     ]
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert (
-        manifest["format"] == "imagenet-zsl/frontier-v1"
-        and manifest["tool"] == "imagenet-zsl splits frontier"
-    )
+    manifest = read_manifest_verified(out, "imagenet-zsl/frontier-v2")
+    assert manifest["tool"] == "imagenet-zsl splits frontier"
+    assert manifest["parameters"] == {"split": "bench", "shares": [1.0, 0.5, 0.25]}
+    assert {f["path"] for f in manifest["files"]} == {p.name for p in out.iterdir()} - {"manifest.json"}
     rows = manifest["rows"]
     assert [r["max_branch_share"] for r in rows] == [1.0, 0.5, 0.25]
     for row in rows:

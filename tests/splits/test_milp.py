@@ -10,8 +10,13 @@ import pytest
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.splits.benchmark import select_max_ratio
+from imagenet_zsl.splits.benchmark import Exact, ExactOptions, select_max_ratio
+from imagenet_zsl.splits.local_search import LocalSearch, LocalSearchOptions
+from imagenet_zsl.splits.problem import Constraints
 from imagenet_zsl.splits.structure import structural_ratio, structure_stats
+
+LEVELS_2 = Exact(ExactOptions(levels=2))
+LOCAL = LocalSearch(LocalSearchOptions(progress=False))
 
 
 def _random_hierarchy(seed: int, n: int = 16) -> tuple[ClassGraph, list[str], list[str]]:
@@ -59,9 +64,9 @@ def test_exact_matches_brute_force(seed, size):
     best = _brute_force(graph, candidates, train, size)
     if best is None:
         with pytest.raises(UserInputError):
-            select_max_ratio(graph, candidates, train, size, progress=False)
+            select_max_ratio(graph, candidates, train, size)
         return
-    result = select_max_ratio(graph, candidates, train, size, progress=False, levels=2)
+    result = select_max_ratio(graph, candidates, train, size, solver=LEVELS_2)
     assert result.ratio == pytest.approx(best, abs=1e-9)
     assert result.upper_bound == pytest.approx(best, abs=1e-6) and result.gap <= 1e-6
     assert result.status == "optimal" and result.optimizer == "exact"
@@ -76,7 +81,7 @@ def test_branch_share_holds_and_matches_brute_force(seed):
     if best is None:
         pytest.skip("no feasible set for this seed")
     result = select_max_ratio(
-        graph, candidates, train, 4, progress=False, branch_of=branch_of, max_branch_share=0.5
+        graph, candidates, train, 4, Constraints(branch_of=branch_of, max_branch_share=0.5)
     )
     assert max(result.branch_counts.values()) <= 2
     assert result.ratio == pytest.approx(best, abs=1e-9) and result.gap <= 1e-6
@@ -84,14 +89,14 @@ def test_branch_share_holds_and_matches_brute_force(seed):
 
 def test_include_is_kept_and_matches_brute_force():
     graph, candidates, train = _random_hierarchy(3)
-    free = select_max_ratio(graph, candidates, train, 3, progress=False)
+    free = select_max_ratio(graph, candidates, train, 3)
     pool = [c for c in candidates if c not in {a for a, _ in graph.related_pairs(candidates, train)}]
     forced = next(c for c in pool if c not in free.wnids)
     best = _brute_force(graph, candidates, train, 3, include=[forced])
-    result = select_max_ratio(graph, candidates, train, 3, progress=False, include=[forced])
+    result = select_max_ratio(graph, candidates, train, 3, Constraints(include=(forced,)))
     assert forced in result.wnids and result.ratio == pytest.approx(best, abs=1e-9)
     with pytest.raises(UserInputError, match="not in the final pool"):
-        select_max_ratio(graph, candidates, train, 3, progress=False, include=[train[0]])
+        select_max_ratio(graph, candidates, train, 3, Constraints(include=(train[0],)))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -111,7 +116,7 @@ def test_ties_go_to_the_optimal_set_with_the_smallest_position_sum(seed):
         pytest.skip("no feasible set for this seed")
     best = max(r for r, _ in scored)
     lowest = min(s for r, s in scored if r >= best - 1e-9)
-    result = select_max_ratio(graph, candidates, train, 3, progress=False, levels=2)
+    result = select_max_ratio(graph, candidates, train, 3, solver=LEVELS_2)
     assert result.ratio == pytest.approx(best, abs=1e-9) and result.tie_break == "min_positions"
     assert sum(position[w] for w in result.wnids) == lowest
 
@@ -119,20 +124,20 @@ def test_ties_go_to_the_optimal_set_with_the_smallest_position_sum(seed):
 def test_infeasible_size_is_a_clear_error():
     graph, candidates, train = _random_hierarchy(0)
     with pytest.raises(UserInputError, match="no structurally consistent set|pool holds only"):
-        select_max_ratio(graph, candidates, train, len(candidates), progress=False)
+        select_max_ratio(graph, candidates, train, len(candidates))
 
 
 def test_exact_is_deterministic():
     graph, candidates, train = _random_hierarchy(5, n=30)
-    runs = [select_max_ratio(graph, candidates, train, 5, progress=False) for _ in range(3)]
+    runs = [select_max_ratio(graph, candidates, train, 5) for _ in range(3)]
     assert all(r.wnids == runs[0].wnids and r.ratio == runs[0].ratio for r in runs)
 
 
 def test_local_search_stays_available_without_a_bound():
     graph, candidates, train = _random_hierarchy(1)
-    result = select_max_ratio(graph, candidates, train, 3, progress=False, optimizer="local_search")
+    result = select_max_ratio(graph, candidates, train, 3, solver=LOCAL)
     assert result.optimizer == "local_search" and result.upper_bound is None and result.gap is None
-    exact = select_max_ratio(graph, candidates, train, 3, progress=False)
+    exact = select_max_ratio(graph, candidates, train, 3)
     assert exact.ratio >= result.ratio - 1e-12
 
 
@@ -146,13 +151,17 @@ def test_a_timed_out_exact_solve_falls_back_to_local_search_without_claiming_a_b
         raise ExactTimeout("benchmark: the exact optimiser found no feasible set within 1 s")
 
     graph, candidates, train = _random_hierarchy(1)
-    heuristic = select_max_ratio(graph, candidates, train, 3, progress=False, optimizer="local_search")
+    heuristic = select_max_ratio(graph, candidates, train, 3, solver=LOCAL)
     monkeypatch.setattr(benchmark, "solve_exact", timeout)
-    result = select_max_ratio(graph, candidates, train, 3, progress=False)
+    result = select_max_ratio(graph, candidates, train, 3)
     assert result.wnids == heuristic.wnids and result.ratio == heuristic.ratio
     assert (
         result.status == "heuristic (exact timed out)" and result.upper_bound is None and result.gap is None
     )
+    # no heuristic set honours an include list: then the time-out itself is the (one-line) answer
+    forced = next(c for c in candidates if c not in {a for a, _ in graph.related_pairs(candidates, train)})
+    with pytest.raises(UserInputError, match="no feasible set within 1 s"):
+        select_max_ratio(graph, candidates, train, 3, Constraints(include=(forced,)))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -173,9 +182,11 @@ def test_the_chosen_set_does_not_depend_on_the_time_budget(seed, monkeypatch):
     graph, candidates, train = _random_hierarchy(seed, n=14)
     whole = {"levels": 12, "shortlist_factor": 100.0}
     # the whole pool shortlisted, 12 levels: the first solve certifies, then the budget is spent
-    starved = select_max_ratio(graph, candidates, train, 3, progress=False, time_limit=1e-9, **whole)
+    starved = select_max_ratio(
+        graph, candidates, train, 3, solver=Exact(ExactOptions(time_limit=1e-9, **whole))
+    )
     tie_calls = [o for o in calls if "node_limit" in o]
-    roomy = select_max_ratio(graph, candidates, train, 3, progress=False, time_limit=1e6, **whole)
+    roomy = select_max_ratio(graph, candidates, train, 3, solver=Exact(ExactOptions(time_limit=1e6, **whole)))
     assert starved.wnids == roomy.wnids and starved.ratio == roomy.ratio
     assert starved.status == roomy.status == "optimal"
     assert starved.tie_break == roomy.tie_break == "min_positions"
@@ -199,6 +210,8 @@ def test_a_time_limited_widening_is_reported_not_silent(monkeypatch):
     clock = iter(float(t) for t in range(0, 100_000, 100))  # every clock read: 100 s later
     monkeypatch.setattr(benchmark, "solve_exact", slow_solve)
     monkeypatch.setattr(benchmark, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
-    result = select_max_ratio(graph, candidates, train, 4, progress=False, levels=2, time_limit=150.0)
+    result = select_max_ratio(
+        graph, candidates, train, 4, solver=Exact(ExactOptions(levels=2, time_limit=150.0))
+    )
     assert result.status == "time_limit" and result.gap is not None and result.gap > 0.1
     assert result.tie_break is None

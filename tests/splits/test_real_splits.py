@@ -3,7 +3,8 @@
 What this guarantees, cheaply (about a tenth of a full rebuild):
 
 * every committed file (wnid lists, manifest.json, report.md, the plot) is byte-for-byte what
-  ``splits build configs/default.yaml`` writes, *given the committed benchmark sets*: the build runs
+  ``splits build configs/default.yaml --out splits`` writes (the manifest hashes all the others,
+  and the command line it records is replayed), *given the committed benchmark sets*: the build runs
   for real (every pool filter, every non-benchmark split, the report) with the exact optimiser
   replaced by a replay of the committed sets, and the replay checks that each set lies in its
   freshly computed pool and re-derives its exact R on the whole graph;
@@ -19,7 +20,7 @@ of CPU; ``make splits`` / ``tools/bench_splits.py`` does it).
 from __future__ import annotations
 
 import filecmp
-import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -27,9 +28,10 @@ import pytest
 
 from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.hierarchy.universe import training_wnids
+from imagenet_zsl.io import read_manifest_verified
 from imagenet_zsl.splits import build as build_module
-from imagenet_zsl.splits.benchmark import BenchmarkSelection
 from imagenet_zsl.splits.build import (
+    SPLITS_FORMAT,
     benchmark_pool,
     build_splits,
     config_graph,
@@ -41,6 +43,7 @@ from imagenet_zsl.splits.build import (
 from imagenet_zsl.splits.config import BenchmarkSplit, load_splits_config
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.pool import PoolContext
+from imagenet_zsl.splits.problem import BenchmarkSolution
 from imagenet_zsl.splits.structure import structural_ratio
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,8 +51,13 @@ COMMITTED = REPO / "splits"
 CONFIG = REPO / "configs" / "default.yaml"
 
 
+def _committed_manifest() -> dict:
+    """The committed manifest, after checking every file it lists (size and sha256)."""
+    return read_manifest_verified(COMMITTED, SPLITS_FORMAT)
+
+
 def _committed_records() -> dict:
-    return json.loads((COMMITTED / "manifest.json").read_text())["splits"]
+    return _committed_manifest()["splits"]
 
 
 @pytest.fixture(scope="module")
@@ -65,24 +73,24 @@ def rebuilt(tmp_path_factory) -> Path:
         branch_of = lexname_branches(pool)
         ratio = structural_ratio(graph, wnids, train)
         assert ratio == pytest.approx(record["structural_ratio"], abs=1e-6), spec.name
-        return BenchmarkSelection(
+        return BenchmarkSolution(
             wnids=sorted(wnids),
             ratio=ratio,
-            greedy_ratio=ratio,
-            swaps=0,
-            passes=record["rounds"],
+            optimizer="exact",
+            status=record["status"],
             shortlist=record["shortlist"],
             dropped_related_to_train=len({a for a, _ in graph.related_pairs(pool, train)}),
             branch_counts=dict(sorted(Counter(branch_of.get(w, "?") for w in wnids).items())),
-            optimizer="exact",
             upper_bound=record["upper_bound"],
-            status=record["status"],
+            rounds=record["rounds"],
             tie_break=record["tie_break"],
         )
 
     out = tmp_path_factory.mktemp("build") / "splits"
     patch = pytest.MonkeyPatch()
     patch.setattr(build_module, "select_for", replay)
+    # the manifest records the command line: replay the one that wrote the committed directory
+    patch.setattr(sys, "argv", _committed_manifest()["command"].split(" "))
     try:
         build_splits(CONFIG, out, progress=False)
     finally:
@@ -119,7 +127,7 @@ def test_split_sizes_and_invariants(rebuilt):
 
 
 def test_benchmark_split_is_consistent_and_beats_every_standard_split(rebuilt):
-    manifest = json.loads((rebuilt / "manifest.json").read_text())
+    manifest = read_manifest_verified(rebuilt, SPLITS_FORMAT)
     records = manifest["splits"]
     bench = records["benchmark"]
     assert bench["n_classes"] == 500
@@ -138,7 +146,7 @@ def test_benchmark_split_is_consistent_and_beats_every_standard_split(rebuilt):
 
 
 def test_every_committed_benchmark_is_certified_optimal(rebuilt):
-    records = json.loads((rebuilt / "manifest.json").read_text())["splits"]
+    records = read_manifest_verified(rebuilt, SPLITS_FORMAT)["splits"]
     benches = {n: r for n, r in records.items() if r["kind"] == "benchmark"}
     assert set(benches) == {"benchmark", "benchmark1k", "curated", "curated1k", "benchmark_in12k"}
     for name, record in benches.items():

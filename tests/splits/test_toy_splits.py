@@ -10,7 +10,9 @@ import pytest
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.splits.benchmark import select_max_ratio
 from imagenet_zsl.splits.hops import hop_split
+from imagenet_zsl.splits.local_search import LocalSearch, LocalSearchOptions
 from imagenet_zsl.splits.population import population_split
+from imagenet_zsl.splits.problem import Constraints
 from imagenet_zsl.splits.structure import structural_ratio, structural_ratios, structure_stats
 from tests.toy import TOY_EDGES, TOY_TRAIN
 
@@ -54,7 +56,7 @@ def _brute_force_best(size: int) -> float:
 
 @pytest.mark.parametrize("size", [2, 3])
 def test_optimiser_finds_the_brute_force_optimum(toy_graph, size):
-    result = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, size, progress=False)
+    result = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, size)
     assert result.ratio == pytest.approx(_brute_force_best(size))
     assert structure_stats(toy_graph, result.wnids, TOY_TRAIN).consistent
     if size == 2:
@@ -64,25 +66,26 @@ def test_optimiser_finds_the_brute_force_optimum(toy_graph, size):
 
 
 def test_optimiser_is_deterministic_and_seeded(toy_graph):
-    first = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 3, seed=5, progress=False)
-    again = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 3, seed=5, progress=False)
+    seeded = LocalSearch(LocalSearchOptions(seed=5, progress=False))
+    first = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 3, solver=seeded)
+    again = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 3, solver=seeded)
     assert first.wnids == again.wnids and first.ratio == again.ratio
 
 
 def test_optimiser_rejects_impossible_sizes(toy_graph):
     with pytest.raises(UserInputError, match="pool holds only 6"):
-        select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 7, progress=False)
+        select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 7)
     # 6 unrelated-to-train classes exist, but a3/a31, b1/b11, b1/m and a2/m conflict
     with pytest.raises(UserInputError, match="no structurally consistent set of 5"):
-        select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 5, progress=False)
+        select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 5)
 
 
 def test_branch_quota_is_respected(toy_graph):
     branch = {"a2": "left", "a3": "left", "a31": "left", "b1": "right", "b11": "right", "m": "right"}
-    free = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 2, progress=False, branch_of=branch)
+    free = select_max_ratio(toy_graph, CANDIDATES, TOY_TRAIN, 2, Constraints(branch_of=branch))
     assert free.branch_counts == {"right": 2}
     capped = select_max_ratio(
-        toy_graph, CANDIDATES, TOY_TRAIN, 2, progress=False, branch_of=branch, branch_quota={"right": 1}
+        toy_graph, CANDIDATES, TOY_TRAIN, 2, Constraints(branch_of=branch, branch_quota={"right": 1})
     )
     # with at most one "right" class the best sets tie at R = 1: {a2, a3} or {a2, b1}
     assert capped.branch_counts.get("right", 0) <= 1
