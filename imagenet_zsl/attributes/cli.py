@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir, ps_class_lists
+from imagenet_zsl.attributes.dataset import given_split_file, load_dataset, packaged_dir, ps_class_lists
 from imagenet_zsl.attributes.demo import run_demo
 from imagenet_zsl.attributes.grab import (
     MAS_ATTRIBUTES,
@@ -18,20 +18,21 @@ from imagenet_zsl.attributes.grab import (
     split_inputs,
     write_split_dir,
 )
-from imagenet_zsl.attributes.protocol import RunConfig, load_results, run_to_directory
-from imagenet_zsl.attributes.robustness import StudyOptions, run_study, write_summary
-from imagenet_zsl.attributes.table import plot_ranking, render
+from imagenet_zsl.attributes.outputs import SPLIT_TOOL, TABLE_TOOL, load_results
+from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
+from imagenet_zsl.attributes.robustness import StudyOptions, study_to_directory
+from imagenet_zsl.attributes.table import render, table_to_directory
 from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_write_text, check_out_dir
+from imagenet_zsl.io import check_out_dir
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
 
 DATASET_CHOICES = ("APY", "AWA1", "AWA2", "CUB", "SUN")
 METHOD_CHOICES = ("random", "gcs", "ccs", "mas", "pas")
-#: `attributes split` also writes GRAB's seen/unseen proportion splits (needs --seen-share)
+#: `attributes split` also writes GRAB's seen/unseen proportion splits (needs --prop or --seen-share)
 SPLIT_METHOD_CHOICES = (*METHOD_CHOICES, "proportion")
 
 
@@ -130,24 +131,19 @@ def _upper_bound(args: argparse.Namespace) -> int:
 
 
 def _table(args: argparse.Namespace) -> int:
-    text, tables = render(load_results(args.runs))
-    print(text)
     if args.out:
-        out = Path(args.out)
-        atomic_write_text(out / "table.md", text)
-        for name, table in tables.items():
-            if not table.empty:
-                atomic_write_text(out / f"{name}.csv", table.to_csv(float_format="%.4f"))
-        for name in ("ranking_zsl", "ranking_gzsl_H", "ranking_gzsl_ts", "ranking_gzsl_tr"):
-            if not tables[name].empty:
-                plot_ranking(tables[name], out / f"{name}.png", name.replace("_", " "))
-        print(f"wrote {out}")
+        check_out_dir(args.out, TABLE_TOOL, inputs=args.runs)  # before anything is printed
+    results = load_results(args.runs)
+    if not args.out:
+        print(render(results)[0])
+        return 0
+    print(table_to_directory(results, args.out, args.runs))
+    print(f"wrote {args.out}")
     return 0
 
 
 def _split(args: argparse.Namespace) -> int:
-    tool = "imagenet-zsl attributes split"
-    check_out_dir(args.out, tool, inputs=[args.root, args.att_splits])  # before any reading
+    check_out_dir(args.out, SPLIT_TOOL, inputs=[args.root, args.att_splits])  # before any reading
     ds = load_dataset(args.dataset, args.root, att_splits=args.att_splits)
     result = make_split(
         ds,
@@ -175,38 +171,27 @@ def _split(args: argparse.Namespace) -> int:
 
 def _robustness(args: argparse.Namespace) -> int:
     ds = load_dataset(args.dataset, args.root)
-    params = _pairs(args.param, "--param", False)
-    options = StudyOptions(inverse=args.inverse, k=args.k, mas_attributes=args.mas_attributes)
-    runs = run_study(
+    text = study_to_directory(
         ds,
         args.model.lower(),
         args.methods,
         args.seeds,
         args.out,
-        options=options,
-        params=params,
+        options=StudyOptions(inverse=args.inverse, k=args.k, mas_attributes=args.mas_attributes),
+        params=_pairs(args.param, "--param", False),
         progress=_progress,
     )
-    parameters = {
-        "dataset": ds.name,
-        "model": args.model.lower(),
-        "methods": args.methods,
-        "seeds": args.seeds,
-        "inverse": args.inverse,
-        "k": args.k,
-        "params": params,
-    }
-    if args.mas_attributes != "binary":  # the default stays out: earlier manifests keep their bytes
-        parameters["mas_attributes"] = args.mas_attributes
-    print(write_summary(runs, Path(args.out), f"{ds.name} {args.model}: GRAB robustness", parameters))
+    print(text)
     print(f"wrote {args.out}")
     return 0
 
 
 def _info(args: argparse.Namespace) -> int:
-    path = Path(args.att_splits) if args.att_splits else packaged_dir(args.dataset) / "att_splits.mat"
-    if path.is_dir():
-        path = path / "att_splits.mat"
+    path = (
+        given_split_file(args.att_splits)
+        if args.att_splits
+        else packaged_dir(args.dataset) / "att_splits.mat"
+    )
     split = load_att_splits(path)
     lists = ps_class_lists(args.dataset, split)
     val = ", ".join(f"{len(lists.train[k])}/{len(lists.val[k])}" for k in sorted(lists.val))
@@ -235,10 +220,7 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(tree: CommandTree) -> None:
-    """Add this stage's commands to the `imagenet-zsl` command line."""
-    group = tree.group("attributes", "attribute datasets (xlsa17): GBU protocol, GRAB splits")
-
+def _add_run(group: argparse._SubParsersAction) -> None:
     run = group.add_parser("run", help="train and evaluate one model with the GBU protocol")
     _dataset_arg(run)
     run.add_argument("--root", required=True, type=Path, help="folder with res101.mat (xlsa17/data)")
@@ -260,15 +242,7 @@ def register(tree: CommandTree) -> None:
         default="attributes",
         help="visual: class vectors = mean res101 feature per class (Chao et al.'s idealised G-attr)",
     )
-    run.add_argument(
-        "--test-dataset",
-        type=str.upper,
-        choices=DATASET_CHOICES,
-        help="also test on this dataset (same classes/attributes: AWA1 <-> AWA2, GBU Table 4)",
-    )
-    run.add_argument(
-        "--test-root", type=Path, help="folder with the --test-dataset's res101.mat (default --root)"
-    )
+    _add_cross_dataset(run)
     run.add_argument("--param", action="append", metavar="NAME=VALUE", help="fixed hyper-parameter")
     run.add_argument(
         "--grid",
@@ -279,6 +253,20 @@ def register(tree: CommandTree) -> None:
     run.add_argument("--out", required=True, type=Path)
     run.set_defaults(func=_run)
 
+
+def _add_cross_dataset(run: argparse.ArgumentParser) -> None:
+    run.add_argument(
+        "--test-dataset",
+        type=str.upper,
+        choices=DATASET_CHOICES,
+        help="also test on this dataset (same classes/attributes: AWA1 <-> AWA2, GBU Table 4)",
+    )
+    run.add_argument(
+        "--test-root", type=Path, help="folder with the --test-dataset's res101.mat (default --root)"
+    )
+
+
+def _add_upper_bound(group: argparse._SubParsersAction) -> None:
     bound = group.add_parser(
         "upper-bound",
         help="Chao et al.'s upper bound: a softmax classifier trained on all classes (seen and unseen)",
@@ -294,11 +282,15 @@ def register(tree: CommandTree) -> None:
     bound.add_argument("--out", required=True, type=Path)
     bound.set_defaults(func=_upper_bound)
 
+
+def _add_table(group: argparse._SubParsersAction) -> None:
     table = group.add_parser("table", help="GBU-style table and ranking matrix of finished runs")
     table.add_argument("runs", nargs="+", type=Path, help="run directories (searched recursively)")
     table.add_argument("--out", type=Path, help="also write table.md, CSVs and ranking PNGs here")
     table.set_defaults(func=_table)
 
+
+def _add_split(group: argparse._SubParsersAction) -> None:
     split = group.add_parser("split", help="write a GRAB class split or attribute subset")
     _dataset_arg(split)
     split.add_argument(
@@ -306,20 +298,7 @@ def register(tree: CommandTree) -> None:
     )
     split.add_argument("--att-splits", type=Path, help="source att_splits.mat (default: PS)")
     split.add_argument("--method", required=True, choices=SPLIT_METHOD_CHOICES)
-    split.add_argument(
-        "--prop",
-        type=int,
-        choices=PROPS,
-        help="proportion (GRAB Table 3, the paper's design): Prop 1..4, a fixed set of n_U = half the "
-        "PS unseen classes (AWA 5) and nested seen sets of n_S(PS) + (prop - 3) * n_U classes "
-        "(AWA 30/35/40/45); the other classes are left out",
-    )
-    split.add_argument(
-        "--seen-share",
-        type=float,
-        metavar="S",
-        help="proportion, share-based option: round(S * C) classes seen, all others unseen",
-    )
+    _add_proportion(split)
     split.add_argument(
         "--mas-attributes",
         choices=MAS_ATTRIBUTES,
@@ -338,6 +317,25 @@ def register(tree: CommandTree) -> None:
     split.add_argument("--out", required=True, type=Path)
     split.set_defaults(func=_split)
 
+
+def _add_proportion(split: argparse.ArgumentParser) -> None:
+    split.add_argument(
+        "--prop",
+        type=int,
+        choices=PROPS,
+        help="proportion (GRAB Table 3, the paper's design): Prop 1..4, a fixed set of n_U = half the "
+        "PS unseen classes (AWA 5) and nested seen sets of n_S(PS) + (prop - 3) * n_U classes "
+        "(AWA 30/35/40/45); the other classes are left out",
+    )
+    split.add_argument(
+        "--seen-share",
+        type=float,
+        metavar="S",
+        help="proportion, share-based option: round(S * C) classes seen, all others unseen",
+    )
+
+
+def _add_robustness(group: argparse._SubParsersAction) -> None:
     robust = group.add_parser(
         "robustness",
         help="GRAB: generalizability (Eq. 9, std over seeds and over random splits) and robustness "
@@ -362,11 +360,15 @@ def register(tree: CommandTree) -> None:
     robust.add_argument("--out", required=True, type=Path)
     robust.set_defaults(func=_robustness)
 
+
+def _add_info(group: argparse._SubParsersAction) -> None:
     info = group.add_parser("info", help="class and image counts of a packaged or given split")
     _dataset_arg(info)
     info.add_argument("--att-splits", type=Path)
     info.set_defaults(func=_info)
 
+
+def _add_demo(group: argparse._SubParsersAction) -> None:
     demo = group.add_parser("demo", help="GBU table on generated features (real class structure)")
     demo.add_argument("--out", required=True, type=Path)
     demo.add_argument(
@@ -380,3 +382,10 @@ def register(tree: CommandTree) -> None:
     demo.add_argument("--dim", type=int, default=32, help="dimension of the generated features (>= 1)")
     demo.add_argument("--val-splits", nargs="+", type=int, choices=(1, 2, 3), default=[1])
     demo.set_defaults(func=_demo)
+
+
+def register(tree: CommandTree) -> None:
+    """Add this stage's commands to the `imagenet-zsl` command line."""
+    group = tree.group("attributes", "attribute datasets (xlsa17): GBU protocol, GRAB splits")
+    for add in (_add_run, _add_upper_bound, _add_table, _add_split, _add_robustness, _add_info, _add_demo):
+        add(group)

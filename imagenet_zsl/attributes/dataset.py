@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.attributes.outputs import SPLIT_FORMAT
 from imagenet_zsl.attributes.xlsa17 import (
     DATASETS,
     VAL_SPLITS,
@@ -33,6 +34,7 @@ from imagenet_zsl.attributes.xlsa17 import (
 )
 from imagenet_zsl.data import xlsa17_root
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.io import MANIFEST_NAME, read_manifest_verified
 from imagenet_zsl.models.selection import holdout_images
 
 SPLITS = ("ps", "ss")
@@ -83,6 +85,18 @@ def find_ss_dir(dataset: str, root: Path | None, ss_dir: Path | None) -> Path:
         "xlsa17 standard_split/<DATASET> folder (trainvalclasses.txt, testclasses.txt, "
         "trainclasses{1,2,3}.txt, valclasses{1,2,3}.txt)"
     )
+
+
+def given_split_file(att_splits: str | Path) -> Path:
+    """The ``att_splits.mat`` of an ``--att-splits`` file or folder. A folder with a manifest is an
+    ``attributes split`` output: it is verified first (format, sizes and sha256 of every file), so
+    a split that was changed or half-copied is refused; a plain xlsa17 file or folder is read as is."""
+    path = Path(att_splits)
+    if path.is_dir():
+        path = path / "att_splits.mat"
+    if (path.parent / MANIFEST_NAME).is_file():
+        read_manifest_verified(path.parent, SPLIT_FORMAT, rerun="re-run 'imagenet-zsl attributes split'")
+    return path
 
 
 def _names(split: AttSplits, classes: np.ndarray) -> list[str]:
@@ -262,9 +276,7 @@ def load_dataset(
             raise UserInputError(f"{name}: --root with res101.mat is required")
         images = load_res101(find_res101(name, root))
     if att_splits is not None:
-        split_path = Path(att_splits)
-        if split_path.is_dir():
-            split_path = split_path / "att_splits.mat"
+        split_path = given_split_file(att_splits)
     elif images.path is not None and (images.path.parent / "att_splits.mat").is_file():
         split_path = images.path.parent / "att_splits.mat"
     else:

@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_zsl.attributes.dataset import VAL_SPLITS, check_dataset_name, load_dataset, packaged_dir
-from imagenet_zsl.attributes.protocol import RunConfig, load_results, run_to_directory
+from imagenet_zsl.attributes.outputs import DEMO_FORMAT, DEMO_TOOL, load_results, prepare_work, publish
+from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
 from imagenet_zsl.attributes.synthetic import save_res101, synthetic_images
 from imagenet_zsl.attributes.table import plot_ranking, render
 from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
 from imagenet_zsl.attributes.xlsa17 import load_att_splits, read_class_lists
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.io import atomic_write_text, write_manifest
 from imagenet_zsl.models.base import MODELS
 
 DEFAULT_DATASETS = ("APY", "AWA2")
@@ -104,6 +105,67 @@ def check_demo_request(
         raise UserInputError(f"--val-splits {bad or 'none'}: choose from {', '.join(map(str, VAL_SPLITS))}")
 
 
+def _demo_runs(models: Sequence[str], explicit: bool, visual_semantics: bool) -> list[tuple[str, str]]:
+    """(model, semantics) pairs: every model on attributes, then the "+ visual semantics" rows."""
+    runs = [(model, "attributes") for model in models]
+    if visual_semantics:
+        runs += [
+            (m, "visual")
+            for m in models
+            if getattr(MODELS.get(m), "semantics_kind", "") != "binary" and (explicit or m in VISUAL_DEFAULT)
+        ]
+    return runs
+
+
+def _progress_line(label: str, results: dict[str, Any]) -> str:
+    return f"{label}: ZSL {results['zsl']['top1_per_class'] * 100:.1f}  H {results['gzsl']['H'] * 100:.1f}"
+
+
+def _demo_dataset(
+    work: Path,
+    name: str,
+    runs: Sequence[tuple[str, str]],
+    val_splits: Sequence[int],
+    dim: int,
+    upper_bound: bool,
+    progress: Callable[[str], None] | None,
+) -> list[str]:
+    """Generate ``name``'s data and run ``runs`` on it in ``work``; returns the folders written
+    (relative to ``work``)."""
+    folder = packaged_dir(name)
+    split = load_att_splits(folder / "att_splits.mat")
+    data_path = work / "data" / name / "res101.mat"
+    if not data_path.is_file():
+        lists = read_class_lists(folder, split.class_names)
+        save_res101(data_path, synthetic_images(split, lists, dim=dim, seed=0))
+    ds = load_dataset(name, data_path.parent)
+    parts = [f"data/{name}"]
+    for model, semantics in runs:
+        label = model if semantics == "attributes" else f"{model}+visual"
+        for val_split in val_splits:
+            config = RunConfig(
+                dataset=name,
+                model=model,
+                split="ps",
+                val_split=val_split,
+                params=DEMO_PARAMS.get(model, {}),
+                grid=DEMO_GRIDS.get(model),
+                semantics=semantics,
+            )
+            part = f"runs/{name}/{label}/val{val_split}"
+            results = run_to_directory(ds, config, work / part)
+            parts.append(part)
+            if progress:
+                progress(_progress_line(f"{name} {label} val{val_split}", results))
+    if upper_bound:
+        part = f"runs/{name}/upper_bound"
+        results = upper_bound_to_directory(ds, UpperBoundConfig(dataset=name), work / part)
+        parts.append(part)
+        if progress:
+            progress(_progress_line(f"{name} upper bound", results))
+    return parts
+
+
 def run_demo(
     out: str | Path,
     datasets: Sequence[str] = DEFAULT_DATASETS,
@@ -114,59 +176,34 @@ def run_demo(
     visual_semantics: bool = True,
     upper_bound: bool = True,
 ) -> str:
-    """Generate data, run every (dataset, model, semantics, val split), write and return the tables
-    (``visual_semantics``: also the G-attr rows of the models with continuous class vectors;
-    ``upper_bound``: also the all-classes classifier's row of each dataset)."""
-    out = Path(out)
+    """Generate data, run every (dataset, model, semantics, val split), write ``out`` (atomic: the
+    runs are made in a work directory beside it, see :mod:`imagenet_zsl.attributes.outputs`) and
+    return the tables (``visual_semantics``: also the G-attr rows of the models with continuous
+    class vectors; ``upper_bound``: also the all-classes classifier's row of each dataset)."""
     explicit = bool(models)
     models = [m.lower() for m in models] if models else default_models()
     check_demo_request(datasets, models, dim, val_splits)
+    datasets = [check_dataset_name(name) for name in datasets]
+    identity = {"dim": dim}  # the generated features; every run's configuration names the rest
+    work = prepare_work(out, tool=DEMO_TOOL, manifest_format=DEMO_FORMAT, identity=identity)
+    runs = _demo_runs(models, explicit, visual_semantics)
+    parts = []
     for name in datasets:
-        folder = packaged_dir(name)
-        split = load_att_splits(folder / "att_splits.mat")
-        lists = read_class_lists(folder, split.class_names)
-        data_path = out / "data" / name / "res101.mat"
-        if not data_path.is_file():
-            save_res101(data_path, synthetic_images(split, lists, dim=dim, seed=0))
-        ds = load_dataset(name, data_path.parent)
-        runs = [(model, "attributes") for model in models]
-        if visual_semantics:
-            runs += [
-                (m, "visual")
-                for m in models
-                if getattr(MODELS.get(m), "semantics_kind", "") != "binary"
-                and (explicit or m in VISUAL_DEFAULT)
-            ]
-        for model, semantics in runs:
-            folder = model if semantics == "attributes" else f"{model}+visual"
-            for val_split in val_splits:
-                config = RunConfig(
-                    dataset=name,
-                    model=model,
-                    split="ps",
-                    val_split=val_split,
-                    params=DEMO_PARAMS.get(model, {}),
-                    grid=DEMO_GRIDS.get(model),
-                    semantics=semantics,
-                )
-                results = run_to_directory(ds, config, out / "runs" / name / folder / f"val{val_split}")
-                if progress:
-                    progress(
-                        f"{name} {folder} val{val_split}: ZSL "
-                        f"{results['zsl']['top1_per_class'] * 100:.1f}  H "
-                        f"{results['gzsl']['H'] * 100:.1f}"
-                    )
-        if upper_bound:
-            results = upper_bound_to_directory(
-                ds, UpperBoundConfig(dataset=name), out / "runs" / name / "upper_bound"
-            )
-            if progress:
-                progress(
-                    f"{name} upper bound: ZSL {results['zsl']['top1_per_class'] * 100:.1f}  H "
-                    f"{results['gzsl']['H'] * 100:.1f}"
-                )
-    text, tables = render(load_results([out / "runs"]))
-    atomic_write_text(out / "table.md", text)
-    if not tables["ranking_zsl"].empty:
-        plot_ranking(tables["ranking_zsl"], out / "ranking_zsl.png", "ZSL top-1 ranking")
+        parts += _demo_dataset(work, name, runs, val_splits, dim, upper_bound, progress)
+    with publish(out, work, parts, tool=DEMO_TOOL) as tmp:
+        text, tables = render(load_results([tmp / "runs"]))
+        atomic_write_text(tmp / "table.md", text)
+        if not tables["ranking_zsl"].empty:
+            plot_ranking(tables["ranking_zsl"], tmp / "ranking_zsl.png", "ZSL top-1 ranking")
+        parameters = {
+            "datasets": datasets,
+            "models": models,
+            "dim": dim,
+            "val_splits": list(val_splits),
+            "visual_semantics": visual_semantics,
+            "upper_bound": upper_bound,
+        }
+        write_manifest(
+            tmp, format=DEMO_FORMAT, tool=DEMO_TOOL, parameters=parameters, fields={"study": identity}
+        )
     return text

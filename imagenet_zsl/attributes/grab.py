@@ -145,6 +145,7 @@ import numpy as np
 from scipy.spatial.distance import cdist
 
 from imagenet_zsl.attributes.dataset import AttributeDataset
+from imagenet_zsl.attributes.outputs import SPLIT_FORMAT, SPLIT_TOOL
 from imagenet_zsl.attributes.xlsa17 import (
     VAL_SPLITS,
     AttSplits,
@@ -153,19 +154,11 @@ from imagenet_zsl.attributes.xlsa17 import (
     write_class_lists,
 )
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_directory,
-    atomic_write_json,
-    command_line,
-    file_record,
-    software_versions,
-)
+from imagenet_zsl.io import atomic_directory, atomic_write_json, file_record, write_manifest
 from imagenet_zsl.models.selection import holdout_images
 
 METHODS = ("random", "gcs", "ccs", "mas", "pas", "proportion")
 CLASS_METHODS = ("random", "gcs", "ccs", "proportion")
-ATTRIBUTE_METHODS = ("mas", "pas")
 INVERTIBLE = ("gcs", "ccs", "mas")
 DEFAULT_K = 40  # the reference's Splitter(mas_k=40, pas_k=40) and run_splitter.py defaults
 MAS_ATTRIBUTES = ("binary", "continuous")
@@ -528,20 +521,15 @@ def write_split_dir(
         source="split",
     )
     out = Path(out)
-    with atomic_directory(out, tool="imagenet-zsl attributes split", inputs=inputs) as tmp:
+    with atomic_directory(out, tool=SPLIT_TOOL, inputs=inputs) as tmp:
         save_att_splits(tmp / "att_splits.mat", split)
         write_class_lists(tmp, lists, names)
         atomic_write_json(tmp / "split.json", result.info)
-        atomic_write_json(
-            tmp / MANIFEST_NAME,
-            {
-                "format": "imagenet-zsl/attribute-split",
-                "tool": "imagenet-zsl attributes split",
-                "command": command_line(),
-                "inputs": [file_record(p) for p in (ds.images.path, ds.split.path) if p is not None],
-                "parameters": {k: v for k, v in result.split.split_info.items()},
-                "outputs": [file_record(p, tmp) for p in sorted(tmp.iterdir()) if p.name != MANIFEST_NAME],
-                "versions": software_versions(),
-            },
+        write_manifest(
+            tmp,
+            format=SPLIT_FORMAT,
+            tool=SPLIT_TOOL,
+            inputs=[file_record(p) for p in (ds.images.path, ds.split.path) if p is not None],
+            parameters=dict(split.split_info),
         )
     return out / "att_splits.mat"

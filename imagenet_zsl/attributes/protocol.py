@@ -35,17 +35,16 @@ from typing import Any
 import numpy as np
 
 from imagenet_zsl.attributes.dataset import AttributeDataset, Task
+from imagenet_zsl.attributes.outputs import RESULTS_NAME, RUN_FORMAT, RUN_TOOL, finished_results
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.prototypes import mean_vectors
 from imagenet_zsl.io import (
-    MANIFEST_NAME,
     atomic_directory,
     atomic_write_json,
     atomic_write_text,
     canonical_json,
-    command_line,
     file_record,
-    software_versions,
+    write_manifest,
 )
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.registry import save_model
@@ -65,7 +64,6 @@ from imagenet_zsl.scoring import (
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 log = logging.getLogger(__name__)
-RESULTS_NAME = "results.json"
 #: selection mode → the validation score's name in results.json and validation.csv
 VAL_CRITERIA = {"zsl": "val_top1_per_class", "gzsl": "val_H_calibrated"}
 
@@ -416,49 +414,46 @@ def run_to_directory(
     resume: bool = True,
     test_ds: AttributeDataset | None = None,
 ) -> dict[str, Any]:
-    """Run the protocol into ``out`` (atomic; skipped when ``out`` holds the same finished run)."""
+    """Run the protocol into ``out`` (atomic; skipped when ``out`` holds the same finished run,
+    verified against its manifest)."""
     out = Path(out)
-    done = out / RESULTS_NAME
-    if resume and done.is_file():
-        previous = json.loads(done.read_text())
-        if previous.get("config") == config.key():
-            log.info("%s: already finished with the same configuration, kept", out)
+    if resume:
+        previous = finished_results(out, RUN_FORMAT, config.key())
+        if previous is not None:
             return previous
     results = run_protocol(ds, config, progress, test_ds=test_ds)
     model = results.pop("_model")
     per_class = results.pop("_per_class")
-    with atomic_directory(out, tool="imagenet-zsl attributes run") as tmp:
+    sources = [ds.images.path, ds.split.path]
+    if test_ds is not None:
+        sources += [test_ds.images.path, test_ds.split.path]
+    sources = [p for p in sources if p is not None]
+    with atomic_directory(out, tool=RUN_TOOL, inputs=sources) as tmp:
         atomic_write_json(tmp / RESULTS_NAME, results)
-        _write_csv(
-            tmp / "validation.csv",
-            [
-                {
-                    **{f"param_{k}": v for k, v in row["params"].items()},
-                    **{k: v for k, v in row.items() if k != "params"},
-                }
-                for row in results["validation"]["grid"]
-            ],
-        )
+        _write_csv(tmp / "validation.csv", _validation_rows(results["validation"]["grid"]))
         _write_csv(tmp / "per_class.csv", per_class)
-        sources = [ds.images.path, ds.split.path]
         if "cross_dataset" in results:
             _write_csv(tmp / "per_class_cross.csv", results["cross_dataset"]["per_class"])
-            sources += [test_ds.images.path, test_ds.split.path]
         _save_model(model, tmp / "model")
-        inputs = [file_record(p) for p in sources if p is not None]
-        atomic_write_json(
-            tmp / MANIFEST_NAME,
-            {
-                "format": "imagenet-zsl/attribute-run",
-                "tool": "imagenet-zsl attributes run",
-                "command": command_line(),
-                "inputs": inputs,
-                "parameters": config.key(),
-                "outputs": sorted([p.name for p in tmp.iterdir()] + [MANIFEST_NAME]),
-                "versions": software_versions(),
-            },
+        write_manifest(
+            tmp,
+            format=RUN_FORMAT,
+            tool=RUN_TOOL,
+            inputs=[file_record(p) for p in sources],
+            parameters=config.key(),
         )
     return results
+
+
+def _validation_rows(grid: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """validation.csv: one row per grid point, its parameters as ``param_<name>`` columns."""
+    return [
+        {
+            **{f"param_{k}": v for k, v in row["params"].items()},
+            **{k: v for k, v in row.items() if k != "params"},
+        }
+        for row in grid
+    ]
 
 
 def _save_model(model: ZSLModel, path: Path) -> None:
@@ -474,28 +469,3 @@ def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     import pandas as pd  # heavy: imported when a run is written
 
     atomic_write_text(path, pd.DataFrame(list(rows)).to_csv(index=False, float_format="%.6g"))
-
-
-def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
-    """results.json of each run directory (searched recursively below each given path)."""
-    found: list[dict[str, Any]] = []
-    for given in paths:
-        given = Path(given)
-        if given.is_file() and given.name == RESULTS_NAME:
-            files = [given]
-        elif given.is_dir():
-            files = sorted(given.rglob(RESULTS_NAME))
-        else:
-            raise UserInputError(f"{given}: not a run directory or results.json")
-        if not files:
-            raise UserInputError(f"{given}: no {RESULTS_NAME} below it (run `attributes run` first)")
-        for file in files:
-            try:
-                data = json.loads(file.read_text())
-            except json.JSONDecodeError as err:
-                raise UserInputError(f"{file}: not valid JSON: {err}") from err
-            if not {"dataset", "model", "split", "zsl"} <= set(data):
-                raise UserInputError(f"{file}: not an attributes run result")
-            data["_path"] = str(file.parent)
-            found.append(data)
-    return found

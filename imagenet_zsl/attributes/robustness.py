@@ -26,9 +26,11 @@ The two measures of the paper, for each metric m in {ZSL top-1, GZSL u, s, H} (p
   robust; a negative value means every GRAB split beat the random mean. Undefined (blank) without
   ``random`` or without any GRAB split.
 
-Each run is an ordinary ``attributes run`` directory under ``OUT/runs/<method>/seed<s>`` (finished
-runs are kept, so an interrupted study resumes); the summary is ``robustness.csv``/``.md``,
-``measures.json`` (Eq. 9 and 10) and ``robustness.png``. Each metric also gets its normalised
+Each run is an ordinary ``attributes run`` directory under ``OUT/runs/<method>/seed<s>`` (its split
+under ``OUT/splits/<method>/seed<s>``); the summary is ``robustness.csv``/``.md``, ``runs.csv``,
+``measures.json`` (Eq. 9 and 10) and ``robustness.png``. ``OUT`` appears whole, in one rename; the
+runs are made in a work directory beside it, so an interrupted study resumes and a finished one is
+not recomputed (:mod:`imagenet_zsl.attributes.outputs`). Each metric also gets its normalised
 standard deviation ``<metric>_nstd`` = std / mean over the seeds (GRAB Table 2 reports it x100: the
 "H nstd" column of the markdown).
 """
@@ -46,15 +48,10 @@ import pandas as pd
 
 from imagenet_zsl.attributes.dataset import AttributeDataset, load_dataset
 from imagenet_zsl.attributes.grab import INVERTIBLE, METHODS, make_split, write_split_dir
+from imagenet_zsl.attributes.outputs import ROBUSTNESS_FORMAT, ROBUSTNESS_TOOL, prepare_work, publish
 from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_write_json,
-    atomic_write_text,
-    command_line,
-    software_versions,
-)
+from imagenet_zsl.io import atomic_write_json, atomic_write_text, file_record, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
 
 log = logging.getLogger(__name__)
@@ -107,23 +104,23 @@ def run_study(
     model: str,
     methods: Sequence[str],
     seeds: int,
-    out: str | Path,
+    work: str | Path,
     *,
     options: StudyOptions = StudyOptions(),
     params: dict[str, Any] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> pd.DataFrame:
-    """Run base + every method over ``seeds`` seeds into ``out``; returns the per-run table."""
-    if seeds < 2:
-        raise UserInputError("--seeds must be at least 2 to estimate a variance")
-    out = Path(out)
+    """Run base + every method over ``seeds`` seeds into the folder ``work`` (``runs/`` and
+    ``splits/``; finished runs there are kept); returns the per-run table."""
+    check_study(seeds)
+    work = Path(work)
     names = variants(methods, options.inverse)
     rows = []
     total = (len(names) + 1) * seeds
     done = 0
     for variant in ["base", *names]:
         for seed in range(seeds):
-            run_dir = out / "runs" / variant / f"seed{seed}"
+            run_dir = work / "runs" / variant / f"seed{seed}"
             if variant == "base":
                 target, att_splits = ds, None
             else:
@@ -136,7 +133,7 @@ def run_study(
                     seed=seed,
                     mas_attributes=options.mas_attributes if method == "mas" else "binary",
                 )
-                split_dir = out / "splits" / variant / f"seed{seed}"
+                split_dir = work / "splits" / variant / f"seed{seed}"
                 att_splits = write_split_dir(split, ds, split_dir)
                 target = load_dataset(ds.name, att_splits=att_splits, images=ds.images)
             config = RunConfig(
@@ -146,7 +143,7 @@ def run_study(
                 val_split=1,
                 seed=seed,
                 params=dict(params or {}),
-                att_splits=None if att_splits is None else str(Path(att_splits).relative_to(out)),
+                att_splits=None if att_splits is None else str(Path(att_splits).relative_to(work)),
             )
             results = run_to_directory(target, config, run_dir)
             rows.append(_row(variant, seed, results))
@@ -154,6 +151,65 @@ def run_study(
             if progress:
                 progress(f"[{done}/{total}] {variant} seed {seed}: H {rows[-1]['H']:.4f}")
     return pd.DataFrame(rows)
+
+
+def check_study(seeds: int) -> None:
+    if seeds < 2:
+        raise UserInputError("--seeds must be at least 2 to estimate a variance")
+
+
+def study_parts(methods: Sequence[str], seeds: int, inverse: bool) -> list[str]:
+    """The folders (relative to the study's directory) of the runs and splits of a study."""
+    names = variants(methods, inverse)
+    parts = [f"runs/{v}/seed{s}" for v in ["base", *names] for s in range(seeds)]
+    return parts + [f"splits/{v}/seed{s}" for v in names for s in range(seeds)]
+
+
+def study_to_directory(
+    ds: AttributeDataset,
+    model: str,
+    methods: Sequence[str],
+    seeds: int,
+    out: str | Path,
+    *,
+    options: StudyOptions = StudyOptions(),
+    params: dict[str, Any] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> str:
+    """The whole study into ``out`` (atomic; resumable, see the module doc); returns the summary."""
+    check_study(seeds)
+    parts = study_parts(methods, seeds, options.inverse)  # checks the method names
+    sources = [p for p in (ds.images.path, ds.split.path) if p is not None]
+    # the runs' configurations name no features: the study is tied to the files they came from
+    identity = {
+        "dataset": ds.name,
+        "inputs": [{"path": str(p.resolve()), "bytes": p.stat().st_size} for p in sources],
+    }
+    work = prepare_work(
+        out, tool=ROBUSTNESS_TOOL, manifest_format=ROBUSTNESS_FORMAT, identity=identity, inputs=sources
+    )
+    runs = run_study(ds, model, methods, seeds, work, options=options, params=params, progress=progress)
+    parameters = {
+        "dataset": ds.name,
+        "model": model,
+        "methods": list(methods),
+        "seeds": seeds,
+        "inverse": options.inverse,
+        "k": options.k,
+        "mas_attributes": options.mas_attributes,
+        "params": dict(params or {}),
+    }
+    with publish(out, work, parts, tool=ROBUSTNESS_TOOL, inputs=sources) as tmp:
+        text = write_summary(runs, tmp, f"{ds.name} {model}: GRAB robustness")
+        write_manifest(
+            tmp,
+            format=ROBUSTNESS_FORMAT,
+            tool=ROBUSTNESS_TOOL,
+            inputs=[file_record(p) for p in sources],
+            parameters=parameters,
+            fields={"study": identity},
+        )
+    return text
 
 
 def generalizability(runs: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -305,32 +361,14 @@ def plot(stats: pd.DataFrame, path: Path, title: str) -> None:
     save_figure(fig, path, dpi=100)
 
 
-def write_summary(runs: pd.DataFrame, out: Path, title: str, parameters: dict[str, Any]) -> str:
+def write_summary(runs: pd.DataFrame, out: Path, title: str) -> str:
+    """The summary files of a study into ``out`` (the caller's atomic directory, which then gets
+    its manifest); returns the markdown summary."""
     stats, measures = summarise(runs)
     text = render(stats, measures, title)
     atomic_write_text(out / "runs.csv", runs.to_csv(index=False, float_format="%.6g"))
     atomic_write_text(out / "robustness.csv", stats.to_csv(float_format="%.6g"))
     atomic_write_text(out / "robustness.md", text)
     atomic_write_json(out / "measures.json", measures)
-    (out / "variance.json").unlink(missing_ok=True)  # replaced by measures.json
     plot(stats, out / "robustness.png", title)
-    atomic_write_json(
-        out / MANIFEST_NAME,
-        {
-            "format": "imagenet-zsl/attribute-robustness",
-            "tool": "imagenet-zsl attributes robustness",
-            "command": command_line(),
-            "parameters": parameters,
-            "outputs": [
-                "runs.csv",
-                "robustness.csv",
-                "robustness.md",
-                "measures.json",
-                "robustness.png",
-                "runs/",
-                "splits/",
-            ],
-            "versions": software_versions(),
-        },
-    )
     return text

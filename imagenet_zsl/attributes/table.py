@@ -35,8 +35,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from imagenet_zsl.attributes.outputs import RESULTS_NAME, TABLE_FORMAT, TABLE_TOOL
 from imagenet_zsl.attributes.xlsa17 import DATASETS
+from imagenet_zsl.io import atomic_directory, atomic_write_text, file_record, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
+
+#: the ranking matrices drawn as heat maps by ``attributes table --out``
+PLOTTED = ("ranking_zsl", "ranking_gzsl_H", "ranking_gzsl_ts", "ranking_gzsl_tr")
 
 
 def model_label(result: dict[str, Any]) -> str:
@@ -338,3 +343,25 @@ def plot_ranking(matrix: pd.DataFrame, path: Path, title: str) -> None:
     ax.set_title(title)
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
+
+
+def table_to_directory(results: Sequence[dict[str, Any]], out: str | Path, runs: Sequence[str | Path]) -> str:
+    """``table.md``, a CSV per non-empty table and the ranking heat maps into ``out`` (atomic, with
+    a manifest listing every results.json read); ``runs`` are the given run folders, which ``out``
+    may neither contain nor lie in. Returns the markdown text."""
+    text, tables = render(results)
+    with atomic_directory(out, tool=TABLE_TOOL, inputs=runs) as tmp:
+        atomic_write_text(tmp / "table.md", text)
+        for name, table in tables.items():
+            if not table.empty:
+                atomic_write_text(tmp / f"{name}.csv", table.to_csv(float_format="%.4f"))
+        for name in PLOTTED:
+            if not tables[name].empty:
+                plot_ranking(tables[name], tmp / f"{name}.png", name.replace("_", " "))
+        write_manifest(
+            tmp,
+            format=TABLE_FORMAT,
+            tool=TABLE_TOOL,
+            inputs=[file_record(Path(r["_path"]) / RESULTS_NAME) for r in results],
+        )
+    return text

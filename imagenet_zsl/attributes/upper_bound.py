@@ -21,8 +21,6 @@ images. The result is deterministic for a given seed.
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,24 +29,21 @@ from typing import Any
 import numpy as np
 
 from imagenet_zsl.attributes.dataset import AttributeDataset, Task
-from imagenet_zsl.attributes.protocol import RESULTS_NAME
-from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_directory,
-    atomic_write_json,
-    command_line,
-    file_record,
-    software_versions,
+from imagenet_zsl.attributes.outputs import (
+    RESULTS_NAME,
+    UPPER_BOUND_FORMAT,
+    UPPER_BOUND_TOOL,
+    finished_results,
 )
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import atomic_directory, atomic_write_json, file_record, write_manifest
 from imagenet_zsl.models.seen_classifier import augment, train_softmax
 from imagenet_zsl.models.selection import holdout_images
 from imagenet_zsl.scoring import gzsl_from_scores, gzsl_metrics, metrics_from_scores
 
-log = logging.getLogger(__name__)
 #: the row name in `attributes table` and the demo's GBU table
 UPPER_BOUND_LABEL = "upper bound (all classes supervised)"
-TOOL = "imagenet-zsl attributes upper-bound"
+TOOL = UPPER_BOUND_TOOL
 
 
 @dataclass
@@ -164,27 +159,20 @@ def upper_bound_to_directory(
     """Run :func:`upper_bound` into ``out`` (atomic; results.json and a manifest); a finished run
     with the same configuration is kept."""
     out = Path(out)
-    done = out / RESULTS_NAME
-    if resume and done.is_file():
-        previous = json.loads(done.read_text())
-        if previous.get("config") == asdict(config):
-            log.info("%s: already finished with the same configuration, kept", out)
+    if resume:
+        previous = finished_results(out, UPPER_BOUND_FORMAT, asdict(config))
+        if previous is not None:
             return previous
     config.check()
     with atomic_directory(out, tool=TOOL, inputs=_sources(ds)) as tmp:
         results = upper_bound(ds, config)
         atomic_write_json(tmp / RESULTS_NAME, results)
-        atomic_write_json(
-            tmp / MANIFEST_NAME,
-            {
-                "format": "imagenet-zsl/attribute-upper-bound",
-                "tool": TOOL,
-                "command": command_line(),
-                "inputs": [file_record(p) for p in _sources(ds)],
-                "parameters": asdict(config),
-                "outputs": sorted([RESULTS_NAME, MANIFEST_NAME]),
-                "versions": software_versions(),
-            },
+        write_manifest(
+            tmp,
+            format=UPPER_BOUND_FORMAT,
+            tool=TOOL,
+            inputs=[file_record(p) for p in _sources(ds)],
+            parameters=asdict(config),
         )
     return results
 

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from imagenet_zsl.attributes import protocol
 from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir
+from imagenet_zsl.attributes.outputs import RUN_FORMAT, TABLE_FORMAT, load_results
 from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
 from imagenet_zsl.attributes.table import ranking_matrix, results_frame, zsl_table
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import read_manifest_verified
 from imagenet_zsl.models.closed_form import Ridge
 from imagenet_zsl.models.registry import load_model
 from imagenet_zsl.scoring import harmonic_mean
@@ -72,14 +75,24 @@ def test_ridge_run_matches_an_independent_evaluation(tmp_path, apy_root, monkeyp
         assert gz["H" + suffix] == pytest.approx(harmonic_mean(s, u), abs=1e-6)
     assert 0 < gz["ausuc"] <= 1 and gz["seen"] > gz["unseen"]
 
-    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    manifest = read_manifest_verified(tmp_path / "run", RUN_FORMAT)
     assert manifest["parameters"]["model"] == "ridge" and len(manifest["inputs"]) == 2
+    assert manifest["tool"] == "imagenet-zsl attributes run" and "python" in manifest["software"]
+    listed = {record["path"] for record in manifest["files"]}
+    assert {"results.json", "validation.csv", "per_class.csv", "model/manifest.json"} <= listed
     assert len((tmp_path / "run" / "per_class.csv").read_text().splitlines()) == 33
 
     # a finished run with the same configuration is kept, not recomputed
     monkeypatch.setattr(protocol, "run_protocol", lambda *a, **k: pytest.fail("recomputed"))
     again = run_to_directory(ds, config, tmp_path / "run")
     assert again["zsl"] == results["zsl"]
+    # a results.json changed after the run (same size, other bytes) is neither read nor reused
+    done = tmp_path / "run" / "results.json"
+    done.write_text(done.read_text().replace('"dataset": "APY"', '"dataset": "AWA"'))
+    with pytest.raises(UserInputError, match=r"results\.json: changed since it was written \(sha256"):
+        load_results([tmp_path / "run"])
+    with pytest.raises(pytest.fail.Exception, match="recomputed"):
+        run_to_directory(ds, config, tmp_path / "run")
 
 
 def test_cli_runs_splits_and_tables(tmp_path, apy_root, capsys):
@@ -156,6 +169,22 @@ def test_cli_runs_splits_and_tables(tmp_path, apy_root, capsys):
     assert "APY SS" in printed and "APY PS" in printed and "dap" in printed
     assert "Ranking matrix" in printed
     assert (tmp_path / "table" / "ranking_zsl.png").read_bytes()[:4] == b"\x89PNG"
+    table = read_manifest_verified(tmp_path / "table", TABLE_FORMAT)
+    assert sorted(Path(r["path"]).parent.name for r in table["inputs"]) == [
+        "dap",
+        "ridge",
+        "ridge_ccs",
+        "ridge_ss",
+    ]
+    assert main(["attributes", "table", str(out), "--out", str(tmp_path / "table")]) == 0  # its own output
+    assert main(["attributes", "table", str(out), "--out", str(out / "table")]) == 2
+    assert "overlaps the input" in capsys.readouterr().err and not (out / "table").exists()
+    # a GRAB split folder is verified before it is read: a changed file is refused in one line
+    split_json = tmp_path / "ccs" / "split.json"
+    split_json.write_text(split_json.read_text() + " ")
+    argv = ["attributes", "run", *common, "--model", "ridge", "--att-splits", str(tmp_path / "ccs")]
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 2
+    assert "split.json: changed since it was written (size differs" in capsys.readouterr().err
     # bad input: one clear line, exit status 2
     assert main(["attributes", "run", *common, "--model", "nope", "--out", str(out / "x")]) == 2
     assert "unknown model 'nope'" in capsys.readouterr().err
@@ -205,7 +234,7 @@ def test_ranking_matrix_and_table_by_hand():
 
 def test_missing_run_directory_is_reported(tmp_path):
     with pytest.raises(UserInputError, match="no results.json"):
-        protocol.load_results([tmp_path])
+        load_results([tmp_path])
 
 
 def test_spread_over_validation_splits_and_ts_tr_rankings_by_hand():
@@ -353,6 +382,6 @@ def test_visual_semantics_are_the_class_mean_features(tmp_path, apy_root):
     assert "semantics" not in plain and "semantics" not in plain["config"]
     assert visual["semantics"] == "visual" and visual["config"]["semantics"] == "visual"
     assert visual["zsl"]["top1_per_class"] > plain["zsl"]["top1_per_class"]  # the idealised bound
-    text, tables = render(protocol.load_results([tmp_path]))
+    text, tables = render(load_results([tmp_path]))
     assert "ridge + visual semantics" in tables["zsl"].index and "ridge" in tables["zsl"].index
     assert list(tables["ranking_zsl"].index) == ["ridge"]

@@ -10,12 +10,15 @@ import pytest
 
 from imagenet_zsl.attributes import protocol
 from imagenet_zsl.attributes.dataset import load_dataset
+from imagenet_zsl.attributes.outputs import ROBUSTNESS_FORMAT, work_dir
 from imagenet_zsl.attributes.robustness import (
     StudyOptions,
     generalizability,
     render_measures,
     robustness,
     run_study,
+    study_parts,
+    study_to_directory,
     summarise,
     variants,
     write_summary,
@@ -23,6 +26,7 @@ from imagenet_zsl.attributes.robustness import (
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import read_manifest_verified
 
 
 def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatch):
@@ -33,7 +37,7 @@ def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatc
         "ridge",
         ["random", "gcs", "mas"],
         seeds=2,
-        out=out,
+        work=out,
         options=StudyOptions(inverse=True, k=16),
         params={"alpha": 1.0},
     )
@@ -67,7 +71,7 @@ def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatc
     worst = min(runs.loc[runs.method == m, "zsl"].mean() for m in rob["sigma_prime"])
     assert rob["zsl"]["rob"] == pytest.approx(runs.loc[runs.method == "random", "zsl"].mean() - worst)
 
-    text = write_summary(runs, out, "APY ridge", {"seeds": 2})
+    text = write_summary(runs, out, "APY ridge")
     assert "Rob(m, Σ′), Eq. 10" in text and "Gen(m, split), Eq. 9" in text and "gcs_inv" in text
     assert json.loads((out / "measures.json").read_text())["robustness"]["H"]["rob"] == pytest.approx(
         rob["H"]["rob"]
@@ -75,18 +79,62 @@ def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatc
     assert (out / "robustness.png").read_bytes()[:4] == b"\x89PNG"
     assert pd.read_csv(out / "runs.csv").shape[0] == 12
 
-    # resume: finished runs are kept
+    # resume: finished runs in the work folder are kept
     monkeypatch.setattr(protocol, "run_protocol", lambda *a, **k: pytest.fail("recomputed"))
     again = run_study(
         ds,
         "ridge",
         ["random", "gcs", "mas"],
         seeds=2,
-        out=out,
+        work=out,
         options=StudyOptions(inverse=True, k=16),
         params={"alpha": 1.0},
     )
     pd.testing.assert_frame_equal(again, runs)
+
+
+def test_study_directory_is_atomic_verified_and_resumes(tmp_path, apy_root, monkeypatch):
+    """``OUT`` appears whole with a manifest listing every file; an interrupted study leaves no
+    ``OUT`` but keeps its finished runs in the work folder; re-running on a finished ``OUT``
+    recomputes nothing and rewrites it."""
+    ds = load_dataset("APY", apy_root)
+    out = tmp_path / "study"
+    study = dict(options=StudyOptions(), params={"alpha": 1.0})
+    real = protocol.run_protocol
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        if len(calls) == 3:  # base seed0, base seed1, random seed0 finish; random seed1 is cut
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(protocol, "run_protocol", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        study_to_directory(ds, "ridge", ["random"], 2, out, **study)
+    assert not out.exists()
+    kept = sorted(p.parent.relative_to(work_dir(out)).as_posix() for p in work_dir(out).rglob("results.json"))
+    assert kept == ["runs/base/seed0", "runs/base/seed1", "runs/random/seed0"]
+
+    calls.clear()
+    monkeypatch.setattr(protocol, "run_protocol", lambda *a, **k: calls.append(1) or real(*a, **k))
+    text = study_to_directory(ds, "ridge", ["random"], 2, out, **study)
+    assert len(calls) == 1 and not work_dir(out).exists()  # only random seed1 ran
+    assert "Gen(m, split), Eq. 9" in text
+    manifest = read_manifest_verified(out, ROBUSTNESS_FORMAT)
+    assert manifest["tool"] == "imagenet-zsl attributes robustness"
+    assert manifest["parameters"]["methods"] == ["random"] and manifest["parameters"]["seeds"] == 2
+    listed = {r["path"] for r in manifest["files"]}
+    assert {"runs.csv", "robustness.md", "measures.json", "robustness.png"} <= listed
+    assert {f"{part}/results.json" for part in study_parts(["random"], 2, False) if "runs/" in part} <= listed
+    assert "splits/random/seed1/att_splits.mat" in listed and "runs/random/seed1/manifest.json" in listed
+
+    # a finished study: nothing is recomputed; the output is replaced by an identical one
+    before = (out / "runs.csv").read_bytes()
+    monkeypatch.setattr(protocol, "run_protocol", lambda *a, **k: pytest.fail("recomputed"))
+    study_to_directory(ds, "ridge", ["random"], 2, out, **study)
+    assert (out / "runs.csv").read_bytes() == before and not work_dir(out).exists()
+    read_manifest_verified(out, ROBUSTNESS_FORMAT)
 
 
 def test_variants_and_cli_errors(apy_root, tmp_path, capsys):

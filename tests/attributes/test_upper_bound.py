@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.attributes.dataset import load_dataset, packaged_dir
-from imagenet_zsl.attributes.protocol import load_results
+from imagenet_zsl.attributes.outputs import load_results
 from imagenet_zsl.attributes.synthetic import save_res101, synthetic_labels
 from imagenet_zsl.attributes.table import render
 from imagenet_zsl.attributes.upper_bound import (
@@ -77,7 +77,8 @@ def test_same_seed_same_bytes_and_a_table_row(tmp_path, apy_root, capsys):
     assert (tmp_path / "a/ub/results.json").read_bytes() == (tmp_path / "b/ub/results.json").read_bytes()
     manifest = json.loads((tmp_path / "a/ub/manifest.json").read_text())
     assert manifest["tool"] == "imagenet-zsl attributes upper-bound"
-    assert manifest["format"] == "imagenet-zsl/attribute-upper-bound"
+    assert manifest["format"] == "imagenet-zsl/attribute-upper-bound-v1"
+    assert [record["path"] for record in manifest["files"]] == ["results.json"]
     assert 0.5 < first["zsl"]["top1_per_class"] <= 1.0 and first["gzsl"]["H"] > 0.5
 
     # the CLI writes the same run; `attributes table` shows the row, outside the ranking matrices
