@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from imagenet_zsl.analysis import reproduction
 from imagenet_zsl.analysis.reproduction import (
     population_rows,
     population_split_rows,
@@ -71,3 +72,17 @@ def test_population_rows_against_hand_counts() -> None:
     shares = {r.quantity: r.ours for r in population_rows(universe_wnids(), counts)}
     assert shares["classes with < 10 images"].endswith("(5.80%)")
     assert shares["classes with < 100 images"].endswith("(19.99%)")
+
+
+def test_out_is_written_atomically_and_never_over_another_file(tmp_path, monkeypatch, capsys) -> None:
+    table = reproduction.render_reproduction([])  # the header only: cheap, same format
+    monkeypatch.setattr(reproduction, "render_reproduction", lambda: table)
+    out = tmp_path / "table.md"
+    assert reproduction.main(["--out", str(out)]) == 0 and out.read_text() == table
+    assert reproduction.main(["--out", str(out)]) == 0  # its own table: replaced
+    notes = tmp_path / "notes.md"
+    notes.write_text("my notes\n")
+    assert reproduction.main(["--out", str(notes)]) == 2
+    assert notes.read_text() == "my notes\n"
+    assert capsys.readouterr().err.startswith(f"error: --out {notes} exists and is not a reproduction table")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md", "table.md"]  # no temp left

@@ -24,10 +24,17 @@ if TYPE_CHECKING:
 
 
 def register(tree: CommandTree) -> None:
-    """Add the ``analyze`` group and ``splits factor`` to the command line."""
+    """Add the ``analyze`` group (``ladder``, ``factor``) and ``splits factor`` to the command line."""
     group = tree.group(
         "analyze", "Hascoet et al.'s analyses of finished runs (correction ladder, factor plots)"
     )
+    _add_ladder(group)
+    _add_factor_analysis(group)
+    _add_factor_splits(tree.group("splits"))  # the group the splits stage created
+
+
+def _add_ladder(group: argparse._SubParsersAction) -> None:
+    """``analyze ladder``."""
     ladder = group.add_parser(
         "ladder",
         help="hit@1/hit@5 of a finished run under cumulative corrections, ZSL and GZSL (Hascoet Fig. 6)",
@@ -58,6 +65,9 @@ def register(tree: CommandTree) -> None:
     _mismatch_flag(ladder)
     ladder.set_defaults(func=_ladder)
 
+
+def _add_factor_analysis(group: argparse._SubParsersAction) -> None:
+    """``analyze factor``."""
     factor_plot = group.add_parser(
         "factor",
         help="per-class hit@K against a controlled factor per model, with bootstrap intervals",
@@ -78,7 +88,9 @@ def register(tree: CommandTree) -> None:
     _mismatch_flag(factor_plot)
     factor_plot.set_defaults(func=_factor_plot)
 
-    splits = tree.group("splits")
+
+def _add_factor_splits(splits: argparse._SubParsersAction) -> None:
+    """``splits factor``."""
     factor = splits.add_parser(
         "factor",
         help="B test splits where one factor moves and the others are matched (Hascoet Figs. 3, 5, 9)",

@@ -19,7 +19,6 @@ the same bootstrap resamples of classes, so their intervals are paired.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,10 +28,22 @@ import pandas as pd
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.analysis.factor_splits import FORMAT
+from imagenet_zsl.analysis.factor_splits import TOOL as SPLITS_TOOL
 from imagenet_zsl.analysis.runs import RunCell, check_cell_features, mismatch_note, read_cells
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_directory, atomic_write_json, atomic_write_text, command_line, file_record
+from imagenet_zsl.io import (
+    MANIFEST_NAME,
+    atomic_directory,
+    atomic_write_text,
+    read_manifest,
+    read_manifest_verified,
+    write_manifest,
+)
 from imagenet_zsl.plotting import save_figure, subplots
+
+#: 2: written by io.write_manifest ("files" for "outputs", settings under "parameters")
+FACTOR_FORMAT = "imagenet-zsl/factor-analysis-v2"
+FACTOR_TOOL = "imagenet-zsl analyze factor"
 
 
 @dataclass
@@ -82,18 +93,24 @@ def paired_bootstrap_ci(
     return out
 
 
-def _factor_manifest(cell: RunCell, splits_dir: Path | None) -> tuple[dict, Path] | None:
+def _factor_manifest(
+    cell: RunCell, splits_dir: Path | None, seen: dict[Path, dict]
+) -> tuple[dict, Path] | None:
+    """The verified manifest of the factor-split directory holding the cell's split, and that
+    directory (None: the split is not a factor split). ``seen`` caches directories verified."""
     folder = splits_dir if splits_dir is not None else (cell.split_path.parent if cell.split_path else None)
-    path = None if folder is None else Path(folder) / "manifest.json"
-    if path is None or not path.is_file():
+    if folder is None or not (Path(folder) / MANIFEST_NAME).is_file():
         return None
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserInputError(f"{path}: not a readable manifest ({err})") from err
-    if manifest.get("format") != FORMAT or cell.split not in manifest.get("splits", {}):
+    folder = Path(folder)
+    if folder not in seen:
+        recognised = read_manifest(folder)  # another tool's directory (a plain split list) is skipped
+        if recognised is not None and recognised.get("tool") != SPLITS_TOOL:
+            return None
+        seen[folder] = read_manifest_verified(folder, FORMAT, rerun=f"re-run '{SPLITS_TOOL}'")
+    manifest = seen[folder]
+    if not isinstance(manifest.get("splits"), dict) or cell.split not in manifest["splits"]:
         return None
-    return manifest, Path(folder)
+    return manifest, folder
 
 
 def _split_classes(manifest: dict, folder: Path, split: str) -> pd.DataFrame:
@@ -136,8 +153,9 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
     rows = []
     cells = read_cells(opts.run_dir)
     overrides = check_cell_features(cells, opts.allow_feature_mismatch)
+    verified: dict[Path, dict] = {}
     for cell in cells:
-        found = _factor_manifest(cell, opts.splits_dir)
+        found = _factor_manifest(cell, opts.splits_dir, verified)
         if found is None:
             continue
         manifest, folder = found
@@ -229,27 +247,29 @@ def plot_factor(table: pd.DataFrame, path: str | Path) -> None:
 def run_factor_analysis(opts: FactorOptions) -> pd.DataFrame:
     """Compute the factor table of a run and write factor.md, factor.csv, factor.png, manifest.json."""
     table = factor_rows(opts)
-    with atomic_directory(opts.out_dir, tool="imagenet-zsl analyze factor", inputs=[opts.run_dir]) as tmp:
+    with atomic_directory(opts.out_dir, tool=FACTOR_TOOL, inputs=[opts.run_dir]) as tmp:
         note = mismatch_note(table.attrs["feature_mismatch"])
         atomic_write_text(tmp / "factor.md", render_markdown(table, opts.level) + note)
         atomic_write_text(
             tmp / "factor.csv", table.to_csv(index=False, float_format="%.6g", lineterminator="\n")
         )
         plot_factor(table, tmp / "factor.png")
-        atomic_write_json(
-            tmp / "manifest.json",
-            {
-                "format": "imagenet-zsl/factor-analysis-v1",
-                "tool": "imagenet-zsl analyze factor",
-                "command": command_line(),
-                "run_dir": str(opts.run_dir),
+        write_manifest(
+            tmp,
+            format=FACTOR_FORMAT,
+            tool=FACTOR_TOOL,
+            inputs={"run_dir": str(opts.run_dir), "splits_dir": opts.splits_dir and str(opts.splits_dir)},
+            parameters={
+                "ks": sorted({int(k) for k in opts.ks}),
                 "resamples": opts.resamples,
                 "level": opts.level,
                 "seed": opts.seed,
+                "allow_feature_mismatch": opts.allow_feature_mismatch,
+            },
+            fields={
                 "x": "mean factor value over the classes evaluated in the cell",
                 "feature_mismatch": table.attrs["feature_mismatch"],
                 "tie_rule": {"headline": "expected", **M.TIE_RULE_TEXT},
-                "outputs": [file_record(p, tmp) for p in sorted(tmp.glob("*")) if p.is_file()],
             },
         )
     return table

@@ -56,7 +56,7 @@ from imagenet_zsl.config import Config, load_config
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import candidate_wnids, resolve_graph
-from imagenet_zsl.io import atomic_directory, atomic_write_json, atomic_write_text, command_line, sha256_file
+from imagenet_zsl.io import atomic_directory, atomic_write_text, file_record, sha256_file, write_manifest
 from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS
 from imagenet_zsl.splits.build import resolve_counts, resolve_train
 from imagenet_zsl.splits.io import write_wnid_list
@@ -65,7 +65,9 @@ from imagenet_zsl.splits.structure import structural_ratio, structural_ratios, s
 
 log = logging.getLogger(__name__)
 
-FORMAT = "imagenet-zsl/factor-splits-v1"
+#: 2: written by io.write_manifest (bins, size and seed under "parameters", the config file under
+#: "inputs", "files"); a reader refuses v1
+FORMAT = "imagenet-zsl/factor-splits-v2"
 TOOL = "imagenet-zsl splits factor"
 DEFAULT_POOL = (
     {"filter": "not_training"},
@@ -232,7 +234,6 @@ def build_factor_splits(
         members, target = match_ratios(members, {**match_ctx, "related": related}, tolerance)
     info = {
         "config": cfg.as_dict(),
-        "config_sha256": sha256_file(config_path),
         "pool": [
             {"filter": s.filter, "params": s.params, "before": s.before, "after": s.after} for s in steps
         ],
@@ -254,7 +255,7 @@ def render_report(factor: str, table: pd.DataFrame, members: list[np.ndarray], m
         "",
         f"{len(members)} test splits of {len(members[0])} classes; {factor} ({FACTORS[factor]}) moves "
         "from bin to bin, the other factors are matched (nearest neighbour in z-scored factor space, "
-        f"seed {manifest['seed']}). Pool: {len(table):,} classes.",
+        f"seed {manifest['parameters']['seed']}). Pool: {len(table):,} classes.",
         "",
         "| split | " + " | ".join(FACTORS) + " | R | flaws within | flaws with train |",
         "|---|" + "---:|" * (len(FACTORS) + 3),
@@ -332,20 +333,25 @@ def write_factor_splits(config_path: str | Path, factor: str, bins: int, size: i
         atomic_write_text(
             tmp / "classes.csv", classes.to_csv(index=False, float_format="%.6g", lineterminator="\n")
         )
-        manifest = {
-            "format": FORMAT,
-            "tool": TOOL,
-            "command": command_line(),
+        fields = {
             "factor": factor,
-            "bins": bins,
-            "size": size,
-            "seed": info["config"]["factor"]["seed"],
             "factors": FACTORS,
             "pool_classes": len(table),
-            **info,
+            "config": info["config"],
+            "pool": info["pool"],
+            "ratio_matching": info["ratio_matching"],
             "max_standardized_gap": standardized_differences(table, members, factor),
             "splits": splits,
         }
-        atomic_write_text(tmp / "report.md", render_report(factor, table, members, manifest))
-        atomic_write_json(tmp / "manifest.json", manifest)
+        parameters = {"bins": bins, "size": size, "seed": info["config"]["factor"]["seed"]}
+        report = render_report(factor, table, members, {"parameters": parameters, **fields})
+        atomic_write_text(tmp / "report.md", report)
+        manifest = write_manifest(
+            tmp,
+            format=FORMAT,
+            tool=TOOL,
+            inputs={"config": file_record(config_path)},
+            parameters=parameters,
+            fields=fields,
+        )
     return manifest

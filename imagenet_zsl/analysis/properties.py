@@ -18,9 +18,11 @@ import pandas as pd
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.io import MANIFEST_NAME, read_manifest_verified
 from imagenet_zsl.semantics.config import LabelConfig, load_label_config
 from imagenet_zsl.semantics.labels import chosen_labels, primary_decisions
 from imagenet_zsl.semantics.lemma_vectors import vectorizer_for
+from imagenet_zsl.semantics.report import LABELS_FORMAT
 from imagenet_zsl.semantics.senses import PrimarySenseModel
 
 #: columns of :func:`label_properties`
@@ -62,6 +64,13 @@ def label_properties(wnids: Sequence[str], config: LabelConfig | str | Path | No
 def read_label_tables(labels_dir: str | Path, wnids: Sequence[str]) -> pd.DataFrame:
     """``LABEL_COLUMNS`` for ``wnids`` from a ``labels build`` output directory (its classes.csv)."""
     path = Path(labels_dir)
+    if path.is_dir() and (path / MANIFEST_NAME).is_file():
+        read_manifest_verified(
+            path,
+            LABELS_FORMAT,
+            hash_files=lambda rel: rel == "classes.csv",
+            rerun="re-run 'imagenet-zsl labels build'",
+        )
     path = path / "classes.csv" if path.is_dir() else path
     if not path.is_file():
         raise UserInputError(

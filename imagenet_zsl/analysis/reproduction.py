@@ -10,17 +10,21 @@ Run ``python -m imagenet_zsl.analysis.reproduction`` to print it (and write it t
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from imagenet_zsl.analysis.properties import label_properties
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.data import data_path, fall11_counts
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import candidate_wnids, resolve_graph, training_wnids, universe_wnids
+from imagenet_zsl.io import atomic_write_text, check_out_file
 from imagenet_zsl.semantics.frequency import DEFAULT_MIN_COUNT, WIKIPEDIA_TOKENS, zipf_from_count
 from imagenet_zsl.semantics.labels import imagenet_classes_by_lemma
 from imagenet_zsl.semantics.senses import word_key
@@ -30,6 +34,7 @@ from imagenet_zsl.splits.structure import structural_ratio
 
 #: Hascoet et al.'s share of ImageNet-21K classes with a rare label (< 50 occurrences in Wikipedia)
 HASCOET_RARE_SHARE = 0.337
+TABLE_HEAD = "| quantity | paper | ours | our definition | why they differ |"
 
 
 @dataclass
@@ -282,7 +287,7 @@ def reproduction_rows() -> list[Row]:
 def render_reproduction(rows: Sequence[Row] | None = None) -> str:
     """The Markdown table for the README block."""
     rows = reproduction_rows() if rows is None else rows
-    lines = ["| quantity | paper | ours | our definition | why they differ |", "|---|---:|---:|---|---|"]
+    lines = [TABLE_HEAD, "|---|---:|---:|---|---|"]
     lines += [f"| {r.quantity} | {r.paper} | {r.ours} | {r.definition} | {r.reason} |" for r in rows]
     return "\n".join(lines) + "\n"
 
@@ -293,12 +298,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = render_reproduction()
     print(text, end="")
-    if args.out:
-        from pathlib import Path
-
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text, encoding="utf-8")
+    if args.out:  # atomic; an existing file is replaced only if it is such a table
+        try:
+            out = check_out_file(args.out, replaces=_is_table, what="a reproduction table")
+        except UserInputError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        atomic_write_text(out, text)
     return 0
+
+
+def _is_table(path: Path) -> bool:
+    with path.open(encoding="utf-8") as handle:
+        return handle.readline().startswith(TABLE_HEAD)
 
 
 if __name__ == "__main__":

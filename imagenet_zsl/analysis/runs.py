@@ -1,16 +1,17 @@
 """Read finished runs: one ``imagenet-zsl evaluate`` directory or an ``imagenet-zsl run`` directory.
 
 A batch run keeps one evaluation run per (model, split) under ``RUN_DIR/cells/<model>__<split>/``,
-each laid out exactly as ``evaluate`` writes it (``imagenet_zsl.evaluation.run.write_run``):
+each laid out exactly as ``evaluate`` writes it (``imagenet_zsl.evaluation.run.writer.write_run``):
 ``metrics.json``, ``per_class.csv`` and ``topk/`` with ``classes.json``,
 ``test.labels.npy`` (n,) int32 index into the split's classes, ``test.unseen.ids.npy`` /
 ``test.unseen.scores.npy`` (n, m) top-m lists among the split's classes, ``test.rows.npy``
 (n,) row numbers in the feature directory and ``test.true_above.npy`` / ``test.true_tied.npy``
 (n,) the true class's exact tie ranks over all split classes (runs written before the tie-fair
 metrics lack them; their ranks are then derived from the lists). The analyses only read these
-files, and only after :func:`verify_cell` has checked every one of them against the sha256 that
-``evaluate`` recorded in the cell's ``manifest.json``: an edited list or table is refused, never
-silently analysed.
+files, and only after :func:`~imagenet_zsl.evaluation.report.verify_run_directory` (the one
+run-directory verifier) has checked every one of them against the size and sha256 that ``evaluate``
+recorded in the cell's ``manifest.json``: an edited list or table is refused, never silently
+analysed.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ import numpy as np
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.report import METRICS_NAME
+from imagenet_zsl.evaluation.report import METRICS_NAME, verify_run_directory
 from imagenet_zsl.features.identity import check_same_features
 from imagenet_zsl.features.shards import FeatureDir
-from imagenet_zsl.io import MANIFEST_NAME, sha256_file
+from imagenet_zsl.io import MANIFEST_NAME
 
 CELLS_DIR = "cells"
 
@@ -148,37 +149,6 @@ def _load_array(path: Path) -> np.ndarray:
         raise UserInputError(f"{path}: not a readable .npy file ({err})") from err
 
 
-def verify_cell(path: Path) -> list[str]:
-    """Check every file a cell's ``manifest.json`` lists against its recorded sha256.
-
-    Returns the listed relative paths. Raises :class:`UserInputError` (one line, naming the file)
-    for a missing or malformed manifest, a missing file or a file whose bytes changed.
-    """
-    manifest_path = path / MANIFEST_NAME
-    manifest = _read_json(manifest_path) if manifest_path.is_file() else None
-    if manifest is None:
-        raise UserInputError(
-            f"{manifest_path}: missing; not a finished `imagenet-zsl evaluate` run, so its files "
-            "cannot be verified (re-run the evaluation)"
-        )
-    records = manifest.get("outputs")
-    if not isinstance(records, list) or not all(
-        isinstance(r, dict) and isinstance(r.get("path"), str) and isinstance(r.get("sha256"), str)
-        for r in records
-    ):
-        raise UserInputError(f"{manifest_path}: 'outputs' is not a list of {{path, sha256}} records")
-    for record in records:
-        file = path / record["path"]
-        if not file.is_file():
-            raise UserInputError(f"{file}: listed in {manifest_path} but missing; re-run the evaluation")
-        if sha256_file(file) != record["sha256"]:
-            raise UserInputError(
-                f"{file}: changed since `evaluate` wrote it (sha256 differs from {manifest_path}); "
-                "re-run the evaluation"
-            )
-    return [r["path"] for r in records]
-
-
 def _check_listed(path: Path, listed: list[str], names: list[str]) -> None:
     """Every file the analyses read must be one the manifest vouches for."""
     for name in names:
@@ -205,7 +175,8 @@ def _refuse_counted_misses(path: Path, metrics: dict[str, Any]) -> None:
 def read_cell(path: str | Path) -> RunCell:
     """One evaluation run directory (see the module docstring), its files verified first."""
     path = Path(path)
-    listed = verify_cell(path)
+    manifest = verify_run_directory(path, hash_topk=True)  # the lists are read: hash them too
+    listed = [record["path"] for record in manifest["files"]]
     topk_names = sorted(str(p.relative_to(path)) for p in (path / "topk").glob("*") if p.is_file())
     _check_listed(path, listed, [METRICS_NAME, "per_class.csv", *topk_names])
     metrics = _read_json(path / METRICS_NAME)

@@ -30,7 +30,6 @@ from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.plotting import save_figure, subplots
 
 SUMMARY_FILES = ("summary.md", "summary.csv", "summary.tex", "hit_at_k.png")
-GZSL_COLUMNS = ("GZSL U", "GZSL S", "GZSL H", "AUSUC", "calibrated H")
 SEEN_COLUMN = "seen in pretraining"
 #: columns printed as text (the others are fractions, printed in %)
 TEXT_COLUMNS = ("model", "split", "backbone", "class vectors", "classes", SEEN_COLUMN, "status")

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl.analysis.factor_analysis import bootstrap_ci
-from imagenet_zsl.analysis.factor_splits import FORMAT
+from imagenet_zsl.analysis.factor_splits import FORMAT, TOOL
 from imagenet_zsl.cli import main
-from imagenet_zsl.io import file_record
+from imagenet_zsl.evaluation.report import EVALUATION_FORMAT
+from imagenet_zsl.io import read_manifest_verified, write_manifest
 
 HITS = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.5, 0.0, float("nan")]}
 # per class hit@1 under the strict rule: in depth_2 the 0.5 class is a tie (expected 1/2, strict 0);
@@ -48,25 +49,28 @@ def fake_cell(root: Path, split_file: Path, hits: list[float], strict: list[floa
 
 
 def write_cell_manifest(cell: Path) -> None:
-    """The manifest `evaluate` writes: every file with its sha256 (what the analyses verify)."""
-    outputs = [
-        file_record(p, cell) for p in sorted(cell.rglob("*")) if p.is_file() and p.name != "manifest.json"
-    ]
-    (cell / "manifest.json").write_text(json.dumps({"tool": "imagenet-zsl evaluate", "outputs": outputs}))
+    """The manifest `evaluate` writes, through the one writer: every file with its size and sha256
+    (what the analyses verify)."""
+    write_manifest(cell, format=EVALUATION_FORMAT, tool="imagenet-zsl evaluate")
+
+
+def write_factor_manifest(splits: Path, factor: str, bins: dict[str, dict]) -> None:
+    """The manifest `splits factor` writes (only the fields the factor analysis reads)."""
+    write_manifest(splits, format=FORMAT, tool=TOOL, fields={"factor": factor, "splits": bins})
 
 
 @pytest.fixture
 def factor_run(tmp_path: Path) -> Path:
     splits = tmp_path / "factor_splits"
     splits.mkdir()
-    manifest = {"format": FORMAT, "tool": "imagenet-zsl splits factor", "factor": "depth", "splits": {}}
+    bins = {}
     for b, name in enumerate(HITS):
         (splits / f"{name}.txt").write_text("n00000000\n")
-        manifest["splits"][name] = {"bin": b + 1, "means": {"depth": float(np.mean(DEPTHS[name]))}}
+        bins[name] = {"bin": b + 1, "means": {"depth": float(np.mean(DEPTHS[name]))}}
         fake_cell(tmp_path / "run", splits / f"{name}.txt", HITS[name], STRICT[name])
-    (splits / "manifest.json").write_text(json.dumps(manifest))
     rows = [(name, f"n0000000{i}", DEPTHS[name][i]) for name in HITS for i in range(4)]
     pd.DataFrame(rows, columns=["split", "wnid", "depth"]).to_csv(splits / "classes.csv", index=False)
+    write_factor_manifest(splits, "depth", bins)
     return tmp_path / "run"
 
 
@@ -87,6 +91,9 @@ def test_factor_table_and_plot(factor_run: Path, capsys: pytest.CaptureFixture[s
     assert table["x"].tolist() == [5.0, 8.0]  # mean depth of the evaluated classes (7, 8, 9)
     assert (table["ci_low"] <= table["hit"]).all() and (table["hit"] <= table["ci_high"]).all()
     assert (out / "factor.png").stat().st_size > 0
+    manifest = read_manifest_verified(out, "imagenet-zsl/factor-analysis-v2")
+    assert [r["path"] for r in manifest["files"]] == ["factor.csv", "factor.md", "factor.png"]
+    assert manifest["parameters"]["resamples"] == 200 and manifest["feature_mismatch"] == []
     first = (out / "factor.csv").read_bytes()
     assert (
         main(["analyze", "factor", str(factor_run), "--k", "1", "--out", str(out), "--resamples", "200"]) == 0

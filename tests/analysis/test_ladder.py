@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl import scoring as M
-from imagenet_zsl.analysis.ladder import (
+from imagenet_zsl.analysis.ladder_steps import (
     STEPS,
     ClassFlags,
     GroupBounds,
@@ -23,6 +23,9 @@ from imagenet_zsl.analysis.ladder import (
 from imagenet_zsl.analysis.runs import RunCell, read_cells
 from imagenet_zsl.cli import main
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.image_filter.params import OUTPUT_FORMAT as FILTER_FORMAT
+from imagenet_zsl.image_filter.params import TOOL as FILTER_TOOL
+from imagenet_zsl.io import read_manifest_verified, write_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import CLASSES, DIM, TEST, one_hot, write_feature_dir
 from tests.toy import TOY_EDGES
@@ -186,6 +189,15 @@ def finished_run(tmp_path):
     return tmp_path, run, edges
 
 
+def _filter_dir(path: Path, kept: list[str]) -> Path:
+    """An `images filter` output directory with only its kept.csv (and its manifest, which the
+    filter step verifies)."""
+    path.mkdir()
+    (path / "kept.csv").write_text("image_id\n" + "".join(f"{i}\n" for i in kept))
+    write_manifest(path, format=FILTER_FORMAT, tool=FILTER_TOOL)
+    return path
+
+
 def test_ladder_command_on_an_evaluated_run(finished_run, capsys) -> None:
     tmp_path, run, edges = finished_run
     labels = pd.DataFrame(
@@ -200,8 +212,7 @@ def test_ladder_command_on_an_evaluated_run(finished_run, capsys) -> None:
     )
     labels.to_csv(tmp_path / "classes.csv", index=False)
     (tmp_path / "counts.tsv").write_text("".join(f"{w}\t{500 if w != 'n00000004' else 3}\n" for w in TEST))
-    (tmp_path / "filter").mkdir()
-    (tmp_path / "filter" / "kept.csv").write_text("image_id\nn00000001/2.JPEG\nn00000001/3.JPEG\n")
+    _filter_dir(tmp_path / "filter", ["n00000001/2.JPEG", "n00000001/3.JPEG"])
     out = tmp_path / "ladder"
     argv = ["analyze", "ladder", run, "--labels", tmp_path / "classes.csv", "--graph", edges]
     argv += ["--counts", tmp_path / "counts.tsv", "--filter", tmp_path / "filter", "--out", out]
@@ -220,7 +231,9 @@ def test_ladder_command_on_an_evaluated_run(finished_run, capsys) -> None:
     assert table["hit@1"].tolist() == pytest.approx([11 / 12, 1.0, 1.0, 1.0, 1.0, 1.0])
     assert table["classes"].tolist() == [6, 6, 5, 4, 3, 1]
     assert table["images"].tolist() == [12, 12, 10, 8, 6, 2]
-    assert json.loads((out / "manifest.json").read_text())["tool"] == "imagenet-zsl analyze ladder"
+    manifest = read_manifest_verified(out, "imagenet-zsl/ladder-v2")  # the one writer, every file listed
+    assert manifest["tool"] == "imagenet-zsl analyze ladder" and manifest["parameters"]["ks"] == [1, 5]
+    assert [r["path"] for r in manifest["files"]] == ["ladder.csv", "ladder.md", "ladder.png"]
     assert len(read_cells(run)) == 1
 
 
@@ -296,8 +309,7 @@ def test_filter_step_reads_image_ids_through_the_checked_reader(finished_run, ca
     """Step 6 maps stored rows to image ids from the run's feature directory: through FeatureDir,
     so an ids shard changed after the evaluation is a one-line error, not silently wrong ids."""
     tmp_path, run, edges = finished_run
-    (tmp_path / "filter").mkdir()
-    (tmp_path / "filter" / "kept.csv").write_text("image_id\nn00000001/2.JPEG\n")
+    _filter_dir(tmp_path / "filter", ["n00000001/2.JPEG"])
     ids_file = next((tmp_path / "features").glob("*.ids.npy"))
     ids = np.load(ids_file)
     np.save(ids_file, ids[::-1].copy())  # same shape and dtype, other order: only sha256 tells

@@ -11,6 +11,7 @@ from pathlib import Path
 from imagenet_zsl.batch.recipe import check_model_splits, load_recipe, model_specs
 from imagenet_zsl.cli import main
 from imagenet_zsl.features.simulate import load_simulation_config
+from imagenet_zsl.io import read_manifest_verified
 
 REPO = Path(__file__).resolve().parents[2]
 #: the factor splits that `make demo` writes before the run (configs/demo.yaml reads them)
@@ -46,8 +47,12 @@ def test_the_demo_recipe_itself_is_valid(monkeypatch):
 
 
 def test_reduced_demo_runs_and_writes_the_table(demo_run):
-    manifest = json.loads((demo_run / "manifest.json").read_text())
-    assert manifest["format"] == "imagenet-zsl/run-v1" and manifest["tool"] == "imagenet-zsl run"
+    # the run's manifest vouches for every file under the run: the summary, records, cells, models
+    manifest = read_manifest_verified(demo_run, "imagenet-zsl/run-v2")
+    assert manifest["tool"] == "imagenet-zsl run"
+    listed = {record["path"] for record in manifest["files"]}
+    assert {"summary.md", "classes_dropped.csv", "cells/eszsl__hop1.json"} <= listed
+    assert {"cells/eszsl__hop1/metrics.json", "models/trivial/manifest.json"} <= listed
     assert [c["status"] for c in manifest["cells"]] == ["ok"] * 10
     table = (demo_run / "summary.md").read_text()
     for name in ("trivial", "eszsl", "conse", "hop1", "benchmark", "hit@20", "strict hit@1", "GZSL H"):
@@ -97,3 +102,26 @@ def test_demo_leakage_of_a_committed_split(capsys):
     capsys.readouterr()
     assert main(["splits", "leakage", str(REPO / "splits" / "mp500.txt"), "--pretraining", "in12k"]) == 0
     assert "mp500.txt: 500/500 test classes (100.0%)" in capsys.readouterr().out
+
+
+def test_every_directory_the_demo_writes_verifies_with_the_one_reader(demo_inputs, demo_run):
+    """Each manifest under the demo's outputs (run, cells, models, simulated features, factor
+    splits) comes from io.write_manifest: a versioned format, the standard keys, and every file
+    it lists still matching."""
+    from imagenet_zsl.io import FORMAT_PATTERN, MANIFEST_KEYS
+
+    manifests = sorted({*demo_run.rglob("manifest.json"), *demo_inputs.root.rglob("manifest.json")})
+    formats = set()
+    for path in manifests:
+        manifest = json.loads(path.read_text())
+        assert FORMAT_PATTERN.match(manifest["format"]), path
+        assert set(MANIFEST_KEYS) <= set(manifest), path
+        read_manifest_verified(path.parent, manifest["format"])
+        formats.add(manifest["format"].rsplit("-v", 1)[0])
+    assert {
+        "imagenet-zsl/run",
+        "imagenet-zsl/evaluation",
+        "imagenet-zsl/model",
+        "imagenet-zsl/features",
+        "imagenet-zsl/factor-splits",
+    } <= formats, formats

@@ -304,6 +304,6 @@ def test_a_model_fitted_on_other_features_is_refused_unless_allowed(
     assert "| other | hop1 | SIMULATED @" in table and "(MISMATCH ALLOWED: model fitted on resnet50)" in table
     assert "FEATURE MISMATCH ALLOWED (--allow-feature-mismatch) in 2 cells" in table
     run_manifest = json.loads((out / "manifest.json").read_text())
-    assert run_manifest["allow_feature_mismatch"] is True
+    assert run_manifest["parameters"]["allow_feature_mismatch"] is True
     override = run_manifest["cells"][0]["provenance"]["feature_override"]
     assert override["allowed"] and "backbone" in override["differ"]

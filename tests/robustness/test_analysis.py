@@ -8,9 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from imagenet_zsl.analysis.factor_splits import FORMAT
 from imagenet_zsl.cli import main
-from tests.analysis.test_factor_analysis import fake_cell, write_cell_manifest
+from tests.analysis.test_factor_analysis import fake_cell, write_cell_manifest, write_factor_manifest
 
 
 @pytest.fixture
@@ -72,8 +71,7 @@ def test_factor_analysis_on_a_run_without_strict_hits(cli_error, tmp_path: Path)
     splits = tmp_path / "splits"
     splits.mkdir()
     (splits / "depth_1.txt").write_text("n00000000\n")
-    manifest = {"format": FORMAT, "factor": "depth", "splits": {"depth_1": {"bin": 1, "means": {"depth": 1}}}}
-    (splits / "manifest.json").write_text(json.dumps(manifest))
+    write_factor_manifest(splits, "depth", {"depth_1": {"bin": 1, "means": {"depth": 1}}})
     run = tmp_path / "run"
     fake_cell(run, splits / "depth_1.txt", [1.0, 0.0])  # per_class.csv written before the tie rules
     cli_error(
@@ -88,12 +86,12 @@ def _factor_run(tmp_path: Path, identities: list[dict | None] | None = None) -> 
     """A run of two cells on two depth factor splits (per_class.csv with both tie rules)."""
     splits = tmp_path / "splits"
     splits.mkdir()
-    manifest = {"format": FORMAT, "factor": "depth", "splits": {}}
+    bins = {}
     rows = []
     run = tmp_path / "run"
     for b, name in enumerate(["depth_1", "depth_2"]):
         (splits / f"{name}.txt").write_text("n00000000\n")
-        manifest["splits"][name] = {"bin": b + 1, "means": {"depth": 4.0 + b}}
+        bins[name] = {"bin": b + 1, "means": {"depth": 4.0 + b}}
         rows += [f"{name},n0000000{i},{4.0 + b}\n" for i in range(2)]
         fake_cell(run, splits / f"{name}.txt", [1.0, 0.0], [1.0, 0.0])
         if identities is not None and identities[b] is not None:
@@ -102,8 +100,8 @@ def _factor_run(tmp_path: Path, identities: list[dict | None] | None = None) -> 
             metrics["provenance"] = {"features": {"identity": identities[b]}}
             (cell / "metrics.json").write_text(json.dumps(metrics))
             write_cell_manifest(cell)
-    (splits / "manifest.json").write_text(json.dumps(manifest))
     (splits / "classes.csv").write_text("split,wnid,depth\n" + "".join(rows))
+    write_factor_manifest(splits, "depth", bins)
     return run
 
 
@@ -128,6 +126,25 @@ def test_factor_analysis_refuses_an_edited_per_class_table(cli_error, tmp_path: 
     cli_error(["analyze", "factor", run, "--k", "1", "--out", out], ["per_class.csv", "sha256"], [run], [out])
 
 
+def test_factor_analysis_refuses_an_edited_factor_split_table(cli_error, tmp_path: Path) -> None:
+    run = _factor_run(tmp_path)
+    classes = tmp_path / "splits" / "classes.csv"
+    classes.write_text(classes.read_text().replace("4.0", "9.0"))  # a class's depth, same size
+    out = tmp_path / "fa"
+    argv = ["analyze", "factor", run, "--k", "1", "--out", out]
+    cli_error(argv, [str(classes), "sha256", "re-run 'imagenet-zsl splits factor'"], [run], [out])
+
+
+def test_factor_analysis_refuses_an_old_factor_split_directory(cli_error, tmp_path: Path) -> None:
+    run = _factor_run(tmp_path)
+    manifest = tmp_path / "splits" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "format": "imagenet-zsl/factor-splits-v1"}))
+    out = tmp_path / "fa"
+    argv = ["analyze", "factor", run, "--k", "1", "--out", out]
+    cli_error(argv, [str(manifest), "factor-splits-v1", "re-run 'imagenet-zsl splits factor'"], [run], [out])
+
+
 def test_analysis_refuses_a_cell_without_manifest(cli_error, tmp_path: Path) -> None:
     run = _factor_run(tmp_path)
     (run / "cells" / "toy__depth_1" / "manifest.json").unlink()
@@ -139,9 +156,9 @@ def test_analysis_refuses_a_malformed_manifest(cli_error, tmp_path: Path) -> Non
     run = _factor_run(tmp_path)
     manifest = run / "cells" / "toy__depth_1" / "manifest.json"
     data = json.loads(manifest.read_text())
-    data["outputs"][0]["sha256"] = 12
+    data["files"][0]["sha256"] = 12
     manifest.write_text(json.dumps(data))
-    cli_error(["analyze", "ladder", run, "--out", tmp_path / "l"], "outputs", [run], [tmp_path / "l"])
+    cli_error(["analyze", "ladder", run, "--out", tmp_path / "l"], "files", [run], [tmp_path / "l"])
 
 
 def test_analysis_refuses_cells_of_different_features(cli_error, tmp_path: Path) -> None:

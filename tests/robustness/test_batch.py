@@ -12,7 +12,7 @@ from pathlib import Path
 import filelock
 import pytest
 
-from imagenet_zsl.batch import runner
+from imagenet_zsl.batch import cells
 from imagenet_zsl.cli import main
 from imagenet_zsl.models.trivial import Trivial
 from imagenet_zsl.splits.io import read_wnid_list
@@ -67,7 +67,9 @@ def test_a_tampered_finished_cell_is_computed_again(demo_inputs, demo_run, tmp_p
         metrics.write_bytes(original[: len(original) // 2])
     code, printed = _run(recipe, out, capsys)
     assert code == 0
-    assert f"cell {CELL}: computing it again: {metrics} does not match its sha256" in printed
+    again = [line for line in printed.splitlines() if line.startswith(f"cell {CELL}: computing it again: ")]
+    assert len(again) == 1 and again[0].startswith(f"cell {CELL}: computing it again: {metrics}: changed")
+    assert "differs from the manifest)" in again[0] and "re-run" not in again[0]  # run re-runs it
     assert "1 cells: 0 already done, 1 to evaluate" in printed
     assert metrics.read_bytes() == original and (out / "summary.md").read_text() == table
     # and a third run trusts it again
@@ -145,7 +147,7 @@ def test_a_full_disk_stops_the_run_naming_the_file(
     def full(cfg, progress=True):  # noqa: ANN001, ANN202
         raise OSError(errno.ENOSPC, "No space left on device", None if filename is None else str(named))
 
-    monkeypatch.setattr(runner, "evaluate", full)
+    monkeypatch.setattr(cells, "evaluate", full)
     recipe = _small_recipe(demo_inputs, demo_run, "full.yaml")
     message = cli_error(["run", recipe, "--out", out], culprit=["No space left on device", str(named)])
     assert "re-run the same command" in message

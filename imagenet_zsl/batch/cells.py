@@ -1,0 +1,183 @@
+"""Evaluating a run's cells: every (model, split) not finished yet, split by split (so every model
+of a split reads its test features once), each written by ``evaluate`` into its own atomic run
+directory and recorded; a failing cell is recorded and the others still run."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from imagenet_zsl.batch.classes import CellClasses
+from imagenet_zsl.batch.faults import one_line, stop_on_fatal
+from imagenet_zsl.batch.plan import Features, Plan, RunResult, cell_name
+from imagenet_zsl.batch.records import cell_key, cell_record, class_vectors, finished_record
+from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
+from imagenet_zsl.features.identity import describe_identity
+from imagenet_zsl.features.shards import FeatureDir, shared_blocks
+from imagenet_zsl.io import MANIFEST_NAME, atomic_write_json, sha256_file
+
+
+def evaluate_cell(plan: Plan, features: Features, model: str, split: str, classes: CellClasses) -> Path:
+    """Write the cell's run directory with ``evaluate`` (atomic: all or nothing); returns it."""
+    recipe = plan.recipe
+    out = plan.out / "cells" / cell_name(model, split)
+    cfg = EvaluationConfig(
+        features=features.test[split],
+        split=classes.split_file,
+        out=out,
+        model=classes.model_dir,
+        ks=list(recipe.ks),
+        gzsl=recipe.gzsl,
+        seen_features=features.seen if recipe.gzsl else None,
+        seen_classes=classes.seen_file if recipe.gzsl else None,
+        val_split=classes.val_file,
+        val_features=classes.val_features,
+        graph=recipe.graph,
+        label_frequency=recipe.label_frequency,
+        plots=recipe.plots,
+        label_space=classes.label_space,
+        count_as_miss=list(classes.missed),
+        allow_feature_mismatch=plan.allow_feature_mismatch,
+    )
+    evaluate(cfg, progress=False)
+    return out
+
+
+@dataclass
+class RunContext:
+    """What every cell of a run shares: the plan, features, class files and provenance."""
+
+    plan: Plan
+    features: Features
+    classes: dict[str, dict[str, CellClasses]]
+    overrides: dict[str, Any]
+    backbones: dict[Path, str] = field(default_factory=dict)
+
+    def backbone(self, split: str) -> str:
+        path = self.features.test[split]
+        if path not in self.backbones:
+            self.backbones[path] = describe_identity(FeatureDir(path).identity)
+        return self.backbones[path]
+
+
+def _pending_cells(
+    context: RunContext,
+    trained: dict[str, tuple[Path, str]],
+    errors: dict[str, str],
+    result: RunResult,
+    echo: Callable[[str], None],
+) -> tuple[list[tuple[str, str]], dict[tuple[str, str], dict[str, Any]], list[tuple[str, str, str, Path]]]:
+    """(every cell, the records of failed models and finished cells, the cells left to evaluate)."""
+    plan = context.plan
+    cells = [(spec.name, split) for spec in plan.models for split in plan.splits if spec.evaluates(split)]
+    pending = []
+    records: dict[tuple[str, str], dict[str, Any]] = {}
+    for model, split in cells:
+        record_path = plan.out / "cells" / f"{cell_name(model, split)}.json"
+        if model in errors:
+            records[model, split] = cell_record(plan, model, split, error=errors[model])
+            atomic_write_json(record_path, records[model, split])
+            continue
+        key = cell_key(plan, context.features, trained[model][1], split, context.classes[model][split])
+        record, problem = finished_record(record_path, key)
+        if record is not None:
+            records[model, split] = record
+            result.skipped.append(cell_name(model, split))
+            continue
+        if problem:
+            echo(f"cell {cell_name(model, split)}: computing it again: {problem}")
+        pending.append((model, split, key, record_path))
+    return cells, records, pending
+
+
+def _evaluate_one(
+    context: RunContext, model: str, split: str, key: str, result: RunResult, echo: Callable[[str], None]
+) -> dict[str, Any]:
+    """Evaluate one cell and return its record (a failure is recorded, a full disk stops the run)."""
+    plan = context.plan
+    cell = context.classes[model][split]
+    counts = {
+        "in_split": cell.total,
+        "evaluated": cell.evaluated,
+        "excluded": cell.excluded,
+        "missed": cell.missed,
+    }
+    name = cell_name(model, split)
+    origin = {
+        "backbone": context.backbone(split),
+        "class_vectors": class_vectors(cell.model_dir),
+        "feature_override": context.overrides.get(name),
+    }
+    try:
+        cell_dir = evaluate_cell(plan, context.features, model, split, cell)
+        manifest_sha256 = sha256_file(cell_dir / MANIFEST_NAME)
+        result.evaluated.append(name)
+        return cell_record(
+            plan,
+            model,
+            split,
+            classes=counts,
+            provenance=origin,
+            status="ok",
+            key=key,
+            manifest_sha256=manifest_sha256,
+        )
+    except Exception as err:  # isolated: recorded, shown as failed, the others still run
+        stop_on_fatal(err, plan.out / "cells" / name)
+        record = cell_record(
+            plan, model, split, classes=counts, provenance=origin, error=one_line(err), key=key
+        )
+        echo(f"cell {name} failed: {record['error']}")
+        return record
+
+
+def run_cells(
+    context: RunContext,
+    trained: dict[str, tuple[Path, str]],
+    errors: dict[str, str],
+    result: RunResult,
+    progress: bool,
+    echo: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """Evaluate every (model, split) cell not finished yet; returns every cell's record."""
+    plan = context.plan
+    cells, records, pending = _pending_cells(context, trained, errors, result, echo)
+    echo(f"{len(cells)} cells: {len(result.skipped)} already done, {len(pending)} to evaluate")
+    # split by split, so every model of a split reads its test features once (kept in memory up
+    # to the recipe's feature_memory_gb; larger splits are streamed once per model)
+    split_rank = {split: i for i, split in enumerate(plan.splits)}
+    pending.sort(key=lambda cell: split_rank[cell[1]])
+    start = time.perf_counter()
+    bar = tqdm(pending, desc="cells", unit="cell", disable=not progress)
+    with contextlib.ExitStack() as stack:
+        sharing: contextlib.ExitStack | None = None
+        current_split = None
+        for done, (model, split, key, record_path) in enumerate(bar):
+            if split != current_split:
+                if sharing is not None:
+                    sharing.close()
+                sharing = stack.enter_context(contextlib.ExitStack())
+                sharing.enter_context(shared_blocks(int(plan.recipe.feature_memory_gb * 2**30)))
+                current_split = split
+            bar.set_postfix_str(cell_name(model, split))
+            record = _evaluate_one(context, model, split, key, result, echo)
+            atomic_write_json(record_path, record)
+            records[model, split] = record
+            if not progress:
+                elapsed = time.perf_counter() - start
+                left = elapsed / (done + 1) * (len(pending) - done - 1)
+                echo(
+                    f"  {done + 1}/{len(pending)} {cell_name(model, split)} {record['status']}; "
+                    f"ETA {left:.0f} s"
+                )
+    for model, split in cells:
+        if records[model, split]["status"] != "ok":
+            result.errors[cell_name(model, split)] = records[model, split]["error"]
+    result.failed = list(result.errors)
+    return [records[c] for c in cells]

@@ -1,0 +1,267 @@
+"""The class policy (``missing_semantics``): every model of a split is scored on the same test
+classes, label space, seen classes and validation classes. A class some model cannot represent
+(no prototype) leaves the set for every model (``drop``), is counted as a miss (``count_as_miss``)
+or stops the run before any cell (``error``); the shared lists are written under ``OUT/classes``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imagenet_zsl.batch.calibration import Calibration
+from imagenet_zsl.batch.faults import one_line
+from imagenet_zsl.batch.plan import Features, Plan, write_classes
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.run import present_classes, representable_classes
+from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.splits.label_space import resolve_label_space
+
+DROPPED_FILE = "classes_dropped.csv"
+#: the class sets of a run besides its splits
+SEEN_SET, CALIBRATION_SET = "seen", "calibration"
+
+
+@dataclass
+class CellClasses:
+    """The classes a cell evaluates: the files to pass, and what the class policy did."""
+
+    model_dir: Path
+    split_file: Path
+    evaluated: int
+    total: int
+    #: split classes that left the split for every model (``drop``)
+    excluded: list[str]
+    #: split classes this model cannot represent, counted as misses (``count_as_miss``)
+    missed: list[str] = field(default_factory=list)
+    seen_file: Path | None = None
+    val_file: Path | None = None
+    val_features: Path | None = None
+    #: the label space every model of the split shares (``label_space`` all/FILE), else the spec
+    label_space: str = "split"
+
+
+@dataclass
+class ClassSets:
+    """The classes every model of a split is scored on, and what left them (``missing_semantics``)."""
+
+    #: set name (a split, "seen", "calibration") -> wnids, after the policy
+    kept: dict[str, list[str]]
+    #: set name -> wnid -> the models that cannot represent it
+    missing: dict[str, dict[str, list[str]]]
+    files: dict[str, Path] = field(default_factory=dict)
+    #: (model, split) -> split classes counted as misses
+    missed: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+
+
+def _unrepresentable(source: ModelDirectory, wnids: list[str]) -> list[str]:
+    """The classes of ``wnids`` the model has no prototype for (e.g. no word vector)."""
+    try:
+        return representable_classes(source, wnids)[1]
+    except UserInputError:  # not one of them
+        return list(wnids)
+
+
+def class_sets(plan: Plan, features: Features, calibration: Calibration) -> dict[str, list[str]]:
+    sets = dict(plan.split_wnids)
+    if calibration.wnids is not None:
+        sets[CALIBRATION_SET] = list(calibration.wnids)
+    if plan.recipe.gzsl and features.seen is not None:
+        val = set(calibration.wnids or ())
+        sets[SEEN_SET] = [w for w in present_classes(FeatureDir(features.seen)) if w not in val]
+    return sets
+
+
+def find_missing(
+    plan: Plan,
+    sets: dict[str, list[str]],
+    trained: dict[str, tuple[Path, str]],
+    errors: dict[str, str],
+) -> dict[str, dict[str, list[str]]]:
+    """set name -> wnid -> models that cannot represent it, over the models using each set (a
+    split: the models evaluated on it; seen and calibration classes: every model). A model that
+    cannot give prototypes at all is moved to ``errors`` (its cells fail)."""
+    missing: dict[str, dict[str, list[str]]] = {name: {} for name in sets}
+    specs = {spec.name: spec for spec in plan.models}
+    for name, (model_dir, _) in list(trained.items()):
+        try:
+            source = ModelDirectory(model_dir)
+            for set_name, wnids in sets.items():
+                if set_name in plan.splits and not specs[name].evaluates(set_name):
+                    continue
+                for wnid in _unrepresentable(source, wnids):
+                    missing[set_name].setdefault(wnid, []).append(name)
+        except Exception as err:  # e.g. a model that cannot give prototypes: its cells fail
+            errors[name] = one_line(err)
+            del trained[name]
+    return missing
+
+
+class MissingSemanticsError(UserInputError):
+    """``missing_semantics: error`` and a model cannot represent some classes: stops the run."""
+
+
+def _check_error_policy(plan: Plan, missing: dict[str, dict[str, list[str]]], carved: bool) -> None:
+    """``missing_semantics: error``: the first (model, set) with classes it cannot represent, one
+    line, before any cell (carved validation classes are not the user's: they are dropped)."""
+    for set_name, by_wnid in missing.items():
+        if not by_wnid or (set_name == CALIBRATION_SET and carved):
+            continue
+        model = min({m for models in by_wnid.values() for m in models})
+        wnids = sorted(w for w, models in by_wnid.items() if model in models)
+        what = f"split {set_name!r}" if set_name in plan.splits else f"the {set_name} classes"
+        raise MissingSemanticsError(
+            f"model {model!r} cannot represent {len(wnids)} classes of {what} (no semantic vector): "
+            f"{preview(wnids)}; set 'missing_semantics: drop' or 'count_as_miss' "
+            f"({plan.recipe_path}: missing_semantics) or use other semantics"
+        )
+
+
+def apply_policy(
+    plan: Plan, sets: dict[str, list[str]], missing: dict[str, dict[str, list[str]]], carved: bool
+) -> ClassSets:
+    """The classes every model is scored on, by ``missing_semantics``: ``drop`` removes what any
+    model cannot represent from the set for every model; ``count_as_miss`` keeps split classes
+    (a model counts their images as misses) and drops seen and validation classes; ``error``
+    raises. The files written under ``OUT/classes`` are the ones every cell reads."""
+    policy = plan.recipe.missing_semantics
+    if policy == "error":
+        _check_error_policy(plan, missing, carved)
+    result = ClassSets(kept={}, missing=missing)
+    for set_name, wnids in sets.items():
+        gone = missing[set_name]
+        is_split = set_name in plan.splits
+        if policy == "count_as_miss" and is_split:
+            result.kept[set_name] = list(wnids)
+            for wnid, models in gone.items():
+                for model in models:
+                    result.missed.setdefault((model, set_name), []).append(wnid)
+        else:
+            result.kept[set_name] = [w for w in wnids if w not in gone]
+        if not result.kept[set_name]:
+            raise UserInputError(
+                f"no class of the {set_name} classes is left: every one lacks a prototype in some model "
+                f"({', '.join(sorted({m for ms in gone.values() for m in ms}))}); use other semantics"
+            )
+        if is_split and len(result.kept[set_name]) == len(wnids):
+            result.files[set_name] = plan.splits[set_name]
+        else:
+            result.files[set_name] = write_classes(
+                plan.out / "classes" / f"{set_name}.txt", result.kept[set_name]
+            )
+    return result
+
+
+def label_space_prefix(split: str) -> str:
+    """The class-set name of a split's distractors (``label_space: all`` or FILE)."""
+    return f"label space of {split}"
+
+
+def fix_label_spaces(
+    plan: Plan, features: Features, classes: ClassSets, trained: dict[str, tuple[Path, str]]
+) -> None:
+    """``label_space: all`` or FILE: one label space per split for every model of it. The space is
+    resolved once (the split's kept classes, less the run's seen classes: the GZSL seen classes, or
+    the training features' classes), and a distractor any of the split's models has no prototype
+    for leaves it for all of them (listed; never an error: distractors are not test classes). The
+    result is written to ``OUT/classes/label_space.SPLIT.txt`` and passed to every cell as a FILE."""
+    spec = plan.recipe.label_space
+    if spec == "split":
+        return
+    if SEEN_SET in classes.kept:
+        seen = classes.kept[SEEN_SET]
+    else:
+        seen = present_classes(FeatureDir(features.train))
+    where = f"{plan.recipe_path}: label_space"
+    sources = {name: ModelDirectory(model_dir) for name, (model_dir, _) in trained.items()}
+    for split in plan.splits:
+        kept = classes.kept[split]
+        space = resolve_label_space(spec, kept, seen, where)
+        split_set = set(kept)
+        distractors = [w for w in space if w not in split_set]
+        gone: dict[str, list[str]] = {}
+        for spec_model in plan.models:
+            if spec_model.name in sources and spec_model.evaluates(split):
+                for wnid in _unrepresentable(sources[spec_model.name], distractors):
+                    gone.setdefault(wnid, []).append(spec_model.name)
+        classes.missing[label_space_prefix(split)] = gone
+        final = [w for w in space if w not in gone]
+        classes.files[label_space_prefix(split)] = write_classes(
+            plan.out / "classes" / f"label_space.{split}.txt", final
+        )
+
+
+def dropped_rows(plan: Plan, classes: ClassSets) -> list[dict[str, str]]:
+    """One row per (class, set) some model cannot represent: what happened to it and which models."""
+    rows = []
+    for set_name, by_wnid in classes.missing.items():
+        counted = plan.recipe.missing_semantics == "count_as_miss" and set_name in plan.splits
+        for wnid in sorted(by_wnid):
+            rows.append(
+                {
+                    "wnid": wnid,
+                    "set": set_name,
+                    "action": "counted as miss" if counted else "dropped for every model",
+                    "models": ";".join(sorted(by_wnid[wnid])),
+                    "why": "no prototype (no semantic vector)",
+                }
+            )
+    return rows
+
+
+def write_dropped(path: Path, rows: list[dict[str, str]]) -> Path:
+    columns = ("wnid", "set", "action", "models", "why")
+    lines = [",".join(columns)] + [",".join(row[c] for c in columns) for row in rows]
+    return atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def policy_note(plan: Plan, rows: list[dict[str, str]]) -> str | None:
+    """The one line (summary legend and console warning) saying which classes left and why."""
+    if not rows:
+        return None
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["set"]] = counts.get(row["set"], 0) + 1
+    models = sorted({m for row in rows for m in row["models"].split(";")})
+    where = ", ".join(f"{name} {n}" for name, n in counts.items())
+    policy = plan.recipe.missing_semantics
+    what = (
+        "are counted as misses for the models that cannot score them (seen and validation classes "
+        "left every model)"
+        if policy == "count_as_miss"
+        else "left the evaluation of every model"
+    )
+    return (
+        f"missing_semantics: {policy}: {len(rows)} classes without a prototype in {', '.join(models)} "
+        f"{what} ({where}); listed in {DROPPED_FILE}"
+    )
+
+
+def cell_classes(
+    plan: Plan, classes: ClassSets, calibration: Calibration, trained: dict[str, tuple[Path, str]]
+) -> dict[str, dict[str, CellClasses]]:
+    """Per model and split, the files and counts its cell is evaluated with."""
+    out: dict[str, dict[str, CellClasses]] = {}
+    for spec in plan.models:
+        if spec.name not in trained:
+            continue
+        cells = out.setdefault(spec.name, {})
+        for split, wnids in plan.split_wnids.items():
+            if not spec.evaluates(split):
+                continue
+            missed = sorted(classes.missed.get((spec.name, split), []))
+            kept = classes.kept[split]
+            cells[split] = CellClasses(
+                model_dir=trained[spec.name][0],
+                split_file=classes.files[split],
+                evaluated=len(kept),
+                total=len(wnids),
+                excluded=sorted(set(wnids) - set(kept)),
+                missed=missed,
+                seen_file=classes.files.get(SEEN_SET),
+                val_file=classes.files.get(CALIBRATION_SET),
+                val_features=calibration.features,
+                label_space=str(classes.files.get(label_space_prefix(split), plan.recipe.label_space)),
+            )
+    return out

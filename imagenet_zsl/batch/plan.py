@@ -1,0 +1,188 @@
+"""Planning a run: the recipe and every name, file and class set it names checked before any work,
+the run's lock, and its feature directories (SIMULATED ones written once into ``OUT/features``)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from imagenet_zsl.batch.recipe import (
+    RUN_TOOL,
+    FeatureDirs,
+    ModelSpec,
+    Recipe,
+    calibration_classes,
+    check_features,
+    check_model_splits,
+    check_resources,
+    input_paths,
+    load_recipe,
+    model_specs,
+    split_paths,
+)
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.simulate import load_simulation_config, simulate
+from imagenet_zsl.io import (
+    MANIFEST_NAME,
+    atomic_write_json,
+    atomic_write_text,
+    canonical_json,
+    check_out_dir,
+    read_manifest,
+    sha256_file,
+)
+from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
+
+
+@dataclass
+class Features:
+    """The feature directories of a run: training, test per split, held-out seen (GZSL)."""
+
+    train: Path
+    test: dict[str, Path]
+    seen: Path | None = None
+
+
+@dataclass
+class Plan:
+    """A validated recipe with everything resolved, before any work."""
+
+    recipe: Recipe
+    recipe_path: Path
+    out: Path
+    splits: dict[str, Path]
+    split_wnids: dict[str, list[str]]
+    models: list[ModelSpec]
+    #: the recipe's listed validation classes (None: none listed)
+    val_wnids: list[str] | None = None
+    allow_feature_mismatch: bool = False
+
+
+@dataclass
+class RunResult:
+    """What one ``run`` did: the models it trained, the cells it evaluated, skipped and lost."""
+
+    out: Path
+    trained: list[str] = field(default_factory=list)
+    evaluated: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    #: cell name -> its one-line error (in cell order)
+    errors: dict[str, str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    table: str = ""
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
+
+
+def cell_name(model: str, split: str) -> str:
+    """Directory name of the (model, split) cell."""
+    return f"{model}__{split}"
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+def plan_run(recipe_path: str | Path, out: str | Path, allow_feature_mismatch: bool = False) -> Plan:
+    """Validate the recipe and every name, file and class set it names; nothing is written."""
+    recipe_path = Path(recipe_path)
+    recipe = load_recipe(recipe_path)
+    where = str(recipe_path)
+    splits = split_paths(recipe, where)
+    models = model_specs(recipe, where)
+    check_model_splits(models, splits, where)
+    check_resources(recipe, models, where)
+    check_features(recipe, splits, where)
+    split_wnids = {}
+    for name, path in splits.items():
+        split_wnids[name] = read_wnid_list(path)
+        if not split_wnids[name]:
+            raise UserInputError(f"{path}: split {name!r} is empty; it needs one class wnid per line")
+    val_wnids = calibration_classes(recipe, split_wnids, where)
+    _check_label_space_file(recipe.label_space, split_wnids, where)
+    plan = Plan(recipe, recipe_path, Path(out), splits, split_wnids, models, val_wnids)
+    plan.allow_feature_mismatch = allow_feature_mismatch
+    plan.out = check_out_dir(out, RUN_TOOL, input_paths(recipe, recipe_path, splits, models))
+    return plan
+
+
+def _check_label_space_file(spec: str, split_wnids: dict[str, list[str]], where: str) -> None:
+    """A label-space FILE holds every class of every split (a test class outside it could never
+    be predicted); checked before any work."""
+    if spec in NAMED_LABEL_SPACES:
+        return
+    listed = set(read_wnid_list(spec))
+    for split, wnids in split_wnids.items():
+        missing = sorted(set(wnids) - listed)
+        if missing:
+            raise UserInputError(
+                f"{spec}: the label space lacks {len(missing)} classes of split {split!r} "
+                f"({where}: label_space): {preview(missing)}; a label space must hold every test class"
+            )
+
+
+@contextlib.contextmanager
+def run_lock(out: Path) -> Iterator[Path]:
+    """Hold ``.NAME.lock`` next to ``out`` for the whole run; a second ``run`` on it refuses."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    path = out.parent / f".{out.name}.lock"
+    lock = filelock.FileLock(str(path), timeout=0)
+    try:
+        lock.acquire()
+    except filelock.Timeout:
+        raise UserInputError(
+            f"{out} is being written by another 'imagenet-zsl run' (lock {path}): wait for it to "
+            "finish, or give another --out"
+        ) from None
+    try:
+        yield path
+    finally:
+        lock.release()
+
+
+def resolve_features(plan: Plan) -> Features:
+    """The feature directories; SIMULATED ones are written to ``OUT/features`` once (cached)."""
+    features = plan.recipe.features
+    if isinstance(features, FeatureDirs):
+        test = features.test
+        tests = {s: Path(test[s] if isinstance(test, dict) else test) for s in plan.splits}
+        return Features(Path(features.train), tests, Path(features.seen) if features.seen else None)
+    path = Path(features.simulate)
+    config = load_simulation_config(path)
+    target = plan.out / "features"
+    key_path = plan.out / "features.key.json"
+    key = _simulation_key(config, path.parent)
+    if read_manifest(target) is None or not key_path.is_file() or json.loads(key_path.read_text()) != key:
+        key_path.unlink(missing_ok=True)
+        simulate(config, target, base_dir=path.parent)
+        atomic_write_json(key_path, key)
+    seen = target / "seen_test"
+    if plan.recipe.gzsl and not (seen / MANIFEST_NAME).is_file():
+        raise UserInputError(
+            f"gzsl needs held-out seen images ({path}: seen_test.images_per_class): set it above 0"
+        )
+    return Features(target / "train", {s: target / "test" for s in plan.splits}, seen)
+
+
+def _simulation_key(config: Any, base_dir: Path) -> dict[str, Any]:
+    """What the simulated features depend on: the config and the content of its class lists."""
+    lists = {}
+    for spec in [*config.train.classes, *config.test.classes]:
+        path = Path(spec) if Path(spec).is_file() else base_dir / spec
+        lists[spec] = sha256_file(path) if path.is_file() else spec
+    return {"config": asdict(config), "class_lists": lists}
+
+
+def write_classes(path: Path, wnids: list[str]) -> Path:
+    """A class list (one wnid a line) under ``OUT/classes``, written atomically."""
+    return atomic_write_text(path, "".join(f"{w}\n" for w in wnids))
