@@ -4,14 +4,25 @@ hierarchy → splits → semantics → images → features → image_filter → 
 batch → attributes → analysis → cli, with the bottom utilities (errors, io, config, registry, ...)
 below them all. A stage that needs something from further down the flow registers into a
 registry of the upstream stage (entry points), never the other way round.
+
+The checker cannot be fooled by the usual shapes: it records an edge for EVERY name of an import
+(``from imagenet_zsl import errors, evaluation``), resolves and forbids relative imports
+(``from ..evaluation import run``; ruff's TID252 says the same), sees imports inside functions
+and under ``if TYPE_CHECKING or ...:`` (only a bare ``if TYPE_CHECKING:`` block is for annotations
+and skipped), and flags ``importlib.import_module`` / ``__import__`` of a package string, or of a
+computed name, anywhere but the registry and the CLI loader. Each shape is planted in a throw-away
+package below and must be caught.
 """
 
 from __future__ import annotations
 
 import ast
+import textwrap
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "imagenet_zsl"
 STAGES = (
@@ -41,11 +52,10 @@ BOTTOM = {
     "data",
     "cli_types",
 }
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+#: the only modules that may import a module by a computed name: the registry (entry points) and
+#: the CLI loader (each stage's command module)
+DYNAMIC_IMPORTERS = {"imagenet_zsl.registry", "imagenet_zsl.cli"}
+MAX_MODULE_LINES = 600
 
 
 def stage_of(module: str) -> str:
@@ -59,63 +69,260 @@ def stage_of(module: str) -> str:
     return head
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
+@dataclass
+class ImportReport:
+    """What the checker found in one package tree."""
+
+    graph: nx.DiGraph = field(default_factory=nx.DiGraph)
+    relative: list[str] = field(default_factory=list)
+    dynamic: list[str] = field(default_factory=list)
+
+    def against_flow(self) -> list[str]:
+        rank = {stage: i for i, stage in enumerate(STAGES)}
+        return sorted(
+            f"{a} ({stage_of(a)}) imports {b} ({stage_of(b)})"
+            for a, b in self.graph.edges
+            if rank[stage_of(b)] > rank[stage_of(a)]
+        )
+
+    def cycles(self) -> list[str]:
+        graph = self.graph.copy()
+        # a package's __init__ importing its own submodules (timm-style registration) is not a cycle
+        graph.remove_edges_from([(a, b) for a, b in graph.edges if b.startswith(a + ".")])
+        return sorted(" <-> ".join(sorted(c)) for c in nx.simple_cycles(graph))
+
+    def problems(self) -> list[str]:
+        return (
+            [f"against the flow: {p}" for p in self.against_flow()]
+            + [f"import cycle: {c}" for c in self.cycles()]
+            + [f"relative import: {r}" for r in self.relative]
+            + [f"dynamic import: {d}" for d in self.dynamic]
+        )
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _annotation_only_lines(tree: ast.AST) -> set[int]:
+    """Lines inside a bare ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``) body: imports there
+    serve annotations and never run. Any other test (``TYPE_CHECKING or True``) runs."""
     lines: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if not isinstance(node, ast.If):
+            continue
+        test = node.test
+        bare = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        )
+        if bare:
             for child in node.body:
                 lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
     return lines
 
 
-def imports() -> nx.DiGraph:
-    """Module → imported package module, for every import of the package (top level and inside functions)."""
-    graph = nx.DiGraph()
-    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-    for name, path in modules.items():
-        graph.add_node(name)
+def _resolve(target: str, modules: set[str]) -> str | None:
+    """The package module an imported dotted name lives in (a name inside a module → the module)."""
+    while target not in modules and "." in target:
+        target = target.rsplit(".", 1)[0]
+    return target if target in modules else None
+
+
+def _absolute_base(node: ast.ImportFrom, name: str, is_package: bool) -> str:
+    """The absolute module a relative ``from`` import names."""
+    parts = name.split(".") if is_package else name.split(".")[:-1]
+    parts = parts[: len(parts) - (node.level - 1)] if node.level > 1 else parts
+    return ".".join(parts + ([node.module] if node.module else []))
+
+
+def _dynamic_target(node: ast.Call) -> str | None:
+    """``import_module(X)`` / ``__import__(X)``: X shown, when it is a package string or computed."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if called not in {"import_module", "__import__"} or not node.args:
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value if arg.value.split(".")[0] == "imagenet_zsl" else None
+    return ast.unparse(arg)
+
+
+def _targets(node: ast.AST, name: str, is_package: bool, report: ImportReport) -> list[str]:
+    """Every package name an import statement pulls in (one per imported name)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if node.level:
+        base = _absolute_base(node, name, is_package)
+        report.relative.append(f"{name} line {node.lineno}: from {'.' * node.level}{node.module or ''}")
+    else:
+        base = node.module or ""
+    return [f"{base}.{a.name}" for a in node.names]
+
+
+def imports(root: Path = PACKAGE) -> ImportReport:
+    """Module → imported package module for every imported name of every module under ``root``
+    (top level and inside functions), with the relative and dynamic imports found on the way."""
+    report = ImportReport()
+    paths = {module_name(p, root): p for p in root.rglob("*.py")}
+    modules = set(paths)
+    for name, path in paths.items():
+        report.graph.add_node(name)
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _type_checking_lines(tree)
+        skip = _annotation_only_lines(tree)
+        is_package = path.name == "__init__.py"
         for node in ast.walk(tree):
             if getattr(node, "lineno", None) in skip:
                 continue
-            targets: list[str] = []
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            for target in targets:
-                if target.split(".")[0] != "imagenet_zsl":
+            if isinstance(node, ast.Call):
+                dynamic = _dynamic_target(node)
+                if dynamic is not None and name not in DYNAMIC_IMPORTERS:
+                    report.dynamic.append(f"{name} line {node.lineno}: import of {dynamic}")
+                if dynamic is not None and dynamic in modules:
+                    report.graph.add_edge(name, dynamic)
+                continue
+            for target in _targets(node, name, is_package, report):
+                if target.split(".")[0] != root.name:
                     continue
-                while target not in modules and "." in target:
-                    target = target.rsplit(".", 1)[0]
-                if target in modules and target != name:
-                    graph.add_edge(name, target)
-                    break
-    return graph
+                resolved = _resolve(target, modules)
+                if resolved is not None and resolved != name:
+                    report.graph.add_edge(name, resolved)
+    return report
 
 
 def test_imports_follow_the_data_flow():
-    rank = {stage: i for i, stage in enumerate(STAGES)}
-    against = [
-        f"{a} ({stage_of(a)}) imports {b} ({stage_of(b)})"
-        for a, b in imports().edges
-        if rank[stage_of(b)] > rank[stage_of(a)]
-    ]
-    assert not against, "imports against the flow:\n" + "\n".join(sorted(against))
+    against = imports().against_flow()
+    assert not against, "imports against the flow:\n" + "\n".join(against)
 
 
 def test_no_import_cycles_between_files():
-    graph = imports()
-    # a package's __init__ importing its own submodules (timm-style registration) is not a cycle
-    graph.remove_edges_from([(a, b) for a, b in graph.edges if b.startswith(a + ".")])
-    cycles = sorted(sorted(c) for c in nx.simple_cycles(graph))
-    assert not cycles, "file-level import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+    cycles = imports().cycles()
+    assert not cycles, "file-level import cycles:\n" + "\n".join(cycles)
 
 
-def test_the_checker_sees_a_planted_violation(tmp_path, monkeypatch):
-    """The test above would fail on an import against the flow (so it cannot pass vacuously)."""
-    assert stage_of("imagenet_zsl.models.base") == "models"
-    graph = imports()
+def test_no_relative_or_dynamic_package_imports():
+    report = imports()
+    assert not report.relative and not report.dynamic, "\n".join(report.relative + report.dynamic)
+
+
+def test_no_module_is_over_600_lines():
+    long = {
+        str(p.relative_to(PACKAGE.parent)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them): {long}"
+
+
+def test_the_checker_sees_the_real_graph():
+    graph = imports().graph
     assert graph.number_of_edges() > 50
     assert graph.has_edge("imagenet_zsl.splits.build", "imagenet_zsl.hierarchy.graph")
+    assert stage_of("imagenet_zsl.models.base") == "models"
+
+
+# ----------------------------------------------------------------------------- planted violations
+
+#: a throw-away package with the real stage names: a bottom module, two lower-stage modules and an
+#: upper-stage one. Each case writes one more module into it.
+_BASE = {
+    "__init__.py": "",
+    "errors.py": "class UserInputError(Exception): ...\n",
+    "splits/__init__.py": "",
+    "splits/build.py": "from imagenet_zsl.errors import UserInputError\n",
+    "evaluation/__init__.py": "",
+    "evaluation/run.py": "from imagenet_zsl.splits import build\n",
+}
+
+_POOL = "splits/pool.py"
+_RUN = "imagenet_zsl.evaluation.run"
+
+#: case → (modules written into the base package, the problem the checker must report)
+PLANTED = {
+    "a second name of one import": (
+        {_POOL: "from imagenet_zsl import errors, evaluation\n"},
+        "against the flow: imagenet_zsl.splits.pool (splits) imports imagenet_zsl.evaluation",
+    ),
+    "a cycle through a second name": (
+        {
+            "splits/__init__.py": "VERSION = 1\n",
+            "splits/build.py": "from imagenet_zsl.splits import VERSION, pool\n",
+            _POOL: "from imagenet_zsl.splits import build\n",
+        },
+        "import cycle: imagenet_zsl.splits.build <-> imagenet_zsl.splits.pool",
+    ),
+    "a relative import": (
+        {_POOL: "from ..evaluation import run\n"},
+        "relative import: imagenet_zsl.splits.pool line 1: from ..evaluation",
+    ),
+    "a relative import against the flow": (
+        {_POOL: "from ..evaluation import run\n"},
+        f"against the flow: imagenet_zsl.splits.pool (splits) imports {_RUN}",
+    ),
+    "a relative import of a sibling (a cycle)": (
+        {"splits/build.py": "from . import pool\n", _POOL: "from .build import x\n"},
+        "import cycle: imagenet_zsl.splits.build <-> imagenet_zsl.splits.pool",
+    ),
+    "import_module of a package string": (
+        {_POOL: f"import importlib\nrun = importlib.import_module('{_RUN}')\n"},
+        f"dynamic import: imagenet_zsl.splits.pool line 2: import of {_RUN}",
+    ),
+    "import_module of a computed name": (
+        {
+            _POOL: "from importlib import import_module\nNAME = 'imagenet_zsl.' + 'evaluation'\n"
+            "x = import_module(NAME)\n"
+        },
+        "dynamic import: imagenet_zsl.splits.pool line 3: import of NAME",
+    ),
+    "__import__ of a package string": (
+        {_POOL: f"x = __import__('{_RUN}')\n"},
+        f"dynamic import: imagenet_zsl.splits.pool line 1: import of {_RUN}",
+    ),
+    "an import inside a function": (
+        {_POOL: "def late():\n    from imagenet_zsl.evaluation.run import build\n    return build\n"},
+        f"against the flow: imagenet_zsl.splits.pool (splits) imports {_RUN}",
+    ),
+    "a TYPE_CHECKING test that runs": (
+        {
+            _POOL: "TYPE_CHECKING = False\nif TYPE_CHECKING or True:\n"
+            "    from imagenet_zsl.evaluation import run\n"
+        },
+        f"against the flow: imagenet_zsl.splits.pool (splits) imports {_RUN}",
+    ),
+    "the else branch of TYPE_CHECKING": (
+        {
+            _POOL: "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    pass\nelse:\n"
+            "    import imagenet_zsl.evaluation.run\n"
+        },
+        f"against the flow: imagenet_zsl.splits.pool (splits) imports {_RUN}",
+    ),
+}
+
+
+def _plant(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "imagenet_zsl"
+    for rel, text in {**_BASE, **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def test_the_planted_base_package_is_clean(tmp_path):
+    assert imports(_plant(tmp_path, {})).problems() == []
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED))
+def test_the_checker_catches_a_planted_violation(tmp_path, case):
+    files, expected = PLANTED[case]
+    problems = imports(_plant(tmp_path, files)).problems()
+    assert any(p.startswith(expected) for p in problems), f"{case}: not caught; found {problems}"
+
+
+def test_an_annotation_only_import_is_not_a_dependency(tmp_path):
+    text = (
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from imagenet_zsl.evaluation import run\n"
+    )
+    assert imports(_plant(tmp_path, {"splits/pool.py": text})).problems() == []
