@@ -151,6 +151,10 @@ def test_user_mistakes_are_one_error_line(trained, tmp_path, capsys):
             "error: --label-space split needs --split FILE",
         ),
         (
+            _argv(trained, photo, extra=["--device", "gpu9"]),
+            "error: --device 'gpu9': use cuda, cuda:N, cpu or auto",
+        ),
+        (
             ["predict", str(photo), "--model", str(tmp_path / "nomodel"), "--backbone", "tiny-test"],
             f"error: {tmp_path / 'nomodel'}: model directory not found",
         ),

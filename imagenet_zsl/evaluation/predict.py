@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl.cli_types import non_negative_int, positive_int
+from imagenet_zsl.devices import DEVICE_HELP, resolve_device, torch_numerics
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.queries import ModelDirectory
 from imagenet_zsl.evaluation.run import representable_classes
@@ -92,6 +93,7 @@ def register(tree: CommandTree) -> None:
         action="store_true",
         help="score even if the model was fitted on features of another backbone/weights/preprocessing",
     )
+    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     parser.set_defaults(func=_predict)
 
 
@@ -113,10 +115,15 @@ def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
     return resolve_label_space(spec, split, seen, "--label-space")
 
 
-def embed_photos(net: Any, pre: Preprocessing, photos: list[Path]) -> tuple[np.ndarray, np.ndarray | None]:
+def embed_photos(
+    net: Any, pre: Preprocessing, photos: list[Path], device: str = "cpu"
+) -> tuple[np.ndarray, np.ndarray | None]:
     """(N, D) float32 features (rounded to fp16 as 'extract' stores them) and (N, K) logits (or None)
-    of the photos, decoded and preprocessed as 'extract' does on CPU (fp32 forward)."""
+    of the photos, decoded and preprocessed as 'extract' does, forward in fp32 on ``device`` with
+    extract's deterministic numerics (no TF32), so CPU and GPU agree to fp32 rounding."""
     import torch
+
+    target = resolve_device(device)
 
     crops = []
     for photo in photos:
@@ -127,11 +134,14 @@ def embed_photos(net: Any, pre: Preprocessing, photos: list[Path]) -> tuple[np.n
             raise UserInputError(f"{photo}: cannot read the image ({err})") from None
         except OSError as err:
             raise UserInputError(f"{photo}: cannot read the file ({err.strerror or err})") from None
-    x = pre.normalizer("cpu")(torch.stack(crops))
+    x = pre.normalizer(target)(torch.stack(crops).to(target))
     if pre.ten_crop:
         x = x.reshape(-1, *x.shape[2:])
-    with torch.inference_mode():
+    net = net.to(target)
+    with torch_numerics(deterministic=True), torch.inference_mode():
         features, logits = net(x.contiguous(memory_format=torch.channels_last))
+    features = features.cpu()
+    logits = None if logits is None else logits.cpu()
     if pre.ten_crop:
         features = features.float().reshape(len(photos), pre.views, -1).mean(dim=1)
         logits = None if logits is None else logits.float().reshape(len(photos), pre.views, -1).mean(dim=1)
@@ -171,7 +181,7 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     )
     seen = source.seen_wnids() or training_wnids()
     space = _label_space(args, seen)
-    features, logits = embed_photos(net, pre, photos)
+    features, logits = embed_photos(net, pre, photos, args.device)
     queries = source.encode(features, logits)
     kept, without = representable_classes(source, space)
     scores = queries @ source.prototypes(kept).T

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import non_negative_int, positive_int
-from imagenet_zsl.devices import DETERMINISTIC_COST, tune_process_for_image_pipeline
+from imagenet_zsl.devices import DETERMINISTIC_COST, DEVICE_HELP, tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import describe_backbones
 from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
@@ -66,7 +66,7 @@ def register(tree: CommandTree) -> None:
         help="seed of --per-class sampling and of --weights random (default 0)",
     )
     parser.add_argument("--batch-size", type=positive_int, help="default 256 on CUDA, 32 on CPU")
-    parser.add_argument("--device", default="auto", help="cuda, cuda:N, cpu or auto (default)")
+    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     parser.add_argument(
         "--workers", type=non_negative_int, help="decode worker processes (default: from CPUs)"
     )

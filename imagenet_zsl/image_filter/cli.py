@@ -10,7 +10,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int
-from imagenet_zsl.devices import tune_process_for_image_pipeline
+from imagenet_zsl.devices import DEVICE_HELP, tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.image_filter.params import FilterParams
@@ -81,7 +81,7 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     parser.add_argument(
         "--ridge-alpha", type=float, default=1e-2, help="ridge: penalty relative to the mean feature variance"
     )
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:N]")
+    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     tune = parser.add_argument_group(
         "fine-tuning (--finetune-last-block)",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from imagenet_zsl.config import parse_recipe_yaml
-from imagenet_zsl.devices import tune_process_for_image_pipeline
+from imagenet_zsl.devices import DEVICE_HELP, tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, finetune_dgp
@@ -79,7 +79,7 @@ def register(tree: CommandTree) -> None:
         "with random resized crops and flips (Kampffmeyer et al.'s reference recipe)",
     )
     dgp.add_argument("--seed", type=int, default=0)
-    dgp.add_argument("--device", default="cpu")
+    dgp.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     dgp.set_defaults(func=_finetune_dgp)
 
     models = tree.command(

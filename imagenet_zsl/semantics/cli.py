@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from imagenet_zsl.data import fall11_counts
+from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import universe_wnids
@@ -78,7 +79,7 @@ def register(tree: CommandTree) -> None:
         "--classes", type=Path, default=None, help="encode only the wnids in this file (default: all 21,842)"
     )
     encode.add_argument("--batch-size", type=int, default=256, help="texts per forward pass (default 256)")
-    encode.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    encode.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     encode.add_argument("--out", required=True, type=Path, help="output .npz or .parquet file")
     encode.set_defaults(func=_encode)
 
