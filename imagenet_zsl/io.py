@@ -459,9 +459,7 @@ def read_manifest_verified(
     try:
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise _manifest_problem(
-            path, f"not a readable JSON manifest ({one_line_reason(err)})", rerun
-        ) from err
+        raise _manifest_problem(path, f"not a readable JSON manifest ({err})", rerun) from err
     if not isinstance(manifest, dict):
         raise _manifest_problem(path, "not a JSON object", rerun)
     if manifest.get("format") not in accepted:
@@ -502,8 +500,3 @@ def _verify_file(
         raise _manifest_problem(
             target, "changed since it was written (sha256 differs from the manifest)", rerun
         )
-
-
-def one_line_reason(err: BaseException) -> str:
-    """An exception's message on one line (for errors that quote a library's reason)."""
-    return " ".join(str(err).split())[:200]

@@ -70,11 +70,7 @@ def attribute_capable(name: str) -> bool:
     and learns its map from the seen images (``learns_from_images``, default True; a model that
     learns nothing, such as ``vlm_zero_shot``, needs class vectors in the image space)."""
     cls = MODELS.get(name)
-    return (
-        bool(getattr(cls, "needs_semantics", True))
-        and not getattr(cls, "needs_graph", False)
-        and bool(getattr(cls, "learns_from_images", True))
-    )
+    return cls.needs_semantics and not cls.needs_graph and cls.learns_from_images
 
 
 def default_models() -> list[str]:

@@ -323,7 +323,7 @@ def select_hyperparameters(
     fixed = dict(config.params)
     if "seed" in cls.defaults:
         fixed.setdefault("seed", config.seed)
-    grid = getattr(cls, "grid", {}) if config.grid is None else config.grid
+    grid = cls.grid if config.grid is None else config.grid
     result = search_hyperparameters(
         cls.name,
         {k: v for k, v in grid.items() if k not in fixed},

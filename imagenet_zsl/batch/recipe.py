@@ -396,9 +396,9 @@ def check_resources(recipe: Recipe, models: list[ModelSpec], where: str) -> None
         if spec.train is None:
             continue
         cls = MODELS.get(spec.train.model)
-        if getattr(cls, "needs_semantics", True):
+        if cls.needs_semantics:
             check_semantics_spec(spec.train.semantics, _model_key(recipe, spec, "semantics", where))
-        if getattr(cls, "needs_graph", False):
+        if cls.needs_graph:
             check_graph_spec(spec.train.graph, _model_key(recipe, spec, "graph", where))
     if recipe.semantics is not None:
         check_semantics_spec(recipe.semantics, f"{where}: semantics")

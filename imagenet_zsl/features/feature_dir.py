@@ -65,6 +65,7 @@ class FeatureDir:
         self._records = {s["name"]: s for s in self.shards}
         logits = self.manifest.get("logits") or {}
         self.logit_classes: list[str] | None = logits.get("classes") if isinstance(logits, dict) else None
+        self._head: tuple[BackboneHead | None] | None = None  # (head,) once read and verified
 
     @property
     def num_rows(self) -> int:
@@ -93,7 +94,13 @@ class FeatureDir:
         """The backbone's own classifier stored by ``extract`` (:class:`~imagenet_zsl.features.head.
         BackboneHead`: weight (K, D), bias (K,), the K wnids in output order), verified against the
         manifest's sha256; None when the directory has none (simulated features, backbones without
-        an ImageNet-1K head, directories written before heads were stored)."""
+        an ImageNet-1K head, directories written before heads were stored). Read and verified once
+        per FeatureDir: ``train`` asks for it twice (may the model take it; the seen data)."""
+        if self._head is None:
+            self._head = (self._read_head(),)
+        return self._head[0]
+
+    def _read_head(self) -> BackboneHead | None:
         record = self.manifest.get("head")
         if record is None:
             return None

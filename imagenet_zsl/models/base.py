@@ -78,6 +78,14 @@ class ZSLModel(ABC):
     #: fit learns from the seen classes' images. False for a model without training (the
     #: vision-language zero-shot model): ``train`` then reads no image at all.
     learns_from_images: ClassVar[bool] = True
+    #: fit needs class vectors (False: the graph-only trivial models)
+    needs_semantics: ClassVar[bool] = True
+    #: fit needs the class graph (GCNZ, SGCN, DGP, the trivial models)
+    needs_graph: ClassVar[bool] = False
+    #: a seen class without a class vector cannot be trained on (left out, with a warning)
+    seen_need_vectors: ClassVar[bool] = True
+    #: the default validation grid of ``select`` (hyper-parameter -> values)
+    grid: ClassVar[dict[str, list[Any]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any):
         """Derive ``defaults`` from ``Params``; a class that declares only a ``defaults`` dict (a

@@ -163,7 +163,7 @@ def _models(args: argparse.Namespace) -> int:
                         "description": describe(cls),
                         "defaults": cls.defaults,
                         "params": describe_params(cls.Params),
-                        "grid": getattr(cls, "grid", {}),
+                        "grid": cls.grid,
                     }
                     for name, cls in MODELS.items()
                 },
@@ -181,7 +181,7 @@ def _models(args: argparse.Namespace) -> int:
         for key, info in sorted(params.items()):
             kind = f"{info['type']} {info['range']}".strip()
             print(f"{'':10s} {key:{width}s}  {kind:40s} default {info['default']!r}")
-        grid = getattr(cls, "grid", {})
+        grid = cls.grid
         if grid:
             print(f"{'':10s} grid: " + "; ".join(f"{k} in {v}" for k, v in sorted(grid.items())))
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 import numpy as np
 import scipy.sparse as sp
@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.models.base import SeenData
+from imagenet_zsl.models.params import FeatureMode, SemanticNorm
 
 if TYPE_CHECKING:
     import torch
@@ -23,10 +24,11 @@ if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
     from imagenet_zsl.semantics.class_vectors import ClassVectors
 
-FEATURE_MODES = ("none", "l2", "standard")
+#: the choices of the ``features`` and ``semantic_norm`` hyper-parameters (declared once, in params)
+FEATURE_MODES = get_args(FeatureMode)
 #: rows per block when streaming over all training images (bounds temporaries to ~100 MB at D=2048)
 BLOCK_ROWS = 16384
-SEMANTIC_MODES = ("none", "l2")
+SEMANTIC_MODES = get_args(SemanticNorm)
 
 
 def check_seen_data(

@@ -312,7 +312,7 @@ def search_hyperparameters(
     if mode not in MODES:
         raise UserInputError(f"selection mode must be one of {MODES}, got {mode!r}")
     cls = MODELS.get(name)
-    grid = dict(getattr(cls, "grid", {}) if grid is None else grid)
+    grid = dict(cls.grid if grid is None else grid)
     base = dict(base_params or {})
     _check_names(cls, set(base) | set(grid))
     points = grid_points(grid) if grid else [{}]

@@ -160,12 +160,6 @@ def load_train_config(path: str | Path) -> TrainConfig:
     return TrainConfig(**checked.as_dict())
 
 
-def stored_head(features: FeatureDir) -> BackboneHead | None:
-    """The backbone classifier stored in the feature directory (``head.npz``, verified against the
-    manifest's sha256), or None."""
-    return features.head()
-
-
 def load_seen_data(
     features_dir: str | Path | FeatureDir,
     seen: list[str] | None = None,
@@ -194,7 +188,7 @@ def load_seen_data(
     features = features_dir if isinstance(features_dir, FeatureDir) else FeatureDir(features_dir)
     if features.simulated:
         log.warning("%s holds SIMULATED features (see its manifest)", features.path)
-    head = stored_head(features)
+    head = features.head()
     outputs = set(head.classes) if head_classes and head is not None else set()
     counts = np.bincount(features.labels(), minlength=len(features.classes))
     have = {w for w, c in zip(features.classes, counts, strict=True) if c > 0}
@@ -291,7 +285,7 @@ def _usable_head(cls: type[ZSLModel], params: dict[str, Any], features: FeatureD
     (classifier auto or head) and the feature directory stores one; else None."""
     if not cls.uses_training_logits or params.get("classifier", "auto") not in ("auto", "head"):
         return None
-    return stored_head(features)
+    return features.head()
 
 
 def _head_record(features: FeatureDir) -> dict[str, Any]:
@@ -367,15 +361,13 @@ def train(
         head_classes=head,
         images=cls.learns_from_images and not (covered and select is None),
     )
-    semantics = None if not getattr(cls, "needs_semantics", True) else resolve_class_vectors(config.semantics)
-    graph = resolve_graph(config.graph) if getattr(cls, "needs_graph", False) else None
+    semantics = None if not cls.needs_semantics else resolve_class_vectors(config.semantics)
+    graph = resolve_graph(config.graph) if cls.needs_graph else None
     extra: dict[str, Any] = {
         "command": command_line(),
         "train_config": config.as_dict(),
         "inputs": {
             "features": file_record(Path(features_dir) / MANIFEST_NAME),
-            "seen_classes": len(data.seen_wnids),
-            "images": int(len(data.labels)),
             "semantics": None if semantics is None else semantics.source,
             "graph": None if graph is None else graph.source,
             "backbone_head": _head_record(features) if head else None,
@@ -407,31 +399,38 @@ def _restrict_seen(
     """Leave out the seen classes the model cannot train on, with a warning and a manifest record:
     those without a semantic vector (models whose seen classes need one), and, when the seen
     classes are the backbone head's outputs, those that are not nodes of the class graph."""
-    if semantics is not None and getattr(cls, "seen_need_vectors", True):
+    if semantics is not None and cls.seen_need_vectors:
         without = [w for w in data.seen_wnids if w not in semantics]
+        data = _leave_out(
+            data,
+            without,
+            f"seen classes have no semantic vector ({semantics.source}) and are left out of training",
+            f"has a semantic vector in {semantics.source}",
+        )
         if without:
-            log.warning(
-                "%d seen classes have no semantic vector (%s) and are left out of training: %s",
-                len(without),
-                semantics.source,
-                preview(without),
-            )
-            data = drop_classes(data, without, f"has a semantic vector in {semantics.source}")
             record["seen_classes_without_vector"] = sorted(without)
     if head and graph is not None:
         outside = [w for w in data.seen_wnids if w not in graph]
+        data = _leave_out(
+            data,
+            outside,
+            f"backbone-head classes are not nodes of the {graph.source} graph and are left out",
+            f"is a node of the {graph.source} graph",
+        )
         if outside:
-            log.warning(
-                "%d backbone-head classes are not nodes of the %s graph and are left out: %s",
-                len(outside),
-                graph.source,
-                preview(outside),
-            )
-            data = drop_classes(data, outside, f"is a node of the {graph.source} graph")
             record["seen_classes_outside_graph"] = sorted(outside)
     record["seen_classes"] = len(data.seen_wnids)
     record["images"] = int(len(data.labels))
     return data
+
+
+def _leave_out(data: SeenData, wnids: list[str], what: str, condition: str) -> SeenData:
+    """``data`` without the classes ``wnids`` (a warning "N <what>: <wnids>"; ``condition`` is what
+    a kept class satisfies, for :func:`drop_classes`)."""
+    if not wnids:
+        return data
+    log.warning("%d %s: %s", len(wnids), what, preview(wnids))
+    return drop_classes(data, wnids, condition)
 
 
 def _select(
@@ -450,7 +449,7 @@ def _select(
     (seen classes without images), the validation classes are drawn from those with images."""
     semantics, graph = side
     default = select.grid in (None, "default")
-    grid = dict(getattr(MODELS.get(name), "grid", {}) if default else select.grid)
+    grid = dict(MODELS.get(name).grid if default else select.grid)
     fixed = sorted(set(grid) & set(overrides))
     for key in fixed:
         log.warning(

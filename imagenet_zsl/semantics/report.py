@@ -195,9 +195,10 @@ def write_label_outputs(
         if tables.class_vectors is not None:
             tables.class_vectors.save(tmp / CLASS_VECTORS)
         _plot_frequency(tables, tmp / FREQUENCY_PLOT)
-        _plot_reasons(reason_counts(tables.classes), tmp / REASONS_PLOT)
-        atomic_write_text(tmp / "report.md", render_report(tables))
         classes = tables.classes
+        reasons = reason_counts(classes)
+        _plot_reasons(reasons, tmp / REASONS_PLOT)
+        atomic_write_text(tmp / "report.md", render_report(tables))
         write_manifest(
             tmp,
             format=LABELS_FORMAT,
@@ -213,9 +214,7 @@ def write_label_outputs(
                     "classes": len(classes),
                     "lemmas": len(tables.lemmas),
                     "kept": int(classes["kept"].sum()),
-                    "reasons": {
-                        r: int(v) for r, v in reason_counts(classes)["all ImageNet-21K classes"].items()
-                    },
+                    "reasons": {r: int(v) for r, v in reasons["all ImageNet-21K classes"].items()},
                 }
             },
         )

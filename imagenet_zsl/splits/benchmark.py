@@ -189,7 +189,6 @@ def _keep_best(
             dropped_related_to_train=problem.dropped,
             branch_counts=branch_counts(wnids, problem.branch_of),
             rounds=solution.rounds,
-            greedy_ratio=ratio,
         )
         search.solution = solution
     search.best.upper_bound = upper
@@ -221,7 +220,7 @@ def _break_ties(problem: BenchmarkProblem, best: BenchmarkSolution, solution: Ex
     if ratio < best.ratio - 1e-9:  # an over-valued set reached the objective: keep the first optimum
         log.info("exact: the tie-break set has R %.6f < %.6f; keeping the first optimum", ratio, best.ratio)
         return
-    best.wnids, best.ratio, best.greedy_ratio = wnids, ratio, ratio
+    best.wnids, best.ratio = wnids, ratio
     best.branch_counts = branch_counts(wnids, problem.branch_of)
     best.tie_break = "min_positions"
 

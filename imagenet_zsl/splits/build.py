@@ -276,8 +276,9 @@ def solution_details(solution: BenchmarkSolution) -> dict[str, Any]:
         details["rounds"] = solution.rounds
         details["tie_break"] = solution.tie_break
     else:
-        greedy = solution.greedy_ratio if solution.greedy_ratio is not None else solution.ratio
-        details.update(greedy_ratio=round(greedy, 6), swaps=solution.swaps, passes=solution.passes)
+        details.update(
+            greedy_ratio=round(solution.greedy_ratio, 6), swaps=solution.swaps, passes=solution.passes
+        )
     return details
 
 
@@ -305,13 +306,15 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
     """Build all splits of a config into ``out_dir`` (atomic: all files appear at once or none)."""
     config_path = Path(config_path)
     config = load_splits_config(config_path)
-    inputs = [config_path] + [Path(p) for p in input_files(config)]
+    raw = read_yaml(config_path)  # the recipe as written: each split's parameters, the manifest's
+    recipe_files = [Path(p) for p in input_files(config)]
+    inputs = [config_path, *recipe_files]
     check_out_dir(out_dir, BUILD_TOOL, inputs)  # refuse a harmful --out before a minute of work
     started = time.perf_counter()
     ctx, candidates = _recipe_context(config, config_path)
-    built = _build_all(config, config_path, ctx, candidates, progress)
+    built = _build_all(config, config_path, raw, ctx, candidates, progress)
     with atomic_directory(out_dir, tool=BUILD_TOOL, inputs=inputs) as tmp:
-        _write_build(tmp, config, config_path, built, ctx, candidates)
+        _write_build(tmp, (config_path, raw, recipe_files), built, ctx, candidates)
     log.info("built %d splits in %.1f s -> %s", len(built), time.perf_counter() - started, out_dir)
     return built
 
@@ -329,10 +332,14 @@ def _recipe_context(config: SplitsConfig, config_path: Path) -> tuple[PoolContex
 
 
 def _build_all(
-    config: SplitsConfig, config_path: Path, ctx: PoolContext, candidates: list[str], progress: bool
+    config: SplitsConfig,
+    config_path: Path,
+    raw: dict[str, Any],
+    ctx: PoolContext,
+    candidates: list[str],
+    progress: bool,
 ) -> list[BuiltSplit]:
     """Every split of the recipe, in order; a split overlapping the training classes is an error."""
-    raw = read_yaml(config_path)
     train_set = set(ctx.train)
     built: list[BuiltSplit] = []
     for i, spec in enumerate(config.splits):
@@ -375,18 +382,19 @@ def split_record(split: BuiltSplit, counts: dict[str, int]) -> dict[str, Any]:
 
 def _write_build(
     tmp: Path,
-    config: SplitsConfig,
-    config_path: Path,
+    recipe: tuple[Path, dict[str, Any], list[Path]],
     built: list[BuiltSplit],
     ctx: PoolContext,
     candidates: list[str],
 ) -> None:
-    """The split lists, report.md and its plot, then the manifest hashing all of them."""
+    """The split lists, report.md and its plot, then the manifest hashing all of them. ``recipe``:
+    the config file, its YAML as written and the files it names."""
+    config_path, raw, recipe_files = recipe
     graph, train = ctx.graph, ctx.train
     for split in built:
         write_wnid_list(tmp / f"{split.name}.txt", split.wnids)
     config_record = {**file_record(config_path), "path": config_path.name}
-    inputs = {"config": config_record, "recipe_files": [file_record(p) for p in input_files(config)]}
+    inputs = {"config": config_record, "recipe_files": [file_record(p) for p in recipe_files]}
     fields = {
         "graph": {
             "source": graph.source,
@@ -408,6 +416,6 @@ def _write_build(
         format=SPLITS_FORMAT,
         tool=BUILD_TOOL,
         inputs=inputs,
-        parameters=read_yaml(config_path),
+        parameters=raw,
         fields=fields,
     )

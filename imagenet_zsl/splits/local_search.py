@@ -31,6 +31,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.splits.milp import branch_arrays
 from imagenet_zsl.splits.problem import (
     BenchmarkProblem,
     BenchmarkSolution,
@@ -193,16 +194,12 @@ class _Run:
     def on_shortlist(
         cls, problem: BenchmarkProblem, chosen: Sequence[str], dist: np.ndarray, numer: np.ndarray
     ) -> _Run:
-        graph, quota, branch_of = problem.graph, problem.quota, problem.branch_of
+        graph = problem.graph
         idx = graph.indices(chosen)
         anc = graph.ancestor_matrix[idx][:, idx]
         rel = (anc + anc.T).astype(bool).toarray()
-        if quota and branch_of is not None:
-            names = sorted({branch_of.get(w, "?") for w in chosen})
-            branch_id = np.array([names.index(branch_of.get(w, "?")) for w in chosen])
-            caps = np.array([quota.get(b, problem.size) for b in names])
-        else:
-            branch_id, caps = np.zeros(len(chosen), dtype=np.int64), np.array([problem.size])
+        # caps above the set size (the MILP's min(size, quota)) never bind: a set holds `size` classes
+        branch_id, caps = branch_arrays(chosen, problem.size, problem.branch_of, problem.quota)
         return cls(dist, numer.astype(np.float64), rel, branch_id, caps)
 
     def add(self, y: int) -> None:
