@@ -180,10 +180,13 @@ def study_to_directory(
     check_study(seeds)
     parts = study_parts(methods, seeds, options.inverse)  # checks the method names
     sources = [p for p in (ds.images.path, ds.split.path) if p is not None]
-    # the runs' configurations name no features: the study is tied to the files they came from
+    # the runs' configurations name no features and their splits only by path: the study is tied
+    # to the files they came from and to what shapes the split files (k, the MAS attributes)
     identity = {
         "dataset": ds.name,
         "inputs": [{"path": str(p.resolve()), "bytes": p.stat().st_size} for p in sources],
+        "k": options.k,
+        "mas_attributes": options.mas_attributes,
     }
     work = prepare_work(
         out, tool=ROBUSTNESS_TOOL, manifest_format=ROBUSTNESS_FORMAT, identity=identity, inputs=sources

@@ -254,3 +254,17 @@ def test_robustness_cli_prints_eq9_and_eq10(apy_root, tmp_path, capsys):
     assert json.loads((out / "measures.json").read_text())["robustness"]["zsl"]["rob"] == pytest.approx(
         rob, abs=1e-5
     )  # runs.csv keeps 6 significant digits
+
+
+def test_a_finished_study_is_not_reused_for_other_split_settings(tmp_path, apy_root, monkeypatch):
+    """The runs name their split files by path only: a study re-run on the same ``OUT`` with
+    another ``k`` (which rewrites the MAS/PAS split files) must recompute, never reuse."""
+    ds = load_dataset("APY", apy_root)
+    out = tmp_path / "study"
+    study_to_directory(ds, "ridge", ["pas"], 2, out, options=StudyOptions(k=2), params={"alpha": 1.0})
+    real = protocol.run_protocol
+    calls = []
+    monkeypatch.setattr(protocol, "run_protocol", lambda *a, **k: calls.append(1) or real(*a, **k))
+    study_to_directory(ds, "ridge", ["pas"], 2, out, options=StudyOptions(k=3), params={"alpha": 1.0})
+    assert len(calls) == 4  # base and pas, two seeds each: all made again
+    assert read_manifest_verified(out, ROBUSTNESS_FORMAT)["parameters"]["k"] == 3
