@@ -153,7 +153,9 @@ def _gzsl_hits(
     n = len(test.classes)
     row: dict = {}
     for k in ks:
-        undetermined = 0
+        # an image whose credit the bounds leave open under either rule, counted once (as step_hits)
+        unseen_open: np.ndarray | bool = False
+        seen_open: np.ndarray | bool = False
         for rule, suffix in (("expected", ""), ("strict", "_strict")):
             low, high = bounds.credit(k, rule)
             s_low, s_high = seen_bounds.credit(k, rule)
@@ -167,8 +169,9 @@ def _gzsl_hits(
             row[f"H@{k}{suffix}"] = M.harmonic_mean(s_class, u_class) if u_class == u_class else float("nan")
             if suffix == "":
                 row[f"hit@{k}_upper"] = float(np.mean(high[keep])) if keep.any() else float("nan")
-            undetermined += int((low[keep] < high[keep]).sum() + (s_low < s_high).sum())
-        row[f"undetermined@{k}"] = undetermined
+            unseen_open = unseen_open | (low[keep] < high[keep])
+            seen_open = seen_open | (s_low < s_high)
+        row[f"undetermined@{k}"] = int(np.sum(unseen_open) + np.sum(seen_open))
     return row
 
 

@@ -13,7 +13,8 @@ from imagenet_zsl.batch.faults import one_line
 from imagenet_zsl.batch.plan import Features, Plan, write_classes
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.queries import ModelDirectory
-from imagenet_zsl.evaluation.run import present_classes, representable_classes
+from imagenet_zsl.evaluation.run import present_classes
+from imagenet_zsl.evaluation.run.classes import missing_prototypes
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.splits.label_space import resolve_label_space
@@ -55,14 +56,6 @@ class ClassSets:
     missed: dict[tuple[str, str], list[str]] = field(default_factory=dict)
 
 
-def _unrepresentable(source: ModelDirectory, wnids: list[str]) -> list[str]:
-    """The classes of ``wnids`` the model has no prototype for (e.g. no word vector)."""
-    try:
-        return representable_classes(source, wnids)[1]
-    except UserInputError:  # not one of them
-        return list(wnids)
-
-
 def class_sets(plan: Plan, features: Features, calibration: Calibration) -> dict[str, list[str]]:
     sets = dict(plan.split_wnids)
     if calibration.wnids is not None:
@@ -90,7 +83,7 @@ def find_missing(
             for set_name, wnids in sets.items():
                 if set_name in plan.splits and not specs[name].evaluates(set_name):
                     continue
-                for wnid in _unrepresentable(source, wnids):
+                for wnid in missing_prototypes(source, wnids):
                     missing[set_name].setdefault(wnid, []).append(name)
         except Exception as err:  # e.g. a model that cannot give prototypes: its cells fail
             errors[name] = one_line(err)
@@ -183,7 +176,7 @@ def fix_label_spaces(
         gone: dict[str, list[str]] = {}
         for spec_model in plan.models:
             if spec_model.name in sources and spec_model.evaluates(split):
-                for wnid in _unrepresentable(sources[spec_model.name], distractors):
+                for wnid in missing_prototypes(sources[spec_model.name], distractors):
                     gone.setdefault(wnid, []).append(spec_model.name)
         classes.missing[label_space_prefix(split)] = gone
         final = [w for w in space if w not in gone]

@@ -54,31 +54,24 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from imagenet_zsl.batch.calibration import COUNT, Calibration, check_provenance, plan_calibration
-from imagenet_zsl.batch.cells import RunContext, evaluate_cell, run_cells
+from imagenet_zsl.batch.calibration import COUNT, check_provenance, plan_calibration
+from imagenet_zsl.batch.cells import RunContext, run_cells
 from imagenet_zsl.batch.classes import (
     CALIBRATION_SET,
     DROPPED_FILE,
-    SEEN_SET,
-    CellClasses,
-    ClassSets,
-    MissingSemanticsError,
     apply_policy,
     cell_classes,
     class_sets,
     dropped_rows,
     find_missing,
     fix_label_spaces,
-    label_space_prefix,
     policy_note,
     write_dropped,
 )
-from imagenet_zsl.batch.faults import FATAL_ERRNOS
-from imagenet_zsl.batch.plan import Features, Plan, RunResult, cell_name, plan_run, resolve_features, run_lock
+from imagenet_zsl.batch.plan import Plan, RunResult, plan_run, resolve_features, run_lock
 from imagenet_zsl.batch.recipe import RUN_TOOL
-from imagenet_zsl.batch.records import CELL_FORMAT, CELL_VERSION, cell_key, cell_problem
 from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
-from imagenet_zsl.batch.training import ensure_model, train_models
+from imagenet_zsl.batch.training import train_models
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.report import verify_run_directory
 from imagenet_zsl.io import MANIFEST_NAME, file_record, read_manifest, write_manifest
@@ -87,43 +80,7 @@ from imagenet_zsl.io import MANIFEST_NAME, file_record, read_manifest, write_man
 #: config and allow_feature_mismatch under "parameters")
 RUN_FORMAT = "imagenet-zsl/run-v2"
 
-__all__ = [
-    "CALIBRATION_SET",
-    "CELL_FORMAT",
-    "CELL_VERSION",
-    "COUNT",
-    "DROPPED_FILE",
-    "FATAL_ERRNOS",
-    "RUN_FORMAT",
-    "SEEN_SET",
-    "Calibration",
-    "CellClasses",
-    "ClassSets",
-    "Features",
-    "MissingSemanticsError",
-    "Plan",
-    "RunContext",
-    "RunResult",
-    "apply_policy",
-    "cell_classes",
-    "cell_key",
-    "cell_name",
-    "cell_problem",
-    "check_provenance",
-    "dropped_rows",
-    "ensure_model",
-    "evaluate_cell",
-    "find_missing",
-    "fix_label_spaces",
-    "label_space_prefix",
-    "plan_calibration",
-    "plan_run",
-    "policy_note",
-    "resolve_features",
-    "run",
-    "run_lock",
-    "train_models",
-]
+__all__ = ["RUN_FORMAT", "run"]
 
 
 def run(

@@ -404,3 +404,25 @@ def test_ladder_refuses_an_edited_topk_list(finished_run, capsys) -> None:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "test.unseen.ids.npy" in err[0] and "sha256" in err[0]
     assert not out.exists()
+
+
+def test_gzsl_undetermined_counts_each_open_image_once() -> None:
+    """An image whose credit is open under both tie rules is one undetermined image (as in the
+    ZSL ladder), not two."""
+    from types import SimpleNamespace
+
+    from imagenet_zsl.analysis.ladder_gzsl import _gzsl_hits
+
+    class Open:  # bounds: image 0 open under both rules, image 1 under the strict rule only
+        def credit(self, k, rule="expected"):
+            low = np.array([0.0, 1.0]) if rule == "expected" else np.array([0.0, 0.0])
+            return low, np.array([1.0, 1.0])
+
+    class Closed:
+        def credit(self, k, rule="expected"):
+            return np.array([1.0]), np.array([1.0])
+
+    test = SimpleNamespace(classes=["a", "b"], labels=np.array([0, 1]))
+    seen = SimpleNamespace(classes=["c"], labels=np.array([0]))
+    row = _gzsl_hits(test, np.array([True, True]), Open(), seen, Closed(), [1])
+    assert row["undetermined@1"] == 2
