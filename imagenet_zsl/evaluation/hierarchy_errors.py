@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl.scoring import SORT_BLOCK, GZSLTopK, TieRanks, calibrated_topk_rows
+from imagenet_zsl.scoring.ranks import check_block
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -268,9 +269,7 @@ def gzsl_error_breakdowns(
     accumulated with ``np.add.at``, which adds the weights one by one in image order, as the one
     ``np.bincount`` over all predictions does.
     """
-    if int(block) < 1:
-        raise ValueError(f"block must be a positive number of images, got {block}")
-    block = int(block)
+    block = check_block(block)
     relations = _Relations(graph, classes)
     seen_img = gz.seen_images
     counts = {part: np.zeros(len(CATEGORIES)) for part in GZSL_PARTS}

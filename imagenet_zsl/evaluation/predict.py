@@ -29,6 +29,7 @@ from imagenet_zsl.features.transforms import Preprocessing
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import training_wnids
 from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
+from imagenet_zsl.scoring import topk_from_scores
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import check_label_space_spec, resolve_label_space
 
@@ -107,8 +108,7 @@ def _check_photos(photos: list[Path]) -> None:
 
 def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
     """The label space's wnids (sorted) for ``--label-space`` / ``--split``."""
-    spec = str(args.label_space)
-    check_label_space_spec(spec, "--label-space")
+    spec = str(args.label_space)  # checked by predict() before any work
     if spec == "split" and args.split is None:
         raise UserInputError("--label-space split needs --split FILE (the split's wnid list)")
     split = read_wnid_list(args.split) if args.split is not None else []
@@ -149,12 +149,6 @@ def embed_photos(
     return as_stored, None if logits is None else logits.to(torch.float16).float().numpy()
 
 
-def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """(N, C) scores → (N, min(k, C)) column indices, best first; ties go to the lower index."""
-    k = min(k, scores.shape[1])
-    return np.argsort(-scores, axis=1, kind="stable")[:, :k]
-
-
 def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]:
     """The top-k of every photo, and what was ranked against (label-space counts, override)."""
     photos = [Path(p) for p in args.photos]
@@ -185,7 +179,7 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     queries = source.encode(features, logits)
     kept, without = representable_classes(source, space)
     scores = queries @ source.prototypes(kept).T
-    order = top_k(scores, args.top_k)
+    _, order = topk_from_scores(scores, min(args.top_k, scores.shape[1]))  # ties: lower column first
     predictions = [
         Prediction(str(photo), [kept[j] for j in row], scores[i, row])
         for i, (photo, row) in enumerate(zip(photos, order, strict=True))

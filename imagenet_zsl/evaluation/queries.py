@@ -34,6 +34,9 @@ class QuerySource:
 
     def __init__(self, l2: bool = False):
         self.l2 = l2
+        #: the last request and its (read-only) prototypes: ``evaluate`` first checks that every
+        #: class of a label space has a prototype, then searches those same prototypes
+        self._last: tuple[tuple[str, ...], np.ndarray] | None = None
 
     def _embed(self, features: np.ndarray, logits: np.ndarray | None) -> np.ndarray:
         raise NotImplementedError
@@ -46,8 +49,16 @@ class QuerySource:
         return l2_normalize(queries) if self.l2 else queries
 
     def prototypes(self, wnids: Sequence[str]) -> np.ndarray:
+        """(C, E) float32 prototypes of ``wnids`` in that order (read-only; built once for a
+        repeated request)."""
+        key = tuple(wnids)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
         protos = np.asarray(self._class_vectors(list(wnids)), dtype=np.float32)
-        return l2_normalize(protos) if self.l2 else protos
+        protos = l2_normalize(protos) if self.l2 else protos
+        protos.flags.writeable = False
+        self._last = (key, protos)
+        return protos
 
     def describe(self) -> dict:
         raise NotImplementedError

@@ -117,7 +117,7 @@ def gzsl_metrics(inp: EvaluationInputs, results: SearchResults) -> GZSLResult:
     """GZSL over test ∪ seen classes: direct stacking, AUSUC, the calibrated γ (with a validation
     split), the curves to plot, per-class GZSL hit@K at γ = 0 and the hierarchy breakdown."""
     n_test, n_seen = len(inp.eval_wnids), len(inp.seen_wnids)
-    scored = results.scored_test()
+    scored = results.scored_test
     gz = build_gzsl(scored, results.seen, n_test, n_seen, "unseen")
     gzsl = M.gzsl_metrics(gz, inp.ks)
     gzsl["images"] = {"unseen": int(len(scored.labels)), "seen": int(len(results.seen.labels))}

@@ -272,7 +272,8 @@ def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -
     space = resolve_space(cfg, source, split_wnids, miss, sets.seen_wnids)
     lookup = test_lookup(fd, space.wnids, space.scored)
     counts_all = class_image_counts(fd, split_wnids, kept_ids)
-    miss_counts = class_image_counts(fd, miss, kept_ids)
+    position = {w: i for i, w in enumerate(split_wnids)}  # count-as-miss classes are split classes
+    miss_counts = counts_all[[position[w] for w in miss]]
     check_test_images(cfg, fd, split_wnids, counts_all)
     if cfg.gzsl:
         sets = _representable_seen(sets, source)

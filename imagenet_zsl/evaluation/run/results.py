@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,8 +29,10 @@ class SearchResults:
     #: empty lists, true class outside every list (``above = m``); None without such images
     misses: SetResult | None = None
 
+    @cached_property
     def scored_test(self) -> SetResult:
-        """The test images every metric counts: the searched ones, then the misses."""
+        """The test images every metric counts: the searched ones, then the misses (joined once:
+        the ZSL and the GZSL metrics both read it)."""
         if self.misses is None:
             return self.test
         parts = (self.test, self.misses)

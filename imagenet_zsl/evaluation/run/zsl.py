@@ -71,7 +71,7 @@ def count_as_miss_block(inp: EvaluationInputs) -> dict[str, Any]:
 def zsl_metrics(inp: EvaluationInputs, results: SearchResults) -> ZSLResult:
     """ZSL hit@K (flat and per class, both tie rules) of the test images among the label space;
     count-as-miss images are in every denominator with no credit."""
-    test = results.scored_test()
+    test = results.scored_test
     n_eval = len(inp.eval_wnids)
     ranks = test.ranks
     counts = np.bincount(test.labels, minlength=n_eval)
