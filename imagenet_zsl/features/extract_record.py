@@ -23,7 +23,6 @@ from imagenet_zsl.io import (
     file_record,
     sha256_bytes,
     sha256_file,
-    software_versions,
 )
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.pretraining import pretraining_of
@@ -79,7 +78,6 @@ def run_record(
         "classes_without_images": work.missing_classes,
         "store_problems": store.problems,
         "pretraining": pretraining_record(cfg, weights),
-        "software": software_versions(),
     }
     if logit_classes is not None:
         manifest["logits"] = {

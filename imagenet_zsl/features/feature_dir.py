@@ -85,11 +85,6 @@ class FeatureDir:
         (:func:`~imagenet_zsl.features.identity.feature_identity`)."""
         return feature_identity(self.manifest)
 
-    @property
-    def has_head(self) -> bool:
-        """Whether the manifest lists a backbone head (``head.npz``)."""
-        return self.manifest.get("head") is not None
-
     def head(self) -> BackboneHead | None:
         """The backbone's own classifier stored by ``extract`` (:class:`~imagenet_zsl.features.head.
         BackboneHead`: weight (K, D), bias (K,), the K wnids in output order), verified against the

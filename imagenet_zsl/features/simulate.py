@@ -354,7 +354,6 @@ def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | Non
             fields={
                 "simulated": True,
                 "WARNING": WARNING,
-                "config": asdict(config),
                 "graph": graph.source,
                 "feature_scale": scale,
                 "semantics": vectors.source,

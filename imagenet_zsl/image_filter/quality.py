@@ -54,7 +54,7 @@ from imagenet_zsl.image_filter.outputs import (
     write_tables,
 )
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT, TOOL, FilterParams
-from imagenet_zsl.io import atomic_directory, read_manifest, write_manifest
+from imagenet_zsl.io import atomic_directory, check_out_dir, read_manifest, write_manifest
 
 
 def _check_output_dir(out: Path, features_dir: Path) -> None:
@@ -64,11 +64,12 @@ def _check_output_dir(out: Path, features_dir: Path) -> None:
     if out.exists():
         if not out.is_dir():
             raise UserInputError(f"--out {out}: exists and is not a directory")
-        ours = (read_manifest(out) or {}).get("format") == OUTPUT_FORMAT
+        ours = (read_manifest(out) or {}).get("tool") == TOOL  # any version: it is replaced whole
         if any(out.iterdir()) and not ours:
             raise UserInputError(
                 f"--out {out}: exists and is not an earlier filter output; choose a new directory"
             )
+    check_out_dir(out, TOOL, [features_dir])  # the rest of io's rule: no overlap, a writable parent
 
 
 def _summary(
@@ -133,7 +134,7 @@ def filter_feature_dir(
     if trainer is not None:
         inputs["images"] = str(finetune.images)
         parameters.update(classifier="finetune-last-block", finetune=trainer.describe())
-    with atomic_directory(out, tool=TOOL) as tmp:
+    with atomic_directory(out, tool=TOOL, inputs=[features_dir]) as tmp:
         write_tables(tmp, data, crossfit, outcomes)
         write_report(
             tmp,

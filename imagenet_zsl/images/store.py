@@ -226,9 +226,7 @@ def open_store(
     torchrun job) to finish building the index instead of scanning the store again in parallel.
     """
     root = Path(path).expanduser().resolve()
-    check_layout_name(layout)
-    if layout == "auto":
-        layout = detect_layout(root, val_labels)
+    check_layout_name(layout)  # a bad name first, even for a store that does not exist
     if not root.exists():
         raise UserInputError(f"{root}: image store not found (give --store PATH)")
     kind = make_layout(layout, root, val_labels)

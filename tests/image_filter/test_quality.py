@@ -481,3 +481,9 @@ def test_cli_finetune_option_says_what_it_needs(small_dir, tmp_path):
     with pytest.raises(UserInputError, match="needs --images STORE"):
         args.func(args)
     assert not (tmp_path / "out").exists()
+
+
+def test_an_output_inside_the_features_is_refused_before_any_work(small_dir, tmp_path):
+    with pytest.raises(UserInputError, match="overlaps the input"):
+        filter_feature_dir(small_dir, Path(small_dir) / "filtered", FilterParams())
+    assert not (Path(small_dir) / "filtered").exists()
