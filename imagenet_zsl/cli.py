@@ -7,6 +7,10 @@ with ``tree.command(...)`` or commands inside a group (``imagenet-zsl splits bui
 The stages' ``cli`` modules are the entry points of the group ``imagenet_zsl.commands``
 (``pyproject.toml``), so this module never imports a stage: installing a package that declares
 an entry point there is enough to add its commands.
+
+Start-up stays cheap (``imagenet-zsl --help`` well under a second): this module and every stage's
+``cli`` module import only the standard library and light helpers at module level; a command's
+handler imports its stage when it runs (``tests/test_cli_startup.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ from typing import NoReturn
 
 from imagenet_zsl import __version__
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import last_output, note_output
 
 COMMAND_GROUP = "imagenet_zsl.commands"
 #: ``--help`` lists the stages in flow order (entry-point names); unknown names follow, sorted
@@ -145,6 +148,8 @@ def describe_os_error(err: OSError) -> str:
     The file is the error's own ``filename`` or, when the system gives none (a ``write`` to an
     open file fails with ENOSPC or EFBIG), the output this command is writing.
     """
+    from imagenet_zsl.io import last_output  # numpy: not at start-up
+
     if err.filename is not None:
         where = str(err.filename) + (f" -> {err.filename2}" if err.filename2 is not None else "")
     elif last_output() is not None:
@@ -180,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
+    from imagenet_zsl.io import note_output  # numpy: only once a command runs
+
     note_output(None)
     try:
         return int(args.func(args) or 0)

@@ -1,15 +1,17 @@
-"""argparse ``type=`` converters shared by every stage's command line.
+"""argparse helpers shared by every stage's command line: ``type=`` converters, lazy help/choices.
 
 A bad number (``--batch-size 0``, ``--workers -1``, ``--block-rows x``) must be a one-line
 ``error:`` and exit status 2 before any work starts, never a silent default or a traceback later.
 argparse turns the ``argparse.ArgumentTypeError`` raised here into
 ``imagenet-zsl <command>: error: argument --batch-size: 0: must be at least 1`` (exit 2).
+
+Standard library only: every ``cli`` module imports this at start-up.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 
 
 def _integer(text: str) -> int:
@@ -46,3 +48,61 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
     convert.__name__ = f"int_at_least_{low}"
     return convert
+
+
+# --- lazy help and choices --------------------------------------------------------------------
+# ``imagenet-zsl --help`` must start in well under a second, so a stage's ``cli`` module imports
+# none of the stage at start-up. A flag whose help text, default or choices live in a heavy module
+# (the registered backbones, a factor table) gets them through these wrappers: the module is
+# imported only when that flag's help is shown or the flag is given.
+
+
+class LazyText:
+    """Text built on first ``str()``: ``make`` runs once, when argparse formats the help."""
+
+    def __init__(self, make: Callable[[], str]):
+        self._make = make
+        self._text: str | None = None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = str(self._make())
+        return self._text
+
+
+def lazy_help(action: argparse.Action, template: str, **parts: Callable[[], str]) -> argparse.Action:
+    """Give ``action`` the help ``template`` whose ``%(name)s`` fields are ``parts[name]()``, called
+    only when ``--help`` shows it (argparse fills ``%(...)s`` from the action's attributes).
+
+    ``lazy_help(p.add_argument("--backbone"), "one of %(names)s", names=list_backbones)``.
+    """
+    for name, make in parts.items():
+        if name in vars(action):
+            raise ValueError(f"bug: lazy help field {name!r} would hide the action's own attribute")
+        setattr(action, name, LazyText(make))
+    action.help = template
+    return action
+
+
+class LazyChoices:
+    """``choices=`` for argparse whose values come from ``make()`` on first use: a parse that
+    gives the flag checks against them; ``--help`` lists them (``%(choices)s``). Pass a
+    ``metavar``: argparse would otherwise list the choices when the flag is added."""
+
+    def __init__(self, make: Callable[[], Iterable[object]]):
+        self._make = make
+        self._values: tuple[object, ...] | None = None
+
+    def _get(self) -> tuple[object, ...]:
+        if self._values is None:
+            self._values = tuple(self._make())
+        return self._values
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._get()
+
+    def __iter__(self) -> Iterator[object]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())

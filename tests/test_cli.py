@@ -107,3 +107,88 @@ def test_evaluate_takes_one_device_option():
     assert "--device" in options and not {"--gpu", "--cpu"} & options
     args = evaluate.parse_args(["--features", "f", "--split", "s", "--prototypes", "p", "--out", "o"])
     assert args.device == "auto"
+
+
+def _subcommand(*names: str):
+    parser = cli.build_parser()
+    for name in names:
+        parser = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction").choices[name]
+    return parser
+
+
+def test_lazy_help_is_built_only_when_shown():
+    from imagenet_zsl.cli_types import lazy_help
+
+    calls = []
+    parser = cli.ArgumentParser(prog="x")
+    lazy_help(
+        parser.add_argument("--backbone", default="r50"),
+        "one of %(names)s (default: %(default)s)",
+        names=lambda: calls.append(1) or "a, b",
+    )
+    assert parser.parse_args([]).backbone == "r50" and calls == []  # parsing never builds it
+    text = parser.format_help() + parser.format_help()
+    assert "one of a, b (default: r50)" in " ".join(text.split()) and calls == [1]  # built once
+
+
+def test_lazy_help_refuses_to_hide_an_action_attribute():
+    from imagenet_zsl.cli_types import lazy_help
+
+    parser = cli.ArgumentParser(prog="x")
+    with pytest.raises(ValueError, match="'default'"):
+        lazy_help(parser.add_argument("--k"), "%(default)s", default=lambda: "1")
+
+
+def test_lazy_choices_are_loaded_when_the_flag_is_given_and_checked(capsys):
+    from imagenet_zsl.cli_types import LazyChoices
+
+    calls = []
+    parser = cli.ArgumentParser(prog="x")
+    parser.add_argument(
+        "--mode", choices=LazyChoices(lambda: calls.append(1) or ("fast", "exact")), metavar="M"
+    )
+    assert parser.parse_args([]).mode is None and calls == []
+    assert parser.parse_args(["--mode", "exact"]).mode == "exact" and calls == [1]
+    with pytest.raises(cli._UsageError, match=r"invalid choice: 'slow' \(choose from 'fast', 'exact'\)"):
+        parser.parse_args(["--mode", "slow"])
+    assert calls == [1]
+
+
+def test_defaults_kept_in_stage_modules_are_shown_in_help():
+    """evaluate --k, analyze ladder --min-images and splits frontier --shares default to None at
+    parse time (their values live in heavy modules); help shows the values the handlers apply."""
+    from imagenet_zsl.analysis.ladder import DEFAULT_MIN_IMAGES
+    from imagenet_zsl.scoring import DEFAULT_KS
+
+    assert DEFAULT_KS == (1, 2, 5, 10, 20) and DEFAULT_MIN_IMAGES == 301
+    evaluate = _subcommand("evaluate")
+    assert (
+        evaluate.parse_args(["--features", "f", "--split", "s", "--prototypes", "p", "--out", "o"]).k is None
+    )
+    # written out in the help so that `evaluate --help` needs no numpy: it must follow DEFAULT_KS
+    shown = " ".join(evaluate.format_help().split())
+    assert f"hit@K values (default: {' '.join(map(str, DEFAULT_KS))})" in shown
+    ladder = _subcommand("analyze", "ladder")
+    assert "step 5 keeps classes with >= N (default: 301)" in " ".join(ladder.format_help().split())
+    assert "parent-child, ancestor-descendant" in " ".join(ladder.format_help().split())
+
+
+def test_choices_kept_in_stage_modules_still_refuse_a_bad_value():
+    with pytest.raises(
+        cli._UsageError, match=r"invalid choice: 'colour' \(choose from 'frequency', 'meaning'"
+    ):
+        _subcommand("splits", "factor").parse_args(["cfg", "--factor", "colour", "--out", "o"])
+    split = _subcommand("attributes", "split")
+    base = ["--dataset", "awa2", "--root", "r", "--method", "proportion", "--out", "o"]
+    assert split.parse_args([*base, "--prop", "4", "--mas-attributes", "continuous"]).prop == 4
+    with pytest.raises(cli._UsageError, match=r"invalid choice: 5 \(choose from 1, 2, 3, 4\)"):
+        split.parse_args([*base, "--prop", "5"])
+
+
+def test_help_lists_what_heavy_modules_register():
+    leakage = " ".join(_subcommand("splits", "leakage").format_help().split())
+    assert "label set: in1k, in12k, in21k-p, in21k-p-w21, in21k, in22k or a wnid-list FILE" in leakage
+    encode = " ".join(_subcommand("labels", "encode").format_help().split())
+    assert "repeatable (default: 'a photo of a {}.')" in encode
+    extract = " ".join(_subcommand("extract").format_help().split())
+    assert "resnet50: ResNet-50, torchvision ImageNet-1K V1 weights" in extract

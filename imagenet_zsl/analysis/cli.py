@@ -1,4 +1,8 @@
-"""``imagenet-zsl analyze ladder|factor`` and ``imagenet-zsl splits factor``."""
+"""``imagenet-zsl analyze ladder|factor`` and ``imagenet-zsl splits factor``.
+
+Start-up imports nothing of the stage (pandas, scipy): each handler imports what it runs, and the
+choices and defaults kept in the analysis modules are read only when a flag is given or shown.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +10,28 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.analysis.factor_analysis import FactorOptions, run_factor_analysis
-from imagenet_zsl.analysis.factor_analysis import render_markdown as render_factor_table
-from imagenet_zsl.analysis.factor_splits import write_factor_splits
-from imagenet_zsl.analysis.factors import FACTORS
-from imagenet_zsl.analysis.ladder import (
-    DEFAULT_MIN_IMAGES,
-    RELATIONS,
-    LadderOptions,
-    render_markdown,
-    run_ladder,
-)
-from imagenet_zsl.analysis.runs import mismatch_note
+from imagenet_zsl.cli_types import LazyChoices, lazy_help
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+
+
+def _relations() -> tuple[str, ...]:
+    from imagenet_zsl.analysis.ladder import RELATIONS
+
+    return RELATIONS
+
+
+def _factors() -> tuple[str, ...]:
+    from imagenet_zsl.analysis.factors import FACTORS
+
+    return tuple(FACTORS)
+
+
+def _default_min_images() -> str:
+    from imagenet_zsl.analysis.ladder import DEFAULT_MIN_IMAGES
+
+    return str(DEFAULT_MIN_IMAGES)
 
 
 def register(tree: CommandTree) -> None:
@@ -57,9 +68,17 @@ def _add_ladder(group: argparse._SubParsersAction) -> None:
         "--graph", default="wordnet", help="wordnet, imagenet or a parent<TAB>child edge file"
     )
     ladder.add_argument("--counts", help="'wnid<TAB>count' TSV for step 5 (default: fall11 counts)")
-    ladder.add_argument("--relation", choices=RELATIONS, default="parent-child", help="what step 2 accepts")
     ladder.add_argument(
-        "--min-images", type=int, default=DEFAULT_MIN_IMAGES, help="step 5 keeps classes with >= N"
+        "--relation",
+        choices=LazyChoices(_relations),
+        default="parent-child",
+        metavar="RELATION",
+        help="what step 2 accepts: %(choices)s (default: %(default)s)",
+    )
+    lazy_help(
+        ladder.add_argument("--min-images", type=int, default=None, metavar="N"),
+        "step 5 keeps classes with >= N (default: %(default_min_images)s)",
+        default_min_images=_default_min_images,
     )
     ladder.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
     _mismatch_flag(ladder)
@@ -103,7 +122,13 @@ def _add_factor_splits(splits: argparse._SubParsersAction) -> None:
         "bin) and manifest.json.",
     )
     factor.add_argument("config", help="split config, e.g. configs/default.yaml (optional factor: section)")
-    factor.add_argument("--factor", required=True, choices=tuple(FACTORS), help="the factor that moves")
+    factor.add_argument(
+        "--factor",
+        required=True,
+        choices=LazyChoices(_factors),
+        metavar="FACTOR",
+        help="the factor that moves: %(choices)s",
+    )
     factor.add_argument("--bins", type=int, default=5, help="number of splits (meaning: 2)")
     factor.add_argument("--size", type=int, default=100, help="classes per split")
     factor.add_argument("--out", required=True, help="output directory (replaced atomically)")
@@ -124,6 +149,9 @@ def _path(value: str | None) -> Path | None:
 
 
 def _ladder(args: argparse.Namespace) -> int:
+    from imagenet_zsl.analysis.ladder import DEFAULT_MIN_IMAGES, LadderOptions, render_markdown, run_ladder
+    from imagenet_zsl.analysis.runs import mismatch_note
+
     opts = LadderOptions(
         run_dir=Path(args.run_dir),
         out=_path(args.out),
@@ -132,7 +160,7 @@ def _ladder(args: argparse.Namespace) -> int:
         graph=args.graph,
         counts=args.counts,
         relation=args.relation,
-        min_images=args.min_images,
+        min_images=DEFAULT_MIN_IMAGES if args.min_images is None else args.min_images,
         ks=args.k,
         allow_feature_mismatch=args.allow_feature_mismatch,
     )
@@ -145,6 +173,8 @@ def _ladder(args: argparse.Namespace) -> int:
 
 
 def _factor_splits(args: argparse.Namespace) -> int:
+    from imagenet_zsl.analysis.factor_splits import write_factor_splits
+
     manifest = write_factor_splits(args.config, args.factor, args.bins, args.size, args.out)
     report = Path(args.out) / "report.md"
     print(report.read_text(encoding="utf-8"), end="")
@@ -153,6 +183,10 @@ def _factor_splits(args: argparse.Namespace) -> int:
 
 
 def _factor_plot(args: argparse.Namespace) -> int:
+    from imagenet_zsl.analysis.factor_analysis import FactorOptions, run_factor_analysis
+    from imagenet_zsl.analysis.factor_analysis import render_markdown as render_factor_table
+    from imagenet_zsl.analysis.runs import mismatch_note
+
     opts = FactorOptions(
         run_dir=Path(args.run_dir),
         out=_path(args.out),

@@ -1,4 +1,8 @@
-"""Command-line entry points of the `attributes` stage (xlsa17 datasets, GBU protocol, GRAB)."""
+"""Command-line entry points of the `attributes` stage (xlsa17 datasets, GBU protocol, GRAB).
+
+Start-up imports nothing of the stage: each handler imports what it runs; GRAB's choices are
+read from :mod:`imagenet_zsl.attributes.grab` only when their flag is given or its help shown.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +10,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from imagenet_zsl.attributes.dataset import given_split_file, load_dataset, packaged_dir, ps_class_lists
-from imagenet_zsl.attributes.demo import run_demo
-from imagenet_zsl.attributes.grab import (
-    MAS_ATTRIBUTES,
-    PROPS,
-    Proportion,
-    make_split,
-    split_inputs,
-    write_split_dir,
-)
-from imagenet_zsl.attributes.outputs import SPLIT_TOOL, TABLE_TOOL, load_results
-from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
-from imagenet_zsl.attributes.robustness import StudyOptions, study_to_directory
-from imagenet_zsl.attributes.table import render, table_to_directory
-from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
-from imagenet_zsl.attributes.xlsa17 import load_att_splits
+from imagenet_zsl.cli_types import LazyChoices
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import check_out_dir
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -36,7 +22,25 @@ METHOD_CHOICES = ("random", "gcs", "ccs", "mas", "pas")
 SPLIT_METHOD_CHOICES = (*METHOD_CHOICES, "proportion")
 
 
+def _mas_attributes() -> tuple[str, ...]:
+    from imagenet_zsl.attributes.grab import MAS_ATTRIBUTES
+
+    return MAS_ATTRIBUTES
+
+
+def _props() -> tuple[int, ...]:
+    from imagenet_zsl.attributes.grab import PROPS
+
+    return PROPS
+
+
+MAS_ATTRIBUTE_CHOICES = LazyChoices(_mas_attributes)
+PROP_CHOICES = LazyChoices(_props)
+
+
 def _value(text: str) -> Any:
+    import yaml
+
     return yaml.safe_load(text)
 
 
@@ -60,6 +64,9 @@ def _progress(message: str) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from imagenet_zsl.attributes.dataset import load_dataset
+    from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
+
     if args.test_root is not None and args.test_dataset is None:
         raise UserInputError("--test-root needs --test-dataset")
     if args.test_dataset is not None and args.test_dataset == args.dataset:
@@ -106,6 +113,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _upper_bound(args: argparse.Namespace) -> int:
+    from imagenet_zsl.attributes.dataset import load_dataset
+    from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
+
     config = UpperBoundConfig(
         dataset=args.dataset,
         split=args.split,
@@ -131,6 +141,10 @@ def _upper_bound(args: argparse.Namespace) -> int:
 
 
 def _table(args: argparse.Namespace) -> int:
+    from imagenet_zsl.attributes.outputs import TABLE_TOOL, load_results
+    from imagenet_zsl.attributes.table import render, table_to_directory
+    from imagenet_zsl.io import check_out_dir
+
     if args.out:
         check_out_dir(args.out, TABLE_TOOL, inputs=args.runs)  # before anything is printed
     results = load_results(args.runs)
@@ -143,6 +157,11 @@ def _table(args: argparse.Namespace) -> int:
 
 
 def _split(args: argparse.Namespace) -> int:
+    from imagenet_zsl.attributes.dataset import load_dataset
+    from imagenet_zsl.attributes.grab import Proportion, make_split, split_inputs, write_split_dir
+    from imagenet_zsl.attributes.outputs import SPLIT_TOOL
+    from imagenet_zsl.io import check_out_dir
+
     check_out_dir(args.out, SPLIT_TOOL, inputs=[args.root, args.att_splits])  # before any reading
     ds = load_dataset(args.dataset, args.root, att_splits=args.att_splits)
     result = make_split(
@@ -170,6 +189,9 @@ def _split(args: argparse.Namespace) -> int:
 
 
 def _robustness(args: argparse.Namespace) -> int:
+    from imagenet_zsl.attributes.dataset import load_dataset
+    from imagenet_zsl.attributes.robustness import StudyOptions, study_to_directory
+
     ds = load_dataset(args.dataset, args.root)
     text = study_to_directory(
         ds,
@@ -187,6 +209,9 @@ def _robustness(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
+    from imagenet_zsl.attributes.dataset import given_split_file, packaged_dir, ps_class_lists
+    from imagenet_zsl.attributes.xlsa17 import load_att_splits
+
     path = (
         given_split_file(args.att_splits)
         if args.att_splits
@@ -206,6 +231,8 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from imagenet_zsl.attributes.demo import run_demo
+
     print(
         run_demo(
             args.out,
@@ -301,10 +328,11 @@ def _add_split(group: argparse._SubParsersAction) -> None:
     _add_proportion(split)
     split.add_argument(
         "--mas-attributes",
-        choices=MAS_ATTRIBUTES,
+        choices=MAS_ATTRIBUTE_CHOICES,
         default="binary",
+        metavar="KIND",
         help="mas: score co-occurrences on binarised attributes (GRAB Eq. 14, default) or on the "
-        "continuous ones (GRAB's experiments)",
+        "continuous ones (GRAB's experiments): %(choices)s",
     )
     split.add_argument("--inverse", action="store_true", help="gcs/ccs: other end; mas: most correlated")
     split.add_argument(
@@ -322,7 +350,8 @@ def _add_proportion(split: argparse.ArgumentParser) -> None:
     split.add_argument(
         "--prop",
         type=int,
-        choices=PROPS,
+        choices=PROP_CHOICES,
+        metavar="N",
         help="proportion (GRAB Table 3, the paper's design): Prop 1..4, a fixed set of n_U = half the "
         "PS unseen classes (AWA 5) and nested seen sets of n_S(PS) + (prop - 3) * n_U classes "
         "(AWA 30/35/40/45); the other classes are left out",
@@ -351,9 +380,10 @@ def _add_robustness(group: argparse._SubParsersAction) -> None:
     )
     robust.add_argument(
         "--mas-attributes",
-        choices=MAS_ATTRIBUTES,
+        choices=MAS_ATTRIBUTE_CHOICES,
         default="binary",
-        help="mas: binarised (GRAB Eq. 14, default) or continuous attributes",
+        metavar="KIND",
+        help="mas: binarised (GRAB Eq. 14, default) or continuous attributes: %(choices)s",
     )
     robust.add_argument("--seeds", type=int, default=5)
     robust.add_argument("--param", action="append", metavar="NAME=VALUE")

@@ -8,9 +8,7 @@ The search, used by the CLI and by other stages::
 
 The metrics (hit@K, tie ranks, GZSL, AUSUC) are :mod:`imagenet_zsl.scoring`, below the models,
 which select hyper-parameters with them; import them from there (one name, one place).
+
+The package re-exports nothing: import from its modules (``imagenet_zsl.evaluation.search``,
+``.hierarchy_errors``), so importing ``evaluation.cli`` at start-up stays light.
 """
-
-from imagenet_zsl.evaluation.hierarchy_errors import CATEGORIES, ErrorBreakdown, error_breakdown
-from imagenet_zsl.evaluation.search import TopKSearcher, topk_inner_product
-
-__all__ = ["CATEGORIES", "ErrorBreakdown", "TopKSearcher", "error_breakdown", "topk_inner_product"]

@@ -1,4 +1,7 @@
-"""Command-line entry points of the `evaluation` stage: ``evaluate`` and ``report``."""
+"""Command-line entry points of the `evaluation` stage: ``evaluate`` and ``report``.
+
+Start-up imports nothing of the stage: each handler imports what it runs.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.devices import DEVICE_HELP
-from imagenet_zsl.evaluation.report import aggregate_runs, check_report_out, write_report_tables
-from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
-from imagenet_zsl.scoring import DEFAULT_KS
-from imagenet_zsl.splits.label_space import LABEL_SPACE_HELP
+
+#: help of --label-space (the names are ``splits.label_space.NAMED_LABEL_SPACES``)
+LABEL_SPACE_HELP = (
+    "the classes each test image is ranked against: 'split' (the split's classes, the default; "
+    "classes without test images stay as distractors), 'all' (every ImageNet-21K class that is "
+    "not a training class: the 'All' protocol), or a wnid list FILE holding the split's classes"
+)
 
 #: help of --allow-feature-mismatch (evaluate and report)
 MISMATCH_HELP = (
@@ -49,9 +55,9 @@ def register(tree: CommandTree) -> None:
         "--k",
         type=int,
         nargs="+",
-        default=list(DEFAULT_KS),
+        default=None,  # scoring.DEFAULT_KS, applied by the handler: scoring imports numpy
         metavar="K",
-        help="hit@K values (default: 1 2 5 10 20)",
+        help="hit@K values (default: 1 2 5 10 20)",  # = DEFAULT_KS, checked in tests/test_cli.py
     )
     ev.add_argument("--gzsl", action="store_true", help="also evaluate generalized ZSL (test + seen classes)")
     ev.add_argument(
@@ -123,6 +129,9 @@ def register(tree: CommandTree) -> None:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
+    from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
+    from imagenet_zsl.scoring import DEFAULT_KS
+
     cfg = EvaluationConfig(
         features=args.features,
         split=args.split,
@@ -130,7 +139,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         model=args.model,
         prototypes=args.prototypes,
         l2_normalize=args.l2_normalize,
-        ks=args.k,
+        ks=list(DEFAULT_KS) if args.k is None else args.k,
         gzsl=args.gzsl,
         seen_features=args.seen_features,
         seen_classes=args.seen_classes,
@@ -177,6 +186,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from imagenet_zsl.evaluation.report import aggregate_runs, check_report_out, write_report_tables
+
     check_report_out(args.out, args.runs)
     table = aggregate_runs(args.runs, allow_feature_mismatch=args.allow_feature_mismatch)
     for path in write_report_tables(table, args.out):

@@ -16,25 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from imagenet_zsl.cli_types import non_negative_int, positive_int
 from imagenet_zsl.devices import DEVICE_HELP, resolve_device, torch_numerics
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.evaluation.queries import ModelDirectory
-from imagenet_zsl.evaluation.run import representable_classes
-from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields
-from imagenet_zsl.features.identity import check_same_features, feature_identity
-from imagenet_zsl.features.transforms import Preprocessing
-from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-from imagenet_zsl.hierarchy.universe import training_wnids
-from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
-from imagenet_zsl.scoring import topk_from_scores
-from imagenet_zsl.splits.io import read_wnid_list
-from imagenet_zsl.splits.label_space import check_label_space_spec, resolve_label_space
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.features.transforms import Preprocessing
 
 _EPILOG = """\
 examples:
@@ -108,6 +98,9 @@ def _check_photos(photos: list[Path]) -> None:
 
 def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
     """The label space's wnids (sorted) for ``--label-space`` / ``--split``."""
+    from imagenet_zsl.splits.io import read_wnid_list
+    from imagenet_zsl.splits.label_space import resolve_label_space
+
     spec = str(args.label_space)  # checked by predict() before any work
     if spec == "split" and args.split is None:
         raise UserInputError("--label-space split needs --split FILE (the split's wnid list)")
@@ -122,6 +115,8 @@ def embed_photos(
     of the photos, decoded and preprocessed as 'extract' does, forward in fp32 on ``device`` with
     extract's deterministic numerics (no TF32), so CPU and GPU agree to fp32 rounding."""
     import torch
+
+    from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
 
     target = resolve_device(device)
 
@@ -151,6 +146,14 @@ def embed_photos(
 
 def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]:
     """The top-k of every photo, and what was ranked against (label-space counts, override)."""
+    from imagenet_zsl.evaluation.queries import ModelDirectory
+    from imagenet_zsl.evaluation.run import representable_classes
+    from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields
+    from imagenet_zsl.features.identity import check_same_features, feature_identity
+    from imagenet_zsl.hierarchy.universe import training_wnids
+    from imagenet_zsl.scoring import topk_from_scores
+    from imagenet_zsl.splits.label_space import check_label_space_spec
+
     photos = [Path(p) for p in args.photos]
     _check_photos(photos)
     check_label_space_spec(str(args.label_space), "--label-space")
@@ -197,6 +200,8 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
 def format_predictions(predictions: list[Prediction], info: dict[str, Any]) -> str:
     """The text ``predict`` prints: a header, then per photo one line per class
     (rank, wnid, first lemma, score, WordNet gloss)."""
+    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+
     nouns = load_wordnet_nouns()
     lines = [
         f"label space {info['label_space']}: {info['classes']:,} classes (the model's "

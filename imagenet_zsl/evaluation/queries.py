@@ -9,15 +9,41 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
 from imagenet_zsl.io import MANIFEST_NAME, sha256_file
-from imagenet_zsl.models.common import l2_normalize
-from imagenet_zsl.models.registry import load_model, read_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+if TYPE_CHECKING:
+    from imagenet_zsl.models.base import ZSLModel
+
+
+def l2_normalize(matrix: np.ndarray) -> np.ndarray:
+    """(n, E) rows scaled to unit length: :func:`imagenet_zsl.models.common.l2_normalize`.
+
+    The models are imported when a source is used, not with this module: ``evaluate
+    --prototypes`` needs none of them, and importing them costs about a second."""
+    from imagenet_zsl.models.common import l2_normalize as normalize
+
+    return normalize(matrix)
+
+
+def load_model(path: Path) -> ZSLModel:
+    """A fitted model directory, every file verified: :func:`imagenet_zsl.models.registry.load_model`."""
+    from imagenet_zsl.models.registry import load_model as load
+
+    return load(path)
+
+
+def read_manifest(path: Path) -> dict:
+    """A model directory's verified manifest: :func:`imagenet_zsl.models.registry.read_manifest`."""
+    from imagenet_zsl.models.registry import read_manifest as read
+
+    return read(path)
 
 
 class QuerySource:

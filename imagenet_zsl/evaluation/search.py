@@ -85,6 +85,21 @@ def check_finite(name: str, matrix: np.ndarray, row_names: np.ndarray | None = N
         )
 
 
+def _row_hashes(matrix: np.ndarray, block_rows: int = 2048) -> np.ndarray:
+    """(C,) uint64: a hash of each row's bytes (its 32-bit words times fixed odd multipliers,
+    wrapping, summed), in blocks of rows.
+
+    Why: sorting the (C, E) rows as byte strings costs 0.5-0.8 s at 21,842 x 2,048; hashing costs
+    a third of that and sorting C hashes nothing. Equal rows always get equal hashes."""
+    words = matrix.reshape(len(matrix), -1).view(np.uint32)
+    multipliers = np.random.default_rng(0).integers(1, 2**31, size=words.shape[1], dtype=np.uint32) | 1
+    hashes = np.empty(len(words), dtype=np.uint64)
+    for start in range(0, len(words), block_rows):
+        block = words[start : start + block_rows] * multipliers
+        hashes[start : start + block_rows] = block.sum(axis=1, dtype=np.uint64)
+    return hashes
+
+
 def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """Distinct rows of a (C, E) matrix in first-occurrence order, and each row's index among them.
 
@@ -92,6 +107,8 @@ def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     int64), or (matrix, None) when every row is distinct.
     """
     canonical = np.ascontiguousarray(matrix + np.float32(0.0))
+    if len(canonical) < 2 or len(np.unique(_row_hashes(canonical))) == len(canonical):
+        return matrix, None  # equal rows hash alike, so distinct hashes prove distinct rows
     view = canonical.view(np.dtype((np.void, canonical.dtype.itemsize * canonical.shape[1]))).ravel()
     _, first, inverse = np.unique(view, return_index=True, return_inverse=True)
     if len(first) == len(matrix):

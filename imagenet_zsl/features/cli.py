@@ -8,15 +8,9 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import non_negative_int, positive_int
+from imagenet_zsl.cli_types import lazy_help, non_negative_int, positive_int
 from imagenet_zsl.devices import DETERMINISTIC_COST, DEVICE_HELP, tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.backbones import describe_backbones
-from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
-from imagenet_zsl.features.prototypes import visual_prototypes
-from imagenet_zsl.features.simulate import SIMULATION_FORMAT, WARNING, load_simulation_config, simulate
-from imagenet_zsl.io import check_out_file, read_manifest_verified
-from imagenet_zsl.semantics.vector_files import is_class_vector_output
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -52,7 +46,9 @@ def register(tree: CommandTree) -> None:
     )
     parser.add_argument("--store", help="fall11 tar folder, <wnid>/ folder tree, or flat val folder")
     parser.add_argument("--classes", help="label space: one wnid per line (labels follow file order)")
-    parser.add_argument("--backbone", default="resnet50", help=describe_backbones())
+    lazy_help(
+        parser.add_argument("--backbone", default="resnet50"), "%(backbones)s", backbones=_describe_backbones
+    )
     parser.add_argument("--out", help="output directory (shards + manifest.json)")
     parser.add_argument(
         "--weights",
@@ -185,8 +181,17 @@ def register(tree: CommandTree) -> None:
     prototypes.set_defaults(func=_visual_prototypes)
 
 
+def _describe_backbones() -> str:
+    """The registered backbones, for ``extract --help`` only (their registry imports numpy)."""
+    from imagenet_zsl.features.backbones import describe_backbones
+
+    return describe_backbones()
+
+
 def _extract(args: argparse.Namespace) -> int:
     if args.merge:
+        from imagenet_zsl.features.extract import merge_run
+
         path = merge_run(args.merge, verify=not args.no_verify)
         print(f"merged: {path}")
         return 0
@@ -194,6 +199,8 @@ def _extract(args: argparse.Namespace) -> int:
     if missing:
         raise UserInputError(f"extract needs {', '.join(missing)} (or --merge DIR)")
     tune_process_for_image_pipeline()  # before run_extraction imports torch
+    from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+
     config = ExtractConfig(
         store=args.store,
         classes_file=args.classes,
@@ -224,6 +231,10 @@ def _extract(args: argparse.Namespace) -> int:
 
 
 def _visual_prototypes(args: argparse.Namespace) -> int:
+    from imagenet_zsl.features.prototypes import visual_prototypes
+    from imagenet_zsl.io import check_out_file
+    from imagenet_zsl.semantics.vector_files import is_class_vector_output
+
     check_out_file(
         args.out,
         [args.features],
@@ -240,6 +251,9 @@ def _visual_prototypes(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from imagenet_zsl.features.simulate import SIMULATION_FORMAT, WARNING, load_simulation_config, simulate
+    from imagenet_zsl.io import read_manifest_verified
+
     config = load_simulation_config(args.config)
     if args.seed is not None:
         config.seed = args.seed

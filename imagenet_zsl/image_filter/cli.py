@@ -10,11 +10,8 @@ import argparse
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int
-from imagenet_zsl.devices import DEVICE_HELP, tune_process_for_image_pipeline
+from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.finetune import FinetuneParams
-from imagenet_zsl.image_filter.params import FilterParams
-from imagenet_zsl.image_filter.quality import filter_feature_dir
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -129,14 +126,20 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
 
 def run_filter_command(args: argparse.Namespace) -> int:
     """Handler of ``images filter``: check the flags, run :func:`filter_feature_dir`, print a line."""
+    from imagenet_zsl.image_filter.params import FilterParams
+
     finetune = None
     if args.finetune_last_block:
+        from imagenet_zsl.devices import tune_process_for_image_pipeline
+
         tune_process_for_image_pipeline()  # it decodes images in workers; torch is not loaded yet
         if args.images is None:
             raise UserInputError(
                 "--finetune-last-block needs --images STORE: the image store the features were "
                 "extracted from (it trains on the images themselves)"
             )
+        from imagenet_zsl.features.finetune import FinetuneParams
+
         finetune = FinetuneParams(
             images=args.images,
             backbone=args.backbone,
@@ -180,6 +183,8 @@ def run_filter_command(args: argparse.Namespace) -> int:
         min_images=args.min_images,
         device=args.device,
     )
+    from imagenet_zsl.image_filter.quality import filter_feature_dir
+
     summary = filter_feature_dir(
         args.features, args.out, params, progress=not args.no_progress, finetune=finetune
     )

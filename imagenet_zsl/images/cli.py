@@ -10,13 +10,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import non_negative_int
-from imagenet_zsl.data import fall11_counts
-from imagenet_zsl.images.store import ImageStore, is_counts_tsv, open_store, write_counts_tsv
-from imagenet_zsl.io import check_out_file
-from imagenet_zsl.splits.io import read_wnid_list
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.images.store import ImageStore
 
 GROUP_HELP = "Image stores: count what you hold, filter bad images."
 
@@ -56,6 +53,9 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
 
 
 def _count(args: argparse.Namespace) -> int:
+    from imagenet_zsl.images.store import is_counts_tsv, open_store, write_counts_tsv
+    from imagenet_zsl.io import check_out_file
+
     if args.out is not None:  # before the store is scanned: a wrong --out fails at once
         check_out_file(
             args.out, [args.store, args.val_labels], replaces=is_counts_tsv, what="a counts table (TSV)"
@@ -120,6 +120,10 @@ def split_coverage(store_counts: dict[str, int], wnids: list[str], reference: di
 
 
 def _coverage(args: argparse.Namespace) -> int:
+    from imagenet_zsl.data import fall11_counts
+    from imagenet_zsl.images.store import open_store
+    from imagenet_zsl.splits.io import read_wnid_list
+
     splits = {path: read_wnid_list(path) for path in args.split}
     store: ImageStore = open_store(args.store, args.layout, args.val_labels)
     counts, reference = store.counts(), fall11_counts()

@@ -1,4 +1,8 @@
-"""Command-line entry points of the `models` stage: ``train``, ``finetune-dgp`` and ``models``."""
+"""Command-line entry points of the `models` stage: ``train``, ``finetune-dgp`` and ``models``.
+
+Lazy (issue 27): at module level only the standard library, ``imagenet_zsl.errors`` and light
+constants; each handler imports the stage modules it calls, so ``imagenet-zsl --help`` imports no
+model, torch or scipy."""
 
 from __future__ import annotations
 
@@ -7,16 +11,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from imagenet_zsl.config import parse_recipe_yaml
-from imagenet_zsl.devices import DEVICE_HELP, tune_process_for_image_pipeline
+from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.finetune import FinetuneParams
-from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, finetune_dgp
-from imagenet_zsl.models.params import describe_params
-from imagenet_zsl.models.registry import MODELS, describe
-from imagenet_zsl.models.training import load_train_config, train
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -92,6 +88,10 @@ def register(tree: CommandTree) -> None:
 def _parse_overrides(items: list[str]) -> dict[str, Any]:
     """``--set PARAM=VALUE`` items → {param: value}; a VALUE is read as a recipe's YAML is (so
     ``1e-3`` is a number), its type and range are checked with the config's params."""
+    import yaml
+
+    from imagenet_zsl.config import parse_recipe_yaml
+
     overrides: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
@@ -106,6 +106,8 @@ def _parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from imagenet_zsl.models.training import load_train_config, train
+
     config = load_train_config(args.config)
     out = train(
         config, args.features, args.out, config_path=args.config, overrides=_parse_overrides(args.set)
@@ -126,7 +128,12 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _finetune_dgp(args: argparse.Namespace) -> int:
+    from imagenet_zsl.devices import tune_process_for_image_pipeline
+
     tune_process_for_image_pipeline()  # it decodes images in workers; torch is not loaded yet
+    from imagenet_zsl.features.finetune import FinetuneParams
+    from imagenet_zsl.models.dgp_finetune import CHECKPOINT_NAME, finetune_dgp
+
     params = FinetuneParams(
         images=str(args.images),
         backbone=args.backbone,
@@ -155,6 +162,9 @@ def _finetune_dgp(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
+    from imagenet_zsl.models.params import describe_params
+    from imagenet_zsl.models.registry import MODELS, describe
+
     if args.json:
         print(
             json.dumps(

@@ -7,31 +7,13 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from imagenet_zsl.data import fall11_counts
+from imagenet_zsl.cli_types import lazy_help
 from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-from imagenet_zsl.hierarchy.universe import universe_wnids
-from imagenet_zsl.io import check_out_dir, check_out_file, sha256_file
-from imagenet_zsl.semantics.config import LabelConfig, load_label_config
-from imagenet_zsl.semantics.encode import (
-    DEFAULT_TEMPLATES,
-    check_templates,
-    check_wnids,
-    encode_class_vectors,
-)
-from imagenet_zsl.semantics.labels import build_label_tables
-from imagenet_zsl.semantics.lemma_vectors import build_class_vectors, vectorizer_for
-from imagenet_zsl.semantics.report import BUILD_TOOL, figures, write_label_outputs
-from imagenet_zsl.semantics.senses import PrimarySenseModel, word_key
-from imagenet_zsl.semantics.text_encoders import create_text_encoder
-from imagenet_zsl.semantics.vector_files import is_class_vector_output, save_class_vectors
-from imagenet_zsl.splits.io import read_wnid_list
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.semantics.config import LabelConfig
 
 DEFAULT_CONFIG = "configs/labels.yaml"
 VECTOR_SUFFIXES = (".npz", ".parquet")
@@ -67,11 +49,10 @@ def register(tree: CommandTree) -> None:
         help="clip:ARCH/PRETRAINED (open_clip, e.g. clip:ViT-B-32/openai) or sentence:MODEL "
         "(e.g. sentence:all-MiniLM-L6-v2, or a model folder)",
     )
-    encode.add_argument(
-        "--template",
-        action="append",
-        default=None,
-        help=f"prompt with {{}} for the class name; repeatable (default: {DEFAULT_TEMPLATES[0]!r})",
+    lazy_help(
+        encode.add_argument("--template", action="append", default=None),
+        "prompt with {} for the class name; repeatable (default: %(default_template)s)",
+        default_template=_default_template,
     )
     encode.add_argument("--gloss", action="store_true", help="append the WordNet definition to each text")
     encode.add_argument("--weights", type=Path, default=None, help="local checkpoint file or model folder")
@@ -112,9 +93,17 @@ def register(tree: CommandTree) -> None:
     sense.set_defaults(func=_sense)
 
 
+def _default_template() -> str:
+    from imagenet_zsl.semantics.encode import DEFAULT_TEMPLATES
+
+    return repr(DEFAULT_TEMPLATES[0])
+
+
 def _config(value: str | None, trust_pickle: bool = False) -> LabelConfig:
     """The labels config named on the command line (a YAML, or a vector-set name/path);
     ``--trust-pickle`` allows a pickled vector file (the config key can too, never the default)."""
+    from imagenet_zsl.semantics.config import load_label_config
+
     if value is None:
         cfg = load_label_config(DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
     elif value.endswith((".yaml", ".yml")):
@@ -133,10 +122,18 @@ def _vector_inputs(cfg: LabelConfig) -> list[Path | None]:
 
 def _check_out(out: Path, inputs: list[Path | None]) -> None:
     """``--out`` is a new file, or a class-vector file this toolkit wrote (replaced)."""
+    from imagenet_zsl.io import check_out_file
+    from imagenet_zsl.semantics.vector_files import is_class_vector_output
+
     check_out_file(out, inputs, VECTOR_SUFFIXES, replaces=is_class_vector_output, what="a class-vector file")
 
 
 def _vectors(args: argparse.Namespace) -> int:
+    from imagenet_zsl.data import fall11_counts
+    from imagenet_zsl.hierarchy.universe import universe_wnids
+    from imagenet_zsl.semantics.lemma_vectors import build_class_vectors
+    from imagenet_zsl.semantics.vector_files import save_class_vectors
+
     cfg = _config(args.config, args.trust_pickle)
     _check_out(args.out, _vector_inputs(cfg))
     vectors = build_class_vectors(cfg)
@@ -158,6 +155,17 @@ def _vectors(args: argparse.Namespace) -> int:
 
 
 def _encode(args: argparse.Namespace) -> int:
+    from imagenet_zsl.hierarchy.universe import universe_wnids
+    from imagenet_zsl.semantics.encode import (
+        DEFAULT_TEMPLATES,
+        check_templates,
+        check_wnids,
+        encode_class_vectors,
+    )
+    from imagenet_zsl.semantics.text_encoders import create_text_encoder
+    from imagenet_zsl.semantics.vector_files import save_class_vectors
+    from imagenet_zsl.splits.io import read_wnid_list
+
     _check_out(args.out, [args.classes, args.weights])
     if args.batch_size < 1:
         raise UserInputError(f"--batch-size {args.batch_size}: must be at least 1")
@@ -178,6 +186,12 @@ def _encode(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+    from imagenet_zsl.io import check_out_dir, sha256_file
+    from imagenet_zsl.semantics.labels import build_label_tables
+    from imagenet_zsl.semantics.report import BUILD_TOOL, figures, write_label_outputs
+    from imagenet_zsl.splits.io import read_wnid_list
+
     if not str(args.config).endswith((".yaml", ".yml")):
         raise UserInputError(f"{args.config}: labels build needs a labels YAML config (configs/labels.yaml)")
     cfg = _config(str(args.config), args.trust_pickle)
@@ -204,6 +218,14 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _sense(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from imagenet_zsl.data import fall11_counts
+    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+    from imagenet_zsl.hierarchy.universe import universe_wnids
+    from imagenet_zsl.semantics.lemma_vectors import vectorizer_for
+    from imagenet_zsl.semantics.senses import PrimarySenseModel, word_key
+
     cfg = _config(args.config, args.trust_pickle)
     nouns = load_wordnet_nouns()
     key = word_key(args.word)

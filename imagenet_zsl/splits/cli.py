@@ -1,4 +1,8 @@
-"""``imagenet-zsl splits build | stats | leakage | frontier``."""
+"""``imagenet-zsl splits build | stats | leakage | frontier``.
+
+Start-up imports nothing of the stage (the optimiser loads scipy.optimize): each handler imports
+what it runs, and help texts that list a heavy module's names are built only when shown.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +10,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.splits.build import build_splits, resolve_counts, resolve_train
-from imagenet_zsl.splits.frontier import DEFAULT_SHARES, frontier, frontier_table
-from imagenet_zsl.splits.io import read_wnid_list
-from imagenet_zsl.splits.leakage import split_leakage
-from imagenet_zsl.splits.pretraining import LABEL_SET_FILES, label_set
-from imagenet_zsl.splits.report import split_table
-from imagenet_zsl.splits.stats import default_pool_config, optimum_for_size, split_stats
+from imagenet_zsl.cli_types import lazy_help
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -55,8 +52,10 @@ def register(tree: CommandTree) -> None:
         "are labels of a pretraining label set.",
     )
     leak.add_argument("splits", nargs="+", help="wnid list(s)")
-    leak.add_argument(
-        "--pretraining", required=True, help=f"label set: {', '.join(LABEL_SET_FILES)} or a wnid-list FILE"
+    lazy_help(
+        leak.add_argument("--pretraining", required=True),
+        "label set: %(label_sets)s or a wnid-list FILE",
+        label_sets=_label_set_names,
     )
     leak.add_argument("--counts", help="'wnid<TAB>count' TSV (default: packaged fall11 counts)")
     leak.add_argument("--json", action="store_true", help="print one JSON object per split")
@@ -74,10 +73,16 @@ def register(tree: CommandTree) -> None:
     front.add_argument(
         "--shares",
         type=_shares,
-        default=DEFAULT_SHARES,
+        default=None,
         help="comma-separated max_branch_share values (default: 1.0,0.9,...,0.1)",
     )
     front.set_defaults(func=_frontier)
+
+
+def _label_set_names() -> str:
+    from imagenet_zsl.splits.pretraining import LABEL_SET_FILES
+
+    return ", ".join(LABEL_SET_FILES)
 
 
 def _shares(text: str) -> tuple[float, ...]:
@@ -91,6 +96,11 @@ def _shares(text: str) -> tuple[float, ...]:
 
 
 def _leakage(args: argparse.Namespace) -> int:
+    from imagenet_zsl.splits.build import resolve_counts
+    from imagenet_zsl.splits.io import read_wnid_list
+    from imagenet_zsl.splits.leakage import split_leakage
+    from imagenet_zsl.splits.pretraining import label_set
+
     counts = resolve_counts(args.counts)
     seen = label_set(args.pretraining)  # fail fast on an unknown set
     del seen
@@ -109,7 +119,10 @@ def _leakage(args: argparse.Namespace) -> int:
 
 
 def _frontier(args: argparse.Namespace) -> int:
-    rows = frontier(args.config, args.out, split=args.split, shares=args.shares)
+    from imagenet_zsl.splits.frontier import DEFAULT_SHARES, frontier, frontier_table
+
+    shares = DEFAULT_SHARES if args.shares is None else args.shares
+    rows = frontier(args.config, args.out, split=args.split, shares=shares)
     print(frontier_table(rows))
     unproven = sum(not row["proven"] for row in rows)
     proven = f" ({unproven} not proven optimal)" if unproven else " (all proven optimal)"
@@ -118,6 +131,9 @@ def _frontier(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from imagenet_zsl.splits.build import build_splits
+    from imagenet_zsl.splits.report import split_table
+
     built = build_splits(args.config, args.out, progress=not args.no_progress)
     print(split_table(built))
     print(f"\nwrote {len(built)} splits, manifest.json and report.md to {args.out}")
@@ -125,6 +141,10 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _stats(args: argparse.Namespace) -> int:
+    from imagenet_zsl.hierarchy.universe import resolve_graph
+    from imagenet_zsl.splits.build import resolve_counts, resolve_train
+    from imagenet_zsl.splits.stats import default_pool_config, optimum_for_size, split_stats
+
     train = resolve_train(args.train, "--train")
     graph = resolve_graph(args.graph)
     stats = split_stats(args.file, train, graph, resolve_counts(args.counts))

@@ -18,11 +18,6 @@ from imagenet_zsl.splits.io import read_wnid_list
 
 #: the named label spaces; anything else is a wnid list file
 NAMED_LABEL_SPACES = ("split", "all")
-LABEL_SPACE_HELP = (
-    "the classes each test image is ranked against: 'split' (the split's classes, the default; "
-    "classes without test images stay as distractors), 'all' (every ImageNet-21K class that is "
-    "not a training class: the 'All' protocol), or a wnid list FILE holding the split's classes"
-)
 
 
 def check_label_space_spec(spec: str, where: str) -> None:

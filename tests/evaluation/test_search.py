@@ -261,3 +261,17 @@ def test_the_device_is_resolved_once_with_one_line_errors():
         with pytest.raises(UserInputError, match="--device cuda: no CUDA GPU is visible"):
             TopKSearcher(np.eye(2, dtype=np.float32), 1, device="cuda")
         assert TopKSearcher(np.eye(2, dtype=np.float32), 1).device_.type == "cpu"  # auto
+
+
+def test_unique_rows_groups_equal_rows_and_passes_distinct_ones_through():
+    """Distinct rows come back as the same matrix with no groups (the hash pre-pass proves it);
+    duplicate rows, -0.0 equal to 0.0, are grouped in first-occurrence order."""
+    from imagenet_zsl.evaluation.search import unique_rows
+
+    distinct = np.arange(12, dtype=np.float32).reshape(4, 3)
+    same, group = unique_rows(distinct)
+    assert same is distinct and group is None
+    rows = np.array([[1, 2], [0, 0], [1, 2], [-0.0, 0.0], [3, 4]], dtype=np.float32)
+    unique, group = unique_rows(rows)
+    np.testing.assert_array_equal(unique, [[1, 2], [0, 0], [3, 4]])
+    np.testing.assert_array_equal(group, [0, 1, 0, 1, 2])

@@ -172,9 +172,12 @@ def test_the_fine_tuning_commands_set_it_first(monkeypatch, module, handler, arg
     """Both fine-tuning commands decode images in workers: the setting is their first step."""
     import importlib
 
+    from imagenet_zsl import devices
+
     cli = importlib.import_module(module)
     calls = []
-    monkeypatch.setattr(cli, "tune_process_for_image_pipeline", lambda: calls.append(1) or {})
+    # the handlers import it when they run (lazy CLI, issue 27): patch it where it is defined
+    monkeypatch.setattr(devices, "tune_process_for_image_pipeline", lambda: calls.append(1) or {})
     with pytest.raises(UserInputError):
         getattr(cli, handler)(argparse.Namespace(**args))
     assert calls == [1]

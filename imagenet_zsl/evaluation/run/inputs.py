@@ -30,7 +30,6 @@ from imagenet_zsl.evaluation.run.provenance import check_feature_identities, pre
 from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.image_filter.outputs import kept_image_ids
 from imagenet_zsl.io import check_out_dir
 from imagenet_zsl.splits.label_space import check_label_space_spec
 
@@ -268,6 +267,8 @@ def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -
     resolved_graph = resolve_graph(graph if graph is not None else cfg.graph)
     kept_ids = None
     if cfg.kept_images is not None:
+        from imagenet_zsl.image_filter.outputs import kept_image_ids  # only for --kept-images
+
         kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
     space = resolve_space(cfg, source, split_wnids, miss, sets.seen_wnids)
     lookup = test_lookup(fd, space.wnids, space.scored)
