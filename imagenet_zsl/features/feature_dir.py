@@ -43,6 +43,7 @@ class FeatureDir:
     - :meth:`read_rows` — a :class:`FeatureBlock` of selected rows of one shard (float32);
     - :meth:`shard_blocks` — selected rows of one shard in blocks of at most ``block_rows``;
     - :meth:`iter_shards`, :meth:`iter_blocks`, :meth:`load` — whole directory;
+    - :meth:`mapped` — selected rows of the whole directory as a :class:`ShardRows`, read on demand;
     - :meth:`first_row`, :meth:`stray_feature_files`, :meth:`verify`.
     """
 
@@ -281,13 +282,7 @@ class FeatureDir:
         """All rows (optionally only those of ``classes``) in memory as one block."""
         keep = None
         if classes is not None:
-            unknown = sorted(set(classes) - set(self.classes))
-            if unknown:
-                raise UserInputError(
-                    f"{self.path}: {len(unknown)} requested classes have no features here, "
-                    f"e.g. {', '.join(unknown[:5])}"
-                )
-            keep = np.isin(np.arange(len(self.classes)), [self.classes.index(c) for c in classes])
+            keep = np.isin(np.arange(len(self.classes)), self._class_indices(classes))
         parts: list[FeatureBlock] = []
         for name in self.shard_names():
             if keep is None:
@@ -304,6 +299,46 @@ class FeatureDir:
             np.concatenate([p.ids for p in parts]),
             None if not with_logits else np.concatenate([p.logits for p in parts]),
         )
+
+    def mapped(
+        self, classes: Sequence[str] | None = None, with_logits: bool = False
+    ) -> tuple[ShardRows, np.ndarray, ShardRows | None]:
+        """The rows of ``classes`` (None: all) WITHOUT reading features: (features :class:`ShardRows`
+        (N, D), labels (N,) int64 into ``classes``-of-the-directory, logits ShardRows (N, K) or None).
+        Memory: the labels and the selected row indices (16 B per image); the shards stay memory-
+        mapped as stored (float16) and rows are converted to float32 only when read."""
+        keep = (
+            None if classes is None else np.isin(np.arange(len(self.classes)), self._class_indices(classes))
+        )
+        maps, logit_maps, rows, labels = [], [], [], []
+        for name in self.shard_names():
+            shard_labels = self.shard_labels(name)
+            picked = np.arange(len(shard_labels)) if keep is None else np.flatnonzero(keep[shard_labels])
+            if not len(picked):
+                continue
+            maps.append(self.array(name, "features"))
+            if with_logits:
+                logit_maps.append(self.array(name, "logits"))
+            rows.append(picked)
+            labels.append(shard_labels[picked])
+        features = ShardRows(maps, rows) if maps else ShardRows([np.zeros((0, self.dim), np.float16)], [[]])
+        logits = None
+        if with_logits:
+            width = len(self.logit_classes or ())
+            logits = (
+                ShardRows(logit_maps, rows) if maps else ShardRows([np.zeros((0, width), np.float16)], [[]])
+            )
+        return features, np.concatenate(labels) if labels else np.zeros(0, np.int64), logits
+
+    def _class_indices(self, classes: Sequence[str]) -> list[int]:
+        unknown = sorted(set(classes) - set(self.classes))
+        if unknown:
+            raise UserInputError(
+                f"{self.path}: {len(unknown)} requested classes have no features here, "
+                f"e.g. {', '.join(unknown[:5])}"
+            )
+        position = {w: i for i, w in enumerate(self.classes)}
+        return [position[c] for c in classes]
 
     def stray_feature_files(self) -> dict[str, tuple[int, ...]]:
         """``*.features.npy`` files NOT listed in the manifest → their shape (header only; an
@@ -330,3 +365,102 @@ class FeatureDir:
                 except UserInputError as err:
                     problems.append(str(err).split(";")[0])
         return problems
+
+
+class ShardRows:
+    """Selected rows of a feature directory's shards, read on demand: an (N, D) matrix whose rows
+    are converted to float32 only when read.
+
+    Why: ``train`` on ImageNet-1K (1.28M x 2048) cannot hold a float32 copy (10.5 GB) within 8 GB.
+    Each shard file stays memory-mapped as stored (float16, file-backed pages of the OS page cache:
+    shared and reclaimable, never anonymous memory), and this object holds only the selected row
+    indices (int64, 8 B per image). ``rows[a:b]``, ``rows[positions]`` (int array, any order) and
+    ``rows[mask]`` give float32 arrays; :meth:`take` gives a subset without reading anything;
+    ``np.asarray(rows)`` reads everything (for small data and tests only).
+    ``columns`` (optional) restricts the columns read (the seen classes' logits)."""
+
+    ndim = 2
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, maps: list[np.ndarray], rows: list[np.ndarray], columns: np.ndarray | None = None):
+        self._maps = maps  # per shard: (n_i, D) as stored (memory map)
+        self._rows = [np.asarray(r, dtype=np.int64) for r in rows]  # per shard: selected rows
+        self._columns = None if columns is None else np.asarray(columns, dtype=np.int64)
+        self._offsets = np.cumsum([0] + [len(r) for r in self._rows])  # (shards + 1,)
+        width = int(maps[0].shape[1]) if maps else 0
+        self.shape = (int(self._offsets[-1]), width if columns is None else len(self._columns))
+        self.size = self.shape[0] * self.shape[1]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self[0 : len(self)].astype(dtype or np.float32, copy=False)
+
+    def columns(self, columns: np.ndarray) -> ShardRows:
+        """The same rows restricted to ``columns`` (indices into the stored columns)."""
+        return ShardRows(self._maps, self._rows, columns)
+
+    def take(self, positions: np.ndarray) -> ShardRows:
+        """The rows at ``positions`` (increasing int indices or a bool mask), nothing read."""
+        positions = _positions(positions, len(self))
+        if len(positions) > 1 and np.any(np.diff(positions) <= 0):
+            raise ValueError("bug: ShardRows.take needs increasing positions")
+        cuts = np.searchsorted(positions, self._offsets)
+        rows = [r[positions[cuts[i] : cuts[i + 1]] - self._offsets[i]] for i, r in enumerate(self._rows)]
+        return ShardRows(self._maps, rows, self._columns)
+
+    def __getitem__(self, key: slice | np.ndarray) -> np.ndarray:
+        if isinstance(key, slice):
+            start, stop, step = key.indices(len(self))
+            if step == 1:
+                return self._read_range(start, max(start, stop))
+            key = np.arange(start, stop, step)
+        positions = _positions(key, len(self))
+        out = np.empty((len(positions), self.shape[1]), np.float32)
+        shard = np.searchsorted(self._offsets, positions, side="right") - 1
+        for i in np.unique(shard):
+            pick = np.flatnonzero(shard == i)
+            local = self._rows[i][positions[pick] - self._offsets[i]]
+            order = np.argsort(local, kind="stable")  # increasing reads of the memory map
+            out[pick[order]] = self._read(i, local[order])
+        return out
+
+    def _read_range(self, start: int, stop: int) -> np.ndarray:
+        parts = []
+        first = int(np.searchsorted(self._offsets, start, side="right")) - 1
+        for i in range(max(first, 0), len(self._rows)):
+            lo, hi = max(start, self._offsets[i]), min(stop, self._offsets[i + 1])
+            if lo >= hi:
+                if self._offsets[i] >= stop:
+                    break
+                continue
+            local = self._rows[i][lo - self._offsets[i] : hi - self._offsets[i]]
+            parts.append(self._read(i, local))
+        if len(parts) == 1:
+            return parts[0]
+        return np.concatenate(parts) if parts else np.zeros((0, self.shape[1]), np.float32)
+
+    def _read(self, shard: int, local: np.ndarray) -> np.ndarray:
+        """float32 rows ``local`` (int indices into shard ``shard``) of the stored array."""
+        source = self._maps[shard]
+        if len(local) and local[-1] - local[0] + 1 == len(local) and np.all(np.diff(local) == 1):
+            block = source[int(local[0]) : int(local[-1]) + 1]  # contiguous: a plain slice
+        else:
+            block = source[local]
+        if self._columns is not None:
+            block = block[:, self._columns]
+        return np.asarray(block, dtype=np.float32)
+
+
+def _positions(key: np.ndarray, length: int) -> np.ndarray:
+    """int64 positions from int indices or a bool mask of ``length``."""
+    key = np.asarray(key)
+    if key.dtype == bool:
+        if key.shape != (length,):
+            raise IndexError(f"boolean index of shape {key.shape} for {length} rows")
+        return np.flatnonzero(key)
+    positions = key.astype(np.int64).ravel()
+    if len(positions) and (positions.min() < 0 or positions.max() >= length):
+        raise IndexError(f"row index out of range for {length} rows")
+    return positions

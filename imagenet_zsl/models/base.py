@@ -9,9 +9,10 @@ Models register themselves where they are defined (timm's way)::
     @MODELS.register("eszsl")
     class ESZSL(ZSLModel): ...
 
-and :mod:`imagenet_zsl.models` imports every model module, so ``MODELS`` is complete as soon as
-anything of the package is imported. Fitted state follows scikit-learn: every attribute learnt by
-``fit`` ends in ``_`` (``map_``, ``classifier_``); :func:`check_is_fitted` tests for them.
+and ``MODELS`` imports every model module the first time it lists its models or misses a name,
+so it is always complete when asked, while importing the package imports no model. Fitted state
+follows scikit-learn: every attribute learnt by ``fit`` ends in ``_`` (``map_``, ``classifier_``);
+:func:`check_is_fitted` tests for them.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import create_model
 
+from imagenet_zsl.models.catalog import MODELS as CATALOG
 from imagenet_zsl.models.params import ModelParams, validate_params
 from imagenet_zsl.registry import Registry
 
@@ -33,24 +35,64 @@ if TYPE_CHECKING:
     from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
+#: rows per block when streaming over all training images (bounds temporaries to ~100 MB at D=2048)
+BLOCK_ROWS = 16384
+
+
+def read_rows(rows: Any, key: slice | np.ndarray) -> np.ndarray:
+    """float32 rows ``key`` (a slice, int positions in any order, or a bool mask) of an (N, D)
+    row source: a numpy array (any float dtype, memory-mapped or not) or a
+    :class:`~imagenet_zsl.features.feature_dir.ShardRows`. Only those rows are converted."""
+    return np.asarray(rows[key], dtype=np.float32)
+
+
+def take_rows(rows: Any, positions: np.ndarray) -> Any:
+    """The rows at increasing ``positions`` (or a bool mask) of a row source, as a row source: a
+    ShardRows subset reads nothing; a numpy array is indexed (a copy of those rows, its dtype)."""
+    take = getattr(rows, "take", None)
+    return take(positions) if take is not None and not isinstance(rows, np.ndarray) else rows[positions]
+
+
 @dataclass
 class SeenData:
     """Training data of the seen classes.
 
-    features: (N, D) float32 image features; labels: (N,) int64 index into ``seen_wnids``;
-    logits: optional (N, K) backbone logits over ``logit_classes`` (e.g. the ILSVRC 1K head);
-    head: optional backbone classifier stored with the features (``head.npz``: weight (K, D),
-    bias (K,), its K classes). With a head that covers every seen class, the models built on the
-    seen classifier (ConSE, trivial, GCNZ, SGCN, DGP) take it as it is and need no image (N may
-    be 0, and a seen class may have none).
+    features: (N, D) image features, a row source read block by block (:meth:`blocks`,
+    :func:`read_rows`): a numpy array (float32, or float16 as stored) or, from ``train``, a
+    :class:`~imagenet_zsl.features.feature_dir.ShardRows` over the memory-mapped shards (no copy in
+    memory). labels: (N,) int64 index into ``seen_wnids``; logits: optional (N, K) backbone logits
+    over ``logit_classes`` (e.g. the ILSVRC 1K head), a row source too; head: optional backbone
+    classifier stored with the features (``head.npz``: weight (K, D), bias (K,), its K classes).
+    With a head that covers every seen class, the models built on the seen classifier (ConSE,
+    trivial, GCNZ, SGCN, DGP) take it as it is and need no image (N may be 0, and a seen class may
+    have none).
     """
 
-    features: np.ndarray
+    features: Any
     labels: np.ndarray
     seen_wnids: list[str]
-    logits: np.ndarray | None = None
+    logits: Any = None
     logit_classes: list[str] | None = None
     head: BackboneHead | None = None
+
+    def blocks(self, rows: int = BLOCK_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(features float32 (b, D), labels int64 (b,)) in order, b <= ``rows``: the one way to
+        stream over the training images (memory: one block)."""
+        labels = np.asarray(self.labels, dtype=np.int64)
+        for start in range(0, len(labels), rows):
+            yield read_rows(self.features, slice(start, start + rows)), labels[start : start + rows]
+
+    def subset(self, positions: np.ndarray, labels: np.ndarray, seen_wnids: list[str]) -> SeenData:
+        """The images at increasing ``positions`` (or a bool mask), relabelled ``labels`` into
+        ``seen_wnids``; features and logits stay row sources (a ShardRows subset reads nothing)."""
+        return SeenData(
+            features=take_rows(self.features, positions),
+            labels=np.asarray(labels, dtype=np.int64),
+            seen_wnids=list(seen_wnids),
+            logits=None if self.logits is None else take_rows(self.logits, positions),
+            logit_classes=self.logit_classes,
+            head=self.head,
+        )
 
 
 class NotFittedError(ValueError, AttributeError):
@@ -170,8 +212,9 @@ class ZSLModel(ABC):
         return queries @ np.asarray(self.class_prototypes(wnids), dtype=np.float32).T
 
 
-#: model name → model class; filled by ``@MODELS.register`` in each model module
-MODELS: Registry[type[ZSLModel]] = Registry("model")
+#: model name → model class; filled by ``@MODELS.register`` in each model module, which the
+#: registry imports on first use (:mod:`imagenet_zsl.models.catalog`)
+MODELS: Registry[type[ZSLModel]] = CATALOG
 
 
 def create(name: str, **params: Any) -> ZSLModel:

@@ -6,16 +6,16 @@ Kept apart from the models so that each model module reads as its paper's equati
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 import scipy.sparse as sp
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.models.base import SeenData
+from imagenet_zsl.models.base import BLOCK_ROWS, SeenData, read_rows
 from imagenet_zsl.models.params import FeatureMode, SemanticNorm
 
 if TYPE_CHECKING:
@@ -26,17 +26,28 @@ if TYPE_CHECKING:
 
 #: the choices of the ``features`` and ``semantic_norm`` hyper-parameters (declared once, in params)
 FEATURE_MODES = get_args(FeatureMode)
-#: rows per block when streaming over all training images (bounds temporaries to ~100 MB at D=2048)
-BLOCK_ROWS = 16384
+#: rows per block of the full-batch L-BFGS trainers (loss and gradient summed over blocks). Up to one
+#: block of prepared rows is kept between iterations (256 MB at D = 2048); more are re-read from the
+#: row source at every evaluation. Every attribute dataset (AWA2: 23.5K training images) is one
+#: block, so its fits are the full-batch ones, operation for operation.
+LBFGS_BLOCK_ROWS = 32768
 SEMANTIC_MODES = get_args(SemanticNorm)
 
 
 def check_seen_data(
     model: str, data: SeenData, images_optional: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Validated (features float32 (N, D), labels int64 (N,)); every seen class needs an image,
-    unless ``images_optional`` (a stored backbone head stands in for them: N may be 0)."""
-    features = np.asarray(data.features, dtype=np.float32)
+    """Validated (features (N, D) row source, labels int64 (N,)); every seen class needs an image,
+    unless ``images_optional`` (a stored backbone head stands in for them: N may be 0).
+
+    The features are returned as given when they are a row source (a float32 or float16 array,
+    memory-mapped or not, or a ShardRows): never copied, read block by block
+    (:func:`~imagenet_zsl.models.base.read_rows`); anything else becomes a float32 array."""
+    features = data.features
+    if not hasattr(features, "shape") or (
+        isinstance(features, np.ndarray) and features.dtype not in (np.float32, np.float16)
+    ):
+        features = np.asarray(features, dtype=np.float32)
     labels = np.asarray(data.labels, dtype=np.int64)
     if images_optional and features.size == 0 and data.head is not None:
         features = np.zeros((0, data.head.dim), np.float32)
@@ -57,7 +68,7 @@ def check_seen_data(
             f"{preview(data.seen_wnids[i] for i in empty)}; drop them from seen_wnids"
         )
     for start in range(0, len(features), BLOCK_ROWS):  # blockwise: no (N, D) temporary
-        if not np.isfinite(features[start : start + BLOCK_ROWS]).all():
+        if not np.isfinite(read_rows(features, slice(start, start + BLOCK_ROWS))).all():
             raise UserInputError(f"{model}: training features contain NaN or Inf")
     if data.logits is not None and len(data.logits) != len(labels):
         raise UserInputError(f"{model}: logits have {len(data.logits)} rows for {len(labels)} images")
@@ -187,34 +198,137 @@ class LBFGSSettings:
     seed: int = 0
 
 
+def column_moments(rows: Any, block_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(mean (D,), standard deviation (D,)) float32 of the columns of an (N, D) row source.
+
+    Up to ``block_rows`` rows: numpy's ``mean``/``std`` of the float32 rows (the full-batch
+    values, bit for bit). More: two passes over the blocks with float64 sums (the mean, then the
+    squared deviations from it), so no (N, D) copy is made."""
+    n = len(rows)
+    block_rows = block_rows or LBFGS_BLOCK_ROWS
+    if n <= block_rows:
+        x = read_rows(rows, slice(None))
+        return x.mean(axis=0), x.std(axis=0)
+    total = np.zeros(rows.shape[1])
+    for start in range(0, n, block_rows):
+        total += read_rows(rows, slice(start, start + block_rows)).sum(axis=0, dtype=np.float64)
+    mean = total / n
+    squares = np.zeros_like(mean)
+    for start in range(0, n, block_rows):
+        squares += ((read_rows(rows, slice(start, start + block_rows)) - mean) ** 2).sum(axis=0)
+    return mean.astype(np.float32), np.sqrt(squares / n).astype(np.float32)
+
+
+class LabelRows:
+    """``table[labels]`` as an (N, K) float32 row source read on demand: per-image targets that
+    are a class's row (DAP's attribute signatures) without an (N, K) copy."""
+
+    ndim = 2
+
+    def __init__(self, table: np.ndarray, labels: np.ndarray):
+        self.table = np.asarray(table, dtype=np.float32)  # (Z, K)
+        self.labels = np.asarray(labels, dtype=np.int64)  # (N,)
+        self.shape = (len(self.labels), self.table.shape[1])
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, key: slice | np.ndarray) -> np.ndarray:
+        return self.table[self.labels[key]]
+
+
+def tensor_blocks(
+    features: Any,
+    targets: Any,
+    transform: Callable[[np.ndarray], np.ndarray],
+    device: torch.device,
+    block_rows: int | None = None,
+) -> Callable[[], Iterable[tuple[torch.Tensor, torch.Tensor]]]:
+    """A function giving the (x, y) tensor blocks of a full-batch objective on ``device``: x the
+    ``transform``-ed float32 rows of ``features`` (N, D), y the same rows of ``targets`` (N,) or
+    (N, K) as stored (int64 labels, float32 targets). Up to ``block_rows`` (default
+    ``LBFGS_BLOCK_ROWS``) rows are one block, prepared once and kept; more are re-read and
+    prepared at every call (memory: one block)."""
+    import torch
+
+    n = len(targets)
+    block_rows = block_rows or LBFGS_BLOCK_ROWS
+
+    def read(start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        x = np.ascontiguousarray(transform(read_rows(features, slice(start, start + block_rows))), np.float32)
+        y = np.ascontiguousarray(targets[start : start + block_rows])
+        return torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
+
+    if n <= block_rows:
+        held = [read(0)] if n else []
+        return lambda: held
+    return lambda: (read(start) for start in range(0, n, block_rows))
+
+
+def blocked_loss(
+    blocks: Callable[[], Iterable[tuple[torch.Tensor, ...]]],
+    rows: int,
+    data_term: Callable[..., torch.Tensor],
+    penalty: Callable[[], torch.Tensor],
+    backward: bool = True,
+) -> torch.Tensor:
+    """Σ_b (n_b / rows) · data_term(*block_b) + penalty(): a full-batch objective whose data term
+    is a mean over ``rows`` images, evaluated block by block; with ``backward`` the gradient is
+    accumulated block by block (call ``zero_grad`` first). Returns the detached value. One block
+    computes data_term(block) + penalty() and one backward: the full-batch operations exactly."""
+    total = None
+    for block in blocks():
+        value = data_term(*block)
+        if len(block[0]) != rows:
+            value = value * (len(block[0]) / rows)
+        if total is None:
+            value = value + penalty()
+        if backward:
+            value.backward()
+        total = value.detach() if total is None else total + value.detach()
+        del block, value  # unbound before the next block is read: one block in memory at a time
+    if total is None:  # no rows: the penalty alone
+        value = penalty()
+        if backward:
+            value.backward()
+        total = value.detach()
+    return total
+
+
 def fit_linear_lbfgs(
-    features: np.ndarray,
-    targets: np.ndarray,
+    features: Any,
+    targets: Any,
     settings: LBFGSSettings,
     loss: str = "ce",
     num_classes: int = 0,
+    transform: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One linear layer from zero weights by full-batch L-BFGS (strong Wolfe line search, history
     20): the one such trainer of the toolkit (the seen-class softmax, DAP, IAP).
 
     ``loss`` "ce": softmax cross-entropy, targets (N,) ids among ``num_classes``; "bce": one
-    logistic regression per output column (their losses summed), targets (N, K) in [0, 1].
-    features (N, D) → weights (D, K) and bias (K,), float32 numpy arrays."""
+    logistic regression per output column (their losses summed), targets (N, K) in [0, 1] (an
+    array or a row source such as :class:`LabelRows`). features (N, D): a row source, each block
+    passed through ``transform`` (e.g. standardisation) when read. The loss and its gradient are
+    sums over blocks of ``LBFGS_BLOCK_ROWS`` rows (:func:`blocked_loss`), so no (N, D) float32
+    copy is made; up to one block, the computation is the plain full-batch one.
+    Returns weights (D, K) and bias (K,), float32 numpy arrays."""
     import torch
     from torch.nn import functional
 
     device = resolve_device(settings.device)
-    x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float32)).to(device)
     if loss == "bce":
-        y = torch.from_numpy(np.ascontiguousarray(targets, dtype=np.float32)).to(device)
-        outputs = int(y.shape[1])
+        targets = _FloatRows(targets)
+        outputs = int(targets.shape[1])
     elif loss == "ce":
-        y = torch.from_numpy(np.asarray(targets, dtype=np.int64)).to(device)
+        targets = np.asarray(targets, dtype=np.int64)
         outputs = int(num_classes)
     else:
         raise ValueError(f"bug: unknown loss {loss!r}")
+    blocks = tensor_blocks(features, targets, transform or (lambda x: x), device)
+    dim = int(features.shape[1])
     with seeded_torch(settings.seed, device):
-        weight = torch.zeros(x.shape[1], outputs, dtype=torch.float32, device=device, requires_grad=True)
+        weight = torch.zeros(dim, outputs, dtype=torch.float32, device=device, requires_grad=True)
         bias = torch.zeros(outputs, dtype=torch.float32, device=device, requires_grad=True)
         optimiser = torch.optim.LBFGS(
             [weight, bias],
@@ -226,19 +340,34 @@ def fit_linear_lbfgs(
             tolerance_change=settings.tolerance_change,
         )
 
-        def closure() -> torch.Tensor:
-            optimiser.zero_grad()
+        def data_term(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             logits = x @ weight + bias
             if loss == "bce":  # summed over outputs: each one is its own regression
-                value = functional.binary_cross_entropy_with_logits(logits, y) * outputs
-            else:
-                value = functional.cross_entropy(logits, y)
-            value = value + settings.reg * (weight * weight).sum()
-            value.backward()
-            return value
+                return functional.binary_cross_entropy_with_logits(logits, y) * outputs
+            return functional.cross_entropy(logits, y)
+
+        def closure() -> torch.Tensor:
+            optimiser.zero_grad()
+            return blocked_loss(
+                blocks, len(targets), data_term, lambda: settings.reg * (weight * weight).sum()
+            )
 
         optimiser.step(closure)
     return weight.detach().cpu().numpy().copy(), bias.detach().cpu().numpy().copy()
+
+
+class _FloatRows:
+    """A (N, K) target row source read as float32 blocks."""
+
+    def __init__(self, rows: Any):
+        self.rows = rows
+        self.shape = tuple(np.shape(rows))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        return np.asarray(self.rows[key], dtype=np.float32)
 
 
 #: floating-point operations (forward + backward) of one training step per torch CPU thread. Below

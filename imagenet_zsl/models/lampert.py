@@ -32,7 +32,14 @@ import numpy as np
 from pydantic import Field
 
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, check_is_fitted
-from imagenet_zsl.models.common import LBFGSSettings, check_features, check_seen_data, fit_linear_lbfgs
+from imagenet_zsl.models.common import (
+    LabelRows,
+    LBFGSSettings,
+    check_features,
+    check_seen_data,
+    column_moments,
+    fit_linear_lbfgs,
+)
 from imagenet_zsl.models.params import ModelParams, NonNegative, PositiveInt
 
 if TYPE_CHECKING:
@@ -66,7 +73,9 @@ class _AttributePosteriorModel(ZSLModel):
         matrix = self.semantics_.get(list(wnids)).astype(np.float64)
         return (matrix > self.threshold_).astype(np.float64)
 
-    def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[np.ndarray, np.ndarray]:
+    def _prepare(self, data: SeenData, semantics: ClassVectors) -> tuple[Any, np.ndarray]:
+        """(features (N, D) row source, seen signatures (Z, A)); fits the standardisation (blockwise
+        column moments: :meth:`_standardise` is applied to each block as the trainer reads it)."""
         features, _ = check_seen_data(self.name, data)
         self.semantics_ = semantics
         matrix = semantics.matrix
@@ -80,9 +89,12 @@ class _AttributePosteriorModel(ZSLModel):
             prior = np.full(signatures.shape[1], 0.5)
         self.log_prior_ = np.log(np.clip(prior, eps, 1 - eps))
         self.log_not_prior_ = np.log(np.clip(1 - prior, eps, 1 - eps))
-        self.mean_ = features.mean(axis=0)
-        self.scale_ = np.maximum(features.std(axis=0), 1e-6)
-        return (features - self.mean_) / self.scale_, signatures
+        self.mean_, std = column_moments(features)
+        self.scale_ = np.maximum(std, 1e-6)
+        return features, signatures
+
+    def _standardise(self, features: np.ndarray) -> np.ndarray:
+        return (features - self.mean_) / self.scale_
 
     # ---------------------------------------------------------------- scoring
     def attribute_posteriors(self, features: np.ndarray) -> np.ndarray:
@@ -90,7 +102,7 @@ class _AttributePosteriorModel(ZSLModel):
         check_is_fitted(self)
         features = check_features(self.name, features, self.mean_.shape[0])
         eps = float(self.params["eps"])
-        return np.clip(self._posteriors((features - self.mean_) / self.scale_), eps, 1 - eps)
+        return np.clip(self._posteriors(self._standardise(features)), eps, 1 - eps)
 
     def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -114,9 +126,11 @@ class DAP(_AttributePosteriorModel):
     name: ClassVar[str] = "dap"
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> DAP:
-        standardised, signatures = self._prepare(data, semantics)
-        targets = signatures[np.asarray(data.labels, dtype=np.int64)]
-        self.weight_, self.bias_ = fit_linear_lbfgs(standardised, targets, self._settings(), "bce")
+        features, signatures = self._prepare(data, semantics)
+        targets = LabelRows(signatures, np.asarray(data.labels, dtype=np.int64))  # (N, A), on demand
+        self.weight_, self.bias_ = fit_linear_lbfgs(
+            features, targets, self._settings(), "bce", transform=self._standardise
+        )
         return self
 
     def _posteriors(self, standardised: np.ndarray) -> np.ndarray:
@@ -131,10 +145,10 @@ class IAP(_AttributePosteriorModel):
     name: ClassVar[str] = "iap"
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> IAP:
-        standardised, signatures = self._prepare(data, semantics)
+        features, signatures = self._prepare(data, semantics)
         labels = np.asarray(data.labels, dtype=np.int64)
         self.weight_, self.bias_ = fit_linear_lbfgs(
-            standardised, labels, self._settings(), "ce", len(data.seen_wnids)
+            features, labels, self._settings(), "ce", len(data.seen_wnids), transform=self._standardise
         )
         self.seen_signatures_ = signatures
         return self

@@ -25,8 +25,8 @@ import numpy as np
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
-from imagenet_zsl.models.base import SeenData
-from imagenet_zsl.models.common import LBFGSSettings, fit_linear_lbfgs, softmax
+from imagenet_zsl.models.base import SeenData, read_rows
+from imagenet_zsl.models.common import LBFGSSettings, column_moments, fit_linear_lbfgs, softmax
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +41,10 @@ def augment(features: np.ndarray) -> np.ndarray:
     return np.hstack([features, np.ones((len(features), 1), np.float32)])
 
 
-def _least_squares_head(
-    features: np.ndarray, targets: np.ndarray, block: int = 65536
-) -> tuple[np.ndarray, float]:
+def _least_squares_head(features: Any, targets: Any, block: int = 65536) -> tuple[np.ndarray, float]:
     """W (D+1, S) minimising ||[x,1] W - logits||² via blocked normal equations, and the relative
-    residual (how exactly a linear map reproduces the logits).
+    residual (how exactly a linear map reproduces the logits). features (N, D) and targets (N, S):
+    row sources, read block by block.
 
     Fewer than D + 1 images leave W under-determined: any residual would then be 0 and the
     "recovered" head arbitrary, so that is a UserInputError saying how many images it needs."""
@@ -60,22 +59,23 @@ def _least_squares_head(
     gram = np.zeros((d, d))
     rhs = np.zeros((d, targets.shape[1]))
     for start in range(0, len(features), block):
-        x = augment(features[start : start + block]).astype(np.float64)
+        x = augment(read_rows(features, slice(start, start + block))).astype(np.float64)
         gram += x.T @ x
-        rhs += x.T @ targets[start : start + block].astype(np.float64)
+        rhs += x.T @ read_rows(targets, slice(start, start + block)).astype(np.float64)
     ridge = 1e-9 * max(float(np.trace(gram)) / d, 1e-12)
     weights = np.linalg.solve(gram + ridge * np.eye(d), rhs)
     error = 0.0
     spread = 0.0
     for start in range(0, len(features), block):
-        target = targets[start : start + block].astype(np.float64)
-        error += float(np.sum((augment(features[start : start + block]) @ weights - target) ** 2))
+        target = read_rows(targets, slice(start, start + block)).astype(np.float64)
+        rows = augment(read_rows(features, slice(start, start + block)))
+        error += float(np.sum((rows @ weights - target) ** 2))
         spread += float(np.sum((target - target.mean(axis=1, keepdims=True)) ** 2))
     return weights.astype(np.float32), float(np.sqrt(error / max(spread, 1e-30)))
 
 
 def train_softmax(
-    features: np.ndarray,
+    features: Any,
     labels: np.ndarray,
     num_classes: int,
     reg: float,
@@ -87,15 +87,27 @@ def train_softmax(
 
     Trained (:func:`~imagenet_zsl.models.common.fit_linear_lbfgs`) on standardised features (good
     conditioning for L-BFGS); the weights are mapped back so that ``augment(x) @ W`` are the
-    logits of raw features.
+    logits of raw features. ``features`` (N, D): a row source, standardised block by block (no
+    (N, D) copy).
     """
-    mean = features.mean(axis=0)
-    scale = np.maximum(features.std(axis=0), 1e-6)
+    mean, std = column_moments(features)
+    scale = np.maximum(std, 1e-6)
     settings = LBFGSSettings(reg=reg, max_iter=max_iter, device=device, seed=seed)
-    weight, bias = fit_linear_lbfgs((features - mean) / scale, labels, settings, "ce", num_classes)
+    weight, bias = fit_linear_lbfgs(
+        features, labels, settings, "ce", num_classes, transform=lambda x: (x - mean) / scale
+    )
     w = weight.astype(np.float64) / scale[:, None]
     b = bias.astype(np.float64) - mean @ w
     return np.vstack([w, b[None, :]]).astype(np.float32)
+
+
+def _columns(rows: Any, columns: np.ndarray) -> Any:
+    """Columns ``columns`` of an (N, K) row source: a ShardRows view (nothing read), else a
+    float32 array."""
+    view = getattr(rows, "columns", None)
+    if callable(view):
+        return view(columns)
+    return np.asarray(rows, dtype=np.float32)[:, columns]
 
 
 def uses_stored_head(data: SeenData, source: str) -> bool:
@@ -167,7 +179,7 @@ class SeenClassifier:
             self.kind_ = "head"
             self.columns_ = np.array([index[w] for w in data.seen_wnids], dtype=np.int64)
             self.logit_dim_ = len(data.logit_classes)
-            logits = np.asarray(data.logits, dtype=np.float32)[:, self.columns_]
+            logits = _columns(data.logits, self.columns_)  # (N, S), read block by block
             self.weights_, self.head_residual_ = _least_squares_head(features, logits)
         else:
             self.kind_ = "softmax"

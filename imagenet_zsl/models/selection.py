@@ -162,15 +162,10 @@ def grid_points(grid: dict[str, list[Any]]) -> list[dict[str, Any]]:
 
 
 def _subset(data: SeenData, rows: np.ndarray, classes: np.ndarray) -> SeenData:
+    """The images ``rows`` (increasing) of the classes ``classes``: a row source over the same
+    features (a ShardRows subset reads nothing)."""
     labels = np.searchsorted(classes, np.asarray(data.labels)[rows])
-    return SeenData(
-        features=np.asarray(data.features)[rows],
-        labels=labels.astype(np.int64),
-        seen_wnids=[data.seen_wnids[i] for i in classes],
-        logits=None if data.logits is None else np.asarray(data.logits)[rows],
-        logit_classes=data.logit_classes,
-        head=data.head,
-    )
+    return data.subset(rows, labels, [data.seen_wnids[i] for i in classes])
 
 
 def split_classes_with_images(
@@ -247,17 +242,19 @@ def score_images(
     """(M, C) float32 dot-product scores ``embed_images(x) · class_prototypes(c)`` of the images
     ``rows`` (default: all) of ``features`` (N, D) against ``wnids`` (C,), in blocks of
     ``SCORE_BLOCK`` images; NaN/Inf is a user error."""
+    features = features if hasattr(features, "shape") else np.asarray(features)  # a row source
+    logits = logits if logits is None or hasattr(logits, "shape") else np.asarray(logits)
     rows = np.arange(len(features)) if rows is None else np.asarray(rows)
     exact = type(model).scores is not ZSLModel.scores  # not one dot product (LATEM)
     prototypes = None if exact else np.asarray(model.class_prototypes(wnids), dtype=np.float32)
     out = np.empty((len(rows), len(wnids)), np.float32)
     for start in range(0, len(rows), SCORE_BLOCK):
         part = rows[start : start + SCORE_BLOCK]
-        block_logits = None if logits is None else np.asarray(logits)[part]
+        block_logits = None if logits is None else logits[part]
         if prototypes is None:
-            out[start : start + SCORE_BLOCK] = model.scores(np.asarray(features)[part], wnids, block_logits)
+            out[start : start + SCORE_BLOCK] = model.scores(features[part], wnids, block_logits)
             continue
-        queries = model.embed_images(np.asarray(features)[part], block_logits)
+        queries = model.embed_images(features[part], block_logits)
         out[start : start + SCORE_BLOCK] = np.asarray(queries, dtype=np.float32) @ prototypes.T
     if not np.isfinite(out).all():
         raise UserInputError(f"{model.name}: produced NaN/Inf scores")

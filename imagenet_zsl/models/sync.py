@@ -41,8 +41,10 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
 from imagenet_zsl.models.common import (
+    blocked_loss,
     check_features,
     seeded_torch,
+    tensor_blocks,
     torch_threads,
 )
 from imagenet_zsl.models.params import (
@@ -142,33 +144,33 @@ class SYNC(_LinearSemanticModel):
             key = ("sync-w", self.params["lam"], self.params["loss"], self.params["max_iter"],
                    self.params["features"], self.params["bias"], self.params["semantic_norm"],
                    self.params["device"], self.params["seed"])  # fmt: skip
-            self.classifiers_, final = self.shared(
-                key, lambda: self._minimise(self._image_side(raw), labels, None, margins)
-            )
+            self.classifiers_, final = self.shared(key, lambda: self._minimise(raw, labels, None, margins))
             self.phantom_classifiers_ = (np.linalg.pinv(mixing) @ self.classifiers_).astype(np.float32)
         else:
-            self.phantom_classifiers_, final = self._minimise(self._image_side(raw), labels, mixing, margins)
+            self.phantom_classifiers_, final = self._minimise(raw, labels, mixing, margins)
         self.fit_info_ = {"loss": final}
         return self
 
     def _minimise(
-        self, x: np.ndarray, labels: np.ndarray, mixing: np.ndarray | None, margins: np.ndarray
+        self, raw: Any, labels: np.ndarray, mixing: np.ndarray | None, margins: np.ndarray
     ) -> tuple[np.ndarray, float]:
-        """Full-batch L-BFGS from randn/100 (seeded, as ``train_W_*.m``). ``mixing`` None: learn W
-        (Z, D) with λ/2|W|² (reference); otherwise learn V (R, D) through W = mixing V with λ|V|²
-        (``solver: direct``)."""
+        """Full-batch L-BFGS from randn/100 (seeded, as ``train_W_*.m``) on the image side of the
+        raw features (N, D) (a row source, prepared block by block: :func:`~imagenet_zsl.models.
+        common.blocked_loss` sums the mean loss and its gradient over blocks). ``mixing`` None:
+        learn W (Z, D) with λ/2|W|² (reference); otherwise learn V (R, D) through W = mixing V with
+        λ|V|² (``solver: direct``)."""
         import torch
 
         device = resolve_device(self.params["device"])
-        features = torch.from_numpy(x).to(device)
-        targets = torch.from_numpy(labels).to(device)
+        blocks = tensor_blocks(raw, labels, self._image_side, device)
+        width = int(raw.shape[1]) + int(bool(self.params["bias"]))
         delta = torch.from_numpy(margins.astype(np.float32)).to(device)
         a = None if mixing is None else torch.from_numpy(mixing.astype(np.float32)).to(device)
         rows = len(margins) if a is None else a.shape[1]
         lam = float(self.params["lam"])
         loss = self.params["loss"]
         with seeded_torch(int(self.params["seed"]), device):  # train_W_*.m: W0 = randn(C, d) / 100
-            start = torch.randn(rows, features.shape[1], device=device) / 100
+            start = torch.randn(rows, width, device=device) / 100
         weights = start.requires_grad_(True)
         optimiser = torch.optim.LBFGS(
             [weights],
@@ -181,29 +183,28 @@ class SYNC(_LinearSemanticModel):
             tolerance_change=1e-12,
         )
 
-        def objective() -> torch.Tensor:
+        def data_term(features: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
             classifiers = weights if a is None else a @ weights
             scores = features @ classifiers.T
-            if loss == "ovo":
-                data_term = ovo_loss(scores, targets)
-                if a is not None:  # the earlier variant: summed over classes, not averaged
-                    data_term = data_term * scores.shape[1]
-            else:
-                data_term = struct_loss(scores, targets, delta)
-            penalty = (weights**2).sum()
-            return data_term + (lam / 2 * penalty if a is None else lam * penalty)
+            if loss != "ovo":
+                return struct_loss(scores, targets, delta)
+            if a is not None:  # the earlier variant: summed over classes, not averaged
+                return ovo_loss(scores, targets) * scores.shape[1]
+            return ovo_loss(scores, targets)
+
+        def penalty() -> torch.Tensor:
+            value = (weights**2).sum()
+            return lam / 2 * value if a is None else lam * value
 
         def closure() -> torch.Tensor:
             optimiser.zero_grad()
-            value = objective()
-            value.backward()
-            return value
+            return blocked_loss(blocks, len(labels), data_term, penalty)
 
-        step_flops = 6.0 * features.shape[0] * features.shape[1] * len(margins)
+        step_flops = 6.0 * len(labels) * width * len(margins)
         with torch_threads(step_flops):
             optimiser.step(closure)
             with torch.no_grad():
-                final = float(objective())
+                final = float(blocked_loss(blocks, len(labels), data_term, penalty, backward=False))
         return weights.detach().cpu().numpy().astype(np.float32), final
 
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:

@@ -177,13 +177,13 @@ def load_seen_data(
     images of the seen classes that have some are still read. ``images=False`` reads no image at
     all (features (0, D)): for a model that does not learn from images.
 
-    Memory bound (issue 16): the seen features are held in memory once, N x D float32 (ImageNet-1K
-    at D = 2048: 1.28M x 2048 x 4 B = 10.5 GB), plus logits N x 1000 x 4 B only ``with_logits``
-    (``train`` asks for them only for models that read them). Every model then streams over them
-    in blocks of ``BLOCK_ROWS`` rows (closed forms, GFZSL, the feature statistics) or mini-batches
-    (ranking, CMT, SSE); the full-batch ones (softmax seen classifier, SYNC) make more copies.
-    Validation selection copies the fit classes' rows. Measured peak growth of ``train`` per
-    2,048-d image: ESZSL 18 KB, SYNC 32 KB, ConSE with a softmax classifier 35 KB (README).
+    Memory bound (issue 27): no feature is read here. ``features`` (and ``logits``) are
+    :class:`~imagenet_zsl.features.feature_dir.ShardRows` over the memory-mapped shards (float16
+    as stored: file-backed page cache, reclaimable), and only labels and row indices are held
+    (about 16 B per image). Every model reads them block by block (:meth:`SeenData.blocks`,
+    sufficient statistics of the closed forms, L-BFGS loss and gradient summed over blocks) or
+    by mini-batches (ranking, CMT, SSE); validation selection and dropped classes take subsets
+    without reading. ``tools/bench_models.py --parts memory`` measures the peak per image.
     """
     features = features_dir if isinstance(features_dir, FeatureDir) else FeatureDir(features_dir)
     if features.simulated:
@@ -203,8 +203,7 @@ def load_seen_data(
     read = [w for w in seen if w in have] if images else []
     logits = with_logits and features.has_logits
     if read:
-        block = features.load(read, with_logits=logits)
-        feats, labels, block_logits = block.features, block.labels, block.logits
+        feats, labels, block_logits = features.mapped(read, with_logits=logits)
     else:
         feats, labels = np.zeros((0, features.dim), np.float32), np.zeros(0, np.int64)
         block_logits = np.zeros((0, len(features.logit_classes or ())), np.float32) if logits else None
@@ -229,14 +228,8 @@ def drop_classes(data: SeenData, drop: list[str], why: str = "has a semantic vec
         raise UserInputError(f"no seen class is left to train on (none {why})")
     rows = keep[data.labels]
     new_index = np.cumsum(keep) - 1
-    return SeenData(
-        features=data.features[rows],
-        labels=new_index[data.labels[rows]],
-        seen_wnids=[w for w, k in zip(data.seen_wnids, keep, strict=True) if k],
-        logits=None if data.logits is None else data.logits[rows],
-        logit_classes=data.logit_classes,
-        head=data.head,
-    )
+    seen = [w for w, k in zip(data.seen_wnids, keep, strict=True) if k]
+    return data.subset(rows, new_index[data.labels[rows]], seen)  # a row source: nothing is read
 
 
 def _inputs(features_dir: str | Path, semantics: str, config_path: str | Path | None) -> list[Path]:

@@ -51,8 +51,8 @@ class VisionLanguageZeroShot(ZSLModel):
                 f"{self.name}: needs class text embeddings (semantics: a file from "
                 "'imagenet-zsl labels encode --encoder clip:ARCH/TAG')"
             )
-        features = np.asarray(data.features)
-        dim = int(features.shape[1]) if features.ndim == 2 else -1
+        shape = np.shape(data.features)  # a row source: only D is read
+        dim = int(shape[1]) if len(shape) == 2 else -1
         if dim != semantics.dim:
             raise UserInputError(
                 f"{self.name}: the image features have {dim} dimensions but the class vectors "
