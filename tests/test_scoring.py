@@ -337,7 +337,7 @@ def test_gzsl_entries_by_hand_one_per_position_of_the_tie_group():
 
 
 def test_gzsl_lists_are_checked_and_ranked_block_by_block(monkeypatch):
-    import imagenet_zsl.scoring.gzsl as scoring
+    import imagenet_zsl.scoring.ranks as scoring
 
     rng = np.random.default_rng(11)
     scores = rng.integers(0, 3, size=(50, 8)).astype(np.float32)

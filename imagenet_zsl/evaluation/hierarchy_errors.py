@@ -29,10 +29,11 @@ search's ``TieRanks``) still give its exact share ``1/(t + 1)``; the remaining s
 over the listed wrong members of the group, i.e. the unlisted members are assumed to fall in the
 categories of the listed ones in the same proportions (an approximation, not a bound).
 
-All lookups are sparse-matrix fancy indexing over the images at once (no Python per image).
-:func:`gzsl_error_breakdowns` runs the GZSL breakdowns (calibrated merge of the seen and unseen
-lists, then the top-1 categories) one block of images at a time: O(block · m) memory over its
-inputs instead of about 1.7 KB per test image, with the same counts bit for bit.
+All lookups are sparse-matrix fancy indexing over a block of images at once (no Python per
+image). :func:`expected_error_breakdown` (ZSL) and :func:`gzsl_error_breakdowns` (calibrated merge
+of the seen and unseen lists, then the top-1 categories) run one block of images at a time:
+O(block · m) memory over their inputs whatever the number of images, with the counts of one pass
+over all images bit for bit.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from imagenet_zsl.scoring import SORT_BLOCK, GZSLTopK, TieRanks, calibrated_topk_rows
-from imagenet_zsl.scoring.ranks import check_block
+from imagenet_zsl.scoring import GZSLTopK, TieRanks, calibrated_topk_block
+from imagenet_zsl.scoring.ranks import sort_block
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -62,10 +63,10 @@ CATEGORIES = (
 
 @dataclass
 class ErrorBreakdown:
-    """``category`` (P,) int8 index into CATEGORIES of each prediction; counts and shares per
-    category; bounds. Strict rule: one prediction per image (P = N), integer counts. Expected
-    rule: ``image`` (P,) and ``weight`` (P,) give each prediction's image and its weight (summing
-    to 1 per image), and the counts are expected image counts (floats)."""
+    """Counts and shares per category; bounds. Strict rule (:func:`error_breakdown`): one
+    prediction per image, ``category`` (N,) int8 index into CATEGORIES of each, integer counts.
+    Expected rule (streamed): the counts are expected image counts (floats) over ``images``
+    images, ``category`` is empty and ``image`` / ``weight`` are None (not kept)."""
 
     category: np.ndarray
     counts: dict[str, int] | dict[str, float]
@@ -228,24 +229,58 @@ def expected_error_breakdown(
     topk_ids: np.ndarray,
     topk_scores: np.ndarray,
     ranks: TieRanks | None = None,
+    block: int | None = None,
 ) -> ErrorBreakdown:
     """The breakdown under the expected tie rule: each image's top-1 tie group split uniformly
     over its classes' categories (:func:`top1_shares`); counts are expected image counts.
 
-    classes: the label space (wnids); labels (N,), topk_ids / topk_scores (N, m) index it.
+    classes: the label space (wnids); labels (N,), topk_ids / topk_scores (N, m) index it
+    (memory maps welcome: they are read ``block`` images at a time, ``SORT_BLOCK`` by default,
+    so the temporaries stay O(block · m) whatever N). The per-prediction arrays are not kept
+    (``category`` is empty, ``image`` and ``weight`` are None); the counts are those of one pass
+    over all images, bit for bit (see :func:`_add_counts`).
     """
-    labels = np.asarray(labels, dtype=np.int64)
-    if len(topk_ids) != len(labels):
+    labels = np.asarray(labels)
+    n = len(labels)
+    if len(topk_ids) != n:
         raise ValueError(f"labels {labels.shape} and top-k lists {np.shape(topk_ids)} differ")
-    image, prediction, weight = top1_shares(topk_ids, topk_scores, labels, ranks)
-    category = _categories(graph, classes, labels[image], prediction)
-    counts = np.bincount(category, weights=weight, minlength=len(CATEGORIES))
+    relations = _Relations(graph, classes)
+    counts = np.zeros(len(CATEGORIES))
+    block = sort_block(block)
+    for lo in range(0, n, block):
+        rows = slice(lo, lo + block)
+        block_ranks = None if ranks is None else TieRanks(ranks.above[rows], ranks.tied[rows])
+        _, category, weight = _block_predictions(
+            relations, labels[rows], topk_ids[rows], topk_scores[rows], block_ranks
+        )
+        _add_counts(counts, category, weight)
+    return _counts_only(counts, n)
+
+
+def _block_predictions(
+    relations: _Relations, labels: np.ndarray, ids: np.ndarray, scores: np.ndarray, ranks: TieRanks | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One block's weighted top-1 predictions → (image (P,) index in the block, category (P,)
+    int8, weight (P,) float64), in image order."""
+    labels = np.asarray(labels, dtype=np.int64)
+    image, prediction, weight = top1_shares(ids, scores, labels, ranks)
+    return image, relations.categories(labels[image], prediction), weight
+
+
+def _add_counts(counts: np.ndarray, category: np.ndarray, weight: np.ndarray) -> None:
+    """Add each prediction's weight to its category's count, one by one in order.
+
+    Why ``np.add.at``: it adds sequentially, as one ``np.bincount(category, weights=weight)`` over
+    all predictions does, so block after block gives the same floats bit for bit (summing
+    per-block bincounts would not)."""
+    np.add.at(counts, category, weight)
+
+
+def _counts_only(counts: np.ndarray, images: int) -> ErrorBreakdown:
     return ErrorBreakdown(
-        category,
+        np.zeros(0, np.int8),
         {name: float(c) for name, c in zip(CATEGORIES, counts, strict=True)},
-        image=image,
-        weight=weight,
-        images=len(labels),
+        images=images,
         tie_rule="expected",
     )
 
@@ -255,43 +290,28 @@ GZSL_PARTS = ("all", "unseen_images", "seen_images")
 
 
 def gzsl_error_breakdowns(
-    graph: ClassGraph, classes: Sequence[str], gz: GZSLTopK, gamma: float, block: int = SORT_BLOCK
+    graph: ClassGraph, classes: Sequence[str], gz: GZSLTopK, gamma: float, block: int | None = None
 ) -> dict[str, ErrorBreakdown]:
     """Expected-rule breakdowns of the GZSL top-1 at calibration ``gamma``, streamed.
 
     classes: the joint label space (wnids) that ``gz``'s ids and labels index. Returns
     {"all", "unseen_images", "seen_images"} (:data:`GZSL_PARTS`) with the counts of
     :func:`expected_error_breakdown` applied to :func:`calibrated_topk` of those images, bit for
-    bit, but ``block`` images at a time: memory is O(block · m), not O(N · m). The per-prediction
-    arrays are not kept (``category`` is empty, ``image`` and ``weight`` are None).
-
-    Why identical: each image's predictions depend on its own row only, and the counts are
-    accumulated with ``np.add.at``, which adds the weights one by one in image order, as the one
-    ``np.bincount`` over all predictions does.
+    bit, but merging ``block`` images at a time (:meth:`GZSLTopK.blocks`): memory is
+    O(block · m), not O(N · m). The per-prediction arrays are not kept.
     """
-    block = check_block(block)
     relations = _Relations(graph, classes)
     seen_img = gz.seen_images
     counts = {part: np.zeros(len(CATEGORIES)) for part in GZSL_PARTS}
-    for lo in range(0, len(gz.labels), block):
-        scores, ids = calibrated_topk_rows(gz, gamma, gz.m, lo, lo + block)
-        labels = gz.labels[lo : lo + block]
-        image, prediction, weight = top1_shares(ids, scores, labels)
-        category = relations.categories(labels[image], prediction)
-        seen = seen_img[lo : lo + block][image]
+    for lo, hi, lists in gz.blocks(block):
+        scores, ids = calibrated_topk_block(lists, gamma, gz.m)
+        image, category, weight = _block_predictions(relations, gz.labels[lo:hi], ids, scores, None)
+        seen = seen_img[lo:hi][image]
         for part, keep in (("all", slice(None)), ("unseen_images", ~seen), ("seen_images", seen)):
-            np.add.at(counts[part], category[keep], weight[keep])
+            _add_counts(counts[part], category[keep], weight[keep])
     images = {
         "all": len(gz.labels),
         "unseen_images": int((~seen_img).sum()),
         "seen_images": int(seen_img.sum()),
     }
-    return {
-        part: ErrorBreakdown(
-            np.zeros(0, np.int8),
-            {name: float(c) for name, c in zip(CATEGORIES, counts[part], strict=True)},
-            images=images[part],
-            tie_rule="expected",
-        )
-        for part in GZSL_PARTS
-    }
+    return {part: _counts_only(counts[part], images[part]) for part in GZSL_PARTS}

@@ -31,6 +31,11 @@ entries, one per position of the true class inside its tie group (rank ``r + i``
 threshold test; cross-space equality at exactly a breakpoint γ counts against the model.
 Accuracies at any γ, the whole Seen-Unseen accuracy Curve, its area (AUSUC) and the γ maximising
 H all follow exactly from these thresholds — one sort over the breakpoints, no grid.
+
+Memory: :class:`GZSLTopK` holds the lists in parts that are never copied (the search's lists may
+be memory-mapped) and every pass over them runs one block of ``SORT_BLOCK`` images at a time, so
+what grows with the number of images is O(1) arrays per image or threshold entry; the results are
+the same bit for bit whatever the block size or the parts.
 """
 
 from imagenet_zsl.scoring.gzsl import (
@@ -42,10 +47,12 @@ from imagenet_zsl.scoring.gzsl import (
     gzsl_thresholds,
     seen_unseen_curve,
 )
+from imagenet_zsl.scoring.gzsl_lists import GZSLLists, index_dtype
 from imagenet_zsl.scoring.gzsl_metrics import (
     calibrated_topk,
-    calibrated_topk_rows,
+    calibrated_topk_block,
     gzsl_accuracies,
+    gzsl_calibrated,
     gzsl_class_rates,
     gzsl_from_scores,
     gzsl_metrics,
@@ -69,14 +76,16 @@ __all__ = [
     "SORT_BLOCK",
     "TIE_RULES",
     "TIE_RULE_TEXT",
+    "GZSLLists",
     "GZSLTopK",
     "SeenUnseenCurve",
     "TieRanks",
     "ausuc",
     "calibrated_topk",
-    "calibrated_topk_rows",
+    "calibrated_topk_block",
     "choose_gamma",
     "gzsl_accuracies",
+    "gzsl_calibrated",
     "gzsl_class_rates",
     "gzsl_entries",
     "gzsl_from_scores",
@@ -84,6 +93,7 @@ __all__ = [
     "gzsl_thresholds",
     "harmonic_mean",
     "hit_at_k",
+    "index_dtype",
     "metrics_from_scores",
     "seen_unseen_curve",
     "sort_topk",

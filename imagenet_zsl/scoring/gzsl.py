@@ -3,116 +3,42 @@ Seen-Unseen accuracy Curve, AUSUC and the γ maximising H. See :mod:`imagenet_zs
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.scoring.ranks import SORT_BLOCK, TieRanks, check_ks, check_labels, check_rule, true_ranks
+from imagenet_zsl.scoring.gzsl_lists import GZSLLists, GZSLTopK
+from imagenet_zsl.scoring.ranks import TieRanks, check_ks, check_rule
 
 # ----------------------------------------------------------------------------- GZSL
 
 
-@dataclass
-class GZSLTopK:
-    """Per image, the top-m classes among seen classes and, separately, among unseen classes.
-
-    Class indices are into one joint label space of C classes; ``seen_mask`` (C,) bool marks the
-    seen ones. seen_scores/seen_ids, unseen_scores/unseen_ids: (N, m) float32/int64 in the search
-    tie order (padding id -1, score -inf); labels: (N,) int64 joint indices. ``own_ranks``: the
-    exact :class:`TieRanks` of the true class within its own label space (seen classes for a
-    seen-class image, unseen for an unseen-class one), e.g. from the search; derived from the
-    lists when omitted.
-    """
-
-    seen_scores: np.ndarray
-    seen_ids: np.ndarray
-    unseen_scores: np.ndarray
-    unseen_ids: np.ndarray
-    labels: np.ndarray
-    seen_mask: np.ndarray
-    own_ranks: TieRanks | None = None
-
-    def __post_init__(self) -> None:
-        self.seen_mask = np.asarray(self.seen_mask, dtype=bool)
-        n = len(self.labels)
-        shapes = {a.shape for a in (self.seen_scores, self.seen_ids, self.unseen_scores, self.unseen_ids)}
-        if len(shapes) != 1 or next(iter(shapes))[0] != n:
-            raise ValueError(f"GZSL top-k lists must share one (N, m) shape with N={n}: {shapes}")
-        self.labels = check_labels(self.labels, n, len(self.seen_mask))
-        # block by block: the checks' temporaries stay O(block · m) whatever N
-        for name, ids, want in (("seen", self.seen_ids, True), ("unseen", self.unseen_ids, False)):
-            for lo in range(0, n, SORT_BLOCK):
-                listed = ids[lo : lo + SORT_BLOCK][ids[lo : lo + SORT_BLOCK] >= 0]
-                if len(listed) and (
-                    listed.max() >= len(self.seen_mask) or (self.seen_mask[listed] != want).any()
-                ):
-                    raise ValueError(f"{name}_ids hold classes outside the {name} label space")
-        if self.seen_mask.all() or not self.seen_mask.any():
-            raise UserInputError("GZSL needs both seen and unseen classes in the label space")
-        if self.own_ranks is None:
-            self.own_ranks = self._derive_own_ranks()
-        elif len(self.own_ranks) != n:
-            raise ValueError(f"own_ranks hold {len(self.own_ranks)} images, the lists {n}")
-
-    def _derive_own_ranks(self) -> TieRanks:
-        """:class:`TieRanks` of each true class within its own label space, judged from the lists
-        (one block of images at a time)."""
-        above, tied = [], []
-        for lo in range(0, len(self.labels), SORT_BLOCK):
-            rows = slice(lo, lo + SORT_BLOCK)
-            seen_img = self.seen_mask[self.labels[rows]][:, None]
-            own_ids = np.where(seen_img, self.seen_ids[rows], self.unseen_ids[rows])
-            own_scores = np.where(seen_img, self.seen_scores[rows], self.unseen_scores[rows])
-            ranks = true_ranks(self.labels[rows], topk_ids=own_ids, topk_scores=own_scores)
-            above.append(ranks.above)
-            tied.append(ranks.tied)
-        return TieRanks(np.concatenate(above), np.concatenate(tied))
-
-    @property
-    def m(self) -> int:
-        return int(self.seen_ids.shape[1])
-
-    @property
-    def seen_images(self) -> np.ndarray:
-        return self.seen_mask[self.labels]
-
-    @classmethod
-    def concat(cls, parts: Sequence[GZSLTopK]) -> GZSLTopK:
-        ranks = TieRanks(
-            np.concatenate([p.own_ranks.above for p in parts]),
-            np.concatenate([p.own_ranks.tied for p in parts]),
-        )
-        return cls(
-            *(
-                np.concatenate([getattr(p, f) for p in parts])
-                for f in ("seen_scores", "seen_ids", "unseen_scores", "unseen_ids", "labels")
-            ),
-            parts[0].seen_mask,
-            ranks,
-        )
-
-
-def _entry_thresholds(gz: GZSLTopK, rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """θ of images ``rows`` when their true class sits at 0-based ``rank`` of its own space.
+def _block_thresholds(
+    gz: GZSLTopK, lo: int, lists: GZSLLists, rows: np.ndarray, rank: np.ndarray
+) -> np.ndarray:
+    """θ of images ``rows`` (all inside the block ``lists`` starting at image ``lo``) when their true
+    class sits at 0-based ``rank`` of its own space.
 
     Unseen-class image: hit iff γ > θ, θ = (q+1)-th best seen score − true score, with q = k −
     1 − rank (passed through ``rank`` relative to k by the caller). Seen-class image: hit iff γ <
     φ, φ = true score − (q+1)-th best unseen score. ±inf encode always/never.
     """
     m = gz.m
-    seen_img = gz.seen_images[rows]
+    local = rows - lo
+    seen_img = gz.seen_mask[gz.labels[rows]]
     above = gz.own_ranks.above[rows]
     present = above < m
     # sorted lists: entry ``above`` is the first of the true class's tie group (its score);
     # single elements are gathered, never an (N, m) copy of the lists
     own_col, other_col = np.minimum(above, m - 1), np.clip(rank, 0, m - 1)
-    true_score = np.where(seen_img, gz.seen_scores[rows, own_col], gz.unseen_scores[rows, own_col]).astype(
+    seen_scores, unseen_scores = lists.seen_scores, lists.unseen_scores
+    true_score = np.where(seen_img, seen_scores[local, own_col], unseen_scores[local, own_col]).astype(
         np.float64
     )
     never = (rank < 0) | ~present
-    other = np.where(seen_img, gz.unseen_scores[rows, other_col], gz.seen_scores[rows, other_col]).astype(
+    other = np.where(seen_img, unseen_scores[local, other_col], seen_scores[local, other_col]).astype(
         np.float64
     )
     with np.errstate(invalid="ignore"):
@@ -122,6 +48,12 @@ def _entry_thresholds(gz: GZSLTopK, rows: np.ndarray, rank: np.ndarray) -> np.nd
     return np.where(never, np.where(seen_img, -np.inf, np.inf), theta)
 
 
+def _entry_counts(ranks: TieRanks, lo: int, hi: int, k: int) -> np.ndarray:
+    """Expected rule: threshold entries of images lo:hi, min(t, k - 1 - r) + 1 (0 when r >= k)."""
+    above, tied = ranks.above[lo:hi], ranks.tied[lo:hi]
+    return np.maximum(np.minimum(tied, k - 1 - above) + 1, 0).astype(np.int64)
+
+
 def gzsl_entries(
     gz: GZSLTopK, k: int, tie_rule: str = "expected"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,21 +61,34 @@ def gzsl_entries(
 
     ``strict``: one entry per image (rank r + t). ``expected``: one entry per position i of the
     true class inside its tie group that can still be a hit (r + i < k), weighted 1/(t + 1).
-    rows (E,) index images; θ (E,) float64 as in :func:`gzsl_thresholds`; fraction (E,) the
-    share of the image's weight each entry carries.
+    rows (E,) int64 index images, ascending; θ (E,) float64 as in :func:`gzsl_thresholds`;
+    fraction (E,) the share of the image's weight each entry carries. Computed one block of
+    images at a time into the (E,) outputs: the temporaries stay O(block).
     """
     check_ks([k], gz.m, True)
     ranks = gz.own_ranks
     n = len(gz.labels)
     if check_rule(tie_rule) == "strict":
-        rows = np.arange(n)
-        return rows, _entry_thresholds(gz, rows, k - 1 - ranks.strict), np.ones(n)
-    # offsets i = 0 .. min(t, k - 1 - r) of each image, in image order then i (no (N, k) arrays)
-    count = np.maximum(np.minimum(ranks.tied, k - 1 - ranks.above) + 1, 0).astype(np.int64)
-    rows = np.repeat(np.arange(n), count)
-    offset = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
-    theta = _entry_thresholds(gz, rows, k - 1 - (ranks.above[rows] + offset))
-    return rows, theta, 1.0 / (ranks.tied[rows] + 1.0)
+        theta = np.empty(n)
+        for lo, hi, lists in gz.blocks():
+            rows = np.arange(lo, hi)
+            strict = ranks.above[lo:hi] + ranks.tied[lo:hi]
+            theta[lo:hi] = _block_thresholds(gz, lo, lists, rows, k - 1 - strict)
+        return np.arange(n), theta, np.ones(n)
+    total = sum(int(_entry_counts(ranks, lo, hi, k).sum()) for lo, hi, _ in gz.blocks())
+    rows_out, theta, fraction = np.empty(total, np.int64), np.empty(total), np.empty(total)
+    at = 0
+    for lo, hi, lists in gz.blocks():
+        # offsets i = 0 .. min(t, k - 1 - r) of each image, in image order then i (no (N, k) arrays)
+        count = _entry_counts(ranks, lo, hi, k)
+        rows = np.repeat(np.arange(lo, hi), count)
+        offset = np.arange(len(rows)) - np.repeat(np.cumsum(count) - count, count)
+        done = slice(at, at + len(rows))
+        rows_out[done] = rows
+        theta[done] = _block_thresholds(gz, lo, lists, rows, k - 1 - (ranks.above[rows] + offset))
+        fraction[done] = 1.0 / (ranks.tied[rows] + 1.0)
+        at += len(rows)
+    return rows_out, theta, fraction
 
 
 def gzsl_thresholds(gz: GZSLTopK, k: int) -> np.ndarray:
@@ -183,7 +128,8 @@ class SeenUnseenCurve:
     Interval j covers γ in (breakpoints[j-1], breakpoints[j]) (open, with ±inf at the ends);
     ``seen[j]``/``unseen[j]`` are the accuracies there (len(breakpoints) + 1 values). Along j the
     unseen accuracy never falls and the seen accuracy never rises. thresholds, seen_images and
-    weights are per threshold entry (:func:`gzsl_entries`).
+    weights are per threshold entry (:func:`gzsl_entries`); None in a curve kept only to draw
+    (:meth:`without_entries`).
     """
 
     k: int
@@ -191,10 +137,15 @@ class SeenUnseenCurve:
     breakpoints: np.ndarray
     seen: np.ndarray
     unseen: np.ndarray
-    thresholds: np.ndarray
-    seen_images: np.ndarray
-    weights: np.ndarray
+    thresholds: np.ndarray | None
+    seen_images: np.ndarray | None
+    weights: np.ndarray | None
     tie_rule: str = "expected"
+
+    def without_entries(self) -> SeenUnseenCurve:
+        """The curve without its per-entry arrays (17 bytes per entry): enough to draw it and
+        for :attr:`ausuc`, not for :meth:`at`."""
+        return dataclasses.replace(self, thresholds=None, seen_images=None, weights=None)
 
     @property
     def ausuc(self) -> float:
@@ -210,6 +161,8 @@ class SeenUnseenCurve:
 
     def at(self, gamma: float) -> tuple[float, float]:
         """(seen, unseen) accuracy at exactly ``gamma`` (breakpoints included)."""
+        if self.thresholds is None:
+            raise ValueError("this curve was kept without its threshold entries (without_entries)")
         hit = np.where(self.seen_images, gamma < self.thresholds, gamma > self.thresholds)
         seen = float(np.sum(self.weights[hit & self.seen_images]))
         unseen = float(np.sum(self.weights[hit & ~self.seen_images]))
@@ -228,7 +181,8 @@ class SeenUnseenCurve:
 
 
 def _breakpoint_index(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique finite thresholds and each threshold's index among them (one sort)."""
+    """Sorted unique finite thresholds and each threshold's index among them (one sort; 0
+    where not finite)."""
     finite = np.isfinite(theta)
     breakpoints, position = np.unique(theta[finite], return_inverse=True)
     index = np.zeros(len(theta), dtype=np.int64)
@@ -245,6 +199,7 @@ def seen_unseen_curve(
     rows, theta, fraction = gzsl_entries(gz, k, tie_rule)
     seen_img = gz.seen_images[rows]
     weights = image_weights(gz, per_class)[rows] * fraction
+    del rows, fraction  # (E,) each: freed before the sort
     breakpoints, index = _breakpoint_index(theta)
     nb = len(breakpoints)
     # unseen entry with θ = b_i is a hit in intervals j >= i+1; −inf: all; +inf: none

@@ -8,13 +8,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.scoring.gzsl import GZSLTopK, group_weights, gzsl_entries, seen_unseen_curve
+from imagenet_zsl.scoring.gzsl import group_weights, gzsl_entries, seen_unseen_curve
+from imagenet_zsl.scoring.gzsl_lists import GZSLLists, GZSLTopK
 from imagenet_zsl.scoring.ranks import (
     DEFAULT_KS,
     SORT_BLOCK,
     TIE_RULES,
     TieRanks,
-    check_block,
     check_ks,
     check_labels,
     check_scores_finite,
@@ -88,13 +88,22 @@ def gzsl_metrics(
                     "H": harmonic_mean(seen, unseen),
                     "ausuc": curve.ausuc,
                 }
+                del curve  # its (E,) arrays are freed before the next curve is built
     if gamma is not None:
-        out["calibrated"] = {"gamma": float(gamma)}
-        for tie_rule in TIE_RULES:
-            for mode, per_class in modes:
-                out["calibrated"][_strict_key(mode, tie_rule)] = {
-                    k: gzsl_accuracies(gz, k, gamma, per_class, tie_rule) for k in ks
-                }
+        out["calibrated"] = gzsl_calibrated(gz, ks, gamma)
+    return out
+
+
+def gzsl_calibrated(gz: GZSLTopK, ks: Sequence[int], gamma: float) -> dict:
+    """seen/unseen/H at calibration ``gamma`` for each K: :func:`gzsl_metrics`'s "calibrated"
+    block, {"gamma", "per_class", "flat", "per_class_strict", "flat_strict"}, without the curves."""
+    ks = check_ks(ks, gz.m, True)
+    out: dict = {"gamma": float(gamma)}
+    for tie_rule in TIE_RULES:
+        for mode, per_class in (("per_class", True), ("flat", False)):
+            out[_strict_key(mode, tie_rule)] = {
+                k: gzsl_accuracies(gz, k, gamma, per_class, tie_rule) for k in ks
+            }
     return out
 
 
@@ -104,28 +113,26 @@ def calibrated_topk(
     """Merged top-k over the joint label space after subtracting γ from seen scores.
 
     Returns (scores float64 (N, k), ids int64 (N, k)); ties by ascending class index. Rows are
-    merged ``block`` images at a time, so the (block, 2m) float64/int64 temporaries of the merge
-    stay bounded whatever N (the result is the same for any block size).
+    merged ``block`` images at a time (:func:`calibrated_topk_block`), so the (block, 2m)
+    float64/int64 temporaries of the merge stay bounded whatever N (the result is the same for
+    any block size). Callers that can use the merged lists block by block should: this (N, k)
+    result is 16 bytes per image and class.
     """
     n = len(gz.labels)
     width = min(k, 2 * gz.m)
     scores = np.empty((n, width), np.float64)
     ids = np.empty((n, width), np.int64)
-    for lo in range(0, n, check_block(block)):
-        part_scores, part_ids = calibrated_topk_rows(gz, gamma, k, lo, lo + block)
-        scores[lo : lo + block], ids[lo : lo + block] = part_scores, part_ids
+    for lo, hi, lists in gz.blocks(block):
+        scores[lo:hi], ids[lo:hi] = calibrated_topk_block(lists, gamma, k)
     return scores, ids
 
 
-def calibrated_topk_rows(
-    gz: GZSLTopK, gamma: float, k: int, start: int, stop: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`calibrated_topk` of images ``start:stop`` only → (scores (B, k), ids (B, k))."""
-    rows = slice(start, stop)
-    scores = np.hstack(
-        [gz.seen_scores[rows].astype(np.float64) - gamma, gz.unseen_scores[rows].astype(np.float64)]
-    )
-    scores, ids = sort_topk(scores, np.hstack([gz.seen_ids[rows], gz.unseen_ids[rows]]))
+def calibrated_topk_block(lists: GZSLLists, gamma: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`calibrated_topk` of one block of images (:meth:`GZSLTopK.blocks`) → (scores (B, k)
+    float64, ids (B, k) int64 joint indices)."""
+    scores = np.hstack([lists.seen_scores.astype(np.float64) - gamma, lists.unseen_scores.astype(np.float64)])
+    ids = np.hstack([lists.joint_seen_ids(), lists.unseen_ids.astype(np.int64)])
+    scores, ids = sort_topk(scores, ids, block=max(len(scores), 1))
     return scores[:, :k], ids[:, :k]
 
 

@@ -15,6 +15,14 @@ DEFAULT_KS = (1, 2, 5, 10, 20)
 #: images per block when merging or sorting top-k lists row by row: bounds the temporaries (the
 #: GZSL breakdown peaks at about 200 MB over its inputs for m = 21, tools/bench_gzsl_memory.py)
 SORT_BLOCK = 65_536
+
+
+def sort_block(block: int | None = None) -> int:
+    """``block``, or :data:`SORT_BLOCK` read now (one knob for every blocked pass; tests set it
+    to a few images to check that blocks do not change results)."""
+    return check_block(SORT_BLOCK if block is None else block)
+
+
 #: the two tie rules; ``expected`` is the headline number everywhere
 TIE_RULES = ("expected", "strict")
 TIE_RULE_TEXT = {

@@ -3,9 +3,11 @@ import pytest
 
 from imagenet_zsl.evaluation.hierarchy_errors import (
     CATEGORIES,
+    _categories,
     error_breakdown,
     expected_error_breakdown,
     gzsl_error_breakdowns,
+    top1_shares,
 )
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.scoring import TieRanks, calibrated_topk, gzsl_from_scores
@@ -169,3 +171,33 @@ def test_gzsl_breakdowns_do_not_depend_on_the_block_size(animals):
             streamed = gzsl_error_breakdowns(animals, classes, gz, gamma, block=block)
             # bit for bit, not approximately
             assert {part: b.to_dict() for part, b in streamed.items()} == reference
+
+
+def _zsl_breakdown_in_one_piece(graph, classes, labels, ids, scores, ranks=None) -> dict[str, float]:
+    """The expected counts as one pass over all images: every prediction, then one bincount."""
+    image, prediction, weight = top1_shares(ids, scores, labels, ranks)
+    category = _categories(graph, classes, np.asarray(labels)[image], prediction)
+    counts = np.bincount(category, weights=weight, minlength=len(CATEGORIES))
+    return {name: float(c) for name, c in zip(CATEGORIES, counts, strict=True)}
+
+
+def test_zsl_breakdown_streamed_equals_one_pass_with_ties_across_blocks(animals):
+    classes = ["animal", "dog", "dalmatian", "poodle", "cat", "tree"]
+    # rows 1-3 repeat one three-way tie (1/3 weights summed across block boundaries); row 4's true
+    # class is tied first past the list (its share comes from the tie ranks)
+    ids = np.array([[2, 1, 4], [3, 1, 5], [3, 1, 5], [3, 1, 5], [0, 4, 5], [1, 0, 2]])
+    scores = np.array([[9, 1, 0], [4, 4, 4], [4, 4, 4], [4, 4, 4], [2, 2, 2], [5, 3, 3]], np.float32)
+    labels = np.array([2, 2, 2, 2, 2, 1])
+    ranks = TieRanks(np.array([0, 3, 3, 3, 0, 0]), np.array([0, 0, 0, 0, 3, 0]))
+    for r in (None, ranks):
+        whole = _zsl_breakdown_in_one_piece(animals, classes, labels, ids, scores, r)
+        for block in (1, 2, 4, 10**6):
+            streamed = expected_error_breakdown(animals, classes, labels, ids, scores, r, block=block)
+            assert streamed.counts == whole  # bit for bit
+    # by hand, with the tie ranks: image 0 correct; images 1-3: poodle (sibling), dog (parent),
+    # tree, 1/3 each; image 4: true class 1/4, animal (ancestor) 1/4, cat and tree 1/4 each
+    counts = expected_error_breakdown(animals, classes, labels, ids, scores, ranks, block=2).counts
+    assert counts["correct"] == pytest.approx(1 + 1 / 4 + 1)
+    assert counts["parent"] == pytest.approx(3 / 3)
+    assert counts["ancestor"] == pytest.approx(1 / 4)
+    assert counts["unrelated"] == pytest.approx(2 * 3 / 3 + 2 / 4)

@@ -43,7 +43,9 @@ Steps, each in its own module: :mod:`.inputs` (every check, one frozen :class:`E
 
 Resumable: each shard's search result is cached in ``.<out>.search-cache/`` next to ``--out``
 (keyed by the model/prototype digest, the shard's sha256 and k); re-running an interrupted
-command skips finished shards. The cache is deleted once the run is written.
+command skips finished shards. The cache is deleted once the run is written. ``run`` also opens a
+shared cache (:func:`.cache.shared_search`) in which the held-out seen and validation images'
+searches are kept per label space and reused by the model's other splits.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from imagenet_zsl.evaluation.run.cache import SearchCache
+from imagenet_zsl.evaluation.run.cache import SearchCache, run_cache_root
 from imagenet_zsl.evaluation.run.classes import present_classes, representable_classes
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_paths
 from imagenet_zsl.evaluation.run.gzsl import gzsl_metrics
@@ -119,7 +121,7 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None, progr
     inp = check_inputs(cfg, graph)
     out = Path(cfg.out)
     warn_pretraining(inp)
-    cache = SearchCache(out.parent / f".{out.name}.search-cache")
+    cache = SearchCache(run_cache_root(out))
     results = run_search(inp, SearchContext(inp.source, cache, cfg.block_rows, progress))
     outputs = compute_outputs(inp, results)
     with atomic_directory(out, tool=TOOL, inputs=input_paths(cfg)) as tmp:

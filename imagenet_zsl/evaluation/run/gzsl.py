@@ -4,6 +4,7 @@ hierarchy breakdown."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -33,38 +34,46 @@ class GZSLResult:
     calibrated_points: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
-def _offset(ids: np.ndarray, by: int) -> np.ndarray:
-    """Shift class indices into the joint space, keeping -1 padding (and the int32 dtype)."""
-    return np.where(ids >= 0, ids + ids.dtype.type(by), ids.dtype.type(-1))
-
-
 def build_gzsl(
-    unseen_part: SetResult, seen_part: SetResult, n_unseen: int, n_seen: int, unseen_space: str
+    unseen_parts: Sequence[SetResult | None],
+    seen_part: SetResult,
+    n_unseen: int,
+    n_seen: int,
+    unseen_space: str,
 ) -> M.GZSLTopK:
-    """Joint label space = unseen classes then seen classes."""
-    parts = []
-    for part, label_offset in ((unseen_part, 0), (seen_part, n_unseen)):
-        s_scores, s_ids = part.lists["seen"]
-        u_scores, u_ids = part.lists[unseen_space]
-        parts.append(
-            M.GZSLTopK(
-                s_scores,
-                _offset(s_ids, n_unseen),
-                u_scores,
-                u_ids,
-                part.labels + label_offset,
-                np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)],
-                part.ranks,
-            )
-        )
-    return M.GZSLTopK.concat(parts)
+    """Joint label space = unseen classes then seen classes; the images of ``unseen_parts`` (None:
+    left out), then those of ``seen_part``.
+
+    The top-k lists are shared with the search results, never copied (at scale they are
+    memory-mapped from the search cache): seen ids are shifted into the joint space block by
+    block (:class:`~imagenet_zsl.scoring.GZSLLists`). Only the joint labels (narrowest dtype)
+    and the tie ranks (int32) are new arrays, filled in place: 10 bytes per image.
+    """
+    sets = [p for p in unseen_parts if p is not None] + [seen_part]
+    n = sum(len(p.labels) for p in sets)
+    labels = np.empty(n, M.index_dtype(n_unseen + n_seen))
+    above, tied = np.empty(n, np.int32), np.empty(n, np.int32)
+    lists, start = [], 0
+    for part in sets:
+        offset = n_unseen if part is seen_part else 0
+        rows = slice(start, start + len(part.labels))
+        labels[rows] = part.labels
+        labels[rows] += offset
+        above[rows], tied[rows] = part.ranks.above, part.ranks.tied
+        (s_scores, s_ids), (u_scores, u_ids) = part.lists["seen"], part.lists[unseen_space]
+        lists.append(M.GZSLLists(s_scores, s_ids, u_scores, u_ids, seen_offset=n_unseen))
+        start = rows.stop
+    seen_mask = np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)]
+    return M.GZSLTopK.from_parts(lists, labels, seen_mask, M.TieRanks(above, tied))
 
 
 def _calibration(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK) -> dict[str, Any]:
     """γ chosen on the validation images (never the test images) and the test figures at γ."""
-    gz_val = build_gzsl(results.val, results.val_seen, len(inp.val_wnids), len(inp.seen_wnids), "val_unseen")
+    gz_val = build_gzsl(
+        (results.val,), results.val_seen, len(inp.val_wnids), len(inp.seen_wnids), "val_unseen"
+    )
     gamma, val_h = M.choose_gamma(gz_val, k=1, per_class=True)
-    calibrated = M.gzsl_metrics(gz, inp.ks, gamma)["calibrated"]
+    calibrated = M.gzsl_calibrated(gz, inp.ks, gamma)
     return {
         "gamma": gamma,
         "k": 1,
@@ -93,7 +102,9 @@ def _hierarchy(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK, gz
     searched images (count-as-miss images have no prediction to classify)."""
     searched = gz
     if results.misses is not None:
-        searched = build_gzsl(results.test, results.seen, len(inp.eval_wnids), len(inp.seen_wnids), "unseen")
+        searched = build_gzsl(
+            (results.test,), results.seen, len(inp.eval_wnids), len(inp.seen_wnids), "unseen"
+        )
     block = {"graph": inp.graph.source, "direct": _gzsl_breakdown(inp, searched, 0.0)}
     if "calibration" in gzsl:
         block["calibrated"] = _gzsl_breakdown(inp, searched, gzsl["calibration"]["gamma"])
@@ -101,15 +112,17 @@ def _hierarchy(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK, gz
 
 
 def _curves(inp: EvaluationInputs, gz: M.GZSLTopK, gamma: float | None) -> tuple[dict, dict, dict]:
-    """Seen-Unseen curves at hit@1 and hit@max(K), their γ = 0 points and calibrated points."""
+    """Seen-Unseen curves at hit@1 and hit@max(K) (kept without their per-entry arrays: only
+    drawn), their γ = 0 points and calibrated points."""
     curves, direct, calibrated = {}, {}, {}
     for k in inp.ks:
         if k in (1, inp.ks[-1]):
             curve = M.seen_unseen_curve(gz, k, per_class=True)
-            curves[f"hit@{k}"] = curve
             direct[f"hit@{k}"] = curve.at(0.0)
             if gamma is not None:
                 calibrated[f"hit@{k}"] = curve.at(gamma)
+            curves[f"hit@{k}"] = curve.without_entries()
+            del curve  # its per-entry arrays are freed before the next curve is built
     return curves, direct, calibrated
 
 
@@ -117,13 +130,15 @@ def gzsl_metrics(inp: EvaluationInputs, results: SearchResults) -> GZSLResult:
     """GZSL over test ∪ seen classes: direct stacking, AUSUC, the calibrated γ (with a validation
     split), the curves to plot, per-class GZSL hit@K at γ = 0 and the hierarchy breakdown."""
     n_test, n_seen = len(inp.eval_wnids), len(inp.seen_wnids)
-    scored = results.scored_test
-    gz = build_gzsl(scored, results.seen, n_test, n_seen, "unseen")
+    # the scored test images (searched, then count-as-miss), then the seen images
+    gz = build_gzsl((results.test, results.misses), results.seen, n_test, n_seen, "unseen")
     gzsl = M.gzsl_metrics(gz, inp.ks)
-    gzsl["images"] = {"unseen": int(len(scored.labels)), "seen": int(len(results.seen.labels))}
+    counts = np.bincount(gz.labels, minlength=n_test + n_seen)
+    n_seen_images = len(results.seen.labels)
+    gzsl["images"] = {"unseen": len(gz.labels) - n_seen_images, "seen": int(n_seen_images)}
     gzsl["classes"] = {
         "unseen": len(inp.space_wnids),
-        "unseen_with_test_images": int(np.count_nonzero(np.bincount(scored.labels, minlength=n_test))),
+        "unseen_with_test_images": int(np.count_nonzero(counts[:n_test])),
         "seen": n_seen,
     }
     gzsl["seen_classes_without_prototypes"] = list(inp.sets.excluded_seen)
@@ -133,6 +148,5 @@ def gzsl_metrics(inp: EvaluationInputs, results: SearchResults) -> GZSLResult:
         gzsl["hierarchy"] = _hierarchy(inp, results, gz, gzsl)
     gamma = gzsl["calibration"]["gamma"] if "calibration" in gzsl else None
     curves, direct, calibrated = _curves(inp, gz, gamma)
-    counts = np.bincount(gz.labels, minlength=n_test + n_seen)
     hits = {k: M.gzsl_class_rates(gz, k, 0.0) for k in inp.ks}
     return GZSLResult(gzsl, counts, hits, curves, direct, calibrated)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,25 +27,6 @@ class SearchResults:
     #: the test images of the count-as-miss classes (never searched): labels ``len(space) + j``,
     #: empty lists, true class outside every list (``above = m``); None without such images
     misses: SetResult | None = None
-
-    @cached_property
-    def scored_test(self) -> SetResult:
-        """The test images every metric counts: the searched ones, then the misses (joined once:
-        the ZSL and the GZSL metrics both read it)."""
-        if self.misses is None:
-            return self.test
-        parts = (self.test, self.misses)
-        return SetResult(
-            np.concatenate([p.labels for p in parts]),
-            np.concatenate([p.rows for p in parts]),
-            {
-                space: tuple(np.concatenate([p.lists[space][i] for p in parts]) for i in (0, 1))
-                for space in self.test.lists
-            },
-            M.TieRanks(
-                np.concatenate([p.ranks.above for p in parts]), np.concatenate([p.ranks.tied for p in parts])
-            ),
-        )
 
     def sets(self) -> list[tuple[str, SetResult | None]]:
         return [("test", self.test), ("seen", self.seen), ("val", self.val), ("val_seen", self.val_seen)]

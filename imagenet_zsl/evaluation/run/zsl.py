@@ -68,16 +68,27 @@ def count_as_miss_block(inp: EvaluationInputs) -> dict[str, Any]:
     }
 
 
+def scored_labels_and_ranks(results: SearchResults) -> tuple[np.ndarray, M.TieRanks]:
+    """Labels and tie ranks of the scored test images (the searched ones, then the count-as-miss
+    ones), joined without the top-k lists (a joined copy of the lists would cost 336 B per image)."""
+    if results.misses is None:
+        return results.test.labels, results.test.ranks
+    parts = (results.test, results.misses)
+    labels = np.concatenate([p.labels for p in parts])
+    return labels, M.TieRanks(
+        *(np.concatenate([getattr(p.ranks, f) for p in parts]) for f in ("above", "tied"))
+    )
+
+
 def zsl_metrics(inp: EvaluationInputs, results: SearchResults) -> ZSLResult:
     """ZSL hit@K (flat and per class, both tie rules) of the test images among the label space;
     count-as-miss images are in every denominator with no credit."""
-    test = results.scored_test
+    labels, ranks = scored_labels_and_ranks(results)
     n_eval = len(inp.eval_wnids)
-    ranks = test.ranks
-    counts = np.bincount(test.labels, minlength=n_eval)
+    counts = np.bincount(labels, minlength=n_eval)
     misses = count_as_miss_block(inp)
     zsl: dict[str, Any] = {
-        "images": int(len(test.labels)),
+        "images": int(len(labels)),
         "classes": int(np.count_nonzero(counts)),
         "classes_in_label_space": len(inp.space_wnids),
         "classes_with_test_images": int(np.count_nonzero(counts)),
@@ -85,20 +96,21 @@ def zsl_metrics(inp: EvaluationInputs, results: SearchResults) -> ZSLResult:
         "miss_images": misses["images"],
     }
     for rule in M.TIE_RULES:
-        zsl[f"flat{_suffix(rule)}"] = M.hit_at_k(ranks, test.labels, inp.ks, tie_rule=rule)
+        zsl[f"flat{_suffix(rule)}"] = M.hit_at_k(ranks, labels, inp.ks, tie_rule=rule)
         zsl[f"per_class{_suffix(rule)}"] = M.hit_at_k(
-            ranks, test.labels, inp.ks, num_classes=n_eval, per_class=True, tie_rule=rule
+            ranks, labels, inp.ks, num_classes=n_eval, per_class=True, tie_rule=rule
         )
     zsl["tied_images"] = int(np.count_nonzero(ranks.tied))
     zsl["duplicate_prototypes"] = int(inp.spaces["unseen"].duplicate_classes)
     blocks = {"label_space": label_space_block(inp, counts), "count_as_miss": misses, "zsl": zsl}
     per_class = {"num_classes": n_eval, "per_class": True, "average": False}
-    hits = M.hit_at_k(ranks, test.labels, inp.ks, **per_class)
-    hits_strict = M.hit_at_k(ranks, test.labels, inp.ks, tie_rule="strict", **per_class)
+    hits = M.hit_at_k(ranks, labels, inp.ks, **per_class)
+    hits_strict = M.hit_at_k(ranks, labels, inp.ks, tie_rule="strict", **per_class)
     breakdown = None
     searched = results.test
     if inp.graph is not None and len(searched.labels):
-        # over the searched images only: a count-as-miss image has no prediction to classify
+        # over the searched images only: a count-as-miss image has no prediction to classify;
+        # streamed in blocks of images (the lists may be memory-mapped)
         scores, ids = searched.lists["unseen"]
         breakdown = expected_error_breakdown(
             inp.graph, inp.space_wnids, searched.labels, ids, scores, searched.ranks
