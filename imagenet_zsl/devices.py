@@ -30,11 +30,15 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def resolve_device(requested: str, local_rank: int = 0) -> torch.device:
+def resolve_device(requested: str, local_rank: int | None = None) -> torch.device:
     """``auto`` → the GPU when torch sees one, else the CPU; ``cuda`` → GPU ``local_rank`` (mod the
-    number of GPUs, for torchrun); ``cuda:N`` and ``cpu`` as given. A CUDA choice without a visible
-    GPU, or any other string, is a user error."""
+    number of GPUs; by default torchrun's ``LOCAL_RANK``, so each rank of a job on one machine
+    takes its own GPU); ``cuda:N`` and ``cpu`` as given. A CUDA choice without a visible GPU, or
+    any other string, is a user error."""
     import torch
+
+    if local_rank is None:
+        local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
 
     name = str(requested)
     if name == "auto":

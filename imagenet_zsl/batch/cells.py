@@ -23,14 +23,15 @@ from imagenet_zsl.features.shards import FeatureDir, shared_blocks
 from imagenet_zsl.io import MANIFEST_NAME, atomic_write_json, sha256_file
 
 
-def evaluate_cell(plan: Plan, features: Features, model: str, split: str, classes: CellClasses) -> Path:
-    """Write the cell's run directory with ``evaluate`` (atomic: all or nothing); returns it."""
+def cell_config(
+    plan: Plan, features: Features, model: str, split: str, classes: CellClasses
+) -> EvaluationConfig:
+    """What ``evaluate`` gets for the cell (its run directory: ``cells/NAME__SPLIT``)."""
     recipe = plan.recipe
-    out = plan.out / "cells" / cell_name(model, split)
-    cfg = EvaluationConfig(
+    return EvaluationConfig(
         features=features.test[split],
         split=classes.split_file,
-        out=out,
+        out=plan.out / "cells" / cell_name(model, split),
         model=classes.model_dir,
         ks=list(recipe.ks),
         gzsl=recipe.gzsl,
@@ -45,8 +46,13 @@ def evaluate_cell(plan: Plan, features: Features, model: str, split: str, classe
         count_as_miss=list(classes.missed),
         allow_feature_mismatch=plan.allow_feature_mismatch,
     )
+
+
+def evaluate_cell(plan: Plan, features: Features, model: str, split: str, classes: CellClasses) -> Path:
+    """Write the cell's run directory with ``evaluate`` (atomic: all or nothing); returns it."""
+    cfg = cell_config(plan, features, model, split, classes)
     evaluate(cfg, progress=False)
-    return out
+    return Path(cfg.out)
 
 
 @dataclass
@@ -66,17 +72,33 @@ class RunContext:
         return self.backbones[path]
 
 
-def _pending_cells(
+#: a cell left to evaluate: (model, split, its key, its record's path)
+PendingCell = tuple[str, str, str, Path]
+
+
+@dataclass
+class CellPlan:
+    """The cells of a run: every cell (plan order), the records of failed models' and finished
+    cells, the cells left to evaluate (split by split) and the finished ones skipped."""
+
+    cells: list[tuple[str, str]]
+    records: dict[tuple[str, str], dict[str, Any]]
+    pending: list[PendingCell]
+    skipped: list[str]
+
+
+def plan_cells(
     context: RunContext,
     trained: dict[str, tuple[Path, str]],
     errors: dict[str, str],
-    result: RunResult,
     echo: Callable[[str], None],
-) -> tuple[list[tuple[str, str]], dict[tuple[str, str], dict[str, Any]], list[tuple[str, str, str, Path]]]:
-    """(every cell, the records of failed models and finished cells, the cells left to evaluate)."""
+) -> CellPlan:
+    """Which cells are finished (reused), failed with their model, or left to evaluate; writes the
+    records of failed models' cells."""
     plan = context.plan
     cells = [(spec.name, split) for spec in plan.models for split in plan.splits if spec.evaluates(split)]
     pending = []
+    skipped = []
     records: dict[tuple[str, str], dict[str, Any]] = {}
     for model, split in cells:
         record_path = plan.out / "cells" / f"{cell_name(model, split)}.json"
@@ -88,12 +110,17 @@ def _pending_cells(
         record, problem = finished_record(record_path, key)
         if record is not None:
             records[model, split] = record
-            result.skipped.append(cell_name(model, split))
+            skipped.append(cell_name(model, split))
             continue
         if problem:
             echo(f"cell {cell_name(model, split)}: computing it again: {problem}")
         pending.append((model, split, key, record_path))
-    return cells, records, pending
+    # split by split, so every model of a split reads its test features once (kept in memory up
+    # to the recipe's feature_memory_gb; larger splits are streamed once per model)
+    split_rank = {split: i for i, split in enumerate(plan.splits)}
+    pending.sort(key=lambda cell: split_rank[cell[1]])
+    echo(f"{len(cells)} cells: {len(skipped)} already done, {len(pending)} to evaluate")
+    return CellPlan(cells, records, pending, skipped)
 
 
 def _evaluate_one(
@@ -137,24 +164,18 @@ def _evaluate_one(
         return record
 
 
-def run_cells(
+def evaluate_cells(
     context: RunContext,
-    trained: dict[str, tuple[Path, str]],
-    errors: dict[str, str],
+    todo: list[PendingCell],
     result: RunResult,
     progress: bool,
     echo: Callable[[str], None],
-) -> list[dict[str, Any]]:
-    """Evaluate every (model, split) cell not finished yet; returns every cell's record."""
+) -> dict[tuple[str, str], dict[str, Any]]:
+    """Evaluate the cells ``todo`` (split by split) and write their records; returns them."""
     plan = context.plan
-    cells, records, pending = _pending_cells(context, trained, errors, result, echo)
-    echo(f"{len(cells)} cells: {len(result.skipped)} already done, {len(pending)} to evaluate")
-    # split by split, so every model of a split reads its test features once (kept in memory up
-    # to the recipe's feature_memory_gb; larger splits are streamed once per model)
-    split_rank = {split: i for i, split in enumerate(plan.splits)}
-    pending.sort(key=lambda cell: split_rank[cell[1]])
+    records: dict[tuple[str, str], dict[str, Any]] = {}
     start = time.perf_counter()
-    bar = tqdm(pending, desc="cells", unit="cell", disable=not progress)
+    bar = tqdm(todo, desc="cells", unit="cell", disable=not progress)
     with contextlib.ExitStack() as stack:
         sharing: contextlib.ExitStack | None = None
         current_split = None
@@ -171,13 +192,18 @@ def run_cells(
             records[model, split] = record
             if not progress:
                 elapsed = time.perf_counter() - start
-                left = elapsed / (done + 1) * (len(pending) - done - 1)
+                left = elapsed / (done + 1) * (len(todo) - done - 1)
                 echo(
-                    f"  {done + 1}/{len(pending)} {cell_name(model, split)} {record['status']}; "
-                    f"ETA {left:.0f} s"
+                    f"  {done + 1}/{len(todo)} {cell_name(model, split)} {record['status']}; ETA {left:.0f} s"
                 )
+    return records
+
+
+def record_failures(
+    cells: list[tuple[str, str]], records: dict[tuple[str, str], dict[str, Any]], result: RunResult
+) -> None:
+    """``result.errors`` / ``failed``: every cell not ``ok``, in cell order, with its error."""
     for model, split in cells:
         if records[model, split]["status"] != "ok":
             result.errors[cell_name(model, split)] = records[model, split]["error"]
     result.failed = list(result.errors)
-    return [records[c] for c in cells]

@@ -7,8 +7,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.batch.runner import run
-
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
 
@@ -20,7 +18,8 @@ def register(tree: CommandTree) -> None:
         "The main job in one command: train every model of a recipe once, evaluate it on every "
         "split (ZSL and GZSL), and write a models x splits hit@K table (Markdown, CSV, LaTeX) "
         "and plot. Resumable; a failing cell is reported and the others still run.",
-        epilog="example: imagenet-zsl run configs/demo.yaml --out out/demo",
+        epilog="example: imagenet-zsl run configs/demo.yaml --out out/demo; on several processes or "
+        "nodes: torchrun --nproc_per_node N -m imagenet_zsl.cli run configs/demo.yaml --out out/demo",
     )
     parser.add_argument("recipe", type=Path, help="run recipe YAML (configs/demo.yaml documents every key)")
     parser.add_argument(
@@ -40,12 +39,20 @@ def register(tree: CommandTree) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = run(
-        args.recipe,
-        args.out,
-        progress=not args.no_progress,
-        allow_feature_mismatch=args.allow_feature_mismatch,
-    )
+    from imagenet_zsl.batch.ranks import PeerFailed
+    from imagenet_zsl.batch.runner import run
+
+    try:
+        result = run(
+            args.recipe,
+            args.out,
+            progress=not args.no_progress,
+            allow_feature_mismatch=args.allow_feature_mismatch,
+        )
+    except PeerFailed:  # under torchrun: rank 0 printed the error
+        return 2
+    if not result.primary:  # under torchrun: rank 0 reports for every rank
+        return 1 if result.failed else 0
     print(
         f"trained {len(result.trained)} models; evaluated {len(result.evaluated)} cells, "
         f"skipped {len(result.skipped)} finished, {len(result.failed)} failed"

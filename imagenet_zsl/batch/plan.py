@@ -19,6 +19,7 @@ from imagenet_zsl.batch.recipe import (
     ModelSpec,
     Recipe,
     calibration_classes,
+    check_data_parallel,
     check_features,
     check_model_splits,
     check_resources,
@@ -68,9 +69,11 @@ class Plan:
 
 @dataclass
 class RunResult:
-    """What one ``run`` did: the models it trained, the cells it evaluated, skipped and lost."""
+    """What one ``run`` did: the models it trained, the cells it evaluated, skipped and lost (over
+    every rank under torchrun; the table and files are rank 0's, ``primary``)."""
 
     out: Path
+    primary: bool = True
     trained: list[str] = field(default_factory=list)
     evaluated: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
@@ -101,6 +104,7 @@ def plan_run(recipe_path: str | Path, out: str | Path, allow_feature_mismatch: b
     splits = split_paths(recipe, where)
     models = model_specs(recipe, where)
     check_model_splits(models, splits, where)
+    check_data_parallel(recipe, splits, where)
     check_resources(recipe, models, where)
     check_features(recipe, splits, where)
     split_wnids = {}

@@ -21,6 +21,8 @@ Example (``configs/demo.yaml`` is a complete one)::
                                     # of training ({fraction: 0.2, seed: 0}); false: no calibration
     missing_semantics: drop         # drop | count_as_miss | error: classes some model cannot represent
     label_space: split              # split | all | FILE: the classes each test image is ranked against
+    data_parallel: [all]            # under torchrun: splits whose test shards every rank searches a
+                                    # share of (one rank merges them exactly); ignored in one process
 
 Every key is validated strictly (:mod:`imagenet_zsl.config`): a typo is a one-line error naming
 the file and the key, a model's ``params`` and ``select`` block included: each value is checked
@@ -138,6 +140,9 @@ class Recipe(Config):
     #: a split's test features (float32) are kept in memory up to this size, so that every model
     #: evaluated on the split reads them once; a larger split is streamed once per model
     feature_memory_gb: Annotated[float, Field(ge=0)] = 4.0
+    #: splits too large for one process: under torchrun every rank searches a share of their
+    #: test-feature shards, then one rank merges them (the same bytes); ignored in one process
+    data_parallel: list[str] = Field(default_factory=list)
 
 
 @dataclass
@@ -297,6 +302,16 @@ def check_model_splits(models: list[ModelSpec], splits: dict[str, Path], where: 
                     f"split {name!r} is not one of the recipe's splits ({where}: models.{spec.name}.splits): "
                     f"give some of {', '.join(splits)}"
                 )
+
+
+def check_data_parallel(recipe: Recipe, splits: dict[str, Path], where: str) -> None:
+    """``data_parallel`` names only splits of the recipe."""
+    for name in recipe.data_parallel:
+        if name not in splits:
+            raise UserInputError(
+                f"split {name!r} is not one of the recipe's splits ({where}: data_parallel): "
+                f"give some of {', '.join(splits)}"
+            )
 
 
 def input_paths(

@@ -21,6 +21,9 @@ Output directory (``--out DIR``)::
                                    was computed with and the sha256 of its manifest
     DIR/summary.{md,csv,tex}       models x splits table (:mod:`imagenet_zsl.batch.summary`)
     DIR/hit_at_k.png               hit@K per split, one line per model
+    DIR/.search-cache/             while the run lasts: each model's searches of the held-out seen
+                                   and validation images in the seen and validation label spaces,
+                                   made by its first cell and reused by its other splits' cells
 
 Order: the recipe and every name, file and class set it names are checked first; then the models
 are trained (or loaded), then the classes of each split are fixed for every model at once
@@ -40,6 +43,18 @@ are (a killed run would lose its finished cells): every part of it is atomic ins
 and cell directory through ``io.atomic_directory``, every file through a temp file and a rename),
 and its manifest is written last, once the summary is in place.
 
+Several processes, on one machine or many: ``torchrun --nproc_per_node N [--nnodes M] -m
+imagenet_zsl.cli run RECIPE --out DIR``. Rank 0 checks everything, holds the lock and writes the
+shared files; each model is trained by one rank, its first pending cell evaluated by that rank (it
+fills the shared search cache), the other cells spread round-robin (:mod:`~imagenet_zsl.batch.
+ranks`); the cells of the recipe's ``data_parallel`` splits are searched by every rank, a share of
+the test shards each, and merged by one (:mod:`~imagenet_zsl.batch.parallel`); rank 0 writes the
+summary and the manifest once every rank is done. Which rank computes a cell never changes its
+bytes, so the summary is the bytes of a one-process run, and a finished cell is reused whichever
+rank, in whichever run, computed it: a run resumes with any number of processes. (The scores' last
+bits depend on a process's BLAS thread count, in any run: torchrun gives each process one thread
+unless ``OMP_NUM_THREADS`` says otherwise.)
+
 Stages, one module each: :mod:`~imagenet_zsl.batch.plan` (recipe, lock, features),
 :mod:`~imagenet_zsl.batch.calibration` (provenance and the GZSL validation classes),
 :mod:`~imagenet_zsl.batch.training` (models), :mod:`~imagenet_zsl.batch.classes` (the class
@@ -50,15 +65,19 @@ and writes the run's manifest.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imagenet_zsl.batch.calibration import COUNT, check_provenance, plan_calibration
-from imagenet_zsl.batch.cells import RunContext, run_cells
+from imagenet_zsl.batch.calibration import COUNT, Calibration, check_provenance, plan_calibration
+from imagenet_zsl.batch.cells import CellPlan, RunContext, evaluate_cells, plan_cells, record_failures
 from imagenet_zsl.batch.classes import (
     CALIBRATION_SET,
     DROPPED_FILE,
+    CellClasses,
     apply_policy,
     cell_classes,
     class_sets,
@@ -68,17 +87,23 @@ from imagenet_zsl.batch.classes import (
     policy_note,
     write_dropped,
 )
-from imagenet_zsl.batch.plan import Plan, RunResult, plan_run, resolve_features, run_lock
+from imagenet_zsl.batch.parallel import evaluate_data_parallel
+from imagenet_zsl.batch.plan import Features, Plan, RunResult, cell_name, plan_run, resolve_features, run_lock
+from imagenet_zsl.batch.ranks import Ranks, cell_phases, job_ranks, owner
 from imagenet_zsl.batch.recipe import RUN_TOOL
 from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
 from imagenet_zsl.batch.training import train_models
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.report import verify_run_directory
+from imagenet_zsl.evaluation.run.cache import shared_search
 from imagenet_zsl.io import MANIFEST_NAME, file_record, read_manifest, write_manifest
 
 #: 2: written by io.write_manifest ("files" for "outputs", "software"; recipe under "inputs",
 #: config and allow_feature_mismatch under "parameters")
 RUN_FORMAT = "imagenet-zsl/run-v2"
+#: the run's shared search cache (each model's seen and validation searches, reused by its
+#: cells on every split); removed before the summary, so never in the manifest
+SHARED_CACHE = ".search-cache"
 
 __all__ = ["RUN_FORMAT", "run"]
 
@@ -90,36 +115,142 @@ def run(
     echo: Callable[[str], None] = print,
     allow_feature_mismatch: bool = False,
 ) -> RunResult:
-    """Validate, then train, fix the classes, evaluate and summarise (see the module docstring)."""
-    plan = plan_run(recipe_path, out, allow_feature_mismatch)
-    with run_lock(plan.out):
-        return _run_locked(plan, progress, echo)
+    """Validate, then train, fix the classes, evaluate and summarise (see the module docstring).
+
+    Under torchrun (``WORLD_SIZE`` > 1) every process calls this: rank 0 checks, holds the lock
+    and writes the shared files; models and cells are spread over the ranks
+    (:mod:`imagenet_zsl.batch.ranks`)."""
+    with job_ranks() as ranks, contextlib.ExitStack() as lock:
+
+        def prepare() -> _Prepared:
+            plan = plan_run(recipe_path, out, allow_feature_mismatch)
+            lock.enter_context(run_lock(plan.out))
+            return _prepare(plan)
+
+        prepared = ranks.first(prepare)
+        return _run_prepared(ranks, prepared, progress and ranks.primary, ranks.echo(echo))
 
 
-def _run_locked(plan: Plan, progress: bool, echo: Callable[[str], None]) -> RunResult:
-    result = RunResult(plan.out)
+@dataclass
+class _Prepared:
+    """Rank 0's checks before any training, handed to every rank."""
+
+    plan: Plan
+    features: Features
+    overrides: dict[str, Any]
+    calibration: Calibration
+
+
+@dataclass
+class _Classes:
+    """Rank 0's class policy, handed to every rank (``trained``/``errors``: a model that cannot
+    give prototypes at all moved to the errors)."""
+
+    trained: dict[str, tuple[Path, str]]
+    errors: dict[str, str]
+    cells: dict[str, dict[str, CellClasses]]
+    note: str | None
+    dropped: Path
+    n_val: int
+
+
+def _prepare(plan: Plan) -> _Prepared:
     plan.out.mkdir(parents=True, exist_ok=True)
     if read_manifest(plan.out) is None:
         _write_manifest(plan, records=[])  # marks --out as this run's before any work
     features = resolve_features(plan)
     overrides = check_provenance(plan, features)
     calibration = plan_calibration(plan, features)
-    trained, errors = train_models(plan, features, result, echo)
+    return _Prepared(plan, features, overrides, calibration)
+
+
+def _run_prepared(
+    ranks: Ranks, prepared: _Prepared, progress: bool, echo: Callable[[str], None]
+) -> RunResult:
+    plan, features = prepared.plan, prepared.features
+    result = RunResult(plan.out, primary=ranks.primary)
+    trained, errors = _train(ranks, prepared, result, echo)
+    classes = ranks.first(lambda: _fix_classes(prepared, trained, errors, echo))
+    context = RunContext(plan, features, classes.cells, prepared.overrides)
+    cells = ranks.first(lambda: plan_cells(context, classes.trained, classes.errors, echo))
+    result.skipped = list(cells.skipped)
+    _evaluate(ranks, context, cells, result, progress, echo)
+    record_failures(cells.cells, cells.records, result)
+    if ranks.primary:
+        shutil.rmtree(plan.out / SHARED_CACHE, ignore_errors=True)
+        legend = prepared.calibration.legend.replace(COUNT, str(classes.n_val))
+        notes = [classes.note, legend, _label_space_note(plan), _override_note(prepared.overrides)]
+        records = [cells.records[c] for c in cells.cells]
+        _summarise(plan, records, result, echo, [n for n in notes if n], extra=[classes.dropped])
+    return result
+
+
+def _train(
+    ranks: Ranks, prepared: _Prepared, result: RunResult, echo: Callable[[str], None]
+) -> tuple[dict[str, tuple[Path, str]], dict[str, str]]:
+    """Every model trained (or loaded) by the rank owning it; the outcomes handed to every rank,
+    in the plan's order."""
+    plan = prepared.plan
+    mine = train_models(plan, prepared.features, result, echo, lambda i: owner(i, ranks.world) == ranks.rank)
+    trained: dict[str, tuple[Path, str]] = {}
+    errors: dict[str, str] = {}
+    fresh: set[str] = set()
+    for part_trained, part_errors, part_fresh in ranks.gather((*mine, result.trained)):
+        trained.update(part_trained)
+        errors.update(part_errors)
+        fresh.update(part_fresh)
+    names = [spec.name for spec in plan.models]
+    result.trained = [n for n in names if n in fresh]
+    return {n: trained[n] for n in names if n in trained}, {n: errors[n] for n in names if n in errors}
+
+
+def _fix_classes(
+    prepared: _Prepared,
+    trained: dict[str, tuple[Path, str]],
+    errors: dict[str, str],
+    echo: Callable[[str], None],
+) -> _Classes:
+    """The class policy: every model of a split gets the same classes (written under OUT/classes)."""
+    plan, features, calibration = prepared.plan, prepared.features, prepared.calibration
     sets = class_sets(plan, features, calibration)
     classes = apply_policy(plan, sets, find_missing(plan, sets, trained, errors), calibration.carved)
     fix_label_spaces(plan, features, classes, trained)
     rows = dropped_rows(plan, classes)
-    dropped_path = write_dropped(plan.out / DROPPED_FILE, rows)
+    dropped = write_dropped(plan.out / DROPPED_FILE, rows)
     note = policy_note(plan, rows)
     if note:
         echo(f"warning: {note}")
-    context = RunContext(plan, features, cell_classes(plan, classes, calibration, trained), overrides)
-    records = run_cells(context, trained, errors, result, progress, echo)
-    n_val = len(classes.kept.get(CALIBRATION_SET, ()))
-    legend = calibration.legend.replace(COUNT, str(n_val))
-    notes = [n for n in (note, legend, _label_space_note(plan), _override_note(overrides)) if n]
-    _summarise(plan, records, result, echo, notes, extra=[dropped_path])
-    return result
+    cells = cell_classes(plan, classes, calibration, trained)
+    return _Classes(trained, errors, cells, note, dropped, len(classes.kept.get(CALIBRATION_SET, ())))
+
+
+def _evaluate(
+    ranks: Ranks,
+    context: RunContext,
+    cells: CellPlan,
+    result: RunResult,
+    progress: bool,
+    echo: Callable[[str], None],
+) -> None:
+    """The pending cells, phase by phase (:func:`~imagenet_zsl.batch.ranks.cell_phases`), each
+    rank its own, then the cells of the ``data_parallel`` splits one by one with every rank
+    (:mod:`~imagenet_zsl.batch.parallel`); every record handed to every rank (``cells.records``,
+    ``result.evaluated``)."""
+    models = [spec.name for spec in context.plan.models]
+    parallel = set(context.plan.recipe.data_parallel) if ranks.world > 1 else set()
+    records: dict[tuple[str, str], dict[str, Any]] = {}
+    with shared_search(context.plan.out / SHARED_CACHE):
+        alone = [cell for cell in cells.pending if cell[1] not in parallel]
+        for phase in cell_phases(alone, models, ranks.world):
+            records.update(evaluate_cells(context, phase[ranks.rank], result, progress, echo))
+            ranks.barrier()
+        together = [cell for cell in cells.pending if cell[1] in parallel]
+        records.update(evaluate_data_parallel(context, together, ranks, result, echo))
+    evaluated: set[str] = set()
+    for part_records, part_evaluated in ranks.gather((records, result.evaluated)):
+        cells.records.update(part_records)
+        evaluated.update(part_evaluated)
+    result.evaluated = [cell_name(*c) for c in cells.cells if cell_name(*c) in evaluated]
 
 
 def _label_space_note(plan: Plan) -> str:

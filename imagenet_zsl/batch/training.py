@@ -36,12 +36,19 @@ def ensure_model(spec: ModelSpec, features: Features, out: Path) -> tuple[Path, 
 
 
 def train_models(
-    plan: Plan, features: Features, result: RunResult, echo: Callable[[str], None]
+    plan: Plan,
+    features: Features,
+    result: RunResult,
+    echo: Callable[[str], None],
+    owns: Callable[[int], bool] = lambda index: True,
 ) -> tuple[dict[str, tuple[Path, str]], dict[str, str]]:
-    """Train (or load) every model: ({name: (directory, digest)}, {name: error})."""
+    """Train (or load) every model this process owns (``owns(index in the plan)``; under torchrun
+    each model is trained by one rank): ({name: (directory, digest)}, {name: error})."""
     trained: dict[str, tuple[Path, str]] = {}
     errors: dict[str, str] = {}
-    for spec in plan.models:
+    for index, spec in enumerate(plan.models):
+        if not owns(index):
+            continue
         tic = time.perf_counter()
         try:
             model_dir, digest, fresh = ensure_model(spec, features, plan.out)

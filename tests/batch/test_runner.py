@@ -235,6 +235,7 @@ def test_killed_run_resumes_and_keeps_finished_cells(demo_inputs, demo_run, tmp_
         ({"calibration": {"fraction": 1.0}}, "calibration.fraction"),
         ({"gzsl": False, "calibration": {"fraction": 0.3}}, "calibration"),
         ({"label_space": "nowhere.txt"}, "label_space"),
+        ({"data_parallel": ["hop9"]}, "data_parallel"),
         (
             {"models": {"x": {"model": "eszsl", "select": {"val_frction": 0.2}}}},
             "models.x.select.val_frction",

@@ -1,11 +1,16 @@
 """The resumable search cache: each shard's search result under ``.<out>.search-cache/``, keyed
-by everything it depends on (:class:`SetKey`, :func:`shard_key`)."""
+by everything it depends on (:class:`SetKey`, :func:`shard_key`); and the shared one that
+``run`` opens (:func:`shared_search`), keyed per label space (:func:`space_key`), so that the
+evaluations of one model on several splits search its held-out seen and validation images in
+the label spaces they share (the seen and validation classes) once."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +54,11 @@ class SearchCache:
         buffer = io.BytesIO()
         np.savez(buffer, key=np.asarray(key), **arrays)
         atomic_write_bytes(self._path(set_name, shard), buffer.getvalue())
+
+
+def run_cache_root(out: Path) -> Path:
+    """The resumable search cache of the run written to ``out`` (``.<out>.search-cache`` beside it)."""
+    return out.parent / f".{out.name}.search-cache"
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,56 @@ def shard_key(set_key: SetKey, shard: dict) -> str:
                 shard.get("sha256", {}),
                 int(shard["rows"]),
                 set_key.ks,
+                set_key.lookup_sum,
+                set_key.lookup_digest,
+                set_key.kept_digest,
+            ],
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()
+
+
+#: the shared caches open in this process, innermost last (:func:`shared_search`)
+_SHARED: list[SearchCache] = []
+
+
+@contextlib.contextmanager
+def shared_search(root: Path) -> Iterator[SearchCache]:
+    """While open, every evaluation in this process keeps its searches of the held-out seen and
+    validation images under ``root``, one file per (image set, shard, label space) keyed by
+    :func:`space_key`, and reuses them: ``run`` evaluates a model on several splits, whose seen
+    and validation images are searched in the same seen and validation label spaces (and, with
+    ``label_space: all``, the same test label space). The caller removes ``root``."""
+    cache = SearchCache(root)
+    _SHARED.append(cache)
+    try:
+        yield cache
+    finally:
+        _SHARED.remove(cache)
+
+
+def shared_cache() -> SearchCache | None:
+    """The innermost open :func:`shared_search` cache (None: none open, as in ``evaluate``)."""
+    return _SHARED[-1] if _SHARED else None
+
+
+def space_key(set_key: SetKey, shard: dict, space: str, own: bool) -> str:
+    """Everything one shard's search in one label space depends on: the images (shard sha256,
+    the class lookup, the kept images), the query source, that space's prototypes and k, and
+    whether the true classes' tie ranks are in it (``own``); not the other spaces."""
+    return hashlib.sha256(
+        json.dumps(
+            [
+                CACHE_VERSION,
+                "space",
+                set_key.name,
+                set_key.source_digest,
+                space,
+                set_key.spaces[space],
+                set_key.ks[space],
+                own,
+                shard.get("sha256", {}),
+                int(shard["rows"]),
                 set_key.lookup_sum,
                 set_key.lookup_digest,
                 set_key.kept_digest,

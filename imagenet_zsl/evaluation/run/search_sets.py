@@ -3,6 +3,7 @@ and searched in its label spaces (:func:`search_set`), every set of the run (:fu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,9 +79,13 @@ def search_set(
             key = cache_module.shard_key(set_key, shard)
             cached = context.cache.get(name, shard_name, key)
             if cached is None:
-                cached = search_shard(
-                    fd, shard_name, lookup, spaces, context, use_logits, OWN_SPACE[name], kept_ids
-                )
+
+                def search(todo: dict[str, TopKSearcher], shard_name: str = shard_name) -> dict:
+                    return search_shard(
+                        fd, shard_name, lookup, todo, context, use_logits, OWN_SPACE[name], kept_ids
+                    )
+
+                cached = _with_shared(name, shard, set_key, spaces, search)
                 cached["rows"] = cached["rows"] + offset
                 context.cache.put(name, shard_name, key, cached)
             if context.cache.root is None:
@@ -93,12 +98,85 @@ def search_set(
     return _joined(parts, spaces)
 
 
+def cache_shards(
+    name: str,
+    fd: FeatureDir,
+    lookup: np.ndarray,
+    spaces: dict[str, TopKSearcher],
+    context: SearchContext,
+    kept_ids: np.ndarray | None,
+    owned: Callable[[int], bool],
+) -> int:
+    """Search the shards ``owned(index)`` of an image set into ``context.cache`` exactly as
+    :func:`search_set` would (same keys, same row offsets) and return how many were searched: one
+    process's share of a data-parallel search; :func:`search_set` over the same cache afterwards
+    finds them done and only joins them."""
+    use_logits = context.source.uses_logits and fd.has_logits
+    set_key = SetKey.of(name, lookup, spaces, context.source, kept_ids)
+    offset, searched = 0, 0
+    for index, shard in enumerate(fd.shards):
+        key = cache_module.shard_key(set_key, shard)
+        if owned(index) and context.cache.get(name, shard["name"], key) is None:
+            result = search_shard(
+                fd, shard["name"], lookup, spaces, context, use_logits, OWN_SPACE[name], kept_ids
+            )
+            result["rows"] = result["rows"] + offset
+            context.cache.put(name, shard["name"], key, result)
+            searched += 1
+        offset += int(shard["rows"])
+    return searched
+
+
+def _with_shared(
+    name: str,
+    shard: dict,
+    set_key: SetKey,
+    spaces: dict[str, TopKSearcher],
+    search: Callable[[dict[str, TopKSearcher]], dict],
+) -> dict:
+    """One shard searched by ``search(spaces)``. With a :func:`~imagenet_zsl.evaluation.run.cache.
+    shared_search` open (``run``), the held-out seen and validation images' search in each label
+    space comes from it, or goes into it (keyed per space by its content): a model's second split
+    reads, encodes and searches its validation images not at all, and its seen images only in a
+    label space of its own (with ``label_space: all`` not at all either)."""
+    shared = cache_module.shared_cache()
+    if shared is None or name == "test":  # the test images differ from split to split
+        return search(spaces)
+    own = OWN_SPACE[name]
+    keys = {s: cache_module.space_key(set_key, shard, s, s == own) for s in spaces}
+    files = {s: f"{shard['name']}.{s}.{keys[s][:16]}" for s in spaces}
+    found = {s: shared.get(name, files[s], keys[s]) for s in spaces}
+    todo = {s: sp for s, sp in spaces.items() if found[s] is None}
+    fresh = search(todo) if todo else {}
+    for s in todo:
+        found[s] = _space_part(fresh, s, s == own)
+        shared.put(name, files[s], keys[s], found[s])
+    return _merged(found, spaces, own)
+
+
+def _space_part(out: dict[str, np.ndarray], space: str, own: bool) -> dict[str, np.ndarray]:
+    """The arrays of one space's search of a shard (the tie ranks only in the set's own space)."""
+    names = ["labels", "rows", f"{space}.scores", f"{space}.ids", *(["above", "tied"] if own else [])]
+    return {f: out[f] for f in names}
+
+
+def _merged(
+    found: dict[str, dict[str, np.ndarray]], spaces: dict[str, TopKSearcher], own: str
+) -> dict[str, np.ndarray]:
+    """A shard's result from its per-space parts (labels and rows are the same in each)."""
+    base = found[own]
+    out = {"labels": base["labels"], "rows": base["rows"], "above": base["above"], "tied": base["tied"]}
+    for s in spaces:
+        out[f"{s}.scores"], out[f"{s}.ids"] = found[s][f"{s}.scores"], found[s][f"{s}.ids"]
+    return out
+
+
 def _set_result(fields: dict[str, np.ndarray], spaces: dict[str, TopKSearcher]) -> SetResult:
     return SetResult(
-        fields["labels"].astype(np.int64),
-        fields["rows"].astype(np.int64),
+        fields["labels"].astype(np.int64, copy=False),
+        fields["rows"].astype(np.int64, copy=False),
         {s: (fields[f"{s}.scores"], fields[f"{s}.ids"]) for s in spaces},
-        M.TieRanks(fields["above"].astype(np.int64), fields["tied"].astype(np.int64)),
+        M.TieRanks(fields["above"].astype(np.int64, copy=False), fields["tied"].astype(np.int64, copy=False)),
     )
 
 
