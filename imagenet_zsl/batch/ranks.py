@@ -26,6 +26,9 @@ T = TypeVar("T")
 #: evaluate the "All" split for hours while the others wait (a failed rank ends the job anyway:
 #: torchrun stops every process when one fails)
 WAIT = datetime.timedelta(days=7)
+#: how long the processes wait for each other to join: environment variables left over from a
+#: cluster script (WORLD_SIZE=2 with one process started) must end in an error, not a week's wait
+JOIN_WAIT = datetime.timedelta(minutes=10)
 
 
 class PeerFailed(UserInputError):
@@ -38,6 +41,8 @@ class Ranks:
 
     info: RankInfo
     dist: Any = None
+    #: the process group of the collectives (its timeout is :data:`WAIT`); None: the default group
+    group: Any = None
 
     @property
     def rank(self) -> int:
@@ -53,14 +58,16 @@ class Ranks:
 
     def barrier(self) -> None:
         if self.dist is not None:
-            self.dist.barrier()
+            with _peer_failure():
+                self.dist.barrier(group=self.group)
 
     def gather(self, obj: T) -> list[T]:
         """Every rank's ``obj`` (picklable), in rank order, on every rank."""
         if self.dist is None:
             return [obj]
         objects: list[Any] = [None] * self.world
-        self.dist.all_gather_object(objects, obj)
+        with _peer_failure():
+            self.dist.all_gather_object(objects, obj, group=self.group)
         return objects
 
     def first(self, work: Callable[[], T]) -> T:
@@ -72,12 +79,15 @@ class Ranks:
             try:
                 payload = [("ok", work())]
             except UserInputError as err:
-                self.dist.broadcast_object_list([("error", str(err))], src=0)
+                self.dist.broadcast_object_list([("error", str(err))], src=0, group=self.group)
                 raise
             except BaseException as err:
-                self.dist.broadcast_object_list([("bug", f"{type(err).__name__}: {err}")], src=0)
+                self.dist.broadcast_object_list(
+                    [("bug", f"{type(err).__name__}: {err}")], src=0, group=self.group
+                )
                 raise
-        self.dist.broadcast_object_list(payload, src=0)
+        with _peer_failure():
+            self.dist.broadcast_object_list(payload, src=0, group=self.group)
         status, value = payload[0]
         if status == "error":
             raise PeerFailed(value)
@@ -93,6 +103,16 @@ class Ranks:
 
 
 @contextlib.contextmanager
+def _peer_failure() -> Iterator[None]:
+    """A collective that fails because another process stopped (its own error line already
+    printed, e.g. a full disk) ends this one quietly too, instead of with a gloo traceback."""
+    try:
+        yield
+    except RuntimeError as err:
+        raise PeerFailed(f"another process of the job stopped; see its error ({err})") from err
+
+
+@contextlib.contextmanager
 def job_ranks() -> Iterator[Ranks]:
     """This process's :class:`Ranks`: a gloo process group under torchrun (``WORLD_SIZE`` > 1,
     rendezvous through torchrun's ``MASTER_ADDR``/``MASTER_PORT``), none otherwise."""
@@ -103,14 +123,16 @@ def job_ranks() -> Iterator[Ranks]:
     import torch.distributed as dist  # only under torchrun: a plain run needs no torch here
 
     try:
-        dist.init_process_group("gloo", rank=info.rank, world_size=info.world_size, timeout=WAIT)
+        dist.init_process_group("gloo", rank=info.rank, world_size=info.world_size, timeout=JOIN_WAIT)
+        group = dist.new_group(backend="gloo", timeout=WAIT)
     except (ValueError, RuntimeError) as err:  # e.g. WORLD_SIZE set by hand, no MASTER_ADDR
         raise UserInputError(
-            f"WORLD_SIZE={info.world_size}: cannot join the other processes ({' '.join(str(err).split())}); "
-            "start several processes with torchrun, or unset WORLD_SIZE for one"
+            f"WORLD_SIZE={info.world_size}: cannot join the other processes within "
+            f"{JOIN_WAIT.seconds // 60} minutes ({' '.join(str(err).split())}); start several "
+            "processes with torchrun, or unset WORLD_SIZE for one"
         ) from err
     try:
-        yield Ranks(info, dist)
+        yield Ranks(info, dist, group)
     finally:
         dist.destroy_process_group()
 

@@ -226,12 +226,32 @@ class _Dist:
         self.incoming = incoming
         self.sent: list[Any] = []
 
-    def broadcast_object_list(self, objects: list[Any], src: int) -> None:
+    def broadcast_object_list(self, objects: list[Any], src: int, group: Any = None) -> None:
         assert src == 0
         if self.incoming is None:
             self.sent.append(objects[0])
         else:
             objects[0] = self.incoming
+
+
+class _BrokenDist:
+    """A stand-in whose collectives fail as gloo's do when another process has exited."""
+
+    def barrier(self, group: Any = None) -> None:
+        raise RuntimeError("Connection reset by peer")
+
+    def all_gather_object(self, objects: list[Any], obj: Any, group: Any = None) -> None:
+        raise RuntimeError("Connection closed by peer")
+
+
+def test_a_collective_after_another_process_stopped_ends_quietly():
+    """Rank 1 stopped with its own one-line error (e.g. a full disk): the others' barrier or
+    gather fails in gloo, and they exit 2 without a traceback (PeerFailed), not with a bug."""
+    ranks = Ranks(RankInfo(0, 2), _BrokenDist())
+    with pytest.raises(PeerFailed, match="another process of the job stopped"):
+        ranks.barrier()
+    with pytest.raises(PeerFailed, match="another process of the job stopped"):
+        ranks.gather(1)
 
 
 def _never() -> int:
