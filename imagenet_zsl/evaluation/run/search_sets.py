@@ -65,34 +65,20 @@ def search_set(
     labels, row numbers and tie ranks (32 bytes per image) in memory, and the top-k lists
     (``n * m * 8`` bytes per space) memory-mapped from the cache directory when there is one.
     """
-    source = context.source
-    use_logits = source.uses_logits and fd.has_logits
     parts: list[dict[str, np.ndarray]] = []  # only without a cache directory
     done: list[tuple[str, str, int]] = []
     offset = 0
-    set_key = SetKey.of(name, lookup, spaces, source, kept_ids)
+    set_key = SetKey.of(name, lookup, spaces, context.source, kept_ids)
     with tqdm(
         total=fd.num_rows, desc=f"search {name}", unit="img", disable=not context.progress, leave=False
     ) as bar:
         for shard in fd.shards:
-            shard_name, shard_rows = shard["name"], int(shard["rows"])
-            key = cache_module.shard_key(set_key, shard)
-            cached = context.cache.get(name, shard_name, key)
-            if cached is None:
-
-                def search(todo: dict[str, TopKSearcher], shard_name: str = shard_name) -> dict:
-                    return search_shard(
-                        fd, shard_name, lookup, todo, context, use_logits, OWN_SPACE[name], kept_ids
-                    )
-
-                cached = _with_shared(name, shard, set_key, spaces, search)
-                cached["rows"] = cached["rows"] + offset
-                context.cache.put(name, shard_name, key, cached)
+            key, cached, _ = _cached_shard(fd, shard, offset, set_key, lookup, spaces, context, kept_ids)
             if context.cache.root is None:
                 parts.append(cached)
-            done.append((shard_name, key, len(cached["labels"])))
-            offset += shard_rows
-            bar.update(shard_rows)
+            done.append((shard["name"], key, len(cached["labels"])))
+            offset += int(shard["rows"])
+            bar.update(int(shard["rows"]))
     if context.cache.root is not None:
         return _joined_from_cache(name, spaces, context.cache, done)
     return _joined(parts, spaces)
@@ -111,20 +97,43 @@ def cache_shards(
     :func:`search_set` would (same keys, same row offsets) and return how many were searched: one
     process's share of a data-parallel search; :func:`search_set` over the same cache afterwards
     finds them done and only joins them."""
-    use_logits = context.source.uses_logits and fd.has_logits
     set_key = SetKey.of(name, lookup, spaces, context.source, kept_ids)
     offset, searched = 0, 0
     for index, shard in enumerate(fd.shards):
-        key = cache_module.shard_key(set_key, shard)
-        if owned(index) and context.cache.get(name, shard["name"], key) is None:
-            result = search_shard(
-                fd, shard["name"], lookup, spaces, context, use_logits, OWN_SPACE[name], kept_ids
-            )
-            result["rows"] = result["rows"] + offset
-            context.cache.put(name, shard["name"], key, result)
-            searched += 1
+        if owned(index):
+            searched += _cached_shard(fd, shard, offset, set_key, lookup, spaces, context, kept_ids)[2]
         offset += int(shard["rows"])
     return searched
+
+
+def _cached_shard(
+    fd: FeatureDir,
+    shard: dict,
+    offset: int,
+    set_key: SetKey,
+    lookup: np.ndarray,
+    spaces: dict[str, TopKSearcher],
+    context: SearchContext,
+    kept_ids: np.ndarray | None,
+) -> tuple[str, dict[str, np.ndarray], bool]:
+    """One shard's result from ``context.cache``, or searched (through :func:`_with_shared`), its
+    rows shifted by ``offset`` (the set's rows before the shard) and put there. Returns (cache
+    key, result, whether it was searched now): the one step of :func:`search_set` and
+    :func:`cache_shards`, so both write the same keys and bytes."""
+    name, shard_name = set_key.name, shard["name"]
+    key = cache_module.shard_key(set_key, shard)
+    cached = context.cache.get(name, shard_name, key)
+    if cached is not None:
+        return key, cached, False
+    use_logits = context.source.uses_logits and fd.has_logits
+
+    def search(todo: dict[str, TopKSearcher]) -> dict:
+        return search_shard(fd, shard_name, lookup, todo, context, use_logits, OWN_SPACE[name], kept_ids)
+
+    cached = _with_shared(name, shard, set_key, spaces, search)
+    cached["rows"] = cached["rows"] + offset
+    context.cache.put(name, shard_name, key, cached)
+    return key, cached, True
 
 
 def _with_shared(
