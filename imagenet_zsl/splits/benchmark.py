@@ -29,6 +29,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.splits.local_search import LocalSearch, LocalSearchOptions
 from imagenet_zsl.splits.milp import (
+    ExactModels,
     ExactProblem,
     ExactSolution,
     ExactTimeout,
@@ -48,13 +49,16 @@ from imagenet_zsl.splits.problem import (
 from imagenet_zsl.splits.structure import structural_ratio
 
 log = logging.getLogger(__name__)
-#: the most distance levels the exact model uses (lcm(2..13) keeps coefficients exact in floats)
+#: the most distance levels one class gets (lcm(2..13) keeps coefficients exact in floats)
 MAX_LEVELS = 12
+#: model refinements the tie rule may make when its set was over-valued (a work limit, not a time limit)
+TIE_BREAK_REFINEMENTS = 8
 
 
 @dataclass(frozen=True)
 class ExactOptions:
-    """``levels``: distance levels of the first model (widened while the bound is not met);
+    """``levels``: distance levels of every class in the first model (raised per class while the
+    bound is not met, see :func:`refine_levels`);
     ``time_limit``: seconds for the optimum (never for the tie-break, see :mod:`splits.milp`);
     ``shortlist_factor``: x N classes get level variables in the first model."""
 
@@ -65,16 +69,20 @@ class ExactOptions:
 
 @dataclass
 class _Search:
-    """The exact search so far: the best set, the model solve it came from, and whether the time
-    budget ended the search."""
+    """The exact search so far: the models (with the levels given so far), the best set, the last
+    model solve (the tightest model: the tie rule starts there), and whether the time budget ended
+    the search."""
 
+    models: ExactModels
     best: BenchmarkSolution | None = None
     solution: ExactSolution | None = None
     out_of_time: bool = False
+    solves: int = 0  # model solves of the optimum, over every refinement
 
 
 class Exact:
-    """Solve the MILP; if the bound is not met, retry with more distance levels, then report the gap.
+    """Solve the MILP; while the bound is not met, give the over-valued chosen classes more
+    distance levels and solve again; a gap that remains is reported.
 
     A certified optimum gets the documented tie rule (:func:`splits.milp.prefer_low_positions`).
     When HiGHS finds no feasible set at all within the time limit (very large N), the local-search
@@ -90,11 +98,14 @@ class Exact:
         """The optimum with its certificate (status ``optimal``, gap 0), or the best set found with
         the reason it is not certified (``time_limit`` | ``gap``)."""
         started = time.perf_counter()
-        search = self._search(problem, _exact_problem(problem), started)
+        search = self._search(problem, ExactModels(_exact_problem(problem), self.options.levels), started)
         if search is None:
             return _heuristic_fallback(problem, started)
         best = search.best
         assert best is not None and search.solution is not None
+        # the whole search's account: every model solve, the last shortlist, the refined classes
+        best.rounds, best.shortlist = search.solves, len(search.solution.members)
+        best.refined_levels = len(search.models.class_levels)
         if best.gap is None or best.gap > PROVEN_GAP:
             # never silent: a set that the time budget cut short says so (it may differ on a faster machine)
             best.status = "time_limit" if best.status == "time_limit" or search.out_of_time else "gap"
@@ -108,14 +119,15 @@ class Exact:
                 )
         else:
             best.status = "optimal"  # certified: R equals the proven bound, however the solves ended
-            _break_ties(problem, best, search.solution)
+            _break_ties(problem, best, search)
         best.seconds = round(time.perf_counter() - started, 3)
         return best
 
-    def _search(self, problem: BenchmarkProblem, model: ExactProblem, started: float) -> _Search | None:
-        """Solve with more levels until the bound is met; None when the first solve found nothing."""
-        search = _Search()
-        levels = self.options.levels
+    def _search(self, problem: BenchmarkProblem, models: ExactModels, started: float) -> _Search | None:
+        """Solve, then give more distance levels to the chosen classes the model over-valued,
+        until the bound is met; None when the first solve found nothing."""
+        search = _Search(models)
+        shortlist: np.ndarray | None = None  # the last solve's, kept: a refined solve starts there
         while True:
             remaining = self.options.time_limit - (time.perf_counter() - started)
             if remaining <= 0 and search.best is not None:  # the first solve always runs (HiGHS: >= 1 s)
@@ -123,7 +135,10 @@ class Exact:
                 return search
             try:
                 solution = solve_exact(
-                    model, levels=levels, time_limit=remaining, shortlist_factor=self.options.shortlist_factor
+                    models,
+                    time_limit=remaining,
+                    shortlist_factor=self.options.shortlist_factor,
+                    shortlist=shortlist,
                 )
             except ExactTimeout:
                 if search.best is None:
@@ -131,26 +146,52 @@ class Exact:
                         raise
                     return None
                 log.warning(
-                    "exact: time limit reached while widening the levels; keeping R %.6f", search.best.ratio
+                    "exact: time limit reached while refining the levels; keeping R %.6f", search.best.ratio
                 )
                 search.best.status = "time_limit"
                 return search
             if solution.status == "infeasible":
                 raise infeasible_error(problem)
-            wnids, ratio = _keep_best(problem, search, solution)
+            shortlist = solution.members
+            search.solves += solution.rounds
+            _keep_best(problem, search, solution)
             best = search.best
             assert best is not None and best.gap is not None
-            if best.gap <= PROVEN_GAP or levels >= MAX_LEVELS or solution.status != "optimal":
+            if best.gap <= PROVEN_GAP or solution.status != "optimal":
                 return search
-            # members farther than k from every other member were valued at num/(k+1): widen the levels
-            far = problem.graph.nearest_other_distance(wnids)
-            levels = int(min(MAX_LEVELS, max(levels + 2, np.nanmax(np.where(np.isfinite(far), far, 0)))))
+            refined = refine_levels(problem, solution.chosen, models.class_levels, models.levels)
+            if not refined:  # every over-valued member already has MAX_LEVELS
+                return search
             log.info(
-                "exact: R %.6f, bound %.6f; retrying with %d distance levels",
-                ratio,
+                "exact: R %.6f, bound %.6f; %d chosen classes have no other member within their "
+                "levels: giving them more (up to %d)",
+                best.ratio,
                 solution.upper_total / problem.size,
-                levels,
+                refined,
+                models.top(),
             )
+
+
+def refine_levels(
+    problem: BenchmarkProblem, chosen: np.ndarray, class_levels: dict[int, int], levels: int
+) -> int:
+    """Raise K_c in ``class_levels`` (in place) to d_c for each chosen class c (pool index) whose
+    nearest other chosen class lies beyond K_c + 1, where the model valued it at num_c / (K_c + 1)
+    instead of num_c / d_c; capped at :data:`MAX_LEVELS`. Returns how many classes were raised.
+
+    Only these classes get more levels: the model stays a relaxation (every K_c gives an upper
+    bound) and grows by a few rows, instead of widening every shortlisted class's balls.
+    """
+    wnids = [problem.pool[i] for i in chosen]
+    far = problem.graph.nearest_other_distance(wnids)
+    far = np.where(np.isfinite(far), far, MAX_LEVELS)
+    raised = 0
+    for i, d in zip(chosen.tolist(), far.tolist(), strict=True):
+        current = class_levels.get(i, levels)
+        if d > current + 1 and current < MAX_LEVELS:
+            class_levels[i] = int(min(MAX_LEVELS, d))
+            raised += 1
+    return raised
 
 
 def _exact_problem(problem: BenchmarkProblem) -> ExactProblem:
@@ -169,11 +210,9 @@ def _exact_problem(problem: BenchmarkProblem) -> ExactProblem:
     )
 
 
-def _keep_best(
-    problem: BenchmarkProblem, search: _Search, solution: ExactSolution
-) -> tuple[list[str], float]:
+def _keep_best(problem: BenchmarkProblem, search: _Search, solution: ExactSolution) -> None:
     """Record a solve: its set replaces the best when its exact R is higher; the bound is the
-    tightest seen. Returns the solve's set (sorted wnids) and its exact R."""
+    tightest seen."""
     wnids = sorted(problem.pool[i] for i in solution.chosen)
     ratio = structural_ratio(problem.graph, wnids, problem.train)
     bound = solution.upper_total / problem.size
@@ -190,9 +229,8 @@ def _keep_best(
             branch_counts=branch_counts(wnids, problem.branch_of),
             rounds=solution.rounds,
         )
-        search.solution = solution
+    search.solution = solution
     search.best.upper_bound = upper
-    return wnids, ratio
 
 
 def _heuristic_fallback(problem: BenchmarkProblem, started: float) -> BenchmarkSolution:
@@ -205,24 +243,51 @@ def _heuristic_fallback(problem: BenchmarkProblem, started: float) -> BenchmarkS
     return best
 
 
-def _break_ties(problem: BenchmarkProblem, best: BenchmarkSolution, solution: ExactSolution) -> None:
+def _break_ties(problem: BenchmarkProblem, best: BenchmarkSolution, search: _Search) -> None:
     """Apply the documented tie rule to a certified optimum in place (see :mod:`splits.milp`).
 
-    Bounded by a node limit, not by the time left: the set written must not depend on how fast
-    the machine is (``tie_break: solver_order`` only when the work limit is reached, on any machine).
+    The last model over-values some sets; when the tie-break set is one of them (its exact R is
+    below R*), its far members get their levels and its outside classes join the shortlist, and
+    the tie-break is solved again, at most :data:`TIE_BREAK_REFINEMENTS` times. Every optimal set
+    stays feasible in every refined model, so a set with R = R* is the rule's set.
+
+    Bounded by node limits and a fixed number of refinements, not by the time left: the set written
+    must not depend on how fast the machine is (``tie_break: solver_order`` only when the work limit
+    is reached, on any machine).
     """
     best.tie_break = "solver_order"
-    chosen = prefer_low_positions(solution, best.ratio * len(best.wnids))
-    if chosen is None:
-        return
-    wnids = sorted(problem.pool[i] for i in chosen)
-    ratio = structural_ratio(problem.graph, wnids, problem.train)
-    if ratio < best.ratio - 1e-9:  # an over-valued set reached the objective: keep the first optimum
-        log.info("exact: the tie-break set has R %.6f < %.6f; keeping the first optimum", ratio, best.ratio)
-        return
-    best.wnids, best.ratio = wnids, ratio
-    best.branch_counts = branch_counts(wnids, problem.branch_of)
-    best.tie_break = "min_positions"
+    solution, models = search.solution, search.models
+    assert solution is not None and solution.model is not None
+    model = solution.model
+    short = np.zeros(len(problem.pool), dtype=bool)
+    short[solution.members] = True
+    for _ in range(TIE_BREAK_REFINEMENTS + 1):
+        chosen = prefer_low_positions(model, best.ratio * problem.size, problem.size)
+        if chosen is None:
+            return
+        wnids = sorted(problem.pool[i] for i in chosen)
+        ratio = structural_ratio(problem.graph, wnids, problem.train)
+        if ratio >= best.ratio - 1e-9:
+            best.wnids, best.ratio = wnids, ratio
+            best.branch_counts = branch_counts(wnids, problem.branch_of)
+            best.tie_break = "min_positions"
+            return
+        # an over-valued set reached the objective: value it exactly and solve again
+        raised = refine_levels(problem, chosen, models.class_levels, models.levels)
+        outside = int((~short[chosen]).sum())
+        if not raised and not outside:
+            break
+        log.info(
+            "exact: the tie-break set has R %.6f < %.6f; refining its %d classes",
+            ratio,
+            best.ratio,
+            raised + outside,
+        )
+        short[chosen] = True
+        model = models.build(short)
+    log.info(
+        "exact: no tie-break set with R %.6f within the refinements; keeping the first optimum", best.ratio
+    )
 
 
 def select_max_ratio(

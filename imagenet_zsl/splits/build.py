@@ -274,6 +274,7 @@ def solution_details(solution: BenchmarkSolution) -> dict[str, Any]:
     }
     if solution.optimizer == "exact":
         details["rounds"] = solution.rounds
+        details["refined_levels"] = solution.refined_levels
         details["tie_break"] = solution.tie_break
     else:
         details.update(

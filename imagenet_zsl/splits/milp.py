@@ -7,16 +7,25 @@ parent/child pair), and every distance is a small integer, so the sum of ratios 
 binary choices:
 
 * x_c in {0, 1}: c is chosen;
-* y_{c,k} in [0, 1] for distance levels k = 2..K: "c is chosen and has another member within k";
+* y_{c,k} in [0, 1] for distance levels k = 2..K_c: "c is chosen and has another member within k";
   y_{c,k} <= x_c and y_{c,k} <= y_{c,k-1} + sum_{c' : d(c, c') = k} x_{c'} (y_{c,1} = 0): the
   shells of c's neighbourhood, each listed once; by induction y_{c,k} <= sum_{d(c, c') <= k} x_{c'},
   the same LP relaxation as listing every ball in full, with about half the nonzeros;
-* objective sum_c [ x_c num_c / (K+1) + sum_k y_{c,k} num_c (1/k - 1/(k+1)) ]: it telescopes to
-  num_c / d_c when d_c <= K and to num_c / (K+1) otherwise — an *upper* bound of the true ratio,
-  so the solver's dual bound is an upper bound of the true optimum;
+* objective sum_c [ x_c num_c / (K_c+1) + sum_k y_{c,k} num_c (1/k - 1/(k+1)) ]: it telescopes to
+  num_c / d_c when d_c <= K_c and to num_c / (K_c+1) otherwise — an *upper* bound of the true
+  ratio, so the solver's dual bound is an upper bound of the true optimum whatever the K_c;
 * x_a + x_b <= 1 for every ancestor/descendant pair in the pool; sum_c x_c = N;
   sum_{c in branch b} x_c <= cap_b (``max_branch_share`` / ``branch_quota``); x_c = 1 for the
   ``include`` list (exclusions are simply not in the pool).
+
+Levels per class. Every class starts with the same K (``levels``). When the optimum of the
+model holds a class c with no other member within K_c + 1, the model valued c at num_c/(K_c+1)
+instead of num_c/d_c; the caller (``benchmark.Exact``, :func:`~imagenet_zsl.splits.benchmark.
+refine_levels`) then gives that class alone K_c = d_c and solves again, until the chosen set's
+model value is its true value (certified) or a class reaches the cap. Raising K for every class
+instead (the earlier widening) multiplies the balls' nonzeros: at N = 5,000 on the 10,718-class
+pool, 11 levels for all passed 4.7 GB, while 15 refined classes certify the optimum in one more
+solve.
 
 Sound reduction. Only a *shortlist* of classes gets the level variables y; every other pool
 class o stays in the model as a plain x_o with objective u_o = num_o / clip(dmin_o, 2, K+1)
@@ -26,7 +35,7 @@ relaxation of the full problem: its dual bound bounds the true optimum over the 
 When the solver picks an outside class, that class joins the shortlist and the model is solved
 again; when the chosen set's exact R (recomputed on the whole graph) equals the bound, the set is
 certified optimal (gap 0). Objective coefficients are scaled by lcm(2..K+1) so that every
-objective value is an integer and the bound can be rounded down exactly.
+objective value is an integer and the bound can be rounded down exactly (K = the largest K_c).
 
 Ties between equally optimal sets (there are many: on the default pool two optimal sets found by
 different solver paths differ in ~50 of 500 classes). The rule: **among the optimal sets, the one
@@ -34,8 +43,10 @@ whose members have the smallest sum of positions in the sorted pool** (position 
 wnid). Once the optimum S* is certified, :func:`prefer_low_positions` solves the same model once
 more with the objective fixed (>= S*) and minimises sum_c position(c) x_c. Every optimal set of the
 whole pool is feasible there (the model over-values, never under-values), so when the set it returns
-has exact R = R* it is the rule's set; otherwise, or when that solve stops at its node limit, the
-first optimum stands (the manifest says which: ``tie_break`` = ``min_positions`` | ``solver_order``).
+has exact R = R* it is the rule's set. When it was over-valued instead, its classes get their levels
+and the shortlist, and the tie-break is solved again (``benchmark._break_ties``, at most
+``TIE_BREAK_REFINEMENTS`` times); when that runs out, or a solve stops at its node limit, the first
+optimum stands (the manifest says which: ``tie_break`` = ``min_positions`` | ``solver_order``).
 Sets with equal position sums (rare) are told apart by HiGHS's deterministic search order. The rule
 makes the set a function of the problem, not of the model's layout.
 
@@ -45,8 +56,12 @@ whether it succeeds (and the set it returns) is the same on a fast and on a CPU-
 only time limit left is the caller's budget for the optimum itself; a solve it cuts short is never
 silent: the status says ``time_limit`` (and the gap is reported), never ``optimal``.
 
-HiGHS runs without presolve: the LP relaxation is nearly integral (the root node usually closes
-the gap), and presolve cost more than the whole branch-and-bound on every committed pool.
+HiGHS solves the optimum without presolve: the LP relaxation is nearly integral (the root node
+usually closes the gap), and presolve cost more than the whole branch-and-bound on every committed
+pool. The tie-break solve runs without presolve first, and again with it if that used up its
+node limit: under tight branch caps its LP is about 1% loose, and without presolve it ran out of
+nodes (``max_branch_share: 0.2``) where with it the same solve finishes in about 10 s; on the
+committed pools presolve would double the build time for nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +83,8 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 log = logging.getLogger(__name__)
 #: branch-and-bound nodes the tie-break solve may use: a deterministic work limit (not a time limit)
 TIE_BREAK_NODES = 200
+#: from this shortlist round on, a round that picks outside classes doubles their branches' shortlists
+GROW_FROM_ROUND = 3
 
 
 class ExactTimeout(UserInputError):
@@ -90,6 +107,7 @@ class ExactSolution:
     levels: int
     rounds: int
     model: _Model | None = field(default=None, repr=False)
+    members: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
 
 @dataclass
@@ -140,43 +158,99 @@ def ball_distances(graph: ClassGraph, rows: Sequence[str], pool_idx: np.ndarray,
     return out
 
 
+class ExactModels:
+    """The exact models of one problem: every class at ``levels`` distance levels but those in
+    ``class_levels`` (pool index -> K_c, raised by ``benchmark.refine_levels``), over any shortlist.
+
+    Builds share what does not change between them: the related pairs, each pool class's nearest
+    other pool class, and each class's ball distances (recomputed only when its K_c grows).
+    """
+
+    def __init__(self, problem: ExactProblem, levels: int) -> None:
+        self.problem = problem
+        self.levels = levels
+        self.class_levels: dict[int, int] = {}
+        graph = problem.graph
+        self._pool_idx = graph.indices(problem.pool)
+        self._pairs = related_pairs(graph, problem.pool)
+        dmin = graph.nearest_other_distance(problem.pool)
+        self._dmin = np.clip(np.where(np.isfinite(dmin), dmin, levels + 1), 2, levels + 1).astype(np.int64)
+        self._rows: dict[int, tuple[int, np.ndarray]] = {}  # pool index -> (limit, distances)
+
+    def per_class(self) -> np.ndarray:
+        """(P,) K_c of every pool class."""
+        per_class = np.full(len(self.problem.pool), self.levels, dtype=np.int64)
+        for i, k in self.class_levels.items():
+            per_class[i] = max(self.levels, int(k))
+        return per_class
+
+    def top(self) -> int:
+        """The largest K_c."""
+        return max([self.levels, *self.class_levels.values()])
+
+    def scale(self) -> int:
+        """lcm(2..K+1) for the largest K: every coefficient num/k becomes an integer."""
+        return math.lcm(*range(2, self.top() + 2))
+
+    def upper(self) -> np.ndarray:
+        """(P,) scaled upper bound of each class's ratio: num / clip(dmin, 2, levels + 1)."""
+        return self.problem.numer.astype(np.int64) * self.scale() // self._dmin  # exact: dmin divides
+
+    def build(self, short: np.ndarray) -> _Model:
+        """The model over x (every pool class) and y (the shortlisted ``short`` (P,) bool classes)."""
+        pool, per_class = self.problem.pool, self.per_class()
+        members = np.flatnonzero(short)
+        for k in np.unique(per_class[members]):
+            stale = [int(i) for i in members[per_class[members] == k] if self._rows.get(int(i), (0,))[0] < k]
+            if stale:
+                block = ball_distances(self.problem.graph, [pool[i] for i in stale], self._pool_idx, int(k))
+                for i, row in zip(stale, block, strict=True):
+                    self._rows[i] = (int(k), row)
+        rows = {int(i): self._rows[int(i)][1] for i in members}
+        return _build_model(
+            self.problem, members, rows, self._pairs, self.upper(), self.scale(), per_class[members]
+        )
+
+
 def solve_exact(
-    problem: ExactProblem,
-    levels: int = 4,
+    models: ExactModels,
     time_limit: float = 120.0,
     shortlist_factor: float = 2.0,
     max_rounds: int = 20,
+    shortlist: np.ndarray | None = None,
 ) -> ExactSolution:
-    """Solve to proven optimality (or to ``time_limit`` seconds in all), growing the shortlist."""
+    """Solve to proven optimality (or to ``time_limit`` seconds in all), growing the shortlist.
+
+    The classes with levels of their own (``models.class_levels``) join the shortlist, as do the
+    pool indices in ``shortlist`` (an earlier solve's ``members``). ``levels`` in the answer is
+    the largest K used.
+
+    When the solver picks outside classes, they join the shortlist; when it still does so from
+    round :data:`GROW_FROM_ROUND` on, the shortlist of each of their branches doubles too
+    (:func:`_grow_branches`), so that a tightly capped problem takes a few rounds instead of
+    dozens of a few classes each (``max_branch_share: 0.1`` on the default pool: 6 rounds, not 31).
+    The rule counts rounds, never seconds: the path is the same on any machine.
+    """
     started = time.perf_counter()
-    graph, pool, numer, size = problem.graph, problem.pool, problem.numer.astype(np.int64), problem.size
-    pool_idx = graph.indices(pool)
-    scale = math.lcm(*range(2, levels + 2))
-    dmin = graph.nearest_other_distance(pool)
-    dmin = np.clip(np.where(np.isfinite(dmin), dmin, levels + 1), 2, levels + 1).astype(np.int64)
-    upper = numer * scale // dmin  # exact: scale is a multiple of every dmin in 2..K+1
+    problem, size = models.problem, models.problem.size
+    upper, scale, top = models.upper(), models.scale(), models.top()
     short = _initial_shortlist(problem, upper, shortlist_factor)
-    pairs = related_pairs(graph, pool)
+    short[list(models.class_levels)] = True
+    if shortlist is not None:
+        short[shortlist] = True
     # the scaled objective is an integer: a relative gap below 1/2 of its largest value proves optimality
     ceiling = float(np.sort(upper)[::-1][:size].sum()) + 1.0
     gap = min(1e-6, 0.4 / ceiling)
-    dist_rows: dict[int, np.ndarray] = {}
     rounds = 0
     while True:
         rounds += 1
         members = np.flatnonzero(short)
-        missing = [int(i) for i in members if int(i) not in dist_rows]
-        if missing:
-            block = ball_distances(graph, [pool[i] for i in missing], pool_idx, levels)
-            for i, row in zip(missing, block, strict=True):
-                dist_rows[i] = row
-        remaining = time_limit - (time.perf_counter() - started)
-        model = _build_model(problem, members, dist_rows, pairs, upper, scale, levels)
-        res = _run(model, gap, remaining)
+        model = models.build(short)
+        res = _run(model, gap, time_limit - (time.perf_counter() - started))
         seconds = time.perf_counter() - started
         if res is None:
             return ExactSolution(
-                np.zeros(0, dtype=np.int64), math.nan, "infeasible", seconds, len(members), levels, rounds
+                np.zeros(0, dtype=np.int64), math.nan, "infeasible", seconds, len(members), top, rounds
             )
         chosen, bound, optimal = res
         upper_total = math.floor(bound + 1e-6) / scale
@@ -184,9 +258,13 @@ def solve_exact(
         out_of_time = len(outside) > 0 and time_limit - seconds <= 0
         status = "optimal" if optimal and not out_of_time else "time_limit"
         if len(outside) == 0 or status != "optimal" or rounds >= max_rounds:
-            return ExactSolution(chosen, upper_total, status, seconds, len(members), levels, rounds, model)
+            return ExactSolution(
+                chosen, upper_total, status, seconds, len(members), top, rounds, model, members
+            )
         log.info("exact: %d outside classes chosen; adding them to the shortlist", len(outside))
         short[outside] = True
+        if rounds >= GROW_FROM_ROUND:
+            _grow_branches(problem, upper, short, outside)
 
 
 def _initial_shortlist(problem: ExactProblem, upper: np.ndarray, factor: float) -> np.ndarray:
@@ -213,12 +291,23 @@ def _initial_shortlist(problem: ExactProblem, upper: np.ndarray, factor: float) 
     return short
 
 
+def _grow_branches(problem: ExactProblem, upper: np.ndarray, short: np.ndarray, outside: np.ndarray) -> None:
+    """Double the shortlist of each branch that an outside class came from (in place): its first
+    2 x (shortlisted classes of the branch) classes of the ranking join."""
+    order = np.lexsort((np.arange(len(problem.pool)), -problem.numer, -upper))
+    ranked_branch = problem.branch_id[order]
+    for b in np.unique(problem.branch_id[outside]):
+        in_branch = order[ranked_branch == b]
+        short[in_branch[: 2 * int(short[in_branch].sum())]] = True
+
+
 def prefer_low_positions(
-    solution: ExactSolution, optimum_total: float, node_limit: int = TIE_BREAK_NODES
+    model: _Model, optimum_total: float, size: int, node_limit: int = TIE_BREAK_NODES
 ) -> np.ndarray | None:
-    """The tie rule: among sets whose model objective reaches ``optimum_total`` (the certified
+    """The tie rule: among sets whose ``model`` objective reaches ``optimum_total`` (the certified
     optimal sum of ratios, N R*), the one with the smallest sum of pool positions; None when the
-    solve stops at its node limit or finds nothing (see the module docstring).
+    solve stops at its node limit (without, then with presolve) or finds nothing (see the module
+    docstring).
 
     No time limit is given to HiGHS here on purpose: the outcome must not depend on the machine's
     speed, and ``node_limit`` bounds the work deterministically.
@@ -226,27 +315,23 @@ def prefer_low_positions(
     The caller must check that the returned (N,) pool indices have exact R = R*: the model
     over-values some sets, which then also reach the objective.
     """
-    model = solution.model
-    if model is None:
-        return None
     # every set's model value is an integer >= its true (scaled) value
     target = math.ceil(optimum_total * model.scale - 1e-6)
     n_var = len(model.objective)
     fixed = LinearConstraint(sp.csr_matrix(model.objective[None, :]), target - 0.5, np.inf)
     positions = np.zeros(n_var)
     positions[: model.n_pool] = np.arange(1, model.n_pool + 1)
-    worst = float(np.sort(positions)[::-1][: len(solution.chosen)].sum()) + 1.0
-    res = milp(
-        positions,
-        integrality=model.integrality,
-        bounds=model.bounds,
-        constraints=[*model.constraints, fixed],
-        options={
-            "node_limit": node_limit,
-            "mip_rel_gap": min(1e-6, 0.4 / worst),
-            "presolve": False,
-        },
-    )
+    worst = float(np.sort(positions)[::-1][:size].sum()) + 1.0
+    for presolve in (False, True):  # presolve only when the plain solve used up its nodes
+        res = milp(
+            positions,
+            integrality=model.integrality,
+            bounds=model.bounds,
+            constraints=[*model.constraints, fixed],
+            options={"node_limit": node_limit, "mip_rel_gap": min(1e-6, 0.4 / worst), "presolve": presolve},
+        )
+        if res.status == 0 and res.x is not None:
+            break
     if res.status != 0 or res.x is None:
         return None
     return np.flatnonzero(res.x[: model.n_pool] > 0.5)
@@ -259,16 +344,17 @@ def _build_model(
     pairs: np.ndarray,
     upper: np.ndarray,
     scale: int,
-    levels: int,
+    member_levels: np.ndarray,
 ) -> _Model:
-    """The MILP over x (all pool classes) and y (shortlist x levels); see the module docstring."""
+    """The MILP over x (all pool classes) and y (k = 2..K_c for each shortlisted class c, in
+    member order); see the module docstring. ``member_levels`` (len(members),) holds each K_c."""
     n_pool = len(problem.pool)
-    n_levels = levels - 1  # k = 2..K
-    n_y = len(members) * n_levels
+    counts = member_levels - 1  # y variables per member: k = 2..K_c
+    n_y = int(counts.sum())
     n_var = n_pool + n_y
-    y_index = n_pool + np.arange(n_y).reshape(len(members), n_levels)
-    objective = _objective(problem, members, upper, scale, levels)
-    a_ub, ub = _inequalities(members, dist_rows, pairs, y_index, n_var)
+    y_start = n_pool + np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    objective = _objective(problem, members, upper, scale, member_levels)
+    a_ub, ub = _inequalities(members, dist_rows, pairs, y_start, member_levels, n_var)
     constraints = [LinearConstraint(a_ub, np.full(len(ub), -np.inf), ub), *_pool_constraints(problem, n_var)]
     lower = np.zeros(n_var)
     lower[problem.include] = 1.0
@@ -277,48 +363,50 @@ def _build_model(
 
 
 def _objective(
-    problem: ExactProblem, members: np.ndarray, upper: np.ndarray, scale: int, levels: int
+    problem: ExactProblem, members: np.ndarray, upper: np.ndarray, scale: int, member_levels: np.ndarray
 ) -> np.ndarray:
-    """(n_pool + n_y,) scaled integer costs: num/(K+1) per shortlisted x (``upper`` for the rest),
-    then num (1/k - 1/(k+1)) per y_{c,k}."""
+    """(n_pool + n_y,) scaled integer costs: num/(K_c+1) per shortlisted x (``upper`` for the
+    rest), then num (1/k - 1/(k+1)) per y_{c,k}, k = 2..K_c."""
     numer = problem.numer.astype(np.int64)
-    lev = np.arange(2, levels + 1)
-    is_short = np.zeros(len(problem.pool), dtype=bool)
-    is_short[members] = True
-    cost = np.where(is_short, numer * scale // (levels + 1), upper).astype(np.float64)
-    step = scale // lev - scale // (lev + 1)  # num_c * (1/k - 1/(k+1)), scaled
-    cost_y = (numer[members][:, None] * step[None, :]).astype(np.float64)
-    return np.concatenate([cost, cost_y.ravel()])
+    tail = np.full(len(problem.pool), -1, dtype=np.int64)
+    tail[members] = numer[members] * scale // (member_levels + 1)
+    cost = np.where(tail >= 0, tail, upper).astype(np.float64)
+    cost_y = []
+    for c, k_c in zip(members, member_levels, strict=True):
+        lev = np.arange(2, int(k_c) + 1)
+        cost_y.append(numer[c] * (scale // lev - scale // (lev + 1)))  # num_c (1/k - 1/(k+1)), scaled
+    return np.concatenate([cost, *(np.asarray(c, dtype=np.float64) for c in cost_y)])
 
 
 def _inequalities(
     members: np.ndarray,
     dist_rows: dict[int, np.ndarray],
     pairs: np.ndarray,
-    y_index: np.ndarray,
+    y_start: np.ndarray,
+    member_levels: np.ndarray,
     n_var: int,
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """A x <= ub: y_{c,k} <= x_c, the shells of each shortlisted class, then x_a + x_b <= 1 for
     every related pair."""
-    n_members, n_levels = y_index.shape
-    n_y = n_members * n_levels
+    counts = member_levels - 1
+    n_y = int(counts.sum())
     rows, cols, vals = [], [], []
     # y_{c,k} - x_c <= 0
     r = np.arange(n_y)
     rows += [r, r]
-    cols += [y_index.ravel(), np.repeat(members, n_levels)]
+    cols += [n_var - n_y + r, np.repeat(members, counts)]  # the y block follows the pool's x
     vals += [np.ones(n_y), -np.ones(n_y)]
     n_rows = n_y
     # y_{c,k} - y_{c,k-1} - sum_{c' at distance k from c} x_{c'} <= 0 (the shells; y_{c,1} = 0)
     for j, ci in enumerate(members):
         row = dist_rows[int(ci)].astype(np.int64)
         row[ci] = 255
-        for li in range(n_levels):
+        for li in range(int(counts[j])):
             k = li + 2
             shell = np.flatnonzero(row <= k) if li == 0 else np.flatnonzero(row == k)
-            previous = [y_index[j, li - 1]] if li else []
+            previous = [y_start[j] + li - 1] if li else []
             rows.append(np.full(len(shell) + 1 + len(previous), n_rows))
-            cols.append(np.concatenate([[y_index[j, li]], previous, shell]).astype(np.int64))
+            cols.append(np.concatenate([[y_start[j] + li], previous, shell]).astype(np.int64))
             vals.append(np.concatenate([[1.0], -np.ones(len(previous) + len(shell))]))
             n_rows += 1
     upper_rows = n_rows

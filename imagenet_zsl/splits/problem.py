@@ -168,7 +168,9 @@ class BenchmarkSolution:
     ``status``: ``optimal`` (certified: R meets the proven bound), ``time_limit``, ``gap``,
     ``heuristic`` (local search, no bound) or ``heuristic (exact timed out)``. Exact only:
     ``upper_bound`` (proven bound on R over the whole pool), ``rounds`` (model solves of the
-    chosen set's shortlist), ``tie_break``. Local search only: ``greedy_ratio``, ``swaps``, ``passes``.
+    optimum: shortlist rounds over every refinement), ``shortlist`` (classes with level variables
+    in the last model), ``refined_levels`` (classes given more distance levels than the rest),
+    ``tie_break``. Local search only: ``greedy_ratio``, ``swaps``, ``passes``.
     """
 
     wnids: list[str]
@@ -180,6 +182,7 @@ class BenchmarkSolution:
     branch_counts: dict[str, int] = field(default_factory=dict)
     upper_bound: float | None = None
     rounds: int = 0
+    refined_levels: int = 0
     tie_break: str | None = None  # exact: "min_positions" | "solver_order" (see splits.milp)
     greedy_ratio: float | None = None
     swaps: int = 0

@@ -124,13 +124,19 @@ def _optimiser_line(s: BuiltSplit, d: dict[str, Any]) -> str:
         return (
             f"Optimiser: exact (MILP, HiGHS); {pool}. R {s.ratio:.6f}, proven upper bound "
             f"{d['upper_bound']:.6f}, gap {d['gap']:.3g}: {certified} over the whole pool "
-            f"(shortlist {d['shortlist']:,} classes, {d['rounds']} solve(s))."
+            f"(shortlist {d['shortlist']:,} classes, {d['rounds']} solve(s){_refined(d)})."
         )
     return (
         f"Optimiser: local search; {pool}; greedy R {d['greedy_ratio']:.3f} → "
         f"{s.ratio:.3f} after {d['swaps']} improving moves in {d['passes']} passes (shortlist of "
         f"{d['shortlist']:,} classes farthest from training); no upper bound."
     )
+
+
+def _refined(d: dict[str, Any]) -> str:
+    """ ", N classes with more distance levels" when the certificate needed them (see splits.milp)."""
+    n = d.get("refined_levels", 0)
+    return f", {n:,} {'class' if n == 1 else 'classes'} with more distance levels" if n else ""
 
 
 def _leakage_lines(splits: list[BuiltSplit], manifest: dict[str, Any]) -> list[str]:

@@ -195,7 +195,7 @@ def test_the_chosen_set_does_not_depend_on_the_time_budget(seed, monkeypatch):
 
 
 def test_a_time_limited_widening_is_reported_not_silent(monkeypatch):
-    """When the budget runs out before the levels can be widened, the set carries status
+    """When the budget runs out before the levels can be refined, the set carries status
     ``time_limit`` with its gap, never ``optimal`` and never ``gap`` (which would hide the cause)."""
     from imagenet_zsl.splits import benchmark
 
@@ -209,9 +209,79 @@ def test_a_time_limited_widening_is_reported_not_silent(monkeypatch):
 
     clock = iter(float(t) for t in range(0, 100_000, 100))  # every clock read: 100 s later
     monkeypatch.setattr(benchmark, "solve_exact", slow_solve)
+    monkeypatch.setattr(benchmark, "refine_levels", lambda *args: 1)  # one member over-valued
     monkeypatch.setattr(benchmark, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
     result = select_max_ratio(
         graph, candidates, train, 4, solver=Exact(ExactOptions(levels=2, time_limit=150.0))
     )
     assert result.status == "time_limit" and result.gap is not None and result.gap > 0.1
     assert result.tie_break is None
+
+
+def _far_member_graph() -> tuple[ClassGraph, list[str], list[str]]:
+    """root -> t (training), root -> x -> y -> a, root -> b, root -> c; pool a, b, c.
+
+    The one set of 3 is {a, b, c}: d(a, t) = 4 and d(a, {b, c}) = 4, d(b, t) = d(c, t) = 2 and
+    d(b, c) = 2, so R = (4/4 + 2/2 + 2/2) / 3 = 1. A 2-level model values a at 4/(2+1) = 4/3 and
+    bounds R by 10/9 until a gets 4 levels of its own.
+    """
+    edges = [("root", "t"), ("root", "x"), ("x", "y"), ("y", "a"), ("root", "b"), ("root", "c")]
+    return ClassGraph.from_edges(edges), ["a", "b", "c"], ["t"]
+
+
+def test_only_the_over_valued_member_gets_more_levels(monkeypatch):
+    from imagenet_zsl.splits import benchmark
+
+    graph, pool, train = _far_member_graph()
+    calls: list[dict] = []
+    real_solve = benchmark.solve_exact
+
+    def recording_solve(models, **kwargs):
+        calls.append(dict(models.class_levels))
+        return real_solve(models, **kwargs)
+
+    monkeypatch.setattr(benchmark, "solve_exact", recording_solve)
+    result = select_max_ratio(graph, pool, train, 3, solver=LEVELS_2)
+    assert result.wnids == ["a", "b", "c"] and result.ratio == pytest.approx(1.0, abs=1e-12)
+    assert result.upper_bound == pytest.approx(1.0, abs=1e-9) and result.status == "optimal"
+    # first solve: every class at 2 levels; second: a (pool index 0) alone at d(a, {b, c}) = 4
+    assert calls == [{}, {0: 4}]
+
+
+def test_refine_levels_raises_to_the_nearest_other_member_and_stops_at_the_cap(monkeypatch):
+    from imagenet_zsl.splits import benchmark
+    from imagenet_zsl.splits.problem import BenchmarkProblem
+
+    graph, pool, train = _far_member_graph()
+    problem = BenchmarkProblem.create(graph, pool, train, 3)
+    class_levels: dict[int, int] = {}
+    chosen = np.array([0, 1, 2])
+    assert benchmark.refine_levels(problem, chosen, class_levels, 2) == 1 and class_levels == {0: 4}
+    # exact now (d = K_c): nothing more to raise
+    assert benchmark.refine_levels(problem, chosen, class_levels, 2) == 0 and class_levels == {0: 4}
+    # d(a) = 4 = K + 1 is valued exactly at num/(K+1): no refinement at 3 levels
+    assert benchmark.refine_levels(problem, chosen, {}, 3) == 0
+    monkeypatch.setattr(benchmark, "MAX_LEVELS", 3)
+    capped: dict[int, int] = {}
+    assert benchmark.refine_levels(problem, chosen, capped, 2) == 1 and capped == {0: 3}
+    assert benchmark.refine_levels(problem, chosen, capped, 2) == 0
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_level_refinement_matches_brute_force_on_sparse_hierarchies(seed):
+    """Long chains (one parent each, depth up to 8) put optimal members far apart: with 2 levels
+    the first model over-values them and the refined model must still reach the brute-force R."""
+    rng = np.random.default_rng(100 + seed)
+    n = 18
+    names = [f"c{i:02d}" for i in range(n)]
+    edges = [(names[int(rng.integers(max(0, i - 2), i))], names[i]) for i in range(1, n)]
+    graph = ClassGraph.from_edges(edges, nodes=names)
+    leaves = [w for w in names if not graph.children(w)]
+    train = [leaves[0]]
+    candidates = [w for w in names if w not in train]
+    best = _brute_force(graph, candidates, train, 3)
+    if best is None:
+        pytest.skip("no feasible set for this seed")
+    result = select_max_ratio(graph, candidates, train, 3, solver=LEVELS_2)
+    assert result.ratio == pytest.approx(best, abs=1e-9)
+    assert result.status == "optimal" and result.gap <= 1e-6
