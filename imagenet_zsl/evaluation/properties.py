@@ -14,16 +14,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.splits.structure import structural_ratios
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from imagenet_zsl.hierarchy.graph import ClassGraph
 
 log = logging.getLogger(__name__)
+
+#: the property columns, in table order
+PROPERTY_COLUMNS = ("population", "structural_ratio", "label_frequency", "depth")
 
 
 def populations(wnids: Sequence[str], counts: dict[str, int] | None = None) -> np.ndarray:
@@ -80,7 +84,23 @@ def class_properties(
     label_frequency: bool = True,
     test_wnids: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """DataFrame indexed like ``wnids`` with population, structural_ratio, label_frequency, depth.
+    """DataFrame indexed like ``wnids`` with population, structural_ratio, label_frequency, depth
+    (:func:`property_columns` with a ``wnid`` column first)."""
+    import pandas as pd
+
+    columns = property_columns(wnids, graph, seen_wnids, counts, label_frequency, test_wnids)
+    return pd.DataFrame({"wnid": list(wnids), **columns})
+
+
+def property_columns(
+    wnids: Sequence[str],
+    graph: ClassGraph | None = None,
+    seen_wnids: Sequence[str] | None = None,
+    counts: dict[str, int] | None = None,
+    label_frequency: bool = True,
+    test_wnids: Sequence[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """The :data:`PROPERTY_COLUMNS` of ``wnids``, row for row: (len(wnids),) float64 each.
 
     The structural ratio is computed for ``test_wnids`` (default: all ``wnids``) as one test set
     against ``seen_wnids``; other rows (e.g. seen classes in GZSL) get NaN.
@@ -92,12 +112,9 @@ def class_properties(
         present = [i for i, w in enumerate(wnids) if w in graph]
         if present:
             depth[present] = graph.depths[graph.indices([wnids[i] for i in present])]
-    return pd.DataFrame(
-        {
-            "wnid": list(wnids),
-            "population": populations(wnids, counts),
-            "structural_ratio": np.array([ratio.get(w, np.nan) for w in wnids], dtype=np.float64),
-            "label_frequency": (label_frequencies(wnids) if label_frequency else np.full(len(wnids), np.nan)),
-            "depth": depth,
-        }
-    )
+    return {
+        "population": populations(wnids, counts),
+        "structural_ratio": np.array([ratio.get(w, np.nan) for w in wnids], dtype=np.float64),
+        "label_frequency": (label_frequencies(wnids) if label_frequency else np.full(len(wnids), np.nan)),
+        "depth": depth,
+    }

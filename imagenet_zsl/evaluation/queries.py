@@ -121,6 +121,10 @@ class PrototypeFile(QuerySource):
         return features
 
     def _class_vectors(self, wnids: Sequence[str]) -> np.ndarray:
+        if len(wnids) == len(self.vectors.wnids) and list(wnids) == self.vectors.wnids:
+            # every class in the file's order (a prototype file made for the label space): a
+            # view of the matrix, not a gathered copy (0.35 s at 21,842 x 2,048)
+            return self.vectors.matrix.view()
         return self.vectors.get(wnids)
 
     def describe(self) -> dict:

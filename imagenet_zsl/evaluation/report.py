@@ -19,13 +19,14 @@ import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.identity import check_same_features
 from imagenet_zsl.io import MANIFEST_NAME, atomic_write_text, check_out_file, read_manifest_verified
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 log = logging.getLogger(__name__)
 
@@ -392,6 +393,8 @@ def aggregate_runs(run_dirs: Sequence[str | Path], allow_feature_mismatch: bool 
         if path in marked and not row["backbone"].endswith(MISMATCH_MARK):
             row["backbone"] += MISMATCH_MARK
         rows.append(row)
+    import pandas as pd  # heavy: only the cross-run table needs it (evaluate writes report.md without)
+
     table = pd.DataFrame(rows)
     id_cols = list(TEXT_COLUMNS)
     hit_cols = sorted((c for c in table.columns if c.startswith("hit@")), key=lambda c: int(c[4:]))
@@ -439,6 +442,8 @@ def _value_columns(table: pd.DataFrame) -> list[str]:
 
 def _best_mask(table: pd.DataFrame) -> pd.DataFrame:
     """True where a value is the best (max) of its column within its split, for ≥ 2 runs."""
+    import pandas as pd
+
     cols = _value_columns(table)
     best = pd.DataFrame(False, index=table.index, columns=cols)
     for _, group in table.groupby("split", sort=False):

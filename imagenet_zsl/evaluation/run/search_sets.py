@@ -15,7 +15,7 @@ from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.run import cache as cache_module
 from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey
 from imagenet_zsl.evaluation.run.config import OWN_SPACE
-from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher
+from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher, squared_row_norms
 from imagenet_zsl.features.shards import FeatureDir
 
 
@@ -270,13 +270,13 @@ def search_shard(
     rows = None if len(keep) == len(target) else keep
     for block in fd.shard_blocks(shard_name, rows, context.block_rows, with_logits=use_logits):
         done = slice(start, start + len(block))
-        _check_rows(fd, shard_name, block.ids, block.features, "features")
+        norms = _check_rows(fd, shard_name, block.ids, block.features, "features")
         queries = context.source.encode(block.features, block.logits)
         if queries is not block.features:  # prototypes in feature space: the rows just checked
-            _check_rows(fd, shard_name, block.ids, queries, "query vectors (model output)")
+            norms = _check_rows(fd, shard_name, block.ids, queries, "query vectors (model output)")
         for s, sp in spaces.items():
             labels = target[keep[done]] if s == own_space else None
-            scores, ids, ranks = sp.search_ranked(queries, labels)
+            scores, ids, ranks = sp.search_ranked(queries, labels, norms)
             out[f"{s}.scores"][done] = scores
             out[f"{s}.ids"][done] = ids
             if ranks is not None:
@@ -285,10 +285,14 @@ def search_shard(
     return out
 
 
-def _check_rows(fd: FeatureDir, shard: str, ids: np.ndarray, matrix: np.ndarray, what: str) -> None:
+def _check_rows(fd: FeatureDir, shard: str, ids: np.ndarray, matrix: np.ndarray, what: str) -> np.ndarray:
+    """Refuse rows holding NaN or Inf (one line naming the first image); else return the rows'
+    squared norms, which the search's overflow check reuses. A row's float64 squared norm is
+    finite exactly when the row is, so the common case reads the block once."""
+    norms = squared_row_norms(matrix)
+    if np.isfinite(norms).all():
+        return norms
     finite = np.isfinite(matrix).all(axis=1)
-    if finite.all():
-        return
     bad = np.flatnonzero(~finite)
     raise UserInputError(
         f"{fd.path}: {what} of {len(bad)} images in shard {shard} contain NaN or Inf "

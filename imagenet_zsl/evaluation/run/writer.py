@@ -15,12 +15,11 @@ from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig
 from imagenet_zsl.io import atomic_save_npy, atomic_write_json, atomic_write_text, write_manifest
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from imagenet_zsl.evaluation.run.gzsl import GZSLResult
     from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
     from imagenet_zsl.evaluation.run.results import SearchResults
     from imagenet_zsl.evaluation.run.search_sets import SetResult
+    from imagenet_zsl.evaluation.run.table import ClassTable
     from imagenet_zsl.evaluation.run.zsl import ZSLResult
 
 TOPK_ABOUT = (
@@ -40,7 +39,7 @@ class RunOutputs:
     table and the results the plots draw."""
 
     metrics: dict[str, Any]
-    table: pd.DataFrame
+    table: ClassTable
     zsl: ZSLResult
     gzsl: GZSLResult | None
 
@@ -97,7 +96,7 @@ def write_run(tmp: Path, inp: EvaluationInputs, results: SearchResults, outputs:
     metrics = outputs.metrics
     _write_topk(tmp, inp, results, metrics)
     atomic_write_json(tmp / METRICS_NAME, metrics)
-    atomic_write_text(tmp / "per_class.csv", outputs.table.to_csv(index=False, float_format="%.6g"))
+    atomic_write_text(tmp / "per_class.csv", outputs.table.to_csv())
     atomic_write_text(tmp / "report.md", render_run_report(metrics))
     if inp.cfg.plots:
         _write_plots(tmp, outputs)

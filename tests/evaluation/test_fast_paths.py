@@ -1,0 +1,188 @@
+"""The cheaper paths of ``evaluate`` (issue 27) give what the paths they replaced gave, bit for bit:
+per_class.csv without pandas, the tie ranks row by row, the prototypes' duplicate check on their
+first columns, the fused finiteness check and the prototype digest hashed in place."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.run.table import ClassTable, _spearman
+from imagenet_zsl.evaluation.search import TopKSearcher, prototypes_digest, unique_rows
+
+
+def _tricky_table(rng: np.random.Generator, n: int) -> dict:
+    floats = rng.standard_normal(n) * 10.0 ** rng.integers(-8, 9, n)
+    floats[rng.random(n) < 0.2] = np.nan
+    floats[: min(n, 4)] = [np.inf, -np.inf, -0.0, 1e-300][: min(n, 4)]
+    digits = rng.integers(0, 8, n)
+    words = np.array(["n00000001", "a,b", 'say "hi"', "", "two\nlines", "tab\there", "é"], dtype=object)
+    return {
+        "wnid": [str(w) for w in rng.choice(words, n)],
+        "images": np.r_[rng.integers(0, 2_000_000, n), []],  # float64, as without --gzsl
+        "count": rng.integers(-5, 10**12, n),
+        "flag": [bool(b) for b in rng.random(n) < 0.5],
+        "hit@1": rng.random(n),
+        "float32": rng.standard_normal(n).astype(np.float32),
+        "tricky": floats,
+        "all_nan": np.full(n, np.nan),
+        "rounding": np.array([round(float(v), int(d)) for v, d in zip(rng.random(n), digits, strict=True)]),
+    }
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_class_table_csv_has_the_bytes_pandas_writes(seed):
+    rng = np.random.default_rng(seed)
+    columns = _tricky_table(rng, int(rng.integers(0, 60)))
+    expected = pd.DataFrame(columns).to_csv(index=False, float_format="%.6g")
+    assert ClassTable(columns).to_csv() == expected
+
+
+def test_class_table_with_one_empty_text_column_matches_pandas():
+    columns = {"wnid": ["", "n1", ""]}
+    assert ClassTable(columns).to_csv() == pd.DataFrame(columns).to_csv(index=False, float_format="%.6g")
+
+
+def _spearman_with_pandas(table: pd.DataFrame, ks: list[int]) -> dict:
+    """The table's Spearman block as computed before per_class.csv stopped using pandas."""
+    spearman = {}
+    unseen_rows = table[table["role"] == "unseen"]
+    for prop in ("structural_ratio", "population", "label_frequency", "depth"):
+        pair = unseen_rows[["hit@1" if 1 in ks else f"hit@{ks[0]}", prop]]
+        pair = pair.replace([np.inf, -np.inf], np.nan).dropna()
+        if len(pair) >= 3 and pair[prop].nunique() > 1 and pair.iloc[:, 0].nunique() > 1:
+            rho = pair.iloc[:, 0].rank().corr(pair[prop].rank())
+            spearman[prop] = {"rho": float(rho), "classes": int(len(pair))}
+    return spearman
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_spearman_block_equals_the_pandas_one(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 40))
+    ks = [2, 5] if seed % 3 == 0 else [1, 5]
+
+    def column(levels: int) -> np.ndarray:
+        values = rng.integers(0, levels, n).astype(np.float64) / 4  # ties
+        values[rng.random(n) < 0.15] = np.nan
+        values[rng.random(n) < 0.05] = np.inf
+        return values
+
+    columns = {
+        "wnid": [f"n{i:08d}" for i in range(n)],
+        "role": [str(r) for r in rng.choice(["unseen", "seen"], n, p=[0.8, 0.2])],
+        f"hit@{ks[0]}": column(5),
+        "structural_ratio": column(6),
+        "population": column(2),
+        "label_frequency": np.full(n, np.nan),
+        "depth": column(1 + seed),
+    }
+    assert _spearman(columns, ks) == _spearman_with_pandas(pd.DataFrame(columns), ks)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_true_ranks_row_by_row_equal_the_whole_tile_counts(seed):
+    rng = np.random.default_rng(seed)
+    n, c = int(rng.integers(1, 50 if seed % 2 else 400)), int(rng.integers(1, 300))
+    scores = rng.integers(-3, 4, (n, c)).astype(np.float32)  # ties everywhere
+    labels = rng.integers(-1, c, n)
+    true = scores[np.arange(n), np.maximum(labels, 0)]
+    above = np.where(labels >= 0, (scores > true[:, None]).sum(axis=1), c)
+    tied = np.where(labels >= 0, (scores == true[:, None]).sum(axis=1) - 1, 0)
+    got_above, got_tied = TopKSearcher._true_ranks(scores, labels)
+    assert got_above.dtype == np.int64 and got_tied.dtype == np.int64
+    np.testing.assert_array_equal(got_above, above)
+    np.testing.assert_array_equal(got_tied, tied)
+
+
+def test_unique_rows_decides_on_the_whole_row_when_the_first_columns_repeat():
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((6, 12)).astype(np.float32)
+    rows[:, :8] = rows[0, :8]  # the first columns cannot tell the rows apart
+    same, group = unique_rows(rows)
+    assert same is rows and group is None
+    rows[4] = rows[1]
+    rows[5] = rows[1] * np.float32(-0.0) + rows[1]  # equal values; zeros would be -0.0 or 0.0
+    unique, group = unique_rows(rows)
+    np.testing.assert_array_equal(unique, rows[:4])
+    np.testing.assert_array_equal(group, [0, 1, 2, 3, 1, 1])
+    zeros = np.zeros((3, 12), np.float32)
+    zeros[1] = -0.0
+    unique, group = unique_rows(zeros)
+    assert len(unique) == 1 and group.tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_prototypes_with_nan_or_inf_are_refused_with_the_same_line(bad):
+    prototypes = np.ones((5, 4), np.float32)
+    prototypes[3, 2] = bad
+    prototypes[4, 0] = bad
+    with pytest.raises(UserInputError, match=r"^prototypes: 2 rows contain NaN or Inf \(first: row 3\)"):
+        TopKSearcher(prototypes, 2)
+
+
+def test_prototype_digest_is_the_sha256_of_the_bytes_in_any_layout():
+    matrix = np.arange(24, dtype=np.float32).reshape(4, 6)
+    expected = hashlib.sha256(matrix.tobytes()).hexdigest()
+    assert prototypes_digest(matrix) == expected
+    assert prototypes_digest(np.asfortranarray(matrix)) == expected
+    readonly = matrix.copy()
+    readonly.flags.writeable = False
+    assert prototypes_digest(readonly) == expected
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_product_cut_by_classes_gives_the_same_bits(threads, monkeypatch):
+    """The CPU search cuts each tile's product by classes among BLAS-many Python threads
+    (:func:`imagenet_zsl.evaluation.search._tile_products`): lists, scores and tie ranks are the
+    ones of the uncut product, bit for bit, including a last tile too small to cut."""
+    from imagenet_zsl.evaluation import search
+
+    rng = np.random.default_rng(threads)
+    prototypes = rng.standard_normal((3 * search._SPLIT_MIN_CLASSES + 78, 24)).astype(np.float32)
+    prototypes[5] = prototypes[2]  # identical prototypes: scored once, tied
+    queries = rng.standard_normal((search._SPLIT_MIN_ROWS * 3 + 5, 24)).astype(np.float32)
+    labels = rng.integers(-1, len(prototypes), len(queries))
+    # tiles of 94, 94 and 9 rows: the last one is multiplied whole
+    monkeypatch.setattr(search, "TILE_ELEMENTS", len(prototypes) * (search._SPLIT_MIN_ROWS + 30))
+    calls = []
+    real = search._matmul_into
+    monkeypatch.setattr(search, "_matmul_into", lambda q, p, out: calls.append(len(p)) or real(q, p, out))
+    monkeypatch.setattr(search, "_blas_threads", lambda: 1)
+    expected = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
+    assert len(calls) == 3
+    calls.clear()
+    monkeypatch.setattr(search, "_blas_threads", lambda: threads)
+    got = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
+    assert len(calls) == 2 * threads + 1 and sum(calls) == 3 * (len(prototypes) - 1)
+    for a, b in zip(got[:2], expected[:2], strict=True):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(got[2].above, expected[2].above)
+    np.testing.assert_array_equal(got[2].tied, expected[2].tied)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, None])
+def test_feature_rows_are_refused_exactly_when_not_finite(bad, tmp_path):
+    """The shard check reads a block once (its float64 squared norms, reused by the overflow
+    check): the largest finite float32 values pass, NaN and Inf are refused naming the image."""
+    from imagenet_zsl.evaluation.run.search_sets import _check_rows
+
+    class Dir:
+        path = tmp_path
+
+    rows = np.full((4, 3), np.finfo(np.float32).max, np.float32)
+    rows[0] = -rows[0]
+    ids = np.array([f"n00000001/{i}.JPEG" for i in range(4)])
+    if bad is None:
+        norms = _check_rows(Dir(), "s0", ids, rows, "features")
+        np.testing.assert_array_equal(norms, np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
+        assert np.isfinite(norms).all()
+        return
+    rows[2, 1] = bad
+    expected = r"features of 1 images in shard s0 contain NaN or Inf \(first: n00000001/2\.JPEG\)"
+    with pytest.raises(UserInputError, match=expected):
+        _check_rows(Dir(), "s0", ids, rows, "features")
