@@ -39,6 +39,7 @@ the CPU, plus the GPU when torch sees one), and what the default 3,000 epochs th
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import time
 from pathlib import Path
@@ -110,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--gcn-epochs", type=int, default=5, help="epochs timed; 0 skips the GCN timing")
     parser.add_argument("--gcn-models", default="sgcn,dgp", help="graph models to time (sgcn, dgp, gcnz)")
+    parser.add_argument(
+        "--gcn-determinism",
+        action="store_true",
+        help="fit each graph model twice more and say whether the predicted classifiers are identical",
+    )
     parser.add_argument("--devices", help="comma-separated (default: cpu, plus cuda when available)")
     parser.add_argument(
         "--feature-dim", type=int, default=2048, help="dimension of the regressed classifiers"
@@ -198,21 +204,32 @@ def bench_gcn(args: argparse.Namespace) -> None:
         )
         for model in args.gcn_models.split(","):
 
-            def fit(epochs: int, model: str = model, device: str = device) -> None:
+            def fit(epochs: int, model: str = model, device: str = device) -> Any:  # the fitted model
                 extra = (
                     {} if args.hidden is None else {"hidden": [args.hidden] * (5 if model == "gcnz" else 1)}
                 )
-                create(
+                return create(
                     model, epochs=epochs, classifier="softmax", classifier_iter=5, device=device, **extra
                 ).fit(data, vectors, graph)
 
             one, _ = best_of(2, fit, 1)  # the first call also pays one-off imports and set-up
-            more, _ = best_of(1, fit, 1 + args.gcn_epochs)
+            more, last = best_of(1, fit, 1 + args.gcn_epochs)
             per_epoch = (more - one) / args.gcn_epochs
             print(
                 f"{model} on the full graph ({len(graph)} nodes), {args.feature_dim}-d targets: "
                 f"{per_epoch * 1000:.0f} ms/epoch, 3,000 epochs {per_epoch * 3000 / 60:.1f} min ({where})"
             )
+            if args.gcn_determinism:
+                _, again = best_of(1, fit, 1 + args.gcn_epochs)
+                digests = [
+                    hashlib.sha256(np.ascontiguousarray(m.node_outputs_).tobytes()).hexdigest()
+                    for m in (last, again)
+                ]
+                verdict = "identical" if digests[0] == digests[1] else "different"
+                print(
+                    f"{model} determinism ({where}): two fits of {1 + args.gcn_epochs} epochs, same seed: "
+                    f"{verdict} predicted classifiers (sha256 {digests[0][:12]} / {digests[1][:12]})"
+                )
 
 
 # ----------------------------------------------------------------------------- training memory
