@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shards import FeatureDir
@@ -22,6 +23,32 @@ from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 #: rows per block when streaming the feature directory
 BLOCK_ROWS = 65536
+#: rows per sparse product in :func:`add_rows_by_label` ((C + rows) x D float64 at a time)
+_SUM_CHUNK = 4096
+
+
+def add_rows_by_label(sums: np.ndarray, labels: np.ndarray, values: np.ndarray) -> None:
+    """``sums[labels[i]] += values[i]`` for every row i, in place, with ``np.add.at``'s bits.
+
+    ``sums`` (C, D) float64, ``labels`` (n,) ints in [0, C), ``values`` (n, D) (cast to float64).
+    Why not ``np.add.at``: it took 1.1 s per 16,384 x 2,048 block (about 90 s per pass over the
+    1.28M ILSVRC images); this takes 0.2 s. Each chunk is one sparse product whose row c lists
+    c's running sum first, then c's rows in their order, with weights 1: scipy's CSR product adds
+    them one after another, the order ``np.add.at`` adds in, so every sum has the same bits.
+    """
+    num = len(sums)
+    for start in range(0, len(labels), _SUM_CHUNK):
+        chunk = np.asarray(labels[start : start + _SUM_CHUNK], dtype=np.int64)
+        block = np.asarray(values[start : start + _SUM_CHUNK], dtype=np.float64)
+        indptr = np.zeros(num + 1, np.int64)
+        np.cumsum(np.bincount(chunk, minlength=num) + 1, out=indptr[1:])
+        indices = np.empty(num + len(chunk), np.int64)
+        indices[indptr[:-1]] = np.arange(num)  # each row starts with its running sum
+        rest = np.ones(len(indices), bool)
+        rest[indptr[:-1]] = False
+        indices[rest] = num + np.argsort(chunk, kind="stable")  # then its rows, in row order
+        operator = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(num, len(indices)))
+        sums[:] = operator @ np.vstack([sums, block])
 
 
 def mean_vectors(
@@ -40,7 +67,7 @@ def mean_vectors(
         values = np.asarray(features, dtype=np.float64)
         if not np.isfinite(values).all():
             raise UserInputError(f"{where}: features contain NaN or Inf; re-extract them")
-        np.add.at(sums, labels, values)
+        add_rows_by_label(sums, labels, values)
         counts += np.bincount(labels, minlength=len(classes))
     have = counts > 0
     if not have.any():

@@ -40,6 +40,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from imagenet_zsl.devices import resolve_device
+from imagenet_zsl.features.prototypes import add_rows_by_label
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import _LinearSemanticModel
@@ -168,7 +169,9 @@ def class_means(prep: FeaturePrep, features: np.ndarray, labels: np.ndarray, num
     """(Z, D) float32 mean of each class's prepared features, streamed in blocks (float64 sums)."""
     sums = np.zeros((num_classes, prep.dim_))
     for start in range(0, len(features), BLOCK_ROWS):
-        np.add.at(sums, labels[start : start + BLOCK_ROWS], prep(features[start : start + BLOCK_ROWS]))
+        add_rows_by_label(
+            sums, labels[start : start + BLOCK_ROWS], prep(features[start : start + BLOCK_ROWS])
+        )
     counts = np.bincount(labels, minlength=num_classes).astype(np.float64)
     return (sums / np.maximum(counts, 1.0)[:, None]).astype(np.float32)
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from imagenet_zsl.features.prototypes import add_rows_by_label
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.closed_form import POWERS, _LinearSemanticModel, _solve
@@ -40,8 +41,8 @@ def class_moments(
     for start in range(0, len(features), BLOCK_ROWS):
         block = prep(features[start : start + BLOCK_ROWS]).astype(np.float64)
         rows = labels[start : start + BLOCK_ROWS]
-        np.add.at(sums, rows, block)
-        np.add.at(squares, rows, block**2)
+        add_rows_by_label(sums, rows, block)
+        add_rows_by_label(squares, rows, block**2)
     counts = np.bincount(labels, minlength=num_classes).astype(np.float64)[:, None]
     means = sums / counts
     return means, np.maximum(squares / counts - means**2, 0.0)
