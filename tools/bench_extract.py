@@ -22,6 +22,7 @@ from the wall clock): the speed a long run approaches.
     python tools/bench_extract.py                          # CPU, 128 images (~1-2 min on 2 cores)
     python tools/bench_extract.py --compile both           # toolkit eager and compiled
     python tools/bench_extract.py --devices cpu,cuda --images 8192 --decoders pil,torchvision
+    python tools/bench_extract.py --device-resize --images 256     # nvJPEG path's resize, per image
 """
 
 from __future__ import annotations
@@ -217,6 +218,96 @@ def describe(row: dict, reference: float) -> str:
     return line
 
 
+def _sizes(spec: str, count: int, seed: int = 0) -> list[tuple[int, int]]:
+    """``count`` (width, height) pairs: ``spec`` "WxH,WxH,..." cycled, or "random" (every image its
+    own size, 200-640 on a side: the worst case for grouping by size)."""
+    import numpy as np
+
+    if spec == "random":
+        rng = np.random.default_rng(seed)
+        return [(int(w), int(h)) for w, h in rng.integers(200, 641, (count, 2))]
+    pairs = [tuple(int(v) for v in pair.split("x")) for pair in spec.split(",")]
+    return [pairs[k % len(pairs)] for k in range(count)]
+
+
+def bench_device_resize(args: argparse.Namespace, devices: list[str]) -> list[dict]:
+    """``--device-resize``: the main process's work per image on the ``--decode torchvision`` path
+    after decode_jpeg: the resize + crop of each decoded JPEG, one ``crop_tensor`` call per image
+    and a stack (before), against ``crop_tensors`` with the device's group size (now: one image per
+    call on the CPU, the images of one size together on CUDA) and with CUDA's group size whatever
+    the device. Every variant is checked equal to the first. Best of ``--repeats`` (at least 3)
+    alternating runs of each."""
+    import numpy as np
+    import torch
+
+    from imagenet_zsl.features.extract_loop import GROUP_ELEMENTS, _decode_jpegs
+    from imagenet_zsl.features.loading import Collate, split_raw
+    from imagenet_zsl.features.synthetic_store import encode, smooth_image
+    from imagenet_zsl.features.transforms import Preprocessing
+
+    resize, crop = (int(v) for v in args.resize_crop.split(","))
+    pre = Preprocessing(resize, crop)
+    rng = np.random.default_rng(0)
+    sizes = _sizes(args.resize_sizes, args.images)
+    jpegs = [encode(smooth_image(rng, h, w)) for w, h in sizes]
+    batch = Collate(pre.crop)([(k, None, data, None) for k, data in enumerate(jpegs)])
+    rows = []
+    for device in devices:
+        dev = torch.device(device)
+
+        def timed(work, dev=dev):
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            start = time.perf_counter()
+            out = work()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+            return time.perf_counter() - start, out
+
+        raw = split_raw(batch)
+        timed(lambda raw=raw, dev=dev: _decode_jpegs(raw, dev))  # warm-up (nvJPEG handles, kernels)
+        decode_s = min(timed(lambda raw=raw, dev=dev: _decode_jpegs(raw, dev))[0] for _ in range(3))
+        decoded = _decode_jpegs(raw, dev)
+        own, by_size = GROUP_ELEMENTS.get(dev.type, 0), GROUP_ELEMENTS["cuda"]
+        variants = {
+            "per_image": lambda d=decoded: torch.stack([pre.crop_tensor(i) for i in d]),
+            "grouped_device_default": lambda d=decoded, g=own: pre.crop_tensors(d, g),
+            "grouped_by_size": lambda d=decoded, g=by_size: pre.crop_tensors(d, g),
+        }
+        runs: dict[str, list[float]] = {name: [] for name in variants}
+        first = None
+        for _ in range(max(3, args.repeats)):
+            for name, work in variants.items():
+                seconds, out = timed(work)
+                runs[name].append(1e3 * seconds / len(decoded))
+                first = out if first is None else first
+                assert torch.equal(out, first), f"{name}: crops differ from the per-image crops"
+        row = {
+            "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+            "images": len(decoded),
+            "sizes": args.resize_sizes,
+            "distinct_sizes": len(set(sizes)),
+            "resize_crop": [resize, crop],
+            "torch_threads": torch.get_num_threads(),
+            "decode_ms_per_image": 1e3 * decode_s / len(decoded),
+            **{f"{name}_ms": min(times) for name, times in runs.items()},
+            "runs_ms": runs,
+        }
+        rows.append(row)
+        base = row["per_image_ms"]
+        print(
+            f"[{row['device']}] {len(decoded)} JPEGs ({row['distinct_sizes']} sizes: {args.resize_sizes}), "
+            f"resize {resize} crop {crop}, {row['torch_threads']} torch threads; ms per image, best of "
+            f"{len(runs['per_image'])}: decode_jpeg {row['decode_ms_per_image']:.3f}; resize + crop one "
+            f"image per crop_tensor call (before) {base:.3f}; crop_tensors with the device's group size "
+            f"(now) {row['grouped_device_default_ms']:.3f} ({base / row['grouped_device_default_ms']:.2f}x); "
+            f"grouped by size, CUDA's group size {row['grouped_by_size_ms']:.3f} "
+            f"({base / row['grouped_by_size_ms']:.2f}x); all the same pixels",
+            flush=True,
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=128, help="images to generate (default 128)")
@@ -246,6 +337,20 @@ def main(argv: list[str] | None = None) -> int:
         help="alternate the reference and the toolkit this many times and keep each one's best "
         "(default 1); every run is printed and kept in --json",
     )
+    parser.add_argument(
+        "--device-resize",
+        action="store_true",
+        help="instead: time the main process's resize + crop of --images decoded JPEGs on the "
+        "--decode torchvision path, per image (before) against grouped by size (now)",
+    )
+    parser.add_argument(
+        "--resize-sizes",
+        default="500x375,375x500,500x333",
+        help="with --device-resize: WxH,... cycled over the images, or 'random'",
+    )
+    parser.add_argument(
+        "--resize-crop", default="256,224", help="with --device-resize: resize,crop (default 256,224)"
+    )
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--keep", help="generate the store into this folder and keep it")
     args = parser.parse_args(argv)
@@ -259,6 +364,11 @@ def main(argv: list[str] | None = None) -> int:
     devices = (
         args.devices.split(",") if args.devices else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     )
+    if args.device_resize:
+        rows = bench_device_resize(args, devices)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        return 0
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_extract."))
     wnids = sorted(ilsvrc2012_wnids())[: args.classes]
     per_class = {w: args.images // len(wnids) + (i < args.images % len(wnids)) for i, w in enumerate(wnids)}

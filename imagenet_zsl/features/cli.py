@@ -87,8 +87,11 @@ def register(tree: CommandTree) -> None:
         "--decode",
         default="auto",
         choices=["auto", "pil", "torchvision"],
-        help="JPEG decoder: pil in worker processes (auto), or torchvision."
-        "io.decode_jpeg on the device (nvJPEG on CUDA; others fall back to PIL)",
+        help="JPEG decoder: pil (decode and resize in worker processes, exactly torchvision's "
+        "PIL pipeline) or torchvision (io.decode_jpeg on the device, nvJPEG on CUDA, then a batched "
+        "tensor resize there: fewer CPU cores needed; features close to, not equal to, pil's; "
+        "JPEGs it cannot take go to PIL). auto (the default): torchvision with --fast on CUDA, "
+        "else pil. The decoder used is recorded in the manifest and must match to resume",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
@@ -108,7 +111,8 @@ def register(tree: CommandTree) -> None:
         dest="mode",
         action="store_const",
         const="fast",
-        help="bf16 autocast on CUDA with cuDNN autotuning: fastest, but features are neither "
+        help="bf16 autocast on CUDA with cuDNN autotuning (and, with --decode auto, JPEGs decoded "
+        "and resized on the GPU): fastest, but features are neither "
         "reproducible bit for bit nor equal to CPU ones (bf16: 2-3 significant digits). "
         "The mode is recorded in the manifest and must match to resume",
     )

@@ -2,8 +2,10 @@
 
 Pipeline per process: the work list (the ``--classes`` images of the store, optionally a seeded
 subsample per class) is cut into fixed-size shards of consecutive work items; DataLoader workers
-read bytes straight from the tars and decode + resize + crop to uint8; the main process copies
-pinned batches to the device (non-blocking), normalises there, and runs the backbone
+read bytes straight from the tars and decode + resize + crop to uint8 (with ``--decode
+torchvision``, the default with ``--fast`` on CUDA, they pass plain JPEGs through undecoded, and the
+main process decodes them with nvJPEG and resizes them in batches on the device); the main process
+copies pinned batches to the device (non-blocking), normalises there, and runs the backbone
 (channels_last; with ``--compile``, compiled by inductor with frozen weights, see
 :mod:`.extract_compile`) in one of two modes (:data:`MODES`): ``deterministic`` (the default)
 computes in fp32 with cuDNN's autotuner, TF32 and nondeterministic kernels off, so that two runs
@@ -38,7 +40,7 @@ from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features import distributed as dist
 from imagenet_zsl.features.backbones import classifier_head
 from imagenet_zsl.features.extract_compile import prepare_net
-from imagenet_zsl.features.extract_loop import extract_shards
+from imagenet_zsl.features.extract_loop import device_decodes_jpeg, extract_shards
 from imagenet_zsl.features.extract_record import check_run, ensure_head, run_record, write_run
 from imagenet_zsl.features.extract_setup import (
     DECODERS,
@@ -52,6 +54,7 @@ from imagenet_zsl.features.extract_setup import (
     default_workers,
     load_backbone,
     provenance_fields,
+    resolve_decoder,
     resolve_precision,
 )
 from imagenet_zsl.features.head import BackboneHead
@@ -154,6 +157,10 @@ def _setup(cfg: ExtractConfig, work: WorkList, ranks: dist.RankInfo) -> tuple[Ex
         raise UserInputError(f"--batch-size {batch_size}: must be at least 1")
     net, dim, weights, pre = load_backbone(cfg)
     head = classifier_head(net, dim)
+    decode = resolve_decoder(cfg.decode, cfg.mode, on_cuda)
+    if decode == "torchvision" and cfg.decode == "auto" and not device_decodes_jpeg(device):
+        log.warning("torchvision cannot decode JPEGs on %s: decoding with PIL in the workers", device)
+        decode = "pil"
     setup = ExtractionSetup(
         cfg=cfg,
         work=work,
@@ -162,7 +169,7 @@ def _setup(cfg: ExtractConfig, work: WorkList, ranks: dist.RankInfo) -> tuple[Ex
         pre=pre,
         device=device,
         precision=resolve_precision(cfg, on_cuda),
-        decode=cfg.decode if cfg.decode != "auto" else "pil",
+        decode=decode,
         batch_size=batch_size,
         workers=cfg.workers if cfg.workers is not None else default_workers(on_cuda, ranks),
         head=None if head is None else BackboneHead(head[0], head[1], sorted(ilsvrc2012_wnids())),

@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from imagenet_zsl.features import distributed as dist
 from imagenet_zsl.features.extract_compile import autocast
 from imagenet_zsl.features.extract_setup import ExtractionSetup, ExtractResult
-from imagenet_zsl.features.loading import ImageDataset, WorkList, image_loader
+from imagenet_zsl.features.loading import ImageDataset, WorkList, image_loader, split_raw
 from imagenet_zsl.features.shard_files import shard_name, write_shard
 from imagenet_zsl.features.transforms import Preprocessing
 from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
@@ -130,9 +130,9 @@ def _with_device_decoded(batch: dict[str, Any], pre: Preprocessing, device: torc
 
     images, pos = batch["images"], batch["pos"]
     skipped = list(batch["skipped"])
-    if not batch["raw"]:
+    if not batch["raw_pos"]:
         return images, pos, skipped
-    extra, extra_pos, failed = _device_decode(batch["raw"], batch["raw_pos"], pre, device)
+    extra, extra_pos, failed = _device_decode(split_raw(batch), batch["raw_pos"], pre, device)
     skipped += failed
     if len(extra_pos):
         images = torch.cat([images.to(device, non_blocking=True), extra])
@@ -191,18 +191,69 @@ class _ShardBuffer:
         return len(positions), len(skipped)
 
 
-def _device_decode(raw: list, raw_pos: list[int], pre: Preprocessing, device: torch.device):
-    """Decode plain JPEGs with torchvision.io.decode_jpeg on ``device`` (nvJPEG on CUDA), in one
-    batched call; on failure retry one by one, then fall back to PIL. Returns (crops uint8
-    (k, 3, c, c) on device, positions, skipped (pos, reason))."""
+#: input values per resize call of the device-decode path (``Preprocessing.crop_tensors``): on
+#: CUDA the images of one size go in one call, up to 2^26 values (256 MiB as float; 119 images of
+#: 500x375), so that a batch costs a few kernel launches per size rather than per image; on the
+#: CPU one image per call, the fastest there (the float resize is bound by memory and cache: 256
+#: images of 500x375, 375x500 and 500x333 took 1.9-2.2 ms each one at a time, 2.4-2.6 ms in pairs
+#: and 4.1-4.8 ms in groups of 85, on one thread of the 2-core machine)
+GROUP_ELEMENTS = {"cuda": 1 << 26}
+
+
+def _device_decode(
+    raw: list, raw_pos: list[int], pre: Preprocessing, device: torch.device, group_elements: int | None = None
+):
+    """Decode plain JPEGs (1-D uint8 tensors) with torchvision.io.decode_jpeg on ``device``
+    (nvJPEG on CUDA) in one batched call, on failure one by one; resize and crop them grouped by
+    size (:meth:`~imagenet_zsl.features.transforms.Preprocessing.crop_tensors`, up to
+    ``group_elements`` values per call, default :data:`GROUP_ELEMENTS` of the device: the pixels of
+    ``crop_tensor``), on failure one by one; what the device could not decode or resize, PIL
+    decides. Returns (crops uint8 (k, 3, c, c) on device, their positions, skipped (pos, reason));
+    the crops are not in ``raw_pos`` order (the caller sorts the batch)."""
     import torch
+
+    if group_elements is None:
+        group_elements = GROUP_ELEMENTS.get(device.type, 0)
+    decoded = _decode_jpegs(raw, device)
+    good = [k for k, image in enumerate(decoded) if image is not None]
+    try:
+        crops = [pre.crop_tensors([decoded[k] for k in good], group_elements)] if good else []
+        done = good
+    except RuntimeError:  # a group the device could not resize: image by image
+        crops, done = [], []
+        for k in good:
+            with contextlib.suppress(RuntimeError):
+                crops.append(pre.crop_tensor(decoded[k])[None])
+                done.append(k)
+    del decoded
+    positions = [raw_pos[k] for k in done]
+    failed, on_cpu = [], []
+    for k in sorted(set(range(len(raw))) - set(done)):  # the device could not: PIL decides
+        try:
+            on_cpu.append(pre.crop_pil(decode_rgb(raw[k].numpy().tobytes(), pre.decode_min_side)))
+        except DecodeFailure as err:
+            failed.append((raw_pos[k], str(err)))
+            continue
+        except Exception as err:  # noqa: BLE001 - skip, never crash
+            failed.append((raw_pos[k], f"preprocessing error: {type(err).__name__}: {str(err)[:120]}"))
+            continue
+        positions.append(raw_pos[k])
+    if on_cpu:
+        crops.append(torch.from_numpy(np.stack(on_cpu)).to(device))
+    if not crops:
+        return torch.zeros((0, *pre.crop_shape), dtype=torch.uint8, device=device), positions, failed
+    return (torch.cat(crops) if len(crops) > 1 else crops[0]), positions, failed
+
+
+def _decode_jpegs(raw: list, device: torch.device) -> list:
+    """uint8 (3, H, W) RGB images on ``device`` (None where decode_jpeg failed) of ``raw``."""
     from torchvision.io import ImageReadMode, decode_jpeg
 
     with warnings.catch_warnings():
         # torchvision 0.29 deprecates its decoders in favour of TorchCodec (not a dependency yet)
         warnings.simplefilter("ignore", DeprecationWarning)
         try:
-            decoded = decode_jpeg(raw, mode=ImageReadMode.RGB, device=device)
+            return decode_jpeg(raw, mode=ImageReadMode.RGB, device=device)
         except RuntimeError:
             decoded = []
             for data in raw:
@@ -210,26 +261,19 @@ def _device_decode(raw: list, raw_pos: list[int], pre: Preprocessing, device: to
                     decoded.append(decode_jpeg(data, mode=ImageReadMode.RGB, device=device))
                 except RuntimeError:
                     decoded.append(None)
-    crops, positions, failed = [], [], []
-    for pos, data, image in zip(raw_pos, raw, decoded, strict=True):
-        crop = None
-        if image is not None:
-            with contextlib.suppress(RuntimeError):
-                crop = pre.crop_tensor(image)
-        if crop is None:  # the device could not decode or resize it: PIL decides
-            try:
-                crop = torch.from_numpy(
-                    pre.crop_pil(decode_rgb(data.numpy().tobytes(), pre.decode_min_side))
-                ).to(device)
-            except DecodeFailure as err:
-                failed.append((pos, str(err)))
-                continue
-            except Exception as err:  # noqa: BLE001 - skip, never crash
-                failed.append((pos, f"preprocessing error: {type(err).__name__}: {str(err)[:120]}"))
-                continue
-        crops.append(crop)
-        positions.append(pos)
-    stacked = (
-        torch.stack(crops) if crops else torch.zeros((0, *pre.crop_shape), dtype=torch.uint8, device=device)
-    )
-    return stacked, positions, failed
+            return decoded
+
+
+def device_decodes_jpeg(device: torch.device) -> bool:
+    """Whether torchvision's ``decode_jpeg`` works on ``device`` (a build without nvJPEG would
+    send every JPEG of a ``--decode torchvision`` run through the per-image PIL fallback in the
+    main process): decodes one small JPEG there."""
+    import io
+
+    import torch
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (16, 8), (200, 100, 50)).save(buffer, "JPEG")
+    (image,) = _decode_jpegs([torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)], device)
+    return image is not None and tuple(image.shape) == (3, 8, 16)

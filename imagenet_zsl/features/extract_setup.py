@@ -182,3 +182,13 @@ def resolve_precision(cfg: ExtractConfig, on_cuda: bool) -> str:
     if cfg.precision != "auto":
         return cfg.precision
     return "bf16" if on_cuda and cfg.mode == "fast" else "fp32"
+
+
+def resolve_decoder(decode: str, mode: str, on_cuda: bool) -> str:
+    """``--decode auto``: PIL in deterministic mode and on the CPU (decoded in the workers, the
+    features equal torchvision's on PIL), torchvision's ``decode_jpeg`` (nvJPEG) with ``--fast``
+    on CUDA (decoded and resized in batches on the GPU: faster, but its pixels differ slightly
+    from PIL's). An explicit ``pil`` or ``torchvision`` is honoured in either mode."""
+    if decode != "auto":
+        return decode
+    return "torchvision" if on_cuda and mode == "fast" else "pil"

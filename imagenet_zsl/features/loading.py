@@ -136,8 +136,15 @@ class ImageDataset:
 
 class Collate:
     """Batch of :data:`Item` → dict: ``pos`` (b,) int64 and ``images`` (b, 3, c, c) uint8 of the
-    decoded crops ((b, 10, 3, c, c) with ten-crop); ``raw_pos``/``raw`` (undecoded JPEGs as uint8
-    tensors) and ``skipped`` ((pos, reason) pairs) passed through. Picklable for worker processes."""
+    decoded crops ((b, 10, 3, c, c) with ten-crop); the undecoded JPEGs as ``raw_pos`` (list),
+    ``raw`` (all their bytes, concatenated: one uint8 tensor) and ``raw_sizes`` (k,) int64
+    (:func:`split_raw` cuts them apart); ``skipped`` ((pos, reason) pairs) passed through.
+    Picklable for worker processes.
+
+    A worker's tensors reach the main process in shared memory, one file descriptor per tensor
+    while the batch is in flight (torch's ``file_descriptor`` strategy): one tensor per JPEG meant
+    thousands of open files with nvJPEG batches (EMFILE under a low ``ulimit -n``); packed, a batch
+    is four tensors whatever its size."""
 
     def __init__(self, crop: int, views: int = 1):
         self.crop = crop
@@ -151,23 +158,43 @@ class Collate:
         skipped = [(p, reason) for p, c, r, reason in items if c is None and r is None]
         per_image = (3, self.crop, self.crop) if self.views == 1 else (self.views, 3, self.crop, self.crop)
         shape = (len(crops), *per_image)
-        if crops and torch.utils.data.get_worker_info() is not None:
-            # a worker's batch travels to the main process in shared memory: stack straight into
-            # it (as torch's default_collate does) rather than stacking, then copying it there
-            storage = torch.UntypedStorage._new_shared(math.prod(shape))
-            images = torch.empty(0, dtype=torch.uint8).set_(storage, 0, shape)
+        in_worker = torch.utils.data.get_worker_info() is not None
+        # a worker's batch travels to the main process in shared memory: stack straight into it
+        # (as torch's default_collate does) rather than stacking, then copying it there
+        images = _uint8_tensor(shape, shared=in_worker and bool(crops))
+        if crops:
             np.stack([c for _, c in crops], out=images.numpy())
-        elif crops:
-            images = torch.from_numpy(np.stack([c for _, c in crops]))
-        else:
-            images = torch.zeros(shape, dtype=torch.uint8)
+        sizes = [len(r) for _, r in raws]
+        raw = _uint8_tensor((sum(sizes),), shared=in_worker and bool(raws))
+        packed = raw.numpy()
+        start = 0
+        for (_, data), size in zip(raws, sizes, strict=True):
+            packed[start : start + size] = np.frombuffer(data, dtype=np.uint8)
+            start += size
         return {
             "pos": torch.tensor([p for p, _ in crops], dtype=torch.int64),
             "images": images,
             "raw_pos": [p for p, _ in raws],
-            "raw": [torch.frombuffer(bytearray(r), dtype=torch.uint8) for _, r in raws],
+            "raw": raw,
+            "raw_sizes": torch.tensor(sizes, dtype=torch.int64),
             "skipped": skipped,
         }
+
+
+def _uint8_tensor(shape: tuple[int, ...], shared: bool) -> Any:
+    """An uninitialised uint8 tensor of ``shape``; in shared memory if ``shared``."""
+    import torch
+
+    if not shared:
+        return torch.empty(shape, dtype=torch.uint8)
+    storage = torch.UntypedStorage._new_shared(math.prod(shape))
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, shape)
+
+
+def split_raw(batch: dict[str, Any]) -> list[Any]:
+    """The undecoded JPEGs of a :class:`Collate` batch: one 1-D uint8 view of ``raw`` per image."""
+    sizes = batch["raw_sizes"].tolist()
+    return list(batch["raw"].split(sizes)) if sizes else []
 
 
 def image_loader(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -99,14 +100,47 @@ class Preprocessing:
 
     def crop_tensor(self, image: Any) -> Any:
         """uint8 tensor (3, H, W) on any device → uint8 (3, crop, crop) (tensor resize, antialiased);
-        with ``ten_crop``, (10, 3, crop, crop)."""
+        with ``ten_crop``, (10, 3, crop, crop). A batch (n, 3, H, W) of one size gives (n, ...)."""
         import torch
         import torchvision.transforms.functional as F
 
         image = F.resize(image, [self.resize], self._mode(), antialias=True)
-        if self.ten_crop:
-            return torch.stack(F.ten_crop(image, [self.crop, self.crop]))
+        if self.ten_crop:  # (3, c, c) crops → (10, 3, c, c); a batch's (n, 3, c, c) → (n, 10, 3, c, c)
+            return torch.stack(F.ten_crop(image, [self.crop, self.crop]), dim=-4)
         return F.center_crop(image, [self.crop, self.crop])
+
+    def crop_tensors(self, images: Sequence[Any], max_elements: int = 0) -> Any:
+        """:meth:`crop_tensor` of each uint8 (3, H, W) image, all on one device → uint8
+        (k, *crop_shape) in their order, pixel for pixel the per-image result. Images of one size
+        are stacked and resized in one call, up to ``max_elements`` input values per call (at
+        least one image: 0 resizes one image per call): the resize computes each output value from
+        its own image's pixels alone, so a batch gives the values of one image at a time. Worth
+        it where each call costs more than its arithmetic (kernel launches on a GPU); on a CPU the
+        float resize is bound by memory and cache, and larger calls are slower (measured with
+        ``tools/bench_extract.py --device-resize``). A RuntimeError of a call propagates."""
+        import torch
+
+        if not images:
+            return torch.zeros((0, *self.crop_shape), dtype=torch.uint8)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for k, image in enumerate(images):
+            groups.setdefault(tuple(image.shape), []).append(k)
+        chunks = []
+        for shape, members in groups.items():
+            step = max(1, max_elements // max(1, math.prod(shape)))
+            chunks += [members[start : start + step] for start in range(0, len(members), step)]
+        chunks.sort()  # one image per call: the input order, no reordering afterwards
+        crops = []
+        for chunk in chunks:
+            batch = images[chunk[0]][None] if len(chunk) == 1 else torch.stack([images[k] for k in chunk])
+            crops.append(self.crop_tensor(batch))
+        out = torch.cat(crops) if len(crops) > 1 else crops[0]
+        order = [k for chunk in chunks for k in chunk]
+        if order == list(range(len(order))):
+            return out
+        where = torch.empty(len(order), dtype=torch.int64)
+        where[torch.tensor(order)] = torch.arange(len(order))
+        return out[where.to(out.device)]
 
     def normalizer(self, device: Any) -> Any:
         """``f(uint8 (B, 3, H, W)) -> float32`` on ``device``: the same ops as ToTensor + Normalize.
