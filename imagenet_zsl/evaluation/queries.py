@@ -70,6 +70,12 @@ class QuerySource:
     def _class_vectors(self, wnids: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
 
+    @property
+    def features_as_queries(self) -> bool:
+        """Whether :meth:`encode` returns the features themselves: a search on a GPU may then take
+        the feature blocks to the device as stored (float16) and skip ``encode``."""
+        return False
+
     def encode(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
         queries = np.asarray(self._embed(features, logits), dtype=np.float32)
         return l2_normalize(queries) if self.l2 else queries
@@ -116,6 +122,10 @@ class PrototypeFile(QuerySource):
                 f"{self.path}: prototypes are {self.vectors.dim}-d but the features in {where} are "
                 f"{feature_dim}-d; --prototypes must live in feature space (use --model otherwise)"
             )
+
+    @property
+    def features_as_queries(self) -> bool:
+        return not self.l2
 
     def _embed(self, features: np.ndarray, logits: np.ndarray | None) -> np.ndarray:
         return features

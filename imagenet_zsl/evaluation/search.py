@@ -16,7 +16,10 @@ k + 1) candidates and two counts per image come back, so the search is bound by 
 not by copying score tiles to the host. The device is the user's ``--device`` (``auto``, ``cpu``,
 ``cuda``, ``cuda:N``), resolved once by :func:`imagenet_zsl.devices.resolve_device`; on the CPU
 the tiles go through numpy/BLAS. The torch tiles also run on the CPU when asked
-(``torch_kernel=True``), which is how the tests check them against the numpy path.
+(``torch_kernel=True``), which is how the tests check them against the numpy path. The torch
+path lives in :mod:`imagenet_zsl.evaluation.device_search`: each block is uploaded once (from
+pinned memory, or staged there as float16 by the feature reader), and tiles are pipelined, the
+host finishing tile t while the device computes tile t + 1.
 
 Identical prototypes. Classes whose prototype rows are exactly equal (bytes, after mapping -0.0
 to 0.0) are detected up front by hashing the rows; each distinct row is scored once and its
@@ -38,6 +41,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import warnings
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
@@ -46,6 +50,11 @@ import numpy as np
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.device_search import (
+    full_fp32_matmul,  # noqa: F401 - re-exported
+    is_tensor,
+    search_on_device,
+)
 from imagenet_zsl.scoring import TieRanks, sort_topk, topk_from_scores  # noqa: F401 - re-exported
 
 if TYPE_CHECKING:
@@ -190,7 +199,10 @@ class TopKSearcher:
             import torch
 
             self._device = self.device_
-            self._device_unique = torch.from_numpy(self.unique_).to(self._device)
+            with warnings.catch_warnings():
+                # a read-only matrix (a prototype file's own array): the tensor is only read
+                warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                self._device_unique = torch.from_numpy(self.unique_).to(self._device)
             self._device_group = (
                 None if self.group_ is None else torch.from_numpy(self.group_).to(self._device)
             )
@@ -200,6 +212,12 @@ class TopKSearcher:
         """sha256 of the prototypes' bytes, computed once per searcher: hashing a 21,842 x 2,048
         matrix takes about 0.2 s, too much to repeat for every shard key."""
         return prototypes_digest(self.prototypes)
+
+    @property
+    def torch_device(self) -> torch.device | None:
+        """The torch device the tiles run on (a GPU, or the CPU with ``torch_kernel``); None: the
+        CPU's numpy/BLAS path."""
+        return self._device
 
     @property
     def use_gpu(self) -> bool:
@@ -259,6 +277,11 @@ class TopKSearcher:
         space), the exact TieRanks of each true class over the full score row (above = C and
         tied = 0 where the label is -1). ``squared_norms`` (n,): the queries' squared norms
         (:func:`squared_row_norms`) when the caller has them, for the overflow check."""
+        if self._device is not None:  # numpy queries, or a float32 block already on the device
+            if not is_tensor(queries):
+                queries = self._check_queries(queries)
+                squared_norms = squared_row_norms(queries) if squared_norms is None else squared_norms
+            return search_on_device(self, queries, labels, squared_norms)
         queries = self._check_queries(queries)
         n = len(queries)
         out_scores = np.empty((n, self.k), np.float32)
@@ -267,16 +290,13 @@ class TopKSearcher:
         tied = np.empty(n, np.int64) if labels is not None else None
         step = self._tile_rows()
         with contextlib.ExitStack() as stack:
-            if self._device is None and n:
+            if n:
                 product = stack.enter_context(_tile_products(self.unique_, min(step, n)))
             for start in range(0, n, step):
                 stop = min(start + step, n)
                 tile_labels = None if labels is None else np.asarray(labels[start:stop], dtype=np.int64)
                 norm = None if squared_norms is None else float(np.sqrt(squared_norms[start:stop].max()))
-                if self._device is None:
-                    tile = self._cpu_tile(queries[start:stop], tile_labels, product, norm)
-                else:
-                    tile = self._device_tile(queries[start:stop], tile_labels, norm)
+                tile = self._cpu_tile(queries[start:stop], tile_labels, product, norm)
                 out_scores[start:stop], out_ids[start:stop], ranks = tile
                 if labels is not None:
                     above[start:stop], tied[start:stop] = ranks
@@ -298,34 +318,6 @@ class TopKSearcher:
             np.take_along_axis(scores, part, axis=1), part, lambda rows: scores[rows]
         )
         return top, ids, None if labels is None else self._true_ranks(scores, labels)
-
-    def _device_tile(self, queries: np.ndarray, labels: np.ndarray | None, query_norm: float | None):
-        """:meth:`_cpu_tile` on the torch device: product, selection and tie counts stay there;
-        the (n, k + 1) candidates and the counts come back."""
-        import torch
-
-        device = self._device
-        with full_fp32_matmul(), torch.inference_mode():
-            scores = torch.from_numpy(queries).to(device) @ self._device_unique.T
-            self._check_overflow(queries, lambda: bool(torch.isfinite(scores).all()), query_norm)
-            if self._device_group is not None:
-                scores = scores.index_select(1, self._device_group)
-            n, c = scores.shape
-            values, part = scores.topk(min(self.k + 1, c), dim=1, sorted=False)
-            ranks = None
-            if labels is not None:
-                wanted = torch.from_numpy(labels).to(device)
-                true = scores.gather(1, wanted.clamp(min=0)[:, None])
-                valid = wanted >= 0
-                above = torch.where(valid, (scores > true).sum(dim=1), c)
-                tied = torch.where(valid, (scores == true).sum(dim=1) - 1, 0)
-                ranks = (above.cpu().numpy(), tied.cpu().numpy())
-
-            def full_rows(rows: np.ndarray) -> np.ndarray:
-                return scores.index_select(0, torch.from_numpy(rows).to(device)).cpu().numpy()
-
-            top, ids = self._finish_topk(values.cpu().numpy(), part.cpu().numpy(), full_rows)
-        return top, ids, ranks
 
     def _finish_topk(
         self, values: np.ndarray, part: np.ndarray, full_rows: Callable[[np.ndarray], np.ndarray]
@@ -453,20 +445,6 @@ def _blas_threads() -> int:
     except ImportError:  # pragma: no cover - a dependency; without it the product is not split
         return 1
     return max([int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"] or [1])
-
-
-@contextlib.contextmanager
-def full_fp32_matmul() -> Iterator[None]:
-    """torch matrix products in full fp32 inside (no TF32 on a GPU: the search is exact), the
-    caller's setting restored after."""
-    import torch
-
-    precision = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(precision)
 
 
 def squared_row_norms(matrix: np.ndarray) -> np.ndarray:

@@ -210,9 +210,12 @@ class FeatureDir:
         rows: np.ndarray | None = None,
         block_rows: int = 65536,
         with_logits: bool = False,
+        dtype: type = np.float32,
     ) -> Iterator[FeatureBlock]:
         """The selected ``rows`` (sorted indices; None: all) of one shard in blocks of at most
-        ``block_rows`` rows, features float32: memory bounded by one block."""
+        ``block_rows`` rows, features float32: memory bounded by one block. ``dtype=np.float16``:
+        the features as stored (a block of contiguous rows is then a view of the memory map,
+        read when used), for a search that converts them on its device."""
         if block_rows < 1:
             raise UserInputError(f"block_rows {block_rows}: must be at least 1")
         cache = shared_blocks.active()
@@ -224,16 +227,17 @@ class FeatureDir:
                 None if rows is None else hashlib.sha256(np.asarray(rows).tobytes()).hexdigest(),
                 block_rows,
                 with_logits,
+                np.dtype(dtype).str,
             )
             blocks = cache.get(key)
             if blocks is None:
-                blocks = cache.put(key, list(self._read_blocks(shard, rows, block_rows, with_logits)))
+                blocks = cache.put(key, list(self._read_blocks(shard, rows, block_rows, with_logits, dtype)))
             yield from blocks
             return
-        yield from self._read_blocks(shard, rows, block_rows, with_logits)
+        yield from self._read_blocks(shard, rows, block_rows, with_logits, dtype)
 
     def _read_blocks(
-        self, shard: str, rows: np.ndarray | None, block_rows: int, with_logits: bool
+        self, shard: str, rows: np.ndarray | None, block_rows: int, with_logits: bool, dtype: type
     ) -> Iterator[FeatureBlock]:
         features = self.array(shard, "features")
         logits = self.array(shard, "logits") if with_logits else None
@@ -242,7 +246,7 @@ class FeatureDir:
         for start in range(0, total, block_rows):
             pick = slice(start, start + block_rows) if rows is None else rows[start : start + block_rows]
             yield FeatureBlock(
-                np.asarray(features[pick], dtype=np.float32),
+                np.asarray(features[pick], dtype=dtype),
                 labels[pick],
                 ids[pick],
                 None if logits is None else np.asarray(logits[pick], dtype=np.float32),

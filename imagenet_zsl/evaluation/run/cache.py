@@ -48,6 +48,10 @@ class SearchCache:
         except (OSError, ValueError, KeyError):
             return None
 
+    def has(self, set_name: str, shard: str) -> bool:
+        """Whether a result of the shard is stored (under some key: :meth:`get` checks it)."""
+        return self.root is not None and self._path(set_name, shard).exists()
+
     def put(self, set_name: str, shard: str, key: str, arrays: dict[str, np.ndarray]) -> None:
         if self.root is None:
             return

@@ -1,22 +1,30 @@
 """Searching the image sets of a run: each set streamed shard by shard through the query source
-and searched in its label spaces (:func:`search_set`), every set of the run (:func:`run_search`)."""
+and searched in its label spaces (:func:`search_set`), every set of the run (:func:`run_search`).
+
+The next block of rows (after a shard's last block, the first block of the next shard to search)
+is read, converted and checked in a background thread while the current one is searched
+(:class:`~imagenet_zsl.evaluation.run.prefetch.BlockReader`): same blocks, same results, and a
+block's error raised where reading it in line would have raised it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm import tqdm
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.device_search import device_rows, stage_rows
 from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.run import cache as cache_module
 from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey
 from imagenet_zsl.evaluation.run.config import OWN_SPACE
+from imagenet_zsl.evaluation.run.prefetch import BlockReader, Opened
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher, squared_row_norms
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.shards import FeatureBlock, FeatureDir
 
 
 @dataclass
@@ -48,6 +56,8 @@ class SearchContext:
     cache: SearchCache
     block_rows: int = DEFAULT_BLOCK_ROWS
     progress: bool = True
+    #: reads the next block while the current one is searched (its thread ends with each set)
+    reader: BlockReader = field(default_factory=BlockReader, repr=False, compare=False)
 
 
 def search_set(
@@ -69,10 +79,15 @@ def search_set(
     done: list[tuple[str, str, int]] = []
     offset = 0
     set_key = SetKey.of(name, lookup, spaces, context.source, kept_ids)
-    with tqdm(
-        total=fd.num_rows, desc=f"search {name}", unit="img", disable=not context.progress, leave=False
-    ) as bar:
-        for shard in fd.shards:
+    with (
+        tqdm(
+            total=fd.num_rows, desc=f"search {name}", unit="img", disable=not context.progress, leave=False
+        ) as bar,
+        _reading(context),
+    ):
+        for index, shard in enumerate(fd.shards):
+            following = fd.shards[index + 1] if index + 1 < len(fd.shards) else None
+            _expect(fd, following, set_key, lookup, spaces, context, kept_ids)
             key, cached, _ = _cached_shard(fd, shard, offset, set_key, lookup, spaces, context, kept_ids)
             if context.cache.root is None:
                 parts.append(cached)
@@ -98,12 +113,60 @@ def cache_shards(
     process's share of a data-parallel search; :func:`search_set` over the same cache afterwards
     finds them done and only joins them."""
     set_key = SetKey.of(name, lookup, spaces, context.source, kept_ids)
-    offset, searched = 0, 0
-    for index, shard in enumerate(fd.shards):
-        if owned(index):
-            searched += _cached_shard(fd, shard, offset, set_key, lookup, spaces, context, kept_ids)[2]
-        offset += int(shard["rows"])
+    mine = [index for index in range(len(fd.shards)) if owned(index)]
+    offsets = np.cumsum([0] + [int(shard["rows"]) for shard in fd.shards]).tolist()
+    searched = 0
+    with _reading(context):
+        for index, following in zip(mine, [*mine[1:], None], strict=True):
+            after = None if following is None else fd.shards[following]
+            _expect(fd, after, set_key, lookup, spaces, context, kept_ids)
+            shard, offset = fd.shards[index], offsets[index]
+            _, _, now = _cached_shard(fd, shard, offset, set_key, lookup, spaces, context, kept_ids)
+            searched += now
     return searched
+
+
+@contextlib.contextmanager
+def _reading(context: SearchContext) -> Iterator[None]:
+    """One image set's search: its reader's background thread is waited for at the end."""
+    try:
+        yield
+    finally:
+        context.reader.close()
+
+
+def _expect(
+    fd: FeatureDir,
+    shard: dict | None,
+    set_key: SetKey,
+    lookup: np.ndarray,
+    spaces: dict[str, TopKSearcher],
+    context: SearchContext,
+    kept_ids: np.ndarray | None,
+) -> None:
+    """Tell the reader which shard comes next, when it will be searched (not found in a cache):
+    its first block is then read while the current shard's last one is searched."""
+    if shard is None or not _to_search(shard, set_key, spaces, context):
+        context.reader.expect(None, None)
+        return
+    use_logits = context.source.uses_logits and fd.has_logits
+    device = _staging_device(spaces, context.source, use_logits)
+    context.reader.expect(
+        *_shard_reading(fd, shard["name"], lookup, kept_ids, context.block_rows, use_logits, device)
+    )
+
+
+def _to_search(shard: dict, set_key: SetKey, spaces: dict[str, TopKSearcher], context: SearchContext) -> bool:
+    """Whether :func:`_cached_shard` will search ``shard`` (by the cache files present: a wrong
+    guess only costs or saves one block read ahead)."""
+    name = set_key.name
+    if context.cache.has(name, shard["name"]):
+        return False
+    shared = cache_module.shared_cache()
+    if shared is None or name == "test":
+        return True
+    _, files = _shared_files(shard, set_key, spaces)
+    return not all(shared.has(name, file) for file in files.values())
 
 
 def _cached_shard(
@@ -152,8 +215,7 @@ def _with_shared(
     if shared is None or name == "test":  # the test images differ from split to split
         return search(spaces)
     own = OWN_SPACE[name]
-    keys = {s: cache_module.space_key(set_key, shard, s, s == own) for s in spaces}
-    files = {s: f"{shard['name']}.{s}.{keys[s][:16]}" for s in spaces}
+    keys, files = _shared_files(shard, set_key, spaces)
     found = {s: shared.get(name, files[s], keys[s]) for s in spaces}
     todo = {s: sp for s, sp in spaces.items() if found[s] is None}
     fresh = search(todo) if todo else {}
@@ -161,6 +223,15 @@ def _with_shared(
         found[s] = _space_part(fresh, s, s == own)
         shared.put(name, files[s], keys[s], found[s])
     return _merged(found, spaces, own)
+
+
+def _shared_files(
+    shard: dict, set_key: SetKey, spaces: dict[str, TopKSearcher]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Per label space: the shared cache's key of the shard's search and its file name."""
+    own = OWN_SPACE[set_key.name]
+    keys = {s: cache_module.space_key(set_key, shard, s, s == own) for s in spaces}
+    return keys, {s: f"{shard['name']}.{s}.{keys[s][:16]}" for s in spaces}
 
 
 def _space_part(out: dict[str, np.ndarray], space: str, own: bool) -> dict[str, np.ndarray]:
@@ -248,12 +319,11 @@ def search_shard(
     kept_ids: np.ndarray | None = None,
 ) -> dict:
     """One shard's labels, row numbers, top-k lists in every space and the true classes' tie
-    ranks in their own space (the unit of the cache). Reads only through :class:`FeatureDir`."""
-    target = lookup[fd.shard_labels(shard_name)]
-    wanted = target >= 0
-    if kept_ids is not None:
-        wanted &= np.isin(fd.shard_ids(shard_name), kept_ids)
-    keep = np.flatnonzero(wanted)
+    ranks in their own space (the unit of the cache). Reads only through :class:`FeatureDir`,
+    by ``context.reader`` (the next block read in the background)."""
+    device = _staging_device(spaces, context.source, use_logits)
+    reading = _shard_reading(fd, shard_name, lookup, kept_ids, context.block_rows, use_logits, device)
+    (target, keep), blocks = context.reader.open(*reading)
     out = {
         "labels": target[keep],
         "rows": keep.astype(np.int64),
@@ -263,17 +333,10 @@ def search_shard(
     for s, sp in spaces.items():
         out[f"{s}.scores"] = np.empty((len(keep), sp.k), np.float32)
         out[f"{s}.ids"] = np.empty((len(keep), sp.k), np.int32)
-    if len(keep) == 0:
-        return out
     start = 0
-    # every row wanted (the usual case): contiguous slices, one fp16 -> fp32 pass per block
-    rows = None if len(keep) == len(target) else keep
-    for block in fd.shard_blocks(shard_name, rows, context.block_rows, with_logits=use_logits):
-        done = slice(start, start + len(block))
-        norms = _check_rows(fd, shard_name, block.ids, block.features, "features")
-        queries = context.source.encode(block.features, block.logits)
-        if queries is not block.features:  # prototypes in feature space: the rows just checked
-            norms = _check_rows(fd, shard_name, block.ids, queries, "query vectors (model output)")
+    for block in blocks:
+        done = slice(start, start + len(block[0].ids))
+        queries, norms = _queries(fd, shard_name, block, context.source, device)
         for s, sp in spaces.items():
             labels = target[keep[done]] if s == own_space else None
             scores, ids, ranks = sp.search_ranked(queries, labels, norms)
@@ -281,8 +344,89 @@ def search_shard(
             out[f"{s}.ids"][done] = ids
             if ranks is not None:
                 out["above"][done], out["tied"][done] = ranks.above, ranks.tied
-        start += len(block)
+        start = done.stop
+        block = queries = norms = None  # dropped before the next is asked for: one block ahead at most
     return out
+
+
+#: a block as the reader prepares it: (rows, their float64 squared norms, or None and the rows
+#: staged for the device: :func:`~imagenet_zsl.evaluation.device_search.stage_rows`)
+Prepared = tuple[FeatureBlock, np.ndarray | None, object | None]
+
+
+def _staging_device(spaces: dict[str, TopKSearcher], source: QuerySource, use_logits: bool) -> object | None:
+    """The torch device the feature blocks go to as stored (float16), converted and checked
+    there: when every space searches on that device and the features are the queries; else None
+    (blocks are converted and checked on the host, as the numpy search and ``encode`` need)."""
+    devices = {sp.torch_device for sp in spaces.values()}
+    if len(devices) != 1 or not source.features_as_queries or use_logits:
+        return None
+    return devices.pop()
+
+
+def _shard_reading(
+    fd: FeatureDir,
+    shard_name: str,
+    lookup: np.ndarray,
+    kept_ids: np.ndarray | None,
+    block_rows: int,
+    use_logits: bool,
+    device: object | None,
+) -> tuple[tuple, Callable[[], Opened]]:
+    """(key, open) of a shard for the reader: ``open()`` reads its labels (and ids), picks the
+    wanted rows and gives ((target, keep), prepared blocks, block count). The key names what the
+    blocks depend on (the objects by identity: the closure keeps them alive)."""
+    key = (id(fd), shard_name, id(lookup), id(kept_ids), block_rows, use_logits, str(device))
+
+    def open_shard() -> Opened:
+        target = lookup[fd.shard_labels(shard_name)]
+        wanted = target >= 0
+        if kept_ids is not None:
+            wanted &= np.isin(fd.shard_ids(shard_name), kept_ids)
+        keep = np.flatnonzero(wanted)
+        if len(keep) == 0:
+            return (target, keep), iter(()), 0
+        # every row wanted (the usual case): contiguous slices, one fp16 -> fp32 pass per block
+        rows = None if len(keep) == len(target) else keep
+        count = -(-len(keep) // block_rows) if block_rows >= 1 else 1  # shard_blocks refuses < 1
+        return (target, keep), _prepared(fd, shard_name, rows, block_rows, use_logits, device), count
+
+    return key, open_shard
+
+
+def _prepared(
+    fd: FeatureDir,
+    shard: str,
+    rows: np.ndarray | None,
+    block_rows: int,
+    use_logits: bool,
+    device: object | None,
+) -> Iterator[Prepared]:
+    """A shard's blocks ready to search (run by the reader's thread): on the host, float32 rows
+    checked for NaN/Inf (their squared norms); for the device, float16 rows staged there."""
+    dtype = np.float32 if device is None else np.float16
+    for block in fd.shard_blocks(shard, rows, block_rows, with_logits=use_logits, dtype=dtype):
+        if device is None:
+            yield block, _check_rows(fd, shard, block.ids, block.features, "features"), None
+        else:
+            yield block, None, stage_rows(block.features, device)
+
+
+def _queries(
+    fd: FeatureDir, shard: str, prepared: Prepared, source: QuerySource, device: object | None
+) -> tuple[object, np.ndarray]:
+    """A prepared block's queries and their squared norms: the device's float32 rows (checked
+    there), or the host's rows through ``source.encode`` (checked again when it changed them)."""
+    block, norms, staged = prepared
+    if staged is not None:
+        rows, norms = device_rows(staged, device)
+        if not np.isfinite(norms).all():
+            raise _not_finite(fd, shard, block.ids, np.isfinite(norms), "features")
+        return rows, norms
+    queries = source.encode(block.features, block.logits)
+    if queries is not block.features:  # prototypes in feature space: the rows already checked
+        norms = _check_rows(fd, shard, block.ids, queries, "query vectors (model output)")
+    return queries, norms
 
 
 def _check_rows(fd: FeatureDir, shard: str, ids: np.ndarray, matrix: np.ndarray, what: str) -> np.ndarray:
@@ -292,9 +436,13 @@ def _check_rows(fd: FeatureDir, shard: str, ids: np.ndarray, matrix: np.ndarray,
     norms = squared_row_norms(matrix)
     if np.isfinite(norms).all():
         return norms
-    finite = np.isfinite(matrix).all(axis=1)
+    raise _not_finite(fd, shard, ids, np.isfinite(matrix).all(axis=1), what)
+
+
+def _not_finite(fd: FeatureDir, shard: str, ids: np.ndarray, finite: np.ndarray, what: str) -> UserInputError:
+    """The one-line error for the rows not ``finite`` (bool (n,)) of a block."""
     bad = np.flatnonzero(~finite)
-    raise UserInputError(
+    return UserInputError(
         f"{fd.path}: {what} of {len(bad)} images in shard {shard} contain NaN or Inf "
         f"(first: {ids[bad[0]]}); re-extract them or drop those images"
     )
