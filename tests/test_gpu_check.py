@@ -1,5 +1,5 @@
 """tools/gpu_check.sh, scaled down (--small) on the CPU: the same steps and code paths a GPU run
-takes (extraction in both modes, the device search, SGCN and DGP on the real graph), each figure
+takes (extraction in both modes, the device search, evaluate, SGCN and DGP on the real graph), each figure
 line printed, and the determinism verdict."""
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ def test_small_cpu_run_exits_0_and_prints_every_figure_line(small_cpu_run):
         rf"fp32\) {number} images/s, --fast {number} images/s; {mem}$",
         rf"^- search, 4,096 queries x 2,000 classes x 64-d, top-20: {number} s \({number} images/s; "
         rf"12\.9M images projected {number} s\); {mem}$",
+        rf"^- evaluate \(the whole command: fp16 shards read ahead, staged, searched, tie ranks, "
+        rf"tables\), 512 images x 200 classes x 64-d: {number} s \({number} images/s; CPU {number} s\); "
+        rf"hit@k and per-class table equal to the CPU's; {mem}$",
         # 2 epochs timed as (1 + 2 epochs) - (1 epoch): on a loaded machine the noise can be negative
         rf"^- SGCN, 2 epochs on the real WordNet graph \({number} nodes\): -?{number} s/epoch; {mem}",
         rf"^- DGP, 2 epochs on the real WordNet graph \({number} nodes\): -?{number} s/epoch; {mem}",
@@ -49,7 +52,7 @@ def test_small_cpu_run_exits_0_and_prints_every_figure_line(small_cpu_run):
     ]
     for pattern in patterns:
         assert re.search(pattern, out, re.M), f"no line matching {pattern!r} in:\n{out}"
-    assert len(re.findall(r"^- ", out, re.M)) == 5
+    assert len(re.findall(r"^- ", out, re.M)) == 6
 
 
 def test_bad_arguments_exit_2_with_one_line():

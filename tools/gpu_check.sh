@@ -11,7 +11,10 @@
 #      images/s of each mode, and the determinism check: the two deterministic runs' shard sha256s;
 #   2. search: tools/bench_search.py --mode search, 1M queries x 21,842 classes x 2,048-d top-20 on
 #      the device (images/s, and the projection to the 12.9M ImageNet-21K test images);
-#   3. train: tools/bench_models.py, SGCN and DGP for 100 epochs on the real WordNet graph (s/epoch;
+#   3. evaluate: the whole `imagenet-zsl evaluate` command on 100,000 fp16 images x 21,842 classes x
+#      2,048-d, on the device and on the CPU: seconds of each, and whether hit@k and the per-class
+#      table are equal (the device path: read-ahead, pinned staging, pipelined tiles);
+#   4. train: tools/bench_models.py, SGCN and DGP for 100 epochs on the real WordNet graph (s/epoch;
 #      one process for both models, so the peak memory is the larger model's), then each trained
 #      twice more with the same seed: the determinism check of the graph models (torch.sparse.mm's
 #      CUDA backward is not promised deterministic).
@@ -27,7 +30,7 @@ while [[ $# -gt 0 ]]; do
         --device) DEVICE="${2:?--device needs cuda, cuda:N or cpu}"; shift 2 ;;
         --device=*) DEVICE="${1#--device=}"; shift ;;
         --small) SMALL=1; shift ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "error: unknown argument $1 (use --device cuda|cpu, --small)" >&2; exit 2 ;;
     esac
 done
@@ -46,16 +49,18 @@ if [[ "$DEVICE" == cuda* ]] && ! "$PYTHON" -c "import sys, torch; sys.exit(not t
 fi
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/gpu_check.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" REPO
 
 if [[ $SMALL == 1 ]]; then
     IMAGES=16 CLASSES=2 WIDTH=96 HEIGHT=72 CROP_ARGS="--resize 72 --crop 64 --batch-size 8"
     QUERIES=4096 PROTOS=2000 DIM=64 CPU_QUERIES=256
     EPOCHS=2 MODEL_ARGS="--classes 50 --feature-dim 16 --hidden 16"
+    EVAL_ARGS="512 200 64"
 else
     IMAGES=10000 CLASSES=20 WIDTH=500 HEIGHT=375 CROP_ARGS=""
     QUERIES=1000000 PROTOS=21842 DIM=2048 CPU_QUERIES=1024
     EPOCHS=100 MODEL_ARGS="--classes 1000 --feature-dim 2048"
+    EVAL_ARGS="100000 21842 2048"
 fi
 
 # ---------------------------------------------------------------- the measuring harness (Python)
@@ -88,6 +93,38 @@ if step == "tool":  # a tools/ script, run in this process so that its peak memo
     except SystemExit as stop:
         if stop.code not in (0, None):
             raise
+elif step == "evaluate":  # the whole evaluate command on the device and on the CPU, same inputs
+    sys.path.insert(0, os.path.join(os.environ["REPO"], "tools"))
+    from pathlib import Path
+
+    from bench_search import write_bench_inputs
+
+    from imagenet_zsl.cli import main
+
+    images, classes, dim = (int(v) for v in rest[:3])
+    work = Path(os.path.dirname(out)) / "evaluate"
+    paths = write_bench_inputs(work, images, classes, dim, seed=0)
+    runs = {}
+    for where in (device, "cpu"):
+        argv = ["evaluate", "--features", str(paths["features"]), "--split", str(paths["split"])]
+        argv += ["--prototypes", str(paths["prototypes"]), "--k", "1", "5", "--graph", "none"]
+        argv += ["--no-label-frequency", "--no-plots", "--device", where]
+        argv += ["--out", str(work / f"run-{where.replace(':', '')}")]
+        begin = time.perf_counter()
+        if main(argv) != 0:
+            raise SystemExit(f"evaluate --device {where} failed")
+        runs[where] = time.perf_counter() - begin
+        if where == device:
+            record["peak_gib"], record["peak_kind"] = peak()
+        if where == "cpu":
+            break  # --device cpu: one run is both
+    outputs = {}
+    for where in runs:
+        run = work / f"run-{where.replace(':', '')}"
+        outputs[where] = (json.loads((run / "metrics.json").read_text())["zsl"], (run / "per_class.csv").read_bytes())
+    record.update(images=images, classes=classes, dim=dim, seconds_device=runs[device])
+    record["seconds_cpu"] = runs.get("cpu", runs[device])
+    record["same_as_cpu"] = outputs[device] == outputs.get("cpu", outputs[device])
 else:  # extract: generate the store, one --fast run, two deterministic runs
     from imagenet_zsl.devices import tune_process_for_image_pipeline
 
@@ -145,7 +182,8 @@ else:  # extract: generate the store, one --fast run, two deterministic runs
     record["fast"] = extract("fast", "fast")
     record["deterministic"] = [extract(f"det{i}", "deterministic") for i in (1, 2)]
 record["seconds"] = time.perf_counter() - start
-record["peak_gib"], record["peak_kind"] = peak()
+if "peak_gib" not in record:
+    record["peak_gib"], record["peak_kind"] = peak()
 with open(out, "w") as f:
     json.dump(record, f)
 PY
@@ -165,6 +203,8 @@ step extract extract "$IMAGES" "$CLASSES" "$WIDTH" "$HEIGHT" $CROP_ARGS
 step search tool "$REPO/tools/bench_search.py" --mode search --devices "$DEVICE" \
     --gpu-queries "$QUERIES" --queries "$CPU_QUERIES" --classes "$PROTOS" --dim "$DIM" --k 20 \
     --repeats 1 --json "$WORK/search.out.json"
+# shellcheck disable=SC2086
+step evaluate evaluate $EVAL_ARGS
 if grep -q -- '"--parts"' "$REPO/tools/bench_models.py"; then
     MODEL_ARGS="$MODEL_ARGS --parts gcn"  # only the graph models' timing
 fi
@@ -224,6 +264,15 @@ print(
     f"{projected:.0f} s); {mem(search)}"
 )
 
+ev = load("evaluate")
+same_eval = bool(ev["same_as_cpu"])
+print(
+    f"- evaluate (the whole command: fp16 shards read ahead, staged, searched, tie ranks, tables), "
+    f"{ev['images']:,} images x {ev['classes']:,} classes x {ev['dim']:,}-d: {ev['seconds_device']:.2f} s "
+    f"({ev['images'] / ev['seconds_device']:,.0f} images/s; CPU {ev['seconds_cpu']:.2f} s); "
+    f"hit@k and per-class table {'equal to' if same_eval else 'DIFFERENT from'} the CPU's; {mem(ev)}"
+)
+
 failed = False
 with open(os.path.join(work, "models.log")) as f:
     text = f.read()
@@ -249,7 +298,7 @@ for model in ("sgcn", "dgp"):
     if found is None:
         print(f"- {model.upper()}: no determinism line in tools/bench_models.py's output", file=sys.stderr)
         failed = True
-all_same = same and all(graph_same.values())
+all_same = same and same_eval and all(graph_same.values())
 verdict = "PASS" if all_same else "FAIL"
 models = ", ".join(f"{m.upper()} {'identical' if ok else 'different'}" for m, ok in graph_same.items())
 print(
