@@ -20,8 +20,6 @@ from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.splits.structure import structural_ratios
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from imagenet_zsl.hierarchy.graph import ClassGraph
 
 log = logging.getLogger(__name__)
@@ -74,22 +72,6 @@ def label_frequencies(wnids: Sequence[str]) -> np.ndarray:
         if row is not None and nouns.lemmas[row]:
             out[i] = zipf_frequency(nouns.lemmas[row][0].replace("_", " "), "en")
     return out
-
-
-def class_properties(
-    wnids: Sequence[str],
-    graph: ClassGraph | None = None,
-    seen_wnids: Sequence[str] | None = None,
-    counts: dict[str, int] | None = None,
-    label_frequency: bool = True,
-    test_wnids: Sequence[str] | None = None,
-) -> pd.DataFrame:
-    """DataFrame indexed like ``wnids`` with population, structural_ratio, label_frequency, depth
-    (:func:`property_columns` with a ``wnid`` column first)."""
-    import pandas as pd
-
-    columns = property_columns(wnids, graph, seen_wnids, counts, label_frequency, test_wnids)
-    return pd.DataFrame({"wnid": list(wnids), **columns})
 
 
 def property_columns(

@@ -21,8 +21,6 @@ from imagenet_zsl.evaluation.properties import PROPERTY_COLUMNS, property_column
 from imagenet_zsl.hierarchy.universe import training_wnids
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from imagenet_zsl.evaluation.run.gzsl import GZSLResult
     from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
     from imagenet_zsl.evaluation.run.zsl import ZSLResult
@@ -49,23 +47,14 @@ class ClassTable:
 
     columns: dict[str, Any]
 
-    def __len__(self) -> int:
-        return len(next(iter(self.columns.values()))) if self.columns else 0
-
     def to_csv(self) -> str:
-        """per_class.csv: the same bytes as ``self.to_frame().to_csv(index=False,
+        """per_class.csv: the same bytes as ``pandas.DataFrame(self.columns).to_csv(index=False,
         float_format="%.6g")`` (the csv module quoting minimally, pandas' line ends)."""
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator=os.linesep)
         writer.writerow(list(self.columns))
         writer.writerows(zip(*(_csv_cells(values) for values in self.columns.values()), strict=True))
         return buffer.getvalue()
-
-    def to_frame(self) -> pd.DataFrame:
-        """The table as a pandas DataFrame."""
-        import pandas as pd
-
-        return pd.DataFrame(self.columns)
 
 
 def _spearman(columns: dict[str, Any], ks: list[int]) -> dict[str, dict[str, Any]]:
