@@ -149,7 +149,7 @@ def _expect(
     if shard is None or not _to_search(shard, set_key, spaces, context):
         context.reader.expect(None, None)
         return
-    use_logits = context.source.uses_logits and fd.has_logits
+    use_logits = _uses_logits(fd, context)
     device = _staging_device(spaces, context.source, use_logits)
     context.reader.expect(
         *_shard_reading(fd, shard["name"], lookup, kept_ids, context.block_rows, use_logits, device)
@@ -162,8 +162,8 @@ def _to_search(shard: dict, set_key: SetKey, spaces: dict[str, TopKSearcher], co
     name = set_key.name
     if context.cache.has(name, shard["name"]):
         return False
-    shared = cache_module.shared_cache()
-    if shared is None or name == "test":
+    shared = _shared_for(name)
+    if shared is None:
         return True
     _, files = _shared_files(shard, set_key, spaces)
     return not all(shared.has(name, file) for file in files.values())
@@ -188,7 +188,7 @@ def _cached_shard(
     cached = context.cache.get(name, shard_name, key)
     if cached is not None:
         return key, cached, False
-    use_logits = context.source.uses_logits and fd.has_logits
+    use_logits = _uses_logits(fd, context)
 
     def search(todo: dict[str, TopKSearcher]) -> dict:
         return search_shard(fd, shard_name, lookup, todo, context, use_logits, OWN_SPACE[name], kept_ids)
@@ -211,8 +211,8 @@ def _with_shared(
     space comes from it, or goes into it (keyed per space by its content): a model's second split
     reads, encodes and searches its validation images not at all, and its seen images only in a
     label space of its own (with ``label_space: all`` not at all either)."""
-    shared = cache_module.shared_cache()
-    if shared is None or name == "test":  # the test images differ from split to split
+    shared = _shared_for(name)
+    if shared is None:
         return search(spaces)
     own = OWN_SPACE[name]
     keys, files = _shared_files(shard, set_key, spaces)
@@ -223,6 +223,17 @@ def _with_shared(
         found[s] = _space_part(fresh, s, s == own)
         shared.put(name, files[s], keys[s], found[s])
     return _merged(found, spaces, own)
+
+
+def _uses_logits(fd: FeatureDir, context: SearchContext) -> bool:
+    """Whether the query source reads the shards' logits (and they have them)."""
+    return context.source.uses_logits and fd.has_logits
+
+
+def _shared_for(name: str) -> SearchCache | None:
+    """The shared search cache (``run``) for image set ``name``; None without one, and for the
+    test images, which differ from split to split."""
+    return None if name == "test" else cache_module.shared_cache()
 
 
 def _shared_files(
