@@ -104,7 +104,7 @@ class Exact:
         best = search.best
         assert best is not None and search.solution is not None
         # the whole search's account: every model solve, the last shortlist, the refined classes
-        best.rounds, best.shortlist = search.solves, len(search.solution.members)
+        best.rounds, best.shortlist = search.solves, search.solution.shortlist
         best.refined_levels = len(search.models.class_levels)
         if best.gap is None or best.gap > PROVEN_GAP:
             # never silent: a set that the time budget cut short says so (it may differ on a faster machine)
@@ -227,7 +227,6 @@ def _keep_best(problem: BenchmarkProblem, search: _Search, solution: ExactSoluti
             shortlist=solution.shortlist,
             dropped_related_to_train=problem.dropped,
             branch_counts=branch_counts(wnids, problem.branch_of),
-            rounds=solution.rounds,
         )
     search.solution = solution
     search.best.upper_bound = upper

@@ -103,11 +103,15 @@ class ExactSolution:
     upper_total: float
     status: str  # "optimal" | "time_limit" | "infeasible"
     seconds: float
-    shortlist: int
+    members: np.ndarray = field(repr=False)  # (M,) pool indices with level variables (the shortlist)
     levels: int
     rounds: int
     model: _Model | None = field(default=None, repr=False)
-    members: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
+
+    @property
+    def shortlist(self) -> int:
+        """How many classes had level variables in the last model."""
+        return len(self.members)
 
 
 @dataclass
@@ -249,22 +253,25 @@ def solve_exact(
         res = _run(model, gap, time_limit - (time.perf_counter() - started))
         seconds = time.perf_counter() - started
         if res is None:
-            return ExactSolution(
-                np.zeros(0, dtype=np.int64), math.nan, "infeasible", seconds, len(members), top, rounds
-            )
+            nothing = np.zeros(0, dtype=np.int64)
+            return ExactSolution(nothing, math.nan, "infeasible", seconds, members, top, rounds)
         chosen, bound, optimal = res
         upper_total = math.floor(bound + 1e-6) / scale
         outside = chosen[~short[chosen]]
         out_of_time = len(outside) > 0 and time_limit - seconds <= 0
         status = "optimal" if optimal and not out_of_time else "time_limit"
         if len(outside) == 0 or status != "optimal" or rounds >= max_rounds:
-            return ExactSolution(
-                chosen, upper_total, status, seconds, len(members), top, rounds, model, members
-            )
+            return ExactSolution(chosen, upper_total, status, seconds, members, top, rounds, model)
         log.info("exact: %d outside classes chosen; adding them to the shortlist", len(outside))
         short[outside] = True
         if rounds >= GROW_FROM_ROUND:
             _grow_branches(problem, upper, short, outside)
+
+
+def _ranking(problem: ExactProblem, upper: np.ndarray) -> np.ndarray:
+    """(P,) pool indices, the order classes join a shortlist in: largest upper bound first, ties
+    by larger numerator, then wnid order."""
+    return np.lexsort((np.arange(len(problem.pool)), -problem.numer, -upper))
 
 
 def _initial_shortlist(problem: ExactProblem, upper: np.ndarray, factor: float) -> np.ndarray:
@@ -276,7 +283,7 @@ def _initial_shortlist(problem: ExactProblem, upper: np.ndarray, factor: float) 
     needs (otherwise each round adds a few outside classes and the model is solved again).
     """
     n_pool, size = len(problem.pool), problem.size
-    order = np.lexsort((np.arange(n_pool), -problem.numer, -upper))
+    order = _ranking(problem, upper)
     room = np.floor(factor * problem.caps).astype(np.int64)[problem.branch_id[order]]
     # rank of each class within its branch along the order
     rank = np.zeros(n_pool, dtype=np.int64)
@@ -294,7 +301,7 @@ def _initial_shortlist(problem: ExactProblem, upper: np.ndarray, factor: float) 
 def _grow_branches(problem: ExactProblem, upper: np.ndarray, short: np.ndarray, outside: np.ndarray) -> None:
     """Double the shortlist of each branch that an outside class came from (in place): its first
     2 x (shortlisted classes of the branch) classes of the ranking join."""
-    order = np.lexsort((np.arange(len(problem.pool)), -problem.numer, -upper))
+    order = _ranking(problem, upper)
     ranked_branch = problem.branch_id[order]
     for b in np.unique(problem.branch_id[outside]):
         in_branch = order[ranked_branch == b]
