@@ -1,0 +1,199 @@
+"""The public Python API: the notebook path split → features → model → hit@K table.
+
+Each function is a thin call into the code the matching ``imagenet-zsl`` command runs (the same
+checks, the same files, the same numbers); nothing here is a second implementation. Every name in
+``__all__`` is stable: ``tests/test_public_api.py`` pins their signatures, and a change needs a
+line in CHANGELOG.md. Everything else in the package is internal.
+
+Example (simulated features: the numbers show the pipeline, not real ImageNet performance)::
+
+    import imagenet_zsl as zsl
+
+    test = zsl.load_split("hop1")                       # sorted wnids of splits/hop1.txt
+    feats = zsl.simulate_features("sim.yaml", "out/sim")  # or features written by `extract`
+    model = zsl.train("eszsl", feats / "train", "out/models/eszsl")
+    run = zsl.evaluate(model, feats / "test", "split.txt", "out/runs/eszsl")
+    table = zsl.hit_at_k_table([run])                   # pandas DataFrame, hit@K as fractions
+
+Importing this module is cheap: each function imports its stage when called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from imagenet_zsl.errors import UserInputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from imagenet_zsl.features.feature_dir import FeatureDir
+    from imagenet_zsl.models.base import ZSLModel
+
+__all__ = [
+    "UserInputError",
+    "evaluate",
+    "hit_at_k_table",
+    "load_features",
+    "load_model",
+    "load_split",
+    "run_batch",
+    "simulate_features",
+    "train",
+]
+
+#: where committed split names (``hop1``, ``benchmark``...) are looked up, as in a ``run`` recipe
+SPLITS_DIR = Path("splits")
+#: the committed splits of a source checkout, for a notebook started outside the repository root
+_CHECKOUT_SPLITS = Path(__file__).resolve().parents[1] / "splits"
+
+
+def split_file(split: str | Path, splits_dir: str | Path = "splits") -> Path:
+    """The wnid file of a split: a path to a file, or a committed name (``splits_dir/NAME.txt``;
+    with the default ``splits_dir``, else the checkout's ``splits/``)."""
+    path = Path(split)
+    if path.is_file():
+        return path
+    named = Path(splits_dir) / f"{split}.txt"
+    if "/" not in str(split) and not str(split).endswith(".txt"):
+        fallback = _CHECKOUT_SPLITS / named.name if Path(splits_dir) == SPLITS_DIR else named
+        for candidate in (named, fallback):
+            if candidate.is_file():
+                return candidate
+    raise UserInputError(
+        f"split {str(split)!r} not found: neither a file nor {named}; "
+        "build it with 'imagenet-zsl splits build'"
+    )
+
+
+def load_split(split: str | Path, splits_dir: str | Path = "splits") -> list[str]:
+    """The classes of a split, sorted wnids (``'n01234567'``), from a committed name (``hop1``,
+    looked up in ``splits_dir``) or a wnid list file (one wnid a line, ``#`` comments)."""
+    from imagenet_zsl.splits.io import read_wnid_list
+
+    return read_wnid_list(split_file(split, splits_dir))
+
+
+def simulate_features(config: str | Path | Mapping[str, Any], out: str | Path) -> Path:
+    """SIMULATED features (``imagenet-zsl simulate``): ``out/train``, ``out/seen_test`` and
+    ``out/test`` feature directories from a simulation YAML file or the same keys as a dict.
+    Relative class-list paths of a dict config are read from the working directory."""
+    from imagenet_zsl.features.simulate import load_simulation_config, simulate, simulation_config_from_dict
+
+    if isinstance(config, Mapping):
+        return simulate(simulation_config_from_dict(dict(config)), out, base_dir=Path.cwd())
+    return simulate(load_simulation_config(config), out, base_dir=Path(config).parent)
+
+
+def load_features(directory: str | Path) -> FeatureDir:
+    """A feature directory (written by ``extract`` or ``simulate``), its manifest verified.
+
+    ``.classes`` are its wnids, ``.dim`` the feature dimension D; ``.identity`` the backbone,
+    weights and preprocessing the features came from."""
+    from imagenet_zsl.features.feature_dir import FeatureDir
+
+    return FeatureDir(directory)
+
+
+def train(
+    model: str | Path,
+    features: str | Path,
+    out: str | Path,
+    params: Mapping[str, Any] | None = None,
+    semantics: str = "glove-6b-50d",
+    graph: str = "wordnet",
+    select: Mapping[str, Any] | None = None,
+) -> Path:
+    """Fit a model on the seen classes of ``features`` and save it to ``out`` (``imagenet-zsl
+    train``); returns ``out``.
+
+    ``model``: a registry name (``imagenet-zsl models`` lists them with their hyper-parameters)
+    or a model config YAML (configs/models/*.yaml), whose ``semantics``, ``graph`` and ``select``
+    then apply; ``params`` override hyper-parameters like ``train --set``. ``semantics``: a named
+    vector set or a class-vector ``.npz``; ``graph``: ``wordnet``, ``imagenet`` or an edge file."""
+    from imagenet_zsl.models.training import TrainConfig, load_train_config
+    from imagenet_zsl.models.training import train as train_model
+
+    path = Path(model)
+    if path.suffix in (".yaml", ".yml"):
+        if not path.is_file():
+            raise UserInputError(f"model config {path} not found")
+        config, config_path = load_train_config(path), path
+    else:
+        fields = {"model": str(model), "semantics": semantics, "graph": graph}
+        config = TrainConfig(**fields, select=None if select is None else dict(select))
+        config_path = None
+    return train_model(config, features, out, config_path=config_path, overrides=dict(params or {}))
+
+
+def load_model(directory: str | Path) -> ZSLModel:
+    """The fitted model saved in ``directory`` by :func:`train` or ``run``, every file verified.
+
+    ``model.scores(x, wnids)``: (N, D) features → (N, C) float32 scores against any classes."""
+    from imagenet_zsl.models.registry import load_model as load
+
+    return load(directory)
+
+
+def evaluate(
+    model: str | Path, features: str | Path, split: str | Path, out: str | Path, **options: Any
+) -> Path:
+    """Evaluate a saved model on the test images of ``features`` (``imagenet-zsl evaluate``) and
+    write the run directory ``out``; returns ``out``.
+
+    ``split``: a committed name or a wnid file. ``options``: the other fields of
+    :class:`imagenet_zsl.evaluation.run.EvaluationConfig` (``ks``, ``gzsl``, ``seen_features``,
+    ``label_space``, ``plots``, ``device``...), each the flag of that name. Nothing is printed."""
+    from imagenet_zsl.evaluation.run import EvaluationConfig
+    from imagenet_zsl.evaluation.run import evaluate as run_evaluation
+
+    fixed = {"model", "features", "split", "out"}
+    known = {f.name for f in dataclasses.fields(EvaluationConfig)} - fixed
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UserInputError(f"evaluate: unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}")
+    path_keys = ("_features", "_split", "_images", "_classes", "prototypes")
+    paths = {k: Path(v) for k, v in options.items() if k.endswith(path_keys) and v is not None}
+    cfg = EvaluationConfig(
+        features=Path(features),
+        split=split_file(split),
+        out=Path(out),
+        model=Path(model),
+        **{**options, **paths},
+    )
+    run_evaluation(cfg, progress=False)
+    return Path(out)
+
+
+def run_batch(recipe: str | Path, out: str | Path, progress: bool = False) -> Path:
+    """Many models × many splits from one recipe (``imagenet-zsl run``), resumable; returns
+    ``out``, whose ``summary.csv`` is the table and ``cells/`` the run directories. A failed cell
+    is a UserInputError naming the first failure (the other cells are still written)."""
+    from imagenet_zsl.batch.runner import run
+
+    result = run(recipe, out, progress=progress, echo=lambda line: None)
+    if result.failed:
+        first, cause = next(iter(result.errors.items()))
+        failed = ", ".join(result.failed)
+        raise UserInputError(f"{len(result.failed)} cells failed: {failed}; first, {first}: {cause}")
+    return Path(out)
+
+
+def hit_at_k_table(runs: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """One row per run (``imagenet-zsl report``'s table): split, model, features, backbone, class
+    vectors, label space, ``hit@K`` (flat hit@K, fractions in [0, 1], expected value under random
+    tie-breaking), per-class top-1, strict hit@1, GZSL columns (NaN without GZSL).
+
+    ``runs``: run directories (``evaluate``), or a ``run`` batch directory (its ``cells/``)."""
+    from imagenet_zsl.evaluation.report import aggregate_runs
+
+    given = [runs] if isinstance(runs, str | Path) else list(runs)
+    dirs: list[Path] = []
+    for path in map(Path, given):
+        cells = path / "cells"
+        is_batch = cells.is_dir() and not (path / "metrics.json").exists()
+        dirs += sorted(p for p in cells.iterdir() if p.is_dir()) if is_batch else [path]
+    return aggregate_runs(dirs)
