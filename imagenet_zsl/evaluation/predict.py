@@ -105,7 +105,21 @@ def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
     if spec == "split" and args.split is None:
         raise UserInputError("--label-space split needs --split FILE (the split's wnid list)")
     split = read_wnid_list(args.split) if args.split is not None else []
-    return resolve_label_space(spec, split, seen, "--label-space")
+    return resolve_label_space(spec, split, seen, f"--label-space ({args.split or spec})")
+
+
+def excluded_classes(model_seen: list[str] | None, has_head: bool, spec: str) -> Any:
+    """The training classes kept out of the label space, as ``evaluate`` and ``run`` decide them
+    (:func:`~imagenet_zsl.splits.label_space.training_classes`): the model's training classes and,
+    when the backbone has its ImageNet-1K head, the 1,000 ILSVRC-2012 classes it classifies."""
+    from imagenet_zsl.hierarchy.universe import training_wnids
+    from imagenet_zsl.splits.label_space import training_classes
+
+    parts = [
+        ("the model's training classes", model_seen),
+        ("the backbone head's classes", training_wnids() if has_head else None),
+    ]
+    return training_classes(parts, training_wnids() if spec != "split" else ())
 
 
 def embed_photos(
@@ -150,7 +164,6 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     from imagenet_zsl.evaluation.run import representable_classes
     from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields
     from imagenet_zsl.features.identity import check_same_features, feature_identity
-    from imagenet_zsl.hierarchy.universe import training_wnids
     from imagenet_zsl.scoring import topk_from_scores
     from imagenet_zsl.splits.label_space import check_label_space_spec
 
@@ -176,8 +189,8 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     override = check_same_features(
         source.feature_identity, identity, f"model {args.model}", given, args.allow_feature_mismatch
     )
-    seen = source.seen_wnids() or training_wnids()
-    space = _label_space(args, seen)
+    seen = excluded_classes(source.seen_wnids(), net.num_logits is not None, str(args.label_space))
+    space = _label_space(args, seen.wnids)
     features, logits = embed_photos(net, pre, photos, args.device)
     queries = source.encode(features, logits)
     kept, without = representable_classes(source, space)
@@ -191,7 +204,8 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
         "label_space": str(args.label_space),
         "classes": len(kept),
         "without_prototype": without,
-        "seen": len(set(seen)),
+        "seen": len(seen),
+        "seen_source": seen.source,
         "override": override,
     }
     return predictions, info
@@ -204,8 +218,8 @@ def format_predictions(predictions: list[Prediction], info: dict[str, Any]) -> s
 
     nouns = load_wordnet_nouns()
     lines = [
-        f"label space {info['label_space']}: {info['classes']:,} classes (the model's "
-        f"{info['seen']:,} seen classes excluded)"
+        f"label space {info['label_space']}: {info['classes']:,} classes ({info['seen']:,} training "
+        f"classes excluded: {info['seen_source']})"
     ]
     if info["without_prototype"]:
         lines[0] += (

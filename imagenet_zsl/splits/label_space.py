@@ -5,11 +5,17 @@ ImageNet-21K class that is not a training class), whatever subset of the test im
 holds. Classes without test images stay in the label space as distractors; metrics are computed
 over the test images. ``--label-space split|all|FILE`` (and the ``label_space`` key of a ``run``
 recipe) choose it; this module is the one place that turns that choice into a class list.
+
+The classes kept out of every zero-shot label space are decided here too
+(:func:`training_classes`): a class that any model of the evaluation was trained on, that the
+backbone's head classifies, or that plays a seen class in GZSL, whatever held-out images or
+calibration classes exist. ``evaluate``, ``run`` and ``predict`` all call it, so they agree.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_zsl.errors import UserInputError, preview
@@ -18,6 +24,37 @@ from imagenet_zsl.splits.io import read_wnid_list
 
 #: the named label spaces; anything else is a wnid list file
 NAMED_LABEL_SPACES = ("split", "all")
+
+
+@dataclass(frozen=True)
+class TrainingClasses:
+    """The classes no zero-shot label space may hold: ``wnids`` (sorted) and ``source``, the names
+    of the sets that contributed classes (a set adding nothing new is not named, so the same
+    classes read the same whichever sets a mode has)."""
+
+    wnids: list[str]
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.wnids)
+
+
+def training_classes(
+    parts: Sequence[tuple[str, Sequence[str] | None]], fallback: Sequence[str] = ()
+) -> TrainingClasses:
+    """The union of the named class sets ``parts`` ((name, wnids or None) in order of authority:
+    the models' training classes, the backbone head's classes, the GZSL seen classes); when they
+    are all empty, ``fallback`` (ILSVRC-2012's 1,000 classes) named as such."""
+    union: set[str] = set()
+    names = []
+    for name, wnids in parts:
+        new = set(wnids or ()) - union
+        if new:
+            union |= new
+            names.append(name)
+    if not union and fallback:
+        return TrainingClasses(sorted(set(fallback)), "ILSVRC-2012 classes (none recorded)")
+    return TrainingClasses(sorted(union), " + ".join(names) if names else "none")
 
 
 def check_label_space_spec(spec: str, where: str) -> None:
@@ -55,6 +92,7 @@ def resolve_label_space(
     overlap = sorted(set(split_wnids) & seen)
     if overlap:
         raise UserInputError(
-            f"{where}: {len(overlap)} split classes are seen (training) classes: {preview(overlap)}"
+            f"{where}: {len(overlap)} split classes are seen (training) classes: {preview(overlap)}; "
+            "a zero-shot test class is never a training class: drop them from the split"
         )
     return sorted(classes)

@@ -17,7 +17,7 @@ from imagenet_zsl.evaluation.run.config import EvaluationConfig
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.hierarchy.universe import training_wnids
 from imagenet_zsl.splits.io import read_wnid_list
-from imagenet_zsl.splits.label_space import resolve_label_space
+from imagenet_zsl.splits.label_space import TrainingClasses, resolve_label_space, training_classes
 
 log = logging.getLogger("imagenet_zsl.evaluation.run")
 
@@ -191,20 +191,31 @@ def check_test_images(cfg: EvaluationConfig, fd: FeatureDir, split: list[str], c
         )
 
 
+def head_classes(fd: FeatureDir) -> list[str] | None:
+    """The classes the features' backbone head classifies (its logits' classes; the stored
+    ImageNet-1K head's), None when the features carry no head."""
+    if fd.logit_classes:
+        return list(fd.logit_classes)
+    if fd.manifest.get("head") is not None:
+        head = fd.head()
+        return list(head.classes) if head is not None else None
+    return None
+
+
 def _seen_for_label_space(
-    cfg: EvaluationConfig, source: QuerySource, seen_wnids: list[str] | None
-) -> tuple[list[str], str]:
-    """The seen classes a zero-shot label space leaves out, and where they come from: the GZSL
-    seen classes; else the model's seen classes; else (for ``all``/FILE) ILSVRC-2012's 1,000.
-    The ``split`` space of a plain ZSL run checks no seen classes (the split is the choice)."""
-    if cfg.gzsl:
-        return list(seen_wnids or []), "GZSL seen classes"
-    if cfg.label_space == "split":
-        return [], "none"
-    model_seen = source.seen_wnids()
-    if model_seen:
-        return model_seen, "the model's seen classes"
-    return training_wnids(), "ILSVRC-2012 classes (the model does not record its seen classes)"
+    cfg: EvaluationConfig, source: QuerySource, seen_wnids: list[str] | None, head: Sequence[str] | None
+) -> TrainingClasses:
+    """The classes a zero-shot label space leaves out (:func:`training_classes`): the model's
+    training classes, the backbone head's classes and the GZSL seen classes; when none is known,
+    ILSVRC-2012's 1,000 for ``all``/FILE (the ``split`` space then checks none: the split is the
+    choice). The GZSL validation classes are not among them (never trained on: distractors)."""
+    parts = [
+        ("the model's training classes", source.seen_wnids()),
+        ("the backbone head's classes", head),
+        ("GZSL seen classes", seen_wnids if cfg.gzsl else None),
+    ]
+    fallback = training_wnids() if cfg.label_space != "split" else ()
+    return training_classes(parts, fallback)
 
 
 def resolve_space(
@@ -213,14 +224,15 @@ def resolve_space(
     split_wnids: list[str],
     miss: list[str],
     seen_wnids: list[str] | None,
+    head: Sequence[str] | None = None,
 ) -> LabelSpace:
     """The run's label space: resolved by :func:`resolve_label_space` without the count-as-miss
     classes; a split class without a prototype is an error (count it as a miss or drop it), a
     distractor without one leaves with a warning."""
-    seen, seen_source = _seen_for_label_space(cfg, source, seen_wnids)
+    seen = _seen_for_label_space(cfg, source, seen_wnids, head)
     scored = LabelSpace(cfg.label_space, [], split_wnids, miss).scored
     excluded = set(miss)
-    resolved = resolve_label_space(cfg.label_space, scored, seen, "--label-space")
+    resolved = resolve_label_space(cfg.label_space, scored, seen.wnids, f"--label-space ({cfg.split})")
     wnids = [w for w in resolved if w not in excluded]
     missing = missing_prototypes(source, wnids)
     split_missing = sorted(set(missing) & set(scored))
@@ -241,7 +253,7 @@ def resolve_space(
     kept = [w for w in wnids if w not in gone]
     if not kept:
         raise UserInputError(f"--label-space {cfg.label_space}: no class is left in the label space")
-    return LabelSpace(cfg.label_space, kept, split_wnids, miss, seen_source, len(set(seen)), sorted(missing))
+    return LabelSpace(cfg.label_space, kept, split_wnids, miss, seen.source, len(seen), sorted(missing))
 
 
 def class_vectors_label(record: Any) -> str:

@@ -18,6 +18,7 @@ from imagenet_zsl.evaluation.run.classes import (
     check_test_images,
     class_image_counts,
     class_lookup,
+    head_classes,
     log,
     present_classes,
     read_classes,
@@ -270,7 +271,7 @@ def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -
         from imagenet_zsl.image_filter.outputs import kept_image_ids  # only for --kept-images
 
         kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
-    space = resolve_space(cfg, source, split_wnids, miss, sets.seen_wnids)
+    space = resolve_space(cfg, source, split_wnids, miss, sets.seen_wnids, head_classes(fd))
     lookup = test_lookup(fd, space.wnids, space.scored)
     counts_all = class_image_counts(fd, split_wnids, kept_ids)
     position = {w: i for i, w in enumerate(split_wnids)}  # count-as-miss classes are split classes
