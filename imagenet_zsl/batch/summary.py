@@ -74,6 +74,9 @@ def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bo
             row[f"hit@{k}"] = _get(zsl, "flat", str(k))
         row["per-class hit@1"] = _get(zsl, "per_class", "1")
         row["strict hit@1"] = _get(zsl, "flat_strict", "1")
+        for k in ks:  # hP@1 is hit@1
+            if k > 1:
+                row[f"hP@{k}"] = _get(metrics.get("hierarchical_precision"), "flat", str(k))
         if gzsl:
             block = metrics.get("gzsl", {})
             row["GZSL U"] = _get(block, "per_class", "1", "unseen")

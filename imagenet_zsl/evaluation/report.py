@@ -231,6 +231,17 @@ def _hierarchy_lines(hier: dict | None) -> list[str]:
     ]
 
 
+def _hp_lines(hp: dict | None) -> list[str]:
+    """Hierarchical precision@K (Frome et al. 2013) with its definition and correct-set sizes."""
+    if not hp:
+        return []
+    ks = [k for k, _ in _by_k(hp["flat"])]
+    rows = [["hP@K", *[pct(hp["flat"][str(k)]) for k in ks]]]
+    rows.append(["mean |H_K|", *[f"{hp['mean_correct_set_size'][str(k)]:.1f}" for k in ks]])
+    head = ["", *[f"K={k}" for k in ks]]
+    return ["## Hierarchical precision@K", "", f"{hp['definition']}.", "", md_table(head, rows), ""]
+
+
 def _property_lines(props: dict | None) -> list[str]:
     """Spearman ρ of per-class hit@1 with each class property."""
     if not props or not props.get("spearman_hit1"):
@@ -255,6 +266,7 @@ def render_run_report(metrics: dict) -> str:
         *_gzsl_lines(metrics.get("gzsl")),
         *_gzsl_hierarchy_lines(metrics.get("gzsl")),
         *_hierarchy_lines(metrics.get("hierarchy")),
+        *_hp_lines(metrics.get("hierarchical_precision")),
         *_property_lines(metrics.get("class_properties")),
     ]
     return "\n".join(out) + "\n"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl import scoring as M
+from imagenet_zsl.evaluation.hierarchical_precision import hierarchical_precision
 from imagenet_zsl.evaluation.hierarchy_errors import expected_error_breakdown
 from imagenet_zsl.io import sha256_file
 
@@ -21,8 +22,9 @@ if TYPE_CHECKING:
 @dataclass(frozen=True, eq=False)
 class ZSLResult:
     """``blocks``: metrics.json's ``label_space``, ``count_as_miss``, ``zsl`` and (with a graph)
-    ``hierarchy``; ``counts`` (len(eval_wnids),) test images per class; ``class_hits[k]`` /
-    ``class_hits_strict[k]`` (len(eval_wnids),) per-class hit@k rates under each tie rule."""
+    ``hierarchy`` and ``hierarchical_precision`` (hP@K); ``counts`` (len(eval_wnids),) test
+    images per class; ``class_hits[k]`` / ``class_hits_strict[k]`` (len(eval_wnids),) per-class
+    hit@k rates under each tie rule."""
 
     blocks: dict[str, Any]
     counts: np.ndarray
@@ -116,4 +118,13 @@ def zsl_metrics(inp: EvaluationInputs, results: SearchResults) -> ZSLResult:
             inp.graph, inp.space_wnids, searched.labels, ids, scores, searched.ranks
         )
         blocks["hierarchy"] = {"graph": inp.graph.source, **breakdown.to_dict()}
+        blocks["hierarchical_precision"] = hierarchical_precision(
+            inp.graph,
+            inp.space_wnids,
+            searched.labels,
+            (scores, ids),
+            inp.ks,
+            searched.ranks,
+            misses=misses["images"],
+        )
     return ZSLResult(blocks, counts, hits, hits_strict, breakdown)
