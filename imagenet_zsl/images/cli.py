@@ -16,6 +16,12 @@ if TYPE_CHECKING:
     from imagenet_zsl.images.store import ImageStore
 
 GROUP_HELP = "Image stores: count what you hold, filter bad images."
+#: ``--layout`` choices (the names of images.layouts; spelt here so --help imports nothing heavy)
+LAYOUT_CHOICES = ["auto", "tars", "tree", "flat", "wds", "parquet", "in21k-p"]
+STORE_HELP = (
+    "the image store: fall11 <wnid>.tar folder, <wnid>/ folder tree, flat val folder/tar, webdataset "
+    ".tar shards, .parquet files, or ImageNet-21K-P (train/val/small_classes)"
+)
 
 
 def register(tree: CommandTree) -> None:
@@ -34,15 +40,13 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
         "and caches the store index on first use ($IMAGENET_ZSL_CACHE, default "
         "~/.cache/imagenet-zsl).",
     )
-    parser.add_argument(
-        "--store", required=True, help="fall11 tar folder, <wnid>/ folder tree, or flat val folder/tar"
-    )
+    parser.add_argument("--store", required=True, help=STORE_HELP)
     parser.add_argument(
         "--out",
         help="TSV file to write (default: stdout); never an input, and an existing file only if it "
         "is such a counts table",
     )
-    parser.add_argument("--layout", default="auto", choices=["auto", "tars", "tree", "flat"])
+    parser.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES)
     parser.add_argument(
         "--val-labels",
         help="labels of a flat store: devkit ground truth "
@@ -53,7 +57,7 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
 
 
 def _count(args: argparse.Namespace) -> int:
-    from imagenet_zsl.images.store import is_counts_tsv, open_store, write_counts_tsv
+    from imagenet_zsl.images.store import is_counts_tsv, open_store, skipped_file_count, write_counts_tsv
     from imagenet_zsl.io import check_out_file
 
     if args.out is not None:  # before the store is scanned: a wrong --out fails at once
@@ -67,12 +71,16 @@ def _count(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     empty = int((store.size == 0).sum())
     note = f"; {empty} zero-byte files not counted" if empty else ""
-    if store.problems:
-        kinds = sorted({p["kind"] for p in store.problems})
+    problems = [p for p in store.problems if p["kind"] != "skipped-files"]
+    if problems:
+        kinds = sorted({p["kind"] for p in problems})
         note += (
-            f"; {len(store.problems)} damaged or skipped entries ({', '.join(kinds)}) recorded in the "
+            f"; {len(problems)} damaged or skipped entries ({', '.join(kinds)}) recorded in the "
             "store index, see the warnings"
         )
+    not_images = sum(skipped_file_count(store).values())
+    if not_images:
+        note += f"; {not_images} files not read as images (see the warning)"
     print(
         f"{sum(counts.values())} images in {len(counts)} classes ({store.layout} store {store.root}){note}",
         file=sys.stderr,
@@ -89,11 +97,9 @@ def _register_coverage(sub: argparse._SubParsersAction) -> None:
         "the store lacks entirely, and the images missing (fall11 count minus the store's count, "
         "per class). Reads the store index (built and cached on first use), decodes nothing.",
     )
-    parser.add_argument(
-        "--store", required=True, help="fall11 tar folder, <wnid>/ folder tree, or flat val folder/tar"
-    )
+    parser.add_argument("--store", required=True, help=STORE_HELP)
     parser.add_argument("--split", required=True, nargs="+", metavar="FILE", help="wnid list(s)")
-    parser.add_argument("--layout", default="auto", choices=["auto", "tars", "tree", "flat"])
+    parser.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES)
     parser.add_argument("--val-labels", help="labels of a flat store (see 'images count')")
     parser.add_argument(
         "--show", type=non_negative_int, default=10, help="missing classes listed per split (default 10)"

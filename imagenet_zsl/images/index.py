@@ -18,7 +18,7 @@ from imagenet_zsl.images.layouts import Layout
 from imagenet_zsl.images.scan import Scan, source_path
 from imagenet_zsl.io import canonical_json, sha256_bytes
 
-INDEX_VERSION = 2  # 2: problems (damaged tars, skipped entries) recorded
+INDEX_VERSION = 3  # 2: problems (damaged tars, skipped entries); 3: wds, parquet, in21k-p, skipped files
 
 
 @dataclass

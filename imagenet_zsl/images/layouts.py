@@ -1,8 +1,12 @@
 """The layouts an image store comes in, one class each, and the one place that picks one.
 
-    tars  STORE/<wnid>.tar            fall11 release: one uncompressed tar of JPEGs per synset
-    tree  STORE/<wnid>/**/<image>     extracted folders (also ILSVRC-2012 train)
-    flat  STORE/<image> or STORE.tar  ILSVRC-2012 val: images + a labels file (:func:`read_val_labels`)
+    tars     STORE/<wnid>.tar            fall11 release: one uncompressed tar of JPEGs per synset
+    tree     STORE/<wnid>/**/<image>     extracted folders (also ILSVRC-2012 train)
+    flat     STORE/<image> or STORE.tar  ILSVRC-2012 val: images + a labels file (:func:`read_val_labels`)
+    wds      STORE/*.tar shards          webdataset (timm/imagenet-22k-wds, imagenet-w21-[webp-]wds):
+                                         KEY.jpg|webp + KEY.cls + KEY.json (:mod:`.wds`)
+    parquet  STORE/**/*.parquet          timm/imagenet-w21-p: image + label columns (:mod:`.parquet_files`)
+    in21k-p  STORE/{imagenet21k_}train|val|small_classes/<wnid>/<image>: ImageNet-21K-P, one store
 
 A layout says which sources (tars or folders, relative to the store) a store has, how one is
 scanned, and which wnid each image found there belongs to; :func:`make_layout` builds one by name
@@ -18,17 +22,25 @@ from typing import ClassVar, Protocol
 
 from imagenet_zsl.data import ilsvrc2012_wnids
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.images.parquet_files import ClassNames, scan_parquet
 from imagenet_zsl.images.scan import Scan, is_image_name, scan_folder, scan_tar, source_path
+from imagenet_zsl.images.wds import ClassMap, read_class_index, scan_shard
 from imagenet_zsl.io import sha256_file
 
 WNID_RE = re.compile(r"^n\d{8}$")
 WNID_TAR_RE = re.compile(r"^(n\d{8})\.tar$")
+SHARD_RE = re.compile(r"^(?!n\d{8}\.tar$)[^.].*\.tar$")
+PARQUET_RE = re.compile(r"^[^.].*\.parquet$")
+#: the three folders of ImageNet-21K-P (with or without the ``imagenet21k_`` prefix)
+IN21KP_RE = re.compile(r"^(?:imagenet21k_)?(?:train|val|small_classes)$")
 
 
 class Layout(Protocol):
     """How a store's images are laid out: its sources, their scan, each image's wnid."""
 
     name: ClassVar[str]
+
+    def __init__(self, root: Path, val_labels: str | Path | None = None) -> None: ...
 
     def labels_sha256(self) -> str | None:
         """The sha256 of the labels file the layout reads (part of the index cache key), or None."""
@@ -143,9 +155,117 @@ class FlatLayout:
         return [w for w in wnids if w is not None]  # all of them: none is unlabelled
 
 
+class WdsLayout:
+    """Webdataset shards ``*.tar``: samples KEY.jpg|webp + KEY.cls + KEY.json, read in place; the
+    class index → wnid map is checked sample by sample (:class:`~.wds.ClassMap`)."""
+
+    name: ClassVar[str] = "wds"
+
+    def __init__(self, root: Path, val_labels: str | Path | None = None):
+        self.index, self.index_file = read_class_index(root)
+        self._sha256 = sha256_file(self.index_file) if self.index_file else None
+        self.classes = ClassMap(self.index, self.index_file)
+
+    def labels_sha256(self) -> str | None:
+        return self._sha256
+
+    def sources(self, root: Path) -> list[str]:
+        if root.is_file():
+            return [""]
+        with os.scandir(root) as entries:
+            names = [e.name for e in entries if e.is_file() and SHARD_RE.match(e.name)]
+        if not names:
+            raise UserInputError(f"{root}: no webdataset *.tar shards found for --layout wds")
+        return sorted(names)
+
+    def scan(self, root: Path, source: str) -> Scan:
+        return scan_shard(root, source)
+
+    def wnids(self, root: Path, found: Scan) -> list[str]:
+        shard = source_path(root, found.source).name
+        return [self.classes.wnid(shard, label) for label in found.labels or []]
+
+
+class ParquetLayout:
+    """Parquet files ``**/*.parquet`` with an image and a ``label`` column; label names from the
+    dataset's metadata (:class:`~.parquet_files.ClassNames`)."""
+
+    name: ClassVar[str] = "parquet"
+
+    def __init__(self, root: Path, val_labels: str | Path | None = None):
+        self.classes = ClassNames(root)
+
+    def labels_sha256(self) -> str | None:
+        return None  # the names live in the files themselves (their sizes/mtimes are in the key)
+
+    def sources(self, root: Path) -> list[str]:
+        if root.is_file():
+            return [""]
+        names = sorted(
+            p.relative_to(root).as_posix()
+            for p in root.rglob("*.parquet")
+            if p.is_file() and PARQUET_RE.match(p.name) and not any(x.startswith(".") for x in p.parts)
+        )
+        if not names:
+            raise UserInputError(f"{root}: no *.parquet files found for --layout parquet")
+        return names
+
+    def scan(self, root: Path, source: str) -> Scan:
+        return scan_parquet(root, source)
+
+    def wnids(self, root: Path, found: Scan) -> list[str]:
+        where = str(source_path(root, found.source))
+        labels = found.labels or []
+        if labels:
+            self.classes.check(where, labels[0][1])
+        return [self.classes.wnid(where, label) for label, _ in labels]
+
+
+class In21kPLayout:
+    """ImageNet-21K-P: ``train``, ``val`` and ``small_classes`` folders (``imagenet21k_`` prefix
+    optional) of ``<wnid>/`` class folders, read as one store; the ids are ``<wnid>/<file>`` as in
+    a tree store, so an image held in two of the folders is refused."""
+
+    name: ClassVar[str] = "in21k-p"
+
+    def __init__(self, root: Path, val_labels: str | Path | None = None):
+        self._seen: dict[tuple[str, str], str] = {}  # (wnid, file name) → the source holding it
+
+    def labels_sha256(self) -> str | None:
+        return None
+
+    def sources(self, root: Path) -> list[str]:
+        parts = [] if root.is_file() else _named_sources(root, self.name, IN21KP_RE, files=False)
+        sources = [f"{part}/{wnid}" for part in parts for wnid in _wnid_dirs(root / part)]
+        if not sources:
+            raise UserInputError(
+                f"{root}: no train/val/small_classes folders of <wnid>/ folders found for --layout in21k-p"
+            )
+        return sorted(sources)
+
+    def scan(self, root: Path, source: str) -> Scan:
+        return scan_folder(root, source, recursive=True)
+
+    def wnids(self, root: Path, found: Scan) -> list[str]:
+        wnid = found.source.rsplit("/", 1)[-1]
+        for member in found.members:
+            first = self._seen.setdefault((wnid, member), found.source)
+            if first != found.source:
+                raise UserInputError(
+                    f"{root}: {wnid}/{member} is in both {first} and {found.source}; ImageNet-21K-P "
+                    "holds each image once: remove one copy"
+                )
+        return [wnid] * len(found.members)
+
+
+def _wnid_dirs(folder: Path) -> list[str]:
+    with os.scandir(folder) as entries:
+        return sorted(e.name for e in entries if e.is_dir() and WNID_RE.match(e.name))
+
+
 #: the layouts by name (``--layout``): the one registry
-_REGISTRY: dict[str, type[TarsLayout | TreeLayout | FlatLayout]] = {
-    cls.name: cls for cls in (TarsLayout, TreeLayout, FlatLayout)
+_REGISTRY: dict[str, type[Layout]] = {
+    cls.name: cls for cls in (TarsLayout, TreeLayout, FlatLayout, WdsLayout, ParquetLayout, In21kPLayout)
 }
 LAYOUTS = tuple(_REGISTRY)
 
@@ -164,18 +284,43 @@ def make_layout(name: str, root: Path, val_labels: str | Path | None = None) -> 
     return _REGISTRY[name](root, val_labels)
 
 
-def _count_entries(root: Path) -> tuple[int, int, int]:
-    """(``<wnid>.tar`` files, ``<wnid>/`` folders, image files) directly in ``root``."""
-    tars = dirs = images = 0
+def _count_entries(root: Path) -> dict[str, int]:
+    """How many entries of each kind ``root`` holds directly: ``tars`` (``<wnid>.tar``), ``dirs``
+    (``<wnid>/``), ``images``, ``shards`` (other ``.tar``), ``parquet``, ``in21k-p`` folders."""
+    counts = dict.fromkeys(("tars", "dirs", "images", "shards", "parquet", "in21k-p"), 0)
     with os.scandir(root) as entries:
         for entry in entries:
-            if entry.is_dir() and WNID_RE.match(entry.name):
-                dirs += 1
-            elif entry.is_file() and WNID_TAR_RE.match(entry.name):
-                tars += 1
-            elif entry.is_file() and is_image_name(entry.name):
-                images += 1
-    return tars, dirs, images
+            kind = _entry_kind(entry)
+            if kind is not None:
+                counts[kind] += 1
+    if not any(counts.values()) and (root / "data").is_dir():  # the hub's data/*.parquet layout
+        counts["parquet"] = sum(1 for p in (root / "data").rglob("*.parquet") if PARQUET_RE.match(p.name))
+    return counts
+
+
+def _entry_kind(entry: os.DirEntry) -> str | None:
+    """The kind of one directory entry for :func:`_count_entries` (None: not a store entry)."""
+    if entry.is_dir():
+        if WNID_RE.match(entry.name):
+            return "dirs"
+        return "in21k-p" if IN21KP_RE.match(entry.name) else None
+    if not entry.is_file():
+        return None  # FIFOs, sockets: never opened
+    for kind, pattern in (("tars", WNID_TAR_RE), ("shards", SHARD_RE), ("parquet", PARQUET_RE)):
+        if pattern.match(entry.name):
+            return kind
+    return "images" if is_image_name(entry.name) else None
+
+
+def _detect_file(root: Path, val_labels: str | Path | None) -> str:
+    """The layout of a store that is one file: a tar (fall11, flat val or one shard) or a parquet."""
+    if PARQUET_RE.match(root.name):
+        return "parquet"
+    if not root.name.endswith(".tar"):
+        raise UserInputError(f"{root}: a store file must be a .tar archive or a .parquet file")
+    if val_labels is not None:
+        return "flat"
+    return "tars" if WNID_TAR_RE.match(root.name) else "wds"
 
 
 def detect_layout(root: Path, val_labels: str | Path | None = None) -> str:
@@ -183,32 +328,39 @@ def detect_layout(root: Path, val_labels: str | Path | None = None) -> str:
     if not root.exists():
         raise UserInputError(f"{root}: image store not found (give --store PATH)")
     if root.is_file():
-        if not root.name.endswith(".tar"):
-            raise UserInputError(f"{root}: a store file must be a .tar archive")
-        if val_labels is not None or not WNID_TAR_RE.match(root.name):
-            return "flat"
-        return "tars"
+        return _detect_file(root, val_labels)
+    if not root.is_dir():
+        raise UserInputError(f"{root}: neither a folder nor a file (a FIFO or device?); give a store folder")
     if val_labels is not None:
         return "flat"
-    tars, dirs, images = _count_entries(root)
-    if tars and dirs:
+    counts = _count_entries(root)
+    found = [k for k in ("tars", "dirs", "shards", "parquet", "in21k-p") if counts[k]]
+    if len(found) > 1:
+        listed = " and ".join(f"{_KIND_TEXT[k]} ({counts[k]})" for k in found)
+        choices = " or ".join(f"--layout {_KIND_LAYOUT[k]}" for k in found)
+        raise UserInputError(f"{root}: holds both {listed}; pass {choices}")
+    if found:
+        return _KIND_LAYOUT[found[0]]
+    if counts["images"]:
         raise UserInputError(
-            f"{root}: holds both <wnid>.tar files ({tars}) and <wnid>/ folders ({dirs}); "
-            "pass --layout tars or --layout tree"
-        )
-    if tars:
-        return "tars"
-    if dirs:
-        return "tree"
-    if images:
-        raise UserInputError(
-            f"{root}: a flat folder of {images} images needs labels: pass --val-labels FILE "
+            f"{root}: a flat folder of {counts['images']} images needs labels: pass --val-labels FILE "
             "(devkit ILSVRC2012_validation_ground_truth.txt or 'filename<TAB>wnid' lines)"
         )
     raise UserInputError(
-        f"{root}: no <wnid>.tar files, <wnid>/ folders or images found; point --store to the "
-        "folder holding the fall11 tars, the extracted class folders, or the val images"
+        f"{root}: no <wnid>.tar files, <wnid>/ folders, webdataset .tar shards, .parquet files, "
+        "ImageNet-21K-P train/val/small_classes folders or images found; point --store to the folder "
+        "holding them"
     )
+
+
+_KIND_LAYOUT = {"tars": "tars", "dirs": "tree", "shards": "wds", "parquet": "parquet", "in21k-p": "in21k-p"}
+_KIND_TEXT = {
+    "tars": "<wnid>.tar files",
+    "dirs": "<wnid>/ folders",
+    "shards": "webdataset .tar shards",
+    "parquet": ".parquet files",
+    "in21k-p": "ImageNet-21K-P folders",
+}
 
 
 def _devkit_labels(path: Path, rows: list[tuple[int, str]]) -> dict[str, str]:

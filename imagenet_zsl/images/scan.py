@@ -4,14 +4,17 @@ could not be indexed (damaged tars, dangling links, undecodable names) instead o
 from __future__ import annotations
 
 import os
+import stat
 import tarfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from imagenet_zsl.errors import UserInputError
 
 IMAGE_SUFFIXES = frozenset(
-    {".jpeg", ".jpg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
+    {".jpeg", ".jpg", ".jpe", ".jfif", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm", ".pgm"}
 )
 
 
@@ -28,7 +31,10 @@ class Scan:
 
     ``problems``: one dict per damage or skipped entry, ``{"source", "kind", "detail", ...}``
     (kinds: ``damaged-tar`` with ``offset`` and ``members_lost``, ``truncated-tar``,
-    ``dangling-symlink``, ``non-utf8-name``, ``unreadable``).
+    ``dangling-symlink``, ``non-utf8-name``, ``unreadable``, ``not-a-regular-file``, and one
+    ``skipped-files`` per source counting the files not read as images, by suffix).
+    ``labels``: per member, what a self-labelled store (webdataset, parquet) says of its class,
+    resolved into wnids by the layout; None for stores labelled by their folder or tar names.
     """
 
     source: str
@@ -36,6 +42,28 @@ class Scan:
     offsets: list[int]
     sizes: list[int]
     problems: list[dict] = field(default_factory=list)
+    labels: list[Any] | None = None
+
+
+def _suffix(name: str) -> str:
+    base = name.rsplit("/", 1)[-1]
+    return os.path.splitext(base)[1].lower() or "(none)"
+
+
+def skipped_files_problem(source: str, names: list[str]) -> dict | None:
+    """One record counting the files of ``source`` not read as images (by suffix, a few named)."""
+    if not names:
+        return None
+    suffixes = dict(sorted(Counter(_suffix(n) for n in names).items()))
+    shown = ", ".join(f"{k} {v}" for k, v in suffixes.items())
+    return {
+        "source": source,
+        "kind": "skipped-files",
+        "count": len(names),
+        "suffixes": suffixes,
+        "examples": [printable(n) for n in sorted(names)[:3]],
+        "detail": f"{len(names)} files not read as images ({shown})",
+    }
 
 
 def source_path(root: Path, source: str) -> Path:
@@ -116,10 +144,13 @@ def scan_tar(root: Path, source: str) -> Scan:
         )
     file_size = path.stat().st_size
     damage = None
+    others: list[str] = []
     try:
         with tarfile.open(path, mode="r:", encoding="utf-8", errors="surrogateescape") as tar:
             for info in tar:
                 if not (info.isfile() and is_image_name(info.name)):
+                    if not info.isdir():
+                        others.append(info.name)
                     continue
                 if not _is_utf8(info.name):
                     scan.problems.append(
@@ -143,6 +174,9 @@ def scan_tar(root: Path, source: str) -> Scan:
         }
     if damage is not None:
         scan.problems.append(damage)
+    skipped = skipped_files_problem(source, others)
+    if skipped is not None:
+        scan.problems.append(skipped)
     if scan.members and scan.offsets[-1] + scan.sizes[-1] > file_size:
         scan.problems.append(
             {
@@ -158,10 +192,12 @@ def scan_tar(root: Path, source: str) -> Scan:
 
 
 def scan_folder(root: Path, source: str, recursive: bool = True) -> Scan:
-    """Image files under a folder; dangling symlinks, unreadable entries and names that are not
-    valid UTF-8 are skipped and recorded."""
+    """Image files under a folder; dangling symlinks, unreadable entries, FIFOs and other
+    non-regular files (never opened) and names that are not valid UTF-8 are skipped and recorded;
+    files whose names are not image names are counted in one ``skipped-files`` record."""
     base = source_path(root, source)
     scan = Scan(source, [], [], [])
+    others: list[str] = []
 
     def skip(kind: str, name: str, detail: str) -> None:
         scan.problems.append({"source": source, "kind": kind, "path": printable(name), "detail": detail})
@@ -170,21 +206,28 @@ def scan_folder(root: Path, source: str, recursive: bool = True) -> Scan:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if recursive else []
         rel = os.path.relpath(dirpath, base)
         for name in filenames:
-            if not is_image_name(name):
-                continue
             member = name if rel == "." else f"{rel}/{name}".replace(os.sep, "/")
+            if not is_image_name(name):
+                others.append(member)
+                continue
             if not _is_utf8(member):
                 skip("non-utf8-name", member, "file name is not valid UTF-8; skipped")
                 continue
             try:
-                size = os.stat(os.path.join(dirpath, name)).st_size
+                info = os.stat(os.path.join(dirpath, name))  # stat never opens (a FIFO would block)
             except FileNotFoundError:
                 skip("dangling-symlink", member, "symbolic link to a missing file; skipped")
                 continue
             except OSError as err:
                 skip("unreadable", member, f"cannot stat ({err.strerror}); skipped")
                 continue
+            if not stat.S_ISREG(info.st_mode):
+                skip("not-a-regular-file", member, "a FIFO, socket or device, not a file; skipped unopened")
+                continue
             scan.members.append(member)
-            scan.sizes.append(size)
+            scan.sizes.append(info.st_size)
     scan.offsets = [-1] * len(scan.members)
+    skipped = skipped_files_problem(source, others)
+    if skipped is not None:
+        scan.problems.append(skipped)
     return scan

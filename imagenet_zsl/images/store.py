@@ -1,4 +1,5 @@
-"""ImageNet as users hold it, read in place: per-synset tars, a folder tree, or a flat labelled folder.
+"""ImageNet as users hold it, read in place: per-synset tars, a folder tree, a flat labelled folder,
+webdataset shards, parquet files, or ImageNet-21K-P's three folders.
 
 Layouts (detected automatically, or forced with ``layout=``; one class each in
 :mod:`imagenet_zsl.images.layouts`)::
@@ -8,6 +9,9 @@ Layouts (detected automatically, or forced with ``layout=``; one class each in
     flat  STORE/<image> or STORE.tar  ILSVRC-2012 val: images + a labels file, either the devkit
                                       ground truth (1-based ILSVRC2012_ID per line, line i labels
                                       ILSVRC2012_val_<i:08d>.JPEG) or ``filename<TAB>wnid`` lines
+    wds   STORE/*.tar shards          webdataset: KEY.jpg|webp + KEY.cls + KEY.json per sample
+    parquet STORE/**/*.parquet        image + label columns, label names in the files' metadata
+    in21k-p STORE/{train,val,small_classes}/<wnid>/<image>   ImageNet-21K-P, one store
 
 Tars are never extracted: the index records each member's data offset, so an image is one
 ``pread``. The index (class, source, member, offset, size per image) is built once and cached as
@@ -19,15 +23,19 @@ folder): adding, replacing or removing a tar or a class folder's files rebuilds 
 Modules: :mod:`.scan` (one tar or folder), :mod:`.layouts` (which sources, which wnid),
 :mod:`.index` (the index arrays, built and cached); this module opens a store and reads it.
 
-Only image files count (by suffix, case-insensitive: .jpeg .jpg .png .bmp .gif .webp .tif
-.tiff .ppm .pgm); hidden files and macOS ``._*`` resource forks are ignored.
+Only image files count (by suffix, case-insensitive: .jpeg .jpg .jpe .jfif .png .bmp .gif .webp
+.tif .tiff .ppm .pgm); every other file (.heic, no suffix, hidden files, macOS ``._*`` forks) is
+not read, and is counted per source in the index (``skipped-files``) and in one warning. FIFOs and
+other non-regular files are skipped without being opened.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
+import stat
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -40,11 +48,13 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.images.index import StoreIndex, build_index, index_key
 from imagenet_zsl.images.layouts import (
     LAYOUTS,
+    ParquetLayout,
     check_layout_name,
     detect_layout,
     make_layout,
     read_val_labels,
 )
+from imagenet_zsl.images.parquet_files import RowReader
 from imagenet_zsl.images.scan import IMAGE_SUFFIXES, is_image_name, source_path
 from imagenet_zsl.io import CACHE_ENV, atomic_write_bytes, atomic_write_text, cache_dir
 
@@ -59,6 +69,7 @@ __all__ = [
     "open_store",
     "read_val_labels",
     "select_rows",
+    "skipped_file_count",
     "warn_problems",
     "write_counts_tsv",
 ]
@@ -101,8 +112,9 @@ class ImageStore:
         return len(self.index.member)
 
     def counts(self, include_empty: bool = False) -> dict[str, int]:
-        """Images per wnid (zero-byte files are not images and are not counted by default)."""
-        keep = slice(None) if include_empty else self.size > 0
+        """Images per wnid (zero-byte files are not images and are not counted by default; a
+        parquet row's size is unknown, -1, until read)."""
+        keep = slice(None) if include_empty else self.size != 0
         counts = np.bincount(self.class_index[keep], minlength=len(self.classes))
         return {wnid: int(c) for wnid, c in zip(self.classes, counts, strict=True) if c > 0}
 
@@ -127,8 +139,10 @@ class ImageStore:
 class StoreReader:
     """Reads one image's bytes; picklable, so DataLoader workers each open their own files.
 
-    Tar members are read with ``os.pread`` on a small LRU of open descriptors (no tarfile
-    parsing, no extraction).
+    Tar members (fall11 tars, webdataset shards) are read with ``os.pread`` on a small LRU of
+    open descriptors (no tarfile parsing, no extraction); parquet rows by row group
+    (:class:`~imagenet_zsl.images.parquet_files.RowReader`); plain files are opened non-blocking
+    and must be regular files (a FIFO put in place of an image never blocks a worker).
     """
 
     def __init__(self, root: str, sources: list[str], layout: str, max_open: int = 64):
@@ -137,6 +151,7 @@ class StoreReader:
         self.layout = layout
         self.max_open = max_open
         self._fds: OrderedDict[int, int] = OrderedDict()
+        self._rows = RowReader() if layout == ParquetLayout.name else None
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -160,10 +175,16 @@ class StoreReader:
         return os.path.join(self.root, name) if name else self.root
 
     def read(self, source: int, member: str, offset: int, size: int) -> bytes:
-        """The image's bytes; may be shorter than ``size`` if a tar is truncated."""
+        """The image's bytes; may be shorter than ``size`` if a tar is truncated. ``offset`` is the
+        data offset in a tar, the row in a parquet file, -1 for a plain file."""
+        if self._rows is not None:
+            return self._rows.read(self._path(source), offset)
         if offset >= 0:
             return os.pread(self._fd(source), size, offset)
-        with open(os.path.join(self._path(source), member), "rb") as handle:
+        fd = os.open(os.path.join(self._path(source), member), os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file (a FIFO or device?)")
             return handle.read()
 
     def close(self) -> None:
@@ -250,20 +271,50 @@ def open_store(
 
 
 def warn_problems(store: ImageStore, limit: int = 5) -> None:
-    """Log one warning per recorded problem (the first ``limit``) and a summary of the rest."""
-    for problem in store.problems[:limit]:
+    """Log one warning per recorded problem (the first ``limit``) and a summary of the rest; the
+    files not read as images (``skipped-files``, per source) are summed into one warning."""
+    _warn_skipped_files(store)
+    problems = [p for p in store.problems if p["kind"] != "skipped-files"]
+    for problem in problems[:limit]:
         kind = problem["kind"]
         what = "damaged tar" if kind in ("damaged-tar", "truncated-tar") else kind.replace("-", " ")
         where = source_path(store.root, problem["source"])
         if problem.get("path"):  # a file in a folder store: name the file, not only its folder
             where = where / problem["path"]
         log.warning("%s: %s: %s", where, what, problem["detail"])
-    if len(store.problems) > limit:
+    if len(problems) > limit:
         log.warning(
             "%s: %d more damaged or skipped entries (listed in the store index and the extraction manifest)",
             store.root,
-            len(store.problems) - limit,
+            len(problems) - limit,
         )
+
+
+def skipped_file_count(store: ImageStore) -> dict[str, int]:
+    """Files of the store not read as images, by suffix (``(none)`` for no suffix)."""
+    total: dict[str, int] = {}
+    for problem in store.problems:
+        if problem["kind"] == "skipped-files":
+            for suffix, count in problem["suffixes"].items():
+                total[suffix] = total.get(suffix, 0) + int(count)
+    return dict(sorted(total.items()))
+
+
+def _warn_skipped_files(store: ImageStore) -> None:
+    by_suffix = skipped_file_count(store)
+    if not by_suffix:
+        return
+    records = [p for p in store.problems if p["kind"] == "skipped-files"]
+    examples = [str(source_path(store.root, p["source"]) / p["examples"][0]) for p in records[:2]]
+    log.warning(
+        "%s: %d files not read as images (%s), e.g. %s; counted in the store index and the extraction "
+        "manifest (image suffixes: %s)",
+        store.root,
+        sum(by_suffix.values()),
+        ", ".join(f"{k} {v}" for k, v in by_suffix.items()),
+        ", ".join(examples),
+        " ".join(sorted(IMAGE_SUFFIXES)),
+    )
 
 
 COUNTS_HEADER = "wnid\tnum_images"

@@ -311,14 +311,17 @@ def test_dangling_symlinks_and_non_utf8_file_names_are_skipped_and_recorded(tmp_
 
 
 def test_layouts_are_chosen_in_one_place(tmp_path):
-    assert LAYOUTS == ("tars", "tree", "flat")
-    with pytest.raises(UserInputError, match=r"--layout 'zip': choose one of auto, tars, tree, flat"):
+    assert LAYOUTS == ("tars", "tree", "flat", "wds", "parquet", "in21k-p")
+    with pytest.raises(UserInputError, match=r"--layout 'zip': choose one of auto, tars, tree, flat, wds"):
         open_store(tmp_path, layout="zip")
     generated = make_store(tmp_path / "s", "tars", {"n01440764": 2}, oddities=False)
     archive = tmp_path / "photos.tar"
     os.replace(generated.root / "n01440764.tar", archive)
-    # a tar not named <wnid>.tar: flat when detected (it needs labels); forced as tars, one line
+    # a tar not named <wnid>.tar: a webdataset shard when detected (its samples have no labels:
+    # the error says a flat val tar needs labels); forced as tars or flat, one line
     with pytest.raises(UserInputError, match="--layout tars needs <wnid>.tar files, not photos.tar"):
         open_store(archive, layout="tars", progress=False)
-    with pytest.raises(UserInputError, match="--layout flat needs --val-labels FILE"):
+    with pytest.raises(UserInputError, match="photos.tar: sample n01440764_1: no wnid.*needs --val-labels"):
         open_store(archive, progress=False)
+    with pytest.raises(UserInputError, match="--layout flat needs --val-labels FILE"):
+        open_store(archive, layout="flat", progress=False)
