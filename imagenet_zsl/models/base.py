@@ -149,6 +149,32 @@ class ZSLModel(ABC):
         """Names of the attributes learnt by ``fit`` (public, ending in ``_``), sorted."""
         return sorted(k for k in vars(self) if k.endswith("_") and not k.startswith("_"))
 
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The hyper-parameters (scikit-learn's ``get_params``): a copy of ``self.params``, every
+        field of ``Params`` with its value. ``deep`` is accepted for scikit-learn's tools; a model
+        holds no nested estimator, so it changes nothing."""
+        return dict(self.params)
+
+    def set_params(self, **params: Any) -> ZSLModel:
+        """Change hyper-parameters (scikit-learn's ``set_params``), checked against ``Params`` like
+        ``__init__``; returns self. A change of value drops the fitted state (the model must be fitted
+        again), so a fitted model never carries parameters it was not fitted with."""
+        checked = validate_params(
+            self.Params, {**self.params, **params}, f"model {self.name or type(self).__name__}"
+        ).model_dump()
+        if checked != self.params:
+            for name in self.fitted_attributes():
+                delattr(self, name)
+        self.params = checked
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        """Only called for a missing attribute: a fitted one (``x_``) on a model never fitted is a
+        :class:`NotFittedError` naming the model, whatever method asked for it."""
+        if name.endswith("_") and not name.startswith("_") and not self.fitted_attributes():
+            raise NotFittedError(f"{self.name or type(self).__name__}: call fit() first (no {name})")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     @abstractmethod
     def fit(
         self,
@@ -228,3 +254,8 @@ def check_is_fitted(model: ZSLModel) -> None:
     """Raise :class:`NotFittedError` unless ``fit`` has stored its attributes on ``model``."""
     if not model.fitted_attributes():
         raise NotFittedError(f"{model.name or type(model).__name__}: call fit() first")
+
+
+def clone(model: ZSLModel) -> ZSLModel:
+    """A new, unfitted model of the same class and hyper-parameters (scikit-learn's ``clone``)."""
+    return type(model)(**model.get_params())
