@@ -65,7 +65,7 @@ class CommandTree:
                 raise ValueError(f"bug: command group {name!r} used before its stage created it")
             parser = self._top.add_parser(name, help=help, description=help)
             self._groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
-            parser.set_defaults(func=lambda args, p=parser: (p.print_help(), 2)[1])
+            parser.set_defaults(func=lambda args, p=parser: no_command(p))
         return self._groups[name]
 
 
@@ -80,6 +80,23 @@ def command_modules() -> list[str]:
         )
     rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
     return [entries[name] for name in sorted(entries, key=lambda n: (rank.get(n, len(rank)), n))]
+
+
+def no_command(parser: argparse.ArgumentParser) -> int:
+    """``imagenet-zsl`` (or a group such as ``imagenet-zsl splits``) without a command: the usage
+    line and one ``error:`` line listing the commands, on stderr, exit status 2 (argparse's
+    convention for a missing argument); ``--help`` prints the full help."""
+    names: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            names.extend(action.choices)
+    sys.stderr.write(parser.format_usage())
+    print(
+        f"error: no command given ({parser.prog}): choose one of {', '.join(names)}; "
+        f"see '{parser.prog} --help'",
+        file=sys.stderr,
+    )
+    return 2
 
 
 class _UsageError(Exception):
@@ -134,6 +151,7 @@ _OS_ADVICE = {
     errno.EMFILE: "too many open files; lower --workers or raise 'ulimit -n'",
     errno.ENFILE: "too many open files on this machine; lower --workers or retry later",
     errno.ENAMETOOLONG: "the file name is too long; choose a shorter path",
+    errno.ELOOP: "a symbolic-link loop; fix or remove the link that points back to itself",
     errno.EIO: "input/output error from the disk; check the disk and retry",
     errno.ENOMEM: "out of memory; lower --batch-size or --workers",
 }
@@ -183,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     if not hasattr(args, "func"):
-        parser.print_help()
-        return 2
+        return no_command(parser)
     from imagenet_zsl.io import note_output  # numpy: only once a command runs
 
     note_output(None)
@@ -211,6 +228,13 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug: one line unless --debug asks for the traceback
         if args.debug:
             raise
+        if isinstance(err, RuntimeError) and str(err).startswith("Symlink loop from"):
+            # pathlib's resolve() on Python 3.11 (ELOOP, an OSError, on later versions)
+            print(
+                f"error: {one_line(str(err))}: fix or remove the link that points back to itself",
+                file=sys.stderr,
+            )
+            return 2
         return _internal_error(err)
 
 

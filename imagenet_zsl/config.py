@@ -13,6 +13,7 @@ so a typo can never silently build a different benchmark.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import types
 import typing
@@ -45,8 +46,10 @@ MAX_ALIAS_EXPANSION = 100_000
 MAX_VALUE_CHARS = 200
 
 
-class _RecipeYAMLError(Exception):
-    """A document PyYAML accepts but a recipe must not be (a duplicate key, an alias bomb)."""
+class _RecipeYAMLError(yaml.YAMLError):
+    """A document PyYAML accepts but a recipe must not be (a duplicate key, an alias bomb, a
+    nesting too deep for Python). A ``yaml.YAMLError``, so every caller of
+    :func:`parse_recipe_yaml` that reports bad YAML (``train --set``) reports it too."""
 
 
 class RecipeLoader(yaml.SafeLoader):
@@ -68,6 +71,80 @@ class RecipeLoader(yaml.SafeLoader):
 _YAML12_EXPONENT_FLOAT = re.compile(r"^[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+$")
 RecipeLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML12_EXPONENT_FLOAT, list("-+0123456789."))
 
+#: the only integers a recipe may hold: decimal, no leading zero, no ``_``. YAML 1.1 (PyYAML)
+#: also reads ``010`` as 8 (octal), ``0x1f``, ``0b11``, ``1_000`` and ``1:30`` (= 90): a ``n: 010``
+#: built a split of 8 classes
+_DECIMAL_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
+#: YAML 1.1 booleans that YAML 1.2 (and a reader) takes for words: refused, never guessed
+_YAML11_ONLY_BOOLS = frozenset("yes Yes YES no No NO on On ON off Off OFF".split())
+
+
+def _construct_decimal_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    """PyYAML's int constructor restricted to decimal integers (see :data:`_DECIMAL_INT`)."""
+    text = str(node.value)
+    if not _DECIMAL_INT.match(text):
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"{shorten(repr(text))} is not a decimal integer (YAML 1.1 would read it as "
+            f"{_yaml11_int(loader, node)}); write it in decimal without leading zeros, '_' or ':', "
+            "or quote it for a string",
+            node.start_mark,
+        )
+    return int(text)
+
+
+def _yaml11_int(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    try:
+        return str(yaml.SafeLoader.construct_yaml_int(loader, node))  # type: ignore[arg-type]
+    except (ValueError, TypeError):
+        return "something else"
+
+
+def _construct_plain_bool(loader: yaml.SafeLoader, node: yaml.Node) -> bool:
+    """``true``/``false`` only: ``yes``/``no``/``on``/``off`` are an error, not a guess."""
+    text = str(node.value)
+    if text in _YAML11_ONLY_BOOLS:
+        meaning = "true" if text.lower() in ("yes", "on") else "false"
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"{text!r} is a YAML 1.1 boolean ({meaning}); write {meaning}, or quote it for a string",
+            node.start_mark,
+        )
+    return bool(yaml.SafeLoader.construct_yaml_bool(loader, node))  # type: ignore[arg-type]
+
+
+def _construct_decimal_float(loader: yaml.SafeLoader, node: yaml.Node) -> float:
+    """PyYAML's float constructor without YAML 1.1's ``1:30.5`` (= 90.5) and ``1_0.5``."""
+    text = str(node.value)
+    if ":" in text or "_" in text:
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"{shorten(repr(text))} is not a decimal number; write it without '_' or ':', or "
+            "quote it for a string",
+            node.start_mark,
+        )
+    value = float(yaml.SafeLoader.construct_yaml_float(loader, node))  # type: ignore[arg-type]
+    mantissa = re.split(r"[eE]", text, maxsplit=1)[0]
+    written_nonzero = any(c in "123456789" for c in mantissa)
+    if (value == 0.0 and written_nonzero) or (math.isinf(value) and text.lstrip("+-")[:1] != "."):
+        what = "0" if value == 0.0 else "infinity"
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"{shorten(repr(text))} is out of the range of a float (it would become {what}); "
+            "write a value within 1e-300..1e300",
+            node.start_mark,
+        )
+    return value
+
+
+RecipeLoader.add_constructor("tag:yaml.org,2002:int", _construct_decimal_int)
+RecipeLoader.add_constructor("tag:yaml.org,2002:float", _construct_decimal_float)
+RecipeLoader.add_constructor("tag:yaml.org,2002:bool", _construct_plain_bool)
+
 
 def _check_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> None:
     seen: dict[Any, yaml.Node] = {}
@@ -77,7 +154,7 @@ def _check_duplicate_keys(loader: yaml.SafeLoader, node: yaml.MappingNode) -> No
         try:
             key = loader.construct_object(key_node)
             first = seen.setdefault(key, key_node)
-        except (yaml.YAMLError, TypeError):  # PyYAML reports a bad key itself when it builds it
+        except TypeError:  # an unhashable key: PyYAML reports it itself when it builds the mapping
             continue
         if first is not key_node:
             raise _RecipeYAMLError(
@@ -137,6 +214,8 @@ def parse_recipe_yaml(text: str) -> Any:
                 f"{MAX_ALIAS_EXPANSION:,} a recipe may use; write the values out or reuse fewer"
             )
         return loader.construct_document(node)
+    except RecursionError:  # PyYAML composes and builds nested nodes recursively
+        raise _RecipeYAMLError("the document is nested too deeply for a recipe") from None
     finally:
         loader.dispose()
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import platform
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -161,9 +163,61 @@ def read_manifest(directory: str | os.PathLike) -> dict[str, Any] | None:
     path = Path(directory) / MANIFEST_NAME
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def resolve_path(path: str | os.PathLike) -> Path:
+    """``Path(path).resolve()``, with a symbolic-link loop (RuntimeError on Python 3.11, ELOOP
+    later) a one-line UserInputError naming the path instead of an internal error."""
+    try:
+        return Path(path).resolve()
+    except RuntimeError as err:  # "Symlink loop from '...'"
+        raise UserInputError(
+            f"{path}: symbolic-link loop ({err}); fix or remove the link that points back to itself"
+        ) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UserInputError(
+                f"{path}: symbolic-link loop; fix or remove the link that points back to itself"
+            ) from None
+        raise
+
+
+def regular_input_file(path: str | os.PathLike, what: str = "input file") -> Path:
+    """``path`` after checking, without opening it, that it is a regular file (or a link to one).
+
+    Why: opening a FIFO blocks until something writes to it, and a character device (``/dev/zero``,
+    ``/dev/urandom``) never ends, so a reader given one hangs or fills the memory. Every reader of
+    a user's file calls this first; a missing path, a directory, a FIFO, a socket, a device or a
+    link loop is a one-line UserInputError naming the path and ``what`` it should be.
+    """
+    path = Path(path)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UserInputError(f"{path}: {what} not found; check the path") from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise UserInputError(
+                f"{path}: symbolic-link loop; fix or remove the link that points back to itself"
+            ) from None
+        raise
+    if stat.S_ISREG(mode):
+        return path
+    kind = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a FIFO (named pipe)"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "a device"
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+        else "not a regular file"
+    )
+    raise UserInputError(f"{path}: the {what} is {kind}, not a regular file; give the path of a file")
 
 
 def _inside(path: Path, other: Path) -> bool:
@@ -181,11 +235,11 @@ def check_out_dir(
     - an ``--out`` that is a file, or whose parent is not a writable directory, is refused.
     """
     final = Path(final)
-    resolved = final.resolve()
+    resolved = resolve_path(final)
     for given in inputs:
         if given is None:
             continue
-        source = Path(given).resolve()
+        source = resolve_path(given)
         if _inside(resolved, source) or _inside(source, resolved):
             raise UserInputError(
                 f"--out {final} overlaps the input {given}: writing there could destroy it; "
@@ -245,11 +299,11 @@ def check_out_file(
             f"--out {out} is a directory; give a file name"
             + (f" ending in {' or '.join(suffixes)}" if suffixes else "")
         )
-    resolved = out.resolve()
+    resolved = resolve_path(out)
     for given in inputs:
         if given is None:
             continue
-        source = Path(given).resolve()
+        source = resolve_path(given)
         if _inside(resolved, source):
             relation = "is" if resolved == source else "lies inside"
             raise UserInputError(
@@ -460,6 +514,8 @@ def read_manifest_verified(
         manifest = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as err:
         raise _manifest_problem(path, f"not a readable JSON manifest ({err})", rerun) from err
+    except RecursionError:  # json builds nested values recursively
+        raise _manifest_problem(path, "not a manifest: its JSON is nested too deeply", rerun) from None
     if not isinstance(manifest, dict):
         raise _manifest_problem(path, "not a JSON object", rerun)
     if manifest.get("format") not in accepted:
@@ -475,7 +531,7 @@ def read_manifest_verified(
     )
     if not good:
         raise _manifest_problem(path, "no valid 'files' list of {path, bytes, sha256} records", rerun)
-    root = directory.resolve()
+    root = resolve_path(directory)
     for record in files:
         _verify_file(directory, root, record, hash_files, rerun)
     return manifest
@@ -485,7 +541,7 @@ def _verify_file(
     directory: Path, root: Path, record: dict, hash_files: bool | Callable[[str], bool], rerun: str
 ) -> None:
     target = directory / record["path"]
-    if root not in target.resolve().parents:
+    if root not in resolve_path(target).parents:
         raise _manifest_problem(
             directory / MANIFEST_NAME, f"lists {record['path']!r} outside {directory}", rerun
         )

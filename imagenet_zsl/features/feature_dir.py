@@ -16,7 +16,15 @@ from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features import shared_blocks
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.features.identity import feature_identity
-from imagenet_zsl.features.shard_checks import check_shard_file, read_feature_manifest, unverifiable
+from imagenet_zsl.features.shard_checks import (
+    FLOAT_DTYPES,
+    check_ids_match,
+    check_shard_file,
+    check_stored_values,
+    head_problem,
+    read_feature_manifest,
+    unverifiable,
+)
 from imagenet_zsl.features.shard_files import SHARD_FILES, FeatureBlock, check_head_file, shard_file
 from imagenet_zsl.io import MANIFEST_NAME
 
@@ -67,6 +75,7 @@ class FeatureDir:
         logits = self.manifest.get("logits") or {}
         self.logit_classes: list[str] | None = logits.get("classes") if isinstance(logits, dict) else None
         self._head: tuple[BackboneHead | None] | None = None  # (head,) once read and verified
+        self._ids_checked: set[str] = set()  # shards whose labels agree with their image ids
 
     @property
     def num_rows(self) -> int:
@@ -106,10 +115,14 @@ class FeatureDir:
         path = self.path / HEAD_FILE
         try:
             with np.load(path, allow_pickle=False) as data:
-                head = BackboneHead(data["weight"], data["bias"], [str(c) for c in data["classes"]])
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+                weight, bias, classes = data["weight"], data["bias"], data["classes"]
+                problem = head_problem(weight, bias, classes)
+                if problem:
+                    raise ValueError(problem)
+                head = BackboneHead(weight, bias, [str(c) for c in classes])
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
             raise UserInputError(
-                f"{path}: not a readable backbone head ({str(err)[:120]}); re-extract"
+                f"{path}: not a readable backbone head ({str(err)[:160]}); re-extract"
             ) from None
         if head.dim != self.dim:
             raise UserInputError(
@@ -142,9 +155,8 @@ class FeatureDir:
                 "(it resumes) or restore the file"
             )
         digest = (self._record(shard).get("sha256") or {}).get(kind)
-        if digest is None:
-            return path  # written before shards were hashed: shape checks only
-        check_shard_file(path, digest)
+        values = check_stored_values if kind in ("features", "logits") else None
+        check_shard_file(path, digest, values)  # digest None: written before shards were hashed
         return path
 
     def array(self, shard: str, kind: str, mmap: bool = True) -> np.ndarray:
@@ -168,23 +180,48 @@ class FeatureDir:
                 f"{path}: holds {array.shape[0] if array.ndim else 0} rows but the manifest says {rows}; "
                 "the shard is damaged or from another run: re-extract it"
             )
-        if kind == "features" and (array.ndim != 2 or array.shape[1] != self.dim):
-            raise UserInputError(
-                f"{path}: features have shape {tuple(array.shape)} but the manifest says "
-                f"{self.dim}-d; shards from different backbones are mixed in this directory: "
-                "re-extract into an empty directory"
-            )
-        if kind == "labels" and not np.issubdtype(array.dtype, np.integer):
-            raise UserInputError(f"{path}: labels must be integers, got {array.dtype}")
-        if kind == "ids" and array.dtype.kind != "U":
-            raise UserInputError(f"{path}: ids must be strings, got {array.dtype}")
+        problem = self._shape_problem(kind, array)
+        if problem:
+            raise UserInputError(f"{path}: {problem}")
         return array
+
+    def _shape_problem(self, kind: str, array: np.ndarray) -> str | None:
+        """What is wrong with the dtype or width of a shard file of ``kind`` (None: fine)."""
+        if kind == "features" and (array.ndim != 2 or array.shape[1] != self.dim):
+            return (
+                f"features have shape {tuple(array.shape)} but the manifest says {self.dim}-d; "
+                "shards from different backbones are mixed in this directory: re-extract into "
+                "an empty directory"
+            )
+        width = len(self.logit_classes or ())
+        if kind == "logits" and (array.ndim != 2 or array.shape[1] != width):
+            return f"logits have shape {tuple(array.shape)} but the manifest lists {width} logit classes"
+        if kind in ("features", "logits") and array.dtype.str[1:] not in FLOAT_DTYPES:
+            return f"{kind} must be float16, float32 or float64, not {array.dtype}; re-extract"
+        if kind == "labels":
+            if not np.issubdtype(array.dtype, np.integer) or array.dtype == np.bool_:
+                return f"labels must be integers, got {array.dtype}"
+            if len(array) and (int(array.min()) < 0 or int(array.max()) >= len(self.classes)):
+                bad = int(array.min()) if int(array.min()) < 0 else int(array.max())
+                return (
+                    f"label {bad} does not index the manifest's {len(self.classes)} classes; "
+                    "the labels and the manifest come from different runs: re-extract"
+                )
+        if kind == "ids" and array.dtype.kind != "U":
+            return f"ids must be strings, got {array.dtype}"
+        return None
 
     # -- per shard ---------------------------------------------------------------------------------
 
     def shard_labels(self, shard: str) -> np.ndarray:
-        """(n,) int64 labels of one shard (into ``classes``), without reading features."""
-        return np.asarray(self.array(shard, "labels"), dtype=np.int64)
+        """(n,) int64 labels of one shard (into ``classes``), without reading features. The first
+        time per shard, the labels are checked against the image ids (:func:`check_ids_match`)."""
+        labels = np.asarray(self.array(shard, "labels"), dtype=np.int64)
+        if shard not in self._ids_checked:
+            ids_path = self.path / shard_file(shard, "ids")
+            check_ids_match(ids_path, self.array(shard, "ids"), labels, self.classes)
+            self._ids_checked.add(shard)
+        return labels
 
     def shard_ids(self, shard: str) -> np.ndarray:
         """(n,) image ids of one shard, without reading features."""

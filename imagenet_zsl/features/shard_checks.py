@@ -4,8 +4,11 @@ sha256, hashed once per file version."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.head import HEAD_FILE
@@ -18,11 +21,13 @@ from imagenet_zsl.io import (
     sha256_bytes,
     sha256_file,
 )
+from imagenet_zsl.splits.io import WNID_RE
 
 #: in-process record of shard files whose sha256 matched the manifest, keyed by
 #: (path, device, inode, size, mtime_ns, ctime_ns): a second read of an unchanged file is free
 _VERIFIED: dict[tuple, str] = {}
-_VERIFIED_CACHE_DIR = "verified-shards"
+#: v2: a note also means the shard's values were checked (dtype, finite): older notes do not count
+_VERIFIED_CACHE_DIR = "verified-shards-v2"
 
 
 def _hashed_on_open(relpath: str) -> bool:
@@ -66,24 +71,51 @@ def _shard_problem(i: int, shard: Any) -> str | None:
     return None
 
 
+def class_list_problem(classes: Any, key: str) -> str | None:
+    """What is wrong with a class list (``key`` names it in the message): it must be a list of
+    distinct wnids, because labels and logit columns index it (a repeated class would split its
+    images between two entries; a name that is not a wnid matches no split)."""
+    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
+        return f"'{key}' must be a list of wnids"
+    bad = next((c for c in classes if not WNID_RE.match(c)), None)
+    if bad is not None:
+        return f"'{key}' holds {bad[:60]!r}, which is not a wnid ('n' + 8 digits)"
+    seen: set[str] = set()
+    for position, wnid in enumerate(classes):
+        if wnid in seen:
+            return f"'{key}' lists {wnid} twice (again at position {position})"
+        seen.add(wnid)
+    return None
+
+
 def manifest_problem(manifest: Any) -> str | None:
     """What makes ``manifest`` unusable as a feature manifest (None when it is fine)."""
     if not isinstance(manifest, dict):
         return "not a JSON object"
-    classes = manifest.get("classes")
-    if classes is None:
+    if manifest.get("classes") is None:
         return "no 'classes' list (the label space the shards' labels index)"
-    if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
-        return "'classes' must be a list of wnids"
-    if not isinstance(manifest.get("dim"), int) or isinstance(manifest.get("dim"), bool):
-        return "no integer 'dim' (the feature dimension)"
+    problem = class_list_problem(manifest["classes"], "classes")
+    if problem:
+        return problem
+    logits = manifest.get("logits")
+    if isinstance(logits, dict) and logits.get("classes") is not None:
+        problem = class_list_problem(logits["classes"], "logits.classes")
+        if problem:
+            return problem
+    dim = manifest.get("dim")
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+        return "no integer 'dim' >= 1 (the feature dimension)"
     shards = manifest.get("shards")
     if not isinstance(shards, list):
         return "no 'shards' list"
+    names: set[str] = set()
     for i, shard in enumerate(shards):
         problem = _shard_problem(i, shard)
         if problem:
             return problem
+        if shard["name"] in names:
+            return f"shards[{i}]: shard {shard['name']!r} is listed twice (its images would count twice)"
+        names.add(shard["name"])
     return None
 
 
@@ -131,16 +163,88 @@ def _remember_good(key: tuple, digest: str) -> None:
         pass
 
 
-def check_shard_file(path: Path, digest: str) -> None:
-    """Refuse a shard file whose sha256 is not ``digest`` (hashed once per file version, also
-    noted in the cache directory so the next run does not hash it again)."""
+def check_shard_file(path: Path, digest: str | None, content: Callable[[Path], None] | None = None) -> None:
+    """Refuse a shard file whose sha256 is not ``digest``, or that ``content`` (a check of its
+    values, raising UserInputError) refuses. Both run once per file version, noted in the cache
+    directory so the next run does not repeat them; ``digest`` None (a shard written before
+    shards were hashed): ``content`` only, once per process."""
     key = _file_key(path)
-    if _known_good(key, digest):
+    if _known_good(key, digest or "unhashed"):
         return
-    if sha256_file(path) != digest:
+    if digest is not None and sha256_file(path) != digest:
         raise UserInputError(
             f"{path}: sha256 does not match the manifest: the shard is corrupted or was "
             "changed after extraction; restore it or re-extract (delete its .done.json and "
             "re-run the extract command)"
         )
-    _remember_good(key, digest)
+    if content is not None:
+        content(path)
+    if digest is None:
+        _VERIFIED[key] = "unhashed"
+    else:
+        _remember_good(key, digest)
+
+
+#: the dtypes a features or logits shard may have (numpy's ``dtype.str`` without the byte order)
+FLOAT_DTYPES = ("f2", "f4", "f8")
+#: rows checked at a time by :func:`check_stored_values` (memory: one block)
+_CHECK_ROWS = 65536
+
+
+def check_stored_values(path: Path) -> None:
+    """Refuse a features or logits ``.npy`` that is not float16/32/64 or holds NaN or ±inf: a
+    score computed from it would be NaN or decided by the infinity, silently. One pass over
+    the memory-mapped file, a block of rows at a time."""
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError):
+        return  # FeatureDir.array reports an unreadable file with its own message
+    if array.dtype.str[1:] not in FLOAT_DTYPES:
+        raise UserInputError(f"{path}: must be float16, float32 or float64, not {array.dtype}; re-extract")
+    for start in range(0, len(array) if array.ndim else 0, _CHECK_ROWS):
+        block = np.asarray(array[start : start + _CHECK_ROWS])
+        finite = np.isfinite(block).reshape(len(block), -1).all(axis=1)
+        if not finite.all():
+            row = start + int(np.argmin(finite))
+            value = block[row - start][~np.isfinite(block[row - start])].ravel()[0]
+            raise UserInputError(
+                f"{path}: row {row} holds {value} (NaN or infinity); the shard is damaged or the "
+                "backbone diverged: re-extract it"
+            )
+
+
+def check_ids_match(path: Path, ids: np.ndarray, labels: np.ndarray, classes: Sequence[str]) -> None:
+    """Refuse a shard whose labels contradict its image ids: an id ``"<wnid>/<member>"`` (what
+    every image store writes) names the image's class, which must be ``classes[label]``. A
+    manifest whose ``classes`` were reordered or swapped would otherwise relabel every image.
+    Ids without a wnid prefix (a store that names images otherwise) are not checked."""
+    if not len(ids):
+        return
+    prefix = np.asarray(ids).astype("U10")
+    shaped = (np.char.str_len(prefix) == 10) & np.char.startswith(prefix, "n") & np.char.endswith(prefix, "/")
+    wnids = prefix.astype("U9")
+    shaped &= np.char.isdigit(np.char.lstrip(wnids, "n"))
+    if not shaped.any():
+        return
+    named = np.asarray(classes, dtype=np.str_)[labels]
+    wrong = shaped & (wnids != named)
+    if wrong.any():
+        row = int(np.argmax(wrong))
+        raise UserInputError(
+            f"{path}: row {row} is image {str(ids[row])[:80]!r} but its label {int(labels[row])} is "
+            f"class {named[row]} in the manifest's 'classes': the class list was reordered or "
+            "edited; restore the manifest or re-extract"
+        )
+
+
+def head_problem(weight: np.ndarray, bias: np.ndarray, classes: np.ndarray) -> str | None:
+    """What is wrong with the arrays of ``head.npz`` (None: fine): float weights and bias with no
+    NaN or ±inf, and distinct wnids (the classes of the head's outputs)."""
+    for name, array in (("weight", weight), ("bias", bias)):
+        if array.dtype.str[1:] not in FLOAT_DTYPES:
+            return f"{name} must be float32, not {array.dtype}"
+        if not np.isfinite(array).all():
+            return f"{name} holds NaN or infinity"
+    if classes.dtype.kind != "U" or classes.ndim != 1:
+        return f"classes must be a list of wnids, not {classes.dtype} {classes.shape}"
+    return class_list_problem([str(c) for c in classes], "classes")

@@ -1,0 +1,281 @@
+"""Malformed inputs through the CLI (issue 35 §2-§4): each case gives a correct result or one
+``error:`` line naming the file or key, exit status 2, and no harm done."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.cli import main
+from imagenet_zsl.features.head import BackboneHead
+from imagenet_zsl.features.shard_files import encode_head, write_manifest
+from imagenet_zsl.io import atomic_write_bytes, sha256_bytes, sha256_file
+
+ROOT = Path(__file__).resolve().parents[2]
+CLASSES = ["n01440764", "n01443537"]
+SHARD = "r000-s000000"
+
+
+# ----------------------------------------------------------------------------- 1. configs
+def _recipe(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _population(n: str) -> str:
+    return "splits:\n  - {name: p, kind: population, n: " + n + "}\n"
+
+
+YAML11_CASES = {
+    # YAML 1.1 read `010` as 8: a split of 8 classes where 10 were asked for
+    "octal": (_population("010"), ["'010'", "would read it as 8", ":2:"]),
+    "0o octal": (_population("0o10"), ["'0o10'"]),
+    "hexadecimal": (_population("0x10"), ["'0x10'", "16"]),
+    "binary": (_population("0b10"), ["'0b10'"]),
+    "underscores": (_population("1_0"), ["'1_0'", "10"]),
+    "sexagesimal": (_population("1:30"), ["'1:30'", "90"]),
+    "sexagesimal float": (
+        "splits:\n  - {name: b, kind: benchmark, size: 5, max_branch_share: 0:30.5}\n",
+        ["'0:30.5'"],
+    ),
+    "yes for true": ("splits:\n  - {name: p, kind: population, n: yes}\n", ["'yes'", "true"]),
+    "off for false": ("splits:\n  - {name: off, kind: all}\n", ["'off'", "false"]),
+    "float underflow": (
+        "splits:\n  - {name: b, kind: benchmark, size: 5, max_branch_share: 1e-400}\n",
+        ["1e-400"],
+    ),
+    "float overflow": (
+        "splits:\n  - {name: b, kind: benchmark, size: 5, max_branch_share: 1e400}\n",
+        ["1e400"],
+    ),
+    "deep list": ("splits: " + "[" * 20_000 + "]" * 20_000 + "\n", ["nested too deeply"]),
+    "deep mapping": ("splits: " + "{a: " * 5_000 + "1" + "}" * 5_000 + "\n", ["nested too deeply"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(YAML11_CASES))
+def test_recipe_numbers_are_decimal_or_an_error(tmp_path, cli_error, case):
+    text, culprits = YAML11_CASES[case]
+    config = _recipe(tmp_path, text)
+    out = tmp_path / "out"
+    cli_error(
+        ["splits", "build", config, "--out", out, "--no-progress"],
+        culprit=[str(config), *culprits],
+        inputs=[config],
+        not_created=[out],
+    )
+
+
+def test_decimal_numbers_and_quoted_strings_still_read():
+    from imagenet_zsl.config import parse_recipe_yaml
+
+    text = "a: [0, 10, -3, +4, 1.5, 1e-3, 2.5E+2, .inf, true, False, '010', 'yes', 1e-310]\n"
+    assert parse_recipe_yaml(text) == {
+        "a": [0, 10, -3, 4, 1.5, 0.001, 250.0, float("inf"), True, False, "010", "yes", 1e-310]
+    }
+
+
+def _alias_bomb(levels: int) -> str:
+    text = "a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+    for i in range(1, levels):
+        text += f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n"
+    return text
+
+
+@pytest.mark.parametrize(
+    ("value", "culprits"),
+    [
+        ("{" + _alias_bomb(8).replace("\n", ", ").rstrip(", ") + "}", ["--set", "100,000"]),
+        ("[" * 20_000 + "]" * 20_000, ["--set", "lam=[[["]),  # the item is quoted in full first
+        ("010", ["--set", "'010'"]),
+    ],
+    ids=["alias bomb", "deep", "octal"],
+)
+def test_train_set_values(tmp_path, cli_error, value, culprits):
+    out = tmp_path / "model"
+    cli_error(
+        [
+            "train",
+            "--config",
+            ROOT / "configs/models/eszsl.yaml",
+            "--features",
+            tmp_path / "none",
+            "--out",
+            out,
+            "--set",
+            f"lam={value}",
+        ],
+        culprit=culprits,
+        not_created=[out],
+    )
+
+
+# ----------------------------------------------------------------------------- 2. feature dirs
+def _save_shard(out: Path, kind: str, array: np.ndarray) -> str:
+    path = out / f"{SHARD}.{kind}.npy"
+    np.save(path, array, allow_pickle=False)
+    return sha256_file(path)
+
+
+def feature_dir(  # noqa: PLR0913 - a test builder: every part can be planted
+    out: Path,
+    features: np.ndarray | None = None,
+    labels: list[int] | None = None,
+    classes: list[str] | None = None,
+    ids: list[str] | None = None,
+    head: BackboneHead | None = None,
+    shards_twice: bool = False,
+) -> Path:
+    """A feature directory of 4 images (2 classes) whose manifest is valid for whatever is planted."""
+    out.mkdir(parents=True)
+    features = np.arange(8, dtype=np.float16).reshape(4, 2) if features is None else features
+    labels = [0, 0, 1, 1] if labels is None else labels
+    classes = CLASSES if classes is None else classes
+    ids = [f"{CLASSES[c]}/img{i}.JPEG" for i, c in enumerate([0, 0, 1, 1])] if ids is None else ids
+    digests = {
+        "features": _save_shard(out, "features", features),
+        "labels": _save_shard(out, "labels", np.asarray(labels, np.int32)),
+        "ids": _save_shard(out, "ids", np.asarray(ids, np.str_)),
+    }
+    record = {"name": SHARD, "rows": len(labels), "sha256": digests}
+    fields = {"classes": classes, "dim": int(features.shape[1]), "shards": [record] * (1 + shards_twice)}
+    if head is not None:
+        data = encode_head(head)
+        atomic_write_bytes(out / "head.npz", data)
+        fields["head"] = {"file": "head.npz", "sha256": sha256_bytes(data)}
+    write_manifest(out, fields)
+    return out
+
+
+def test_a_good_feature_directory_gives_the_class_means(tmp_path, capsys):
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+    features = feature_dir(tmp_path / "f")
+    assert (
+        main(["labels", "visual-prototypes", "--features", str(features), "--out", str(tmp_path / "p.npz")])
+        == 0
+    )
+    vectors = ClassVectors.load(tmp_path / "p.npz")
+    assert vectors.wnids == CLASSES
+    np.testing.assert_array_equal(vectors.matrix, [[1, 2], [5, 6]])  # (0,1)&(2,3); (4,5)&(6,7)
+
+
+FEATURE_CASES = {
+    "int8 features": (
+        {"features": np.arange(8, dtype=np.int8).reshape(4, 2)},
+        [f"{SHARD}.features.npy", "int8"],
+    ),
+    "bool features": ({"features": np.ones((4, 2), bool)}, [f"{SHARD}.features.npy", "bool"]),
+    "complex features": (
+        {"features": np.ones((4, 2), np.complex64)},
+        [f"{SHARD}.features.npy", "complex64"],
+    ),
+    "+inf feature": (
+        {"features": np.array([[0, 1], [2, np.inf], [4, 5], [6, 7]], np.float16)},
+        [f"{SHARD}.features.npy", "row 1", "inf"],
+    ),
+    "-inf feature": (
+        {"features": np.array([[0, 1], [2, 3], [4, 5], [6, -np.inf]], np.float32)},
+        [f"{SHARD}.features.npy", "row 3", "-inf"],
+    ),
+    "NaN feature": (
+        {"features": np.array([[np.nan, 1], [2, 3], [4, 5], [6, 7]], np.float32)},
+        [f"{SHARD}.features.npy", "row 0", "nan"],
+    ),
+    "duplicate classes": ({"classes": ["n01440764", "n01440764"]}, ["manifest.json", "n01440764 twice"]),
+    # the labels say image 0 is class 0, and its id says n01440764: the manifest's list was swapped
+    "swapped classes": ({"classes": ["n01443537", "n01440764"]}, [f"{SHARD}.ids.npy", "row 0", "reordered"]),
+    "class not a wnid": ({"classes": ["n01440764", "goldfish"]}, ["manifest.json", "'goldfish'"]),
+    "label past the classes": ({"labels": [0, 0, 1, 2]}, [f"{SHARD}.labels.npy", "label 2"]),
+    "negative label": ({"labels": [0, -1, 1, 1]}, [f"{SHARD}.labels.npy", "label -1"]),
+    "shard listed twice": ({"shards_twice": True}, ["manifest.json", "listed twice"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FEATURE_CASES))
+def test_malformed_feature_directory(tmp_path, cli_error, case):
+    planted, culprits = FEATURE_CASES[case]
+    features = feature_dir(tmp_path / "f", **planted)
+    out = tmp_path / "p.npz"
+    cli_error(
+        ["labels", "visual-prototypes", "--features", features, "--out", out],
+        culprit=[str(features), *culprits],
+        inputs=[features],
+        not_created=[out],
+    )
+
+
+@pytest.mark.parametrize(
+    ("weight", "bias", "classes", "culprit"),
+    [
+        (np.full((2, 2), np.nan, np.float32), np.zeros(2, np.float32), CLASSES, "weight holds NaN"),
+        (np.ones((2, 2), np.float32), np.array([0, np.inf], np.float32), CLASSES, "bias holds NaN or inf"),
+        (np.ones((2, 2), np.float32), np.zeros(2, np.float32), ["n01440764"] * 2, "twice"),
+    ],
+    ids=["NaN weight", "inf bias", "duplicate class"],
+)
+def test_malformed_stored_head(tmp_path, cli_error, weight, bias, classes, culprit):
+    head = BackboneHead.__new__(BackboneHead)  # planted as stored, past the writer's checks
+    object.__setattr__(head, "weight", weight)
+    object.__setattr__(head, "bias", bias)
+    object.__setattr__(head, "classes", classes)
+    features = feature_dir(tmp_path / "f", head=head)
+    out = tmp_path / "model"
+    cli_error(
+        ["train", "--config", ROOT / "configs/models/conse.yaml", "--features", features, "--out", out],
+        culprit=[str(features / "head.npz"), culprit],
+        inputs=[features],
+        not_created=[out],
+    )
+
+
+def test_symlink_loop_in_a_feature_directory(tmp_path, cli_error):
+    features = feature_dir(tmp_path / "f")
+    shard = features / f"{SHARD}.features.npy"
+    shard.unlink()
+    shard.symlink_to(shard.name)  # the file is a link to itself
+    out = tmp_path / "p.npz"
+    cli_error(
+        ["labels", "visual-prototypes", "--features", features, "--out", out],
+        culprit=[str(shard), "loop"],
+        not_created=[out],
+    )
+
+
+def test_feature_directory_that_is_a_symlink_loop(tmp_path, cli_error):
+    loop = tmp_path / "features"
+    loop.symlink_to(loop.name)
+    out = tmp_path / "p.npz"
+    cli_error(
+        ["labels", "visual-prototypes", "--features", loop, "--out", out],
+        culprit=[str(loop), "loop"],
+        not_created=[out],
+    )
+
+
+def test_deeply_nested_manifest(tmp_path, cli_error):
+    features = feature_dir(tmp_path / "f")
+    (features / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    out = tmp_path / "p.npz"
+    cli_error(
+        ["labels", "visual-prototypes", "--features", features, "--out", out],
+        culprit=[str(features / "manifest.json"), "nested too deeply"],
+        not_created=[out],
+    )
+
+
+# ----------------------------------------------------------------------------- 7. no arguments
+@pytest.mark.parametrize("argv", [[], ["splits"], ["labels"]], ids=["nothing", "splits", "labels"])
+def test_no_command_is_usage_and_one_error_line(capsys, argv):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines[0].startswith("usage: imagenet-zsl")
+    assert len(lines) == 2 and lines[1].startswith("error: no command given")
+    assert "--help" in lines[1]
+    if argv == ["splits"]:
+        assert "build" in lines[1] and "frontier" in lines[1]
