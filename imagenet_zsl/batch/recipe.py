@@ -59,6 +59,7 @@ from imagenet_zsl.scoring import DEFAULT_KS
 from imagenet_zsl.semantics.word_vectors import NAMED_SETS
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
+from imagenet_zsl.splits.named import resolve_split
 
 RUN_TOOL = "imagenet-zsl run"
 #: model names become directory names (cells/<model>__<split>)
@@ -200,36 +201,16 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 def split_paths(recipe: Recipe, where: str) -> dict[str, Path]:
-    """Split name -> wnid file; a name is ``splits_dir/NAME.txt``, a path (``/`` or ``.txt``) a file."""
+    """Split name -> wnid file (``splits.named.resolve_split``: a path, a published name such as
+    ``dgp-2hops``, or ``splits_dir/NAME.txt``)."""
     out: dict[str, Path] = {}
     for spec in recipe.splits:
-        path = Path(spec)
-        if not path.is_file() and ("/" in spec or spec.endswith(".txt")):
-            raise UserInputError(f"split file {spec} not found ({where}: splits): {_split_hint(path)}")
-        if not path.is_file():
-            path = Path(recipe.splits_dir) / f"{spec}.txt"
-        if not path.is_file():
-            raise UserInputError(
-                f"split {spec!r} not found ({where}: splits): neither a file nor {path}; "
-                "build it with 'imagenet-zsl splits build'"
-            )
+        path = resolve_split(spec, recipe.splits_dir, f"{where}: splits")
         name = path.stem
         if name in out:
             raise UserInputError(f"split {name!r} is given twice ({where}: splits): give each once")
         out[name] = path
     return out
-
-
-def _split_hint(path: Path) -> str:
-    """What writes a missing split file: ``splits factor`` for ``.../factor-NAME/NAME_B.txt``
-    (configs/demo.yaml's label-frequency splits, ``make demo`` step 5), else ``splits build``."""
-    factor = path.parent.name.removeprefix("factor-")
-    if path.parent.name.startswith("factor-") and path.stem.startswith(f"{factor}_"):
-        return (
-            f"write it first with 'imagenet-zsl splits factor configs/default.yaml --factor {factor} "
-            f"--bins 3 --size 30 --out {path.parent}' (as 'make demo' does), or drop it from the splits"
-        )
-    return "fix the path, or build the split with 'imagenet-zsl splits build'"
 
 
 def model_specs(recipe: Recipe, where: str) -> list[ModelSpec]:

@@ -38,7 +38,13 @@ def register(tree: CommandTree) -> None:
     ev.add_argument(
         "--features", type=Path, required=True, help="feature directory holding the test classes' images"
     )
-    ev.add_argument("--split", type=Path, required=True, help="test-class list (one wnid per line)")
+    ev.add_argument(
+        "--split",
+        type=Path,
+        required=True,
+        help="test-class list (one wnid per line), a published split (dgp-2hops, dgp-3hops, dgp-all) "
+        "or a committed name (splits/NAME.txt)",
+    )
     ev.add_argument("--label-space", default="split", metavar="split|all|FILE", help=LABEL_SPACE_HELP)
     ev.add_argument("--allow-feature-mismatch", action="store_true", help=MISMATCH_HELP)
     source = ev.add_mutually_exclusive_group(required=True)
@@ -131,10 +137,11 @@ def register(tree: CommandTree) -> None:
 def _evaluate(args: argparse.Namespace) -> int:
     from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
     from imagenet_zsl.scoring import DEFAULT_KS
+    from imagenet_zsl.splits.named import resolve_split
 
     cfg = EvaluationConfig(
         features=args.features,
-        split=args.split,
+        split=resolve_split(args.split, "splits", "--split"),
         out=args.out,
         model=args.model,
         prototypes=args.prototypes,

@@ -1,4 +1,4 @@
-"""``imagenet-zsl splits build | stats | leakage | frontier``.
+"""``imagenet-zsl splits build | stats | leakage | frontier | show``.
 
 Start-up imports nothing of the stage (the optimiser loads scipy.optimize): each handler imports
 what it runs, and help texts that list a heavy module's names are built only when shown.
@@ -77,6 +77,20 @@ def register(tree: CommandTree) -> None:
         help="comma-separated max_branch_share values (default: 1.0,0.9,...,0.1)",
     )
     front.set_defaults(func=_frontier)
+
+    show = group.add_parser(
+        "show",
+        help="a named split: class count, source, licence, sha256 and its difference from our hop lists",
+        description="Show a published split (dgp-2hops, dgp-3hops, dgp-all: DGP's "
+        "materials/imagenet-testsets.json, the classes of published GCNZ/DGP/SGCN numbers) with "
+        "its source, licence, sha256 and the classes it differs in from our hop lists, or a "
+        "committed split (splits/NAME.txt) or wnid file with its count and sha256.",
+    )
+    show.add_argument("name", help="dgp-2hops, dgp-3hops, dgp-all, a committed split name or a wnid file")
+    show.add_argument("--splits-dir", default="splits", help="where committed names live (default: splits)")
+    show.add_argument("--wnids", action="store_true", help="print the wnids only, one a line")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    show.set_defaults(func=_show)
 
 
 def _label_set_names() -> str:
@@ -157,4 +171,18 @@ def _stats(args: argparse.Namespace) -> int:
         width = max(map(len, stats))
         for key, value in stats.items():
             print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from imagenet_zsl.splits.io import read_wnid_list
+    from imagenet_zsl.splits.named import PUBLISHED_SPLITS, resolve_split
+    from imagenet_zsl.splits.published_report import format_show, show_split
+
+    path = resolve_split(args.name, args.splits_dir, "splits show")
+    if args.wnids:
+        print("\n".join(read_wnid_list(path)))
+        return 0
+    record = show_split(path, args.name if args.name in PUBLISHED_SPLITS else None)
+    print(json.dumps(record, sort_keys=True) if args.json else format_show(record))
     return 0
