@@ -362,3 +362,22 @@ def test_true_ranks_takes_exactly_one_source():
         true_ranks(LABELS)
     with pytest.raises(ValueError, match="either scores or topk_ids"):
         true_ranks(LABELS, scores=np.zeros((4, 4)), topk_ids=IDS)
+
+
+def test_strict_rule_is_dgp_rule_at_every_k():
+    """DGP's evaluate_imagenet counts ``rks = (table >= gth).sum(1)`` (the true class itself
+    included) and a hit@k when ``rks <= k``: our strict rule, for every K."""
+    # hand case: each image's true class ties with one other class for first place
+    scores = np.array([[3.0, 3.0, 1.0], [2.0, 5.0, 5.0]])
+    labels = np.array([0, 1])
+    ranks = true_ranks(labels, scores=scores)
+    assert hit_at_k(ranks, labels, [1, 2, 3], tie_rule="strict") == {1: 0.0, 2: 1.0, 3: 1.0}
+    assert hit_at_k(ranks, labels, [1, 2, 3]) == {1: 0.5, 2: 1.0, 3: 1.0}
+    # brute force on many ties
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 4, (200, 9)).astype(float)
+    labels = rng.integers(0, 9, 200)
+    rks = (scores >= scores[np.arange(200), labels][:, None]).sum(axis=1)
+    ks = list(range(1, 10))
+    got = hit_at_k(true_ranks(labels, scores=scores), labels, ks, tie_rule="strict")
+    assert got == {k: pytest.approx(np.mean(rks <= k)) for k in ks}

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.evaluation.columns import COLUMN_LEGEND, csv_only, metric_columns
 from imagenet_zsl.evaluation.report import md_table, pct, tex_escape
 from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.plotting import save_figure, subplots
@@ -35,14 +36,6 @@ SEEN_COLUMN = "seen in pretraining"
 TEXT_COLUMNS = ("model", "split", "backbone", "class vectors", "classes", SEEN_COLUMN, "status")
 #: the columns before the values, in order
 LEAD_COLUMNS = ("model", "split", "backbone", "class vectors", "classes")
-
-
-def _get(block: Any, *keys: str) -> float | None:
-    for key in keys:
-        if not isinstance(block, dict) or key not in block:
-            return None
-        block = block[key]
-    return None if block is None else float(block)
 
 
 def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bool) -> list[dict[str, Any]]:
@@ -69,22 +62,7 @@ def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bo
         metrics: dict = {}
         if record["status"] == "ok":
             metrics = json.loads((out / record["run"] / "metrics.json").read_text())
-        zsl = metrics.get("zsl", {})
-        for k in ks:
-            row[f"hit@{k}"] = _get(zsl, "flat", str(k))
-        row["per-class hit@1"] = _get(zsl, "per_class", "1")
-        row["strict hit@1"] = _get(zsl, "flat_strict", "1")
-        for k in ks:  # hP@1 is hit@1
-            if k > 1:
-                row[f"hP@{k}"] = _get(metrics.get("hierarchical_precision"), "flat", str(k))
-        if gzsl:
-            block = metrics.get("gzsl", {})
-            row["GZSL U"] = _get(block, "per_class", "1", "unseen")
-            row["GZSL S"] = _get(block, "per_class", "1", "seen")
-            row["GZSL H"] = _get(block, "per_class", "1", "H")
-            row["AUSUC"] = _get(block, "per_class", "1", "ausuc")
-            cal = block.get("calibration")
-            row["calibrated H"] = _get(cal, "test", "per_class", str(cal["k"]), "H") if cal else None
+        row.update(metric_columns(metrics, ks, gzsl))
         row[SEEN_COLUMN] = seen_in_pretraining(metrics) if record["status"] == "ok" else "–"
         row["status"] = "ok" if record["status"] == "ok" else f"failed: {record['error']}"
         rows.append(row)
@@ -115,8 +93,10 @@ def pretraining_warnings(rows: Sequence[dict]) -> list[str]:
     return lines
 
 
-def _value_columns(rows: Sequence[dict]) -> list[str]:
-    return [c for c in rows[0] if c not in TEXT_COLUMNS] if rows else []
+def _value_columns(rows: Sequence[dict], printed: bool = True) -> list[str]:
+    """The value columns; ``printed``: only those of the Markdown and LaTeX tables."""
+    columns = [c for c in rows[0] if c not in TEXT_COLUMNS] if rows else []
+    return [c for c in columns if not (printed and csv_only(c))]
 
 
 def _pct(value: float | None) -> str:
@@ -133,12 +113,11 @@ def to_markdown(rows: Sequence[dict], notes: Sequence[str] = ()) -> str:
         [(_pct(row[c]) if c in values else str(row[c])).replace("|", "/") for c in columns] for row in rows
     ]
     note = (
-        "\nValues in %. hit@K: flat ZSL hit@K over the split's evaluated classes, the expected value "
-        "under uniform random tie-breaking; strict hit@1: ties count against the model; backbone: "
-        "the identity of the test features; class vectors: the model's class semantics; classes: "
-        "evaluated / in the split, the same for every model of a split (+N missed: classes the model "
-        "cannot score, counted as misses); seen in pretraining: test classes that were labels of the "
-        "backbone's pretraining (unknown: the features do not record it).\n"
+        f"\nValues in %. {COLUMN_LEGEND}; backbone: the identity of the test features; class "
+        "vectors: the model's class semantics; classes: evaluated / in the split, the same for every "
+        "model of a split (+N missed: classes the model cannot score, counted as misses); seen in "
+        "pretraining: test classes that were labels of the backbone's pretraining (unknown: the "
+        "features do not record it).\n"
     )
     legend = "".join(f"\n- {line}" for line in notes)
     return md_table(columns, table) + "\n" + note + (legend + "\n" if legend else "")
@@ -154,7 +133,7 @@ def to_csv(rows: Sequence[dict]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
-    values = _value_columns(rows)
+    values = _value_columns(rows, printed=False)
     for row in rows:
         writer.writerow(
             {c: ("" if row[c] is None else round(100 * row[c], 4)) if c in values else row[c] for c in row}

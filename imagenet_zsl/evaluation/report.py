@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.evaluation.columns import COLUMN_LEGEND, csv_only, metric_columns
 from imagenet_zsl.features.identity import check_same_features
 from imagenet_zsl.io import MANIFEST_NAME, atomic_write_text, check_out_file, read_manifest_verified
 
@@ -331,21 +332,12 @@ def run_row(metrics: dict) -> dict:
     }
     if prov.get("feature_mismatch"):
         row["backbone"] += MISMATCH_MARK
-    zsl = metrics["zsl"]
-    for k, v in _by_k(zsl["flat"]):
-        row[f"hit@{k}"] = v
-    row["per-class top-1"] = zsl["per_class"].get("1", nan)
-    row["strict hit@1"] = zsl.get("flat_strict", {}).get("1", nan)
+    if "flat" not in metrics["zsl"]:  # a run without the headline is not a run
+        raise KeyError("zsl.flat")
+    values = metric_columns(metrics)
+    row.update({name: nan if value is None else value for name, value in values.items()})
     seen_count = (metrics.get("pretraining") or {}).get("test_classes_seen")
     row["seen in pretraining"] = seen_count if isinstance(seen_count, int) else nan
-    gzsl = metrics.get("gzsl") or {}
-    direct = gzsl.get("per_class", {}).get("1", {})
-    row["GZSL S"] = direct.get("seen", nan)
-    row["GZSL U"] = direct.get("unseen", nan)
-    row["GZSL H"] = direct.get("H", nan)
-    row["AUSUC"] = direct.get("ausuc", nan)
-    cal = gzsl.get("calibration")
-    row["calibrated H"] = cal["test"]["per_class"][str(cal["k"])]["H"] if cal else nan
     return row
 
 
@@ -448,8 +440,9 @@ def check_report_out(out: str | Path, run_dirs: Sequence[str | Path]) -> None:
         check_out_file(path, inputs=run_dirs, replaces=is_report_output, what="a report table")
 
 
-def _value_columns(table: pd.DataFrame) -> list[str]:
-    return [c for c in table.columns if c not in TEXT_COLUMNS]
+def _value_columns(table: pd.DataFrame, printed: bool = True) -> list[str]:
+    """The value columns; ``printed``: only those of the Markdown and LaTeX tables."""
+    return [c for c in table.columns if c not in TEXT_COLUMNS and not (printed and csv_only(c))]
 
 
 def _best_mask(table: pd.DataFrame) -> pd.DataFrame:
@@ -480,11 +473,9 @@ def to_markdown(table: pd.DataFrame) -> str:
             cells.append(f"**{text}**" if best.loc[i, col] else text)
         rows.append(cells)
     note = (
-        "\n\nValues in %. hit@K: flat ZSL hit@K over test classes (expected value under random "
-        "tie-breaking); strict hit@1: ties count against the model; per-class top-1: Xian et "
-        "al.; GZSL S/U/H: per-class hit@1 under direct stacking; calibrated H: γ chosen on "
-        "validation; seen in pretraining: number of test classes (blank: unknown); label space: "
-        "classes ranked against (classes with test images). Best per split in bold.\n"
+        f"\n\nValues in %. {COLUMN_LEGEND}; seen in pretraining: number of test classes (–: "
+        "unknown); label space: classes ranked against (classes with test images). Best per split "
+        "in bold.\n"
     )
     if any(str(b).endswith(MISMATCH_MARK) for b in table.get("backbone", [])):
         note += (
@@ -539,7 +530,7 @@ def write_report_tables(table: pd.DataFrame, out: str | Path) -> list[Path]:
     """Write ``out`` with .md, .csv and .tex suffixes (values in the CSV are percentages)."""
     md_path, csv_path, tex_path = report_paths(out)
     csv_table = table.copy()
-    for col in _value_columns(csv_table):
+    for col in _value_columns(csv_table, printed=False):
         if col not in COUNT_COLUMNS:
             csv_table[col] = (100 * csv_table[col]).round(4)
     paths = [

@@ -54,3 +54,42 @@ def test_provenance_columns_count_as_miss_and_the_legend(tmp_path: Path):
     assert table.endswith("\n- first note\n- second note\n")
     assert "| a | hop1 | resnet50 @1a2b3c4d (MISMATCH ALLOWED" in table
     assert to_latex(rows).splitlines()[2].startswith("Model & Split & Backbone & Class vectors & Classes")
+
+
+def test_strict_hit_at_every_k_in_the_csv_and_hp_columns(tmp_path: Path):
+    record = _cell(tmp_path, "a", "hop1", None)
+    metrics = {
+        "zsl": {
+            "flat": {"1": 0.5, "2": 0.75},
+            "per_class": {"1": 0.4},
+            "flat_strict": {"1": 0.25, "2": 0.5},
+        },
+        "hierarchical_precision": {"flat": {"1": 0.5, "2": 0.625}},
+    }
+    (tmp_path / record["run"] / "metrics.json").write_text(json.dumps(metrics))
+    rows = summary_rows(tmp_path, [record], [1, 2], gzsl=False)
+    header = to_csv(rows).splitlines()[0].split(",")
+    assert header[5:11] == ["hit@1", "hit@2", "per-class hit@1", "strict hit@1", "strict hit@2", "hP@2"]
+    assert to_csv(rows).splitlines()[1].split(",")[5:11] == ["50.0", "75.0", "40.0", "25.0", "50.0", "62.5"]
+    table = to_markdown(rows)
+    assert "| hit@1 | hit@2 | per-class hit@1 | strict hit@1 | hP@2 |" in table  # strict@2: CSV only
+    assert "strict hit@2" not in to_latex(rows)
+
+
+def test_gzsl_columns_are_per_image_as_chao_et_al_score_imagenet(tmp_path: Path):
+    record = _cell(tmp_path, "a", "hop1", None)
+    point = {"seen": 0.8, "unseen": 0.2, "H": 0.32, "ausuc": 0.1}
+    metrics = {
+        "zsl": {"flat": {"1": 0.5}, "per_class": {"1": 0.4}, "flat_strict": {"1": 0.25}},
+        "gzsl": {
+            "flat": {"1": point},
+            "per_class": {"1": {"seen": 0.6, "unseen": 0.4, "H": 0.48, "ausuc": 0.2}},
+            "calibration": {"k": 1, "test": {"flat": {"1": {"H": 0.5}}, "per_class": {"1": {"H": 0.45}}}},
+        },
+    }
+    (tmp_path / record["run"] / "metrics.json").write_text(json.dumps(metrics))
+    row = summary_rows(tmp_path, [record], [1], gzsl=True)[0]
+    assert (row["GZSL U"], row["GZSL S"], row["GZSL H"], row["AUSUC (per image)"]) == (0.2, 0.8, 0.32, 0.1)
+    assert row["calibrated H"] == 0.5 and row["calibrated H (per class)"] == 0.45
+    assert (row["GZSL U (per class)"], row["AUSUC (per class)"]) == (0.4, 0.2)
+    assert "(per class)" not in to_markdown([row]) and "AUSUC (per class)" in to_csv([row])
