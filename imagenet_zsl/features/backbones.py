@@ -5,10 +5,12 @@ where features are the global-average-pooled penultimate activations (2048-d for
 and logits the backbone's ImageNet-1K classifier outputs (K = 1000, in the standard sorted-wnid
 class order of torchvision/timm), which ConSE and the GCN targets need.
 
-Weights come from ``--weights PATH``, or else from the torch hub cache (torchvision) / the Hugging
-Face cache (timm) when already downloaded. Nothing is downloaded and nothing falls back silently:
-missing weights raise a UserInputError saying where to put them. ``--weights random`` (seeded,
-for tests and benchmarks only) is stamped into the manifest.
+Weights come from ``--weights PATH``, or else by name from the torch hub cache (torchvision) / the
+Hugging Face hub cache (timm, open_clip), downloaded there as those libraries do unless
+``HF_HUB_OFFLINE=1`` (:mod:`imagenet_zsl.features.hub_weights`). Nothing falls back silently: missing
+weights raise a UserInputError naming the repository and file. ``--weights random`` (seeded, for
+tests and benchmarks only) is stamped into the manifest. ``timm:hf-hub:org/repo`` and
+``open_clip:hf-hub:org/repo`` build the model from the repository's own config file.
 """
 
 from __future__ import annotations
@@ -28,13 +30,22 @@ from typing import Any
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.hub_weights import (
+    NO_WEIGHTS_HINT,
+    RANDOM,
+    WeightsInfo,
+    fetch_hub_file,
+    hub_weights,
+    torch_hub_weights,
+)
 from imagenet_zsl.features.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
 from imagenet_zsl.io import sha256_file
 from imagenet_zsl.registry import Registry
 
 log = logging.getLogger(__name__)
 
-RANDOM = "random"
+__all__ = ["RANDOM", "BackboneSpec", "WeightsInfo", "create_backbone", "get_spec"]
+HF_HUB = "hf-hub:"
 
 
 @dataclass(frozen=True)
@@ -109,9 +120,12 @@ def describe_backbones() -> str:
     lines = [f"{name}: {spec().summary}" for name, spec in BACKBONES.items()]
     lines.append(
         "timm:<model> (or a plain tagged timm name): any timm model, "
-        "e.g. timm:vit_small_patch16_224.augreg_in21k"
+        "e.g. timm:vit_small_patch16_224.augreg_in21k, or timm:hf-hub:<org>/<repo>"
     )
-    lines.append("open_clip:<arch>/<pretrained>: the image tower of an open_clip model")
+    lines.append(
+        "open_clip:<arch>/<pretrained> or open_clip:hf-hub:<org>/<repo>: "
+        "the image tower of an open_clip model"
+    )
     return "; ".join(lines)
 
 
@@ -120,6 +134,11 @@ def get_spec(name: str) -> BackboneSpec:
     name), or ``open_clip:<arch>[/<pretrained>]``."""
     if name in BACKBONES:
         return BACKBONES.get(name)()
+    if name.startswith(("timm:" + HF_HUB, "open_clip:" + HF_HUB)):
+        library, _, repo = name.partition(":")
+        if repo[len(HF_HUB) :].strip("/").count("/") != 1:
+            raise UserInputError(f"--backbone {name}: name the repository: {library}:hf-hub:<org>/<repo>")
+        return BackboneSpec(name, library, repo, None, None, f"{library} model from the Hugging Face hub")
     if name.startswith("open_clip:") and len(name) > 10:
         return _open_clip_spec(name)
     import timm
@@ -152,11 +171,28 @@ def _open_clip_spec(name: str) -> BackboneSpec:
     return BackboneSpec(name, "open_clip", arch, None, tag or None, "open_clip image tower")
 
 
+def torchvision_preprocessing(arch: str, tag: str) -> Preprocessing:
+    """The evaluation preprocessing torchvision ships with weights ``arch``/``tag``
+    (``weights.transforms()``: ResNet-50 ``IMAGENET1K_V1`` resize 256, ``IMAGENET1K_V2`` 232; crop
+    224, bilinear, ImageNet mean/std). No download: the weight enum carries it."""
+    import torchvision.models as tvm
+
+    transform = tvm.get_model_weights(arch)[tag].transforms()
+    return Preprocessing(
+        resize=int(transform.resize_size[0]),
+        crop=int(transform.crop_size[0]),
+        mean=tuple(float(v) for v in transform.mean),
+        std=tuple(float(v) for v in transform.std),
+        interpolation=transform.interpolation.value,
+    )
+
+
 def backbone_preprocessing(
     net: Any, resize: int | None = None, crop: int | None = None, ten_crop: bool = False
 ) -> Preprocessing:
-    """The preprocessing ``net`` was trained with: torchvision/builtin nets the ImageNet standard
-    (resize 256, crop 224, bilinear); timm models their pretrained config
+    """The preprocessing ``net`` was trained with: torchvision nets their weights' own
+    ``weights.transforms()`` (:func:`torchvision_preprocessing`), the builtin net the ImageNet
+    standard (resize 256, crop 224, bilinear); timm models their pretrained config
     (``timm.data.resolve_data_config``: input size, crop_pct, interpolation, mean/std); open_clip
     towers their ``preprocess_cfg`` (resize to the input size, centre crop, CLIP mean/std).
     ``resize``/``crop`` given explicitly override the backbone's own (a crop larger than the
@@ -187,6 +223,8 @@ def backbone_preprocessing(
             std=tuple(float(v) for v in cfg.get("std", IMAGENET_STD)),
             interpolation=cfg.get("interpolation", "bicubic"),
         )
+    elif kind == "torchvision" and net.spec.weights_tag:
+        own = torchvision_preprocessing(net.spec.arch, net.spec.weights_tag)
     else:
         own = Preprocessing()
     pre = dataclasses.replace(own, resize=resize or own.resize, crop=crop or own.crop, ten_crop=ten_crop)
@@ -196,23 +234,6 @@ def backbone_preprocessing(
             "resizing): the crop would be zero-padded; choose --crop <= --resize"
         )
     return pre
-
-
-@dataclass
-class WeightsInfo:
-    """Where the weights came from, for the manifest (``sha256`` of the file; None for random)."""
-
-    source: str  # "file", "torch-hub-cache", "hf-cache" or "random"
-    path: str | None
-    sha256: str | None
-    seed: int | None = None
-
-    def describe(self) -> dict[str, Any]:
-        record = {"source": self.source, "path": self.path, "sha256": self.sha256}
-        if self.source == RANDOM:
-            record["seed"] = self.seed
-            record["note"] = "RANDOM WEIGHTS: for tests and benchmarks only, features are meaningless"
-        return record
 
 
 def _tiny_net():
@@ -318,15 +339,6 @@ def _apply_state_dict(module: Any, state: dict, path: Path, name: str) -> None:
         raise UserInputError(f"{path}: weights do not fit --backbone {name}: {str(err)[:300]}") from err
 
 
-def _hub_checkpoint(spec: BackboneSpec) -> tuple[Path, str]:
-    import torch
-    import torchvision.models as tvm
-
-    weights = tvm.get_model_weights(spec.arch)[spec.weights_tag]
-    path = Path(torch.hub.get_dir()) / "checkpoints" / Path(weights.url).name
-    return path, weights.url
-
-
 @contextlib.contextmanager
 def _offline() -> Any:
     """Nothing is downloaded by surprise: Hugging Face Hub calls stay offline while models are built."""
@@ -354,46 +366,38 @@ def _quiet_root_logger() -> Any:
         root.setLevel(old)
 
 
-def _open_clip_checkpoint(spec: BackboneSpec) -> Path | None:
-    """The open_clip weights of ``spec`` in the local Hugging Face cache, if downloaded."""
+def _hub_config_dir(spec: BackboneSpec, config: str) -> str:
+    """``local-dir:<snapshot>`` of an ``hf-hub:`` repository whose ``config`` file is fetched (or cached)."""
+    path, _ = fetch_hub_file(spec.arch[len(HF_HUB) :], (config,), spec.name, what="model config")
+    return "local-dir:" + str(path.parent)
+
+
+def _build_timm(spec: BackboneSpec) -> Any:
+    import timm
+
+    arch = _hub_config_dir(spec, "config.json") if spec.arch.startswith(HF_HUB) else spec.arch
+    with _offline():
+        return timm.create_model(arch, pretrained=False)
+
+
+def _build_open_clip(spec: BackboneSpec) -> Any:
     import open_clip
 
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    if not spec.weights_tag:
-        return None
-    repo = (open_clip.get_pretrained_cfg(spec.arch, spec.weights_tag) or {}).get("hf_hub", "")
-    repo = repo.rstrip("/")
-    if not repo:
-        return None
-    for filename in ("open_clip_model.safetensors", "open_clip_pytorch_model.bin"):
-        found = try_to_load_from_cache(repo, filename)
-        if isinstance(found, str):
-            return Path(found)
-    return None
-
-
-def _hf_checkpoint(arch: str) -> Path | None:
-    try:
-        import timm
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return None
-    cfg = timm.models.get_pretrained_cfg(arch) if "." in arch else None
-    if cfg is None:
-        cfg = timm.create_model(arch, pretrained=False).pretrained_cfg
-        repo = cfg.get("hf_hub_id") if isinstance(cfg, dict) else None
-    else:
-        repo = cfg.hf_hub_id
-    if not repo:
-        return None
-    for filename in ("model.safetensors", "pytorch_model.bin"):
-        found = try_to_load_from_cache(repo, filename)
-        if isinstance(found, str):
-            return Path(found)
-    return None
+    if spec.arch.startswith(HF_HUB):
+        source = _hub_config_dir(spec, "open_clip_config.json")
+        with _offline(), _quiet_root_logger():
+            model = open_clip.create_model(source, load_weights=False)
+        tower = model.visual
+        tower.preprocess_cfg = dict(getattr(tower, "preprocess_cfg", {}) or {})
+        return tower
+    with _offline(), _quiet_root_logger():
+        tower = open_clip.create_model(spec.arch, pretrained=None).visual
+    tower.preprocess_cfg = dict(getattr(tower, "preprocess_cfg", {}) or {})
+    if spec.weights_tag:
+        pretrained = open_clip.get_pretrained_cfg(spec.arch, spec.weights_tag) or {}
+        keep = ("mean", "std", "interpolation")
+        tower.preprocess_cfg.update({k: v for k, v in pretrained.items() if k in keep})
+    return tower
 
 
 def _build_net(spec: BackboneSpec) -> Any:
@@ -408,48 +412,65 @@ def _build_net(spec: BackboneSpec) -> Any:
         head, model.fc = model.fc, torch.nn.Identity()
         return FeatureNet(spec, model, head, "torchvision")
     if spec.library == "timm":
-        import timm
-
-        with _offline():
-            model = timm.create_model(spec.arch, pretrained=False)
+        model = _build_timm(spec)
         return FeatureNet(spec, model, model.get_classifier(), "timm")
     if spec.library == "open_clip":
-        import open_clip
-
-        with _offline(), _quiet_root_logger():
-            tower = open_clip.create_model(spec.arch, pretrained=None).visual
-        tower.preprocess_cfg = dict(getattr(tower, "preprocess_cfg", {}) or {})
-        if spec.weights_tag:
-            pretrained = open_clip.get_pretrained_cfg(spec.arch, spec.weights_tag) or {}
-            keep = ("mean", "std", "interpolation")
-            tower.preprocess_cfg.update({k: v for k, v in pretrained.items() if k in keep})
-        return FeatureNet(spec, tower, None, "open_clip")
+        return FeatureNet(spec, _build_open_clip(spec), None, "open_clip")
     body, head = _tiny_net()
     return FeatureNet(spec, body, head, "builtin")
 
 
-_NO_WEIGHTS_HINT = "or pass --weights PATH (--weights random is for tests and benchmarks only)"
+#: the weight files of a timm / open_clip hub repository, in the order the libraries try them
+TIMM_FILES = ("model.safetensors", "pytorch_model.bin")
+OPEN_CLIP_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 
 
-def _cached_weights(spec: BackboneSpec) -> WeightsInfo:
-    """The pretrained weights already on this machine (never downloaded), or a UserInputError."""
+def _open_clip_repo(spec: BackboneSpec) -> tuple[str, tuple[str, ...]] | None:
+    """(repository, files) of an open_clip ``arch/tag``: its ``hf_hub`` entry (``org/repo/`` or
+    ``org/repo/file``), or None when its weights are not on the hub."""
+    import open_clip
+
+    if spec.arch.startswith(HF_HUB):
+        return spec.arch[len(HF_HUB) :], OPEN_CLIP_FILES
+    if not spec.weights_tag:
+        return None
+    hub = (open_clip.get_pretrained_cfg(spec.arch, spec.weights_tag) or {}).get("hf_hub", "")
+    parts = hub.strip().split("/")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        return None
+    repo = f"{parts[0]}/{parts[1]}"
+    return repo, (parts[2],) if len(parts) > 2 and parts[2] else OPEN_CLIP_FILES
+
+
+def _timm_repo(spec: BackboneSpec, net: Any) -> tuple[str, tuple[str, ...]] | None:
+    """(repository, files) of a timm model: the ``hf-hub:`` name, or its pretrained config's
+    ``hf_hub_id`` (``hf_hub_filename`` when it names one)."""
+    if spec.arch.startswith(HF_HUB):
+        return spec.arch[len(HF_HUB) :], TIMM_FILES
+    cfg = getattr(net.model, "pretrained_cfg", None) or {}
+    repo = cfg.get("hf_hub_id")
+    if not repo:
+        return None
+    filename = cfg.get("hf_hub_filename")
+    return repo.removeprefix(HF_HUB), (filename,) if filename else TIMM_FILES
+
+
+def _pretrained_weights(spec: BackboneSpec, net: Any) -> WeightsInfo:
+    """The pretrained weights by name: cached, or downloaded unless ``HF_HUB_OFFLINE=1``; a
+    UserInputError naming the repository and file when they cannot be had."""
     name = spec.name
     if spec.library == "torchvision":
-        path, url = _hub_checkpoint(spec)
-        if not path.is_file():
-            raise UserInputError(
-                f"no pretrained weights for --backbone {name}: {path} is not in the torch hub cache; "
-                f"download {url} there (or set TORCH_HOME) {_NO_WEIGHTS_HINT}"
-            )
-        return WeightsInfo("torch-hub-cache", str(path), sha256_file(path))
+        import torchvision.models as tvm
+
+        return torch_hub_weights(tvm.get_model_weights(spec.arch)[spec.weights_tag].url, name)
     if spec.library in ("timm", "open_clip"):
-        found = _hf_checkpoint(spec.arch) if spec.library == "timm" else _open_clip_checkpoint(spec)
+        found = _timm_repo(spec, net) if spec.library == "timm" else _open_clip_repo(spec)
         if found is None:
             raise UserInputError(
-                f"no pretrained weights for --backbone {name} in the Hugging Face cache; download "
-                f"them (huggingface-cli download <repo>) {_NO_WEIGHTS_HINT}"
+                f"--backbone {name}: its pretrained weights are not on the Hugging Face hub; "
+                f"name a tagged model (timm:<model>.<tag>, open_clip:<arch>/<tag>) {NO_WEIGHTS_HINT}"
             )
-        return WeightsInfo("hf-cache", str(found), sha256_file(found))
+        return hub_weights(found[0], found[1], name)
     raise UserInputError(
         f"--backbone {name} has no pretrained weights; pass --weights random or --weights PATH"
     )
@@ -506,8 +527,8 @@ def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tup
     """The named backbone with its weights loaded (CPU, eval mode) and a record of the weights.
 
     ``weights``: a file path, ``"random"`` (seeded init: tests/benchmarks only), or None for the
-    torch-hub / Hugging Face cache (never downloaded: ``HF_HUB_OFFLINE=1`` while building). Raises
-    UserInputError when pretrained weights are missing.
+    pretrained weights by name (torch hub / Hugging Face hub cache, downloaded unless
+    ``HF_HUB_OFFLINE=1``). Raises UserInputError when pretrained weights cannot be had.
     """
     import torch
 
@@ -524,7 +545,7 @@ def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tup
         path = Path(weights).expanduser()
         info = WeightsInfo("file", str(path.resolve()), sha256_file(path))
     else:
-        info = _cached_weights(spec)
+        info = _pretrained_weights(spec, net)
     if info.path is not None:
         _load_weights(net, spec, Path(info.path))
     net.eval()

