@@ -26,12 +26,15 @@ Re-running the same command resumes (finished shards are kept) and, on a finishe
 every shard's sha256. A backbone with an ImageNet-1K classifier (torchvision ResNets, timm 1K
 models) also leaves its head in DIR/head.npz (weight, bias, class order; sha256 in the manifest),
 with or without --logits: GCNZ/SGCN/DGP targets and ConSE then need no seen-class image.
-Preprocessing: the backbone's own (torchvision: resize 256, centre crop 224, bilinear, ImageNet
-mean/std; timm: its pretrained config; open_clip: its preprocess config), with large JPEGs decoded
-at reduced DCT scale before the resize; --ten-crop averages the ten crops instead. Nothing is
-downloaded: weights come from --weights PATH or the torch hub / Hugging Face cache.
+Preprocessing: the backbone's own (torchvision: its weights' transforms(), e.g. resize 256 or 232
+for ResNet-50 V2, centre crop 224, bilinear; timm: its pretrained config; open_clip: its preprocess
+config), with large JPEGs decoded at reduced DCT scale before the resize; --ten-crop averages the
+ten crops instead. Weights: --weights PATH, or by name from the Hugging Face hub cache (timm,
+open_clip; HF_HOME) or the torch hub cache (torchvision; TORCH_HOME), downloaded there when missing
+unless HF_HUB_OFFLINE=1 (then the error names the repository, file and `hf download` command).
 
   imagenet-zsl extract --backbone timm:vit_small_patch16_224.augreg_in21k ...
+  imagenet-zsl extract --backbone timm:hf-hub:timm/resnet50.a1_in1k ...
   imagenet-zsl extract --backbone open_clip:ViT-B-32/laion2b_s34b_b79k ...
 """
 
@@ -52,7 +55,8 @@ def register(tree: CommandTree) -> None:
     parser.add_argument("--out", help="output directory (shards + manifest.json)")
     parser.add_argument(
         "--weights",
-        help="weights file, or 'random' (tests/benchmarks only); default: the torch hub / Hugging Face cache",
+        help="weights file, or 'random' (tests/benchmarks only); default: by name from the Hugging Face / "
+        "torch hub cache (downloaded unless HF_HUB_OFFLINE=1)",
     )
     parser.add_argument("--per-class", type=positive_int, help="seeded sample of at most N images per class")
     parser.add_argument(

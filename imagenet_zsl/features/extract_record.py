@@ -104,7 +104,8 @@ def run_record(
 def pretraining_record(cfg: ExtractConfig, weights: dict[str, Any]) -> dict[str, Any]:
     """What the backbone was pretrained on: ``--pretraining-classes FILE`` if given, else the label
     sets its name's pretrained tag names (:func:`~imagenet_zsl.splits.pretraining.pretraining_of`;
-    torchvision's registered weights are ImageNet-1K). Random weights saw nothing."""
+    torchvision's registered weights are ImageNet-1K; timm weights fetched by name, the tag of their
+    hub repository: ``timm:resnet18`` → ``timm/resnet18.a1_in1k``). Random weights saw nothing."""
     if cfg.pretraining_classes:
         wnids = read_wnid_list(cfg.pretraining_classes)
         return {
@@ -128,8 +129,9 @@ def pretraining_record(cfg: ExtractConfig, weights: dict[str, Any]) -> dict[str,
         name = f"{spec.arch}.tv_in1k"
     elif spec.library == "open_clip":
         name = f"{spec.arch}/{spec.weights_tag or ''}"
-    else:
-        name = spec.arch
+    else:  # timm: the tagged repository the weights came from by name (timm/<model>.<tag>)
+        repo = weights.get("repo") if weights.get("source") == "hf-cache" else None
+        name = (repo or spec.arch).removeprefix("hf-hub:").split("@")[0].split("/")[-1]
     return pretraining_of(name).as_dict()
 
 

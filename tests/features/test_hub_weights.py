@@ -83,6 +83,8 @@ def test_extract_loads_cached_hub_weights_by_name_offline(offline, lite0_state, 
     weights = by_name.manifest["backbone"]["weights"]
     assert weights["source"] == "hf-cache" and weights["sha256"] == sha256_file(cached)
     assert (weights["repo"], weights["filename"]) == (REPO, "model.safetensors")
+    # the untagged name got the default tag's weights: its pretraining is that repository's (in1k)
+    assert by_name.manifest["pretraining"]["label_sets"] == ["in1k"]
     # the same tensors given as a file: the same features, so the cached weights were the ones used
     path = tmp_path / "lite0.pth"
     torch.save(lite0_state, path)
