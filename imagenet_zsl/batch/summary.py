@@ -25,17 +25,33 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from imagenet_zsl.evaluation.columns import COLUMN_LEGEND, csv_only, metric_columns
-from imagenet_zsl.evaluation.report import md_table, pct, tex_escape
+from imagenet_zsl.evaluation.report import label_space_cell, md_table, pct, tex_escape
 from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.plotting import save_figure, subplots
+from imagenet_zsl.scoring import TieRanks
+from imagenet_zsl.scoring.bootstrap import LEVEL, RESAMPLES, SEED, paired_bootstrap
 
 SUMMARY_FILES = ("summary.md", "summary.csv", "summary.tex", "hit_at_k.png")
 SEEN_COLUMN = "seen in pretraining"
-#: columns printed as text (the others are fractions, printed in %)
-TEXT_COLUMNS = ("model", "split", "backbone", "class vectors", "classes", SEEN_COLUMN, "status")
+CI_COLUMN = "hit@1 95% CI"
+NS_COLUMN = "n.s. vs"
 #: the columns before the values, in order
-LEAD_COLUMNS = ("model", "split", "backbone", "class vectors", "classes")
+LEAD_COLUMNS = ("model", "split", "backbone", "class vectors", "classes", "label space")
+#: the text columns after the values, in order
+TRAIL_COLUMNS = (CI_COLUMN, NS_COLUMN, SEEN_COLUMN, "status")
+#: columns printed as text (the others are fractions, printed in %)
+TEXT_COLUMNS = (*LEAD_COLUMNS, *TRAIL_COLUMNS)
+BOOTSTRAP_NOTE = (
+    f"hit@1 95% CI: percentile interval of a paired, class-clustered bootstrap ({RESAMPLES} "
+    f"resamples of the split's test classes with replacement, seed {SEED}; each resample's flat "
+    "hit@1 is its images' expected credit over its images, count-as-miss images included); "
+    "n.s. vs: the models of the same split whose hit@1 differs from this row's by an amount whose "
+    f"{LEVEL:.0%} paired interval (the same resamples for both) contains 0, i.e. not significantly "
+    "different (none: every difference is significant)"
+)
 
 
 def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bool) -> list[dict[str, Any]]:
@@ -62,11 +78,55 @@ def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bo
         metrics: dict = {}
         if record["status"] == "ok":
             metrics = json.loads((out / record["run"] / "metrics.json").read_text())
+        row["label space"] = label_space_cell(metrics) if "label_space" in metrics else "–"
         row.update(metric_columns(metrics, ks, gzsl))
+        row[CI_COLUMN] = row[NS_COLUMN] = "–"
         row[SEEN_COLUMN] = seen_in_pretraining(metrics) if record["status"] == "ok" else "–"
         row["status"] = "ok" if record["status"] == "ok" else f"failed: {record['error']}"
         rows.append(row)
+    add_intervals(out, records, rows)
     return rows
+
+
+def class_credit(run_dir: Path) -> dict[str, tuple[float, int]] | None:
+    """One cell's hit@1 credit (expected tie rule) summed per test class and its test images, by
+    wnid, from the run's true-class ranks (count-as-miss classes: no credit); None when the run
+    has no top-k lists."""
+    topk = run_dir / "topk"
+    try:
+        labels = np.load(topk / "test.labels.npy").astype(np.int64)
+        ranks = TieRanks(*(np.load(topk / f"test.true_{f}.npy").astype(np.int64) for f in ("above", "tied")))
+        classes = json.loads((topk / "classes.json").read_text())
+    except (OSError, ValueError):
+        return None
+    space = classes["unseen"]
+    sums = np.bincount(labels, weights=ranks.credit(1), minlength=len(space))
+    counts = np.bincount(labels, minlength=len(space))
+    credit = {w: (float(s), int(n)) for w, s, n in zip(space, sums, counts, strict=True) if n}
+    credit.update({w: (0.0, int(n)) for w, n in (classes.get("count_as_miss") or {}).items() if n})
+    return credit
+
+
+def add_intervals(out: Path, records: Sequence[dict], rows: Sequence[dict]) -> None:
+    """Fill each row's hit@1 interval and the models it is not significantly different from
+    (:data:`BOOTSTRAP_NOTE`): one paired bootstrap per split over the cells scored on the same
+    classes and images."""
+    groups: dict[tuple, list[tuple[int, list[float]]]] = {}
+    for i, record in enumerate(records):
+        credit = class_credit(out / record["run"]) if record["status"] == "ok" else None
+        if not credit:
+            continue
+        wnids = sorted(credit)
+        key = (record["split"], tuple(wnids), tuple(credit[w][1] for w in wnids))
+        groups.setdefault(key, []).append((i, [credit[w][0] for w in wnids]))
+    for (_, _, counts), members in groups.items():
+        boot = paired_bootstrap(np.array([c for _, c in members]), np.array(counts))
+        for a, (i, _) in enumerate(members):
+            rows[i][CI_COLUMN] = f"[{pct(boot.low[a])}, {pct(boot.high[a])}]"
+            same = [
+                rows[j]["model"] for b, (j, _) in enumerate(members) if b != a and boot.not_significant(a, b)
+            ]
+            rows[i][NS_COLUMN] = ", ".join(same) if same else "none"
 
 
 def seen_in_pretraining(metrics: dict) -> str:
@@ -108,7 +168,7 @@ def to_markdown(rows: Sequence[dict], notes: Sequence[str] = ()) -> str:
     if not rows:
         return "(no cells)\n"
     values = _value_columns(rows)
-    columns = [*LEAD_COLUMNS, *values, SEEN_COLUMN, "status"]
+    columns = [*LEAD_COLUMNS, *values, *TRAIL_COLUMNS]
     table = [
         [(_pct(row[c]) if c in values else str(row[c])).replace("|", "/") for c in columns] for row in rows
     ]
@@ -117,7 +177,8 @@ def to_markdown(rows: Sequence[dict], notes: Sequence[str] = ()) -> str:
         "vectors: the model's class semantics; classes: evaluated / in the split, the same for every "
         "model of a split (+N missed: classes the model cannot score, counted as misses); seen in "
         "pretraining: test classes that were labels of the backbone's pretraining (unknown: the "
-        "features do not record it).\n"
+        f"features do not record it); label space: classes ranked against (with test images); "
+        f"{BOOTSTRAP_NOTE}.\n"
     )
     legend = "".join(f"\n- {line}" for line in notes)
     return md_table(columns, table) + "\n" + note + (legend + "\n" if legend else "")
@@ -145,12 +206,11 @@ def to_latex(rows: Sequence[dict]) -> str:
     """The table as a LaTeX tabular (booktabs), values in %; a failed cell reads 'failed'."""
     values = _value_columns(rows)
     lead = [c for c in LEAD_COLUMNS if c in (rows[0] if rows else {})]
+    trail = [c for c in TRAIL_COLUMNS if c != "status" and c in (rows[0] if rows else {})]
     lines = [
-        r"\begin{tabular}{" + "l" * len(lead) + "r" * (len(values) + 1) + "}",
+        r"\begin{tabular}{" + "l" * len(lead) + "r" * (len(values) + len(trail)) + "}",
         r"\toprule",
-        " & ".join(
-            [*(tex_escape(c.capitalize()) for c in lead), *(tex_escape(c) for c in (*values, SEEN_COLUMN))]
-        )
+        " & ".join([*(tex_escape(c.capitalize()) for c in lead), *(tex_escape(c) for c in (*values, *trail))])
         + r" \\",
         r"\midrule",
     ]
@@ -158,9 +218,9 @@ def to_latex(rows: Sequence[dict]) -> str:
         cells = [tex_escape(str(row[c])) for c in lead]
         if row["status"] == "ok":
             cells += [_pct(row[c]).replace("–", "--") for c in values]
-            cells.append(tex_escape(str(row.get(SEEN_COLUMN, "unknown"))))
+            cells += [tex_escape(str(row.get(c, "unknown"))).replace("–", "--") for c in trail]
         else:
-            cells += [r"\multicolumn{" + str(len(values) + 1) + "}{c}{failed}"]
+            cells += [r"\multicolumn{" + str(len(values) + len(trail)) + "}{c}{failed}"]
         lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}"]
     return "\n".join(lines) + "\n"

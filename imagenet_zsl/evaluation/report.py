@@ -310,7 +310,8 @@ def load_metrics(run_dir: str | Path, verify: bool = True) -> dict:
     return data
 
 
-def _label_space_cell(metrics: dict) -> str:
+def label_space_cell(metrics: dict) -> str:
+    """The label space of one run: its name, its classes and those with test images."""
     space = metrics.get("label_space")
     if not space:  # runs written before label spaces: the split's classes with test images
         return f"split: {metrics['zsl']['classes']}"
@@ -328,7 +329,7 @@ def run_row(metrics: dict) -> dict:
         "features": Path(metrics["inputs"]["features"]["path"]).name,
         "backbone": (prov.get("features") or {}).get("backbone", "unknown"),
         "class vectors": prov.get("class_vectors", "unknown"),
-        "label space": _label_space_cell(metrics),
+        "label space": label_space_cell(metrics),
     }
     if prov.get("feature_mismatch"):
         row["backbone"] += MISMATCH_MARK

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from imagenet_zsl.batch.summary import pretraining_warnings, summary_rows, to_csv, to_latex, to_markdown
 
 
@@ -30,8 +32,8 @@ def test_seen_in_pretraining_column_and_warning(tmp_path: Path):
     rows = summary_rows(tmp_path, records, [1], gzsl=False)
     assert [r["seen in pretraining"] for r in rows] == ["3", "0", "unknown", "unknown (web data)", "–"]
     table = to_markdown(rows)
-    assert "| a | hop1 | unknown | – | 4/4 | 25.00 | 20.00 | 10.00 | 3 | ok |" in table
-    assert "| b | hop1 | unknown | – | 4/4 | 25.00 | 20.00 | 10.00 | unknown | ok |" in table
+    assert "| a | hop1 | unknown | – | 4/4 | – | 25.00 | 20.00 | 10.00 | – | – | 3 | ok |" in table
+    assert "| b | hop1 | unknown | – | 4/4 | – | 25.00 | 20.00 | 10.00 | – | – | unknown | ok |" in table
     warning, web = pretraining_warnings(rows)  # none for 0, for unrecorded, for a failed cell
     assert warning.startswith("a on hop1: 3 test classes were labels of the backbone's pretraining")
     assert web == "c on hop1: test classes seen in pretraining: unknown (web data)"
@@ -69,8 +71,8 @@ def test_strict_hit_at_every_k_in_the_csv_and_hp_columns(tmp_path: Path):
     (tmp_path / record["run"] / "metrics.json").write_text(json.dumps(metrics))
     rows = summary_rows(tmp_path, [record], [1, 2], gzsl=False)
     header = to_csv(rows).splitlines()[0].split(",")
-    assert header[5:11] == ["hit@1", "hit@2", "per-class hit@1", "strict hit@1", "strict hit@2", "hP@2"]
-    assert to_csv(rows).splitlines()[1].split(",")[5:11] == ["50.0", "75.0", "40.0", "25.0", "50.0", "62.5"]
+    assert header[6:12] == ["hit@1", "hit@2", "per-class hit@1", "strict hit@1", "strict hit@2", "hP@2"]
+    assert to_csv(rows).splitlines()[1].split(",")[6:12] == ["50.0", "75.0", "40.0", "25.0", "50.0", "62.5"]
     table = to_markdown(rows)
     assert "| hit@1 | hit@2 | per-class hit@1 | strict hit@1 | hP@2 |" in table  # strict@2: CSV only
     assert "strict hit@2" not in to_latex(rows)
@@ -93,3 +95,49 @@ def test_gzsl_columns_are_per_image_as_chao_et_al_score_imagenet(tmp_path: Path)
     assert row["calibrated H"] == 0.5 and row["calibrated H (per class)"] == 0.45
     assert (row["GZSL U (per class)"], row["AUSUC (per class)"]) == (0.4, 0.2)
     assert "(per class)" not in to_markdown([row]) and "AUSUC (per class)" in to_csv([row])
+
+
+def _topk(out: Path, record: dict, labels, above, tied, misses=None) -> None:
+    """A cell's stored true-class ranks (what the bootstrap reads) and label space."""
+    topk = out / record["run"] / "topk"
+    topk.mkdir()
+    for name, values in (("labels", labels), ("true_above", above), ("true_tied", tied)):
+        np.save(topk / f"test.{name}.npy", np.asarray(values, dtype=np.int32))
+    classes = {"unseen": ["n0", "n1", "n2"], "count_as_miss": misses or {}}
+    (topk / "classes.json").write_text(json.dumps(classes))
+    metrics = json.loads((out / record["run"] / "metrics.json").read_text())
+    metrics["label_space"] = {"spec": "split", "classes_in_label_space": 3, "classes_with_test_images": 3}
+    (out / record["run"] / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_bootstrap_interval_and_not_significant_pairs(tmp_path: Path):
+    labels = [0, 0, 1, 1, 2, 2]
+    right, wrong = [0] * 6, [5] * 6
+    records = [_cell(tmp_path, m, "hop1", None) for m in ("good", "twin", "bad")]
+    _topk(tmp_path, records[0], labels, right, [0] * 6)
+    _topk(tmp_path, records[1], labels, right, [0] * 6)  # the same scores as good
+    _topk(tmp_path, records[2], labels, wrong, [0] * 6)
+    other = _cell(tmp_path, "good", "hop2", None)  # another split: never paired with hop1
+    _topk(tmp_path, other, labels, [0, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 0])
+    rows = summary_rows(tmp_path, [*records, other], [1], gzsl=False)
+    assert [r["hit@1 95% CI"] for r in rows[:3]] == ["[100.00, 100.00]", "[100.00, 100.00]", "[0.00, 0.00]"]
+    assert [r["n.s. vs"] for r in rows] == ["twin", "good", "none", "none"]
+    assert rows[0]["label space"] == "split: 3 (3 with images)"
+    # hop2: one image of class 2 misses (5/6); a resample drawing class 2 three times scores 3/6
+    # (probability 1/27 > 2.5%), one without class 2 (8/27) scores 6/6
+    low, high = (float(v) for v in rows[3]["hit@1 95% CI"].strip("[]").split(", "))
+    assert 50.0 <= low < 100 * 5 / 6 < high == 100.0
+    table = to_markdown(rows)
+    assert "| hit@1 95% CI | n.s. vs | seen in pretraining | status |" in table
+    assert "paired, class-clustered bootstrap (1000 resamples" in table
+    assert r"hit@1 95\% CI & n.s. vs & seen in pretraining" in to_latex(rows)
+
+
+def test_count_as_miss_images_enter_the_bootstrap_without_credit(tmp_path: Path):
+    record = _cell(tmp_path, "a", "hop1", None)
+    _topk(tmp_path, record, [0, 1, 2], [0, 0, 0], [0, 0, 0], misses={"n9": 3})
+    row = summary_rows(tmp_path, [record], [1], gzsl=False)[0]
+    low, high = (float(v) for v in row["hit@1 95% CI"].strip("[]").split(", "))
+    # 4 classes, each of 1 image (right) except n9 (3 images, wrong): from 0 (n9 drawn 4 times)
+    # to 100 (never drawn); the point estimate is 3/6
+    assert 0.0 <= low < 50.0 < high <= 100.0
