@@ -194,9 +194,11 @@ class ParquetLayout:
 
     def __init__(self, root: Path, val_labels: str | Path | None = None):
         self.classes = ClassNames(root)
+        card = (root.parent if root.is_file() else root) / "README.md"
+        self._sha256 = sha256_file(card) if card.is_file() else None
 
     def labels_sha256(self) -> str | None:
-        return None  # the names live in the files themselves (their sizes/mtimes are in the key)
+        return self._sha256  # the dataset card's; the files' own names change their size/mtime
 
     def sources(self, root: Path) -> list[str]:
         if root.is_file():

@@ -1,0 +1,164 @@
+"""The stores researchers hold today (issue #34 §1): webdataset shards (jpg and webp, as timm's hub
+datasets), the parquet release and ImageNet-21K-P's three folders give the same features as the
+same image bytes in a folder store; `images count` detects them; a shard whose labels disagree
+is one error line naming the shard and the key."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.cli import main
+from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.synthetic_store import make_store
+from imagenet_zsl.images.store import open_store
+
+CLASSES = {"n01440764": 9, "n01443537": 3, "n01484850": 4}
+
+#: (layout, image format of the store, image format of the folder store with the same bytes/names)
+CASES = [
+    ("wds", "jpeg", "jpg"),
+    ("wds", "webp", "webp"),
+    ("parquet", "jpeg", "jpeg"),
+    ("parquet", "webp", "webp"),
+    ("in21k-p", "jpeg", "jpeg"),
+]
+
+
+def _features(tmp_path: Path, store, name: str, fx) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    classes = fx.write_classes(tmp_path / "classes.txt", list(CLASSES))
+    fx.extract(store, classes, tmp_path / name)
+    features = FeatureDir(tmp_path / name)
+    block = features.load()
+    skipped = {s["id"]: s["reason"] for s in features.manifest["skipped"]}
+    return dict(zip(block.ids.tolist(), block.features, strict=True)), skipped
+
+
+@pytest.mark.parametrize(("layout", "image_format", "folder_format"), CASES)
+def test_extract_gives_the_features_of_the_same_images_in_a_folder_store(
+    tmp_path, layout, image_format, folder_format, fx
+):
+    store = make_store(tmp_path / "store", layout, CLASSES, image_format=image_format)
+    folder = make_store(tmp_path / "folder", "tree", CLASSES, image_format=folder_format)
+    assert sorted(store.ids) == sorted(folder.ids)  # same names, same bytes (seeded)
+    got, got_skipped = _features(tmp_path, store, "out", fx)
+    want, want_skipped = _features(tmp_path, folder, "ref", fx)
+    manifest = FeatureDir(tmp_path / "out").manifest
+    assert manifest["inputs"]["store"]["layout"] == layout
+    assert sorted(got) == sorted(want) == folder.good_ids
+    assert got_skipped == want_skipped and sorted(got_skipped) == folder.broken_ids
+    for image_id, row in want.items():  # same pixels, same network: the same numbers
+        np.testing.assert_allclose(got[image_id], row, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize(("layout", "image_format", "_"), CASES)
+def test_images_count_detects_the_layout_and_counts_per_wnid(tmp_path, layout, image_format, _, capsys):
+    store = make_store(tmp_path / "store", layout, CLASSES, image_format=image_format, oddities=False)
+    assert main(["images", "count", "--store", str(store.root)]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines() == ["wnid\tnum_images", "n01440764\t9", "n01443537\t3", "n01484850\t4"]
+    assert f"16 images in 3 classes ({layout} store" in err
+
+
+def _shard(path: Path, samples: list[tuple[str, bytes, dict | None, str | None]]) -> None:
+    """A webdataset shard: per sample (key, image bytes, .json or None, .cls text or None)."""
+    with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tar:
+        for key, data, meta, cls in samples:
+            members = [(f"{key}.jpg", data)]
+            members += [(f"{key}.cls", cls.encode())] if cls is not None else []
+            members += [(f"{key}.json", json.dumps(meta).encode())] if meta is not None else []
+            for name, payload in members:
+                info = tarfile.TarInfo(name)
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+
+
+JPEG = b"\xff\xd8\xff\xe0" + b"\0" * 60
+
+
+def _error_line(capsys, argv: list[str]) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error")]  # not the progress bar
+    assert len(lines) == 1 and "Traceback" not in err
+    return lines[0]
+
+
+def test_a_cls_that_disagrees_with_its_json_wnid_names_the_shard_and_key(tmp_path, capsys):
+    root = tmp_path / "wds"
+    root.mkdir()
+    _shard(root / "in22k-train-0000.tar", [("a1", JPEG, {"class_name": "n01440764"}, "0")])
+    _shard(root / "in22k-train-0001.tar", [("b7", JPEG, {"class_name": "n01443537"}, "0")])
+    line = _error_line(capsys, ["images", "count", "--store", str(root)])
+    assert "in22k-train-0001.tar: sample b7: .cls 0 with .json n01443537" in line
+    assert "in22k-train-0000.tar sample a1" in line
+
+
+def test_the_class_index_file_is_checked_against_every_json(tmp_path, capsys):
+    root = tmp_path / "wds"
+    root.mkdir()
+    (root / "imagenet22k_synsets.txt").write_text("n01440764\nn01443537\n")
+    _shard(root / "s-0000.tar", [("a1", JPEG, {"class_name": "n01440764"}, "0"), ("a2", JPEG, None, "1")])
+    store = open_store(root, progress=False)  # a2: its wnid from the class-index file
+    assert store.counts() == {"n01440764": 1, "n01443537": 1}
+    _shard(root / "s-0000.tar", [("a1", JPEG, {"class_name": "n01443537"}, "0")])
+    line = _error_line(capsys, ["images", "count", "--store", str(root)])
+    assert "s-0000.tar: sample a1: .cls 0 is n01440764 in" in line and "the .json says n01443537" in line
+    _shard(root / "s-0000.tar", [("a1", JPEG, {"class_name": "n01440764", "label": 1}, "0")])
+    line = _error_line(capsys, ["images", "count", "--store", str(root)])
+    assert "s-0000.tar: sample a1: .cls says 0 but .json label says 1" in line
+
+
+def test_a_sample_with_no_label_at_all_is_one_error_line(tmp_path, capsys):
+    root = tmp_path / "wds"
+    root.mkdir()
+    _shard(root / "s-0000.tar", [("a1", JPEG, {"width": 3}, "5")])
+    line = _error_line(capsys, ["images", "count", "--store", str(root)])
+    assert "s-0000.tar: sample a1: no wnid" in line
+    _shard(root / "s-0000.tar", [("a1", JPEG, {"class_name": "dog"}, "5")])
+    assert "not a wnid" in _error_line(capsys, ["images", "count", "--store", str(root)])
+
+
+def test_parquet_label_names_come_from_the_dataset_card_when_the_files_carry_none(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "pq"
+    root.mkdir()
+    image = pa.array([{"bytes": JPEG, "path": f"x{i}.jpg"} for i in range(3)])
+    pq.write_table(pa.table({"image": image, "label": pa.array([1, 0, 1])}), root / "train.parquet")
+    line = _error_line(capsys, ["images", "count", "--store", str(root)])
+    assert "train.parquet: no class names for 'label'" in line
+    card = "---\ndataset_info:\n  features:\n  - name: image\n    dtype: image\n  - name: label\n"
+    card += "    dtype:\n      class_label:\n        names:\n"
+    card += "          '0': n01443537\n          '1': n01440764\n"
+    (root / "README.md").write_text(card + "---\n# ImageNet-21K-P\n")
+    assert main(["images", "count", "--store", str(root)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["n01440764\t2", "n01443537\t1"]
+    (root / "README.md").write_text(card.replace("n01443537", "tench") + "---\n")
+    assert "label names must be wnids" in _error_line(capsys, ["images", "count", "--store", str(root)])
+
+
+def test_in21k_p_is_one_store_and_an_image_in_two_folders_is_refused(tmp_path, capsys):
+    store = make_store(tmp_path / "p", "in21k-p", CLASSES, oddities=False)
+    parts = sorted(p.name for p in store.root.iterdir())
+    assert parts == ["imagenet21k_small_classes", "imagenet21k_train", "imagenet21k_val"]
+    assert open_store(store.root, progress=False).counts() == CLASSES
+    twin = store.root / "imagenet21k_val" / "n01440764" / "n01440764_1.JPEG"
+    twin.write_bytes((store.root / "imagenet21k_train" / "n01440764" / "n01440764_1.JPEG").read_bytes())
+    line = _error_line(capsys, ["images", "count", "--store", str(store.root), "--rebuild-index"])
+    assert "n01440764/n01440764_1.JPEG is in both imagenet21k_train/n01440764 and imagenet21k_val" in line
+
+
+def test_a_folder_of_both_fall11_tars_and_shards_asks_for_the_layout(tmp_path):
+    store = make_store(tmp_path / "s", "wds", {"n01440764": 2}, oddities=False)
+    (store.root / "n01440764.tar").write_bytes((store.root / "imagenet22k-train-0000.tar").read_bytes())
+    with pytest.raises(UserInputError, match="pass --layout tars or --layout wds"):
+        open_store(store.root, progress=False)
+    assert open_store(store.root, layout="wds", progress=False).layout == "wds"
