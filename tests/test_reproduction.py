@@ -86,3 +86,12 @@ def test_out_is_written_atomically_and_never_over_another_file(tmp_path, monkeyp
     assert notes.read_text() == "my notes\n"
     assert capsys.readouterr().err.startswith(f"error: --out {notes} exists and is not a reproduction table")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.md", "table.md"]  # no temp left
+
+
+def test_shared_label_row_counts_any_lemma_as_hascoet() -> None:
+    """§4.2.2 'share at least one word label with other visual classes': ice hockey and field
+    hockey share 'hockey' (neither's first lemma), the tench shares nothing: 2 of 3 classes."""
+    rows = {r.quantity: r for r in reproduction.label_rows(["n00463543", "n00467995", "n01440764"])}
+    row = rows["label shared with another ImageNet class"]
+    assert row.ours == "66.7%" and row.reason.startswith("the first lemma alone gives 0.0%")
+    assert "does not state" not in row.reason
