@@ -162,3 +162,27 @@ def test_a_folder_of_both_fall11_tars_and_shards_asks_for_the_layout(tmp_path):
     with pytest.raises(UserInputError, match="pass --layout tars or --layout wds"):
         open_store(store.root, progress=False)
     assert open_store(store.root, layout="wds", progress=False).layout == "wds"
+
+
+@pytest.mark.parametrize("layout", ["wds", "parquet"])
+def test_a_killed_run_resumes_to_the_same_bytes_with_worker_processes(tmp_path, layout, monkeypatch, fx):
+    from imagenet_zsl.features import extract_loop
+
+    store = make_store(tmp_path / "store", layout, CLASSES, image_format="webp")
+    classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
+    fx.extract(store, classes, tmp_path / "whole", workers=2)  # readers pickled into workers
+    real_write, calls = extract_loop.write_shard, []
+
+    def dying_write(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # killed while the second shard is being written
+        return real_write(*args, **kwargs)
+
+    monkeypatch.setattr(extract_loop, "write_shard", dying_write)
+    with pytest.raises(KeyboardInterrupt):
+        fx.extract(store, classes, tmp_path / "killed")
+    monkeypatch.setattr(extract_loop, "write_shard", real_write)
+    result = fx.extract(store, classes, tmp_path / "killed")
+    assert result.shards_already_done == 1 and result.shards_written == 2
+    assert fx.all_files(tmp_path / "killed") == fx.all_files(tmp_path / "whole")
