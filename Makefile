@@ -7,14 +7,14 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= out
 
-.PHONY: install wordnet demo demo-side demo-main test lint clean
+.PHONY: install wordnet browser demo demo-side demo-main test docs lint clean
 
 install: $(STAMP) wordnet
 
 $(STAMP): pyproject.toml tools/requirements-lock.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c tools/requirements-lock.txt -e '.[dev,text]'
+	$(BIN)/python -m pip install -q -c tools/requirements-lock.txt -e '.[dev,text,docs]'
 	touch $(STAMP)
 
 # WordNet 3.0: an nltk corpus if one is installed, else Debian's wordnet-base (apt-get as root).
@@ -70,12 +70,29 @@ demo-main:
 	$(BIN)/imagenet-zsl analyze factor $(OUT)/demo --splits $(FACTOR_SPLITS) --out $(OUT)/demo-factor
 	$(BIN)/imagenet-zsl analyze ladder $(OUT)/demo/cells/sgcn__hop2 --out $(OUT)/demo-ladder
 
-test: install
+# A headless browser for the test that looks at the built documentation site (tests/docs/): Debian's
+# chromium, installed with apt-get as root like WordNet; elsewhere that one test says how to get it.
+browser:
+	@if ! command -v chromium >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium (Debian) for the documentation test"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "chromium missing: 'sudo apt-get install chromium' (tests/docs/test_site.py needs it)"; \
+	  fi; \
+	fi
+
+test: install browser
 	$(BIN)/pytest -q
+
+# The documentation site: docs/ -> site/ (the reference pages are generated from the code by
+# docs/hooks/reference.py); --strict makes a broken link or reference an error.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
 	$(BIN)/ruff check imagenet_zsl tests tools
 	$(BIN)/ruff format --check imagenet_zsl tests tools
 
 clean:
-	rm -rf $(VENV) $(OUT) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(OUT) site .pytest_cache .ruff_cache
