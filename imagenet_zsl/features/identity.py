@@ -8,12 +8,20 @@ the features they were fitted on, and every command that combines directories co
 
 The identity leaves out what may legitimately differ between the training and the test features
 of one protocol: the image store, the classes, the device, the batch size and the shard size.
+
+Exact, not by name: when both sides record their weights' sha256, the backbone is compared by its
+architecture (the name less its pretrained tag), so ``timm:tf_efficientnet_lite0`` and
+``timm:tf_efficientnet_lite0.in1k`` with the same weights are the same features. The numerics of
+an extraction (precision, decoder, mode: ``NUMERICS_KEYS``) are recorded beside the identity but
+not compared by it: bf16 or nvJPEG features are the same network's, a few ulps apart; a train/test
+difference in them is a warning, and tables show non-default numerics.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError
@@ -26,6 +34,12 @@ MODEL_FEATURES_KEY = "feature_identity"
 MODEL_SEMANTICS_KEY = "semantics_identity"
 #: the layer every builtin backbone returns (the pooled features the head reads)
 DEFAULT_LAYER = "pooled pre-logits"
+#: extraction numerics (``manifest["parameters"]``): recorded in the identity, not compared by it
+NUMERICS_KEYS = ("precision", "decode", "mode")
+#: the numerics of ``extract --deterministic`` (the default): tables show only other values
+DEFAULT_NUMERICS = {"precision": "fp32", "decode": "pil", "mode": "deterministic"}
+
+log = logging.getLogger(__name__)
 
 
 def _digest(obj: Any) -> str:
@@ -59,7 +73,7 @@ def feature_identity(manifest: dict[str, Any]) -> dict[str, Any]:
         backbone = {"name": str(backbone)}
     weights = backbone.get("weights") or {}
     preprocessing = manifest.get("preprocessing")
-    return {
+    identity = {
         "backbone": backbone.get("name"),
         "weights_sha256": weights.get("sha256") if isinstance(weights, dict) else None,
         "preprocessing": None if preprocessing is None else _digest(preprocessing),
@@ -67,6 +81,44 @@ def feature_identity(manifest: dict[str, Any]) -> dict[str, Any]:
         "dim": dim,
         "simulation": None,
     }
+    if identity["backbone"]:
+        identity["architecture"] = architecture_of(str(identity["backbone"]))
+    parameters = manifest.get("parameters")
+    if isinstance(parameters, dict):  # recorded since extraction records its numerics
+        identity.update({k: parameters[k] for k in NUMERICS_KEYS if parameters.get(k) is not None})
+    return identity
+
+
+def architecture_of(name: str) -> str:
+    """The network a backbone name builds, its pretrained tag left out: ``timm:X.TAG``, ``timm:X``
+    and a plain ``X.TAG`` → ``X``; ``open_clip:ARCH/TAG`` → ``open_clip:ARCH``; a hub repository
+    or a registered name stays as it is. Compared only together with the weights' sha256."""
+    if "hf-hub:" in name:
+        return name
+    if name.startswith("open_clip:"):
+        return name.partition("/")[0]
+    return name.removeprefix("timm:").partition(".")[0]
+
+
+def numerics(identity: dict[str, Any] | None) -> dict[str, Any]:
+    """The recorded extraction numerics of an identity (precision, decode, mode); {} if unknown."""
+    return {k: identity[k] for k in NUMERICS_KEYS if identity and identity.get(k) is not None}
+
+
+def numerics_differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]:
+    """The numerics both identities record and on which they differ."""
+    na, nb = numerics(a), numerics(b)
+    return [k for k in NUMERICS_KEYS if k in na and k in nb and na[k] != nb[k]]
+
+
+def _numerics_label(identity: dict[str, Any]) -> str:
+    """`` [bf16, decode torchvision, fast]``: the recorded numerics that are not the defaults."""
+    shown = [
+        f"{k} {v}" if k == "decode" else str(v)
+        for k, v in numerics(identity).items()
+        if v != DEFAULT_NUMERICS[k]
+    ]
+    return f" [{', '.join(shown)}]" if shown else ""
 
 
 def describe_identity(identity: dict[str, Any] | None) -> str:
@@ -76,12 +128,26 @@ def describe_identity(identity: dict[str, Any] | None) -> str:
         return "unknown"
     name = str(identity.get("backbone") or "unknown")
     tag = identity.get("weights_sha256") or identity.get("simulation")
-    return f"{name} @{str(tag)[:8]}" if tag else name
+    return (f"{name} @{str(tag)[:8]}" if tag else name) + _numerics_label(identity)
+
+
+def _same_backbone(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Names equal, or, when both weights' sha256 are known, architectures equal (the pretrained
+    tag of a name says which weights, and the sha256 already says that exactly)."""
+    name_a, name_b = a.get("backbone"), b.get("backbone")
+    if name_a == name_b:
+        return True
+    if not (a.get("weights_sha256") and b.get("weights_sha256") and name_a and name_b):
+        return False
+    return architecture_of(str(name_a)) == architecture_of(str(name_b))
 
 
 def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """The identity keys on which ``a`` and ``b`` differ (empty: the same features)."""
-    return [k for k in IDENTITY_KEYS if a.get(k) != b.get(k)]
+    """The identity keys on which ``a`` and ``b`` differ (empty: the same features); ``backbone``
+    differs only if the networks differ (:func:`_same_backbone`), not on a name's spelling."""
+    return [
+        k for k in IDENTITY_KEYS if (not _same_backbone(a, b) if k == "backbone" else a.get(k) != b.get(k))
+    ]
 
 
 def check_same_features(
@@ -100,6 +166,7 @@ def check_same_features(
     """
     if not a or not b:
         return None
+    _warn_numerics(a, b, what_a, what_b)
     differ = identity_differences(a, b)
     if not differ:
         return None
@@ -115,3 +182,19 @@ def check_same_features(
         f"{describe_identity(b)} ({', '.join(differ)} differ); use features of the same backbone, "
         "or pass --allow-feature-mismatch to combine them anyway (recorded in every table)"
     )
+
+
+def _warn_numerics(a: dict[str, Any], b: dict[str, Any], what_a: str, what_b: str) -> None:
+    """Warn when two feature directories were extracted with other numerics (bf16 vs fp32, nvJPEG
+    vs PIL): the same network's features, but not the same bits."""
+    differ = numerics_differences(a, b)
+    if differ:
+        na, nb = numerics(a), numerics(b)
+        pairs = ", ".join(f"{k} {na[k]} vs {nb[k]}" for k in differ)
+        log.warning(
+            "%s and %s were extracted with other numerics (%s): same network, not the same bits; "
+            "extract both the same way (--deterministic or --fast) to compare exactly",
+            what_a,
+            what_b,
+            pairs,
+        )

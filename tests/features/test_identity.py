@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import logging
+from types import SimpleNamespace
+
 import pytest
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.run.provenance import provenance_block
 from imagenet_zsl.features.identity import (
+    architecture_of,
     check_same_features,
     describe_identity,
     feature_identity,
     identity_differences,
+    numerics,
 )
 
 
-def _extracted(name: str = "timm:tf_efficientnet_lite0", sha: str = "ab" * 32, crop: int = 224) -> dict:
+def _extracted(
+    name: str = "timm:tf_efficientnet_lite0", sha: str | None = "ab" * 32, crop: int = 224, **parameters: str
+) -> dict:
     return {
         "backbone": {"name": name, "dim": 1280, "weights": {"source": "file", "sha256": sha}},
+        "parameters": {"batch_size": 64, **parameters},  # the numerics only when given
         "preprocessing": {"resize": 256, "crop": crop},
         "dim": 1280,
         "classes": ["n00000001"],  # not part of the identity: train and test features differ here
@@ -69,3 +78,71 @@ def test_check_same_features_errors_names_both_or_records_the_override() -> None
         "model": "timm:tf_efficientnet_lite0 @abababab",
         "test features": "timm:tf_efficientnet_lite0 @cdcdcdcd",
     }
+
+
+@pytest.mark.parametrize(
+    ("name", "architecture"),
+    [
+        ("timm:tf_efficientnet_lite0", "tf_efficientnet_lite0"),
+        ("timm:tf_efficientnet_lite0.in1k", "tf_efficientnet_lite0"),
+        ("vit_small_patch16_224.augreg_in21k", "vit_small_patch16_224"),
+        ("open_clip:ViT-B-32/openai", "open_clip:ViT-B-32"),
+        ("timm:hf-hub:org/repo.v1", "timm:hf-hub:org/repo.v1"),
+        ("tiny-test", "tiny-test"),
+    ],
+)
+def test_architecture_is_the_name_less_its_pretrained_tag(name: str, architecture: str) -> None:
+    assert architecture_of(name) == architecture
+
+
+def test_a_tag_spelled_out_with_the_same_weights_is_the_same_features() -> None:
+    """Issue 33 §6: timm:tf_efficientnet_lite0 and its .in1k spelling load the same weights file."""
+    plain = feature_identity(_extracted("timm:tf_efficientnet_lite0"))
+    tagged = feature_identity(_extracted("timm:tf_efficientnet_lite0.in1k"))
+    assert identity_differences(plain, tagged) == []
+    assert check_same_features(plain, tagged, "model", "test features") is None
+    # other weights behind the same architecture: only the weights differ
+    other = feature_identity(_extracted("timm:tf_efficientnet_lite0.in1k", sha="cd" * 32))
+    assert identity_differences(plain, other) == ["weights_sha256"]
+    # without a recorded sha256 the name is all there is: a different name is a different backbone
+    unknown = feature_identity(_extracted("timm:tf_efficientnet_lite0.in1k", sha=None))
+    nameless = feature_identity(_extracted("timm:tf_efficientnet_lite0", sha=None))
+    assert identity_differences(nameless, unknown) == ["backbone"]
+
+
+def test_numerics_are_recorded_shown_and_warned_about_but_not_refused(caplog) -> None:
+    fp32 = feature_identity(_extracted(precision="fp32", decode="pil", mode="deterministic"))
+    bf16 = feature_identity(_extracted(precision="bf16", decode="torchvision", mode="fast"))
+    assert numerics(fp32) == {"precision": "fp32", "decode": "pil", "mode": "deterministic"}
+    assert numerics(feature_identity(_extracted())) == {}  # written before numerics were recorded
+    assert describe_identity(fp32) == "timm:tf_efficientnet_lite0 @abababab"  # the defaults: no tag
+    assert describe_identity(bf16) == "timm:tf_efficientnet_lite0 @abababab [bf16, decode torchvision, fast]"
+    assert identity_differences(fp32, bf16) == []
+    with caplog.at_level(logging.WARNING, logger="imagenet_zsl.features.identity"):
+        assert check_same_features(fp32, bf16, "model m", "--features t") is None
+    (warning,) = caplog.records
+    text = warning.getMessage()
+    assert "model m and --features t" in text and "precision fp32 vs bf16" in text
+    assert "decode pil vs torchvision" in text and "mode deterministic vs fast" in text
+    caplog.clear()
+    check_same_features(fp32, feature_identity(_extracted()), "a", "b")  # unknown numerics: silent
+    assert not caplog.records
+
+
+def _inputs(test: dict, model: dict | None) -> SimpleNamespace:
+    fd = SimpleNamespace(identity=test)
+    source = SimpleNamespace(feature_identity=model, class_vectors="glove-6b-50d")
+    return SimpleNamespace(fd=fd, source=source, feature_checks=[])
+
+
+def test_provenance_shows_both_sides_numerics_and_what_differs() -> None:
+    fp32 = feature_identity(_extracted(precision="fp32", decode="pil", mode="deterministic"))
+    bf16 = feature_identity(_extracted(precision="bf16", decode="pil", mode="deterministic"))
+    block = provenance_block(_inputs(bf16, fp32))
+    assert block["numerics"] == {
+        "features": {"precision": "bf16", "decode": "pil", "mode": "deterministic"},
+        "model_features": {"precision": "fp32", "decode": "pil", "mode": "deterministic"},
+        "differ": ["precision"],
+    }
+    assert block["features"]["backbone"].endswith("[bf16]")
+    assert "numerics" not in provenance_block(_inputs(feature_identity(_extracted()), None))

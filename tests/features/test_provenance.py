@@ -181,3 +181,17 @@ def test_feature_manifest_records_the_provenance_fields(tmp_path, store, fx):
     weights = manifest["backbone"]["weights"]
     assert weights["source"] == "random" and len(weights["sha256"]) == 64
     assert manifest["feature_layer"] == DEFAULT_LAYER and manifest["dim"] == manifest["backbone"]["dim"]
+
+
+def test_extraction_numerics_are_in_the_identity_and_shown(tmp_path, store, fx):
+    """Issue 33 §6: precision and decoder are recorded in the identity (not compared by it)."""
+    from imagenet_zsl.features.identity import describe_identity, identity_differences, numerics
+
+    classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
+    fx.extract(store, classes, tmp_path / "fp32")
+    fx.extract(store, classes, tmp_path / "bf16", precision="bf16")
+    fp32, bf16 = FeatureDir(tmp_path / "fp32").identity, FeatureDir(tmp_path / "bf16").identity
+    assert numerics(fp32) == {"precision": "fp32", "decode": "pil", "mode": "deterministic"}
+    assert numerics(bf16) == {"precision": "bf16", "decode": "pil", "mode": "deterministic"}
+    assert identity_differences(fp32, bf16) == []  # the same network: a warning, not an error
+    assert describe_identity(bf16) == describe_identity(fp32) + " [bf16]"

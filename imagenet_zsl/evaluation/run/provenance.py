@@ -13,7 +13,12 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.run.classes import class_vectors_label, log
 from imagenet_zsl.evaluation.run.config import EvaluationConfig
-from imagenet_zsl.features.identity import check_same_features, describe_identity
+from imagenet_zsl.features.identity import (
+    check_same_features,
+    describe_identity,
+    numerics,
+    numerics_differences,
+)
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.io import MANIFEST_NAME, sha256_file, software_versions
 from imagenet_zsl.splits.pretraining import Pretraining
@@ -181,9 +186,22 @@ def provenance(inp: EvaluationInputs) -> dict[str, Any]:
 
 def provenance_block(inp: EvaluationInputs) -> dict[str, Any]:
     """metrics.json's ``provenance``: the test features' identity, the model's training-feature
-    identity, the class-vector source and the ``--allow-feature-mismatch`` overrides."""
+    identity, the class-vector source, the ``--allow-feature-mismatch`` overrides, and (when the
+    feature directories record them) the extraction numerics of both sides (``numerics``:
+    precision, decode, mode, and the keys on which they differ)."""
     identity = inp.fd.identity
     model_identity = inp.source.feature_identity
+    block = _identity_block(inp, identity, model_identity)
+    if numerics(identity) or numerics(model_identity):
+        block["numerics"] = {
+            "features": numerics(identity),
+            "model_features": numerics(model_identity),
+            "differ": numerics_differences(model_identity, identity),
+        }
+    return block
+
+
+def _identity_block(inp: EvaluationInputs, identity: dict, model_identity: dict | None) -> dict[str, Any]:
     return {
         "features": {"backbone": describe_identity(identity), "identity": identity},
         "model_features": None
