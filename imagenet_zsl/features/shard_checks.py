@@ -4,7 +4,8 @@ sha256, hashed once per file version."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,7 @@ from imagenet_zsl.splits.io import WNID_RE
 #: in-process record of shard files whose sha256 matched the manifest, keyed by
 #: (path, device, inode, size, mtime_ns, ctime_ns): a second read of an unchanged file is free
 _VERIFIED: dict[tuple, str] = {}
-#: v2: a note also means the shard's values were checked (dtype, finite): older notes do not count
-_VERIFIED_CACHE_DIR = "verified-shards-v2"
+_VERIFIED_CACHE_DIR = "verified-shards"
 
 
 def _hashed_on_open(relpath: str) -> bool:
@@ -71,15 +71,36 @@ def _shard_problem(i: int, shard: Any) -> str | None:
     return None
 
 
+#: a class name: a wnid, or the name of a class of a synthetic graph (``g0c3``, ``root``); no
+#: space, no ``/`` (image ids are ``<class>/<member>``), no control character
+CLASS_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
+#: what a mistyped wnid looks like (``N01440764``, ``n1440764``): refused unless it is a wnid
+_WNID_LIKE = re.compile(r"^[nN][0-9]+$")
+
+
+def class_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a class of a feature directory (None: it can): a wnid lookalike
+    that is not a wnid, or a name with spaces, slashes or control characters, would match no
+    split class, and its images would silently count for nothing."""
+    if WNID_RE.match(name):
+        return None
+    if _WNID_LIKE.match(name):
+        return f"{name[:60]!r}, which is not a wnid ('n' + 8 digits)"
+    if not CLASS_NAME_RE.match(name):
+        return f"{name[:60]!r}, which is not a class name (a wnid such as n01440764)"
+    return None
+
+
 def class_list_problem(classes: Any, key: str) -> str | None:
     """What is wrong with a class list (``key`` names it in the message): it must be a list of
-    distinct wnids, because labels and logit columns index it (a repeated class would split its
-    images between two entries; a name that is not a wnid matches no split)."""
+    distinct class names (:func:`class_name_problem`), because labels and logit columns index it
+    (a repeated class would split its images between two entries)."""
     if not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
         return f"'{key}' must be a list of wnids"
-    bad = next((c for c in classes if not WNID_RE.match(c)), None)
-    if bad is not None:
-        return f"'{key}' holds {bad[:60]!r}, which is not a wnid ('n' + 8 digits)"
+    for name in classes:
+        problem = class_name_problem(name)
+        if problem:
+            return f"'{key}' holds {problem}"
     seen: set[str] = set()
     for position, wnid in enumerate(classes):
         if wnid in seen:
@@ -163,54 +184,23 @@ def _remember_good(key: tuple, digest: str) -> None:
         pass
 
 
-def check_shard_file(path: Path, digest: str | None, content: Callable[[Path], None] | None = None) -> None:
-    """Refuse a shard file whose sha256 is not ``digest``, or that ``content`` (a check of its
-    values, raising UserInputError) refuses. Both run once per file version, noted in the cache
-    directory so the next run does not repeat them; ``digest`` None (a shard written before
-    shards were hashed): ``content`` only, once per process."""
+def check_shard_file(path: Path, digest: str) -> None:
+    """Refuse a shard file whose sha256 is not ``digest`` (hashed once per file version, also
+    noted in the cache directory so the next run does not hash it again)."""
     key = _file_key(path)
-    if _known_good(key, digest or "unhashed"):
+    if _known_good(key, digest):
         return
-    if digest is not None and sha256_file(path) != digest:
+    if sha256_file(path) != digest:
         raise UserInputError(
             f"{path}: sha256 does not match the manifest: the shard is corrupted or was "
             "changed after extraction; restore it or re-extract (delete its .done.json and "
             "re-run the extract command)"
         )
-    if content is not None:
-        content(path)
-    if digest is None:
-        _VERIFIED[key] = "unhashed"
-    else:
-        _remember_good(key, digest)
+    _remember_good(key, digest)
 
 
 #: the dtypes a features or logits shard may have (numpy's ``dtype.str`` without the byte order)
 FLOAT_DTYPES = ("f2", "f4", "f8")
-#: rows checked at a time by :func:`check_stored_values` (memory: one block)
-_CHECK_ROWS = 65536
-
-
-def check_stored_values(path: Path) -> None:
-    """Refuse a features or logits ``.npy`` that is not float16/32/64 or holds NaN or ±inf: a
-    score computed from it would be NaN or decided by the infinity, silently. One pass over
-    the memory-mapped file, a block of rows at a time."""
-    try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError, EOFError):
-        return  # FeatureDir.array reports an unreadable file with its own message
-    if array.dtype.str[1:] not in FLOAT_DTYPES:
-        raise UserInputError(f"{path}: must be float16, float32 or float64, not {array.dtype}; re-extract")
-    for start in range(0, len(array) if array.ndim else 0, _CHECK_ROWS):
-        block = np.asarray(array[start : start + _CHECK_ROWS])
-        finite = np.isfinite(block).reshape(len(block), -1).all(axis=1)
-        if not finite.all():
-            row = start + int(np.argmin(finite))
-            value = block[row - start][~np.isfinite(block[row - start])].ravel()[0]
-            raise UserInputError(
-                f"{path}: row {row} holds {value} (NaN or infinity); the shard is damaged or the "
-                "backbone diverged: re-extract it"
-            )
 
 
 def check_ids_match(path: Path, ids: np.ndarray, labels: np.ndarray, classes: Sequence[str]) -> None:

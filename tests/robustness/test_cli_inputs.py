@@ -175,20 +175,25 @@ FEATURE_CASES = {
     ),
     "+inf feature": (
         {"features": np.array([[0, 1], [2, np.inf], [4, 5], [6, 7]], np.float16)},
-        [f"{SHARD}.features.npy", "row 1", "inf"],
+        ["NaN or Inf"],
     ),
     "-inf feature": (
         {"features": np.array([[0, 1], [2, 3], [4, 5], [6, -np.inf]], np.float32)},
-        [f"{SHARD}.features.npy", "row 3", "-inf"],
+        ["NaN or Inf"],
     ),
     "NaN feature": (
         {"features": np.array([[np.nan, 1], [2, 3], [4, 5], [6, 7]], np.float32)},
-        [f"{SHARD}.features.npy", "row 0", "nan"],
+        ["NaN or Inf"],
     ),
     "duplicate classes": ({"classes": ["n01440764", "n01440764"]}, ["manifest.json", "n01440764 twice"]),
     # the labels say image 0 is class 0, and its id says n01440764: the manifest's list was swapped
     "swapped classes": ({"classes": ["n01443537", "n01440764"]}, [f"{SHARD}.ids.npy", "row 0", "reordered"]),
-    "class not a wnid": ({"classes": ["n01440764", "goldfish"]}, ["manifest.json", "'goldfish'"]),
+    "class not a wnid": (
+        {"classes": ["n01440764", "N01443537"]},
+        ["manifest.json", "'N01443537'", "not a wnid"],
+    ),
+    "class with a space": ({"classes": ["n01440764", " n01443537"]}, ["manifest.json", "' n01443537'"]),
+    "short wnid": ({"classes": ["n1440764", "n01443537"]}, ["manifest.json", "'n1440764'"]),
     "label past the classes": ({"labels": [0, 0, 1, 2]}, [f"{SHARD}.labels.npy", "label 2"]),
     "negative label": ({"labels": [0, -1, 1, 1]}, [f"{SHARD}.labels.npy", "label -1"]),
     "shard listed twice": ({"shards_twice": True}, ["manifest.json", "listed twice"]),
