@@ -20,6 +20,13 @@ from PIL import Image, UnidentifiedImageError
 
 # Guard against decompression bombs well above ImageNet's largest images (~ 100 MP)
 MAX_PIXELS = 250_000_000
+#: the most memory one decoded image may take (PIL's storage: 4 bytes a pixel for RGB, CMYK,
+#: 32-bit grey; 2 for 16-bit grey; 1 for 8-bit grey and palettes): a 169 M pixel 16-bit PNG
+#: (338 MB) decodes, a bigger one is skipped with a reason rather than exhausting a worker
+MAX_DECODED_BYTES = 1 << 30
+#: wide-range grey images (16-bit, 32-bit, float) are converted this many pixels at a time
+STRIP_PIXELS = 1 << 22
+_BYTES_PER_PIXEL = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2}
 
 
 class DecodeFailure(Exception):
@@ -42,14 +49,17 @@ def decode_rgb(data: bytes, min_side: int | None = None) -> Image.Image:
         warnings.simplefilter("ignore")  # palette-transparency and EXIF warnings are harmless here
         try:
             image = Image.open(io.BytesIO(data))
-            if image.width * image.height > MAX_PIXELS:
-                raise DecodeFailure(f"too large ({image.width}x{image.height} pixels)")
+            _check_size(image)
             if min_side is not None and image.format == "JPEG":
                 _draft(image, min_side)
             image.load()
             return to_rgb(image)
         except DecodeFailure:
             raise
+        except Image.DecompressionBombError as err:
+            raise DecodeFailure(f"too large ({str(err)[:120]})") from None
+        except MemoryError:
+            raise DecodeFailure("too large to decode (out of memory)") from None
         except UnidentifiedImageError:
             raise DecodeFailure(f"not an image ({_describe_start(data)})") from None
         except (OSError, SyntaxError, ValueError) as err:
@@ -59,6 +69,19 @@ def decode_rgb(data: bytes, min_side: int | None = None) -> Image.Image:
             raise DecodeFailure(f"decode error: {type(err).__name__}: {text[:120]}") from None
         except Exception as err:  # noqa: BLE001 - any decoder bug is a skip, never a crash
             raise DecodeFailure(f"decode error: {type(err).__name__}: {str(err)[:120]}") from None
+
+
+def _check_size(image: Image.Image) -> None:
+    """DecodeFailure for an image over :data:`MAX_PIXELS` or :data:`MAX_DECODED_BYTES`."""
+    width, height = image.size
+    if width * height > MAX_PIXELS:
+        raise DecodeFailure(f"too large ({width}x{height} pixels)")
+    decoded = width * height * _BYTES_PER_PIXEL.get(image.mode, 4)
+    if decoded > MAX_DECODED_BYTES:
+        raise DecodeFailure(
+            f"too large to decode ({width}x{height} {image.mode}: {decoded >> 20} MB decoded, "
+            f"limit {MAX_DECODED_BYTES >> 20} MB)"
+        )
 
 
 def _draft(image: Image.Image, min_side: int) -> None:
@@ -74,14 +97,27 @@ def to_rgb(image: Image.Image) -> Image.Image:
     """8-bit RGB from any PIL mode (CMYK, L, LA, P, RGBA, 16-bit grey, float)."""
     if image.mode == "RGB":
         return image
-    if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
-        array = np.asarray(image, dtype=np.float64)
-        top = 65535.0 if image.mode.startswith("I;16") or array.max() > 255 else 255.0
-        grey = np.clip(array * (255.0 / top), 0, 255).round().astype(np.uint8)
-        return Image.fromarray(grey, mode="L").convert("RGB")
+    if image.mode in ("I;16", "I;16B", "I;16L", "I;16N", "I", "F"):
+        return _wide_grey_to_rgb(image)
     if image.mode == "P" and "transparency" in image.info:
         image = image.convert("RGBA")
     return image.convert("RGB")
+
+
+def _wide_grey_to_rgb(image: Image.Image) -> Image.Image:
+    """8-bit RGB of a 16-bit, 32-bit or float grey image, scaled from 0..65535 (16-bit, or any
+    value above 255) else 0..255; converted a strip of rows at a time, so a 169 M pixel 16-bit PNG
+    needs one 8-bit copy beside it, not several float64 ones (several GB per worker)."""
+    high = image.getextrema()[1]
+    top = 65535.0 if image.mode.startswith("I;16") or high > 255 else 255.0
+    width, height = image.size
+    grey = np.empty((height, width), np.uint8)
+    rows = max(1, STRIP_PIXELS // max(1, width))
+    for start in range(0, height, rows):
+        stop = min(height, start + rows)
+        strip = np.asarray(image.crop((0, start, width, stop)), dtype=np.float64)
+        grey[start:stop] = np.clip(strip * (255.0 / top), 0, 255).round()
+    return Image.fromarray(grey, mode="L").convert("RGB")
 
 
 def _describe_start(data: bytes) -> str:

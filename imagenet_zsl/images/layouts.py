@@ -386,11 +386,18 @@ def read_val_labels(path: str | Path) -> dict[str, str]:
     path = Path(path)
     if not path.is_file():
         raise UserInputError(f"{path}: labels file not found (give --val-labels FILE)")
-    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    lines = [ln.strip() for ln in _read_utf8(path).splitlines()]
     rows = [(i, ln) for i, ln in enumerate(lines, 1) if ln and not ln.startswith("#")]
     if not rows:
         raise UserInputError(f"{path}: labels file is empty")
-    if all(ln.isdigit() for _, ln in rows):
+    for line_no, text in rows:
+        odd = next((ch for ch in text if ch.isdigit() and not ch.isascii()), None)
+        if odd is not None:
+            raise UserInputError(
+                f"{path}:{line_no}: {text[:60]!r} holds the non-ASCII digit {odd!r} (U+{ord(odd):04X}); "
+                "write ILSVRC2012_IDs and file names with ASCII digits 0-9"
+            )
+    if all(_ASCII_DIGITS.fullmatch(ln) for _, ln in rows):
         return _devkit_labels(path, rows)
     labels: dict[str, str] = {}
     for line_no, text in rows:
@@ -401,7 +408,25 @@ def read_val_labels(path: str | Path) -> dict[str, str]:
                 f"got {text[:60]!r}"
             )
         name, wnid = parts[0].strip().rsplit("/", 1)[-1], parts[1].strip()
+        if not WNID_RE.match(wnid):
+            raise UserInputError(f"{path}:{line_no}: {wnid[:30]!r} is not a wnid (n########)")
         if name in labels and labels[name] != wnid:
             raise UserInputError(f"{path}:{line_no}: {name} is labelled twice ({labels[name]}, {wnid})")
         labels[name] = wnid
     return labels
+
+
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+
+
+def _read_utf8(path: Path) -> str:
+    """The text of a labels file, or one line naming the first byte that is not UTF-8."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise UserInputError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{data[err.start]:02x}, e.g. Latin-1); save the "
+            "labels file as UTF-8 or ASCII"
+        ) from None

@@ -64,7 +64,43 @@ def _bad_layout(tmp: Path) -> tuple[list[str], str]:
     return ["--store", str(tmp), "--layout", "zip"], "--layout"
 
 
+def _val_labels_latin1(tmp: Path) -> tuple[list[str], str]:
+    root = tmp / "val"
+    root.mkdir()
+    (root / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"\xff\xd8")
+    labels = tmp / "labels.txt"
+    labels.write_bytes(b"# caf\xe9 notes\nILSVRC2012_val_00000001.JPEG\tn01440764\n")  # Latin-1 e-acute
+    return ["--store", str(root), "--val-labels", str(labels)], "labels.txt:1"
+
+
+def _val_labels_superscript(tmp: Path) -> tuple[list[str], str]:
+    root = tmp / "val"
+    root.mkdir()
+    (root / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"\xff\xd8")
+    labels = tmp / "labels.txt"
+    labels.write_text("1\n²\n", encoding="utf-8")  # '²'.isdigit() is True, int('²') fails
+    return ["--store", str(root), "--val-labels", str(labels)], "labels.txt:2"
+
+
+def _val_label_not_a_wnid(tmp: Path) -> tuple[list[str], str]:
+    root = tmp / "val"
+    root.mkdir()
+    (root / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"\xff\xd8")
+    labels = tmp / "labels.txt"
+    labels.write_text("ILSVRC2012_val_00000001.JPEG\ttench\n")
+    return ["--store", str(root), "--val-labels", str(labels)], "labels.txt:1"
+
+
+def _store_is_a_fifo(tmp: Path) -> tuple[list[str], str]:
+    os.mkfifo(tmp / "pipe")
+    return ["--store", str(tmp / "pipe")], "pipe"
+
+
 BAD_STORES = {
+    "val-labels-latin-1": _val_labels_latin1,
+    "val-labels-superscript-digit": _val_labels_superscript,
+    "val-label-not-a-wnid": _val_label_not_a_wnid,
+    "store-is-a-fifo": _store_is_a_fifo,
     "missing-store": _missing,
     "compressed-tar": _gzip_tar,
     "flat-folder-without-labels": _flat_without_labels,
@@ -210,3 +246,112 @@ def test_count_replaces_its_own_table(tmp_path: Path, capsys: pytest.CaptureFixt
     out.write_text("wnid\tnum_images\nn01443537\t7\n")
     assert main(["images", "count", "--store", str(store.root), "--out", str(out)]) == 0
     assert out.read_text() == "wnid\tnum_images\nn01440764\t2\n"
+
+
+# ----------------------------------------------------------------------------- issue 35: files not read
+def _hang_guard(seconds: int = 60) -> None:
+    """Fail (SIGALRM) instead of hanging forever if something opens a FIFO."""
+    import signal
+
+    def _fail(*_: object) -> None:
+        raise AssertionError("blocked: a FIFO in the store was opened")
+
+    signal.signal(signal.SIGALRM, _fail)
+    signal.alarm(seconds)
+
+
+def test_files_not_read_are_counted_and_summarised_in_one_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    store = make_store(tmp_path / "s", "tree", {"n01440764": 2, "n01443537": 1}, oddities=False)
+    jpeg = (store.root / "n01440764" / "n01440764_1.JPEG").read_bytes()
+    (store.root / "n01440764" / "photo.jfif").write_bytes(jpeg)  # a JPEG: read and counted
+    (store.root / "n01440764" / "photo.heic").write_bytes(b"\0\0\0\x18ftypheic")
+    (store.root / "n01440764" / "IMG_0001").write_bytes(jpeg)  # no suffix: not read
+    (store.root / "n01443537" / "a.heic").write_bytes(b"\0\0\0\x18ftypheic")
+    os.mkfifo(store.root / "n01443537" / "stuck.JPEG")  # never opened
+    _hang_guard()
+    try:
+        assert main(["images", "count", "--store", str(store.root)]) == 0
+    finally:
+        import signal
+
+        signal.alarm(0)
+    out, err = capsys.readouterr()
+    assert out.splitlines()[1:] == ["n01440764\t3", "n01443537\t1"]
+    assert "3 files not read as images (see the warning)" in err
+    assert "1 damaged or skipped entries (not-a-regular-file)" in err
+    summaries = [r.getMessage() for r in caplog.records if "files not read as images" in r.getMessage()]
+    assert len(summaries) == 1 and "(none) 1, .heic 2" in summaries[0]
+    assert any(
+        "stuck.JPEG" in r.getMessage() and "not a regular file" in r.getMessage() for r in caplog.records
+    )
+    import pyarrow.parquet as pq
+
+    index = next((tmp_path / "cache" / "index").glob("*.parquet"))
+    problems = json.loads(pq.read_schema(index).metadata[b"imagenet_zsl"])["problems"]
+    counted = {p["source"]: p["count"] for p in problems if p["kind"] == "skipped-files"}
+    assert counted == {"n01440764": 2, "n01443537": 1}
+
+
+def test_a_fifo_put_in_place_of_an_image_is_a_read_error_not_a_hang(tmp_path: Path) -> None:
+    from imagenet_zsl.images.store import open_store
+
+    store = make_store(tmp_path / "s", "tree", {"n01440764": 2}, oddities=False)
+    opened = open_store(store.root, progress=False)
+    image = store.root / "n01440764" / opened.member[0]
+    image.unlink()
+    os.mkfifo(image)  # replaced after indexing
+    reader = opened.reader()
+    _hang_guard()
+    try:
+        with pytest.raises(OSError, match="not a regular file"):
+            reader.read(int(opened.source_index[0]), opened.member[0], -1, 0)
+    finally:
+        import signal
+
+        signal.alarm(0)
+
+
+def _png16(width: int, height: int, row: bytes) -> bytes:
+    """A 16-bit greyscale PNG whose every row is ``row`` (big-endian uint16 values)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 16, 0, 0, 0, 0)
+    compressor = zlib.compressobj(1)
+    body = b"".join(compressor.compress(b"\0" + row) for _ in range(height)) + compressor.flush()
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", body) + chunk(b"IEND", b"")
+
+
+def test_16_bit_png_grey_levels_are_scaled_by_hand_in_strips(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from imagenet_zsl.images import decode
+
+    values = [0, 257, 32768, 65535, 1000]  # → round(v * 255 / 65535): 0, 1, 128, 255, 4
+    row = b"".join(v.to_bytes(2, "big") for v in values)
+    monkeypatch.setattr(decode, "STRIP_PIXELS", 10)  # 2 rows a strip: 7 rows in 4 strips
+    image = np.asarray(decode.decode_rgb(_png16(5, 7, row)))
+    assert image.shape == (7, 5, 3)
+    assert (image == np.array([0, 1, 128, 255, 4], np.uint8)[None, :, None]).all()
+
+
+def test_a_36_megapixel_16_bit_png_decodes_and_a_bigger_one_is_a_tidy_skip(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import numpy as np
+
+    from imagenet_zsl.images import decode
+
+    data = _png16(6000, 6000, (32768).to_bytes(2, "big") * 6000)  # 36 M pixels, 72 MB decoded
+    image = decode.decode_rgb(data, min_side=64)
+    assert image.size == (6000, 6000) and image.mode == "RGB"
+    assert np.asarray(image.crop((5990, 5990, 6000, 6000))).min() == 128
+    del image
+    monkeypatch.setattr(decode, "MAX_DECODED_BYTES", 64 << 20)  # as a 169 M pixel one meets 1 GB
+    with pytest.raises(decode.DecodeFailure, match=r"too large to decode \(6000x6000 I;16: 68 MB decoded"):
+        decode.decode_rgb(data)
