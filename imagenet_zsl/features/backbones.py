@@ -25,26 +25,23 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.features.hub_weights import (
-    NO_WEIGHTS_HINT,
-    RANDOM,
-    WeightsInfo,
-    fetch_hub_file,
-    hub_weights,
-    torch_hub_weights,
-)
 from imagenet_zsl.features.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
 from imagenet_zsl.io import sha256_file
 from imagenet_zsl.registry import Registry
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from imagenet_zsl.features.hub_weights import WeightsInfo
 
-__all__ = ["RANDOM", "BackboneSpec", "WeightsInfo", "create_backbone", "get_spec"]
+log = logging.getLogger(__name__)
+#: ``--weights random`` (the same string as ``hub_weights.RANDOM``, which is imported only when
+#: weights are loaded: ``extract --help`` imports this module for its backbone list)
+RANDOM = "random"
+
 HF_HUB = "hf-hub:"
 
 
@@ -368,6 +365,8 @@ def _quiet_root_logger() -> Any:
 
 def _hub_config_dir(spec: BackboneSpec, config: str) -> str:
     """``local-dir:<snapshot>`` of an ``hf-hub:`` repository whose ``config`` file is fetched (or cached)."""
+    from imagenet_zsl.features.hub_weights import fetch_hub_file
+
     path, _ = fetch_hub_file(spec.arch[len(HF_HUB) :], (config,), spec.name, what="model config")
     return "local-dir:" + str(path.parent)
 
@@ -458,6 +457,8 @@ def _timm_repo(spec: BackboneSpec, net: Any) -> tuple[str, tuple[str, ...]] | No
 def _pretrained_weights(spec: BackboneSpec, net: Any) -> WeightsInfo:
     """The pretrained weights by name: cached, or downloaded unless ``HF_HUB_OFFLINE=1``; a
     UserInputError naming the repository and file when they cannot be had."""
+    from imagenet_zsl.features.hub_weights import NO_WEIGHTS_HINT, hub_weights, torch_hub_weights
+
     name = spec.name
     if spec.library == "torchvision":
         import torchvision.models as tvm
@@ -531,6 +532,8 @@ def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tup
     ``HF_HUB_OFFLINE=1``). Raises UserInputError when pretrained weights cannot be had.
     """
     import torch
+
+    from imagenet_zsl.features.hub_weights import WeightsInfo
 
     spec = get_spec(name)
     if weights is not None and weights != RANDOM and not Path(weights).expanduser().is_file():
