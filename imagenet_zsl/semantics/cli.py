@@ -40,8 +40,9 @@ def register(tree: CommandTree) -> None:
     encode = group.add_parser(
         "encode",
         help="class vectors from a text encoder (CLIP text tower or sentence model), npz or parquet",
-        description="Mean over templates × WordNet lemmas of the unit text vectors, L2-normalised "
-        "(see imagenet_zsl/semantics/encode.py). Weights are never downloaded.",
+        description="Mean over templates × WordNet lemmas (or a class's own --prompts) of the unit text "
+        "vectors, L2-normalised, as open_clip builds its zero-shot classifier (see "
+        "imagenet_zsl/semantics/encode.py and prompts.py). Weights are never downloaded.",
     )
     encode.add_argument(
         "--encoder",
@@ -53,6 +54,24 @@ def register(tree: CommandTree) -> None:
         encode.add_argument("--template", action="append", default=None),
         "prompt with {} for the class name; repeatable (default: %(default_template)s)",
         default_template=_default_template,
+    )
+    lazy_help(
+        encode.add_argument("--templates", default=None, metavar="NAME"),
+        "a named template set from open_clip, instead of --template: %(sets)s",
+        sets=_template_sets,
+    )
+    encode.add_argument(
+        "--prompts",
+        type=Path,
+        default=None,
+        help="per-class prompts (CuPL-style JSON {wnid: [prompt, ...]}), encoded as they are; the "
+        "class vector averages a class's prompts",
+    )
+    encode.add_argument(
+        "--missing-prompts",
+        choices=("error", "templates"),
+        default="error",
+        help="a class that --prompts does not list: an error (default), or its template texts",
     )
     encode.add_argument("--gloss", action="store_true", help="append the WordNet definition to each text")
     encode.add_argument("--weights", type=Path, default=None, help="local checkpoint file or model folder")
@@ -91,6 +110,12 @@ def register(tree: CommandTree) -> None:
     sense.add_argument("--all", action="store_true", help="list every noun sense, not only ImageNet classes")
     sense.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
     sense.set_defaults(func=_sense)
+
+
+def _template_sets() -> str:
+    from imagenet_zsl.semantics.prompts import TEMPLATE_SETS
+
+    return ", ".join(TEMPLATE_SETS)
 
 
 def _default_template() -> str:
@@ -156,30 +181,28 @@ def _vectors(args: argparse.Namespace) -> int:
 
 def _encode(args: argparse.Namespace) -> int:
     from imagenet_zsl.hierarchy.universe import universe_wnids
-    from imagenet_zsl.semantics.encode import (
-        DEFAULT_TEMPLATES,
-        check_templates,
-        check_wnids,
-        encode_class_vectors,
-    )
+    from imagenet_zsl.semantics.encode import check_wnids, encode_class_vectors
+    from imagenet_zsl.semantics.prompts import prompt_set
     from imagenet_zsl.semantics.text_encoders import create_text_encoder
     from imagenet_zsl.semantics.vector_files import save_class_vectors
     from imagenet_zsl.splits.io import read_wnid_list
 
-    _check_out(args.out, [args.classes, args.weights])
+    _check_out(args.out, [args.classes, args.weights, args.prompts])
     if args.batch_size < 1:
         raise UserInputError(f"--batch-size {args.batch_size}: must be at least 1")
-    templates = check_templates(args.template or DEFAULT_TEMPLATES)
+    prompts = prompt_set(args.template, args.templates, args.prompts, args.missing_prompts)
     wnids = read_wnid_list(args.classes) if args.classes is not None else list(universe_wnids())
     check_wnids(wnids)  # before loading a model
+    fallback = prompts.check_covers(wnids)
     encoder = create_text_encoder(args.encoder, weights=args.weights, device=args.device)
     vectors = encode_class_vectors(
-        encoder, wnids, templates, gloss=args.gloss, batch_size=args.batch_size, progress=True
+        encoder, wnids, prompts, gloss=args.gloss, batch_size=args.batch_size, progress=True
     )
     save_class_vectors(vectors, args.out)
+    own = f", {len(wnids) - len(fallback):,} with their own prompts" if args.prompts else ""
     print(
-        f"encoded {len(vectors):,} classes with {args.encoder} ({len(templates)} template(s)"
-        f"{', + gloss' if args.gloss else ''}), dim {vectors.dim}"
+        f"encoded {len(vectors):,} classes with {args.encoder} ({len(prompts.templates)} template(s)"
+        f"{', + gloss' if args.gloss else ''}{own}), dim {vectors.dim}"
     )
     print(f"wrote {args.out}")
     return 0

@@ -5,6 +5,10 @@ WordNet order), e.g. ``"a photo of a {}."`` × (``cairn terrier``, ``cairn``). W
 the synset's WordNet definition is appended to each text after a space (``"a photo of a cairn.
 a mound of stones piled up as a memorial or to mark a boundary or path"``).
 
+A class listed in a per-class prompt file (:class:`~imagenet_zsl.semantics.prompts.PromptSet`:
+``--prompts``, CuPL-style) has its own prompts as its texts instead, encoded as they are (no gloss);
+``--templates NAME`` takes open_clip's named template sets (``semantics.prompts``).
+
 The class vector is the mean of the texts' vectors, each **L2-normalised before averaging** (so no
 single text dominates by its norm), and the mean is L2-normalised again so dot products are
 cosines, as CLIP's zero-shot classifiers are built. Every class with at least one lemma gets a
@@ -27,10 +31,10 @@ from tqdm.auto import tqdm
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import WordNetNouns, load_wordnet_nouns
 from imagenet_zsl.semantics.class_vectors import ClassVectors
+from imagenet_zsl.semantics.prompts import DEFAULT_TEMPLATES, PLACEHOLDER, PromptSet, check_templates
 from imagenet_zsl.semantics.text_encoders import TextEncoder
 
-DEFAULT_TEMPLATES = ("a photo of a {}.",)
-PLACEHOLDER = "{}"
+__all__ = ["DEFAULT_TEMPLATES", "PLACEHOLDER", "PromptSet", "check_templates", "encode_class_vectors"]
 #: seconds between two progress lines when stderr is not a terminal (a log file, a batch job)
 PROGRESS_INTERVAL_S = 30.0
 
@@ -94,19 +98,6 @@ def progress_bar(
     return ProgressLines(total, desc, f"{unit}s", stream, interval)
 
 
-def check_templates(templates: Sequence[str]) -> list[str]:
-    """Templates as a list; each must hold ``{}`` exactly once (else a one-line error naming it)."""
-    templates = list(templates) or list(DEFAULT_TEMPLATES)
-    for template in templates:
-        if template.count(PLACEHOLDER) != 1:
-            raise UserInputError(
-                f"--template {template!r}: must contain '{{}}' exactly once (where the class name goes)"
-            )
-    if len(set(templates)) != len(templates):
-        raise UserInputError(f"--template: a template is given twice: {preview(templates)}")
-    return templates
-
-
 def check_wnids(wnids: Sequence[str], nouns: WordNetNouns | None = None) -> WordNetNouns:
     """The WordNet nouns, after checking that every wnid is one of its synsets (else an error naming them)."""
     nouns = nouns or load_wordnet_nouns()
@@ -118,15 +109,22 @@ def check_wnids(wnids: Sequence[str], nouns: WordNetNouns | None = None) -> Word
 
 def class_texts(
     wnids: Sequence[str],
-    templates: Sequence[str],
+    templates: Sequence[str] | PromptSet,
     gloss: bool = False,
     nouns: WordNetNouns | None = None,
 ) -> tuple[list[str], np.ndarray]:
-    """(texts, owner): every template × lemma (+ gloss) text and the class index (len(texts),) of each."""
+    """(texts, owner): every template × lemma (+ gloss) text, or a class's own prompts of a
+    :class:`PromptSet`, and the class index (len(texts),) of each."""
     nouns = check_wnids(wnids, nouns)
+    own = templates.per_class if isinstance(templates, PromptSet) else {}
+    templates = templates.templates if isinstance(templates, PromptSet) else templates
     texts: list[str] = []
     owner: list[int] = []
     for i, wnid in enumerate(wnids):
+        if wnid in own:
+            texts += own[wnid]
+            owner += [i] * len(own[wnid])
+            continue
         row = nouns.index[wnid]
         suffix = f" {nouns.definitions[row]}" if gloss else ""
         for lemma in nouns.lemmas[row]:
@@ -170,7 +168,7 @@ def encode_texts(
 def encode_class_vectors(
     encoder: TextEncoder,
     wnids: Sequence[str],
-    templates: Sequence[str] = DEFAULT_TEMPLATES,
+    templates: Sequence[str] | PromptSet = DEFAULT_TEMPLATES,
     gloss: bool = False,
     batch_size: int = 256,
     progress: bool = False,
@@ -178,10 +176,13 @@ def encode_class_vectors(
 ) -> ClassVectors:
     """Class vectors (len(wnids), D) of ``wnids`` from ``encoder`` (see the module docstring).
 
+    ``templates``: template strings, or a :class:`PromptSet` (a named set, per-class prompts).
     ``progress``: a bar on a terminal, else a line on stderr every ``progress_interval`` seconds.
     """
-    templates = check_templates(templates)
+    if not isinstance(templates, PromptSet):
+        templates = PromptSet(tuple(check_templates(templates)))
     wnids = list(wnids)
+    templates.check_covers(wnids)
     texts, owner = class_texts(wnids, templates, gloss)
     unique = sorted(set(texts), key=lambda t: (len(t), t))
     position = {t: i for i, t in enumerate(unique)}
@@ -192,5 +193,5 @@ def encode_class_vectors(
     np.add.at(sums, owner, per_text)
     counts = np.bincount(owner, minlength=len(wnids))
     matrix = _unit_rows((sums / counts[:, None]).astype(np.float32))
-    source = f"{encoder.spec}; templates {templates}" + ("; + WordNet gloss" if gloss else "")
+    source = f"{encoder.spec}; {templates.describe(wnids)}" + ("; + WordNet gloss" if gloss else "")
     return ClassVectors(wnids=wnids, matrix=matrix, source=source)

