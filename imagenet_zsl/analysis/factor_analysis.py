@@ -29,7 +29,14 @@ import pandas as pd
 from imagenet_zsl import scoring as M
 from imagenet_zsl.analysis.factor_splits import FORMAT
 from imagenet_zsl.analysis.factor_splits import TOOL as SPLITS_TOOL
-from imagenet_zsl.analysis.runs import RunCell, check_cell_features, mismatch_note, read_cells
+from imagenet_zsl.analysis.runs import (
+    RunCell,
+    cell_backbone,
+    check_cell_features,
+    features_note,
+    mismatch_note,
+    read_cells,
+)
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import (
     MANIFEST_NAME,
@@ -172,6 +179,7 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
             rows.append(
                 {
                     "model": cell.model,
+                    "backbone": cell_backbone(cell),
                     "factor": factor,
                     "split": cell.split,
                     "bin": int(info["bin"]),
@@ -197,6 +205,7 @@ def factor_rows(opts: FactorOptions) -> pd.DataFrame:
         pd.DataFrame(rows).sort_values(["factor", "model", "k", "bin"], kind="stable").reset_index(drop=True)
     )
     out.attrs["feature_mismatch"] = overrides
+    out.attrs["features_note"] = features_note(cells)
     return out
 
 
@@ -249,7 +258,8 @@ def run_factor_analysis(opts: FactorOptions) -> pd.DataFrame:
     table = factor_rows(opts)
     with atomic_directory(opts.out_dir, tool=FACTOR_TOOL, inputs=[opts.run_dir]) as tmp:
         note = mismatch_note(table.attrs["feature_mismatch"])
-        atomic_write_text(tmp / "factor.md", render_markdown(table, opts.level) + note)
+        head = table.attrs.get("features_note", "")
+        atomic_write_text(tmp / "factor.md", head + render_markdown(table, opts.level) + note)
         atomic_write_text(
             tmp / "factor.csv", table.to_csv(index=False, float_format="%.6g", lineterminator="\n")
         )

@@ -28,7 +28,13 @@ from imagenet_zsl.analysis.ladder_steps import (
     related_keys,
 )
 from imagenet_zsl.analysis.properties import label_properties, read_label_tables
-from imagenet_zsl.analysis.runs import check_cell_features, mismatch_note, read_cells
+from imagenet_zsl.analysis.runs import (
+    cell_backbone,
+    check_cell_features,
+    features_note,
+    mismatch_note,
+    read_cells,
+)
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.image_filter.outputs import kept_image_ids
@@ -43,7 +49,7 @@ LADDER_TOOL = "imagenet-zsl analyze ladder"
 
 def ladder_table(rows: list[dict], ks: Sequence[int] = DEFAULT_KS) -> pd.DataFrame:
     """The ladder rows as a table with a fixed column order (GZSL-only columns empty for ZSL rows)."""
-    columns = ["model", "split", "setting", "step", "correction", "classes", "images"]
+    columns = ["model", "split", "backbone", "setting", "step", "correction", "classes", "images"]
     columns += metric_columns(ks) + [f"undetermined@{k}" for k in ks] + gzsl_columns(ks)
     return pd.DataFrame(rows, columns=columns)
 
@@ -177,12 +183,14 @@ def run_ladder(opts: LadderOptions) -> pd.DataFrame:
         mask = None if kept is None else np.isin(cell.image_ids(), sorted(kept))
         flags = flags_for(cell.classes, labels, counts)
         related = related_keys(graph, cell.classes, opts.relation)
-        rows += cell_ladder(cell, related, flags, mask, ks, opts.min_images)
+        part = cell_ladder(cell, related, flags, mask, ks, opts.min_images)
         if cell.gzsl is not None:
             joint = related_keys(graph, cell.classes + cell.gzsl.seen_classes, opts.relation)
-            rows += gzsl_cell_ladder(cell, joint, flags, mask, ks, opts.min_images)
+            part += gzsl_cell_ladder(cell, joint, flags, mask, ks, opts.min_images)
+        rows += [{**row, "backbone": cell_backbone(cell)} for row in part]
     table = ladder_table(rows, ks)
     table.attrs["feature_mismatch"] = overrides
+    table.attrs["features_note"] = features_note(cells)
     _write_ladder(opts, table, ks, [str(c.path) for c in cells])
     return table
 
@@ -192,7 +200,8 @@ def _write_ladder(opts: LadderOptions, table: pd.DataFrame, ks: list[int], cells
     overrides = table.attrs["feature_mismatch"]
     inputs = [opts.run_dir, opts.filter_dir, opts.labels_dir]
     with atomic_directory(opts.out_dir, tool=LADDER_TOOL, inputs=inputs) as tmp:
-        atomic_write_text(tmp / "ladder.md", render_markdown(table, ks) + mismatch_note(overrides))
+        head = table.attrs.get("features_note", "")
+        atomic_write_text(tmp / "ladder.md", head + render_markdown(table, ks) + mismatch_note(overrides))
         atomic_write_text(
             tmp / "ladder.csv", table.to_csv(index=False, float_format="%.6g", lineterminator="\n")
         )

@@ -26,7 +26,7 @@ import numpy as np
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.report import METRICS_NAME, verify_run_directory
-from imagenet_zsl.features.identity import check_same_features
+from imagenet_zsl.features.identity import check_same_features, describe_identity
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.io import MANIFEST_NAME
 
@@ -308,3 +308,22 @@ def mismatch_note(overrides: list[dict]) -> str:
         " vs ".join(f"{k} ({v})" for k, v in o.items() if k.startswith("cell ")) for o in overrides
     )
     return f"\nFEATURE MISMATCH allowed (--allow-feature-mismatch): {shown}\n"
+
+
+def cell_backbone(cell: RunCell) -> str:
+    """The backbone of a cell's test features, as the tables name it (``SIMULATED @…`` for
+    simulated ones, ``unknown`` when the run does not record it)."""
+    return describe_identity(cell.feature_identity)
+
+
+def features_note(cells: list[RunCell]) -> str:
+    """The lines above an analysis table: which backbone(s) the features come from, and a loud
+    mark when they are SIMULATED (numbers that test the pipeline, not results of a backbone)."""
+    names = sorted({cell_backbone(c) for c in cells})
+    lines = [f"Features: {', '.join(names)} (backbone of the test features @ weights sha256 prefix)."]
+    if any((c.feature_identity or {}).get("simulation") for c in cells):
+        lines.append(
+            "**SIMULATED features** (`imagenet-zsl simulate`): synthetic features that exercise the "
+            "pipeline; these numbers are not results of any backbone."
+        )
+    return "\n\n".join(lines) + "\n\n"

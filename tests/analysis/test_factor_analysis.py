@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 
 from imagenet_zsl.analysis.factor_analysis import bootstrap_ci
 from imagenet_zsl.analysis.factor_splits import FORMAT, TOOL
+from imagenet_zsl.analysis.runs import cell_backbone, features_note
 from imagenet_zsl.cli import main
 from imagenet_zsl.evaluation.report import EVALUATION_FORMAT
 from imagenet_zsl.io import read_manifest_verified, write_manifest
@@ -91,6 +93,8 @@ def test_factor_table_and_plot(factor_run: Path, capsys: pytest.CaptureFixture[s
     assert table["x"].tolist() == [5.0, 8.0]  # mean depth of the evaluated classes (7, 8, 9)
     assert (table["ci_low"] <= table["hit"]).all() and (table["hit"] <= table["ci_high"]).all()
     assert (out / "factor.png").stat().st_size > 0
+    assert table["backbone"].tolist() == ["unknown", "unknown"]  # the fake cells record no identity
+    assert (out / "factor.md").read_text().startswith("Features: unknown (backbone of the test features")
     manifest = read_manifest_verified(out, "imagenet-zsl/factor-analysis-v2")
     assert [r["path"] for r in manifest["files"]] == ["factor.csv", "factor.md", "factor.png"]
     assert manifest["parameters"]["resamples"] == 200 and manifest["feature_mismatch"] == []
@@ -105,3 +109,14 @@ def test_bootstrap_interval_brackets_the_mean() -> None:
     values = np.r_[np.ones(30), np.zeros(70)]
     low, high = bootstrap_ci(values, 2000, 0.95, np.random.default_rng(0))
     assert low < 0.3 < high and high - low == pytest.approx(2 * 1.96 * np.sqrt(0.21 / 100), abs=0.03)
+
+
+def test_features_note_names_the_backbone_and_marks_simulated_features() -> None:
+    real = SimpleNamespace(feature_identity={"backbone": "resnet50", "weights_sha256": "1a2b3c4d5e6f"})
+    fake = SimpleNamespace(feature_identity={"backbone": "SIMULATED", "simulation": "99887766aa"})
+    expected = "Features: resnet50 @1a2b3c4d (backbone of the test features @ weights sha256 prefix).\n\n"
+    assert features_note([real]) == expected
+    note = features_note([fake, real])
+    assert note.startswith("Features: SIMULATED @99887766, resnet50 @1a2b3c4d")
+    assert "**SIMULATED features**" in note and "not results of any backbone" in note
+    assert cell_backbone(fake) == "SIMULATED @99887766"

@@ -222,6 +222,8 @@ def test_ladder_command_on_an_evaluated_run(finished_run, capsys) -> None:
     assert "| evaluated |" in printed and "ladder.png" in printed
     table = pd.read_csv(out / "ladder.csv")
     assert table["step"].tolist() == [s for s, _ in STEPS]
+    assert table.columns[2] == "backbone" and table["backbone"].nunique() == 1  # one cell, named
+    assert (out / "ladder.md").read_text().startswith(f"Features: {table['backbone'][0]} (backbone")
     flat = json.loads((run / "metrics.json").read_text())["zsl"]["flat"]
     zsl = json.loads((run / "metrics.json").read_text())["zsl"]
     assert table["hit@1"][0] == pytest.approx(flat["1"])  # 11 of 12
