@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from imagenet_zsl.evaluation.products import chunk_spans
 from imagenet_zsl.scoring import TieRanks
 
 if TYPE_CHECKING:
@@ -105,10 +106,12 @@ def search_on_device(
     queries: np.ndarray | torch.Tensor,
     labels: np.ndarray | None,
     squared_norms: np.ndarray | None,
+    offset: int = 0,
 ) -> tuple[np.ndarray, np.ndarray, TieRanks | None]:
     """:meth:`TopKSearcher.search_ranked` on the searcher's torch device. ``queries``: (n, E) float32
     numpy, checked by the caller (uploaded once), or a float32 tensor already on the device
-    (:func:`device_rows`); ``squared_norms``: the rows' squared norms, if known."""
+    (:func:`device_rows`); ``squared_norms``: the rows' squared norms, if known; ``offset``: the
+    queries' first row in their set (:func:`chunk_spans`)."""
     import torch
 
     device = searcher.torch_device
@@ -132,7 +135,7 @@ def search_on_device(
         for start in range(0, n, step):
             stop = min(start + step, n)
             norm = float(np.sqrt(squared_norms[start:stop].max()))
-            tile = _launch(searcher, rows, wanted, start, stop, norm)
+            tile = _launch(searcher, rows, wanted, start, stop, norm, offset)
             if pending is not None:  # the device already works on the next tile
                 _finish(searcher, pending, out_scores, out_ids, ranks)
             pending = tile
@@ -147,6 +150,7 @@ def _launch(
     start: int,
     stop: int,
     norm: float,
+    offset: int = 0,
 ) -> _Tile:
     """Queue one tile: product (full fp32), top ``k + 1`` candidates and the true classes' tie
     counts, and their copies to the host; nothing waits for the device unless the scores may
@@ -154,7 +158,7 @@ def _launch(
     import torch
 
     queries = rows[start:stop]
-    scores = queries @ searcher._device_unique.T
+    scores = device_product(queries, searcher._device_unique, searcher.maps, offset + start)
     searcher._check_overflow(queries, lambda: bool(torch.isfinite(scores).all()), norm)
     if searcher._device_group is not None:
         scores = scores.index_select(1, searcher._device_group)
@@ -172,6 +176,39 @@ def _launch(
         ready = torch.cuda.Event()
         ready.record(torch.cuda.current_stream(scores.device))
     return _Tile(start, stop, scores, host, ready)
+
+
+#: the device's products are computed in GEMM calls of exactly this many queries (the last chunk of a
+#: tile zero-padded to it): one call shape for every score, whatever the tiles and blocks
+DEVICE_PRODUCT_ROWS = 1024
+
+
+def device_product(
+    queries: torch.Tensor, unique: torch.Tensor, maps: int = 1, offset: int = 0
+) -> torch.Tensor:
+    """(m, u) scores of queries (m, maps * E), rows ``offset ..`` of their set, against the
+    distinct prototypes (u, E): the max over the ``maps`` query parts of their products, each
+    computed in calls of DEVICE_PRODUCT_ROWS queries by all u classes (:func:`chunk_spans`).
+    Why: a GEMM's algorithm, and so a score's bits, may depend on the call's shape and on the
+    score's place in it; fixed shapes and places make them independent of where blocks and tiles
+    start. The classes are not cut: u is fixed for a searcher."""
+    import torch
+
+    m, dim = len(queries), unique.shape[1]
+    out = torch.empty((m, len(unique)), dtype=torch.float32, device=queries.device)
+    for start, real, lead in chunk_spans(m, offset, DEVICE_PRODUCT_ROWS):
+        chunk = queries[start : start + real]
+        if real < DEVICE_PRODUCT_ROWS:
+            padded = torch.zeros(
+                (DEVICE_PRODUCT_ROWS, chunk.shape[1]), dtype=torch.float32, device=chunk.device
+            )
+            padded[lead : lead + real] = chunk
+            chunk = padded
+        scores = chunk[:, :dim] @ unique.T
+        for k in range(1, maps):  # the model's score: the max over its maps
+            scores = torch.maximum(scores, chunk[:, k * dim : (k + 1) * dim] @ unique.T)
+        out[start : start + real] = scores[lead : lead + real]
+    return out
 
 
 def _finish(

@@ -4,11 +4,11 @@ Scoring millions of images against up to 21,842 classes is the toolkit's hot loo
 queries is multiplied by the prototype matrix (``Q @ P.T``; on a GPU with torch), the top
 ``k + 1`` classes are picked with torch's multi-threaded ``topk`` and sorted, and the tile's
 score matrix is overwritten by the next tile's: memory is bounded by one tile (``TILE_ELEMENTS``
-scores plus their indices), never the full (N, C) matrix. On the CPU the product is cut by
-classes into one single-threaded BLAS call per BLAS thread, run side by side
-(:func:`_tile_products`: BLAS's own idle threads would spin through the serial steps between
-products). ``tools/bench_search.py`` measures the whole ``evaluate`` command against a plain
-floor (np.load, fp32, tiled BLAS, ``torch.topk``) run in a fresh process.
+scores plus their indices), never the full (N, C) matrix. On the CPU the product is computed in
+single-threaded BLAS calls of one fixed shape, shared among as many Python threads as BLAS had
+(:mod:`imagenet_zsl.evaluation.products`). ``tools/bench_search.py`` measures the whole
+``evaluate`` command against a plain floor (np.load, fp32, tiled BLAS, ``torch.topk``) run in a
+fresh process.
 
 On a GPU the whole tile stays on the device: the product (in full fp32: TF32 is switched off for
 it), the top ``k + 1`` selection and the true classes' tie counts run there, and only the (n,
@@ -20,6 +20,22 @@ the tiles go through numpy/BLAS. The torch tiles also run on the CPU when asked
 path lives in :mod:`imagenet_zsl.evaluation.device_search`: each block is uploaded once (from
 pinned memory, or staged there as float16 by the feature reader), and tiles are pipelined, the
 host finishing tile t while the device computes tile t + 1.
+
+Same bytes whatever the threads and cuts (issue 35). A GEMM's result for one score may depend on
+the call's shape, on the score's place in the call and on how a multi-threaded BLAS cuts the call
+among its threads (kernels differ at the edges: on an AMD EPYC with OpenBLAS 0.3.31, cutting the
+classes in two moved 47 of 1,379 scores by up to 3.8e-6, and moving a query from row 0 to row 6
+of one call moves its scores in the last bit). So every score is computed by a single-threaded
+call of one shape, (PRODUCT_ROWS, E) x (E, PRODUCT_CLASSES) on the CPU, (DEVICE_PRODUCT_ROWS, E)
+x (E, u) on a torch device, its class at a fixed place (class blocks from the first class) and
+its query at its row in the image set modulo the chunk (chunks aligned to the set's rows: callers
+that search a set block by block pass ``row_offset``), zero rows and classes padding the calls.
+What is promised: on one machine (same CPU, same BLAS library, or the same GPU and CUDA
+libraries) a search's scores, lists and tie ranks, and so ``evaluate``'s files, are the same bytes
+whatever the BLAS or torch thread count, ``--block-rows``, the tile sizes and the CPUs the process
+may run on. Not promised: the same bits on another CPU or BLAS (another kernel may round a score
+differently in its last bits), nor between the numpy path and the torch path; there the lists and
+metrics are the same except where two scores are closer than float32's resolution (a few ulps).
 
 Identical prototypes. Classes whose prototype rows are exactly equal (bytes, after mapping -0.0
 to 0.0) are detected up front by hashing the rows; each distinct row is scored once and its
@@ -42,8 +58,7 @@ import functools
 import hashlib
 import logging
 import warnings
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -54,6 +69,12 @@ from imagenet_zsl.evaluation.device_search import (
     full_fp32_matmul,  # noqa: F401 - re-exported
     is_tensor,
     search_on_device,
+)
+from imagenet_zsl.evaluation.products import (  # noqa: F401 - the shapes re-exported
+    PRODUCT_CLASSES,
+    PRODUCT_ROWS,
+    class_blocks,
+    tile_products,
 )
 from imagenet_zsl.scoring import TieRanks, sort_topk, topk_from_scores  # noqa: F401 - re-exported
 
@@ -163,8 +184,11 @@ def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 class TopKSearcher:
     """Holds one prototype matrix and answers top-k queries tile by tile.
 
-    prototypes: (C, E) float32; ``search(queries (n, E)) -> (scores (n, k) float32, ids (n, k)
-    int64)`` in the documented tie order; :meth:`search_ranked` adds the true classes' exact
+    prototypes: (C, E) float32; ``search(queries (n, maps * E)) -> (scores (n, k) float32, ids
+    (n, k) int64)`` in the documented tie order; ``maps``: a query holds that many E-d parts side
+    by side and its score for a class is the max of their dot products with the class's prototype
+    (a model's :meth:`~imagenet_zsl.models.base.ZSLModel.score_maps`: LATEM's K maps; 1: one dot
+    product); :meth:`search_ranked` adds the true classes' exact
     :class:`~imagenet_zsl.scoring.TieRanks`. ``k`` larger than C is allowed (rows are padded).
     ``device``: "auto" (a CUDA GPU when torch sees one), "cpu", "cuda", "cuda:N" or a
     ``torch.device`` (:func:`imagenet_zsl.devices.resolve_device`). ``torch_kernel``: run the torch
@@ -178,6 +202,7 @@ class TopKSearcher:
         device: str | torch.device = "auto",
         *,
         torch_kernel: bool = False,
+        maps: int = 1,
     ):
         self.prototypes = _as_matrix("prototypes", prototypes)
         if len(self.prototypes) == 0:
@@ -188,14 +213,22 @@ class TopKSearcher:
         check_finite("prototypes", self.prototypes, squared_norms=squared)
         if k < 1:
             raise ValueError(f"k must be >= 1, got {k}")
+        if maps < 1:
+            raise ValueError(f"maps must be >= 1, got {maps}")
         self.k = int(k)
-        self.dim = int(self.prototypes.shape[1])
+        self.maps = int(maps)
+        #: the prototypes' dimension E, and the queries' (maps * E)
+        self.prototype_dim = int(self.prototypes.shape[1])
+        self.dim = self.maps * self.prototype_dim
         self.num_classes = int(len(self.prototypes))
         self.unique_, self.group_ = unique_rows(self.prototypes)
         self._max_norm = float(np.sqrt(squared.max()))
         self.device_ = resolve_device(device) if isinstance(device, str) else device
         self._device = None
-        if self.device_.type != "cpu" or torch_kernel:
+        self._blocks: list[tuple[int, int, np.ndarray]] = []
+        if self.device_.type == "cpu" and not torch_kernel:
+            self._blocks = class_blocks(self.unique_)
+        else:
             import torch
 
             self._device = self.device_
@@ -237,7 +270,8 @@ class TopKSearcher:
         self, queries: np.ndarray, product: Callable[[np.ndarray], np.ndarray], query_norm: float | None
     ) -> np.ndarray:
         """(n, C) float32 class scores; identical prototypes get the same value. ``product``: the
-        queries' scores against the distinct prototypes (:func:`_tile_products`)."""
+        queries' scores against the distinct prototypes (:class:`~imagenet_zsl.evaluation.
+        products.Product`)."""
         scores = product(queries)
         self._check_overflow(queries, lambda: bool(np.isfinite(scores).all()), query_norm)
         return scores if self.group_ is None else scores[:, self.group_]
@@ -260,28 +294,38 @@ class TopKSearcher:
         queries = _as_matrix("queries", queries)
         if queries.shape[1] != self.dim:
             raise UserInputError(
-                f"query dimension {queries.shape[1]} differs from prototype dimension {self.dim}: "
+                f"query dimension {queries.shape[1]} differs from the {self.dim} of "
+                f"{self.maps} x {self.prototype_dim}-d prototypes: "
                 "use the model that produced these prototypes, or prototypes in feature space"
             )
         return queries
 
-    def search(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (scores (n, k) float32, ids (n, k) int64) of each query."""
-        scores, ids, _ = self.search_ranked(queries, None)
+    def search(self, queries: np.ndarray, *, row_offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores (n, k) float32, ids (n, k) int64) of each query (``row_offset``: see
+        :meth:`search_ranked`)."""
+        scores, ids, _ = self.search_ranked(queries, None, row_offset=row_offset)
         return scores, ids
 
     def search_ranked(
-        self, queries: np.ndarray, labels: np.ndarray | None, squared_norms: np.ndarray | None = None
+        self,
+        queries: np.ndarray,
+        labels: np.ndarray | None,
+        squared_norms: np.ndarray | None = None,
+        *,
+        row_offset: int = 0,
     ) -> tuple[np.ndarray, np.ndarray, TieRanks | None]:
         """Top-k lists plus, with ``labels`` (n,) (class indices; -1: the true class is not in this
         space), the exact TieRanks of each true class over the full score row (above = C and
         tied = 0 where the label is -1). ``squared_norms`` (n,): the queries' squared norms
-        (:func:`squared_row_norms`) when the caller has them, for the overflow check."""
+        (:func:`squared_row_norms`) when the caller has them, for the overflow check.
+        ``row_offset``: the queries' first row in the set they are cut from: a score's bits depend
+        on its row modulo the product's chunk (module docstring), so a caller that searches a set
+        block by block passes each block's first row, and gets the bits of one search of the whole."""
         if self._device is not None:  # numpy queries, or a float32 block already on the device
             if not is_tensor(queries):
                 queries = self._check_queries(queries)
                 squared_norms = squared_row_norms(queries) if squared_norms is None else squared_norms
-            return search_on_device(self, queries, labels, squared_norms)
+            return search_on_device(self, queries, labels, squared_norms, row_offset)
         queries = self._check_queries(queries)
         n = len(queries)
         out_scores = np.empty((n, self.k), np.float32)
@@ -291,12 +335,15 @@ class TopKSearcher:
         step = self._tile_rows()
         with contextlib.ExitStack() as stack:
             if n:
-                product = stack.enter_context(_tile_products(self.unique_, min(step, n)))
+                product = stack.enter_context(
+                    tile_products(self._blocks, len(self.unique_), min(step, n), self.maps)
+                )
             for start in range(0, n, step):
                 stop = min(start + step, n)
                 tile_labels = None if labels is None else np.asarray(labels[start:stop], dtype=np.int64)
                 norm = None if squared_norms is None else float(np.sqrt(squared_norms[start:stop].max()))
-                tile = self._cpu_tile(queries[start:stop], tile_labels, product, norm)
+                tile_product = functools.partial(product, offset=row_offset + start)
+                tile = self._cpu_tile(queries[start:stop], tile_labels, tile_product, norm)
                 out_scores[start:stop], out_ids[start:stop], ranks = tile
                 if labels is not None:
                     above[start:stop], tied[start:stop] = ranks
@@ -385,68 +432,6 @@ def _count_true_ranks(
         tied[i] = count(mask) - 1
 
 
-#: a product is cut into parts of at least this many classes (:func:`_tile_products`)
-_SPLIT_MIN_CLASSES = 1024
-#: and only for tiles of at least this many queries
-_SPLIT_MIN_ROWS = 64
-
-
-@contextlib.contextmanager
-def _tile_products(unique: np.ndarray, rows: int) -> Iterator[Callable[[np.ndarray], np.ndarray]]:
-    """``product(queries)``: ``queries @ unique.T`` (float32, at most ``rows`` queries), written
-    into one buffer reused from tile to tile (a fresh 67 MB tile costs 16,000 page faults).
-
-    With several BLAS threads, BLAS runs one thread per call while the block lasts, and each
-    product is cut by classes into one part per thread, computed side by side in Python threads
-    (numpy releases the GIL while it multiplies). Why: OpenBLAS's own threads spin for up to
-    0.1 s after each product, through the serial steps that follow (top-k sort, tie ranks),
-    which so cost twice their CPU time; 10,000 x 21,842 x 2,048 searched with ranks on 2 cores:
-    2.9 s and 5.7 s of CPU instead of 3.2 s and 6.3 s. A part is the same GEMM on fewer columns
-    (each score one dot product over the same blocks of the dimension, as when BLAS splits the
-    work among its own threads): the scores were the same bit for bit, on the benchmark's 20,000
-    x 21,842 x 2,048 and in tests/evaluation/test_fast_paths.py."""
-    buffer = np.empty((rows, len(unique)), np.float32)
-    parts = 1
-    if rows >= _SPLIT_MIN_ROWS and len(unique) >= 2 * _SPLIT_MIN_CLASSES:
-        parts = min(_blas_threads(), len(unique) // _SPLIT_MIN_CLASSES)
-    if parts <= 1:
-        yield lambda queries: _matmul_into(queries, unique, buffer[: len(queries)])
-        return
-    from threadpoolctl import threadpool_limits  # _blas_threads() found it
-
-    cuts = np.linspace(0, len(unique), parts + 1).round().astype(int).tolist()
-    pieces = list(zip(cuts[:-1], cuts[1:], strict=True))
-
-    def product(queries: np.ndarray) -> np.ndarray:
-        out = buffer[: len(queries)]
-        if len(queries) < _SPLIT_MIN_ROWS:
-            return _matmul_into(queries, unique, out)
-        waiting = [pool.submit(_matmul_into, queries, unique[a:b], out[:, a:b]) for a, b in pieces[1:]]
-        a, b = pieces[0]
-        _matmul_into(queries, unique[a:b], out[:, a:b])
-        for future in waiting:
-            future.result()
-        return out
-
-    with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(parts - 1, "search") as pool:
-        yield product
-
-
-def _matmul_into(queries: np.ndarray, prototypes: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """``out[:] = queries @ prototypes.T`` (float32 overflow to inf is checked by the caller)."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return np.matmul(queries, prototypes.T, out=out)
-
-
-def _blas_threads() -> int:
-    """The threads numpy's BLAS runs a product on (threadpoolctl; 1 when it cannot tell)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - a dependency; without it the product is not split
-        return 1
-    return max([int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"] or [1])
-
-
 def squared_row_norms(matrix: np.ndarray) -> np.ndarray:
     """(n,) float64 squared row norms of a (n, E) float32 matrix, accumulated in float64 without a
     float64 copy of the matrix (which would cost 8 bytes per entry: 358 MB for 21,842 x 2,048)."""
@@ -508,7 +493,8 @@ def topk_inner_product(
     for start in range(0, len(queries), block_rows):
         block = queries[start : start + block_rows]
         check_finite("queries", block, np.char.add("row ", np.arange(start, start + len(block)).astype(str)))
-        scores[start : start + len(block)], ids[start : start + len(block)] = searcher.search(block)
+        top = searcher.search(block, row_offset=start)
+        scores[start : start + len(block)], ids[start : start + len(block)] = top
         if progress is not None:
             progress(len(block))
     return scores, ids

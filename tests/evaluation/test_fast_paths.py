@@ -136,33 +136,45 @@ def test_prototype_digest_is_the_sha256_of_the_bytes_in_any_layout():
 
 
 @pytest.mark.parametrize("threads", [2, 3])
-def test_product_cut_by_classes_gives_the_same_bits(threads, monkeypatch):
-    """The CPU search cuts each tile's product by classes among BLAS-many Python threads
-    (:func:`imagenet_zsl.evaluation.search._tile_products`): lists, scores and tie ranks are the
-    ones of the uncut product, bit for bit, including a last tile too small to cut."""
-    from imagenet_zsl.evaluation import search
+def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, monkeypatch):
+    """The CPU search computes each tile's product in single-threaded GEMM calls of one shape,
+    (PRODUCT_ROWS, E) x (E, PRODUCT_CLASSES), the last class block and the chunks of queries that
+    do not fill one zero-padded (:class:`imagenet_zsl.evaluation.products.Product`), shared among
+    BLAS-many Python threads: the same calls whatever the threads, so lists, scores and tie ranks
+    are the bits of the one-thread search (the promise of issue 35)."""
+    from imagenet_zsl.evaluation import products, search
 
     rng = np.random.default_rng(threads)
-    prototypes = rng.standard_normal((3 * search._SPLIT_MIN_CLASSES + 78, 24)).astype(np.float32)
+    prototypes = rng.standard_normal((3 * products.PRODUCT_CLASSES + 78, 24)).astype(np.float32)
     prototypes[5] = prototypes[2]  # identical prototypes: scored once, tied
-    queries = rng.standard_normal((search._SPLIT_MIN_ROWS * 3 + 5, 24)).astype(np.float32)
+    queries = rng.standard_normal((products.PRODUCT_ROWS + 75, 24)).astype(np.float32)
     labels = rng.integers(-1, len(prototypes), len(queries))
-    # tiles of 94, 94 and 9 rows: the last one is multiplied whole
-    monkeypatch.setattr(search, "TILE_ELEMENTS", len(prototypes) * (search._SPLIT_MIN_ROWS + 30))
-    calls = []
-    real = search._matmul_into
-    monkeypatch.setattr(search, "_matmul_into", lambda q, p, out: calls.append(len(p)) or real(q, p, out))
-    monkeypatch.setattr(search, "_blas_threads", lambda: 1)
+    # tiles of 300 rows and 31 rows: chunks of 256, 44 | 31 rows, each padded to 256
+    monkeypatch.setattr(search, "TILE_ELEMENTS", (len(prototypes) - 1) * 300)
+    shapes = []
+    real = products._matmul_into
+
+    def spy(q, p, out):
+        shapes.append((q.shape, p.shape, out.shape))
+        return real(q, p, out)
+
+    monkeypatch.setattr(products, "_matmul_into", spy)
+    monkeypatch.setattr(products, "_blas_threads", lambda: 1)
     expected = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
-    assert len(calls) == 3
-    calls.clear()
-    monkeypatch.setattr(search, "_blas_threads", lambda: threads)
+    calls = sorted(shapes)
+    rows, classes = products.PRODUCT_ROWS, products.PRODUCT_CLASSES
+    shape = ((rows, 24), (classes, 24), (rows, classes))
+    assert len(calls) == 3 * 4 and set(calls) == {shape}
+    shapes.clear()
+    monkeypatch.setattr(products, "_blas_threads", lambda: threads)
     got = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
-    assert len(calls) == 2 * threads + 1 and sum(calls) == 3 * (len(prototypes) - 1)
+    assert sorted(shapes) == calls
     for a, b in zip(got[:2], expected[:2], strict=True):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(got[2].above, expected[2].above)
     np.testing.assert_array_equal(got[2].tied, expected[2].tied)
+    brute = queries.astype(np.float64) @ prototypes.T.astype(np.float64)
+    np.testing.assert_allclose(got[0], -np.sort(-brute, axis=1)[:, :7], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, None])

@@ -350,7 +350,7 @@ def search_shard(
         queries, norms = _queries(fd, shard_name, block, context.source, device)
         for s, sp in spaces.items():
             labels = target[keep[done]] if s == own_space else None
-            scores, ids, ranks = sp.search_ranked(queries, labels, norms)
+            scores, ids, ranks = sp.search_ranked(queries, labels, norms, row_offset=done.start)
             out[f"{s}.scores"][done] = scores
             out[f"{s}.ids"][done] = ids
             if ranks is not None:
