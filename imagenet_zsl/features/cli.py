@@ -196,7 +196,32 @@ def _describe_backbones() -> str:
     return describe_backbones()
 
 
+#: extraction flags that ``--merge`` (which only checks shards already written) cannot take
+_EXTRACTION_ONLY = (
+    "store", "classes", "out", "weights", "per_class", "val_labels", "pretraining_classes", "resize",
+    "crop", "logits", "ten_crop", "compile",
+)  # fmt: skip
+
+
+def _check_merge_flags(args: argparse.Namespace) -> None:
+    """``--merge`` takes no extraction flag and ``--no-verify`` needs ``--merge``: one line each,
+    never a flag silently ignored."""
+    if args.merge:
+        given = ["--" + name.replace("_", "-") for name in _EXTRACTION_ONLY if getattr(args, name)]
+        if given:
+            raise UserInputError(
+                f"--merge {args.merge} checks the shards already in DIR and writes its manifest; it "
+                f"takes no {', '.join(given)}: drop them, or drop --merge to extract"
+            )
+    elif args.no_verify:
+        raise UserInputError(
+            "--no-verify applies to --merge DIR only: an extraction hashes every shard it writes "
+            "(re-running a finished one verifies them all)"
+        )
+
+
 def _extract(args: argparse.Namespace) -> int:
+    _check_merge_flags(args)
     if args.merge:
         from imagenet_zsl.features.extract import merge_run
 
@@ -206,6 +231,9 @@ def _extract(args: argparse.Namespace) -> int:
     missing = [f"--{n}" for n in ("store", "classes", "out") if not getattr(args, n)]
     if missing:
         raise UserInputError(f"extract needs {', '.join(missing)} (or --merge DIR)")
+    from imagenet_zsl.features.extract_setup import check_out_outside_store
+
+    check_out_outside_store(args.out, args.store)  # before the store is indexed or torch imported
     tune_process_for_image_pipeline()  # before run_extraction imports torch
     from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 

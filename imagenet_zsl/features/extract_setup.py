@@ -121,6 +121,21 @@ def check_choices(cfg: ExtractConfig) -> None:
             "--compile pads every batch to --batch-size (one compiled shape): "
             "pad_batches=False contradicts it"
         )
+    check_out_outside_store(cfg.out, cfg.store)
+
+
+def check_out_outside_store(out: str | os.PathLike, store: str | os.PathLike) -> None:
+    """Refuse an ``--out`` inside the store (its shards would be read as images or classes of the
+    store, and a cleaned store loses them) or one that holds the store, in one line."""
+    from imagenet_zsl.io import resolve_path
+
+    where, source = resolve_path(out), resolve_path(store)
+    if where == source or source in where.parents or where in source.parents:
+        inside = "is" if where == source else "lies inside" if source in where.parents else "holds"
+        raise UserInputError(
+            f"--out {out} {inside} the store {store}: features and images would mix; choose an "
+            "--out outside the store"
+        )
 
 
 def default_workers(on_cuda: bool, ranks: dist.RankInfo) -> int:
