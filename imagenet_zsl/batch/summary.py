@@ -226,26 +226,60 @@ def to_latex(rows: Sequence[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: markers cycled with the colours, so that more than 10 models (and a greyscale print) stay apart
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "h", "<")
+#: panels per row of hit_at_k.png
+PANEL_COLUMNS = 3
+
+
+def model_styles(models: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """One colour and marker per model, the same in every panel (tab10, then tab20 past 10)."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if len(models) <= 10 else "tab20"]
+    return {m: {"color": cmap(i % cmap.N), "marker": MARKERS[i % len(MARKERS)]} for i, m in enumerate(models)}
+
+
 def plot_hit_at_k(rows: Sequence[dict], ks: Sequence[int], path: Path) -> Path:
-    """One panel per split: flat hit@K against K, one line per model."""
-    splits = list(dict.fromkeys(r["split"] for r in rows))
-    fig, axes = subplots(1, max(len(splits), 1), figsize=(3.6 * max(len(splits), 1), 3.4), squeeze=False)
+    """Save :func:`hit_at_k_figure` as ``path``."""
+    return save_figure(hit_at_k_figure(rows, ks), path)
+
+
+def hit_at_k_figure(rows: Sequence[dict], ks: Sequence[int]) -> Any:
+    """One panel per split in a grid of :data:`PANEL_COLUMNS` columns: flat hit@K against K, one
+    line per model in the same colour and marker in every panel, one legend right of the grid
+    (never over the data); a value a cell lacks is a gap, not 0."""
+    from matplotlib.lines import Line2D
+
+    splits = list(dict.fromkeys(r["split"] for r in rows)) or ["(no cells)"]
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    styles = model_styles(models)
+    ncols = min(PANEL_COLUMNS, len(splits))
+    nrows = -(-len(splits) // ncols)
+    size = (2.9 * ncols + 1.6, 2.5 * nrows + 0.3)
+    fig, axes = subplots(nrows, ncols, figsize=size, squeeze=False, sharey=True, layout="constrained")
     ks = sorted(ks)
-    for ax, split in zip(axes[0], splits, strict=False):
-        for row in (r for r in rows if r["split"] == split and r["status"] == "ok"):
-            ax.plot(ks, [100 * (row[f"hit@{k}"] or 0.0) for k in ks], "o-", label=row["model"])
+    for i, ax in enumerate(axes.flat):
+        if i >= len(splits):
+            ax.set_visible(False)
+            continue
+        for row in (r for r in rows if r["split"] == splits[i] and r["status"] == "ok"):
+            values = [100 * row[f"hit@{k}"] if row.get(f"hit@{k}") is not None else math.nan for k in ks]
+            ax.plot(ks, values, linestyle="-", markersize=4, **styles[row["model"]])
         ax.set_xscale("log")
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.set_xticks([], minor=True)
         ax.set_ylim(0, 102)
-        ax.set_xlabel("K")
-        ax.set_title(split)
+        ax.set_title(splits[i], fontsize=9)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("flat hit@K (%)")
-    if axes[0][0].get_legend_handles_labels()[0]:  # no line when every cell of the split failed
-        axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    return save_figure(fig, path)
+        if i % ncols == 0:
+            ax.set_ylabel("flat hit@K (%)")
+        if i >= len(splits) - ncols:
+            ax.set_xlabel("K")
+    handles = [Line2D([], [], linestyle="-", markersize=4, **styles[m]) for m in models]
+    if handles:
+        fig.legend(handles, models, loc="outside right upper", fontsize=7, frameon=False)
+    return fig
 
 
 def write_summary(

@@ -141,3 +141,43 @@ def test_count_as_miss_images_enter_the_bootstrap_without_credit(tmp_path: Path)
     # 4 classes, each of 1 image (right) except n9 (3 images, wrong): from 0 (n9 drawn 4 times)
     # to 100 (never drawn); the point estimate is 3/6
     assert 0.0 <= low < 50.0 < high <= 100.0
+
+
+def _plot_rows(splits: int, models: tuple[str, ...]) -> list[dict]:
+    rows = []
+    for s in range(splits):
+        for i, model in enumerate(models):
+            hits = {f"hit@{k}": min(1.0, 0.1 * (i + 1) * k**0.5) for k in (1, 2, 5, 10, 20)}
+            if s == 2 and i == 1:
+                hits["hit@20"] = None  # a value the cell lacks: a gap, not 0
+            rows.append({"model": model, "split": f"split{s}", "status": "ok", **hits})
+    rows[1]["status"] = "failed: boom"  # ESZSL fails on split0: the others keep their colours
+    return rows
+
+
+def test_hit_at_k_plot_one_colour_per_model_in_a_grid_with_the_legend_outside(tmp_path: Path):
+    from imagenet_zsl.batch.summary import hit_at_k_figure, plot_hit_at_k
+
+    models = ("trivial", "eszsl", "conse")
+    rows = _plot_rows(8, models)
+    fig = hit_at_k_figure(rows, [1, 2, 5, 10, 20])
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(fig.axes) == 9 and len(axes) == 8  # 3 x 3 grid, the last panel hidden
+    assert len({round(ax.get_position().x0, 3) for ax in axes}) == 3  # three columns
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == list(models)
+    texts = [t.get_text() for t in legend.get_texts()]
+    handle_colour = {m: h.get_color() for m, h in zip(texts, legend.legend_handles, strict=True)}
+    assert all(ax.get_legend() is None for ax in axes)
+    # split0 has 2 lines (eszsl failed): its first two lines are trivial's and conse's colours
+    first = axes[0].get_lines()
+    assert [line.get_color() for line in first] == [handle_colour["trivial"], handle_colour["conse"]]
+    for ax in axes[1:]:
+        assert [line.get_color() for line in ax.get_lines()] == [handle_colour[m] for m in models]
+    assert np.isnan(axes[2].get_lines()[1].get_ydata()[-1])
+    # the legend lies right of every panel
+    fig.canvas.draw()
+    legend_box = legend.get_window_extent()
+    assert all(ax.get_window_extent().x1 <= legend_box.x0 for ax in axes)
+    path = plot_hit_at_k(rows, [1, 2, 5, 10, 20], tmp_path / "hit_at_k.png")
+    assert path.stat().st_size > 0
