@@ -195,10 +195,11 @@ class ParquetLayout:
     def __init__(self, root: Path, val_labels: str | Path | None = None):
         self.classes = ClassNames(root)
         card = (root.parent if root.is_file() else root) / "README.md"
-        self._sha256 = sha256_file(card) if card.is_file() else None
+        files = [f for f in (card if card.is_file() else None, self.classes.index_file) if f]
+        self._sha256 = "+".join(sha256_file(f) for f in files) or None
 
     def labels_sha256(self) -> str | None:
-        return self._sha256  # the dataset card's; the files' own names change their size/mtime
+        return self._sha256  # the card's and class-index file's; the files' own change size/mtime
 
     def sources(self, root: Path) -> list[str]:
         if root.is_file():

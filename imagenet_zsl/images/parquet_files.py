@@ -5,8 +5,10 @@ A file holds an image column (a struct with ``bytes``, and usually ``path``, as 
 writes an ``Image`` feature; or plain binary) and an int ``label`` column. The label index → wnid
 map is the dataset's own metadata: the ``huggingface`` schema metadata that ``datasets`` writes
 into every file (the ``label`` feature's ``ClassLabel`` names), else the dataset card
-(``README.md`` beside the files, ``dataset_info.features`` YAML). The names must be wnids, and
-every file of the store must carry the same map.
+(``README.md`` beside the files, ``dataset_info.features`` YAML). The names must be wnids; where
+they are not (human-readable names), a class-index file in the store folder (``*synsets.txt``,
+one wnid a line, line i = label i, as timm ships ``imagenet21k_miil_w21_synsets.txt``) gives the
+wnids instead, with as many lines as there are names. Every file must carry the same map.
 
 An image is located by (file, row); the reader loads the row group holding it (the files are
 compressed page by page, so there is no byte offset to read) and keeps the last one, so reading
@@ -22,6 +24,7 @@ from typing import Any
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.images.scan import Scan, source_path
+from imagenet_zsl.images.wds import read_class_index
 
 WNID_RE = re.compile(r"^n\d{8}$")
 IMAGE_COLUMNS = ("image", "jpg", "webp", "png", "img")
@@ -92,6 +95,7 @@ class ClassNames:
     def __init__(self, root: Path):
         self.root = root
         self.card = _card_names(root)
+        self.index, self.index_file = read_class_index(root)
         self.names: list[str] | None = None
         self.origin = ""
 
@@ -106,8 +110,17 @@ class ClassNames:
                 "a dataset card README.md beside the files lists them"
             )
         bad = [n for n in names if not WNID_RE.match(n)]
+        if bad and self.index is not None:
+            if len(self.index) != len(names):
+                raise UserInputError(
+                    f"{self.index_file}: {len(self.index)} wnids, but {origin} lists {len(names)} labels"
+                )
+            names, origin, bad = self.index, f"{self.index_file} (class-index file)", []
         if bad:
-            raise UserInputError(f"{origin}: label names must be wnids (n########), e.g. {bad[0]!r}")
+            raise UserInputError(
+                f"{origin}: label names must be wnids (n########), e.g. {bad[0]!r}; or put a class-index "
+                "file (*synsets.txt, one wnid a line) beside the files"
+            )
         if self.names is None:
             self.names, self.origin = names, origin
         elif names != self.names:

@@ -143,6 +143,9 @@ def test_parquet_label_names_come_from_the_dataset_card_when_the_files_carry_non
     assert capsys.readouterr().out.splitlines()[1:] == ["n01440764\t2", "n01443537\t1"]
     (root / "README.md").write_text(card.replace("n01443537", "tench") + "---\n")
     assert "label names must be wnids" in _error_line(capsys, ["images", "count", "--store", str(root)])
+    (root / "imagenet21k_miil_w21_synsets.txt").write_text("n01484850\nn01440764\n")  # names → wnids
+    assert main(["images", "count", "--store", str(root)]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == ["n01440764\t2", "n01484850\t1"]
 
 
 def test_in21k_p_is_one_store_and_an_image_in_two_folders_is_refused(tmp_path, capsys):
@@ -186,3 +189,13 @@ def test_a_killed_run_resumes_to_the_same_bytes_with_worker_processes(tmp_path, 
     result = fx.extract(store, classes, tmp_path / "killed")
     assert result.shards_already_done == 1 and result.shards_written == 2
     assert fx.all_files(tmp_path / "killed") == fx.all_files(tmp_path / "whole")
+
+
+def test_images_coverage_reads_a_webdataset_store(tmp_path, capsys):
+    store = make_store(tmp_path / "s", "wds", {"n01440764": 3, "n01443537": 2}, oddities=False)
+    split = tmp_path / "split.txt"
+    split.write_text("n01440764\nn01443537\nn01484850\n")
+    assert main(["images", "coverage", "--store", str(store.root), "--split", str(split)]) == 0
+    out, err = capsys.readouterr()
+    row = out.splitlines()[1].split("\t")
+    assert row[1:3] == ["3", "1"] and "classes missing: n01484850" in err
