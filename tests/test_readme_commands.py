@@ -1,10 +1,12 @@
-"""Every `imagenet-zsl ...` command shown in a README code block is run by some test with small inputs.
+"""Every `imagenet-zsl ...` command shown in a code block of README.md or of the documentation site
+(docs/**/*.md) is run by some test with small inputs.
 
-``TESTED_BY`` maps each sub-command (as the README shows it, normalised to its command words, e.g.
-``splits build``) to the test file that runs it successfully through ``imagenet_zsl.cli.main``. The
-test fails when the README shows a sub-command with no entry here, when the named file no longer
-runs it (a ``main([...])`` call with those words not compared to an error status), or when an entry
-is no longer shown in the README (keep the list honest).
+``TESTED_BY`` maps each sub-command (as the pages show it, normalised to its command words, e.g.
+``splits build``; ``torchrun ... -m imagenet_zsl.cli run`` counts as ``run``) to the test file that
+runs it successfully through ``imagenet_zsl.cli.main``. The test fails when a page shows a
+sub-command with no entry here, when the named file no longer runs it (a ``main([...])`` call with
+those words not compared to an error status), or when an entry is no longer shown on any page (keep
+the list honest). The Python snippets of the docs are run by tests/docs/test_notebook.py.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ TESTED_BY = {
     "analyze factor": "tests/analysis/test_factor_analysis.py",
     "analyze ladder": "tests/batch/test_demo_recipe.py",
     "splits build": "tests/splits/test_cli.py",
+    "splits stats": "tests/splits/test_cli.py",
     "images count": "tests/images/test_store.py",
     "images coverage": "tests/images/test_cli.py",
     "labels encode": "tests/semantics/test_encode.py",
@@ -53,19 +56,34 @@ def _groups() -> set[str]:
     }
 
 
+def pages() -> list[Path]:
+    """README.md and every page of the documentation site."""
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+
+
+def _command_words(line: str) -> list[str] | None:
+    """The words after ``imagenet-zsl`` (or ``python/torchrun ... -m imagenet_zsl.cli``), or None."""
+    line = line.split(" #", 1)[0].strip()
+    if line.startswith("imagenet-zsl "):
+        return shlex.split(line)[1:]
+    if "-m imagenet_zsl.cli " in line:
+        return shlex.split(line.split("-m imagenet_zsl.cli ", 1)[1])
+    return None
+
+
 def readme_commands() -> list[str]:
-    """The command words of every `imagenet-zsl` line inside a README code block."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The command words of every `imagenet-zsl` line inside a code block of README.md or docs/."""
     groups = _groups()
     found = []
-    for block in re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = line.split("#", 1)[0].strip()
-            if not line.startswith("imagenet-zsl "):
-                continue
-            words = shlex.split(line)[1:]
-            command = " ".join(words[:2]) if words[0] in groups and len(words) > 1 else words[0]
-            found.append(command)
+    for page in pages():
+        text = page.read_text(encoding="utf-8")
+        for block in re.findall(r"```[^\n]*\n(.*?)```", text, flags=re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                words = _command_words(line)
+                if not words or words[0].startswith("-") or words[0] == "...":
+                    continue
+                command = " ".join(words[:2]) if words[0] in groups and len(words) > 1 else words[0]
+                found.append(command)
     return sorted(set(found))
 
 
