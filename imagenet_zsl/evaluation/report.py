@@ -36,7 +36,9 @@ METRICS_NAME = "metrics.json"
 EVALUATION_FORMAT = "imagenet-zsl/evaluation-v2"
 RERUN = "re-run 'imagenet-zsl evaluate'"
 #: the text columns that identify a row of the cross-run table (never scaled, never bold)
-TEXT_COLUMNS = ("split", "model", "features", "backbone", "class vectors", "label space")
+#: (the order of ``imagenet-zsl run``'s summary, :mod:`imagenet_zsl.batch.summary`, then the
+#: feature directory)
+TEXT_COLUMNS = ("model", "split", "backbone", "class vectors", "label space", "features")
 #: appended to the backbone of a row combined under --allow-feature-mismatch
 MISMATCH_MARK = " [mismatch]"
 #: run files checked by size only (large, and not read by ``report``)
@@ -324,12 +326,12 @@ def run_row(metrics: dict) -> dict:
     nan = float("nan")
     prov = metrics.get("provenance") or {}
     row: dict = {
-        "split": metrics["inputs"]["split"]["name"],
         "model": metrics["model"]["name"],
-        "features": Path(metrics["inputs"]["features"]["path"]).name,
+        "split": metrics["inputs"]["split"]["name"],
         "backbone": (prov.get("features") or {}).get("backbone", "unknown"),
         "class vectors": prov.get("class_vectors", "unknown"),
         "label space": label_space_cell(metrics),
+        "features": Path(metrics["inputs"]["features"]["path"]).name,
     }
     if prov.get("feature_mismatch"):
         row["backbone"] += MISMATCH_MARK

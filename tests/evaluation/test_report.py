@@ -56,8 +56,8 @@ def test_report_aggregates_runs_into_md_csv_tex(bench, tmp_path):
         == 0
     )
     md = (tmp_path / "table.md").read_text()
-    assert "| split | protos | features | unknown | protos.npz | split: 6 (6 with images) | **94.44** |" in md
-    assert "| split | swapped | features | unknown | swapped.npz | split: 6 (6 with images) | 61.11 |" in md
+    assert "| protos | split | unknown | protos.npz | split: 6 (6 with images) | features | **94.44** |" in md
+    assert "| swapped | split | unknown | swapped.npz | split: 6 (6 with images) | features | 61.11 |" in md
     csv = pd.read_csv(tmp_path / "table.csv")
     assert csv["hit@1"].tolist() == pytest.approx([94.4444, 61.1111])
     tex = (tmp_path / "table.tex").read_text()
@@ -142,3 +142,35 @@ def test_report_replaces_only_its_own_tables(tmp_path: Path) -> None:
     other = tmp_path / "table.txt"
     other.write_text("| split | model |\n")
     assert not is_report_output(other)  # not a suffix report writes
+
+
+def test_report_and_run_print_the_same_columns_in_the_same_order(tmp_path):
+    from imagenet_zsl.batch.summary import LEAD_COLUMNS, summary_rows
+    from imagenet_zsl.evaluation.report import TEXT_COLUMNS, run_row
+
+    point = {"seen": 0.5, "unseen": 0.25, "H": 1 / 3, "ausuc": 0.2}
+    metrics = {
+        "inputs": {"split": {"name": "hop1"}, "features": {"path": "/f/test"}},
+        "model": {"name": "eszsl"},
+        "label_space": {"spec": "split", "classes_in_label_space": 4, "classes_with_test_images": 3},
+        "zsl": {"flat": {"1": 0.5, "5": 0.9}, "per_class": {"1": 0.4}, "flat_strict": {"1": 0.3, "5": 0.8}},
+        "hierarchical_precision": {"flat": {"1": 0.5, "5": 0.6}},
+        "gzsl": {"flat": {"1": point}, "per_class": {"1": point}},
+    }
+    (tmp_path / "cell").mkdir()
+    (tmp_path / "cell" / "metrics.json").write_text(json.dumps(metrics))
+    record = {"model": "eszsl", "split": "hop1", "run": "cell", "status": "ok", "error": None}
+    record["classes"] = {"in_split": 4, "evaluated": 4}
+    run = summary_rows(tmp_path, [record], [1, 5], gzsl=True)[0]
+    report = run_row(metrics)
+    shared = [c for c in TEXT_COLUMNS if c in LEAD_COLUMNS]
+    assert shared == [c for c in LEAD_COLUMNS if c in TEXT_COLUMNS]  # model, split, backbone, ...
+    values = [c for c in report if c not in TEXT_COLUMNS and c != "seen in pretraining"]
+    assert values == [
+        c
+        for c in run
+        if c not in LEAD_COLUMNS and c not in ("hit@1 95% CI", "n.s. vs", "seen in pretraining", "status")
+    ]
+    assert values[:6] == ["hit@1", "hit@5", "per-class hit@1", "strict hit@1", "strict hit@5", "hP@5"]
+    assert report["AUSUC (per image)"] == run["AUSUC (per image)"] == 0.2
+    assert report["label space"] == run["label space"] == "split: 4 (3 with images)"
