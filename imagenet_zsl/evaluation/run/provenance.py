@@ -21,6 +21,7 @@ from imagenet_zsl.features.identity import (
 )
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.io import MANIFEST_NAME, sha256_file, software_versions
+from imagenet_zsl.models.vision_language import VisionLanguageZeroShot, tower_pair_problem
 from imagenet_zsl.splits.pretraining import Pretraining
 
 if TYPE_CHECKING:
@@ -51,7 +52,38 @@ def check_feature_identities(
         records.append(check_same_features(source.feature_identity, other.identity, model_what, where, allow))
         if other is not fd:
             records.append(check_same_features(fd.identity, other.identity, test_what, where, allow))
+    records.append(check_tower_pair(source, fd, model_what, allow))
     return [r for r in records if r is not None]
+
+
+def check_tower_pair(source: QuerySource, fd: FeatureDir, model_what: str, allow: bool) -> dict | None:
+    """A vision-language model (``vlm_zero_shot``) scores image features against its class text
+    embeddings: both must come from one model, by identity, not by equal dimensions
+    (:func:`~imagenet_zsl.models.vision_language.tower_pair_problem`). An error naming both, the
+    override record with ``--allow-feature-mismatch``, a warning when a side records too little."""
+    model = getattr(source, "model", None)
+    if not isinstance(model, VisionLanguageZeroShot):
+        return None
+    record = source.class_vectors
+    text = str(record.get("source") or "") if isinstance(record, dict) else str(record or "")
+    problem, certain = tower_pair_problem(fd.identity, text)
+    if problem is None:
+        return None
+    if not certain:
+        log.warning("%s: cannot check that image and text towers belong together: %s", model_what, problem)
+        return None
+    if not allow:
+        raise UserInputError(
+            f"tower mismatch: {model_what} (vlm_zero_shot) scores --features {fd.path} against its "
+            f"class vectors, but {problem}; use the image and text towers of one model, or pass "
+            "--allow-feature-mismatch to combine them anyway (recorded in every table)"
+        )
+    return {
+        "allowed": True,
+        "differ": ["text tower"],
+        f"--features {fd.path}": describe_identity(fd.identity),
+        model_what: text,
+    }
 
 
 def pretraining_overlap(fd: FeatureDir, test_wnids: Sequence[str]) -> tuple[dict | None, frozenset | None]:
