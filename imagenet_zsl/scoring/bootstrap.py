@@ -17,6 +17,7 @@ time: the same seed gives the same intervals on any machine.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,15 +29,18 @@ LEVEL = 0.95
 BLOCK = 100
 
 
+def _weight_blocks(classes: int, resamples: int, seed: int) -> Iterator[np.ndarray]:
+    """The rows of :func:`resample_weights`, :data:`BLOCK` at a time (float64)."""
+    rng = np.random.default_rng(seed)
+    pvals = np.full(classes, 1.0 / classes)
+    for lo in range(0, resamples, BLOCK):
+        yield rng.multinomial(classes, pvals, size=min(BLOCK, resamples - lo)).astype(np.float64)
+
+
 def resample_weights(classes: int, resamples: int = RESAMPLES, seed: int = SEED) -> np.ndarray:
     """(resamples, classes) int64: how often each class is drawn in each resample (rows sum to
     ``classes``), drawn :data:`BLOCK` rows at a time from ``default_rng(seed)``."""
-    rng = np.random.default_rng(seed)
-    pvals = np.full(classes, 1.0 / classes)
-    blocks = [
-        rng.multinomial(classes, pvals, size=min(BLOCK, resamples - lo)) for lo in range(0, resamples, BLOCK)
-    ]
-    return np.concatenate(blocks).astype(np.int64)
+    return np.concatenate(list(_weight_blocks(classes, resamples, seed))).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,10 @@ def paired_bootstrap(
         raise ValueError(f"credit must be (models, {len(counts)}) with classes, got {credit.shape}")
     if (counts < 1).any():
         raise ValueError("every class of the bootstrap needs test images")
-    weights = resample_weights(len(counts), resamples, seed).astype(np.float64)
-    values = (weights @ credit.T) / (weights @ counts)[:, None]  # (B, M)
+    # (B, M) flat hit@K of each model on each resample; the weights never exist whole
+    values = np.concatenate(
+        [(w @ credit.T) / (w @ counts)[:, None] for w in _weight_blocks(len(counts), resamples, seed)]
+    )
     tails = [(1.0 - level) / 2.0, 1.0 - (1.0 - level) / 2.0]
     low, high = np.quantile(values, tails, axis=0)
     diffs = values[:, :, None] - values[:, None, :]  # (B, M, M)
