@@ -46,7 +46,11 @@ class Scan:
 
 
 def _suffix(name: str) -> str:
+    """The lower-case suffix of a file name; ``(hidden)`` for dot files and macOS ``._*`` forks,
+    ``(none)`` without one."""
     base = name.rsplit("/", 1)[-1]
+    if base.startswith("."):
+        return "(hidden)"
     return os.path.splitext(base)[1].lower() or "(none)"
 
 

@@ -269,6 +269,7 @@ def test_files_not_read_are_counted_and_summarised_in_one_warning(
     (store.root / "n01440764" / "photo.heic").write_bytes(b"\0\0\0\x18ftypheic")
     (store.root / "n01440764" / "IMG_0001").write_bytes(jpeg)  # no suffix: not read
     (store.root / "n01443537" / "a.heic").write_bytes(b"\0\0\0\x18ftypheic")
+    (store.root / "n01443537" / "._n01443537_1.JPEG").write_bytes(b"\0\x05\x16\x07")  # macOS fork
     os.mkfifo(store.root / "n01443537" / "stuck.JPEG")  # never opened
     _hang_guard()
     try:
@@ -279,10 +280,10 @@ def test_files_not_read_are_counted_and_summarised_in_one_warning(
         signal.alarm(0)
     out, err = capsys.readouterr()
     assert out.splitlines()[1:] == ["n01440764\t3", "n01443537\t1"]
-    assert "3 files not read as images (see the warning)" in err
+    assert "4 files not read as images (see the warning)" in err
     assert "1 damaged or skipped entries (not-a-regular-file)" in err
     summaries = [r.getMessage() for r in caplog.records if "files not read as images" in r.getMessage()]
-    assert len(summaries) == 1 and "(none) 1, .heic 2" in summaries[0]
+    assert len(summaries) == 1 and "(hidden) 1, (none) 1, .heic 2" in summaries[0]
     assert any(
         "stuck.JPEG" in r.getMessage() and "not a regular file" in r.getMessage() for r in caplog.records
     )
@@ -291,7 +292,7 @@ def test_files_not_read_are_counted_and_summarised_in_one_warning(
     index = next((tmp_path / "cache" / "index").glob("*.parquet"))
     problems = json.loads(pq.read_schema(index).metadata[b"imagenet_zsl"])["problems"]
     counted = {p["source"]: p["count"] for p in problems if p["kind"] == "skipped-files"}
-    assert counted == {"n01440764": 2, "n01443537": 1}
+    assert counted == {"n01440764": 2, "n01443537": 2}
 
 
 def test_a_fifo_put_in_place_of_an_image_is_a_read_error_not_a_hang(tmp_path: Path) -> None:
