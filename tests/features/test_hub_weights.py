@@ -176,3 +176,52 @@ def test_offline_torchvision_weights_name_the_url(offline):
     message = str(caught.value)
     assert "https://download.pytorch.org/models/resnet50-11ad3fa6.pth" in message
     assert "HF_HUB_OFFLINE=1: nothing is downloaded" in message
+
+
+def test_online_a_missing_file_is_downloaded_into_the_cache(tmp_path, monkeypatch, lite0_state):
+    """Without HF_HUB_OFFLINE the hub is asked (here a stand-in for ``hf_hub_download`` that
+    writes what the hub would): safetensors first, then the pickled checkpoint, into HF_HOME."""
+    import huggingface_hub
+    from huggingface_hub.errors import EntryNotFoundError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # even where the suite runs offline
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    asked = []
+
+    def fake_download(repo, filename, *, revision, cache_dir, local_files_only):
+        asked.append((repo, filename, revision, cache_dir, local_files_only))
+        if filename == "model.safetensors":
+            raise EntryNotFoundError("this repository has no model.safetensors")
+        path = _snapshot(tmp_path / "hf", repo) / filename
+        torch.save(lite0_state, path)
+        return str(path)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
+    net, info = create_backbone("timm:tf_efficientnet_lite0")
+    cache = tmp_path / "hf" / "hub"
+    assert asked == [(REPO, f, None, cache, False) for f in ("model.safetensors", "pytorch_model.bin")]
+    assert info.filename == "pytorch_model.bin" and info.sha256 == sha256_file(info.path)
+    assert torch.equal(net.model.classifier.bias, lite0_state["classifier.bias"])
+
+
+def test_online_torchvision_weights_are_downloaded_into_the_torch_hub(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # even where the suite runs offline
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    source, _ = create_backbone("resnet18", "random", seed=7)
+    state = {k.removeprefix("model."): v for k, v in source.state_dict().items() if k.startswith("model.")}
+    state.update({"fc." + k.removeprefix("head."): v for k, v in source.state_dict().items() if "head." in k})
+    fetched = []
+
+    def fake_download(url, dst, hash_prefix=None, progress=True):
+        fetched.append((url, dst, hash_prefix))
+        torch.save(state, dst)
+
+    monkeypatch.setattr(torch.hub, "download_url_to_file", fake_download)
+    net, info = create_backbone("resnet18")
+    path = tmp_path / "torch" / "hub" / "checkpoints" / "resnet18-f37072fd.pth"
+    assert fetched == [("https://download.pytorch.org/models/resnet18-f37072fd.pth", str(path), "f37072fd")]
+    assert info.source == "torch-hub-cache" and info.sha256 == sha256_file(path)
+    assert torch.equal(net.head.weight, source.head.weight)
+    create_backbone("resnet18")
+    assert len(fetched) == 1  # cached now: not fetched again
