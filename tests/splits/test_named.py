@@ -112,3 +112,18 @@ def test_show_unknown_name_exits_2(capsys) -> None:
     assert main(["splits", "show", "dgp-4hops"]) == 2
     err = capsys.readouterr().err
     assert "split 'dgp-4hops' not found" in err and "dgp-2hops" in err and err.count("\n") == 1
+
+
+def test_the_stated_reason_for_dgp_3hops_holds() -> None:
+    """The split report's "why": on ImageNet's tree our hop2 misses exactly animal.n.01 and 42 of its
+    children (3-4 edges away), and holds 7 classes 2 edges away that DGP's list lacks."""
+    from imagenet_zsl.hierarchy.universe import load_class_graph
+    from imagenet_zsl.splits.published_report import published_difference
+
+    diff = published_difference("dgp-3hops", "imagenet")
+    assert diff["n_ours"] == 7824
+    extra = {row["wnid"] for row in diff["only_published"]}
+    children = set(load_class_graph("imagenet").children(ANIMAL))
+    assert len(extra) == 43 and extra - children == {ANIMAL} and len(extra & children) == 42
+    assert {row["distance"] for row in diff["only_published"]} <= {3, 4}
+    assert len(diff["only_ours"]) == 7 and {row["distance"] for row in diff["only_ours"]} == {2}
