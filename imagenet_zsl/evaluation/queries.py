@@ -1,7 +1,11 @@
 """Where query vectors and prototypes come from: a fitted model directory or a prototype file.
 
 Both sources expose the same small interface so the search loop never special-cases one:
-``encode(features, logits) -> (n, E)`` and ``prototypes(wnids) -> (C, E)``, scored by dot product.
+``encode(features, logits) -> (n, maps * E)``, ``prototypes(wnids) -> (C, E)`` and ``maps``: the
+score is the dot product, or for a model whose score is the max over K maps (LATEM,
+:meth:`~imagenet_zsl.models.base.ZSLModel.score_maps`) the max of the K parts' dot products.
+:meth:`QuerySource.searcher` and :meth:`QuerySource.score` apply that rule, so ``evaluate``,
+``run`` and ``predict`` rank every model by its own score.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -19,6 +23,7 @@ from imagenet_zsl.io import MANIFEST_NAME, sha256_file
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 if TYPE_CHECKING:
+    from imagenet_zsl.evaluation.search import TopKSearcher
     from imagenet_zsl.models.base import ZSLModel
 
 
@@ -54,6 +59,8 @@ class QuerySource:
     ``class_vectors`` names the class-vector source its prototypes come from."""
 
     uses_logits = False
+    #: K: a query is K E-d vectors side by side, the score the max of their dot products
+    maps = 1
     digest = ""
     feature_identity: dict | None = None
     class_vectors: str | dict | None = None
@@ -91,6 +98,24 @@ class QuerySource:
         protos.flags.writeable = False
         self._last = (key, protos)
         return protos
+
+    def searcher(self, wnids: Sequence[str], k: int, device: Any = "auto") -> TopKSearcher:
+        """The exact top-``k`` search of :meth:`encode`'s queries among ``wnids`` by the source's
+        own score (its ``maps``); ``device``: see :class:`~imagenet_zsl.evaluation.search.TopKSearcher`."""
+        from imagenet_zsl.evaluation.search import TopKSearcher
+
+        return TopKSearcher(self.prototypes(wnids), k, device=device, maps=self.maps)
+
+    def score(self, queries: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
+        """(n, C) float32 scores of :meth:`encode`'s queries against :meth:`prototypes` by the
+        source's own rule (:func:`~imagenet_zsl.models.base.map_scores` with its ``maps``)."""
+        queries = np.asarray(queries, dtype=np.float32)
+        prototypes = np.asarray(prototypes, dtype=np.float32)
+        if self.maps == 1:
+            return queries @ prototypes.T
+        from imagenet_zsl.models.base import map_scores
+
+        return map_scores(queries, prototypes, self.maps)
 
     def describe(self) -> dict:
         raise NotImplementedError
@@ -149,7 +174,8 @@ class PrototypeFile(QuerySource):
 
 class ModelDirectory(QuerySource):
     """A fitted model saved by ``imagenet-zsl train``: queries = ``embed_images``, prototypes =
-    ``class_prototypes`` (optionally both L2-normalised).
+    ``class_prototypes`` (optionally both L2-normalised: a query's K parts are scaled together, so
+    a model with K maps keeps its ranking), ``maps`` = the model's ``score_maps()``.
 
     Read through :func:`imagenet_zsl.models.registry.read_manifest` (the verified reader). Its
     manifest gives the provenance: ``feature_identity`` (the features it was fitted on) and
@@ -178,6 +204,7 @@ class ModelDirectory(QuerySource):
         self.model_type = getattr(self.model, "name", "") or type(self.model).__name__
         self.name = self.path.name + (" (cosine)" if l2 else "")
         self.uses_logits = True
+        self.maps = int(self.model.score_maps())
 
     def _embed(self, features: np.ndarray, logits: np.ndarray | None) -> np.ndarray:
         return self.model.embed_images(features, logits)

@@ -1,8 +1,11 @@
 """The one interface every zero-shot model implements (scikit-learn style), and the model registry.
 
 A model is fitted on seen classes only. Afterwards the score of image ``x`` for class ``c`` is
-``embed_images(x) @ class_prototypes([c]).T`` — a dot product — so evaluation runs one exact
-inner-product search for every model and never special-cases one.
+``embed_images(x) @ class_prototypes([c]).T`` — a dot product — or, for a model whose
+:meth:`ZSLModel.score_maps` is K > 1 (LATEM), the max of K such dot products: ``embed_images``
+then gives K query vectors side by side. Evaluation runs one exact search that reads
+``score_maps`` (:func:`map_scores` is the same rule on a whole matrix), so every model is ranked
+by its own score and none is special-cased by name.
 
 Models register themselves where they are defined (timm's way)::
 
@@ -192,6 +195,12 @@ class ZSLModel(ABC):
     def class_prototypes(self, wnids: Sequence[str]) -> np.ndarray:
         """Any list of wnids (seen or unseen) → (C, E) float32 prototypes, in that order."""
 
+    def score_maps(self) -> int:
+        """K: ``embed_images`` gives (N, K * E), K query vectors side by side, and the score of a
+        class is the max of their K dot products with its prototype (LATEM's K maps, GBU Eq. 10).
+        1, the default: one dot product. Evaluation's search and :meth:`scores` both read it."""
+        return 1
+
     @classmethod
     def fit_many(
         cls,
@@ -229,13 +238,26 @@ class ZSLModel(ABC):
     def scores(
         self, features: np.ndarray, wnids: Sequence[str], logits: np.ndarray | None = None
     ) -> np.ndarray:
-        """(N, C) float32 exact scores of images against classes.
-
-        For every model but LATEM (whose score is a max over K bilinear maps) this is the dot
-        product ``embed_images(x) · class_prototypes(c)`` that evaluation's search ranks by;
-        a model that overrides it documents how its dot-product pair differs."""
+        """(N, C) float32 exact scores of images against classes: :func:`map_scores` of
+        ``embed_images(x)`` and ``class_prototypes(c)`` with :meth:`score_maps` maps, the rule
+        evaluation's search ranks by."""
         queries = np.asarray(self.embed_images(features, logits), dtype=np.float32)
-        return queries @ np.asarray(self.class_prototypes(wnids), dtype=np.float32).T
+        prototypes = np.asarray(self.class_prototypes(wnids), dtype=np.float32)
+        return map_scores(queries, prototypes, self.score_maps())
+
+
+def map_scores(queries: np.ndarray, prototypes: np.ndarray, maps: int = 1) -> np.ndarray:
+    """(N, C) float32 scores of queries (N, maps * E) against prototypes (C, E): the max over the
+    ``maps`` E-d parts of each query of their dot products (one product when ``maps`` is 1)."""
+    queries = np.asarray(queries, dtype=np.float32)
+    prototypes = np.asarray(prototypes, dtype=np.float32)
+    dim = prototypes.shape[1]
+    if queries.shape[1] != maps * dim:
+        raise ValueError(f"bug: queries of {queries.shape[1]} columns for {maps} maps of {dim}-d prototypes")
+    scores = queries[:, :dim] @ prototypes.T
+    for k in range(1, maps):
+        np.maximum(scores, queries[:, k * dim : (k + 1) * dim] @ prototypes.T, out=scores)
+    return scores
 
 
 #: model name → model class; filled by ``@MODELS.register`` in each model module, which the

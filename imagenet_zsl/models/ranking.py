@@ -20,9 +20,9 @@ All score every seen class for a mini-batch and penalise the margin violations
   most violating class, the toolkit's loss before). Differences from the reference: Adam on
   mini-batches (the reference: plain SGD, one image a step, learning rate ``eta``, no weight decay;
   set ``weight_decay: 0`` for the latter), random initialisation N(0, 1/D) as the reference.
-  A max is not one dot product: :meth:`LATEM.scores` is exact (the attribute protocol and model
-  selection use it); the dot-product pair ``embed_images``/``class_prototypes`` used by the search
-  gives Σ_k θᵀW_kφ(y), the sum over the maps (documented deviation).
+  A max is not one dot product: LATEM's ``embed_images`` gives the K projections θ(x)ᵀW_k side by
+  side and its :meth:`~imagenet_zsl.models.base.ZSLModel.score_maps` is K, so model selection, the
+  attribute protocol and evaluation's search (``evaluate``, ``run``) all rank by the max, exactly.
 
 Trained with Adam on seeded mini-batches (torch, CPU or GPU). The image side is θ(x)ᵀ W, the class
 side the (normalised) semantic vector. Defaults converge on small sets (lr 1e-2, 50 epochs, batch 64:
@@ -162,7 +162,13 @@ class _BilinearRanking(_LinearSemanticModel):
 
         tensors, losses = self._train(x, labels, len(s), init, score, step_flops)
         maps = tensors[0].detach().cpu().numpy().astype(np.float32)
-        self.map_ = maps[0] if len(maps) == 1 else maps.sum(axis=0)
+        # K > 1 (LATEM): the (D, K * E) maps side by side, so that prep(x) @ map_ gives the K
+        # query vectors whose max is the score (score_maps)
+        self.map_ = (
+            maps[0]
+            if len(maps) == 1
+            else np.ascontiguousarray(maps.transpose(1, 0, 2)).reshape(len(maps[0]), -1)
+        )
         if len(maps) > 1:
             self.maps_ = maps
         self.fit_info_ = {
@@ -224,14 +230,17 @@ class LATEM(_BilinearRanking):
     def _maps(self) -> int:
         return int(self.params["k"])
 
-    def scores(
-        self, features: np.ndarray, wnids: Sequence[str], logits: np.ndarray | None = None
-    ) -> np.ndarray:
-        """(N, C) exact LATEM scores max_k θ(x)ᵀ W_k φ(c)."""
+    def score_maps(self) -> int:
+        """K: the score is the max over the K maps (1 when K = 1: one map, one dot product)."""
         maps = getattr(self, "maps_", None)
-        if maps is None:  # K = 1: one map, the dot product is exact
-            return super().scores(features, wnids, logits)
+        return 1 if maps is None else len(maps)
+
+    def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+        """(N, K * E): θ(x)ᵀ W_k for k = 1..K side by side (from ``maps_``: a model directory
+        written before stored the sum of the maps as ``map_``)."""
+        maps = getattr(self, "maps_", None)
+        if maps is None:
+            return super().embed_images(features, logits)
         x = self.prep_(check_features(self.name, features, self.prep_.dim_))
-        semantic = self._semantic(wnids)
-        # (K, D, C) class maps, then one BLAS product per map: the einsum over n, d, e was the cost
-        return np.max(x @ np.einsum("kde,ce->kdc", maps, semantic), axis=0).astype(np.float32)
+        side_by_side = np.ascontiguousarray(np.transpose(maps, (1, 0, 2))).reshape(maps.shape[1], -1)
+        return (x @ side_by_side).astype(np.float32)

@@ -31,7 +31,7 @@ import numpy as np
 from tqdm import tqdm
 
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create, map_scores
 from imagenet_zsl.models.common import blas_threads, check_seen_data, gram_flops
 from imagenet_zsl.scoring import choose_gamma, gzsl_from_scores, hit_at_k, true_ranks
 
@@ -239,13 +239,14 @@ def score_images(
     rows: np.ndarray | None = None,
     logits: np.ndarray | None = None,
 ) -> np.ndarray:
-    """(M, C) float32 dot-product scores ``embed_images(x) · class_prototypes(c)`` of the images
-    ``rows`` (default: all) of ``features`` (N, D) against ``wnids`` (C,), in blocks of
-    ``SCORE_BLOCK`` images; NaN/Inf is a user error."""
+    """(M, C) float32 scores of the images ``rows`` (default: all) of ``features`` (N, D) against
+    ``wnids`` (C,) by the model's own rule (:meth:`ZSLModel.scores`: ``embed_images(x) ·
+    class_prototypes(c)``, the max over the maps when :meth:`ZSLModel.score_maps` > 1), the
+    prototypes built once, in blocks of ``SCORE_BLOCK`` images; NaN/Inf is a user error."""
     features = features if hasattr(features, "shape") else np.asarray(features)  # a row source
     logits = logits if logits is None or hasattr(logits, "shape") else np.asarray(logits)
     rows = np.arange(len(features)) if rows is None else np.asarray(rows)
-    exact = type(model).scores is not ZSLModel.scores  # not one dot product (LATEM)
+    exact = type(model).scores is not ZSLModel.scores  # a model with a rule of its own
     prototypes = None if exact else np.asarray(model.class_prototypes(wnids), dtype=np.float32)
     out = np.empty((len(rows), len(wnids)), np.float32)
     for start in range(0, len(rows), SCORE_BLOCK):
@@ -255,7 +256,7 @@ def score_images(
             out[start : start + SCORE_BLOCK] = model.scores(features[part], wnids, block_logits)
             continue
         queries = model.embed_images(features[part], block_logits)
-        out[start : start + SCORE_BLOCK] = np.asarray(queries, dtype=np.float32) @ prototypes.T
+        out[start : start + SCORE_BLOCK] = map_scores(queries, prototypes, model.score_maps())
     if not np.isfinite(out).all():
         raise UserInputError(f"{model.name}: produced NaN/Inf scores")
     return out

@@ -72,10 +72,10 @@ def test_every_model_round_trips_through_a_directory(problem, tmp_path, name):
     features, _ = problem.draw(problem.unseen + problem.seen[:2], images=3)
     logits = problem.bayes_logits(features) if data.logits is not None else None
     wnids = problem.unseen + problem.seen
-    expected = model.embed_images(features, logits) @ model.class_prototypes(wnids).T
-    np.testing.assert_array_equal(
-        loaded.embed_images(features, logits) @ loaded.class_prototypes(wnids).T, expected
-    )
+    expected = model.scores(features, wnids, logits)
+    np.testing.assert_array_equal(loaded.scores(features, wnids, logits), expected)
+    np.testing.assert_array_equal(loaded.embed_images(features, logits), model.embed_images(features, logits))
+    assert loaded.score_maps() == model.score_maps()
 
 
 def test_same_fit_gives_the_same_bytes_and_tampering_is_detected(problem, tmp_path):

@@ -20,7 +20,9 @@ from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.io import atomic_write_bytes
 
-CACHE_VERSION = 2
+#: 3: scores from fixed-shape products (issue 35) and models scored by their own rule (LATEM
+#: issue 33): results of version 2 have other bits or other lists
+CACHE_VERSION = 3
 
 
 class SearchCache:
