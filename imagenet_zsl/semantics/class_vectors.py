@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.io import atomic_write_bytes
+from imagenet_zsl.io import atomic_write_bytes, regular_input_file
 
 
 @dataclass
@@ -71,22 +71,64 @@ class ClassVectors:
         )
         return atomic_write_bytes(path, buffer.getvalue())
 
+    def require_nonzero_rows(self, where: str) -> None:
+        """Refuse a zero row where the rows are L2-normalised (cosine scores): its direction is
+        undefined, so its class would score 0 (or NaN) against every image, silently."""
+        norms = np.linalg.norm(self.matrix, axis=1)
+        zero = np.flatnonzero(norms == 0)
+        if len(zero):
+            raise UserInputError(
+                f"{where}: {len(zero)} classes have an all-zero vector, which has no direction "
+                f"under L2 normalisation: {preview([self.wnids[i] for i in zero])}; drop them or "
+                "fix their vectors"
+            )
+
     @classmethod
     def load(cls, path: str | Path) -> ClassVectors:
-        path = Path(path)
-        if not path.exists():
-            raise UserInputError(f"{path}: class-vector file not found")
+        """Read a file written by :meth:`save`. Refused in one line naming the file: a missing
+        file or a special one (a FIFO would block), pickled arrays (never loaded), wnids that are
+        not strings, a matrix that is not real numbers, or a NaN or ±inf entry."""
+        path = regular_input_file(path, "class-vector file")
         try:
             with np.load(path, allow_pickle=False) as data:
-                return cls(
-                    wnids=[str(w) for w in data["wnids"]],
-                    matrix=data["matrix"],
+                wnids, matrix = data["wnids"], data["matrix"]
+                problem = _array_problem(wnids, matrix)
+                if problem:
+                    raise UserInputError(f"{path}: {problem}")
+                vectors = cls(
+                    wnids=[str(w) for w in wnids],
+                    matrix=matrix,
                     missing=[str(w) for w in data["missing"]] if "missing" in data else [],
                     source=str(data["source"]) if "source" in data else str(path),
                 )
         except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            if "allow_pickle" in first:
+                first = "it holds pickled Python objects, which are never loaded (allow_pickle=False)"
             raise UserInputError(
                 f"{path}: not a readable class-vector npz (needs arrays 'wnids' and 'matrix'; "
                 f"truncated or damaged?): {first[:200]}"
             ) from err
+        vectors.require_finite(str(path))
+        return vectors
+
+    def require_finite(self, where: str) -> None:
+        """Refuse a NaN or ±inf entry (also a float64 value beyond float32's range): every score
+        against that class would be NaN or infinite, silently deciding the ranking."""
+        bad = np.flatnonzero(~np.isfinite(self.matrix).all(axis=1))
+        if len(bad):
+            row = self.matrix[bad[0]]
+            value = row[~np.isfinite(row)][0]
+            raise UserInputError(
+                f"{where}: the vectors of {len(bad)} classes hold NaN or infinity (first: "
+                f"{self.wnids[bad[0]]} = {value}); fix or drop them"
+            )
+
+
+def _array_problem(wnids: np.ndarray, matrix: np.ndarray) -> str | None:
+    """What is wrong with the dtypes of a class-vector npz's arrays (None: fine)."""
+    if wnids.dtype.kind != "U":
+        return f"'wnids' must be strings, not {wnids.dtype}"
+    if matrix.dtype.kind not in "fiu":
+        return f"'matrix' must hold real numbers, not {matrix.dtype}"
+    return None

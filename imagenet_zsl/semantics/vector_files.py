@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_write_bytes
+from imagenet_zsl.io import atomic_write_bytes, regular_input_file
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 MISSING_KEY = b"imagenet_zsl.missing"
@@ -103,8 +103,7 @@ def load_class_vector_file(path: str | Path) -> ClassVectors:
     path = Path(path)
     if path.suffix == ".npz":
         return ClassVectors.load(path)
-    if not path.is_file():
-        raise UserInputError(f"{path}: class-vector file not found")
+    regular_input_file(path, "class-vector file")
     import pyarrow.parquet as pq
 
     try:
@@ -115,11 +114,20 @@ def load_class_vector_file(path: str | Path) -> ClassVectors:
         raise UserInputError(f"{path}: a class-vector parquet needs a 'wnid' column")
     meta = table.schema.metadata or {}
     dims = [c for c in table.column_names if c != "wnid"]
-    columns = [table.column(c).to_numpy() for c in dims]
+    columns = [table.column(c).to_numpy(zero_copy_only=False) for c in dims]
+    bad = next((c for c, values in zip(dims, columns, strict=True) if values.dtype.kind not in "fiu"), None)
+    if bad is not None:
+        raise UserInputError(f"{path}: column {bad!r} must hold numbers (one float column per dimension)")
     matrix = np.column_stack(columns) if columns else np.zeros((len(table), 0))
-    return ClassVectors(
-        wnids=[str(w) for w in table.column("wnid").to_pylist()],
-        matrix=matrix,
-        missing=json.loads(meta.get(MISSING_KEY, b"[]")),
-        source=meta.get(SOURCE_KEY, str(path).encode()).decode(),
-    )
+    try:
+        missing = json.loads(meta.get(MISSING_KEY, b"[]"))
+        vectors = ClassVectors(
+            wnids=[str(w) for w in table.column("wnid").to_pylist()],
+            matrix=matrix,
+            missing=missing if isinstance(missing, list) else [],
+            source=meta.get(SOURCE_KEY, str(path).encode()).decode("utf-8", "replace"),
+        )
+    except (ValueError, RecursionError) as err:  # duplicate wnids, unreadable metadata
+        raise UserInputError(f"{path}: not a class-vector parquet ({str(err)[:200]})") from None
+    vectors.require_finite(str(path))
+    return vectors

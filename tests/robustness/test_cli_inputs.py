@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -284,3 +285,90 @@ def test_no_command_is_usage_and_one_error_line(capsys, argv):
     assert "--help" in lines[1]
     if argv == ["splits"]:
         assert "build" in lines[1] and "frontier" in lines[1]
+
+
+# ----------------------------------------------------------------------------- 2. prototype files
+def _evaluate_inputs(tmp_path: Path) -> tuple[Path, Path]:
+    """A one-hot feature directory of 4 images (2 classes) and its split file."""
+    features = feature_dir(tmp_path / "f", features=np.eye(2, dtype=np.float16)[[0, 0, 1, 1]])
+    split = tmp_path / "split.txt"
+    split.write_text("".join(f"{w}\n" for w in CLASSES))
+    return features, split
+
+
+def _evaluate(features: Path, split: Path, prototypes: Path, out: Path, *extra: str) -> list[str | Path]:
+    return [
+        "evaluate", "--features", features, "--split", split, "--prototypes", prototypes,
+        "--out", out, "--graph", "none", *extra,
+    ]  # fmt: skip
+
+
+def _npz(path: Path, **arrays: np.ndarray) -> Path:
+    np.savez(path, **arrays)
+    return path
+
+
+def _matrix(row: list[float], dtype: type = np.float64) -> np.ndarray:
+    return np.array([[1.0, 0.0], row], dtype=dtype)
+
+
+PROTOTYPE_CASES = {
+    "NaN row": ({"matrix": _matrix([np.nan, 1.0])}, ["n01443537 = nan"]),
+    "+inf row": ({"matrix": _matrix([np.inf, 1.0])}, ["n01443537 = inf"]),
+    "-inf row": ({"matrix": _matrix([0.0, -np.inf])}, ["n01443537 = -inf"]),
+    "beyond float32": ({"matrix": _matrix([1e300, 1.0])}, ["n01443537 = inf"]),
+    "complex matrix": ({"matrix": _matrix([0.0, 1.0], np.complex128)}, ["'matrix' must hold real numbers"]),
+    "pickled wnids": ({"wnids": np.array(CLASSES, dtype=object)}, ["pickled"]),
+    "numeric wnids": ({"wnids": np.array([1, 2])}, ["'wnids' must be strings"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROTOTYPE_CASES))
+def test_malformed_prototype_file(tmp_path, cli_error, case):
+    planted, culprits = PROTOTYPE_CASES[case]
+    features, split = _evaluate_inputs(tmp_path)
+    arrays = {"wnids": np.array(CLASSES), "matrix": np.eye(2), **planted}
+    prototypes = _npz(tmp_path / "p.npz", **arrays)
+    out = tmp_path / "run"
+    cli_error(
+        _evaluate(features, split, prototypes, out),
+        culprit=[str(prototypes), *culprits],
+        inputs=[prototypes, features],
+        not_created=[out],
+    )
+
+
+def test_good_prototypes_rank_every_image_first(tmp_path, capsys):
+    features, split = _evaluate_inputs(tmp_path)
+    prototypes = _npz(tmp_path / "p.npz", wnids=np.array(CLASSES), matrix=np.eye(2))
+    out = tmp_path / "run"
+    assert main([str(a) for a in _evaluate(features, split, prototypes, out)]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "hit@1 100.00%" in capsys.readouterr().out
+    assert metrics["zsl"]["images"] == 4
+
+
+def test_zero_row_is_refused_where_rows_are_l2_normalised():
+    from imagenet_zsl.errors import UserInputError
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+    vectors = ClassVectors(CLASSES, _matrix([0.0, 0.0]))
+    with pytest.raises(UserInputError, match=r"p\.npz: 1 classes have an all-zero vector.*n01443537"):
+        vectors.require_nonzero_rows("p.npz")
+    ClassVectors(CLASSES, _matrix([0.0, 1e-10])).require_nonzero_rows("p.npz")  # short is a direction
+    with pytest.raises(UserInputError, match="all-zero"):  # as l2_normalize sees it: norm 0 in float32
+        ClassVectors(CLASSES, _matrix([0.0, 1e-30])).require_nonzero_rows("p.npz")
+
+
+@pytest.mark.xfail(
+    strict=True, reason="needs evaluation/queries.py (H2) to call require_nonzero_rows under l2"
+)
+def test_zero_prototype_row_under_l2_normalisation(tmp_path, cli_error):
+    features, split = _evaluate_inputs(tmp_path)
+    prototypes = _npz(tmp_path / "p.npz", wnids=np.array(CLASSES), matrix=_matrix([0.0, 0.0]))
+    out = tmp_path / "run"
+    cli_error(
+        _evaluate(features, split, prototypes, out, "--l2-normalize"),
+        culprit=[str(prototypes), "n01443537", "all-zero"],
+        not_created=[out],
+    )
