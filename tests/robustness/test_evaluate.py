@@ -348,6 +348,6 @@ def test_report_lists_a_run_given_twice_once(bench, tmp_path):
     run = _evaluated(bench, tmp_path / "run")
     out = tmp_path / "rep.md"
     assert main(["report", str(run), str(tmp_path / "." / "run"), "--out", str(out)]) == 0
-    rows = [line for line in out.read_text().splitlines() if line.startswith("| split | protos |")]
+    rows = [line for line in out.read_text().splitlines() if line.startswith("| protos | split |")]
     assert len(rows) == 1
     assert len(pd.read_csv(tmp_path / "rep.csv")) == 1
