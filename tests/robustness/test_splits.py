@@ -220,3 +220,22 @@ def test_anchors_used_as_in_the_default_recipe_still_work(tmp_path):
     data = read_yaml(config)
     assert data["splits"][0]["pool"] == [{"filter": "not_training"}]
     assert data["more"] == {"kind": "hops", "k": 2}  # a merged key may be overridden
+
+
+def _show_cases(tmp_path: Path) -> dict[str, tuple[list, list[str]]]:
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "dgp-2hops.txt").write_text("n00005787\n")  # a different list under a published name
+    (tmp_path / "bad.txt").write_bytes(b"n00005787\ncat\n")
+    return {
+        "unknown name": (["dgp-4hops", "--splits-dir", tmp_path], ["'dgp-4hops' not found", "dgp-2hops"]),
+        "missing path": ([tmp_path / "none.txt"], ["none.txt not found"]),
+        "shadowed published name": (["dgp-2hops", "--splits-dir", shadow], ["ambiguous", "dgp-2hops.txt"]),
+        "bad wnid list": ([tmp_path / "bad.txt"], ["bad.txt:2", "'cat'"]),
+    }
+
+
+@pytest.mark.parametrize("case", ["unknown name", "missing path", "shadowed published name", "bad wnid list"])
+def test_bad_splits_show(tmp_path, cli_error, case):
+    args, culprit = _show_cases(tmp_path)[case]
+    cli_error(["splits", "show", *args], culprit=culprit, inputs=[tmp_path / "shadow" / "dgp-2hops.txt"])
