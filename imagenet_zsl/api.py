@@ -5,15 +5,18 @@ checks, the same files, the same numbers); nothing here is a second implementati
 ``__all__`` is stable: ``tests/test_public_api.py`` pins their signatures, and a change needs a
 line in CHANGELOG.md. Everything else in the package is internal.
 
-Example (simulated features: the numbers show the pipeline, not real ImageNet performance)::
+Example, as in docs/tutorials/notebook.ipynb (SIMULATED features: the numbers show the pipeline,
+not real ImageNet performance):
 
-    import imagenet_zsl as zsl
+```python
+import imagenet_zsl as zsl
 
-    test = zsl.load_split("hop1")                       # sorted wnids of splits/hop1.txt
-    feats = zsl.simulate_features("sim.yaml", "out/sim")  # or features written by `extract`
-    model = zsl.train("eszsl", feats / "train", "out/models/eszsl")
-    run = zsl.evaluate(model, feats / "test", "split.txt", "out/runs/eszsl")
-    table = zsl.hit_at_k_table([run])                   # pandas DataFrame, hit@K as fractions
+split = zsl.load_split("benchmark")                  # 500 sorted wnids of splits/benchmark.txt
+features = zsl.simulate_features("sim.yaml", "sim")  # or directories written by `extract`
+model = zsl.train("eszsl", features / "train", "models/eszsl")
+run = zsl.evaluate(model, features / "test", "benchmark", "runs/eszsl")
+table = zsl.hit_at_k_table([run])                    # pandas DataFrame, hit@K as fractions
+```
 
 Importing this module is cheap: each function imports its stage when called.
 """
@@ -130,7 +133,7 @@ def train(
 
 
 def load_model(directory: str | Path) -> ZSLModel:
-    """The fitted model saved in ``directory`` by :func:`train` or ``run``, every file verified.
+    """The fitted model saved in ``directory`` by `train` or ``run``, every file verified.
 
     ``model.scores(x, wnids)``: (N, D) features → (N, C) float32 scores against any classes."""
     from imagenet_zsl.models.registry import load_model as load
@@ -145,7 +148,7 @@ def evaluate(
     write the run directory ``out``; returns ``out``.
 
     ``split``: a committed name or a wnid file. ``options``: the other fields of
-    :class:`imagenet_zsl.evaluation.run.EvaluationConfig` (``ks``, ``gzsl``, ``seen_features``,
+    `imagenet_zsl.evaluation.run.EvaluationConfig` (``ks``, ``gzsl``, ``seen_features``,
     ``label_space``, ``plots``, ``device``...), each the flag of that name. Nothing is printed."""
     from imagenet_zsl.evaluation.run import EvaluationConfig
     from imagenet_zsl.evaluation.run import evaluate as run_evaluation
