@@ -417,22 +417,28 @@ def report_paths(out: str | Path) -> list[Path]:
     return [stem.with_suffix(suffix) for suffix in (".md", ".csv", ".tex")]
 
 
-#: how each report file begins (``is_report_output``): the table's first text column headers
-_REPORT_STARTS = {".md": "| split | model |", ".csv": "split,model,", ".tex": "\\begin{tabular}{"}
+#: how each report file begins (``is_report_output``): the table's text column headers (not the
+#: summary of ``run``, which has ``classes`` before ``label space``), or the first two of the
+#: tables written before the columns were ordered as ``run``'s
+_REPORT_STARTS = {
+    ".md": ("| " + " | ".join(TEXT_COLUMNS) + " |", "| split | model |"),
+    ".csv": (",".join(TEXT_COLUMNS) + ",", "split,model,"),
+    ".tex": ("\\begin{tabular}{",),
+}
 
 
 def is_report_output(path: Path) -> bool:
     """True when ``path`` begins as a table that ``report`` writes (its first line), so a re-run may
     replace it; any other existing file is never overwritten (``io.check_out_file``)."""
-    start = _REPORT_STARTS.get(path.suffix)
-    if start is None:
+    starts = _REPORT_STARTS.get(path.suffix)
+    if starts is None:
         return False
     try:
         with path.open("r", encoding="utf-8") as handle:
             first = handle.readline(4096)
     except (OSError, UnicodeDecodeError):
         return False
-    return first.startswith(start)
+    return first.startswith(starts)
 
 
 def check_report_out(out: str | Path, run_dirs: Sequence[str | Path]) -> None:

@@ -128,12 +128,14 @@ def test_plots_render(tmp_path):
 def test_report_replaces_only_its_own_tables(tmp_path: Path) -> None:
     from imagenet_zsl.evaluation.report import is_report_output
 
-    own = {
-        ".md": "| split | model | backbone |\n",
-        ".csv": "split,model,backbone\n",
-        ".tex": "\\begin{tabular}{ll}\n",
-    }
-    for suffix, first in own.items():
+    own = [
+        (".md", "| model | split | backbone | class vectors | label space | features | hit@1 |\n"),
+        (".md", "| split | model | backbone |\n"),  # written before the run's column order
+        (".csv", "model,split,backbone,class vectors,label space,features,hit@1\n"),
+        (".csv", "split,model,backbone\n"),
+        (".tex", "\\begin{tabular}{ll}\n"),
+    ]
+    for suffix, first in own:
         path = tmp_path / f"table{suffix}"
         path.write_text(first + "rest\n")
         assert is_report_output(path)
@@ -142,6 +144,9 @@ def test_report_replaces_only_its_own_tables(tmp_path: Path) -> None:
     other = tmp_path / "table.txt"
     other.write_text("| split | model |\n")
     assert not is_report_output(other)  # not a suffix report writes
+    summary = tmp_path / "summary.md"  # run's summary is not report's table
+    summary.write_text("| model | split | backbone | class vectors | classes | label space | hit@1 |\n")
+    assert not is_report_output(summary)
 
 
 def test_report_and_run_print_the_same_columns_in_the_same_order(tmp_path):
