@@ -195,3 +195,21 @@ def test_extraction_numerics_are_in_the_identity_and_shown(tmp_path, store, fx):
     assert numerics(bf16) == {"precision": "bf16", "decode": "pil", "mode": "deterministic"}
     assert identity_differences(fp32, bf16) == []  # the same network: a warning, not an error
     assert describe_identity(bf16) == describe_identity(fp32) + " [bf16]"
+
+
+def test_a_timm_name_with_its_tag_and_the_same_weights_file_is_one_identity(tmp_path, store, fx):
+    """Issue 33 §6: timm:tf_efficientnet_lite0 and timm:tf_efficientnet_lite0.in1k with one weights
+    file give byte-identical features, so they must not be refused as "backbones differ"."""
+    import timm
+
+    from imagenet_zsl.features.identity import check_same_features, identity_differences
+
+    torch.save(timm.create_model("tf_efficientnet_lite0", pretrained=False).state_dict(), tmp_path / "w.pth")
+    classes = fx.write_classes(tmp_path / "c.txt", list(CLASSES))
+    for name, out in (("timm:tf_efficientnet_lite0", "plain"), ("timm:tf_efficientnet_lite0.in1k", "tagged")):
+        fx.extract(store, classes, tmp_path / out, backbone=name, weights=str(tmp_path / "w.pth"))
+    plain, tagged = FeatureDir(tmp_path / "plain"), FeatureDir(tmp_path / "tagged")
+    np.testing.assert_array_equal(plain.load().features, tagged.load().features)
+    assert plain.identity["backbone"] != tagged.identity["backbone"]  # the names stay as given
+    assert identity_differences(plain.identity, tagged.identity) == []
+    assert check_same_features(plain.identity, tagged.identity, "model", "--features") is None
