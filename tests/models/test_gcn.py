@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -119,7 +122,7 @@ def test_receptive_rows_by_hand_and_restricted_forward_is_exact():
 
 
 def test_gcnz_defaults_match_the_reference():
-    """Wang et al.'s zero-shot-gcn as run: no bias, the mask-mean-scaled summed loss, no dropout
+    """Wang et al.'s zero-shot-gcn as run: 350 epochs, no bias, the mask-mean-scaled summed loss, no dropout
     (its placeholder is never fed); dropout, when set, before the last two of the six layers only.
     SGCN keeps dropout everywhere, biases and the mean loss (as options for GCNZ)."""
     gcnz, sgcn = create("gcnz"), create("sgcn")
@@ -129,6 +132,10 @@ def test_gcnz_defaults_match_the_reference():
         "mask_mean",
     )
     assert gcnz.params["dropout"] == 0.0 and sgcn.params["dropout"] == 0.5
+    # train_gcn.py's epochs flag; the shipped config says the same
+    assert gcnz.params["epochs"] == 350 and sgcn.params["epochs"] == 3000
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs/models/gcnz.yaml").read_text())
+    assert config["model"] == "gcnz" and config["params"]["epochs"] == 350
     assert (sgcn.params["dropout_layers"], sgcn.params["bias"], sgcn.params["loss"]) == ("all", True, "mean")
     graph = ClassGraph.from_edges(TOY_EDGES)
     ops = [[_torch_sparse(normalized_adjacency(graph.adjacency, "sym"), "cpu")]] * 6
