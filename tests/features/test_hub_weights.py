@@ -225,3 +225,28 @@ def test_online_torchvision_weights_are_downloaded_into_the_torch_hub(tmp_path, 
     assert torch.equal(net.head.weight, source.head.weight)
     create_backbone("resnet18")
     assert len(fetched) == 1  # cached now: not fetched again
+
+
+def test_open_clip_hf_hub_name_builds_the_tower_from_the_cached_config(offline):
+    """``open_clip:hf-hub:org/repo``: open_clip_config.json (model and preprocessing) and the full
+    CLIP checkpoint from the cache; the image tower gets the checkpoint's visual.* tensors."""
+    open_clip = pytest.importorskip("open_clip")
+    tiny = {
+        "embed_dim": 8,
+        "vision_cfg": {"image_size": 32, "layers": 1, "width": 16, "patch_size": 16, "head_width": 8},
+        "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 16, "heads": 2, "layers": 1},
+    }
+    snapshot = _snapshot(offline, "org/tiny-clip")
+    preprocess = {"mean": [0.5] * 3, "std": [0.25] * 3, "interpolation": "bilinear"}
+    config = {"model_cfg": tiny, "preprocess_cfg": preprocess}
+    (snapshot / "open_clip_config.json").write_text(json.dumps(config))
+    with pytest.raises(UserInputError, match="org/tiny-clip/open_clip_model.safetensors is not in the"):
+        create_backbone("open_clip:hf-hub:org/tiny-clip")
+    torch.manual_seed(0)
+    clip = open_clip.create_model("local-dir:" + str(snapshot), load_weights=False)
+    torch.save(clip.state_dict(), snapshot / "open_clip_pytorch_model.bin")
+    net, info = create_backbone("open_clip:hf-hub:org/tiny-clip")
+    assert (info.repo, info.filename) == ("org/tiny-clip", "open_clip_pytorch_model.bin")
+    assert torch.equal(net.model.conv1.weight, clip.visual.conv1.weight)
+    pre = backbone_preprocessing(net)
+    assert (pre.resize, pre.crop, pre.interpolation, pre.std) == (32, 32, "bilinear", (0.25,) * 3)
