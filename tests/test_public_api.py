@@ -238,6 +238,30 @@ def test_loaded_model_scores_are_the_dot_product(simulated):
     np.testing.assert_allclose(scores, model.embed_images(x) @ model.class_prototypes(wnids).T, rtol=1e-5)
 
 
+def test_run_batch_and_the_table_of_a_batch_directory(simulated):
+    """``run_batch`` is ``imagenet-zsl run``; the table of its directory is the table of its cells."""
+    import imagenet_zsl as zsl
+
+    root = simulated
+    recipe = root / "recipe.yaml"
+    recipe.write_text(
+        f"features: {{train: {root / 'sim' / 'train'}, test: {root / 'sim' / 'test'}}}\n"
+        "semantics: glove-6b-50d\n"
+        "models: {eszsl: {model: eszsl}, trivial: {model: trivial}}\n"
+        f"splits: [{root / 'test.txt'}]\n"
+        "gzsl: false\nplots: false\nlabel_frequency: false\n"
+    )
+    out = zsl.run_batch(recipe, root / "batch")
+    table = zsl.hit_at_k_table(out)
+    assert sorted(table["model"]) == ["eszsl", "trivial"] and set(table["split"]) == {"test"}
+    cells = zsl.hit_at_k_table([out / "cells" / "eszsl__test", out / "cells" / "trivial__test"])
+    assert table.equals(cells)
+    summary = (out / "summary.csv").read_text()
+    assert "eszsl" in summary and "trivial" in summary
+    with pytest.raises(zsl.UserInputError, match="recipe|not found|missing"):
+        zsl.run_batch(root / "no-such-recipe.yaml", root / "batch2")
+
+
 if __name__ == "__main__" and sys.argv[1:] == ["--update"]:
     lines = [current_api()[name] for name in sorted(current_api())]
     header = "# the public API (imagenet_zsl.__all__): tests/test_public_api.py; update with --update\n"
