@@ -47,7 +47,12 @@ def register(tree: CommandTree) -> None:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--store", help="fall11 tar folder, <wnid>/ folder tree, or flat val folder")
+    parser.add_argument(
+        "--store",
+        help="fall11 or winter21 <wnid>.tar folder, <wnid>/ folder tree, flat val folder, webdataset "
+        "shards (timm/imagenet-22k-wds, -w21-wds, -w21-webp-wds), parquet files (timm/imagenet-w21-p) "
+        "or ImageNet-21K-P (train/val/small_classes folders); the layout is detected",
+    )
     parser.add_argument("--classes", help="label space: one wnid per line (labels follow file order)")
     lazy_help(
         parser.add_argument("--backbone", default="resnet50"), "%(backbones)s", backbones=_describe_backbones
@@ -81,7 +86,9 @@ def register(tree: CommandTree) -> None:
         default=10_240,
         help="images per shard (default 10240: 40 batches of 256)",
     )
-    parser.add_argument("--layout", default="auto", choices=["auto", "tars", "tree", "flat"])
+    parser.add_argument(
+        "--layout", default="auto", choices=["auto", "tars", "tree", "flat", "wds", "parquet", "in21k-p"]
+    )
     parser.add_argument(
         "--val-labels",
         help="labels of a flat store: devkit ground truth "
