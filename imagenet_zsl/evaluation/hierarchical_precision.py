@@ -13,7 +13,8 @@ the count-as-miss images of a run are in the denominator with no credit). ``H_1(
 hP@1 is flat hit@1.
 
 Edge cases the paper does not meet: when the connected part of the label space holds fewer than
-K classes, ``H_K(c)`` is all of it; a true class that is not a node of the graph has
+K classes, ``H_K(c)`` is all of it, and when the label space itself holds C < K classes the
+top-K is C predictions and hP@K is over C; a true class that is not a node of the graph has
 ``H_K(c) = {c}``. Ties: the flat headline's rule, the expected value under uniform random
 tie-breaking (:mod:`imagenet_zsl.scoring.hierarchical`).
 
@@ -40,7 +41,8 @@ DEFINITION = (
     "hP@K (Frome et al. 2013, DeViSE, supplementary Algorithm 1; Norouzi et al. 2014, ConSE): "
     "|top-K ∩ H_K| / K per image, averaged over images; H_K: the label-space classes within R "
     "undirected is-a hops of the true class, R grown from 0 until H_K holds at least K classes "
-    "(the whole last ring kept); hP@1 = hit@1; ties: expected value under uniform random "
+    "(the whole last ring kept); over min(K, C) predictions in a space of C classes; hP@1 = "
+    "hit@1; ties: expected value under uniform random "
     "tie-breaking"
 )
 

@@ -2,7 +2,8 @@
 image's correct set (the set itself comes from the hierarchy: :mod:`imagenet_zsl.evaluation.
 hierarchical_precision`). Pure numpy over a block of images.
 
-hP@K of one image = |top-K ∩ correct set| / K (Frome et al. 2013). Ties enter as they do in the
+hP@K of one image = |top-K ∩ correct set| / K (Frome et al. 2013); a label space of C < K
+classes makes C predictions, and the precision is over those (/ C). Ties enter as they do in the
 flat headline (expected value under uniform random tie-breaking): let ``s`` be the score at list
 position K (1-based), ``a`` the listed classes scoring strictly above ``s`` and ``G`` (``g``
 classes) the tie group at ``s``; the top-K holds the ``a`` classes and ``K − a`` classes drawn
@@ -64,7 +65,9 @@ def hp_credit(
     if not complete and m > 0:
         share = _past_list_share(ids, group, member, labels, a, ranks, share)
     slots = np.clip(k - a, 0, None)
-    return (h_above + slots * share) / k
+    # a label space of fewer than K classes makes fewer than K predictions: precision over those
+    predictions = np.minimum(k, listed.sum(axis=1))
+    return _safe_div(h_above + slots * share, predictions)
 
 
 def _past_list_share(

@@ -142,3 +142,13 @@ def test_evaluate_writes_hand_computed_hp(bench, graph, tmp_path):
     # (1 + 4 · 4/5) / 5 = 0.84 for those 9 images
     assert hp["flat"] == pytest.approx({"1": 17 / 18, "2": 11.4 / 18, "5": (9 + 9 * 0.84) / 18})
     assert hp["mean_correct_set_size"] == pytest.approx({"1": 1.0, "2": 14 / 6, "5": 33 / 6})
+
+
+def test_a_label_space_smaller_than_k_is_precision_over_its_classes(tree):
+    # 3 classes, all connected: H5 holds all 3; the top-5 is the 3 classes, all correct → 1
+    # (not 3/5); with one of them outside H2 and the list complete, hP@2 is over 2 predictions
+    space = ["a1", "a", "b1"]
+    ids, scores = np.array([[2, 0, 1, -1, -1, -1]]), np.array([[3.0, 2, 1, -np.inf, -np.inf, -np.inf]])
+    got = hierarchical_precision(tree, space, np.array([0]), (scores, ids), [1, 2, 5])["flat"]
+    # H2(a1) = {a1, a}: top-2 {b1, a1} → 1/2
+    assert got == pytest.approx({"1": 0.0, "2": 0.5, "5": 1.0})
