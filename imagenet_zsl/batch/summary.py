@@ -246,15 +246,15 @@ def plot_hit_at_k(rows: Sequence[dict], ks: Sequence[int], path: Path) -> Path:
 
 
 def hit_at_k_figure(rows: Sequence[dict], ks: Sequence[int]) -> Any:
-    """One panel per split in a grid of :data:`PANEL_COLUMNS` columns: flat hit@K against K, one
-    line per model in the same colour and marker in every panel, one legend right of the grid
-    (never over the data); a value a cell lacks is a gap, not 0."""
+    """One panel per split in a grid of :data:`PANEL_COLUMNS` columns (2 x 2 for 4 splits): flat
+    hit@K against K, one line per model in the same colour and marker in every panel, one legend
+    right of the grid (never over the data); a value a cell lacks is a gap, not 0."""
     from matplotlib.lines import Line2D
 
     splits = list(dict.fromkeys(r["split"] for r in rows)) or ["(no cells)"]
     models = list(dict.fromkeys(r["model"] for r in rows))
     styles = model_styles(models)
-    ncols = min(PANEL_COLUMNS, len(splits))
+    ncols = 2 if len(splits) == 4 else min(PANEL_COLUMNS, len(splits))  # 4 panels: 2 x 2
     nrows = -(-len(splits) // ncols)
     size = (2.9 * ncols + 1.6, 2.5 * nrows + 0.3)
     fig, axes = subplots(nrows, ncols, figsize=size, squeeze=False, sharey=True, layout="constrained")

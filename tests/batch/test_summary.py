@@ -179,5 +179,7 @@ def test_hit_at_k_plot_one_colour_per_model_in_a_grid_with_the_legend_outside(tm
     fig.canvas.draw()
     legend_box = legend.get_window_extent()
     assert all(ax.get_window_extent().x1 <= legend_box.x0 for ax in axes)
+    four = hit_at_k_figure(_plot_rows(4, models), [1, 2, 5, 10, 20])
+    assert len(four.axes) == 4 and len({round(ax.get_position().x0, 3) for ax in four.axes}) == 2
     path = plot_hit_at_k(rows, [1, 2, 5, 10, 20], tmp_path / "hit_at_k.png")
     assert path.stat().st_size > 0
