@@ -5,16 +5,17 @@ Columns: the backbone of the test features
 (:func:`~imagenet_zsl.features.identity.describe_identity`; "MISMATCH ALLOWED" when
 ``--allow-feature-mismatch`` let a model fitted on other features through), the model's
 class-vector source, classes evaluated / classes in the split (the same for every model of a split:
-``missing_semantics``; "+N missed" with ``count_as_miss``), flat hit@K (the headline: expected value
-under uniform random tie-breaking, metrics.json's ``zsl.flat``), per-class hit@1, strict hit@1 (ties
-count against the model, ``zsl.flat_strict`` when the evaluation writes it), with GZSL the
-per-class seen / unseen accuracy, H and AUSUC under direct stacking and the calibrated H when a
-validation split chose γ (by default validation classes carved from the seen classes; the legend
-says how), and the number of test classes seen in the backbone's pretraining
-(``pretraining.test_classes_seen``; "unknown" when the features do not record it). A failed cell
-keeps its row, with its error. The legend under the Markdown table carries the run's notes: which
-classes left and why, how γ was chosen, the label space, any feature override. The table
-renderers are the ones of ``imagenet-zsl report`` (:mod:`imagenet_zsl.evaluation.report`).
+``missing_semantics``; "+N missed" with ``count_as_miss``), the label space (classes ranked against,
+and those with test images, from metrics.json's ``label_space``), then the metric columns of
+:mod:`imagenet_zsl.evaluation.columns`, named and ordered as in ``imagenet-zsl report`` (hit@K,
+per-class hit@1, strict hit@K, hP@K, GZSL per image as Chao et al. score ImageNet; the CSV also
+carries strict hit@K for every K and the per-class GZSL twins), the hit@1 95% interval of a paired,
+class-clustered bootstrap and the models of the split not significantly different
+(:mod:`imagenet_zsl.scoring.bootstrap`, from each cell's stored true-class ranks), and the number of
+test classes seen in the backbone's pretraining (``pretraining.test_classes_seen``; "unknown" when
+the features do not record it). A failed cell keeps its row, with its error. The legend under the
+Markdown table carries the column legend and the run's notes: which classes left and why, how γ was
+chosen, the label space, any feature override.
 """
 
 from __future__ import annotations
