@@ -1,9 +1,11 @@
 """Human-readable outputs: one run's report.md, and the cross-run table of ``imagenet-zsl report``.
 
-The cross-run table mirrors the papers' tables: one row per (split, model, features), with the
-backbone, the class vectors and the label space of each row, columns ZSL hit@K (flat, the
-ImageNet convention), per-class top-1 (Xian et al.), and GZSL seen / unseen / H / AUSUC with the
-validation-calibrated H. Best value per split in bold.
+The cross-run table mirrors the papers' tables: one row per (model, split, features), with the
+backbone, the class vectors and the label space of each row, then the metric columns of
+:mod:`imagenet_zsl.evaluation.columns` in the order ``run``'s summary prints them (ZSL hit@K flat,
+the ImageNet convention; per-class hit@1, Xian et al.; strict hit@K, DGP's tie rule; hP@K, Frome
+et al.; GZSL U / S / H / AUSUC per image as Chao et al. score ImageNet, with the
+validation-calibrated H). Best value per split in bold.
 
 Trust: ``report`` reads only run directories whose manifest verifies (metrics.json, the table and
 the report by sha256; the top-k lists, which can be gigabytes and are not read here, by size),
