@@ -92,7 +92,7 @@ def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bo
 def class_credit(run_dir: Path) -> dict[str, tuple[float, int]] | None:
     """One cell's hit@1 credit (expected tie rule) summed per test class and its test images, by
     wnid, from the run's true-class ranks (count-as-miss classes: no credit); None when the run
-    has no top-k lists."""
+    has no top-k lists or they do not fit together (the row then shows no interval)."""
     topk = run_dir / "topk"
     try:
         labels = np.load(topk / "test.labels.npy").astype(np.int64)
@@ -100,7 +100,11 @@ def class_credit(run_dir: Path) -> dict[str, tuple[float, int]] | None:
         classes = json.loads((topk / "classes.json").read_text())
     except (OSError, ValueError):
         return None
-    space = classes["unseen"]
+    space = classes.get("unseen") if isinstance(classes, dict) else None
+    if not isinstance(space, list) or not len(labels) == len(ranks.above) == len(ranks.tied):
+        return None
+    if len(labels) and (labels.min() < 0 or labels.max() >= len(space)):
+        return None
     sums = np.bincount(labels, weights=ranks.credit(1), minlength=len(space))
     counts = np.bincount(labels, minlength=len(space))
     credit = {w: (float(s), int(n)) for w, s, n in zip(space, sums, counts, strict=True) if n}

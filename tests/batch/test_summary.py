@@ -183,3 +183,12 @@ def test_hit_at_k_plot_one_colour_per_model_in_a_grid_with_the_legend_outside(tm
     assert len(four.axes) == 4 and len({round(ax.get_position().x0, 3) for ax in four.axes}) == 2
     path = plot_hit_at_k(rows, [1, 2, 5, 10, 20], tmp_path / "hit_at_k.png")
     assert path.stat().st_size > 0
+
+
+def test_a_cell_without_usable_lists_gets_no_interval(tmp_path: Path):
+    records = [_cell(tmp_path, m, "hop1", None) for m in ("a", "b", "c")]
+    _topk(tmp_path, records[0], [0, 1, 2], [0, 0, 0], [0, 0, 0])
+    _topk(tmp_path, records[1], [0, 1, 5], [0, 0, 0], [0, 0, 0])  # a label outside its space
+    rows = summary_rows(tmp_path, records, [1], gzsl=False)  # c has no topk/ at all
+    assert [r["hit@1 95% CI"] for r in rows] == ["[100.00, 100.00]", "–", "–"]
+    assert [r["n.s. vs"] for r in rows] == ["none", "–", "–"]
