@@ -194,4 +194,7 @@ def encode_class_vectors(
     counts = np.bincount(owner, minlength=len(wnids))
     matrix = _unit_rows((sums / counts[:, None]).astype(np.float32))
     source = f"{encoder.spec}; {templates.describe(wnids)}" + ("; + WordNet gloss" if gloss else "")
+    checkpoint = getattr(encoder, "weights_sha256", None)  # a CLIP tower's, paired by vlm_zero_shot
+    if checkpoint:
+        source += f"; weights sha256 {checkpoint}"
     return ClassVectors(wnids=wnids, matrix=matrix, source=source)

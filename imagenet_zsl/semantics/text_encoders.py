@@ -32,6 +32,7 @@ import numpy as np
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import sha256_file
 from imagenet_zsl.registry import Registry
 
 #: ``KIND`` of ``--encoder KIND:MODEL`` → factory ``(model: str, weights: Path | None, device: torch.device)``
@@ -43,6 +44,9 @@ class TextEncoder(ABC):
 
     #: ``KIND:MODEL`` as the user wrote it (recorded in the output)
     spec: str = ""
+    #: sha256 of the checkpoint file the tower was loaded from, where there is one (a CLIP tower:
+    #: ``vlm_zero_shot`` pairs it with the image tower's weights sha256)
+    weights_sha256: str | None = None
 
     @abstractmethod
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -130,10 +134,11 @@ class ClipTextEncoder(TextEncoder):
     :func:`clip_encoder`, or handed in by tests with random weights).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, device: Any = "cpu"):
+    def __init__(self, model: Any, tokenizer: Any, device: Any = "cpu", weights_sha256: str | None = None):
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.device = device
+        self.weights_sha256 = weights_sha256
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         import torch
@@ -209,7 +214,7 @@ def clip_encoder(model: str, weights: Path | None = None, device: Any = "cpu") -
         raise UserInputError(
             f"--weights {checkpoint}: not a checkpoint of open_clip {arch}: {_checkpoint_problem(err)}"
         ) from err
-    return ClipTextEncoder(net, open_clip.get_tokenizer(arch), torch_device)
+    return ClipTextEncoder(net, open_clip.get_tokenizer(arch), torch_device, sha256_file(checkpoint))
 
 
 # --------------------------------------------------------------------------- sentence-transformers

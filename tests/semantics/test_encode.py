@@ -271,3 +271,21 @@ def test_real_text_encoder_mean_of_unit_prompt_vectors(tmp_path):
     # the terrier's own prompts sit closer to the template text of the terrier than of the stones
     terrier_template = _unit(encoder.encode(["a photo of a cairn terrier."])[0])
     assert vectors.matrix[0] @ terrier_template > vectors.matrix[1] @ terrier_template
+
+
+def test_a_clip_towers_checkpoint_sha256_is_recorded_and_paired(nouns):
+    """The class vectors record the text tower's checkpoint, and vlm_zero_shot tells CLIP towers of
+    one name but different weights apart (the image side records its checkpoint's sha256)."""
+    from imagenet_zsl.models.vision_language import tower_pair_problem
+
+    encoder = FakeTextEncoder(table={"a cairn": [1, 0]})
+    encoder.spec = "clip:ViT-B-32/openai"
+    encoder.weights_sha256 = "a" * 64
+    vectors = encode_class_vectors(encoder, [CAIRN], ["a {}"])
+    assert vectors.source.endswith("; weights sha256 " + "a" * 64)
+    image = {"backbone": "open_clip:ViT-B-32/openai", "weights_sha256": "a" * 64}
+    assert tower_pair_problem(image, vectors.source) == (None, False)
+    problem, certain = tower_pair_problem({**image, "weights_sha256": "b" * 64}, vectors.source)
+    assert certain and problem
+    encoder.weights_sha256 = None  # no checkpoint recorded: nothing appended
+    assert "weights sha256" not in encode_class_vectors(encoder, [CAIRN], ["a {}"]).source
