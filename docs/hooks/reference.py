@@ -13,8 +13,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import types
 import typing
+from pathlib import Path
 from typing import Any
+
+#: the repository root (this file is docs/hooks/reference.py)
+REPO = Path(__file__).resolve().parents[2]
 
 SCHEMAS = [
     ("`run` recipe", "imagenet_zsl.batch.recipe", "Recipe", "configs/demo.yaml"),
@@ -106,9 +111,30 @@ def cli_reference() -> str:
 
 
 def _type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if not typing.get_args(annotation) else None
-    text = text or str(annotation)
-    return re.sub(r"\b(typing|pathlib|imagenet_zsl)\.[\w.]*?(\w+)\b", r"\2", text).replace("NoneType", "None")
+    """A readable type: ``Annotated`` metadata dropped, unions as ``a | b``, literals as choices."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _type_name(args[0])
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in args)
+    if args:
+        return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
+    if annotation is type(None):
+        return "None"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _yaml_comments(example: Path) -> dict[str, str]:
+    """Top-level ``key: value  # comment`` lines of an example YAML file: key -> comment."""
+    comments = {}
+    if example.is_file():
+        for line in example.read_text(encoding="utf-8").splitlines():
+            match = re.match(r"(\w+):[^#]*#\s*(.+)", line)
+            if match:
+                comments.setdefault(match.group(1), match.group(2).strip())
+    return comments
 
 
 def _nested(annotation: Any) -> list[type]:
@@ -122,7 +148,7 @@ def _nested(annotation: Any) -> list[type]:
     return found
 
 
-def _schema_tables(model: type, title: str, seen: set[type]) -> list[str]:
+def _schema_tables(model: type, title: str, seen: set[type], comments: dict[str, str]) -> list[str]:
     from pydantic_core import PydanticUndefined
 
     seen.add(model)
@@ -130,7 +156,7 @@ def _schema_tables(model: type, title: str, seen: set[type]) -> list[str]:
     out = [
         f"#### {title}\n",
         f"{doc}\n" if doc else "",
-        "| key | type | default | description |",
+        "| key | type | default | description (else the example file's comment) |",
         "|---|---|---|---|",
     ]
     nested: list[tuple[str, type]] = []
@@ -140,12 +166,13 @@ def _schema_tables(model: type, title: str, seen: set[type]) -> list[str]:
             default = field.default_factory()
         out.append(
             f"| `{name}` | {_cell(_type_name(field.annotation))} | `{_code(default)}` | "
-            f"{_cell(field.description or '')} |"
+            f"{_cell(field.description or comments.get(name, ''))} |"
         )
-        nested += [(f"{title}.{name}", sub) for sub in _nested(field.annotation) if sub not in seen]
+        subs = [sub for sub in _nested(field.annotation) if sub not in seen]
+        nested += [(f"{title}.{name}" + (f" ({sub.__name__})" if len(subs) > 1 else ""), sub) for sub in subs]
     out.append("")
     for sub_title, sub in nested:
-        out += _schema_tables(sub, sub_title, seen)
+        out += _schema_tables(sub, sub_title, seen, {})
     return out
 
 
@@ -160,7 +187,7 @@ def schema_reference() -> str:
             f"## {title}\n",
             f"Example: `{example}`. Unknown keys are refused, with the closest key suggested.\n",
         ]
-        out += _schema_tables(model, name, set())
+        out += _schema_tables(model, name, set(), _yaml_comments(REPO / example))
     return "\n".join(out)
 
 
