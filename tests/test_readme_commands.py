@@ -111,6 +111,16 @@ def _runs_successfully(path: Path, words: list[str]) -> bool:
 
 def test_readme_shows_commands():
     assert "run" in readme_commands()
+    assert "splits stats" in readme_commands()  # shown only on a docs page: docs/ is scanned too
+    assert _command_words("torchrun --nproc_per_node 4 -m imagenet_zsl.cli run r.yaml --out o") == [
+        "run",
+        "r.yaml",
+        "--out",
+        "o",
+    ]
+    report = ["report", "runs/*", "--out", "t.md"]
+    assert _command_words("imagenet-zsl report runs/* --out t.md  # and .csv") == report
+    assert _command_words("make demo") is None
 
 
 @pytest.mark.parametrize("command", readme_commands())

@@ -66,7 +66,10 @@ def fitted(problem) -> dict:
         data, semantics = _inputs(name, problem)
         before = _snapshot(data, semantics)
         graph = copy.deepcopy(problem.graph)
-        model = create(name, **QUICK.get(name, {})).fit(data, semantics, graph)
+        model = create(name, **QUICK.get(name, {}))
+        params = model.get_params()
+        assert model.fit(data, semantics, graph) is model  # fit returns self
+        assert model.get_params() == params  # and leaves the hyper-parameters as they were
         out[name] = (model, before, _snapshot(data, semantics), graph)
     return out
 
