@@ -80,6 +80,20 @@ class Product:
         if self.pool is not None:
             self.pool.shutdown()
 
+    def rows_in_parallel(self, work: Callable[[int, int], object], n: int) -> None:
+        """``work(start, stop)`` over ``n`` rows cut into one contiguous part per thread, run side
+        by side (numpy releases the GIL in its loops): the serial steps after the product (the
+        top-k selection) use the same threads, not BLAS's or torch's."""
+        cuts = np.linspace(0, n, self.threads + 1).round().astype(int).tolist()
+        parts = [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+        if self.pool is None or len(parts) < 2:
+            work(0, n)
+            return
+        waiting = [self.pool.submit(work, a, b) for a, b in parts[1:]]
+        work(*parts[0])
+        for future in waiting:
+            future.result()
+
     def __call__(self, queries: np.ndarray, offset: int = 0) -> np.ndarray:
         """``queries``: rows ``offset ..`` of their set (:func:`chunk_spans`)."""
         out = self.buffer[: len(queries)]
@@ -122,7 +136,7 @@ class Product:
 @contextlib.contextmanager
 def tile_products(
     blocks: list[tuple[int, int, np.ndarray]], classes: int, rows: int, maps: int = 1
-) -> Iterator[Callable[[np.ndarray], np.ndarray]]:
+) -> Iterator[Product]:
     """:class:`Product` for tiles of at most ``rows`` queries, BLAS held to one thread meanwhile
     and the jobs shared by as many Python threads as BLAS had."""
     from threadpoolctl import threadpool_limits  # a dependency: without it BLAS could cut calls

@@ -275,3 +275,26 @@ def test_unique_rows_groups_equal_rows_and_passes_distinct_ones_through():
     unique, group = unique_rows(rows)
     np.testing.assert_array_equal(unique, [[1, 2], [0, 0], [3, 4]])
     np.testing.assert_array_equal(group, [0, 1, 0, 1, 2])
+
+
+def test_the_cpu_search_imports_no_torch():
+    """Issue 38: the numpy path (device "cpu" by name) selects its top-k with numpy, not
+    ``torch.topk``, and resolves no torch device: a fresh interpreter never imports torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from imagenet_zsl.evaluation.search import TopKSearcher\n"
+        "rng = np.random.default_rng(0)\n"
+        "p = rng.standard_normal((700, 8)).astype(np.float32)\n"
+        "q = rng.standard_normal((300, 8)).astype(np.float32)\n"
+        "s = TopKSearcher(p, 5, device='cpu')\n"
+        "scores, ids, ranks = s.search_ranked(q, np.zeros(300, np.int64))\n"
+        "full = q @ p.T\n"
+        "assert np.allclose(np.sort(full, axis=1)[:, ::-1][:, :5], scores, rtol=1e-5, atol=1e-5)\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
