@@ -25,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import regular_input_file
 
 C = TypeVar("C", bound="Config")
 
@@ -224,8 +225,9 @@ def read_yaml(path: str | Path) -> Any:
     """Parse a YAML file; a missing file, unreadable bytes, bad YAML, a duplicate key or an
     alias bomb is a one-line error."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise UserInputError(f"config not found ({path}): check the path")
+    regular_input_file(path, "config")  # a FIFO would block the read
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as err:

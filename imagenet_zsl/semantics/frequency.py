@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import regular_input_file
 
 DEFAULT_MIN_COUNT = 50
 #: words in English Wikipedia, the corpus Hascoet et al. counted label occurrences in
@@ -85,9 +86,7 @@ class CountTableFrequencies:
 
     @classmethod
     def read(cls, path: str | Path) -> CountTableFrequencies:
-        path = Path(path)
-        if not path.is_file():
-            raise UserInputError(f"{path}: word-frequency table not found")
+        path = regular_input_file(path, "word-frequency table")
         counts: dict[str, int] = {}
         total = 0
         with open(path, encoding="utf-8", errors="strict") as handle:
@@ -107,7 +106,7 @@ class CountTableFrequencies:
                             f"got {line[:60]!r}"
                         )
                     text = parts[1].strip()
-                    if not text.isdigit():
+                    if not (text.isascii() and text.isdigit()):  # ASCII digits: not '²' or '٣'
                         raise UserInputError(
                             f"{path}:{line_no}: count {text[:20]!r} of {parts[0][:30]!r} is not a "
                             "non-negative integer"

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import regular_input_file
 
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors
@@ -106,6 +107,8 @@ class VectorSpec:
             raise UserInputError(
                 f"{self.source}: word-vector file not found (named sets: {', '.join(NAMED_SETS)})"
             )
+        if not path.is_dir():
+            regular_input_file(path, "word-vector file")  # a FIFO would block the read
         files = sorted(path.iterdir()) if path.is_dir() else [path]
         stats = [(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
         return {"path": str(path), "format": self.format, "files": stats}
@@ -166,12 +169,48 @@ def _load_cached(spec: VectorSpec, identity: tuple):  # noqa: ARG001 - identity 
         if not spec.trust_pickle:
             raise _pickle_refused(path)
         return _load_gensim(path)
+    if fmt != "glove":
+        _check_header(path, binary=fmt == "word2vec-binary")
     if fmt == "word2vec-binary":
         kv = _load_word2vec_binary(path)
     else:
         kv = _load_text(path, header=fmt != "glove", fmt=fmt)
+    if kv.vector_size < 1 or len(kv) < 1:
+        raise UserInputError(
+            f"{path}: holds {len(kv)} vectors of dimension {kv.vector_size}; no word has a vector"
+        )
     _check_finite(kv, path, first_line=1 if fmt == "glove" else 2)
     return kv
+
+
+#: the most values a header may promise when the file's size cannot bound it (a ``.gz``): 16 GiB
+#: of float32
+_MAX_GZ_VALUES = 1 << 32
+
+
+def _check_header(path: Path, binary: bool) -> None:
+    """Refuse a word2vec header (``COUNT DIM``) that cannot describe the file before gensim
+    allocates COUNT x DIM floats: a zero, or more values than the file's bytes can hold (a text
+    row takes at least 2 bytes a value, a binary one 4), which overflowed or exhausted memory."""
+    with _open_binary(path) as handle:
+        header = handle.readline(256)
+    match = _HEADER.fullmatch(header.rstrip(b"\r\n"))
+    if not match:
+        raise UserInputError(f"{path}:1: header must be 'COUNT DIM', got {header[:40]!r}")
+    count, dim = int(match.group(1)), int(match.group(2))
+    if count < 1 or dim < 1:
+        raise UserInputError(
+            f"{path}:1: header says {count} vectors of dimension {dim}; both must be at least 1"
+        )
+    if path.suffix == ".gz":
+        fits = count * dim <= _MAX_GZ_VALUES
+    else:
+        fits = count * dim * (4 if binary else 2) <= path.stat().st_size
+    if not fits:
+        raise UserInputError(
+            f"{path}:1: header promises {count:,} vectors of dimension {dim:,}, more than the "
+            f"file can hold; fix the header line ('COUNT DIM')"
+        )
 
 
 # --------------------------------------------------------------------------- format detection
@@ -195,8 +234,12 @@ def detect_format(path: str | Path) -> str:
         return "gensim"  # a pickle, as KeyedVectors.save writes: loaded only if trusted
     first, _, rest = head.partition(b"\n")
     if _HEADER.fullmatch(first):
-        binary = path.suffix == ".bin" or path.name.endswith(".bin.gz") or not _looks_like_text(rest)
+        named_binary = path.suffix == ".bin" or path.name.endswith(".bin.gz")
+        if not named_binary and not _looks_like_text(rest):
+            _refuse_non_utf8_text(path, rest, first_line=2)
+        binary = named_binary or not _looks_like_text(rest)
         return "word2vec-binary" if binary else ("fasttext" if ".vec" in path.suffixes else "word2vec-text")
+    _refuse_non_utf8_text(path, head, first_line=1)
     try:
         fields = first.decode("utf-8").rstrip().split(" ")
         if len(fields) >= 2:
@@ -225,6 +268,27 @@ def _pickle_refused(path: Path) -> UserInputError:
         "only for a file you trust, pass --trust-pickle (config: vectors: {source: ..., "
         "trust_pickle: true})"
     )
+
+
+#: a line of a text vector file: a word, then numbers
+_TEXT_ROW = re.compile(rb"^[^ \x00]+( [-+0-9.eEinfaINFA]+)+ ?\r?$")
+
+
+def _refuse_non_utf8_text(path: Path, data: bytes, first_line: int) -> None:
+    """A text vector file in another encoding (Latin-1): its lines are ``word v1 .. vD`` but a
+    word is not UTF-8. Refused naming the line, rather than read as binary or with a word lost."""
+    lines = data.split(b"\n")[:-1] or data.split(b"\n")  # the last line may be cut by the read size
+    if b"\x00" in data or not lines or not all(_TEXT_ROW.match(line) for line in lines[:50]):
+        return
+    for number, line in enumerate(lines, first_line):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UserInputError(
+                f"{path}:{number}: not UTF-8 text (byte 0x{line[err.start]:02x} in the word "
+                f"{line.split(b' ', 1)[0][:40].decode('latin-1')!r}); re-save the file as UTF-8 "
+                "(e.g. iconv -f latin1 -t utf-8)"
+            ) from None
 
 
 def _looks_like_text(data: bytes) -> bool:
@@ -257,6 +321,8 @@ def _load_npy_parquet(path: Path):
             f"{path}: an npy-parquet vector set needs exactly one .npy matrix and one .parquet "
             f"vocabulary in {folder} (found {len(npys)} and {len(parquets)})"
         )
+    for part in (npys[0], parquets[0]):
+        regular_input_file(part, "word-vector file")
     try:
         matrix = np.load(npys[0], allow_pickle=False)
     except (OSError, ValueError) as err:

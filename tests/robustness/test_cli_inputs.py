@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -370,5 +373,185 @@ def test_zero_prototype_row_under_l2_normalisation(tmp_path, cli_error):
     cli_error(
         _evaluate(features, split, prototypes, out, "--l2-normalize"),
         culprit=[str(prototypes), "n01443537", "all-zero"],
+        not_created=[out],
+    )
+
+
+# ----------------------------------------------------------------------------- 3. word vectors
+WORD_VECTOR_CASES = {
+    "dim 0": (b"3 0\ncairn\nterrier\ndog\n", ["vectors.txt:1", "dimension 0"]),
+    "count 0": (b"0 3\n", ["vectors.txt:1", "0 vectors"]),
+    "count overflows int64": (
+        b"99999999999999999999 3\ncairn 1 0 0\n",
+        ["vectors.txt:1", "more than the file"],
+    ),
+    "count needs terabytes": (b"3000000000 3\ncairn 1 0 0\n", ["vectors.txt:1", "3,000,000,000"]),
+    "dim needs terabytes": (b"1 99999999999\ncairn 1 0 0\n", ["vectors.txt:1", "99,999,999,999"]),
+    # Latin-1 'caf\xe9': with a header it was read as a word2vec *binary* file; without, as no format
+    "Latin-1 with header": (b"2 3\ncairn 1 0 0\ncaf\xe9 0 1 0\n", ["vectors.txt:3", "not UTF-8", "0xe9"]),
+    "Latin-1 GloVe": (b"caf\xe9 0 1 0\ncairn 1 0 0\n", ["vectors.txt:1", "not UTF-8", "'café'"]),
+    "Latin-1 GloVe line 2": (b"cairn 1 0 0\n\xe9t\xe9 0 1 0\n", ["vectors.txt:2", "not UTF-8"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WORD_VECTOR_CASES))
+def test_malformed_word_vector_file(tmp_path, cli_error, case):
+    data, culprits = WORD_VECTOR_CASES[case]
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_bytes(data)
+    out = tmp_path / "v.npz"
+    cli_error(
+        ["labels", "vectors", vectors, "--out", out],
+        culprit=[str(vectors), *culprits],
+        inputs=[vectors],
+        not_created=[out],
+    )
+
+
+def test_a_utf8_word_vector_file_with_accents_reads(tmp_path, capsys):
+    from imagenet_zsl.semantics.word_vectors import load_word_vectors
+
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_bytes("2 3\ncairn 1 0 0\ncafé 0 1 0\n".encode())
+    kv = load_word_vectors(str(vectors))
+    assert kv.index_to_key == ["cairn", "café"]
+    np.testing.assert_array_equal(kv["café"], [0, 1, 0])
+
+
+# ----------------------------------------------------------------------------- 5. special files
+def _fifo(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    os.mkfifo(path)
+    return path
+
+
+def _run_guarded(argv: list[str | Path], seconds: float = 60) -> subprocess.CompletedProcess:
+    """The command in a subprocess: a reader that blocks on a FIFO fails the test, not the suite."""
+    return subprocess.run(
+        [sys.executable, "-m", "imagenet_zsl.cli", *map(str, argv)],
+        capture_output=True, text=True, timeout=seconds, check=False,
+    )  # fmt: skip
+
+
+FIFO_CASES = {
+    "split file": lambda t, f: ["splits", "stats", f],
+    "split of evaluate": lambda t, f: _evaluate(*_evaluate_inputs(t)[:1], f, _protos(t), t / "run"),
+    "prototype file": lambda t, f: _evaluate(*_evaluate_inputs(t), f, t / "run"),
+    "word-vector file": lambda t, f: ["labels", "vectors", f, "--out", t / "v.npz"],
+    "recipe": lambda t, f: ["splits", "build", f, "--out", t / "out"],
+    "semantics of simulate": lambda t, f: [
+        "simulate",
+        _simulate_config(t, f"semantics: {f}\n"),
+        "--out",
+        t / "s",
+    ],
+}
+
+
+def _protos(tmp_path: Path) -> Path:
+    return _npz(tmp_path / "p.npz", wnids=np.array(CLASSES), matrix=np.eye(2))
+
+
+def _simulate_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "sim.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(FIFO_CASES))
+def test_a_fifo_is_refused_before_it_is_opened(tmp_path, case):
+    fifo = _fifo(tmp_path, "fifo.txt")
+    result = _run_guarded(FIFO_CASES[case](tmp_path, fifo))
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2, result.stderr
+    assert len(errors) == 1 and str(fifo) in errors[0], result.stderr
+    if case != "split of evaluate":  # evaluate checks its --split itself (says "not found")
+        assert "FIFO" in errors[0], result.stderr
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_a_device_is_not_a_split_file(cli_error, device):
+    if not Path(device).exists():
+        pytest.skip(f"no {device}")
+    cli_error(["splits", "stats", device], culprit=[device, "device"])
+
+
+# ----------------------------------------------------------------------------- 5. split lists
+SPLIT_LINE_CASES = {
+    "one line, spaces": ("n01440764 n01443537 n01484850\n", ["split.txt:1", "3 wnids", "one wnid a line"]),
+    "one line, commas": ("n01440764,n01443537\n", ["split.txt:1", "2 wnids"]),
+    "one line, tabs": ("n01440764\tn01443537\n", ["split.txt:1", "2 wnids"]),
+    "second line joined": ("n01440764\nn01443537, n01484850\n", ["split.txt:2", "2 wnids"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPLIT_LINE_CASES))
+def test_a_list_on_one_line_is_not_read_as_its_first_class(tmp_path, cli_error, case):
+    text, culprits = SPLIT_LINE_CASES[case]
+    split = tmp_path / "split.txt"
+    split.write_text(text)
+    cli_error(["splits", "stats", split], culprit=[str(split), *culprits], inputs=[split])
+
+
+def test_extra_columns_that_are_not_wnids_are_still_ignored(tmp_path):
+    from imagenet_zsl.splits.io import read_wnid_list
+
+    split = tmp_path / "split.txt"
+    split.write_text("n01440764 tench\nn01443537\t42  # goldfish n01484850 in a comment\n")
+    assert read_wnid_list(split) == ["n01440764", "n01443537"]
+
+
+def test_a_million_line_split_is_read_in_linear_time(tmp_path):
+    """Counted, not timed: the reader touches each line a bounded number of times (a quadratic
+    one, e.g. a list membership test per line, does 10**12 steps on this file)."""
+    from imagenet_zsl.splits import io as split_io
+
+    split = tmp_path / "big.txt"
+    split.write_text("".join(f"n{i:08d}\n" for i in range(1_000_000)))
+    calls = 0
+    real = split_io.WNID_RE
+
+    class Counting:
+        def match(self, text: str):  # noqa: ANN202
+            nonlocal calls
+            calls += 1
+            return real.match(text)
+
+    split_io.WNID_RE = Counting()
+    try:
+        wnids = split_io.read_wnid_list(split)
+    finally:
+        split_io.WNID_RE = real
+    assert len(wnids) == 1_000_000 and wnids[-1] == "n00999999"
+    assert calls == 1_000_000
+
+
+# ----------------------------------------------------------------------------- 5. count tables
+COUNT_CASES = {
+    "superscript digit": ("cairn\t1²\n".encode(), ["counts.tsv:1", "'1²'"]),
+    "Arabic-Indic digits": ("cairn\t٣\n".encode(), ["counts.tsv:1", "'٣'"]),
+    "Latin-1": (b"caf\xe9\t3\n", ["counts.tsv", "not UTF-8"]),
+    "binary": (bytes(range(256)) * 4, ["counts.tsv"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COUNT_CASES))
+def test_malformed_word_count_table(tmp_path, cli_error, case):
+    data, culprits = COUNT_CASES[case]
+    counts = tmp_path / "counts.tsv"
+    counts.write_bytes(data)
+    (tmp_path / "tiny.txt").write_text("cairn 1 0 0\nterrier 0 1 0\n")
+    config = tmp_path / "labels.yaml"
+    config.write_text(
+        "vectors: {source: tiny.txt, format: glove}\n"
+        "frequency: {source: counts.tsv, reference_tokens: null}\n"
+    )
+    classes = tmp_path / "classes.txt"
+    classes.write_text("n02084071\n")
+    out = tmp_path / "out"
+    cli_error(
+        ["labels", "build", config, "--classes", classes, "--out", out],
+        culprit=[str(counts), *culprits],
+        inputs=[counts],
         not_created=[out],
     )
