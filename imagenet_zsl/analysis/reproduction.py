@@ -2,7 +2,7 @@
 
 Every "ours" cell is computed from the packaged data (WordNet graph, fall11 counts, ILSVRC-2012
 classes, GloVe, wordfreq, the xlsa17 class lists); ``tests/test_reproduction.py`` checks that the
-README's block equals :func:`render_reproduction`, so the table cannot drift from the code.
+docs/reproducing.md's block equals :func:`render_reproduction`, so the table cannot drift from the code.
 Run ``python -m imagenet_zsl.analysis.reproduction`` to print it (and write it to a file with
 ``--out``).
 """
@@ -286,7 +286,7 @@ def reproduction_rows() -> list[Row]:
 
 
 def render_reproduction(rows: Sequence[Row] | None = None) -> str:
-    """The Markdown table for the README block."""
+    """The Markdown table for the block of docs/reproducing.md."""
     rows = reproduction_rows() if rows is None else rows
     lines = [TABLE_HEAD, "|---|---:|---:|---|---|"]
     lines += [f"| {r.quantity} | {r.paper} | {r.ours} | {r.definition} | {r.reason} |" for r in rows]
