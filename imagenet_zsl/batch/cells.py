@@ -5,6 +5,7 @@ directory and recorded; a failing cell is recorded and the others still run."""
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,10 +14,12 @@ from typing import Any
 
 from tqdm import tqdm
 
+from imagenet_zsl.batch.calibration import VAL_SEEN_FRACTION
 from imagenet_zsl.batch.classes import CellClasses
 from imagenet_zsl.batch.faults import one_line, stop_on_fatal
 from imagenet_zsl.batch.plan import Features, Plan, RunResult, cell_name
 from imagenet_zsl.batch.records import cell_key, cell_record, class_vectors, finished_record
+from imagenet_zsl.evaluation.report import METRICS_NAME
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.features.identity import describe_identity
 from imagenet_zsl.features.shards import FeatureDir, shared_blocks
@@ -28,6 +31,7 @@ def cell_config(
 ) -> EvaluationConfig:
     """What ``evaluate`` gets for the cell (its run directory: ``cells/NAME__SPLIT``)."""
     recipe = plan.recipe
+    given = given_gamma(classes.gamma)
     return EvaluationConfig(
         features=features.test[split],
         split=classes.split_file,
@@ -44,8 +48,33 @@ def cell_config(
         plots=recipe.plots,
         label_space=classes.label_space,
         count_as_miss=list(classes.missed),
+        training_classes=classes.training_file,
         allow_feature_mismatch=plan.allow_feature_mismatch,
+        gamma=None if given is None else given["gamma"],
+        gamma_source=given,
+        hold_calibration_rows=given is not None,
+        val_seen_fraction=VAL_SEEN_FRACTION,
+        seed=0 if given is None else int(given["seen_rows"]["seed"]),
     )
+
+
+def given_gamma(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The carved calibration's γ record as the cell's evaluation gets it: without the fit's
+    seconds (a timing, which would make the same inputs give other bytes)."""
+    return None if record is None else {k: v for k, v in record.items() if k != "fit_seconds"}
+
+
+def label_space_counts(cell_dir: Path) -> dict[str, int | None]:
+    """The cell's ``in_label_space`` (classes each test image is ranked against) and
+    ``with_test_images`` (of them, the classes with test images), from its metrics.json."""
+    try:
+        space = json.loads((cell_dir / METRICS_NAME).read_text())["label_space"]
+        return {
+            "in_label_space": int(space["classes_in_label_space"]),
+            "with_test_images": int(space["classes_with_test_images"]),
+        }
+    except (OSError, ValueError, KeyError, TypeError):
+        return {"in_label_space": None, "with_test_images": None}
 
 
 def evaluate_cell(plan: Plan, features: Features, model: str, split: str, classes: CellClasses) -> Path:
@@ -129,11 +158,13 @@ def _evaluate_one(
     """Evaluate one cell and return its record (a failure is recorded, a full disk stops the run)."""
     plan = context.plan
     cell = context.classes[model][split]
-    counts = {
+    counts: dict[str, Any] = {
         "in_split": cell.total,
         "evaluated": cell.evaluated,
         "excluded": cell.excluded,
         "missed": cell.missed,
+        "in_label_space": None,
+        "with_test_images": None,
     }
     name = cell_name(model, split)
     origin = {
@@ -145,12 +176,14 @@ def _evaluate_one(
         cell_dir = evaluate_cell(plan, context.features, model, split, cell)
         manifest_sha256 = sha256_file(cell_dir / MANIFEST_NAME)
         result.evaluated.append(name)
+        counts.update(label_space_counts(cell_dir))
         return cell_record(
             plan,
             model,
             split,
             classes=counts,
             provenance=origin,
+            calibration=cell.gamma,
             status="ok",
             key=key,
             manifest_sha256=manifest_sha256,
@@ -158,7 +191,14 @@ def _evaluate_one(
     except Exception as err:  # isolated: recorded, shown as failed, the others still run
         stop_on_fatal(err, plan.out / "cells" / name)
         record = cell_record(
-            plan, model, split, classes=counts, provenance=origin, error=one_line(err), key=key
+            plan,
+            model,
+            split,
+            classes=counts,
+            provenance=origin,
+            calibration=cell.gamma,
+            error=one_line(err),
+            key=key,
         )
         echo(f"cell {name} failed: {record['error']}")
         return record

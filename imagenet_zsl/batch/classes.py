@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from imagenet_zsl.batch.calibration import Calibration
+from imagenet_zsl.batch.calibration import Calibration, run_training_classes
 from imagenet_zsl.batch.faults import one_line
 from imagenet_zsl.batch.plan import Features, Plan, write_classes
 from imagenet_zsl.errors import UserInputError, preview
@@ -41,6 +42,10 @@ class CellClasses:
     val_features: Path | None = None
     #: the label space every model of the split shares (``label_space`` all/FILE), else the spec
     label_space: str = "split"
+    #: carved calibration: the γ the model's calibration copy chose, and how (applied as is)
+    gamma: dict[str, Any] | None = None
+    #: ``OUT/classes/training.txt``: the classes no label space of the run holds
+    training_file: Path | None = None
 
 
 @dataclass
@@ -61,7 +66,8 @@ def class_sets(plan: Plan, features: Features, calibration: Calibration) -> dict
     if calibration.wnids is not None:
         sets[CALIBRATION_SET] = list(calibration.wnids)
     if plan.recipe.gzsl and features.seen is not None:
-        val = set(calibration.wnids or ())
+        # carved validation classes stay seen classes: the models are retrained on them
+        val = set() if calibration.carved else set(calibration.wnids or ())
         sets[SEEN_SET] = [w for w in present_classes(FeatureDir(features.seen)) if w not in val]
     return sets
 
@@ -151,21 +157,34 @@ def label_space_prefix(split: str) -> str:
     return f"label space of {split}"
 
 
-def fix_label_spaces(
+TRAINING_FILE = "training.txt"
+
+
+def write_training_classes(
     plan: Plan, features: Features, classes: ClassSets, trained: dict[str, tuple[Path, str]]
+) -> list[str]:
+    """The run's training classes (:func:`~imagenet_zsl.batch.calibration.run_training_classes`),
+    written to ``OUT/classes/training.txt`` (every cell leaves them out of its label space, so a
+    cell's label space is the same with and without GZSL); returns them."""
+    models = {name: model_dir for name, (model_dir, _) in trained.items()}
+    seen = run_training_classes(plan, features, models, classes.kept.get(SEEN_SET)).wnids
+    classes.files[TRAINING_FILE] = write_classes(plan.out / "classes" / TRAINING_FILE, seen)
+    return seen
+
+
+def fix_label_spaces(
+    plan: Plan, classes: ClassSets, trained: dict[str, tuple[Path, str]], seen: list[str]
 ) -> None:
     """``label_space: all`` or FILE: one label space per split for every model of it. The space is
-    resolved once (the split's kept classes, less the run's seen classes: the GZSL seen classes, or
-    the training features' classes), and a distractor any of the split's models has no prototype
-    for leaves it for all of them (listed; never an error: distractors are not test classes). The
-    result is written to ``OUT/classes/label_space.SPLIT.txt`` and passed to every cell as a FILE."""
+    resolved once (the split's kept classes, less every class of the run's
+    :func:`~imagenet_zsl.batch.calibration.run_training_classes`: what any model was trained on,
+    the training features' and the backbone head's classes, the GZSL seen classes), and a
+    distractor any of the split's models has no prototype for leaves it for all of them (listed;
+    never an error: distractors are not test classes). The result is written to
+    ``OUT/classes/label_space.SPLIT.txt`` and passed to every cell as a FILE."""
     spec = plan.recipe.label_space
     if spec == "split":
         return
-    if SEEN_SET in classes.kept:
-        seen = classes.kept[SEEN_SET]
-    else:
-        seen = present_classes(FeatureDir(features.train))
     where = f"{plan.recipe_path}: label_space"
     sources = {name: ModelDirectory(model_dir) for name, (model_dir, _) in trained.items()}
     for split in plan.splits:
@@ -232,9 +251,14 @@ def policy_note(plan: Plan, rows: list[dict[str, str]]) -> str | None:
 
 
 def cell_classes(
-    plan: Plan, classes: ClassSets, calibration: Calibration, trained: dict[str, tuple[Path, str]]
+    plan: Plan,
+    classes: ClassSets,
+    calibration: Calibration,
+    trained: dict[str, tuple[Path, str]],
+    gammas: dict[str, dict[str, Any]],
 ) -> dict[str, dict[str, CellClasses]]:
-    """Per model and split, the files and counts its cell is evaluated with."""
+    """Per model and split, the files and counts its cell is evaluated with (``gammas``: the
+    carved calibration's γ record per model; the cells then get no validation classes)."""
     out: dict[str, dict[str, CellClasses]] = {}
     for spec in plan.models:
         if spec.name not in trained:
@@ -253,8 +277,10 @@ def cell_classes(
                 excluded=sorted(set(wnids) - set(kept)),
                 missed=missed,
                 seen_file=classes.files.get(SEEN_SET),
-                val_file=classes.files.get(CALIBRATION_SET),
-                val_features=calibration.features,
+                val_file=None if calibration.carved else classes.files.get(CALIBRATION_SET),
+                val_features=None if calibration.carved else calibration.features,
                 label_space=str(classes.files.get(label_space_prefix(split), plan.recipe.label_space)),
+                gamma=gammas.get(spec.name),
+                training_file=classes.files.get(TRAINING_FILE),
             )
     return out

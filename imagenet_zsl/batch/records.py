@@ -20,8 +20,9 @@ from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
 
 CELL_FORMAT = "imagenet-zsl/run-cell-v1"
 #: bump when a cell's outputs change for the same inputs, so old cells are recomputed
-#: (3: evaluation manifests list "files", format imagenet-zsl/evaluation-v2)
-CELL_VERSION = 3
+#: (3: evaluation manifests list "files", format imagenet-zsl/evaluation-v2; 4: the carved GZSL
+#: γ is chosen by a calibration copy and applied to the model retrained on every seen class)
+CELL_VERSION = 4
 
 
 def _file_key(path: Path | None) -> str | None:
@@ -39,6 +40,7 @@ def cell_key(plan: Plan, features: Features, model_digest: str, split: str, clas
             "split": sha256_file(classes.split_file),
             "seen": _file_key(classes.seen_file),
             "validation": _file_key(classes.val_file),
+            "training_classes": _file_key(classes.training_file),
             "validation_features": _file_key(classes.val_features and classes.val_features / MANIFEST_NAME),
             "count_as_miss": classes.missed,
             "label_space": space,
@@ -46,6 +48,9 @@ def cell_key(plan: Plan, features: Features, model_digest: str, split: str, clas
             if classes.label_space in NAMED_LABEL_SPACES
             else _file_key(Path(classes.label_space)),
             "allow_feature_mismatch": plan.allow_feature_mismatch,
+            "calibration": None
+            if classes.gamma is None
+            else {k: v for k, v in classes.gamma.items() if k != "fit_seconds"},
             "test_features": sha256_file(features.test[split] / MANIFEST_NAME),
             "seen_features": None
             if features.seen is None or not recipe.gzsl
@@ -94,8 +99,18 @@ def cell_record(plan: Plan, model: str, split: str, **fields: Any) -> dict[str, 
         "model": model,
         "split": split,
         "run": f"cells/{cell_name(model, split)}",
-        "classes": {"in_split": total, "evaluated": None, "excluded": [], "missed": []},
+        "classes": {
+            "in_split": total,
+            "evaluated": None,
+            "excluded": [],
+            "missed": [],
+            "in_label_space": None,
+            "with_test_images": None,
+        },
         "provenance": {"backbone": "–", "class_vectors": "–", "feature_override": None},
+        #: carved GZSL calibration: the γ chosen by the model's calibration copy, how, and the
+        #: seconds that extra fit took
+        "calibration": None,
         "status": "failed",
         "error": None,
         "key": None,

@@ -72,12 +72,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from imagenet_zsl.batch.calibration import COUNT, Calibration, check_provenance, plan_calibration
+from imagenet_zsl.batch.calibration import (
+    COUNT,
+    FIT,
+    Calibration,
+    calibration_specs,
+    carved_gammas,
+    check_provenance,
+    check_training_overlap,
+    plan_calibration,
+)
 from imagenet_zsl.batch.cells import CellPlan, RunContext, evaluate_cells, plan_cells, record_failures
 from imagenet_zsl.batch.classes import (
     CALIBRATION_SET,
     DROPPED_FILE,
+    SEEN_SET,
     CellClasses,
+    ClassSets,
     apply_policy,
     cell_classes,
     class_sets,
@@ -86,13 +97,15 @@ from imagenet_zsl.batch.classes import (
     fix_label_spaces,
     policy_note,
     write_dropped,
+    write_training_classes,
 )
+from imagenet_zsl.batch.faults import one_line
 from imagenet_zsl.batch.parallel import evaluate_data_parallel
 from imagenet_zsl.batch.plan import Features, Plan, RunResult, cell_name, plan_run, resolve_features, run_lock
 from imagenet_zsl.batch.ranks import Ranks, cell_phases, job_ranks, owner
-from imagenet_zsl.batch.recipe import RUN_TOOL
+from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec
 from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
-from imagenet_zsl.batch.training import train_models
+from imagenet_zsl.batch.training import Trained, train_models
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.report import verify_run_directory
 from imagenet_zsl.evaluation.run.cache import shared_search
@@ -139,6 +152,8 @@ class _Prepared:
     features: Features
     overrides: dict[str, Any]
     calibration: Calibration
+    #: carved calibration: the copy of each trained model fitted without the validation classes
+    copies: dict[str, ModelSpec]
 
 
 @dataclass
@@ -152,6 +167,8 @@ class _Classes:
     note: str | None
     dropped: Path
     n_val: int
+    #: carved calibration: the number of calibration copies (one more fit per model)
+    fits: int = 0
 
 
 def _prepare(plan: Plan) -> _Prepared:
@@ -160,8 +177,10 @@ def _prepare(plan: Plan) -> _Prepared:
         _write_manifest(plan, records=[])  # marks --out as this run's before any work
     features = resolve_features(plan)
     overrides = check_provenance(plan, features)
+    check_training_overlap(plan, features)
     calibration = plan_calibration(plan, features)
-    return _Prepared(plan, features, overrides, calibration)
+    copies = calibration_specs(plan, features, calibration)
+    return _Prepared(plan, features, overrides, calibration, copies)
 
 
 def _run_prepared(
@@ -169,8 +188,8 @@ def _run_prepared(
 ) -> RunResult:
     plan, features = prepared.plan, prepared.features
     result = RunResult(plan.out, primary=ranks.primary)
-    trained, errors = _train(ranks, prepared, result, echo)
-    classes = ranks.first(lambda: _fix_classes(prepared, trained, errors, echo))
+    done = _train(ranks, prepared, result, echo)
+    classes = ranks.first(lambda: _fix_classes(prepared, done, echo))
     context = RunContext(plan, features, classes.cells, prepared.overrides)
     cells = ranks.first(lambda: plan_cells(context, classes.trained, classes.errors, echo))
     result.skipped = list(cells.skipped)
@@ -179,49 +198,80 @@ def _run_prepared(
     if ranks.primary:
         shutil.rmtree(plan.out / SHARED_CACHE, ignore_errors=True)
         legend = prepared.calibration.legend.replace(COUNT, str(classes.n_val))
+        legend = legend.replace(FIT, f"{classes.fits} calibration fits")
         notes = [classes.note, legend, _label_space_note(plan), _override_note(prepared.overrides)]
         records = [cells.records[c] for c in cells.cells]
         _summarise(plan, records, result, echo, [n for n in notes if n], extra=[classes.dropped])
     return result
 
 
-def _train(
-    ranks: Ranks, prepared: _Prepared, result: RunResult, echo: Callable[[str], None]
-) -> tuple[dict[str, tuple[Path, str]], dict[str, str]]:
-    """Every model trained (or loaded) by the rank owning it; the outcomes handed to every rank,
-    in the plan's order."""
+def _train(ranks: Ranks, prepared: _Prepared, result: RunResult, echo: Callable[[str], None]) -> Trained:
+    """Every model (and its calibration copy) trained or loaded by the rank owning it; the outcomes
+    handed to every rank, in the plan's order."""
     plan = prepared.plan
-    mine = train_models(plan, prepared.features, result, echo, lambda i: owner(i, ranks.world) == ranks.rank)
-    trained: dict[str, tuple[Path, str]] = {}
-    errors: dict[str, str] = {}
-    fresh: set[str] = set()
-    for part_trained, part_errors, part_fresh in ranks.gather((*mine, result.trained)):
-        trained.update(part_trained)
-        errors.update(part_errors)
-        fresh.update(part_fresh)
+
+    def owns(index: int) -> bool:
+        return owner(index, ranks.world) == ranks.rank
+
+    mine = train_models(plan, prepared.features, echo, prepared.copies, owns)
+    done = Trained()
+    for part in ranks.gather(mine):
+        done.models.update(part.models)
+        done.errors.update(part.errors)
+        done.calibration.update(part.calibration)
+        done.fresh.extend(part.fresh)
     names = [spec.name for spec in plan.models]
-    result.trained = [n for n in names if n in fresh]
-    return {n: trained[n] for n in names if n in trained}, {n: errors[n] for n in names if n in errors}
+    result.trained = [n for n in names if n in done.fresh]
+    done.models = {n: done.models[n] for n in names if n in done.models}
+    done.errors = {n: done.errors[n] for n in names if n in done.errors}
+    return done
 
 
-def _fix_classes(
-    prepared: _Prepared,
-    trained: dict[str, tuple[Path, str]],
-    errors: dict[str, str],
-    echo: Callable[[str], None],
-) -> _Classes:
-    """The class policy: every model of a split gets the same classes (written under OUT/classes)."""
+def _fix_classes(prepared: _Prepared, done: Trained, echo: Callable[[str], None]) -> _Classes:
+    """The class policy: every model of a split gets the same classes (written under OUT/classes);
+    then, with a carved calibration, the γ of every model (a model whose γ cannot be chosen fails
+    like one that cannot be trained)."""
     plan, features, calibration = prepared.plan, prepared.features, prepared.calibration
+    trained, errors = dict(done.models), dict(done.errors)
     sets = class_sets(plan, features, calibration)
     classes = apply_policy(plan, sets, find_missing(plan, sets, trained, errors), calibration.carved)
-    fix_label_spaces(plan, features, classes, trained)
+    seen = write_training_classes(plan, features, classes, trained)
+    fix_label_spaces(plan, classes, trained, seen)
     rows = dropped_rows(plan, classes)
     dropped = write_dropped(plan.out / DROPPED_FILE, rows)
     note = policy_note(plan, rows)
     if note:
         echo(f"warning: {note}")
-    cells = cell_classes(plan, classes, calibration, trained)
-    return _Classes(trained, errors, cells, note, dropped, len(classes.kept.get(CALIBRATION_SET, ())))
+    gammas: dict[str, dict[str, Any]] = {}
+    if calibration.carved:
+        copies = {n: done.calibration[n] for n in trained if n in done.calibration}
+        gammas = _carved_gammas(plan, features, calibration, classes, copies, errors, echo)
+        trained = {n: trained[n] for n in trained if n in gammas}
+    cells = cell_classes(plan, classes, calibration, trained, gammas)
+    n_val = len(classes.kept.get(CALIBRATION_SET, ()))
+    return _Classes(trained, errors, cells, note, dropped, n_val, len(done.calibration))
+
+
+def _carved_gammas(
+    plan: Plan,
+    features: Features,
+    calibration: Calibration,
+    classes: ClassSets,
+    copies: dict[str, tuple[Path, float]],
+    errors: dict[str, str],
+    echo: Callable[[str], None],
+) -> dict[str, dict[str, Any]]:
+    """Each model's γ, chosen by its calibration copy on the classes the policy kept; a failure is
+    the model's error (its cells fail), the others go on."""
+    val = Calibration(classes.kept.get(CALIBRATION_SET, []), calibration.features, True, "", calibration.seed)
+    gammas: dict[str, dict[str, Any]] = {}
+    for name, copy in copies.items():
+        try:
+            gammas.update(carved_gammas(plan, features, val, classes.kept[SEEN_SET], {name: copy}))
+        except Exception as err:  # isolated: recorded, shown as failed, the others still run
+            errors[name] = f"GZSL calibration failed: {one_line(err)}"
+            echo(f"model {name}: {errors[name]}")
+    return gammas
 
 
 def _evaluate(
@@ -301,6 +351,7 @@ def _write_manifest(plan: Plan, records: list[dict[str, Any]], notes: list[str] 
             "cells": [
                 {k: r[k] for k in ("model", "split", "status", "error", "run")}
                 | {"classes": r["classes"], "provenance": r.get("provenance")}
+                | {"calibration": r.get("calibration")}
                 for r in records
             ],
             "notes": notes or [],

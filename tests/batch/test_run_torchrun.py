@@ -82,9 +82,10 @@ def _torchrun(recipe: Path, out: Path, processes: int) -> subprocess.CompletedPr
 
 @pytest.fixture(scope="module")
 def small_recipe(demo_inputs) -> Path:
-    """The reduced demo with two trained models on two splits (GZSL, calibrated: seen and
-    validation images searched by every cell), its features in shards of 100 images (the test
-    images in 2 shards, the seen ones in 10); hop1 scored data-parallel under torchrun."""
+    """The reduced demo with two trained models on two splits (GZSL, calibrated: γ chosen by each
+    model's calibration copy, seen images searched by every cell), its features in shards of 100
+    images (the test images in 2 shards, the seen ones in 10); hop1 scored data-parallel under
+    torchrun."""
     sim = yaml.safe_load((demo_inputs.root / "sim.yaml").read_text())
     (demo_inputs.root / "sim_sharded.yaml").write_text(yaml.safe_dump({**sim, "shard_rows": 100}))
     models = {m: demo_inputs.data["models"][m] for m in ("trivial", "eszsl")}
@@ -125,8 +126,7 @@ def _per_shard(calls: Calls, out: Path, own: str) -> list[dict[str, list[tuple[s
     """For each model: held-out seen shard -> the spaces of each search of it (set: ``own``)."""
     shards = [s["name"] for s in FeatureDir(out / "features" / "seen_test").shards]
     assert len(shards) == 10
-    sources = sorted({c[0] for c in calls})
-    assert len(sources) == 2
+    sources = sorted({c[0] for c in calls if c[1] == own})
     return [
         {shard: [c[2] for c in calls if c[0] == source and c[1] == own and c[3] == shard] for shard in shards}
         for source in sources
@@ -144,13 +144,17 @@ def test_seen_and_validation_images_are_searched_once_per_model(
     demo_inputs, small_recipe, single_run, tmp_path
 ):
     out, calls = single_run
-    every = ("seen", "unseen", "val_unseen")
-    for model in _per_shard(calls, out, "seen"):
-        # held-out seen images: every space on the first split; on the second only the split's
-        assert all(searches == [every, ("unseen",)] for searches in model.values())
+    every = ("seen", "unseen")
+    calibrating = [("seen", "val_unseen")]
+    seen = _per_shard(calls, out, "seen")
+    # held-out seen images, by each model: every space on the first split, on the second only the
+    # split's; by each model's calibration copy: once, in the seen and validation spaces
+    finals = [m for m in seen if all(searches == [every, ("unseen",)] for searches in m.values())]
+    copies = [m for m in seen if all(searches == calibrating for searches in m.values())]
+    assert len(finals) == len(copies) == 2 and len(seen) == 4
     for model in _per_shard(calls, out, "val_unseen"):
-        # validation images (carved from the held-out seen images): once, not once per split
-        assert all(searches == [("seen", "val_unseen")] for searches in model.values())
+        # validation images (carved from the held-out seen images): once, by the calibration copy
+        assert all(searches == calibrating for searches in model.values())
     # test images: every test shard once per split and model, in the split's and the seen space
     assert sorted(c[2:] for c in calls if c[1] == "unseen") == sorted(
         [(("seen", "unseen"), s["name"]) for s in FeatureDir(out / "features" / "test").shards] * 4
@@ -164,7 +168,7 @@ def test_seen_and_validation_images_are_searched_once_per_model(
     for cell in CELLS:
         assert _metrics(out, cell) == _metrics(alone, cell)
         files = sorted(p.relative_to(out / "cells" / cell) for p in (out / "cells" / cell).rglob("*.npy"))
-        assert len(files) == 36  # test 8, seen 10, val 8, val_seen 10 (labels, rows, ranks, lists)
+        assert len(files) == 16  # test 8, seen 8 (labels, rows, ranks, 2 lists); γ is given
         for name in [*files, "per_class.csv"]:
             assert filecmp.cmp(out / "cells" / cell / name, alone / "cells" / cell / name, shallow=False), (
                 name
@@ -175,8 +179,10 @@ def test_seen_and_validation_images_are_searched_once_per_model(
     )
     every_split = tmp_path / "all"
     calls = _counted_run(recipe, every_split)
-    for model in _per_shard(calls, every_split, "seen"):
-        assert all(searches == [every] for searches in model.values())
+    seen = _per_shard(calls, every_split, "seen")
+    once = sorted(all(searches == [every] for searches in m.values()) for m in seen)
+    assert once == [False, False, True, True]  # the models; their copies search for γ
+    assert all(all(searches in ([every], calibrating) for searches in m.values()) for m in seen)
 
 
 def test_two_processes_write_the_summary_of_one_and_resume_with_any_number(

@@ -99,17 +99,32 @@ def test_the_demo_calibrates_gzsl_on_carved_seen_classes(demo_run):
     seen = (demo_run / "classes" / "seen.txt").read_text().split()
     dropped = [r for r in _dropped(demo_run) if r["set"] == "calibration"]
     assert len(validation) + len(dropped) == 200  # 20% of the 1000 seen classes, seeded
-    assert (
-        len(trained_on) == 800 and not set(validation) & set(trained_on) and not set(validation) & set(seen)
-    )
-    trivial = json.loads((demo_run / "models" / "trivial" / "manifest.json").read_text())
-    assert trivial["inputs"]["seen_classes"] == 800  # held out of training
+    # the calibration copies are fitted without the validation classes; the models themselves on
+    # every seen class (as in a ZSL run), and the validation classes are GZSL seen classes
+    assert len(trained_on) == 800 and not set(validation) & set(trained_on) and set(validation) <= set(seen)
+    for model in ("trivial", "eszsl", "conse"):
+        final, copy = (
+            json.loads((demo_run / d / model / "manifest.json").read_text())["inputs"]["seen_classes"]
+            for d in ("models", "calibration")
+        )
+        # (a class without a vector under a model's semantics is left out of both of its fits)
+        assert final == 1000 - {"trivial": 0}.get(model, 14) and copy <= 800 and 190 <= final - copy <= 200
     with (demo_run / "summary.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert rows and all(row["calibrated H"] != "" for row in rows)
+    # γ is the one the calibration copy chose, applied as is to the retrained model of every cell
+    chosen = json.loads((demo_run / "calibration" / "eszsl.gamma.json").read_text())["chosen"]
+    record = json.loads((demo_run / "cells" / "eszsl__benchmark.json").read_text())["calibration"]
     calibration = _metrics(demo_run, "eszsl__benchmark")["gzsl"]["calibration"]
-    assert calibration["validation_split"].endswith("calibration.txt")
-    assert "carved from the 1000 seen classes (20%, seed 0" in (demo_run / "summary.md").read_text()
+    assert calibration["gamma"] == chosen["gamma"] == record["gamma"]
+    assert calibration["chosen_by"]["chosen_with"] == "calibration/eszsl"
+    assert calibration["validation_H"] == chosen["validation_H"]
+    assert "fit_seconds" not in calibration["chosen_by"] and record["fit_seconds"] >= 0
+    assert _metrics(demo_run, "eszsl__hop1")["gzsl"]["calibration"]["gamma"] == chosen["gamma"]
+    legend = (demo_run / "summary.md").read_text()
+    assert "carved from the 1000 seen classes (20%, seed 0)" in legend
+    assert "applied to the retrained one" in legend
+    assert "one more fit per model (3 calibration fits;" in legend
 
 
 def test_count_as_miss_keeps_the_classes_and_counts_their_images_as_misses(demo_inputs, demo_run, tmp_path):
@@ -308,3 +323,59 @@ def test_a_model_fitted_on_other_features_is_refused_unless_allowed(
     assert run_manifest["parameters"]["allow_feature_mismatch"] is True
     override = run_manifest["cells"][0]["provenance"]["feature_override"]
     assert override["allowed"] and "backbone" in override["differ"]
+
+
+#: the files of a cell that hold its ZSL results (the test images among the label space)
+ZSL_TOPK = ("labels", "rows", "true_above", "true_tied", "unseen.scores", "unseen.ids")
+
+
+def _zsl_part(out: Path, cell: str) -> tuple[dict, dict[str, bytes]]:
+    """A cell's ZSL blocks of metrics.json (the run's directory named OUT in its paths) and the
+    bytes of its ZSL top-k files."""
+    metrics = json.loads((out / "cells" / cell / "metrics.json").read_text().replace(str(out), "OUT"))
+    blocks = {k: v for k, v in metrics.items() if k in ("label_space", "count_as_miss", "zsl", "hierarchy")}
+    cell = out / "cells" / cell
+    files = {name: (cell / "topk" / f"test.{name}.npy").read_bytes() for name in ZSL_TOPK}
+    return blocks, files
+
+
+@pytest.mark.parametrize("label_space", ["split", "all"])
+def test_gzsl_leaves_the_zsl_numbers_byte_identical(demo_inputs, tmp_path, label_space):
+    # #33 §1: with gzsl the models are still fitted on every seen class (a calibration copy
+    # chooses γ), so every ZSL block and top-k file is the bytes of the ZSL-only run
+    models = {k: v for k, v in demo_inputs.data["models"].items() if k in ("trivial", "eszsl")}
+    models["trivial"] = {**models["trivial"], "splits": ["hop1"]}
+    outs = {}
+    for gzsl in (False, True):
+        recipe = demo_inputs.write_recipe(
+            f"gzsl_{gzsl}_{label_space}.yaml",
+            models=models,
+            splits=["hop1"],
+            gzsl=gzsl,
+            label_space=label_space,
+            plots=False,
+        )
+        outs[gzsl] = tmp_path / f"gzsl_{gzsl}"
+        assert run(recipe, outs[gzsl], progress=False, echo=lambda _: None).failed == []
+    for cell in ("trivial__hop1", "eszsl__hop1"):
+        off, on = (_zsl_part(outs[g], cell) for g in (False, True))
+        assert off[0] == on[0]
+        assert off[1] == on[1]
+        metrics = _metrics(outs[True], cell)
+        assert (
+            metrics["gzsl"]["calibration"]["chosen_by"]["chosen_with"] == f"calibration/{cell.split('__')[0]}"
+        )
+    if label_space == "all":
+        # the 'All' protocol, with and without GZSL: every ImageNet-21K class less the 1,000
+        # ILSVRC-2012 classes (the training classes), 20,842; the distractors some model has no
+        # GloVe vector for then leave it for every model (listed)
+        for out in outs.values():
+            kept = read_wnid_list(out / "classes" / "label_space.hop1.txt")
+            gone = [r for r in _dropped(out) if r["set"] == "label space of hop1"]
+            assert len(kept) + len(gone) == 20_842
+            assert not set(kept) & set(read_wnid_list(out / "classes" / "training.txt"))
+    # the models of both runs are the same bytes (one fit on every seen class)
+    for model in ("trivial", "eszsl"):
+        assert (outs[False] / "models" / model / "weights.npz").read_bytes() == (
+            outs[True] / "models" / model / "weights.npz"
+        ).read_bytes()

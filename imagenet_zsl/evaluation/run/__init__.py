@@ -59,7 +59,7 @@ import numpy as np
 from imagenet_zsl.evaluation.run.cache import SearchCache, run_cache_root
 from imagenet_zsl.evaluation.run.classes import present_classes, representable_classes
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_paths
-from imagenet_zsl.evaluation.run.gzsl import gzsl_metrics
+from imagenet_zsl.evaluation.run.gzsl import gzsl_metrics, held_calibration_rows
 from imagenet_zsl.evaluation.run.inputs import EvaluationInputs, check_inputs
 from imagenet_zsl.evaluation.run.provenance import provenance, warn_pretraining
 from imagenet_zsl.evaluation.run.results import SearchResults, run_search
@@ -123,6 +123,7 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None, progr
     warn_pretraining(inp)
     cache = SearchCache(run_cache_root(out))
     results = run_search(inp, SearchContext(inp.source, cache, cfg.block_rows, progress))
+    results = held_calibration_rows(inp, results)
     outputs = compute_outputs(inp, results)
     with atomic_directory(out, tool=TOOL, inputs=input_paths(cfg)) as tmp:
         write_run(tmp, inp, results, outputs)

@@ -209,8 +209,10 @@ def _seen_for_label_space(
     training classes, the backbone head's classes and the GZSL seen classes; when none is known,
     ILSVRC-2012's 1,000 for ``all``/FILE (the ``split`` space then checks none: the split is the
     choice). The GZSL validation classes are not among them (never trained on: distractors)."""
+    listed = read_wnid_list(cfg.training_classes) if cfg.training_classes is not None else None
     parts = [
         ("the model's training classes", source.seen_wnids()),
+        ("the run's training classes", listed),
         ("the backbone head's classes", head),
         ("GZSL seen classes", seen_wnids if cfg.gzsl else None),
     ]

@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS
 from imagenet_zsl.scoring import DEFAULT_KS
@@ -33,6 +36,15 @@ class EvaluationConfig:
     val_seen_features: Path | None = None
     val_seen_fraction: float = 0.5
     seed: int = 0
+    #: a GZSL calibration γ chosen outside this evaluation (``run``: with the model fitted without
+    #: its carved validation classes, Le Cacheux et al.), subtracted as is from this model's
+    #: seen-class scores; exclusive with ``val_split``. ``gamma_source`` (JSON) says how it was
+    #: chosen and is copied into metrics.json's ``gzsl.calibration``
+    gamma: float | None = None
+    gamma_source: dict[str, Any] | None = None
+    #: with ``gamma``: the seeded ``val_seen_fraction`` of the seen rows (:func:`calibration_rows`)
+    #: chose it, so they leave the seen test images
+    hold_calibration_rows: bool = False
     #: "auto" (WordNet when installed, else no breakdown), "wordnet", "imagenet", "none", or a
     #: TSV of parent<TAB>child edges
     graph: str = "auto"
@@ -47,12 +59,23 @@ class EvaluationConfig:
     #: the classes each test image is ranked against: "split", "all" or a wnid list file
     #: (:func:`imagenet_zsl.splits.label_space.resolve_label_space`)
     label_space: str = "split"
+    #: a wnid list of training classes that no zero-shot label space may hold, besides the model's,
+    #: the backbone head's and the GZSL seen classes (``run``: every class of the run's
+    #: :func:`~imagenet_zsl.batch.calibration.run_training_classes`, the same with or without GZSL)
+    training_classes: Path | None = None
     #: split classes the model has no prototype for: they leave the label space, and their test
     #: images count as misses in every denominator (the ``count_as_miss`` policy of ``run``)
     count_as_miss: Sequence[str] = ()
     #: evaluate features whose identity differs from the model's training features (or from
     #: each other); the override is recorded in metrics.json and the manifest
     allow_feature_mismatch: bool = False
+
+
+def calibration_rows(num_rows: int, fraction: float, seed: int) -> np.ndarray:
+    """(num_rows,) bool: the held-out seen rows that choose γ (the others are seen test images).
+    The one rule of ``evaluate``'s ``--val-seen-fraction`` and of ``run``'s carved calibration, so
+    both pick the same rows for the same seed."""
+    return np.random.default_rng(seed).random(num_rows) < fraction
 
 
 def input_paths(cfg: EvaluationConfig) -> list[Path | None]:
@@ -68,5 +91,6 @@ def input_paths(cfg: EvaluationConfig) -> list[Path | None]:
         cfg.val_features,
         cfg.val_seen_features,
         cfg.kept_images,
+        cfg.training_classes,
         None if str(cfg.label_space) in ("split", "all") else Path(cfg.label_space),
     ]

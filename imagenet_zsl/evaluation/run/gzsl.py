@@ -5,13 +5,15 @@ hierarchy breakdown."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from imagenet_zsl import scoring as M
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.hierarchy_errors import gzsl_error_breakdowns
+from imagenet_zsl.evaluation.run.config import calibration_rows
 
 if TYPE_CHECKING:
     from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
@@ -67,8 +69,44 @@ def build_gzsl(
     return M.GZSLTopK.from_parts(lists, labels, seen_mask, M.TieRanks(above, tied))
 
 
+def _given_calibration(inp: EvaluationInputs, gz: M.GZSLTopK) -> dict[str, Any]:
+    """A γ chosen outside this evaluation (``cfg.gamma``; ``run``: by the model fitted without the
+    carved validation classes) and the test figures of this model at that γ."""
+    gamma = float(inp.cfg.gamma)  # type: ignore[arg-type]
+    calibrated = M.gzsl_calibrated(gz, inp.ks, gamma)
+    source = dict(inp.cfg.gamma_source or {})
+    return {
+        "gamma": gamma,
+        "k": 1,
+        "criterion": "given: chosen outside this evaluation (see 'chosen_by'), per-class H@1",
+        "chosen_by": source,
+        "validation_split": f"the validation classes of {source.get('chosen_with', 'another model')}",
+        "validation_H": source.get("validation_H"),
+        "validation_images": source.get("validation_images"),
+        "test": {key: calibrated[key] for key in ("per_class", "flat", "per_class_strict", "flat_strict")},
+    }
+
+
+def held_calibration_rows(inp: EvaluationInputs, results: SearchResults) -> SearchResults:
+    """With ``cfg.hold_calibration_rows``, the seen images without the seeded rows that chose the
+    given γ (:func:`~imagenet_zsl.evaluation.run.config.calibration_rows`): GZSL S is measured on
+    images no choice has seen."""
+    if not inp.cfg.hold_calibration_rows or results.seen is None or inp.sets.seen_fd is None:
+        return results
+    held = calibration_rows(inp.sets.seen_fd.num_rows, inp.cfg.val_seen_fraction, inp.cfg.seed)
+    seen = results.seen.take(~held[results.seen.rows])
+    if len(seen.labels) == 0:
+        raise UserInputError(
+            f"{inp.sets.seen_fd.path}: every held-out seen image chose γ (val_seen_fraction "
+            f"{inp.cfg.val_seen_fraction}); none is left to measure GZSL S: add held-out seen images"
+        )
+    return replace(results, seen=seen)
+
+
 def _calibration(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK) -> dict[str, Any]:
     """γ chosen on the validation images (never the test images) and the test figures at γ."""
+    if inp.cfg.gamma is not None:
+        return _given_calibration(inp, gz)
     gz_val = build_gzsl(
         (results.val,), results.val_seen, len(inp.val_wnids), len(inp.seen_wnids), "val_unseen"
     )
@@ -142,7 +180,7 @@ def gzsl_metrics(inp: EvaluationInputs, results: SearchResults) -> GZSLResult:
         "seen": n_seen,
     }
     gzsl["seen_classes_without_prototypes"] = list(inp.sets.excluded_seen)
-    if results.val is not None:
+    if results.val is not None or inp.cfg.gamma is not None:
         gzsl["calibration"] = _calibration(inp, results, gz)
     if inp.graph is not None and len(results.test.labels):
         gzsl["hierarchy"] = _hierarchy(inp, results, gz, gzsl)

@@ -3,6 +3,7 @@ by :func:`check_inputs` alone."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -240,10 +241,28 @@ def _check_query_dim(cfg: EvaluationConfig, source: QuerySource, dirs: list[Feat
             raise UserInputError(f"{cfg.model}: query vectors are {qdim}-d but prototypes are {dim}-d")
 
 
+def _check_given_gamma(cfg: EvaluationConfig) -> None:
+    """A γ chosen outside the evaluation (``cfg.gamma``) is a finite number, needs GZSL and
+    replaces the validation split; the rows that chose it are a fraction in (0, 1)."""
+    if cfg.gamma is None:
+        if cfg.hold_calibration_rows:
+            raise UserInputError("hold_calibration_rows holds out the rows that chose a given γ: give gamma")
+        return
+    if not cfg.gzsl:
+        raise UserInputError(f"gamma {cfg.gamma}: a calibration γ is only used with --gzsl; add --gzsl")
+    if cfg.val_split is not None:
+        raise UserInputError("give either a calibration gamma or --val-split (which chooses one), not both")
+    if not math.isfinite(float(cfg.gamma)):
+        raise UserInputError(f"gamma {cfg.gamma}: a calibration γ must be a finite number")
+    if cfg.hold_calibration_rows and not 0 < cfg.val_seen_fraction < 1:
+        raise UserInputError(f"--val-seen-fraction {cfg.val_seen_fraction}: must be between 0 and 1")
+
+
 def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device]:
-    """The checks that read nothing: K values, one query source, the label-space spec, the device
-    and ``--out``."""
+    """The checks that read nothing: K values, one query source, the label-space spec, a given γ,
+    the device and ``--out``."""
     ks = _check_ks(cfg)
+    _check_given_gamma(cfg)
     if (cfg.model is None) == (cfg.prototypes is None):
         raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
     check_label_space_spec(str(cfg.label_space), "--label-space")
