@@ -55,21 +55,17 @@ _CHECKOUT_SPLITS = Path(__file__).resolve().parents[1] / "splits"
 
 
 def split_file(split: str | Path, splits_dir: str | Path = "splits") -> Path:
-    """The wnid file of a split: a path to a file, or a committed name (``splits_dir/NAME.txt``;
-    with the default ``splits_dir``, else the checkout's ``splits/``)."""
-    path = Path(split)
-    if path.is_file():
-        return path
-    named = Path(splits_dir) / f"{split}.txt"
-    if "/" not in str(split) and not str(split).endswith(".txt"):
-        fallback = _CHECKOUT_SPLITS / named.name if Path(splits_dir) == SPLITS_DIR else named
-        for candidate in (named, fallback):
-            if candidate.is_file():
-                return candidate
-    raise UserInputError(
-        f"split {str(split)!r} not found: neither a file nor {named}; "
-        "build it with 'imagenet-zsl splits build'"
-    )
+    """The wnid file of a split, resolved as a ``run`` recipe resolves it: a path to a file, a
+    published list (``dgp-2hops``, ``dgp-3hops``, ``dgp-all``) or a committed name
+    (``splits_dir/NAME.txt``; with the default ``splits_dir``, else the checkout's ``splits/``)."""
+    from imagenet_zsl.splits.named import resolve_split
+
+    try:
+        return resolve_split(split, splits_dir, "split")
+    except UserInputError:
+        if Path(splits_dir) != SPLITS_DIR or not (_CHECKOUT_SPLITS / f"{split}.txt").is_file():
+            raise
+        return resolve_split(split, _CHECKOUT_SPLITS, "split")
 
 
 def load_split(split: str | Path, splits_dir: str | Path = "splits") -> list[str]:
@@ -188,7 +184,7 @@ def run_batch(recipe: str | Path, out: str | Path, progress: bool = False) -> Pa
 def hit_at_k_table(runs: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     """One row per run (``imagenet-zsl report``'s table): split, model, features, backbone, class
     vectors, label space, ``hit@K`` (flat hit@K, fractions in [0, 1], expected value under random
-    tie-breaking), per-class top-1, strict hit@1, GZSL columns (NaN without GZSL).
+    tie-breaking), per-class hit@1, strict hit@K, hP@K, GZSL U/S/H/AUSUC per image (NaN without GZSL).
 
     ``runs``: run directories (``evaluate``), or a ``run`` batch directory (its ``cells/``)."""
     from imagenet_zsl.evaluation.report import aggregate_runs

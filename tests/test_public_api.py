@@ -216,6 +216,8 @@ def test_user_mistakes_are_one_line_errors(simulated):
 
     with pytest.raises(zsl.UserInputError, match="split 'hop99' not found"):
         zsl.load_split("hop99")
+    published = zsl.load_split("dgp-2hops")  # a published list by name, as in a run recipe
+    assert len(published) == 1549 and published == sorted(published)
     with pytest.raises(zsl.UserInputError, match="unknown option 'k'"):
         zsl.evaluate("m", simulated / "sim" / "test", simulated / "test.txt", simulated / "x", k=[1])
     with pytest.raises(zsl.UserInputError, match="not_a_model"):
