@@ -30,6 +30,7 @@ TESTED_BY = {
     "analyze ladder": "tests/batch/test_demo_recipe.py",
     "splits build": "tests/splits/test_cli.py",
     "splits stats": "tests/splits/test_cli.py",
+    "splits show": "tests/splits/test_named.py",
     "images count": "tests/images/test_store.py",
     "images coverage": "tests/images/test_cli.py",
     "labels encode": "tests/semantics/test_encode.py",
