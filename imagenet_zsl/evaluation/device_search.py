@@ -198,6 +198,9 @@ def device_product(
     out = torch.empty((m, len(unique)), dtype=torch.float32, device=queries.device)
     for start, real, lead in chunk_spans(m, offset, DEVICE_PRODUCT_ROWS):
         chunk = queries[start : start + real]
+        if real == DEVICE_PRODUCT_ROWS and maps == 1:  # a whole aligned chunk: straight into out
+            torch.matmul(chunk, unique.T, out=out[start : start + real])
+            continue
         if real < DEVICE_PRODUCT_ROWS:
             padded = torch.zeros(
                 (DEVICE_PRODUCT_ROWS, chunk.shape[1]), dtype=torch.float32, device=chunk.device
