@@ -307,7 +307,9 @@ def _label_space_note(plan: Plan) -> str:
     space = plan.recipe.label_space
     what = {
         "split": "the split's classes",
-        "all": "every ImageNet-21K class that is not a seen class (the 'All' protocol)",
+        "all": "every ImageNet-21K class that is not a training class of the run (a class any model "
+        "was fitted on, the training features' and the backbone head's classes, the GZSL seen classes; "
+        "classes/training.txt), 20,842 with ILSVRC-2012 training (the 'All' protocol)",
     }.get(space, f"the classes of {space}")
     return f"label space ({plan.recipe_path}: label_space = {space}): test images are ranked against {what}"
 
