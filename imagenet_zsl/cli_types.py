@@ -37,6 +37,20 @@ def non_negative_int(text: str) -> int:
     return value
 
 
+#: the largest ``--seed``: numpy's legacy RandomState, torch and Python's random all accept
+#: 0 .. 2**32 - 1 (numpy's default_rng takes more, but one bound serves every command);
+#: ``config.MAX_SEED`` is the same bound for recipes
+MAX_SEED = 2**32 - 1
+
+
+def seed(text: str) -> int:
+    """A seed: an integer in 0 .. 2**32 - 1 (``--seed -1`` or ``--seed 2e70`` is a usage error)."""
+    value = _integer(text)
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text[:40]}: a seed must be an integer in 0..{MAX_SEED}")
+    return value
+
+
 def int_at_least(low: int) -> Callable[[str], int]:
     """A converter accepting integers ≥ ``low`` (e.g. an image size of at least 16 pixels)."""
 

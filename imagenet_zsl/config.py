@@ -19,15 +19,21 @@ import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import regular_input_file
 
 C = TypeVar("C", bound="Config")
+
+#: the largest seed a recipe or ``--seed`` takes: numpy's legacy RandomState, torch and Python's
+#: random all accept 0 .. 2**32 - 1 (``cli_types.seed`` is the command-line twin)
+MAX_SEED = 2**32 - 1
+#: a seed field of a recipe: an integer in 0 .. :data:`MAX_SEED`
+Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
 class Config(BaseModel):

@@ -317,6 +317,26 @@ def check_out_file(
     return resolved
 
 
+def check_out_stem(out: str | os.PathLike, written: Iterable[str | os.PathLike]) -> None:
+    """Refuse an ``--out`` that names several files by its stem (``report --out OUT`` writes
+    ``OUT.md``, ``OUT.csv`` and ``OUT.tex``) when ``OUT`` itself is an existing directory or a
+    special file: the user meant the tables inside the directory, or written to the device
+    (``/dev/full``), and would otherwise find them silently beside it. ``written``: the files
+    (each then checked with :func:`check_out_file`), named in the message."""
+    out = Path(out)
+    names = ", ".join(Path(p).name for p in written)
+    if out.is_dir():
+        raise UserInputError(
+            f"--out {out} is a directory; give a file name, e.g. --out {out / 'report'} "
+            f"(writes {names} there)"
+        )
+    if (out.exists() or out.is_symlink()) and not out.is_file():
+        raise UserInputError(
+            f"--out {out} exists and is not a regular file (a device, FIFO or broken link); "
+            f"give a file name (writes {names})"
+        )
+
+
 def _check_replaceable(out: Path, resolved: Path, replaces: Callable[[Path], bool] | None, what: str) -> None:
     """An existing ``--out`` file may be replaced only if it is ``what`` (see check_out_file)."""
     if out.is_symlink():

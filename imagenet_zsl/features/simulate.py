@@ -25,6 +25,7 @@ Output (``--out DIR``), each a feature directory in the extraction format:
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -33,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from pydantic import Field
 
-from imagenet_zsl.config import Config, read_yaml, validate_config
+from imagenet_zsl.config import MAX_SEED, Config, Seed, read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shard_files import known_digests, shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
@@ -56,6 +57,13 @@ WARNING = (
 CLASS_KEYWORDS = ("training", "candidates")
 #: which parts get logits: all three, only train (the head is then recovered from it), none
 LOGIT_CHOICES = ("all", "train", "none")
+#: the largest root_scale, step, semantic_weight and noise: only their ratios matter (the
+#: features are normalised), and a step of 1e308 overflowed the class means to infinity
+MAX_SCALE = 1e6
+#: the widest simulated feature (a backbone's features have 512-4096 dimensions)
+MAX_DIM = 65536
+#: largest magnitude a shard stores (features and logits are written as float16)
+FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
 @dataclass
@@ -83,13 +91,18 @@ class SimulationConfig:
     test: PartConfig = field(default_factory=lambda: PartConfig(["splits/hop1.txt"], 10))
 
     def check(self) -> None:
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise UserInputError(f"simulate: seed (--seed) must be an integer >= 0, got {self.seed!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise UserInputError(
+                f"simulate: seed (--seed) must be an integer in 0..{MAX_SEED}, got {str(self.seed)[:40]}"
+            )
         if self.dim < 1:
             raise UserInputError(f"simulate: dim must be >= 1, got {self.dim}")
         for name in ("root_scale", "step", "semantic_weight", "noise"):
-            if float(getattr(self, name)) < 0:
-                raise UserInputError(f"simulate: {name} must be >= 0")
+            value = float(getattr(self, name))
+            if not math.isfinite(value) or value < 0 or value > MAX_SCALE:
+                raise UserInputError(
+                    f"simulate: {name} must be a number in [0, {MAX_SCALE:g}], got {value!r}"
+                )
         if self.logits not in LOGIT_CHOICES:
             raise UserInputError(f"simulate: logits must be one of {LOGIT_CHOICES}, got {self.logits!r}")
         if self.noise <= 0 and self.logits != "none":
@@ -99,6 +112,11 @@ class SimulationConfig:
                 raise UserInputError(f"simulate: {part}.images_per_class must be >= 0")
         if self.train.images_per_class < 1 or not self.train.classes:
             raise UserInputError("simulate: train needs classes and images_per_class >= 1")
+        if self.test.classes and self.test.images_per_class < 1:
+            raise UserInputError(
+                "simulate: test.images_per_class must be >= 1 (0 would write no test images); "
+                "for no test part give test: {classes: []}"
+            )
 
 
 class _PartRecipe(Config):
@@ -112,14 +130,14 @@ class SimulationRecipe(Config):
     """The typed form of ``configs/simulate.yaml``: unknown keys, wrong types and ranges are
     one-line errors naming the file and key (see :mod:`imagenet_zsl.config`)."""
 
-    seed: Annotated[int, Field(ge=0)] = 0
-    dim: Annotated[int, Field(ge=1)] = 64
+    seed: Seed = 0
+    dim: Annotated[int, Field(ge=1, le=MAX_DIM)] = 64
     graph: str = "wordnet"
     semantics: str = "glove-6b-50d"
-    root_scale: Annotated[float, Field(ge=0)] = 1.0
-    step: Annotated[float, Field(ge=0)] = 1.0
-    semantic_weight: Annotated[float, Field(ge=0)] = 1.0
-    noise: Annotated[float, Field(ge=0)] = 1.0
+    root_scale: Annotated[float, Field(ge=0, le=MAX_SCALE, allow_inf_nan=False)] = 1.0
+    step: Annotated[float, Field(ge=0, le=MAX_SCALE, allow_inf_nan=False)] = 1.0
+    semantic_weight: Annotated[float, Field(ge=0, le=MAX_SCALE, allow_inf_nan=False)] = 1.0
+    noise: Annotated[float, Field(ge=0, le=MAX_SCALE, allow_inf_nan=False)] = 1.0
     logits: Literal["all", "train", "none"] | bool = "train"
     shard_rows: Annotated[int, Field(ge=1)] = 65536
     train: _PartRecipe | None = None
@@ -263,6 +281,7 @@ def _write_part(
     within = np.tile(np.arange(images), len(wnids))
     features = part.means[labels] + noise * rng.standard_normal((len(labels), config.dim))
     features = features.astype(np.float32)
+    _check_storable(features, "features", "noise, step or root_scale")
     records = []
     for index, start in enumerate(range(0, max(len(labels), 1), config.shard_rows)):
         rows = slice(start, start + config.shard_rows)
@@ -273,6 +292,7 @@ def _write_part(
         if head is not None:
             weights, bias = head
             logits = features[rows].astype(np.float64) @ weights + bias
+            _check_storable(logits, "logits", "noise too small for them; raise noise or set logits: none")
         records.append(write_shard(out, shard_name(0, index), features[rows], labels[rows], ids, logits))
     manifest: dict[str, Any] = {
         "tool": TOOL,
@@ -293,6 +313,16 @@ def _write_part(
     write_manifest(out, manifest)
     digests = known_digests(manifest)
     return {"path": role, "classes": len(wnids), "images": int(len(labels)), "sha256": digests}
+
+
+def _check_storable(values: np.ndarray, what: str, advice: str) -> None:
+    """Refuse simulated values that float16 shards cannot hold (they would be stored as ±inf)."""
+    largest = float(np.max(np.abs(values))) if values.size else 0.0
+    if not largest <= FLOAT16_MAX:  # also NaN
+        raise UserInputError(
+            f"simulate: the simulated {what} reach {largest:.3g}, beyond the {FLOAT16_MAX:g} a "
+            f"float16 shard holds ({advice})"
+        )
 
 
 def simulate(config: SimulationConfig, out_dir: str | Path, base_dir: Path | None = None) -> Path:

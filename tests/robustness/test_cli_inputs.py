@@ -555,3 +555,90 @@ def test_malformed_word_count_table(tmp_path, cli_error, case):
         inputs=[counts],
         not_created=[out],
     )
+
+
+# ----------------------------------------------------------------------------- 4. simulate
+@pytest.fixture(scope="module")
+def sim_inputs(tmp_path_factory) -> Path:
+    """Class vectors of the training classes and two test classes, and their test list."""
+    from imagenet_zsl.hierarchy.universe import training_wnids
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+    root = tmp_path_factory.mktemp("sim")
+    test = ["n01443537", "n02084071"]
+    wnids = sorted(set(training_wnids()) | set(test))
+    rng = np.random.default_rng(0)
+    ClassVectors(wnids, rng.normal(size=(len(wnids), 4))).save(root / "vectors.npz")
+    (root / "test.txt").write_text("".join(f"{w}\n" for w in test))
+    return root
+
+
+SIMULATE_CASES = {
+    "no test images": ("test: {classes: [test.txt], images_per_class: 0}\n", [], ["test.images_per_class"]),
+    "infinite noise": ("noise: .inf\n", [], ["sim.yaml", "noise = inf"]),
+    "NaN step": ("step: .nan\n", [], ["sim.yaml", "step = nan"]),
+    "step of 1e308": ("step: 1.0e308\n", [], ["sim.yaml", "step = 1e+308", "1000000"]),
+    "huge noise": ("noise: 1.0e6\nlogits: none\n", [], ["features reach", "float16"]),
+    "logits beyond float16": ("noise: 1.0e-6\n", [], ["logits reach", "raise noise"]),
+    "negative seed": ("", ["--seed", "-1"], ["seed", "0..4294967295"]),
+    "seed of 2**70": ("", ["--seed", str(2**70)], ["seed", "0..4294967295"]),
+    "seed 2**70 in the recipe": (f"seed: {2**70}\n", [], ["sim.yaml", "seed"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SIMULATE_CASES))
+def test_simulate_values_that_cannot_be_simulated(sim_inputs, tmp_path, cli_error, case):
+    text, flags, culprits = SIMULATE_CASES[case]
+    config = tmp_path / "sim.yaml"
+    base = (
+        f"dim: 4\nsemantics: {sim_inputs / 'vectors.npz'}\n"
+        + ("" if "logits:" in text else "logits: train\n")
+        + "train: {classes: [training], images_per_class: 2}\nseen_test: {images_per_class: 0}\n"
+    )
+    if "test:" not in text:
+        base += f"test: {{classes: [{sim_inputs / 'test.txt'}], images_per_class: 2}}\n"
+    else:
+        text = text.replace("test.txt", str(sim_inputs / "test.txt"))
+    config.write_text(base + text)
+    out = tmp_path / "out"
+    cli_error(
+        ["simulate", config, "--out", out, *flags], culprit=culprits, inputs=[config], not_created=[out]
+    )
+
+
+# ----------------------------------------------------------------------------- 4. report --out
+@pytest.fixture
+def one_run(tmp_path) -> Path:
+    features, split = _evaluate_inputs(tmp_path)
+    run = tmp_path / "run"
+    assert main([str(a) for a in _evaluate(features, split, _protos(tmp_path), run)]) == 0
+    return run
+
+
+def test_check_out_stem_refuses_a_directory_or_a_device(tmp_path):
+    from imagenet_zsl.errors import UserInputError
+    from imagenet_zsl.io import check_out_stem
+
+    written = [tmp_path / "r.md", tmp_path / "r.csv"]
+    with pytest.raises(UserInputError, match=r"is a directory; give a file name, e.g. --out .*report"):
+        check_out_stem(tmp_path, written)
+    with pytest.raises(UserInputError, match="not a regular file"):
+        check_out_stem(_fifo(tmp_path, "pipe"), written)
+    with pytest.raises(UserInputError, match="not a regular file"):
+        check_out_stem("/dev/full", written)
+    check_out_stem(tmp_path / "report", written)  # a new name: fine
+
+
+@pytest.mark.xfail(
+    strict=True, reason="needs evaluation/report.py (H3) check_report_out to call io.check_out_stem"
+)
+@pytest.mark.parametrize("kind", ["directory", "fifo"])
+def test_report_out_that_is_a_directory_or_special_file(one_run, tmp_path, cli_error, kind):
+    out = tmp_path / "tables"
+    out.mkdir() if kind == "directory" else os.mkfifo(out)
+    cli_error(
+        ["report", one_run, "--out", out],
+        culprit=[f"--out {out}"],
+        inputs=[one_run],
+        not_created=[tmp_path / "tables.md", tmp_path / "tables.csv", tmp_path / "tables.tex"],
+    )
