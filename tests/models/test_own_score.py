@@ -113,3 +113,18 @@ def test_the_search_takes_the_max_over_maps_exactly(torch_kernel, maps, monkeypa
     np.testing.assert_array_equal(
         ranks.tied, np.where(labels >= 0, (full == true[:, None]).sum(axis=1) - 1, 0)
     )
+
+
+def test_a_latem_directory_written_before_is_ranked_by_the_max_too(problem, tmp_path):
+    """A LATEM model directory from before stored the sum of its maps as ``map_``: its maps
+    (``maps_``) are what it is embedded and ranked with, so it is ranked by the max as well."""
+    model, _ = _fitted("latem", problem)
+    model.map_ = model.maps_.sum(axis=0)  # as written before
+    source = ModelDirectory(save_model(model, tmp_path / "old"))
+    assert source.maps == 3
+    features, _ = problem.draw(problem.unseen + problem.seen, images=6)
+    wnids = problem.unseen + problem.seen
+    _, ids = source.searcher(wnids, 2, device="cpu").search(source.encode(features))
+    x = model.prep_(features)
+    semantic = model.class_prototypes(wnids)
+    _assert_top_k_of(np.max([x @ w @ semantic.T for w in model.maps_], axis=0), ids, 2)
