@@ -111,15 +111,21 @@ def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
 def excluded_classes(model_seen: list[str] | None, has_head: bool, spec: str) -> Any:
     """The training classes kept out of the label space, as ``evaluate`` and ``run`` decide them
     (:func:`~imagenet_zsl.splits.label_space.training_classes`): the model's training classes and,
-    when the backbone has its ImageNet-1K head, the 1,000 ILSVRC-2012 classes it classifies."""
+    when the backbone has its ImageNet-1K head, the 1,000 ILSVRC-2012 classes it classifies (for
+    ``all``/FILE also when the model does not record its training classes)."""
     from imagenet_zsl.hierarchy.universe import training_wnids
     from imagenet_zsl.splits.label_space import training_classes
 
+    unknown = model_seen is None and spec != "split"
     parts = [
         ("the model's training classes", model_seen),
         ("the backbone head's classes", training_wnids() if has_head else None),
+        (
+            "ILSVRC-2012 classes (the model does not record its training classes)",
+            training_wnids() if unknown else None,
+        ),
     ]
-    return training_classes(parts, training_wnids() if spec != "split" else ())
+    return training_classes(parts)
 
 
 def embed_photos(

@@ -525,6 +525,27 @@ def test_all_label_space_ranks_against_the_universe_less_seen(bench, tmp_path, m
     assert classes["unseen"] == TEST + VAL
 
 
+def test_all_label_space_is_the_same_with_and_without_gzsl(bench, tmp_path, monkeypatch):
+    # #33 §2: the model records no training classes, so ILSVRC-2012's stand for them (here SEEN
+    # and n00000007); the held-out seen images cover only SEEN: n00000007 must stay out with GZSL
+    import imagenet_zsl.splits.label_space as label_space
+
+    monkeypatch.setattr(label_space, "universe_wnids", lambda: list(CLASSES))
+    monkeypatch.setattr(classes_module, "training_wnids", lambda: [*SEEN, VAL[1]])
+    spaces = {}
+    for gzsl in (False, True):
+        extra = {"gzsl": True, "seen_features": bench["seen"]} if gzsl else {}
+        cfg = config(bench, tmp_path / f"gzsl_{gzsl}", label_space="all", **extra)
+        m = evaluate(cfg, graph="none", progress=False)
+        spaces[gzsl] = json.loads((tmp_path / f"gzsl_{gzsl}" / "topk" / "classes.json").read_text())["unseen"]
+        assert m["label_space"]["seen_classes_left_out"] == {
+            "source": "ILSVRC-2012 classes (the model does not record its training classes)",
+            "classes": 3,
+        }
+        assert m["label_space"]["classes_in_label_space"] == 7
+    assert spaces[False] == spaces[True] == [*TEST, VAL[0]]
+
+
 def test_count_as_miss_keeps_the_images_in_every_denominator(bench, tmp_path):
     m = evaluate(
         config(bench, tmp_path / "run", count_as_miss=[TEST[5]], gzsl=True, seen_features=bench["seen"]),

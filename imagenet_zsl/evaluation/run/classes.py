@@ -206,18 +206,25 @@ def _seen_for_label_space(
     cfg: EvaluationConfig, source: QuerySource, seen_wnids: list[str] | None, head: Sequence[str] | None
 ) -> TrainingClasses:
     """The classes a zero-shot label space leaves out (:func:`training_classes`): the model's
-    training classes, the backbone head's classes and the GZSL seen classes; when none is known,
-    ILSVRC-2012's 1,000 for ``all``/FILE (the ``split`` space then checks none: the split is the
-    choice). The GZSL validation classes are not among them (never trained on: distractors)."""
+    training classes, the run's (``cfg.training_classes``), the backbone head's and the GZSL seen
+    classes; for ``all``/FILE, ILSVRC-2012's 1,000 too when the model does not record its training
+    classes (so held-out images of only some seen classes never let the others in). The ``split``
+    space checks only the known ones (the split is the choice). The GZSL validation classes are not
+    among them (never trained on: distractors)."""
     listed = read_wnid_list(cfg.training_classes) if cfg.training_classes is not None else None
+    model_seen = source.seen_wnids()
+    unknown = model_seen is None and cfg.label_space != "split"
     parts = [
-        ("the model's training classes", source.seen_wnids()),
+        ("the model's training classes", model_seen),
         ("the run's training classes", listed),
         ("the backbone head's classes", head),
+        (
+            "ILSVRC-2012 classes (the model does not record its training classes)",
+            training_wnids() if unknown else None,
+        ),
         ("GZSL seen classes", seen_wnids if cfg.gzsl else None),
     ]
-    fallback = training_wnids() if cfg.label_space != "split" else ()
-    return training_classes(parts, fallback)
+    return training_classes(parts)
 
 
 def resolve_space(
