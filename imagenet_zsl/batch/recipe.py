@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from imagenet_zsl.config import Config, read_yaml, validate_config
+from imagenet_zsl.config import Config, Seed, read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.simulate import load_simulation_config
 from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES
@@ -108,7 +108,7 @@ class Calibration(Config):
     classes: str | None = None
     features: str | None = None
     fraction: float = Field(0.2, gt=0, lt=1)
-    seed: int = 0
+    seed: Seed = 0
 
     @model_validator(mode="after")
     def _carve_or_list(self) -> Calibration:
@@ -125,7 +125,7 @@ class Recipe(Config):
     models: Annotated[
         dict[Annotated[str, Field(pattern=NAME_PATTERN)], str | InlineModel], Field(min_length=1)
     ]
-    splits: Annotated[list[str], Field(min_length=1)]
+    splits: list[str]
     splits_dir: str = "splits"
     ks: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)] = Field(
         default_factory=lambda: list(DEFAULT_KS)
@@ -144,6 +144,15 @@ class Recipe(Config):
     #: splits too large for one process: under torchrun every rank searches a share of their
     #: test-feature shards, then one rank merges them (the same bytes); ignored in one process
     data_parallel: list[str] = Field(default_factory=list)
+
+    @field_validator("splits")
+    @classmethod
+    def _some_split(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError(
+                "no split to evaluate on: list at least one (a committed split name or a wnid file)"
+            )
+        return value
 
 
 @dataclass
@@ -189,9 +198,26 @@ class _InlineModels(Config):
     models: dict[str, InlineModel]
 
 
+class _FeatureDirs(Config):
+    """``features`` given by path alone: validated first, so that a typo under it is reported with
+    its key path (``features.KEY``) and the keys it may have, not as a mismatch of the union."""
+
+    features: FeatureDirs
+
+
+class _SimulatedFeatures(Config):
+    """``features: {simulate: ...}`` alone (see :class:`_FeatureDirs`)."""
+
+    features: SimulatedFeatures
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe; a typo or a wrong type is a one-line error."""
     data = read_yaml(path)
+    features = data.get("features") if isinstance(data, Mapping) else None
+    if isinstance(features, Mapping):
+        form = _SimulatedFeatures if "simulate" in features else _FeatureDirs
+        validate_config({"features": features}, form, str(path))
     models = data.get("models") if isinstance(data, Mapping) else None
     if isinstance(models, Mapping):
         inline = {name: entry for name, entry in models.items() if isinstance(entry, Mapping)}
@@ -275,7 +301,20 @@ def _inline_spec(recipe: Recipe, name: str, entry: InlineModel, where: str) -> M
 
 
 def check_model_splits(models: list[ModelSpec], splits: dict[str, Path], where: str) -> None:
-    """A model's ``splits`` names only splits of the recipe (by name: ``hop1``, or a path's stem)."""
+    """A model's ``splits`` names only splits of the recipe (by name: ``hop1``, or a path's stem),
+    and no two (model, split) cells share a directory (``cells/MODEL__SPLIT``: model ``a__b`` on
+    split ``c`` and model ``a`` on split ``b__c``)."""
+    cells: dict[str, tuple[str, str]] = {}
+    for spec in models:
+        for split in filter(spec.evaluates, splits):
+            name = f"{spec.name}__{split}"
+            if name in cells:
+                other = cells[name]
+                raise UserInputError(
+                    f"model {spec.name!r} on split {split!r} and model {other[0]!r} on split {other[1]!r} "
+                    f"would share the cell directory cells/{name} ({where}: models, splits): rename a model"
+                )
+            cells[name] = (spec.name, split)
     for spec in models:
         for name in spec.splits or ():
             if name not in splits:

@@ -6,9 +6,11 @@ Start-up imports nothing of the stage: each handler imports what it runs.
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from imagenet_zsl.cli_types import positive_int, seed
 from imagenet_zsl.devices import DEVICE_HELP
 
 #: help of --label-space (the names are ``splits.label_space.NAMED_LABEL_SPACES``)
@@ -26,6 +28,17 @@ MISMATCH_HELP = (
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+
+
+def open_fraction(text: str) -> float:
+    """A fraction strictly between 0 and 1 (``nan``, ``inf``, 0 and 1 are usage errors)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: not a number") from None
+    if not math.isfinite(value) or not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: must be a number strictly between 0 and 1")
+    return value
 
 
 def register(tree: CommandTree) -> None:
@@ -87,8 +100,13 @@ def register(tree: CommandTree) -> None:
         type=Path,
         help="held-out seen images for validation (default: hold out --val-seen-fraction of --seen-features)",
     )
-    ev.add_argument("--val-seen-fraction", type=float, default=0.5)
-    ev.add_argument("--seed", type=int, default=0, help="seed of the seen-image hold-out")
+    ev.add_argument(
+        "--val-seen-fraction",
+        type=open_fraction,
+        default=0.5,
+        help="share of the seen images held out to choose γ, in (0, 1) (default 0.5)",
+    )
+    ev.add_argument("--seed", type=seed, default=0, help="seed of the seen-image hold-out")
     ev.add_argument(
         "--graph",
         default="auto",
@@ -106,7 +124,10 @@ def register(tree: CommandTree) -> None:
     )
     ev.add_argument("--no-plots", action="store_true")
     ev.add_argument(
-        "--block-rows", type=int, default=32768, help="images read and converted at once (memory bound)"
+        "--block-rows",
+        type=positive_int,
+        default=32768,
+        help="images read and converted at once (memory bound)",
     )
     ev.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     ev.add_argument("--out", type=Path, required=True, help="run directory to write")
