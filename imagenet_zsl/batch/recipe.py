@@ -17,8 +17,10 @@ Example (``configs/demo.yaml`` is a complete one)::
     ks: [1, 2, 5, 10, 20]
     gzsl: true
     calibration: {classes: val_classes.txt}   # optional: validation classes choosing the GZSL γ;
-                                    # default with gzsl: a seeded 20% of the seen classes, held out
-                                    # of training ({fraction: 0.2, seed: 0}); false: no calibration
+                                    # default with gzsl: a seeded 20% of the seen classes, left out
+                                    # of a calibration copy of each model that chooses γ; the
+                                    # models themselves fit every seen class ({fraction: 0.2,
+                                    # seed: 0}); false: no calibration
     missing_semantics: drop         # drop | count_as_miss | error: classes some model cannot represent
     label_space: split              # split | all | FILE: the classes each test image is ranked against
     data_parallel: [all]            # under torchrun: splits whose test shards every rank searches a
@@ -103,7 +105,8 @@ class InlineModel(Config):
 class Calibration(Config):
     """Validation classes choosing the GZSL calibration γ: a class list (disjoint from test and
     seen classes, images in ``features`` or the test features), or, without ``classes``, a seeded
-    ``fraction`` of the seen classes carved out and held out of training (Le Cacheux et al.)."""
+    ``fraction`` of the seen classes carved out: a copy of each model fitted without them chooses
+    γ, which is applied to the model fitted on every seen class (Le Cacheux et al. §3.2)."""
 
     classes: str | None = None
     features: str | None = None

@@ -13,7 +13,12 @@ Output directory (``--out DIR``)::
     DIR/classes/                   the class lists every model shares: SPLIT.txt when classes were
                                    dropped, seen.txt (GZSL seen classes), calibration.txt (the
                                    validation classes choosing γ), seen_training.txt (the classes
-                                   models are fitted on when validation classes were carved out)
+                                   the calibration copies are fitted on when validation classes
+                                   were carved out), training.txt (the run's training classes:
+                                   never in a label space), label_space.SPLIT.txt (all/FILE)
+    DIR/calibration/NAME/          carved GZSL calibration: each model's copy fitted without the
+                                   validation classes; NAME.key.json its key and fit seconds,
+                                   NAME.gamma.json the γ it chose (applied to the model NAME)
     DIR/classes_dropped.csv        wnid, set, action, models: the classes some model cannot represent
     DIR/cells/NAME__SPLIT/         one run directory per (model, split) (the model's own ``splits:``
                                    if it names some), exactly as ``evaluate`` writes
