@@ -168,30 +168,37 @@ def read_manifest(directory: str | os.PathLike) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+_LOOP = "symbolic-link loop; fix or remove the link that points back to itself"
+
+
 def resolve_path(path: str | os.PathLike) -> Path:
     """``Path(path).resolve()``, with a symbolic-link loop (RuntimeError on Python 3.11, ELOOP
     later) a one-line UserInputError naming the path instead of an internal error."""
     try:
         return Path(path).resolve()
-    except RuntimeError as err:  # "Symlink loop from '...'"
-        raise UserInputError(
-            f"{path}: symbolic-link loop ({err}); fix or remove the link that points back to itself"
-        ) from None
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise UserInputError(
-                f"{path}: symbolic-link loop; fix or remove the link that points back to itself"
-            ) from None
-        raise
+    except (RuntimeError, OSError) as err:  # RuntimeError: "Symlink loop from '...'"
+        if isinstance(err, OSError) and err.errno != errno.ELOOP:
+            raise
+        raise UserInputError(f"{path}: {_LOOP}") from None
+
+
+#: what a path that is not a regular file is, by its mode
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
 
 
 def regular_input_file(path: str | os.PathLike, what: str = "input file") -> Path:
     """``path`` after checking, without opening it, that it is a regular file (or a link to one).
 
-    Why: opening a FIFO blocks until something writes to it, and a character device (``/dev/zero``,
-    ``/dev/urandom``) never ends, so a reader given one hangs or fills the memory. Every reader of
-    a user's file calls this first; a missing path, a directory, a FIFO, a socket, a device or a
-    link loop is a one-line UserInputError naming the path and ``what`` it should be.
+    Why: opening a FIFO blocks until something writes to it, and a character device (``/dev/zero``)
+    never ends, so a reader given one hangs or fills the memory. Every reader of a user's file
+    calls this first; a missing path, a directory, a FIFO, a socket, a device or a link loop is a
+    one-line UserInputError naming the path and ``what`` it should be.
     """
     path = Path(path)
     try:
@@ -199,24 +206,12 @@ def regular_input_file(path: str | os.PathLike, what: str = "input file") -> Pat
     except FileNotFoundError:
         raise UserInputError(f"{path}: {what} not found; check the path") from None
     except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise UserInputError(
-                f"{path}: symbolic-link loop; fix or remove the link that points back to itself"
-            ) from None
-        raise
+        if err.errno != errno.ELOOP:
+            raise
+        raise UserInputError(f"{path}: {_LOOP}") from None
     if stat.S_ISREG(mode):
         return path
-    kind = (
-        "a directory"
-        if stat.S_ISDIR(mode)
-        else "a FIFO (named pipe)"
-        if stat.S_ISFIFO(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "a device"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "not a regular file"
-    )
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
     raise UserInputError(f"{path}: the {what} is {kind}, not a regular file; give the path of a file")
 
 
@@ -224,14 +219,35 @@ def _inside(path: Path, other: Path) -> bool:
     return path == other or other in path.parents
 
 
+def foreign_files(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
+    """What lies under ``directory`` that its manifest does not list (relative paths, sorted):
+    files, links or empty folders the user put there, which replacing the directory would delete."""
+    records = manifest.get("files") if isinstance(manifest.get("files"), list) else []
+    listed = {MANIFEST_NAME} | {str(r.get("path")) for r in records if isinstance(r, dict)}
+    folders = {str(parent) for path in listed for parent in Path(path).parents}
+    walk = os.walk(directory)
+    paths = (
+        Path(root, name).relative_to(directory).as_posix()
+        for root, dirs, files in walk
+        for name in dirs + files
+    )
+    return sorted(rel for rel in paths if rel not in listed and rel not in folders)
+
+
 def check_out_dir(
-    final: str | os.PathLike, tool: str, inputs: Iterable[str | os.PathLike | None] = ()
+    final: str | os.PathLike,
+    tool: str,
+    inputs: Iterable[str | os.PathLike | None] = (),
+    *,
+    own_files: bool = False,
 ) -> Path:
     """Refuse an ``--out`` that would destroy data; returns it resolved.
 
     The rule for every command that writes a directory:
     - an ``--out`` that contains, or lies inside, one of the command's ``inputs`` is refused;
-    - an existing ``--out`` is replaced only if it is empty or its manifest says ``tool`` wrote it;
+    - an existing ``--out`` is replaced only if it is empty or its manifest says ``tool`` wrote it,
+      and (``own_files``: the directory will be replaced whole) every file in it is one its
+      manifest lists: a file the user added (``notes.txt``) is never deleted silently;
     - an ``--out`` that is a file, or whose parent is not a writable directory, is refused.
     """
     final = Path(final)
@@ -250,10 +266,18 @@ def check_out_dir(
             raise UserInputError(f"--out {final} exists and is not a directory; choose another path")
         manifest = read_manifest(resolved)
         empty = not any(resolved.iterdir())
+        short = tool.removeprefix("imagenet-zsl ")
         if not empty and (manifest is None or manifest.get("tool") != tool):
-            short = tool.removeprefix("imagenet-zsl ")
             raise UserInputError(
                 f"--out {final} exists and is not an output of '{short}'; choose another path or remove it"
+            )
+        foreign = foreign_files(resolved, manifest) if own_files and manifest else []
+        if foreign:
+            more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
+            raise UserInputError(
+                f"--out {final} holds {foreign[0]}{more}, which '{short}' did not write (its manifest "
+                "does not list it); replacing the directory would delete it: move it out or choose "
+                "another --out"
             )
     _check_writable_parent(final, resolved)
     note_output(resolved)
@@ -318,11 +342,9 @@ def check_out_file(
 
 
 def check_out_stem(out: str | os.PathLike, written: Iterable[str | os.PathLike]) -> None:
-    """Refuse an ``--out`` that names several files by its stem (``report --out OUT`` writes
-    ``OUT.md``, ``OUT.csv`` and ``OUT.tex``) when ``OUT`` itself is an existing directory or a
-    special file: the user meant the tables inside the directory, or written to the device
-    (``/dev/full``), and would otherwise find them silently beside it. ``written``: the files
-    (each then checked with :func:`check_out_file`), named in the message."""
+    """Refuse an ``--out`` naming several files by its stem (``report --out OUT`` writes
+    ``OUT.md``, ``OUT.csv``, ``OUT.tex``: ``written``) that is a directory or a special file: the
+    user meant the tables inside it, or on the device (``/dev/full``), not silently beside it."""
     out = Path(out)
     names = ", ".join(Path(p).name for p in written)
     if out.is_dir():
@@ -374,7 +396,7 @@ def atomic_directory(
     run leaves no partial output and the previous output untouched.
     """
     final = Path(final)
-    check_out_dir(final, tool, inputs)
+    check_out_dir(final, tool, inputs, own_files=True)
     remove_stale_temps(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
@@ -385,7 +407,7 @@ def atomic_directory(
         if written is not None and written.get("tool") != tool:
             raise ValueError(f"bug: manifest of {final} says tool {written.get('tool')!r}, not {tool!r}")
         if final.exists():
-            check_out_dir(final, tool)  # still ours: nothing else wrote there meanwhile
+            check_out_dir(final, tool, own_files=True)  # still ours: nothing was added meanwhile
             backup = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old.tmp", dir=final.parent))
             os.replace(final, backup / "old")
             os.replace(tmp, final)

@@ -204,8 +204,9 @@ class FeatureDir:
             if len(array) and (int(array.min()) < 0 or int(array.max()) >= len(self.classes)):
                 bad = int(array.min()) if int(array.min()) < 0 else int(array.max())
                 return (
-                    f"labels outside the directory's {len(self.classes)} classes (label {bad}); "
-                    "the labels and the manifest come from different runs: re-extract"
+                    f"labels outside the directory's {len(self.classes)} classes: label {bad} does not "
+                    f"index the manifest's {len(self.classes)} classes; the labels and the manifest "
+                    "come from different runs: re-extract"
                 )
         if kind == "ids" and array.dtype.kind != "U":
             return f"ids must be strings, got {array.dtype}"

@@ -642,3 +642,80 @@ def test_report_out_that_is_a_directory_or_special_file(one_run, tmp_path, cli_e
         inputs=[one_run],
         not_created=[tmp_path / "tables.md", tmp_path / "tables.csv", tmp_path / "tables.tex"],
     )
+
+
+# ----------------------------------------------------------------------------- 6. nothing deleted
+def test_evaluate_over_its_own_output_keeps_a_file_the_user_added(one_run, tmp_path, cli_error, capsys):
+    features, split = tmp_path / "f", tmp_path / "split.txt"
+    argv = _evaluate(features, split, tmp_path / "p.npz", one_run)
+    assert main([str(a) for a in argv]) == 0  # its own output, nothing added: replaced
+    notes = one_run / "notes.txt"
+    notes.write_text("my notes\n")
+    line = cli_error(argv, culprit=[f"--out {one_run}", "notes.txt", "'evaluate' did not write"])
+    assert "move it out" in line
+    assert notes.read_text() == "my notes\n"
+    (one_run / "mine").mkdir()  # an empty folder of the user's counts too
+    notes.unlink()
+    cli_error(argv, culprit=["mine"])
+    (one_run / "mine").rmdir()
+    assert main([str(a) for a in argv]) == 0
+
+
+def test_simulate_over_its_own_output_keeps_a_file_the_user_added(sim_inputs, tmp_path, cli_error):
+    config = tmp_path / "sim.yaml"
+    config.write_text(
+        f"dim: 4\nsemantics: {sim_inputs / 'vectors.npz'}\nlogits: none\n"
+        "train: {classes: [training], images_per_class: 1}\nseen_test: {images_per_class: 0}\n"
+        f"test: {{classes: [{sim_inputs / 'test.txt'}], images_per_class: 1}}\n"
+    )
+    out = tmp_path / "sim"
+    assert main(["simulate", str(config), "--out", str(out)]) == 0
+    added = out / "test" / "README"  # inside a part: the top manifest lists every part's files
+    added.write_text("keep me\n")
+    cli_error(["simulate", config, "--out", out], culprit=[f"--out {out}", "test/README"], inputs=[out])
+    assert added.read_text() == "keep me\n"
+
+
+def test_foreign_files_lists_what_the_manifest_does_not(tmp_path):
+    from imagenet_zsl.io import foreign_files
+
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    for name in ("manifest.json", "x.csv", "a/b/y.npy", "a/z.txt", "n.txt"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "x.csv")
+    manifest = {"files": [{"path": "x.csv"}, {"path": "a/b/y.npy"}]}
+    assert foreign_files(tmp_path, manifest) == ["a/z.txt", "empty", "link", "n.txt"]
+    assert foreign_files(tmp_path, {"files": "garbage"}) == sorted(
+        ["a", "a/b", "a/b/y.npy", "a/z.txt", "empty", "link", "n.txt", "x.csv"]
+    )
+
+
+# ----------------------------------------------------------------------------- 7. seeds
+@pytest.mark.parametrize("text", ["-1", "4294967296", str(2**70), "2e70", "1.5", "x"])
+def test_a_seed_outside_0_to_2_32_is_a_usage_error(capsys, text):
+
+    from imagenet_zsl.cli import ArgumentParser, _UsageError
+    from imagenet_zsl.cli_types import seed
+
+    parser = ArgumentParser(prog="imagenet-zsl x")
+    parser.add_argument("--seed", type=seed)
+    with pytest.raises(_UsageError, match=r"argument --seed: .*(0\.\.4294967295|not an integer)"):
+        parser.parse_args(["--seed", text])
+    assert parser.parse_args(["--seed", "4294967295"]).seed == 2**32 - 1
+    assert parser.parse_args(["--seed", "0"]).seed == 0
+
+
+def test_recipe_seed_bound_is_the_command_line_bound():
+    from imagenet_zsl.cli_types import MAX_SEED as CLI_MAX
+    from imagenet_zsl.config import MAX_SEED, Config, Seed, validate_config
+    from imagenet_zsl.errors import UserInputError
+
+    class Recipe(Config):
+        seed: Seed = 0
+
+    assert CLI_MAX == MAX_SEED == 2**32 - 1
+    assert validate_config({"seed": MAX_SEED}, Recipe, "r.yaml").seed == MAX_SEED
+    for bad in (-1, MAX_SEED + 1, 2**70):
+        with pytest.raises(UserInputError, match=r"r\.yaml: seed"):
+            validate_config({"seed": bad}, Recipe, "r.yaml")
