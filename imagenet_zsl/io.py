@@ -161,8 +161,8 @@ def atomic_save_npy(path: str | os.PathLike, array: np.ndarray) -> Path:
 def read_manifest(directory: str | os.PathLike) -> dict[str, Any] | None:
     """The parsed ``manifest.json`` of ``directory``, or None if it has none (or it is unreadable)."""
     path = Path(directory) / MANIFEST_NAME
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # not a regular file (a FIFO would block): no manifest
+        data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

@@ -738,3 +738,14 @@ def test_malformed_image_count_table(tmp_path, data, culprit):
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.returncode == 2 and len(errors) == 1, result.stderr
     assert str(counts) in errors[0] and culprit in errors[0]
+
+
+def test_an_out_directory_whose_manifest_is_a_fifo(tmp_path):
+    features, split = _evaluate_inputs(tmp_path)
+    out = tmp_path / "run"
+    out.mkdir()
+    os.mkfifo(out / "manifest.json")
+    result = _run_guarded(_evaluate(features, split, _protos(tmp_path), out))
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr
+    assert f"--out {out} exists and is not an output of 'evaluate'" in errors[0]
