@@ -37,9 +37,12 @@ Seed = Annotated[int, Field(ge=0, le=MAX_SEED)]
 
 
 class Config(BaseModel):
-    """Base of every recipe section: unknown keys are errors, instances are immutable."""
+    """Base of every recipe section: unknown keys are errors, instances are immutable, and a
+    float is a finite number (``.nan`` or ``.inf`` in a recipe is an error naming the key)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, validate_default=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, strict=True, validate_default=True, allow_inf_nan=False
+    )
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field (defaults included), for manifests and digests."""

@@ -55,6 +55,14 @@ YAML11_CASES = {
         "splits:\n  - {name: b, kind: benchmark, size: 5, max_branch_share: 1e400}\n",
         ["1e400"],
     ),
+    "NaN value": (
+        "splits:\n  - {name: b, kind: benchmark, size: 5, max_branch_share: .nan}\n",
+        ["splits[0].max_branch_share = nan", "finite"],
+    ),
+    "infinite value": (
+        "splits:\n  - {name: b, kind: benchmark, size: 5, max_branch_share: .inf}\n",
+        ["splits[0].max_branch_share = inf", "finite"],
+    ),
     "deep list": ("splits: " + "[" * 20_000 + "]" * 20_000 + "\n", ["nested too deeply"]),
     "deep mapping": ("splits: " + "{a: " * 5_000 + "1" + "}" * 5_000 + "\n", ["nested too deeply"]),
 }
