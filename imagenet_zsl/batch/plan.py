@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +65,9 @@ class Plan:
     #: the recipe's listed validation classes (None: none listed)
     val_wnids: list[str] | None = None
     allow_feature_mismatch: bool = False
+    #: the recipe's name of this plan's feature set (several backbones: one plan each, in
+    #: ``OUT/backbones/NAME``); None for a recipe with one feature set
+    backbone: str | None = None
 
 
 @dataclass
@@ -82,6 +85,9 @@ class RunResult:
     errors: dict[str, str] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
     table: str = ""
+    #: every cell's record (plan order) and the legend's notes, once summarised (rank 0)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def digest(obj: Any) -> str:
@@ -118,6 +124,24 @@ def plan_run(recipe_path: str | Path, out: str | Path, allow_feature_mismatch: b
     plan.allow_feature_mismatch = allow_feature_mismatch
     plan.out = check_out_dir(out, RUN_TOOL, input_paths(recipe, recipe_path, splits, models))
     return plan
+
+
+#: where each backbone's own run lives when a recipe has several feature sets
+BACKBONES_DIR = "backbones"
+
+
+def backbone_plans(plan: Plan) -> list[Plan]:
+    """One plan per feature set of the recipe: the plan itself for one set; for several
+    (``features: {NAME: ...}``), a plan per backbone NAME with that set alone, writing its own
+    run (models trained once per backbone, its cells, its summary) to ``OUT/backbones/NAME``."""
+    sets = plan.recipe.features
+    if not isinstance(sets, dict):
+        return [plan]
+    plans = []
+    for name, features in sets.items():
+        recipe = plan.recipe.model_copy(update={"features": features})
+        plans.append(replace(plan, recipe=recipe, out=plan.out / BACKBONES_DIR / name, backbone=name))
+    return plans
 
 
 def _check_label_space_file(spec: str, split_wnids: dict[str, list[str]], where: str) -> None:

@@ -82,6 +82,20 @@ class SimulatedFeatures(Config):
     simulate: str
 
 
+#: one backbone's features: directories or a simulation
+FeatureSet = FeatureDirs | SimulatedFeatures
+
+
+def feature_sets(recipe: Recipe) -> dict[str | None, FeatureSet]:
+    """The recipe's feature sets by backbone name (``{None: set}`` for a single one)."""
+    features = recipe.features
+    return dict(features) if isinstance(features, dict) else {None: features}
+
+
+def _features_key(name: str | None) -> str:
+    return "features" if name is None else f"features.{name}"
+
+
 class InlineModel(Config):
     """A model given in the recipe: a registry name or a model config, with parameter overrides."""
 
@@ -123,7 +137,8 @@ class Calibration(Config):
 class Recipe(Config):
     """The whole ``imagenet-zsl run`` recipe (see the module docstring)."""
 
-    features: FeatureDirs | SimulatedFeatures
+    #: one feature set, or several by backbone name (each model is trained once per backbone)
+    features: FeatureDirs | SimulatedFeatures | dict[Annotated[str, Field(pattern=NAME_PATTERN)], FeatureSet]
     semantics: str | None = None
     models: Annotated[
         dict[Annotated[str, Field(pattern=NAME_PATTERN)], str | InlineModel], Field(min_length=1)
@@ -214,13 +229,31 @@ class _SimulatedFeatures(Config):
     features: SimulatedFeatures
 
 
+class _NamedFeatureDirs(Config):
+    """One backbone's feature directories (``features: {NAME: {train: ...}}``) alone."""
+
+    features: dict[Annotated[str, Field(pattern=NAME_PATTERN)], FeatureDirs]
+
+
+class _NamedSimulated(Config):
+    """One backbone's SIMULATED features (``features: {NAME: {simulate: ...}}``) alone."""
+
+    features: dict[Annotated[str, Field(pattern=NAME_PATTERN)], SimulatedFeatures]
+
+
 def load_recipe(path: str | Path) -> Recipe:
     """Read and validate a recipe; a typo or a wrong type is a one-line error."""
     data = read_yaml(path)
     features = data.get("features") if isinstance(data, Mapping) else None
-    if isinstance(features, Mapping):
+    if isinstance(features, Mapping) and set(features) & {"simulate", "train", "test", "seen"}:
         form = _SimulatedFeatures if "simulate" in features else _FeatureDirs
         validate_config({"features": features}, form, str(path))
+    elif isinstance(features, Mapping):  # several feature sets, by backbone name
+        for name, entry in features.items():
+            form = (
+                _NamedSimulated if isinstance(entry, Mapping) and "simulate" in entry else _NamedFeatureDirs
+            )
+            validate_config({"features": {name: entry}}, form, str(path))
     models = data.get("models") if isinstance(data, Mapping) else None
     if isinstance(models, Mapping):
         inline = {name: entry for name, entry in models.items() if isinstance(entry, Mapping)}
@@ -342,12 +375,12 @@ def input_paths(
 ) -> list[Path]:
     """Every file or directory the run reads (an ``--out`` must not overlap any of them)."""
     paths: list[Path] = [recipe_path, *splits.values()]
-    features = recipe.features
-    if isinstance(features, FeatureDirs):
-        tests = features.test.values() if isinstance(features.test, dict) else [features.test]
-        paths += [Path(p) for p in (features.train, *tests, features.seen) if p is not None]
-    else:
-        paths.append(Path(features.simulate))
+    for features in feature_sets(recipe).values():
+        if isinstance(features, FeatureDirs):
+            tests = features.test.values() if isinstance(features.test, dict) else [features.test]
+            paths += [Path(p) for p in (features.train, *tests, features.seen) if p is not None]
+        else:
+            paths.append(Path(features.simulate))
     for spec in models:
         paths += [p for p in (spec.fitted, spec.config_path) if p is not None]
     if recipe.calibration:
@@ -360,8 +393,13 @@ def input_paths(
 
 
 def check_features(recipe: Recipe, splits: dict[str, Path], where: str) -> None:
-    """Feature directories exist, a per-split mapping covers every split, GZSL has seen images."""
-    features = recipe.features
+    """Feature directories exist, a per-split mapping covers every split, GZSL has seen images
+    (in every feature set)."""
+    for name, features in feature_sets(recipe).items():
+        _check_feature_set(recipe, features, splits, f"{where}: {_features_key(name)}")
+
+
+def _check_feature_set(recipe: Recipe, features: FeatureSet, splits: dict[str, Path], key: str) -> None:
     if isinstance(features, SimulatedFeatures):
         load_simulation_config(features.simulate)
         return
@@ -369,18 +407,18 @@ def check_features(recipe: Recipe, splits: dict[str, Path], where: str) -> None:
         missing = sorted(set(splits) - set(features.test))
         if missing:
             raise UserInputError(
-                f"no test features for split {missing[0]!r} ({where}: features.test): "
+                f"no test features for split {missing[0]!r} ({key}.test): "
                 "give one directory for every split, or one directory for all"
             )
     tests = features.test.values() if isinstance(features.test, dict) else [features.test]
-    for key, value in (("train", features.train), *(("test", t) for t in tests), ("seen", features.seen)):
+    for part, value in (("train", features.train), *(("test", t) for t in tests), ("seen", features.seen)):
         if value is not None and not (Path(value) / MANIFEST_NAME).is_file():
             raise UserInputError(
-                f"{value} is not a feature directory ({where}: features.{key}): it has no {MANIFEST_NAME}"
+                f"{value} is not a feature directory ({key}.{part}): it has no {MANIFEST_NAME}"
             )
     if recipe.gzsl and features.seen is None:
         raise UserInputError(
-            f"gzsl needs held-out seen images ({where}: features.seen): add the directory, "
+            f"gzsl needs held-out seen images ({key}.seen): add the directory, "
             "e.g. ILSVRC-2012 validation features"
         )
 

@@ -77,6 +77,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.batch.backbones import check_same_images, merged_notes, merged_records, merged_result
 from imagenet_zsl.batch.calibration import (
     COUNT,
     FIT,
@@ -106,7 +107,16 @@ from imagenet_zsl.batch.classes import (
 )
 from imagenet_zsl.batch.faults import one_line
 from imagenet_zsl.batch.parallel import evaluate_data_parallel
-from imagenet_zsl.batch.plan import Features, Plan, RunResult, cell_name, plan_run, resolve_features, run_lock
+from imagenet_zsl.batch.plan import (
+    Features,
+    Plan,
+    RunResult,
+    backbone_plans,
+    cell_name,
+    plan_run,
+    resolve_features,
+    run_lock,
+)
 from imagenet_zsl.batch.ranks import Ranks, cell_phases, job_ranks, owner
 from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec
 from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
@@ -140,13 +150,41 @@ def run(
     (:mod:`imagenet_zsl.batch.ranks`)."""
     with job_ranks() as ranks, contextlib.ExitStack() as lock:
 
-        def prepare() -> _Prepared:
+        def prepare() -> tuple[Plan, list[_Prepared]]:
             plan = plan_run(recipe_path, out, allow_feature_mismatch)
             lock.enter_context(run_lock(plan.out))
-            return _prepare(plan)
+            plans = backbone_plans(plan)
+            if len(plans) == 1:
+                return plan, [_prepare(plan)]
+            plan.out.mkdir(parents=True, exist_ok=True)
+            if read_manifest(plan.out) is None:
+                _write_manifest(plan, records=[])  # marks --out as this run's before any work
+            prepared = [_prepare(p) for p in plans]
+            check_same_images(plans, [p.features for p in prepared])
+            return plan, prepared
 
-        prepared = ranks.first(prepare)
-        return _run_prepared(ranks, prepared, progress and ranks.primary, ranks.echo(echo))
+        top, prepared = ranks.first(prepare)
+        show = progress and ranks.primary
+        if len(prepared) == 1:
+            return _run_prepared(ranks, prepared[0], show, ranks.echo(echo))
+        return _run_backbones(ranks, top, prepared, show, ranks.echo(echo))
+
+
+def _run_backbones(
+    ranks: Ranks, top: Plan, prepared: list[_Prepared], progress: bool, echo: Callable[[str], None]
+) -> RunResult:
+    """Each backbone's run (its own table kept in its directory), then one table over all of them
+    in ``OUT`` (:mod:`~imagenet_zsl.batch.backbones`)."""
+    results = []
+    for part in prepared:
+        echo(f"backbone {part.plan.backbone}:")
+        results.append(_run_prepared(ranks, part, progress, echo, show_table=False))
+    plans = [part.plan for part in prepared]
+    result = merged_result(top, plans, results, ranks.primary)
+    if ranks.primary:
+        records = merged_records(plans, results)
+        _summarise(top, records, result, echo, merged_notes(plans, results, records), extra=[])
+    return result
 
 
 @dataclass
@@ -189,7 +227,7 @@ def _prepare(plan: Plan) -> _Prepared:
 
 
 def _run_prepared(
-    ranks: Ranks, prepared: _Prepared, progress: bool, echo: Callable[[str], None]
+    ranks: Ranks, prepared: _Prepared, progress: bool, echo: Callable[[str], None], show_table: bool = True
 ) -> RunResult:
     plan, features = prepared.plan, prepared.features
     result = RunResult(plan.out, primary=ranks.primary)
@@ -206,7 +244,9 @@ def _run_prepared(
         legend = legend.replace(FIT, f"{classes.fits} calibration fits")
         notes = [classes.note, legend, _label_space_note(plan), _override_note(prepared.overrides)]
         records = [cells.records[c] for c in cells.cells]
-        _summarise(plan, records, result, echo, [n for n in notes if n], extra=[classes.dropped])
+        result.records, result.notes = records, [n for n in notes if n]
+        shown = echo if show_table else (lambda _: None)
+        _summarise(plan, records, result, shown, result.notes, extra=[classes.dropped])
     return result
 
 
@@ -358,7 +398,7 @@ def _write_manifest(plan: Plan, records: list[dict[str, Any]], notes: list[str] 
             "cells": [
                 {k: r[k] for k in ("model", "split", "status", "error", "run")}
                 | {"classes": r["classes"], "provenance": r.get("provenance")}
-                | {"calibration": r.get("calibration")}
+                | {"calibration": r.get("calibration"), "backbone": r.get("backbone")}
                 for r in records
             ],
             "notes": notes or [],
