@@ -242,8 +242,8 @@ def _run_prepared(
         shutil.rmtree(plan.out / SHARED_CACHE, ignore_errors=True)
         legend = prepared.calibration.legend.replace(COUNT, str(classes.n_val))
         legend = legend.replace(FIT, f"{classes.fits} calibration fits")
-        notes = [classes.note, legend, _label_space_note(plan), _override_note(prepared.overrides)]
         records = [cells.records[c] for c in cells.cells]
+        notes = [classes.note, legend, _label_space_note(plan, records), _override_note(prepared.overrides)]
         result.records, result.notes = records, [n for n in notes if n]
         shown = echo if show_table else (lambda _: None)
         _summarise(plan, records, result, shown, result.notes, extra=[classes.dropped])
@@ -348,7 +348,9 @@ def _evaluate(
     result.evaluated = [cell_name(*c) for c in cells.cells if cell_name(*c) in evaluated]
 
 
-def _label_space_note(plan: Plan) -> str:
+def _label_space_note(plan: Plan, records: list[dict[str, Any]]) -> str:
+    """What the label space is, and per split the classes in it / those with test images (as the
+    cells counted them: the legend never says 'All' over a space that collapsed)."""
     space = plan.recipe.label_space
     what = {
         "split": "the split's classes",
@@ -356,7 +358,17 @@ def _label_space_note(plan: Plan) -> str:
         "was fitted on, the training features' and the backbone head's classes, the GZSL seen classes; "
         "classes/training.txt), 20,842 with ILSVRC-2012 training (the 'All' protocol)",
     }.get(space, f"the classes of {space}")
-    return f"label space ({plan.recipe_path}: label_space = {space}): test images are ranked against {what}"
+    counts: dict[str, set[str]] = {}
+    for record in records:
+        found = record.get("classes") or {}
+        if record.get("status") == "ok" and found.get("in_label_space") is not None:
+            counts.setdefault(record["split"], set()).add(
+                f"{found['in_label_space']}/{found['with_test_images']}"
+            )
+    sizes = "; ".join(f"{split} {', '.join(sorted(n))}" for split, n in counts.items())
+    sizes = f"; classes in the label space / with test images: {sizes}" if sizes else ""
+    where = f"{plan.recipe_path}: label_space = {space}"
+    return f"label space ({where}): test images are ranked against {what}{sizes}"
 
 
 def _override_note(overrides: dict[str, Any]) -> str | None:

@@ -49,6 +49,9 @@ def _check_all(out: Path) -> list[str]:
             record = json.loads((out / "cells" / f"{cell.name}.json").read_text())
             assert record["classes"]["in_label_space"] == len(kept)
             assert record["classes"]["with_test_images"] == 15  # hop1's (trivial scores them all)
+    # the legend says how many classes the space holds, not only "All"
+    legend = (out / "summary.md").read_text()
+    assert f"classes in the label space / with test images: hop1 {len(kept)}/15" in legend
     return sorted({*kept, *gone})
 
 
