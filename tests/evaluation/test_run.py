@@ -429,6 +429,43 @@ def test_val_split_without_seen_dir_holds_out_seen_images(bench, tmp_path):
     assert VAL == json.loads((tmp_path / "run" / "topk" / "classes.json").read_text())["val_unseen"]
 
 
+def test_a_given_gamma_scores_as_the_gamma_chosen_here(bench, tmp_path):
+    # run's carved calibration: γ chosen by another model, applied as is, and the seen rows that
+    # chose it held out of the seen test images by the same seeded rule as --val-seen-fraction
+    common = dict(gzsl=True, seen_features=bench["seen"], val_seen_fraction=0.5, seed=3)
+    chosen = evaluate(
+        config(bench, tmp_path / "chosen", val_split=bench["val"], **common), graph="none", progress=False
+    )
+    gamma = chosen["gzsl"]["calibration"]["gamma"]
+    source = {
+        "chosen_with": "calibration/x",
+        "validation_H": 0.25,
+        "validation_images": {"unseen": 4, "seen": 3},
+    }
+    given = evaluate(
+        config(
+            bench, tmp_path / "given", gamma=gamma, gamma_source=source, hold_calibration_rows=True, **common
+        ),
+        graph="none",
+        progress=False,
+    )
+    calibration = given["gzsl"]["calibration"]
+    assert calibration["gamma"] == gamma and calibration["chosen_by"] == source
+    assert (
+        calibration["validation_H"] == 0.25 and calibration["test"] == chosen["gzsl"]["calibration"]["test"]
+    )
+    assert given["gzsl"]["images"] == chosen["gzsl"]["images"]  # the same seen test images
+    assert given["zsl"] == chosen["zsl"]
+    # a given γ needs --gzsl, excludes --val-split and is finite
+    for bad, match in (
+        (dict(gamma=0.1), "only used with --gzsl"),
+        (dict(gamma=0.1, val_split=bench["val"], **common), "not both"),
+        (dict(gamma=float("nan"), **common), "finite"),
+    ):
+        with pytest.raises(UserInputError, match=match):
+            evaluate(config(bench, tmp_path / "bad", **bad), graph="none", progress=False)
+
+
 def test_kept_images_restricts_the_test_set(bench, graph, tmp_path):
     # the ambiguous-image filter rejected the planted error (image 0 of n00000000): hit@1 = 1
     filter_dir = tmp_path / "filter"
