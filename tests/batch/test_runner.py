@@ -18,6 +18,7 @@ import pytest
 
 from imagenet_zsl.batch.runner import run
 from imagenet_zsl.cli import main
+from imagenet_zsl.evaluation.run.calibrate import CarvedCalibration, choose_carved_gamma
 from imagenet_zsl.models.trivial import Trivial
 from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
 from imagenet_zsl.splits.io import read_wnid_list
@@ -121,6 +122,17 @@ def test_the_demo_calibrates_gzsl_on_carved_seen_classes(demo_run):
     assert calibration["validation_H"] == chosen["validation_H"]
     assert "fit_seconds" not in calibration["chosen_by"] and record["fit_seconds"] >= 0
     assert _metrics(demo_run, "eszsl__hop1")["gzsl"]["calibration"]["gamma"] == chosen["gamma"]
+    # chosen with the scores of the copy fitted without the validation classes (Le Cacheux et
+    # al.), on the seeded half of the held-out seen images
+    setup = CarvedCalibration(
+        demo_run / "features" / "seen_test",
+        [w for w in seen if w not in set(validation)],
+        validation,
+        0.5,
+        0,
+        21,
+    )
+    assert choose_carved_gamma(demo_run / "calibration" / "eszsl", setup) == chosen
     legend = (demo_run / "summary.md").read_text()
     assert "carved from the 1000 seen classes (20%, seed 0)" in legend
     assert "applied to the retrained one" in legend
