@@ -183,23 +183,14 @@ def resolve_path(path: str | os.PathLike) -> Path:
 
 
 #: what a path that is not a regular file is, by its mode
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-)
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+_KINDS += ((stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"))
 
 
 def regular_input_file(path: str | os.PathLike, what: str = "input file") -> Path:
-    """``path`` after checking, without opening it, that it is a regular file (or a link to one).
-
-    Why: opening a FIFO blocks until something writes to it, and a character device (``/dev/zero``)
-    never ends, so a reader given one hangs or fills the memory. Every reader of a user's file
-    calls this first; a missing path, a directory, a FIFO, a socket, a device or a link loop is a
-    one-line UserInputError naming the path and ``what`` it should be.
-    """
+    """``path`` once checked, without opening it, to be a regular file (or a link to one): every
+    reader of a user's file calls this first, since opening a FIFO blocks and ``/dev/zero`` never
+    ends. A missing path, a directory, FIFO, socket, device or link loop is one line naming it."""
     path = Path(path)
     try:
         mode = path.stat().st_mode
