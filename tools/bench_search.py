@@ -13,23 +13,22 @@ times the GPU search against its fp32 GEMM floor and plain matmul + topk in fp32
 extrapolates to the 12.9M ImageNet-21K test images (target < 60 s); ``--devices cpu`` runs that
 code path on the CPU.
 
-``--mode evaluate`` writes a float16 feature directory (``--eval-images`` images of
-``--eval-classes`` classes, ``--dim``-d, in shards of 10,000 rows), a prototype file and a split,
-then times the whole ``imagenet-zsl evaluate`` command (reading and verifying the shards, fp16 ->
-fp32, search, tie ranks, metrics, per-class table, report, plots) against a plain floor over the
-same shards: ``np.load``, fp16 -> fp32, ``Q @ P.T`` tiled as the toolkit tiles it (multi-threaded
-BLAS) and ``torch.topk``, nothing else. Each runs in a fresh interpreter, as a user runs the
-command; the floor reports the seconds its imports took, the command its start-up (importing the
-CLI and building the parser: the stage is imported when the command runs). The two alternate
-``--repeats`` times and each keeps its best. Both also run at a quarter of the images (at most one
-shard): it prints evaluate / floor per image (the ratio of the slopes between the two sizes, so
-fixed costs such as imports drop out; target <= 1.05), end to end (spawn to exit at the full size;
-target <= 1.15) and each one's fixed cost (the line through both sizes at 0 images), on wall time
-and on CPU time (user + sys of the process: steadier than wall time on a machine shared with other
-work).
+``--mode evaluate`` writes, for each of ``--sizes`` (images x classes), a float16 feature
+directory (``--dim``-d, shards of 10,000 rows), a prototype file and a split, then times the whole
+``imagenet-zsl evaluate --device cpu`` command (reading and verifying the shards, fp16 -> fp32,
+search, tie ranks, metrics, per-class table, report, plots) against a floor over the same shards
+written as a user would write it with numpy alone: ``np.load``, fp16 -> fp32, a blocked ``Q @ P.T``
+(multi-threaded BLAS), ``argpartition`` top-k and the true class's exact tie counts. Each runs in a
+fresh interpreter, as a user runs the command, alternating ``--repeats`` times; it prints the median
+CPU seconds (user + sys: steadier than wall time on a shared machine) and peak RSS of each, their
+ratios (targets: CPU <= 1.1x, memory <= 1.2x at every size), the heavy modules the command imported
+(none but matplotlib, for the plot, on a CPU run), and, per class count measured at two image
+counts, each one's fixed cost and cost per image. ``--evaluate-args '--search faiss'`` times the
+faiss option instead.
 
-    .venv/bin/python tools/bench_search.py                    # both, ~3-5 min on 2 busy cores
-    .venv/bin/python tools/bench_search.py --mode evaluate --eval-images 200000  # the issue's size
+    .venv/bin/python tools/bench_search.py --mode search          # the search call, ~1 min
+    .venv/bin/python tools/bench_search.py --mode evaluate --repeats 3 \
+        --sizes 5000x1000,20000x1000,5000x21842,20000x21842,80000x21842   # the issue's range
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import sys
@@ -51,7 +49,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from imagenet_zsl.devices import cuda_available  # noqa: E402
-from imagenet_zsl.evaluation.search import TILE_ELEMENTS, topk_inner_product  # noqa: E402
+from imagenet_zsl.evaluation.search import topk_inner_product  # noqa: E402
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard  # noqa: E402
 from imagenet_zsl.semantics.class_vectors import ClassVectors  # noqa: E402
 
@@ -90,40 +88,52 @@ def write_bench_inputs(root: Path, images: int, classes: int, dim: int, seed: in
     return {"features": features, "prototypes": root / "protos.npz", "split": root / "split.txt"}
 
 
-#: the floor, run as ``python -c FLOOR_SCRIPT FEATURES PROTOTYPES K TILE_ROWS TIMING_JSON``: its
-#: imports are timed apart from its work, as the command's are (see TOOLKIT_SCRIPT)
+#: the floor, run as ``python -c FLOOR_SCRIPT FEATURES PROTOTYPES K TIMING_JSON``: what a user
+#: who writes the search by hand runs, numpy only (no torch): ``np.load`` each shard, float16 ->
+#: float32, a blocked ``Q @ P.T`` (multi-threaded BLAS, a 16 MB score block), ``argpartition``
+#: top-k sorted, and the true class's exact tie counts (classes above, classes tied). Its imports
+#: are timed apart from its work, as the command's are (see TOOLKIT_SCRIPT)
 FLOOR_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
 from pathlib import Path
 import numpy as np
-import torch
 t1 = time.perf_counter()
-features, protos, out = Path(sys.argv[1]), sys.argv[2], sys.argv[5]
-k, tile = int(sys.argv[3]), int(sys.argv[4])
+features, protos, out = Path(sys.argv[1]), sys.argv[2], sys.argv[4]
 with np.load(protos) as data:
     prototypes = np.ascontiguousarray(data["matrix"], dtype=np.float32)
-k = min(k, len(prototypes))
-paths = sorted(features.glob("*.features.npy"))
-rows = 0
-with torch.inference_mode():
-    for path in paths:
-        shard = np.load(path).astype(np.float32)
-        scores_out = np.empty((len(shard), k), np.float32)
-        ids_out = np.empty((len(shard), k), np.int64)
-        for lo in range(0, len(shard), tile):
-            scores = torch.from_numpy(shard[lo : lo + tile] @ prototypes.T)
-            values, ids = torch.topk(scores, k, dim=1)
-            scores_out[lo : lo + tile], ids_out[lo : lo + tile] = values.numpy(), ids.numpy()
-        rows += len(shard)
+c = len(prototypes)
+k = min(int(sys.argv[3]), c)
+tile = max(1, (1 << 22) // c)
+rows, hits = 0, 0
+for path in sorted(features.glob("*.features.npy")):
+    shard = np.load(path).astype(np.float32)
+    labels = np.load(str(path).replace(".features.npy", ".labels.npy")).astype(np.int64)
+    ids_out = np.empty((len(shard), k), np.int64)
+    scores_out = np.empty((len(shard), k), np.float32)
+    above = np.empty(len(shard), np.int64)
+    tied = np.empty(len(shard), np.int64)
+    for lo in range(0, len(shard), tile):
+        scores = shard[lo : lo + tile] @ prototypes.T
+        part = np.argpartition(scores, c - k, axis=1)[:, c - k :] if k < c else np.argsort(scores, axis=1)
+        values = np.take_along_axis(scores, part, axis=1)
+        order = np.argsort(-values, axis=1, kind="stable")
+        ids_out[lo : lo + tile] = np.take_along_axis(part, order, axis=1)
+        scores_out[lo : lo + tile] = np.take_along_axis(values, order, axis=1)
+        true = scores[np.arange(len(scores)), labels[lo : lo + tile]][:, None]
+        above[lo : lo + tile] = np.count_nonzero(scores > true, axis=1)
+        tied[lo : lo + tile] = np.count_nonzero(scores == true, axis=1) - 1
+    hits += int(np.count_nonzero(above == 0))
+    rows += len(shard)
 t2 = time.perf_counter()
-Path(out).write_text(json.dumps({"imports": t1 - t0, "work": t2 - t1, "rows": rows}))
+Path(out).write_text(json.dumps({"imports": t1 - t0, "work": t2 - t1, "rows": rows, "hits": hits}))
 """
 
 #: the command, run as ``python -c TOOLKIT_SCRIPT TIMING_JSON ARGV...``: what the ``imagenet-zsl``
 #: entry point does (import the CLI, call ``main``). Start-up (importing the CLI and building its
 #: parser) is timed apart: ``main`` is handed the parser built here instead of building another.
-#: The stage's own imports (numpy, torch, ...) happen inside the command, so they count as work.
+#: The stage's own imports (numpy, matplotlib, ...) happen inside the command, so they count as
+#: work. It also records which heavy modules the command imported.
 TOOLKIT_SCRIPT = """
 import json, sys, time
 t0 = time.perf_counter()
@@ -133,151 +143,172 @@ cli.build_parser = lambda: parser
 t1 = time.perf_counter()
 code = cli.main(sys.argv[2:])
 t2 = time.perf_counter()
-open(sys.argv[1], "w").write(json.dumps({"imports": t1 - t0, "work": t2 - t1, "code": code}))
+heavy = [m for m in ("torch", "matplotlib", "pandas", "faiss") if m in sys.modules]
+open(sys.argv[1], "w").write(json.dumps({"imports": t1 - t0, "work": t2 - t1, "code": code, "heavy": heavy}))
 sys.exit(code)
 """
 
 
 def fresh_process(script: str, args: list[str], timing: Path) -> dict:
     """Run ``python -c script args`` in a new interpreter: its wall and CPU (user + sys) seconds from
-    spawn to exit, and the seconds the script reports for its imports and its work."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    spawn to exit, its peak resident memory (MB), and what the script reports (imports, work)."""
     start = time.perf_counter()
-    done = subprocess.run(
+    child = subprocess.Popen(
         [sys.executable, "-c", script, *args],
-        capture_output=True,
-        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         cwd=Path(__file__).resolve().parents[1],
     )
+    stderr = child.stderr.read() if child.stderr is not None else b""
+    _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    if done.returncode != 0:
-        raise SystemExit(f"benchmark process failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return {"wall": wall, "cpu": cpu, **json.loads(timing.read_text())}
+    if child.returncode != 0:
+        raise SystemExit(f"benchmark process failed ({child.returncode}):\n{stderr.decode()[-3000:]}")
+    return {
+        "wall": wall,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "peak_mb": usage.ru_maxrss / 1024,  # Linux: kilobytes
+        **json.loads(timing.read_text()),
+    }
 
 
-def _best(runs: list[dict], key: str) -> float:
-    return min(run[key] for run in runs)
-
-
-def _evaluate_argv(paths: dict[str, Path], ks: list[int], out: Path) -> list[str]:
+def _evaluate_argv(paths: dict[str, Path], ks: list[int], out: Path, extra: list[str]) -> list[str]:
     return [
         "evaluate",
         *("--features", str(paths["features"]), "--split", str(paths["split"])),
         *("--prototypes", str(paths["prototypes"]), "--k", *map(str, ks)),
         *("--graph", "none", "--no-label-frequency", "--device", "cpu", "--out", str(out)),
+        *extra,
     ]
 
 
 def _run_pair(root: Path, paths: dict[str, Path], args: argparse.Namespace) -> tuple[dict, dict]:
     """One fresh-process run of the floor, then one of the command, over ``paths``."""
     k = max(args.eval_ks) + 1  # what the command keeps: one extra class reveals ties
-    tile = max(1, TILE_ELEMENTS // args.eval_classes)
     timing = root / "timing.json"
-    floor_args = [str(paths["features"]), str(paths["prototypes"]), str(k), str(tile), str(timing)]
+    floor_args = [str(paths["features"]), str(paths["prototypes"]), str(k), str(timing)]
     floor = fresh_process(FLOOR_SCRIPT, floor_args, timing)
     out = root / "run"
     if out.exists():
         shutil.rmtree(out)
-    command = fresh_process(TOOLKIT_SCRIPT, [str(timing), *_evaluate_argv(paths, args.eval_ks, out)], timing)
+    argv = _evaluate_argv(paths, args.eval_ks, out, args.evaluate_args.split())
+    command = fresh_process(TOOLKIT_SCRIPT, [str(timing), *argv], timing)
     return floor, command
 
 
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """``IMAGESxCLASSES,...`` (e.g. ``5000x1000,20000x21842``) -> [(images, classes), ...]."""
+    sizes = []
+    for part in text.split(","):
+        images, _, classes = part.strip().lower().partition("x")
+        sizes.append((int(images), int(classes)))
+    return sizes
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return float(np.median([run[key] for run in runs]))
+
+
 def bench_evaluate(args: argparse.Namespace) -> dict:
-    """The whole ``imagenet-zsl evaluate`` command against the plain floor over the same shards,
-    each in a fresh process, at ``--eval-images`` and at a quarter of that (at most one shard):
-    end to end is the ratio of the full size's wall times (spawn to exit), per image the ratio of
-    the slopes between the two sizes (so the fixed costs, imports, parser, report and plots, drop
-    out); both on wall and on CPU time. Runs alternate ``--repeats`` times; each process and size
-    keeps its best time."""
-    n = args.eval_images
-    small = max(1, min(SHARD_ROWS, n // 4))
-    sizes = {"full": n, "small": small}
-    runs: dict[str, dict[str, list[dict]]] = {size: {"floor": [], "evaluate": []} for size in sizes}
-    with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as tmp:
-        root = Path(tmp)
-        t0 = time.perf_counter()
-        inputs = {
-            size: write_bench_inputs(root / size, images, args.eval_classes, args.dim, args.seed)
-            for size, images in sizes.items()
-        }
+    """The whole ``imagenet-zsl evaluate`` command against the numpy floor over the same shards,
+    each in a fresh process, at every ``--sizes`` (images x classes): the median of ``--repeats``
+    alternating runs of CPU seconds (user + sys: steadier than wall time on a shared machine),
+    wall seconds and peak RSS, and their ratios (targets: CPU <= 1.1x, memory <= 1.2x). Where two
+    sizes share a class count, the line through them gives each one's fixed cost (imports, set-up,
+    report, plots) and its cost per image."""
+    sizes = parse_sizes(args.sizes)
+    rows = []
+    print(
+        f"evaluate vs floor: {len(sizes)} sizes x {args.dim}-d float16 shards, median of {args.repeats}, "
+        f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(
+        f"{'images':>8s} {'classes':>8s} | {'floor CPU':>9s} {'eval CPU':>9s} {'ratio':>6s} | "
+        f"{'floor MB':>8s} {'eval MB':>8s} {'ratio':>6s} | heavy imports"
+    )
+    for images, classes in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as tmp:
+            root = Path(tmp)
+            paths = write_bench_inputs(root, images, classes, args.dim, args.seed)
+            runs: dict[str, list[dict]] = {"floor": [], "evaluate": []}
+            for _ in range(args.repeats):  # alternate, so other load hits both alike
+                floor, command = _run_pair(root, paths, args)
+                runs["floor"].append(floor)
+                runs["evaluate"].append(command)
+        row = {"images": images, "classes": classes, "runs": runs}
+        for who in runs:
+            row[who] = {key: _median(runs[who], key) for key in ("cpu", "wall", "peak_mb")}
+        row["cpu_ratio"] = row["evaluate"]["cpu"] / row["floor"]["cpu"]
+        row["wall_ratio"] = row["evaluate"]["wall"] / row["floor"]["wall"]
+        row["memory_ratio"] = row["evaluate"]["peak_mb"] / row["floor"]["peak_mb"]
+        row["heavy_imports"] = runs["evaluate"][-1].get("heavy", [])
+        rows.append(row)
+        f, e = row["floor"], row["evaluate"]
         print(
-            f"evaluate: {n} (and {small}) images x {args.eval_classes} classes x {args.dim}-d float16 "
-            f"shards written in {time.perf_counter() - t0:.1f} s; load average {os.getloadavg()[0]:.2f}"
+            f"{images:8d} {classes:8d} | {f['cpu']:8.2f}s {e['cpu']:8.2f}s {row['cpu_ratio']:5.2f}x | "
+            f"{f['peak_mb']:8.0f} {e['peak_mb']:8.0f} {row['memory_ratio']:5.2f}x | "
+            f"{','.join(row['heavy_imports']) or '-'}",
+            flush=True,
         )
-        # alternate the two so that load from other processes hits both alike
-        for repeat in range(args.repeats):
-            for size, paths in inputs.items():
-                floor, command = _run_pair(root / size, paths, args)
-                runs[size]["floor"].append(floor)
-                runs[size]["evaluate"].append(command)
-                print(
-                    f"  run {repeat + 1}, {sizes[size]} images: floor {floor['wall']:.2f} s (imports "
-                    f"{floor['imports']:.2f} s), evaluate {command['wall']:.2f} s "
-                    f"(start-up: CLI import + parser {command['imports']:.2f} s)"
-                )
-    best, slope, ratios, fixed = {}, {}, {}, {}
-    for clock in ("wall", "cpu"):
-        best[clock] = {size: {who: _best(r, clock) for who, r in by.items()} for size, by in runs.items()}
-        b = best[clock]
-        slope[clock] = {
-            who: (b["full"][who] - b["small"][who]) / max(1, n - small) for who in ("floor", "evaluate")
-        }
-        ratios[clock] = {
-            "per_image": slope[clock]["evaluate"] / slope[clock]["floor"],
-            "end_to_end": b["full"]["evaluate"] / b["full"]["floor"],
-        }
-        # the straight line through both sizes at 0 images: spawn, imports, set-up, report, plots
-        fixed[clock] = {who: b["full"][who] - n * slope[clock][who] for who in ("floor", "evaluate")}
-        print(f"best of {args.repeats} alternating fresh-process runs, {clock} seconds (spawn to exit):")
-        print(f"{'':36s} {n:>9d} img {small:>9d} img   per extra image")
-        for label, who in (
-            ("floor (load+fp32+BLAS+torch.topk)", "floor"),
-            ("imagenet-zsl evaluate", "evaluate"),
-        ):
-            print(
-                f"{label:36s} {b['full'][who]:11.2f} s {b['small'][who]:11.2f} s"
-                f" {1e6 * slope[clock][who]:14.1f} us"
-            )
-        print(
-            f"  fixed cost (line through both sizes at 0 images): floor {fixed[clock]['floor']:.2f} s, "
-            f"evaluate {fixed[clock]['evaluate']:.2f} s"
-        )
-        print(f"  ratio evaluate / floor per image  : {ratios[clock]['per_image']:.2f}x  (target <= 1.05x)")
-        print(f"  ratio evaluate / floor end to end : {ratios[clock]['end_to_end']:.2f}x  (target <= 1.15x)")
-    per_image, end_to_end = ratios["wall"]["per_image"], ratios["wall"]["end_to_end"]
+    lines = _fixed_and_slope(rows)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     return {
-        "images": n,
-        "small_images": small,
-        "classes": args.eval_classes,
         "dim": args.dim,
         "ks": args.eval_ks,
         "repeats": args.repeats,
+        "cpus": os.cpu_count(),
         "load_average": list(os.getloadavg()),
-        "best_wall_seconds": best["wall"],
-        "seconds_per_image": slope["wall"],
-        "fixed_seconds": fixed,
-        "best_cpu_seconds": best["cpu"],
-        "runs": runs,
-        "per_image_ratio": per_image,
-        "end_to_end_ratio": end_to_end,
-        "cpu_ratios": ratios["cpu"],
+        "sizes": rows,
+        "lines": lines,
+        "worst_cpu_ratio": max(row["cpu_ratio"] for row in rows),
+        "worst_memory_ratio": max(row["memory_ratio"] for row in rows),
     }
+
+
+def _fixed_and_slope(rows: list[dict]) -> list[dict]:
+    """Per class count measured at two or more image counts: the fixed CPU cost (the line through
+    the smallest and largest at 0 images) and the CPU per image of the floor and the command."""
+    lines = []
+    for classes in sorted({row["classes"] for row in rows}):
+        same = sorted((row for row in rows if row["classes"] == classes), key=lambda row: row["images"])
+        if len(same) < 2 or same[0]["images"] == same[-1]["images"]:
+            continue
+        lo, hi = same[0], same[-1]
+        line = {"classes": classes}
+        for who in ("floor", "evaluate"):
+            slope = (hi[who]["cpu"] - lo[who]["cpu"]) / (hi["images"] - lo["images"])
+            line[who] = {"fixed_cpu": hi[who]["cpu"] - slope * hi["images"], "cpu_per_image": slope}
+        line["per_image_ratio"] = line["evaluate"]["cpu_per_image"] / line["floor"]["cpu_per_image"]
+        lines.append(line)
+        print(
+            f"  {classes} classes: fixed CPU floor {line['floor']['fixed_cpu']:.2f} s, evaluate "
+            f"{line['evaluate']['fixed_cpu']:.2f} s; per image floor "
+            f"{1e6 * line['floor']['cpu_per_image']:.0f} us, evaluate "
+            f"{1e6 * line['evaluate']['cpu_per_image']:.0f} us ({line['per_image_ratio']:.2f}x)"
+        )
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=("search", "evaluate", "both"), default="both")
-    parser.add_argument("--eval-images", type=int, default=20_000)
-    parser.add_argument("--eval-classes", type=int, default=10_000)
+    parser.add_argument(
+        "--sizes",
+        default="5000x1000,20000x1000,5000x21842,20000x21842",
+        help="evaluate mode: IMAGESxCLASSES,... (the issue's range: 1K-21K classes, 5K-80K images)",
+    )
+    parser.add_argument(
+        "--evaluate-args",
+        default="",
+        help="evaluate mode: extra arguments for the command, e.g. '--search faiss'",
+    )
     parser.add_argument("--eval-ks", type=int, nargs="+", default=[1, 2, 5, 10, 20])
     parser.add_argument("--queries", type=int, default=4096)
     parser.add_argument("--classes", type=int, default=21842)
     parser.add_argument("--dim", type=int, default=2048)
     parser.add_argument("--k", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--gpu-queries",
         type=int,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from imagenet_zsl.evaluation.faiss_search import FaissCandidates, candidate_columns, kth_best
 from imagenet_zsl.evaluation.products import chunk_spans
 from imagenet_zsl.scoring import TieRanks
 
@@ -107,11 +108,13 @@ def search_on_device(
     labels: np.ndarray | None,
     squared_norms: np.ndarray | None,
     offset: int = 0,
+    faiss: FaissCandidates | None = None,
 ) -> tuple[np.ndarray, np.ndarray, TieRanks | None]:
     """:meth:`TopKSearcher.search_ranked` on the searcher's torch device. ``queries``: (n, E) float32
     numpy, checked by the caller (uploaded once), or a float32 tensor already on the device
     (:func:`device_rows`); ``squared_norms``: the rows' squared norms, if known; ``offset``: the
-    queries' first row in their set (:func:`chunk_spans`)."""
+    queries' first row in their set (:func:`chunk_spans`); ``faiss``: its candidates set each row's
+    threshold (:mod:`imagenet_zsl.evaluation.faiss_search`)."""
     import torch
 
     device = searcher.torch_device
@@ -135,7 +138,7 @@ def search_on_device(
         for start in range(0, n, step):
             stop = min(start + step, n)
             norm = float(np.sqrt(squared_norms[start:stop].max()))
-            tile = _launch(searcher, rows, wanted, start, stop, norm, offset)
+            tile = _launch(searcher, rows, wanted, (start, stop, offset), norm, faiss)
             if pending is not None:  # the device already works on the next tile
                 _finish(searcher, pending, out_scores, out_ids, ranks)
             pending = tile
@@ -147,23 +150,31 @@ def _launch(
     searcher: TopKSearcher,
     rows: torch.Tensor,
     wanted: torch.Tensor | None,
-    start: int,
-    stop: int,
+    span: tuple[int, int, int],
     norm: float,
-    offset: int = 0,
+    faiss: FaissCandidates | None = None,
 ) -> _Tile:
     """Queue one tile: product (full fp32), top ``k + 1`` candidates and the true classes' tie
     counts, and their copies to the host; nothing waits for the device unless the scores may
-    have overflowed (``norm``: the tile's largest query norm)."""
+    have overflowed (``span``: the tile's rows and the block's first row in its set; ``norm``: the
+    tile's largest query norm)."""
     import torch
 
+    start, stop, offset = span
     queries = rows[start:stop]
     scores = device_product(queries, searcher._device_unique, searcher.maps, offset + start)
     searcher._check_overflow(queries, lambda: bool(torch.isfinite(scores).all()), norm)
     if searcher._device_group is not None:
         scores = scores.index_select(1, searcher._device_group)
     c = scores.shape[1]
-    values, part = scores.topk(min(searcher.k + 1, c), dim=1, sorted=False)
+    take = min(searcher.k + 1, c)
+    if faiss is not None and take < c:  # only classes at or above faiss's threshold can be taken
+        scores_or_floor = scores.masked_fill(
+            scores < _threshold(searcher, faiss, queries, scores, take), -torch.inf
+        )
+        values, part = scores_or_floor.topk(take, dim=1, sorted=False)
+    else:
+        values, part = scores.topk(take, dim=1, sorted=False)
     host = {"values": _to_host(values), "part": _to_host(part)}
     if wanted is not None:
         labels = wanted[start:stop]
@@ -176,6 +187,19 @@ def _launch(
         ready = torch.cuda.Event()
         ready.record(torch.cuda.current_stream(scores.device))
     return _Tile(start, stop, scores, host, ready)
+
+
+def _threshold(
+    searcher: TopKSearcher, faiss: FaissCandidates, queries: torch.Tensor, scores: torch.Tensor, take: int
+) -> torch.Tensor:
+    """(n, 1) each row's threshold on the device (:func:`~imagenet_zsl.evaluation.faiss_search.
+    thresholds`): faiss's candidates for the queries, their exact scores gathered from the tile."""
+    import torch
+
+    candidates = faiss(queries.cpu().numpy(), searcher._candidate_count())
+    columns, unused = candidate_columns(candidates, searcher._first)
+    values = scores.gather(1, torch.from_numpy(columns).to(scores.device)).cpu().numpy()
+    return torch.from_numpy(kth_best(values, unused, take)).to(scores.device)[:, None]
 
 
 #: the device's products are computed in GEMM calls of exactly this many queries (the last chunk of a

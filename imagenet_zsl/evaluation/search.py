@@ -71,6 +71,14 @@ from imagenet_zsl.evaluation.device_search import (
     is_tensor,
     search_on_device,
 )
+from imagenet_zsl.evaluation.faiss_search import (
+    MARGIN,
+    FaissCandidates,
+    check_search,
+    first_columns,
+    select_above,
+    thresholds,
+)
 from imagenet_zsl.evaluation.products import (  # noqa: F401 - the shapes re-exported
     PRODUCT_CLASSES,
     PRODUCT_ROWS,
@@ -246,6 +254,8 @@ class TopKSearcher:
             self.device_ = device
         self._device = None
         self._blocks: list[tuple[int, int, np.ndarray]] = []
+        self._faiss: FaissCandidates | None = None
+        self._first = np.arange(0)  # the first class of each distinct row, with faiss
         if self.device_.type == "cpu" and not torch_kernel:
             self._blocks = class_blocks(self.unique_)
         else:
@@ -271,6 +281,19 @@ class TopKSearcher:
         """The torch device the tiles run on (a GPU, or the CPU with ``torch_kernel``); None: the
         CPU's numpy/BLAS path."""
         return self._device
+
+    def faiss_candidates(self) -> FaissCandidates:
+        """faiss's flat index over the distinct prototypes (``--search faiss``), built on first use:
+        on the searcher's GPU when faiss has GPU support and the search runs on CUDA."""
+        if self._faiss is None:
+            gpu = (self._device.index or 0) if self.use_gpu else None
+            self._faiss = FaissCandidates(self.unique_, self.maps, gpu)
+            self._first = first_columns(self.group_, self.num_classes)
+        return self._faiss
+
+    def _candidate_count(self) -> int:
+        """Candidates asked of faiss per query part: the lists' ``k + 1`` and a margin."""
+        return min(len(self.unique_), self.k + 1 + MARGIN)
 
     @property
     def use_gpu(self) -> bool:
@@ -332,6 +355,7 @@ class TopKSearcher:
         squared_norms: np.ndarray | None = None,
         *,
         row_offset: int = 0,
+        search: str = "exact",
     ) -> tuple[np.ndarray, np.ndarray, TieRanks | None]:
         """Top-k lists plus, with ``labels`` (n,) (class indices; -1: the true class is not in this
         space), the exact TieRanks of each true class over the full score row (above = C and
@@ -339,12 +363,15 @@ class TopKSearcher:
         (:func:`squared_row_norms`) when the caller has them, for the overflow check.
         ``row_offset``: the queries' first row in the set they are cut from: a score's bits depend
         on its row modulo the product's chunk (module docstring), so a caller that searches a set
-        block by block passes each block's first row, and gets the bits of one search of the whole."""
+        block by block passes each block's first row, and gets the bits of one search of the whole.
+        ``search``: "exact", or "faiss" (faiss's candidates set each row's threshold; the same
+        results: :mod:`imagenet_zsl.evaluation.faiss_search`)."""
+        faiss = self.faiss_candidates() if check_search(search) == "faiss" else None
         if self._device is not None:  # numpy queries, or a float32 block already on the device
             if not is_tensor(queries):
                 queries = self._check_queries(queries)
                 squared_norms = squared_row_norms(queries) if squared_norms is None else squared_norms
-            return search_on_device(self, queries, labels, squared_norms, row_offset)
+            return search_on_device(self, queries, labels, squared_norms, row_offset, faiss)
         queries = self._check_queries(queries)
         n = len(queries)
         out_scores = np.empty((n, self.k), np.float32)
@@ -361,7 +388,9 @@ class TopKSearcher:
                 stop = min(start + step, n)
                 tile_labels = None if labels is None else np.asarray(labels[start:stop], dtype=np.int64)
                 norm = None if squared_norms is None else float(np.sqrt(squared_norms[start:stop].max()))
-                tile = self._cpu_tile(queries[start:stop], tile_labels, product, norm, row_offset + start)
+                tile = self._cpu_tile(
+                    queries[start:stop], tile_labels, product, norm, row_offset + start, faiss
+                )
                 out_scores[start:stop], out_ids[start:stop], ranks = tile
                 if labels is not None:
                     above[start:stop], tied[start:stop] = ranks
@@ -374,13 +403,17 @@ class TopKSearcher:
         product: Product,
         query_norm: float | None,
         offset: int,
+        faiss: FaissCandidates | None = None,
     ):
         """(top scores (n, k), ids (n, k), (above, tied) or None) of one tile (rows ``offset ..``
-        of the set), with numpy/BLAS."""
+        of the set), with numpy/BLAS; ``faiss``: its candidates set the selection's threshold."""
         scores = self._scores(queries, product, query_norm, offset)
         n, c = scores.shape
         take = min(self.k + 1, c)  # one extra class reveals ties across the k-th place
-        if take < c:
+        if take < c and faiss is not None:
+            limit = thresholds(scores, faiss(queries, self._candidate_count()), self._first, take)
+            part = select_above(scores, limit, take)
+        elif take < c:
             part = _largest(scores, take, product.rows_in_parallel)
         else:
             part = np.broadcast_to(np.arange(c), (n, c))

@@ -204,51 +204,66 @@ def _bench_search_module():
     return module
 
 
-def test_bench_evaluate_ratios_are_slopes_and_walls(tmp_path, monkeypatch):
-    """tools/bench_search.py --mode evaluate, its processes faked: per image is the ratio of the
-    slopes between the full size (40 images) and a quarter of it (10), end to end the ratio of the
-    full size's wall times; each keeps its best of the repeats."""
+def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
+    """tools/bench_search.py --mode evaluate, its processes faked: per size, the ratio of the
+    medians of the repeats (CPU and peak memory); per class count measured at two image counts,
+    the fixed cost and cost per image of the line through them."""
     import json
+    from pathlib import Path
 
     module = _bench_search_module()
-    walls = {  # (script, images) -> wall seconds of the two repeats
-        ("floor", 40): [10.0, 11.0],
-        ("floor", 10): [4.5, 4.0],
-        ("evaluate", 40): [13.0, 12.0],
-        ("evaluate", 10): [5.0, 6.0],
+    cpu = {  # (script, images) -> CPU seconds of the three repeats (medians 4, 6, 10, 16)
+        ("floor", 40): [10.0, 11.0, 9.0],
+        ("floor", 10): [4.5, 4.0, 3.0],
+        ("evaluate", 40): [13.0, 16.0, 20.0],
+        ("evaluate", 10): [6.0, 5.0, 7.0],
     }
     seen = []
 
     def fake(script, args, timing):
         who = "floor" if script == module.FLOOR_SCRIPT else "evaluate"
         features = args[0] if who == "floor" else args[args.index("--features") + 1]
-        images = 40 if "/full/" in features else 10
+        images = sum(len(np.load(f)) for f in Path(features).glob("*.labels.npy"))
         seen.append((who, images))
-        wall = walls[who, images][sum(1 for s in seen if s == (who, images)) - 1]
-        return {"wall": wall, "cpu": 2 * wall, "imports": 1.0, "work": wall - 1.0}
+        value = cpu[who, images][sum(1 for s in seen if s == (who, images)) - 1]
+        return {"wall": value / 2, "cpu": value, "peak_mb": 100.0 if who == "floor" else 110.0}
 
     monkeypatch.setattr(module, "fresh_process", fake)
-    argv = ["--mode", "evaluate", "--eval-images", "40", "--eval-classes", "6", "--dim", "4"]
-    assert module.main([*argv, "--repeats", "2", "--json", str(tmp_path / "r.json")]) == 0
-    assert seen == [("floor", 40), ("evaluate", 40), ("floor", 10), ("evaluate", 10)] * 2
+    argv = ["--mode", "evaluate", "--sizes", "10x6,40x6", "--dim", "4", "--repeats", "3"]
+    assert module.main([*argv, "--json", str(tmp_path / "r.json")]) == 0
+    assert seen == [("floor", 10), ("evaluate", 10)] * 3 + [("floor", 40), ("evaluate", 40)] * 3
     result = json.loads((tmp_path / "r.json").read_text())["evaluate"]
-    assert (result["images"], result["small_images"]) == (40, 10)
-    # floor: (10 - 4) / 30 s per image; evaluate: (12 - 5) / 30
-    assert result["per_image_ratio"] == pytest.approx(7 / 6)
-    assert result["end_to_end_ratio"] == pytest.approx(12 / 10)
-    # CPU seconds (here twice the wall time) give the same ratios
-    assert result["cpu_ratios"] == {"per_image": pytest.approx(7 / 6), "end_to_end": pytest.approx(12 / 10)}
+    small, large = result["sizes"]
+    assert (small["floor"]["cpu"], small["evaluate"]["cpu"]) == (4.0, 6.0)
+    assert (large["floor"]["cpu"], large["evaluate"]["cpu"]) == (10.0, 16.0)
+    assert (small["cpu_ratio"], large["cpu_ratio"]) == (1.5, 1.6)
+    assert large["memory_ratio"] == pytest.approx(1.1)
+    assert result["worst_cpu_ratio"] == 1.6
+    (line,) = result["lines"]  # floor: 6 s over 30 images from 4 s; evaluate: 10 s from 6 s
+    assert line["floor"]["cpu_per_image"] == pytest.approx(0.2)
+    assert line["floor"]["fixed_cpu"] == pytest.approx(2.0)
+    assert line["evaluate"]["fixed_cpu"] == pytest.approx(6.0 - 10 * 10 / 30)
+    assert line["per_image_ratio"] == pytest.approx(10 / 6)
 
 
-def test_the_bench_floor_reads_every_row_in_a_fresh_process(tmp_path):
-    """The floor script (np.load, fp32, tiled BLAS, torch.topk) over every shard of a directory."""
+def test_the_bench_floor_reads_every_row_and_counts_ties_in_a_fresh_process(tmp_path):
+    """The floor script (np.load, fp32, blocked BLAS, argpartition, exact tie counts) over every
+    shard of a directory, numpy only: its count of images ranked first is the brute force's."""
     module = _bench_search_module()
     paths = module.write_bench_inputs(tmp_path, 25, 4, 3, seed=0)
     timing = tmp_path / "t.json"
-    args = [str(paths["features"]), str(paths["prototypes"]), "3", "7", str(timing)]
+    args = [str(paths["features"]), str(paths["prototypes"]), "3", str(timing)]
     result = module.fresh_process(module.FLOOR_SCRIPT, args, timing)
     assert result["rows"] == 25
     assert 0 < result["imports"] < result["wall"] and result["work"] > 0 and result["cpu"] > 0
+    assert result["peak_mb"] > 10
+    files = sorted(paths["features"].glob("*.features.npy"))
+    features = np.vstack([np.load(f).astype(np.float32) for f in files])
+    labels = np.concatenate([np.load(str(f).replace(".features.npy", ".labels.npy")) for f in files])
+    with np.load(paths["prototypes"]) as data:
+        scores = features @ data["matrix"].T
+    first = (scores > scores[np.arange(25), labels][:, None]).sum(axis=1) == 0
+    assert result["hits"] == int(first.sum())
 
 
 def test_the_device_is_resolved_once_with_one_line_errors():

@@ -18,6 +18,7 @@ from tqdm import tqdm
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.device_search import device_rows, stage_rows
+from imagenet_zsl.evaluation.faiss_search import Search
 from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.run import cache as cache_module
 from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey
@@ -50,12 +51,15 @@ class SetResult:
 @dataclass
 class SearchContext:
     """What every image set's search shares: the query source, the resumable shard cache, the
-    rows read per block and whether to show a progress bar."""
+    rows read per block, whether to show a progress bar, and the search (``"exact"``, or
+    ``"faiss"``: faiss's candidates first, the same results; :mod:`~imagenet_zsl.evaluation.
+    faiss_search`). The cache's keys leave the search out: both give the same bytes."""
 
     source: QuerySource
     cache: SearchCache
     block_rows: int = DEFAULT_BLOCK_ROWS
     progress: bool = True
+    search: Search = "exact"
     #: reads the next block while the current one is searched (its thread ends with each set)
     reader: BlockReader = field(default_factory=BlockReader, repr=False, compare=False)
 
@@ -151,9 +155,8 @@ def _expect(
         return
     use_logits = _uses_logits(fd, context)
     device = _staging_device(spaces, context.source, use_logits)
-    context.reader.expect(
-        *_shard_reading(fd, shard["name"], lookup, kept_ids, context.block_rows, use_logits, device)
-    )
+    rows = _read_rows(fd, spaces, context)
+    context.reader.expect(*_shard_reading(fd, shard["name"], lookup, kept_ids, rows, use_logits, device))
 
 
 def _to_search(shard: dict, set_key: SetKey, spaces: dict[str, TopKSearcher], context: SearchContext) -> bool:
@@ -333,7 +336,8 @@ def search_shard(
     ranks in their own space (the unit of the cache). Reads only through :class:`FeatureDir`,
     by ``context.reader`` (the next block read in the background)."""
     device = _staging_device(spaces, context.source, use_logits)
-    reading = _shard_reading(fd, shard_name, lookup, kept_ids, context.block_rows, use_logits, device)
+    rows = _read_rows(fd, spaces, context)
+    reading = _shard_reading(fd, shard_name, lookup, kept_ids, rows, use_logits, device)
     (target, keep), blocks = context.reader.open(*reading)
     out = {
         "labels": target[keep],
@@ -350,7 +354,9 @@ def search_shard(
         queries, norms = _queries(fd, shard_name, block, context.source, device)
         for s, sp in spaces.items():
             labels = target[keep[done]] if s == own_space else None
-            scores, ids, ranks = sp.search_ranked(queries, labels, norms, row_offset=done.start)
+            scores, ids, ranks = sp.search_ranked(
+                queries, labels, norms, row_offset=done.start, search=context.search
+            )
             out[f"{s}.scores"][done] = scores
             out[f"{s}.ids"][done] = ids
             if ranks is not None:
@@ -363,6 +369,22 @@ def search_shard(
 #: a block as the reader prepares it: (rows, their float64 squared norms, or None and the rows
 #: staged for the device: :func:`~imagenet_zsl.evaluation.device_search.stage_rows`)
 Prepared = tuple[FeatureBlock, np.ndarray | None, object | None]
+
+
+#: a block read for the CPU's search holds at most this many float32 features (32 MB): with the
+#: block read ahead, the search's working set stays that of a plain loop over one shard (issue 38:
+#: 32,768 rows of 2,048-d were 268 MB a block), whatever ``--block-rows`` allows; a block's cut
+#: changes no score (the search's promise), and smaller blocks measured no slower
+HOST_BLOCK_ELEMENTS = 1 << 23
+
+
+def _read_rows(fd: FeatureDir, spaces: dict[str, TopKSearcher], context: SearchContext) -> int:
+    """The rows read per block: ``context.block_rows`` (the user's bound), at most
+    ``HOST_BLOCK_ELEMENTS`` values a block when every space searches on the CPU (a GPU search
+    keeps large blocks: each is one upload and large GEMMs)."""
+    if any(sp.torch_device is not None for sp in spaces.values()):
+        return context.block_rows
+    return max(1, min(context.block_rows, HOST_BLOCK_ELEMENTS // max(1, fd.dim)))
 
 
 def _staging_device(spaces: dict[str, TopKSearcher], source: QuerySource, use_logits: bool) -> object | None:
