@@ -179,6 +179,7 @@ def _load_cached(spec: VectorSpec, identity: tuple):  # noqa: ARG001 - identity 
         raise UserInputError(
             f"{path}: holds {len(kv)} vectors of dimension {kv.vector_size}; no word has a vector"
         )
+    _check_words(kv, path, header=fmt != "glove", binary=fmt == "word2vec-binary")
     _check_finite(kv, path, first_line=1 if fmt == "glove" else 2)
     return kv
 
@@ -333,6 +334,8 @@ def _load_npy_parquet(path: Path):
         raise UserInputError(f"{parquets[0]}: not a readable parquet vocabulary: {err}") from err
     column = "index" if "index" in table.columns else table.columns[0]
     words = table[column].astype(str).tolist()
+    if matrix.dtype.kind not in "fiu":
+        raise UserInputError(f"{npys[0]}: the matrix must hold real numbers, not {matrix.dtype}")
     if matrix.ndim != 2 or matrix.shape[0] != len(words):
         raise UserInputError(
             f"{npys[0]}: matrix shape {matrix.shape} does not match the {len(words)} words of "
@@ -390,6 +393,53 @@ def _load_text(path: Path, header: bool, fmt: str):
         raise _text_error(path, header, fmt) or UserInputError(
             f"{path}: cannot read as {fmt} word vectors: {err}"
         ) from err
+
+
+def _check_words(kv: KeyedVectors, path: Path, header: bool, binary: bool) -> None:
+    """Refuse what gensim reads without a word: a word given twice (gensim keeps the first and
+    adds a ``None`` key with a zero vector) and, in a text file with a header, rows after the
+    COUNT the header promises (gensim stops there and drops them)."""
+    if len(kv.key_to_index) != len(kv.index_to_key) or None in kv.key_to_index:
+        first: dict[str, int] = {}
+        for row, word in enumerate(_words(path, header, binary)):
+            if word in first:
+                raise UserInputError(
+                    f"{path}: the word {word[:40]!r} has two vectors (rows {first[word] + 1} and "
+                    f"{row + 1}); keep one"
+                )
+            first[word] = row
+        raise UserInputError(f"{path}: some words have two vectors; keep one of each")
+    if header and not binary:
+        extra = _rows_after(path, 1 + len(kv))
+        if extra:
+            raise UserInputError(
+                f"{path}:1: the header promises {len(kv):,} vectors but {extra:,} more rows follow "
+                "them (they would be dropped); fix the header's COUNT"
+            )
+
+
+def _words(path: Path, header: bool, binary: bool) -> list[str]:
+    """The words of a text vector file, in order (slow path: only to name a duplicate)."""
+    if binary:
+        return []
+    with _open_binary(path) as handle:
+        lines = iter(handle)
+        if header:
+            next(lines, None)
+        return [line.split(b" ", 1)[0].decode("utf-8", "replace") for line in lines if line.strip()]
+
+
+def _rows_after(path: Path, lines: int) -> int:
+    """How many non-blank lines ``path`` has after its first ``lines`` (newlines counted in 1 MiB
+    blocks first, so a file without extra rows is read once, at memory speed)."""
+    total = 0
+    with _open_binary(path) as handle:
+        while block := handle.read(1 << 20):
+            total += block.count(b"\n")
+    if total <= lines:
+        return 0
+    with _open_binary(path) as handle:
+        return sum(1 for number, line in enumerate(handle) if number >= lines and line.strip())
 
 
 def _text_error(path: Path, header: bool, fmt: str) -> UserInputError | None:

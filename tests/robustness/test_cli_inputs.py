@@ -399,6 +399,11 @@ WORD_VECTOR_CASES = {
     "Latin-1 with header": (b"2 3\ncairn 1 0 0\ncaf\xe9 0 1 0\n", ["vectors.txt:3", "not UTF-8", "0xe9"]),
     "Latin-1 GloVe": (b"caf\xe9 0 1 0\ncairn 1 0 0\n", ["vectors.txt:1", "not UTF-8", "'café'"]),
     "Latin-1 GloVe line 2": (b"cairn 1 0 0\n\xe9t\xe9 0 1 0\n", ["vectors.txt:2", "not UTF-8"]),
+    # gensim stopped at the header's COUNT and dropped 'dog' without a word
+    "rows past the header count": (b"1 3\ncairn 1 0 0\ndog 0 0 1\n", ["vectors.txt:1", "1 more rows"]),
+    # gensim kept the first 'cairn' and added a None word with a zero vector
+    "word twice": (b"2 3\ncairn 1 0 0\ncairn 0 0 1\n", ["'cairn' has two vectors", "rows 1 and 2"]),
+    "word twice, GloVe": (b"cairn 1 0 0\ndog 0 1 0\ncairn 0 0 1\n", ["'cairn'", "rows 1 and 3"]),
 }
 
 
@@ -412,6 +417,21 @@ def test_malformed_word_vector_file(tmp_path, cli_error, case):
         ["labels", "vectors", vectors, "--out", out],
         culprit=[str(vectors), *culprits],
         inputs=[vectors],
+        not_created=[out],
+    )
+
+
+def test_a_complex_npy_matrix_is_refused(tmp_path, cli_error):
+    import pandas as pd
+
+    folder = tmp_path / "set"
+    folder.mkdir()
+    np.save(folder / "vectors.npy", np.ones((2, 3), np.complex64))
+    pd.DataFrame({"index": ["cairn", "dog"]}).to_parquet(folder / "vocab.parquet")
+    out = tmp_path / "v.npz"
+    cli_error(
+        ["labels", "vectors", folder, "--out", out],
+        culprit=[str(folder / "vectors.npy"), "complex64"],
         not_created=[out],
     )
 
