@@ -104,6 +104,7 @@ def load_class_vector_file(path: str | Path) -> ClassVectors:
     if path.suffix == ".npz":
         return ClassVectors.load(path)
     regular_input_file(path, "class-vector file")
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
@@ -112,6 +113,13 @@ def load_class_vector_file(path: str | Path) -> ClassVectors:
         raise UserInputError(f"{path}: not a readable parquet file: {err}") from err
     if "wnid" not in table.column_names:
         raise UserInputError(f"{path}: a class-vector parquet needs a 'wnid' column")
+    if not (
+        pa.types.is_string(wnid_type := table.schema.field("wnid").type)
+        or pa.types.is_large_string(wnid_type)
+    ):
+        raise UserInputError(
+            f"{path}: the 'wnid' column must hold strings, not {table.schema.field('wnid').type}"
+        )
     meta = table.schema.metadata or {}
     dims = [c for c in table.column_names if c != "wnid"]
     columns = [table.column(c).to_numpy(zero_copy_only=False) for c in dims]

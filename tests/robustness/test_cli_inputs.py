@@ -349,6 +349,29 @@ def test_malformed_prototype_file(tmp_path, cli_error, case):
     )
 
 
+@pytest.mark.parametrize(
+    ("columns", "match"),
+    [
+        ({"wnid": [1, 2], "e0": [1.0, 0.0]}, "'wnid' column must hold strings"),
+        ({"wnid": CLASSES, "e0": [1.0, float("nan")]}, "n01443537 = nan"),
+        ({"wnid": CLASSES, "e0": ["a", "b"]}, "column 'e0' must hold numbers"),
+        ({"wnid": [CLASSES[0]] * 2, "e0": [1.0, 0.0]}, "not a class-vector parquet"),
+    ],
+    ids=["numeric wnids", "NaN", "text column", "duplicate wnid"],
+)
+def test_malformed_class_vector_parquet(tmp_path, columns, match):
+    import pandas as pd
+
+    from imagenet_zsl.errors import UserInputError
+    from imagenet_zsl.semantics.vector_files import load_class_vector_file
+
+    path = tmp_path / "v.parquet"
+    pd.DataFrame(columns).to_parquet(path)
+    with pytest.raises(UserInputError, match=match) as err:
+        load_class_vector_file(path)
+    assert str(path) in str(err.value)
+
+
 def test_good_prototypes_rank_every_image_first(tmp_path, capsys):
     features, split = _evaluate_inputs(tmp_path)
     prototypes = _npz(tmp_path / "p.npz", wnids=np.array(CLASSES), matrix=np.eye(2))
