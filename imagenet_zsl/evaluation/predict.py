@@ -200,7 +200,7 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     features, logits = embed_photos(net, pre, photos, args.device)
     queries = source.encode(features, logits)
     kept, without = representable_classes(source, space)
-    scores = queries @ source.prototypes(kept).T
+    scores = source.score(queries, source.prototypes(kept))  # the model's own rule (LATEM: max over maps)
     _, order = topk_from_scores(scores, min(args.top_k, scores.shape[1]))  # ties: lower column first
     predictions = [
         Prediction(str(photo), [kept[j] for j in row], scores[i, row])

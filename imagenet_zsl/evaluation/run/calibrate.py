@@ -23,7 +23,7 @@ from imagenet_zsl.evaluation.run.classes import class_lookup, representable_clas
 from imagenet_zsl.evaluation.run.config import calibration_rows
 from imagenet_zsl.evaluation.run.gzsl import build_gzsl
 from imagenet_zsl.evaluation.run.search_sets import SearchContext, SetResult, search_set
-from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher
+from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS
 from imagenet_zsl.features.shards import FeatureDir
 
 
@@ -64,8 +64,8 @@ def choose_carved_gamma(model: Path, calibration: CarvedCalibration) -> dict[str
     validation, _ = representable_classes(source, list(calibration.validation))
     device = resolve_device(calibration.device)
     spaces = {
-        "seen": TopKSearcher(source.prototypes(seen), calibration.m, device=device),
-        "val_unseen": TopKSearcher(source.prototypes(validation), calibration.m, device=device),
+        "seen": source.searcher(seen, calibration.m, device),
+        "val_unseen": source.searcher(validation, calibration.m, device),
     }
     context = SearchContext(source, SearchCache(None), calibration.block_rows, progress=False)
     held = calibration_rows(fd.num_rows, calibration.fraction, calibration.seed)

@@ -220,9 +220,7 @@ def _label_spaces(
 ) -> dict[str, TopKSearcher]:
     """One searcher per label space; all prototypes (and a model's queries) share one dim."""
     spaces = {
-        space: TopKSearcher(source.prototypes(classes), m, device=device)
-        for space, classes in wnids.items()
-        if classes is not None
+        space: source.searcher(classes, m, device) for space, classes in wnids.items() if classes is not None
     }
     dims = {sp.dim for sp in spaces.values()}
     if len(dims) != 1:
@@ -258,7 +256,7 @@ def _check_given_gamma(cfg: EvaluationConfig) -> None:
         raise UserInputError(f"--val-seen-fraction {cfg.val_seen_fraction}: must be between 0 and 1")
 
 
-def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device]:
+def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device | str]:
     """The checks that read nothing: K values, one query source, the label-space spec, a given γ,
     the device and ``--out``."""
     ks = _check_ks(cfg)
@@ -266,7 +264,8 @@ def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device]:
     if (cfg.model is None) == (cfg.prototypes is None):
         raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
     check_label_space_spec(str(cfg.label_space), "--label-space")
-    device = resolve_device(cfg.device)
+    # '--device cpu' is the string the search takes as it is: no torch import to resolve it
+    device = "cpu" if cfg.device == "cpu" else resolve_device(cfg.device)
     check_out_dir(cfg.out, TOOL, input_paths(cfg))
     return ks, device
 
