@@ -187,6 +187,12 @@ class ZSLModel(ABC):
     ) -> ZSLModel:
         """Learn from seen classes only; returns self."""
 
+    def check_inputs(self, feature_identity: dict[str, Any] | None, semantics: ClassVectors | None) -> None:
+        """Refuse training features (their identity, ``features.identity.feature_identity``) and
+        class vectors that cannot belong together; ``train`` calls it after :meth:`fit`. Default:
+        nothing to check (a vision-language model pairs its two towers)."""
+        return None
+
     @abstractmethod
     def embed_images(self, features: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
         """(N, D) image features (and optional logits) → (N, E) float32 query vectors."""

@@ -378,6 +378,7 @@ def train(
                 cls.name, select, params, overrides, data, (semantics, graph)
             )
         model = create(cls.name, **params).fit(data, semantics, graph)
+    model.check_inputs(features.identity, semantics)  # after fit: its dimension checks come first
     return save_model(model, out_dir, extra, inputs=inputs)
 
 

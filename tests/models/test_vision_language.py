@@ -223,3 +223,19 @@ def fitted_on(vectors: ClassVectors):
     return create("vlm_zero_shot").fit(
         SeenData(np.zeros((0, 4), np.float32), np.zeros(0, np.int64), []), vectors
     )
+
+
+def test_train_refuses_vit_features_with_minilm_vectors(tmp_path, capsys):
+    """Issue 33 §6 at `train` time: equal dimensions (4 here, 384 in life), unrelated spaces."""
+    vit = "timm:vit_small_patch16_224.augreg_in21k"
+    train = _web_features(
+        tmp_path / "train", ["n00000009"], np.ones((2, 4), np.float32), np.zeros(2, np.int64), vit
+    )
+    ClassVectors([A, B, C], np.eye(3, 4), source=MINILM).save(tmp_path / "minilm.npz")
+    config = tmp_path / "vlm.yaml"
+    config.write_text(f"model: vlm_zero_shot\nsemantics: {tmp_path / 'minilm.npz'}\n")
+    argv = ["train", "--config", config, "--features", train, "--out", tmp_path / "model"]
+    assert main([str(a) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert vit in err and "sentence:all-MiniLM-L6-v2" in err and err.count("\n") == 1
+    assert not (tmp_path / "model").exists()
