@@ -10,6 +10,7 @@ import numpy as np
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.run.config import calibration_rows
 from imagenet_zsl.evaluation.run.search_sets import SearchContext, SetResult, search_set
 
 if TYPE_CHECKING:
@@ -75,8 +76,7 @@ def run_search(inp: EvaluationInputs, context: SearchContext) -> SearchResults:
 def _hold_out_seen(inp: EvaluationInputs, seen: SetResult) -> tuple[SetResult, SetResult]:
     """A seeded ``--val-seen-fraction`` of the seen images (by feature row), held out for
     validation: (seen test images, validation seen images)."""
-    rng = np.random.default_rng(inp.cfg.seed)
-    held = rng.random(inp.sets.seen_fd.num_rows) < inp.cfg.val_seen_fraction
+    held = calibration_rows(inp.sets.seen_fd.num_rows, inp.cfg.val_seen_fraction, inp.cfg.seed)
     val_seen = seen.take(held[seen.rows])
     seen = seen.take(~held[seen.rows])
     if len(seen.labels) == 0 or len(val_seen.labels) == 0:
