@@ -95,9 +95,10 @@ log = logging.getLogger(__name__)
 
 #: rows read per block by callers streaming feature shards (memory: block_rows * D * 4 bytes)
 DEFAULT_BLOCK_ROWS = 32768
-#: scores per tile: bounds the search's working memory to about TILE_ELEMENTS * 12 bytes (200 MB);
-#: tiles of several hundred rows keep the BLAS call at full speed for 21,842 classes
-TILE_ELEMENTS = 1 << 24
+#: scores per tile on the CPU: bounds the search's working memory to about TILE_ELEMENTS * 12
+#: bytes (100 MB; 384 -> 256 rows at 21,842 classes: every product call has the same fixed shape
+#: anyway, so smaller tiles cost no speed, and peak memory stays near a plain loop's: issue 38)
+TILE_ELEMENTS = 1 << 23
 #: scores per tile on a torch device (GPU): 512 MB of fp32 scores, so each GEMM is large
 DEVICE_TILE_ELEMENTS = 1 << 27
 #: float32 scores stay finite when |q| * |p| is below this (Cauchy-Schwarz, with rounding margin)
@@ -306,8 +307,12 @@ class TopKSearcher:
         return self.num_classes - len(self.unique_)
 
     def _tile_rows(self) -> int:
-        elements = TILE_ELEMENTS if self._device is None else DEVICE_TILE_ELEMENTS
-        return max(1, elements // self.num_classes)
+        """Rows per tile; on the CPU a multiple of PRODUCT_ROWS when a tile holds that many, so
+        that tiles cut no product chunk (a cut chunk is computed twice, padded)."""
+        if self._device is not None:
+            return max(1, DEVICE_TILE_ELEMENTS // self.num_classes)
+        rows = max(1, TILE_ELEMENTS // self.num_classes)
+        return rows if rows < PRODUCT_ROWS else rows - rows % PRODUCT_ROWS
 
     def _scores(
         self, queries: np.ndarray, product: Product, query_norm: float | None, offset: int

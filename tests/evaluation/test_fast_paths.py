@@ -149,8 +149,9 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     prototypes[5] = prototypes[2]  # identical prototypes: scored once, tied
     queries = rng.standard_normal((products.PRODUCT_ROWS + 75, 24)).astype(np.float32)
     labels = rng.integers(-1, len(prototypes), len(queries))
-    # tiles of 300 rows and 31 rows: chunks of 256, 44 | 31 rows, each padded to 256
-    monkeypatch.setattr(search, "TILE_ELEMENTS", (len(prototypes) - 1) * 300)
+    # tiles of 100 rows (fewer than a chunk: not rounded to one) and 31: chunks of 100 | 100 |
+    # 56, 44 | 31 rows, each padded to 256 rows at its place in its chunk of the set
+    monkeypatch.setattr(search, "TILE_ELEMENTS", len(prototypes) * 100)
     shapes = []
     real = products._matmul_into
 
@@ -164,7 +165,7 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     calls = sorted(shapes)
     rows, classes = products.PRODUCT_ROWS, products.PRODUCT_CLASSES
     shape = ((rows, 24), (classes, 24), (rows, classes))
-    assert len(calls) == 3 * 4 and set(calls) == {shape}
+    assert len(calls) == 5 * 4 and set(calls) == {shape}
     shapes.clear()
     monkeypatch.setattr(products, "_blas_threads", lambda: threads)
     got = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
@@ -198,3 +199,58 @@ def test_feature_rows_are_refused_exactly_when_not_finite(bad, tmp_path):
     expected = r"features of 1 images in shard s0 contain NaN or Inf \(first: n00000001/2\.JPEG\)"
     with pytest.raises(UserInputError, match=expected):
         _check_rows(Dir(), "s0", ids, rows, "features")
+
+
+def test_cpu_blocks_and_tiles_are_bounded_and_change_no_byte(tmp_path, monkeypatch):
+    """Issue 38: on the CPU a block read holds at most HOST_BLOCK_ELEMENTS features whatever
+    --block-rows allows, and a tile's rows are a multiple of the product's chunk; the files are
+    those of one block and one tile."""
+    from imagenet_zsl.evaluation import search
+    from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate, search_sets
+    from imagenet_zsl.features.feature_dir import FeatureDir
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+    from tests.evaluation.evaluation_fixtures import write_feature_dir
+
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 40, 300)
+    wnids = [f"n{i:08d}" for i in range(40)]
+    features = write_feature_dir(
+        tmp_path / "f", labels, rng.standard_normal((300, 6)).astype(np.float32), 140, wnids
+    )
+    ClassVectors(wnids, rng.standard_normal((40, 6)).astype(np.float32)).save(tmp_path / "p.npz")
+    (tmp_path / "split.txt").write_text("\n".join(wnids) + "\n")
+    asked = []
+    real = FeatureDir.shard_blocks
+
+    def spy(self, shard, rows, block_rows, **kwargs):
+        asked.append(block_rows)
+        return real(self, shard, rows, block_rows, **kwargs)
+
+    monkeypatch.setattr(FeatureDir, "shard_blocks", spy)
+
+    def run(name: str) -> dict:
+        out = tmp_path / name
+        cfg = EvaluationConfig(
+            features=features,
+            split=tmp_path / "split.txt",
+            out=out,
+            prototypes=tmp_path / "p.npz",
+            ks=[1, 5],
+            graph="none",
+            label_frequency=False,
+            plots=False,
+            device="cpu",
+            block_rows=10**6,
+        )
+        evaluate(cfg, progress=False)
+        return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*.npy"))}
+
+    whole = run("whole")
+    assert set(asked) == {search_sets.HOST_BLOCK_ELEMENTS // 6}  # not the million rows allowed
+    asked.clear()
+    monkeypatch.setattr(search_sets, "HOST_BLOCK_ELEMENTS", 6 * 25)  # 25 rows a block
+    monkeypatch.setattr(search, "TILE_ELEMENTS", 40 * 7)  # 7-row tiles
+    monkeypatch.setattr(search, "PRODUCT_ROWS", 3)
+    assert TopKSearcher(np.eye(40, 6, dtype=np.float32), 2, device="cpu")._tile_rows() == 6
+    assert run("cut") == whole and "topk/test.unseen.ids.npy" in whole
+    assert set(asked) == {25}

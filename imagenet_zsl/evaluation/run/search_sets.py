@@ -371,11 +371,12 @@ def search_shard(
 Prepared = tuple[FeatureBlock, np.ndarray | None, object | None]
 
 
-#: a block read for the CPU's search holds at most this many float32 features (32 MB): with the
-#: block read ahead, the search's working set stays that of a plain loop over one shard (issue 38:
-#: 32,768 rows of 2,048-d were 268 MB a block), whatever ``--block-rows`` allows; a block's cut
-#: changes no score (the search's promise), and smaller blocks measured no slower
-HOST_BLOCK_ELEMENTS = 1 << 23
+#: a block read for the CPU's search holds at most this many float32 features (16 MB: 2,048 rows of
+#: 2,048-d): with the block read ahead, the search's working set stays that of a plain loop over
+#: one shard (issue 38: 32,768 rows of 2,048-d were 268 MB a block), whatever ``--block-rows``
+#: allows; a block's cut changes no score (the search's promise), and smaller blocks measured no
+#: slower
+HOST_BLOCK_ELEMENTS = 1 << 22
 
 
 def _read_rows(fd: FeatureDir, spaces: dict[str, TopKSearcher], context: SearchContext) -> int:
