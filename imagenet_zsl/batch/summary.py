@@ -68,10 +68,13 @@ def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bo
         if override:
             fitted_on = override.get(f"model {record['model']}", "?")
             backbone += f" (MISMATCH ALLOWED: model fitted on {fitted_on})"
-        row: dict[str, Any] = {
+        row: dict[str, Any] = {}
+        if "backbone" in record:  # a run over several feature sets: the backbone column comes first
+            row["backbone"] = f"{record['backbone']}: {backbone}"
+        row |= {
             "model": record["model"],
             "split": record["split"],
-            "backbone": backbone,
+            "backbone": row.get("backbone", backbone),
             "class vectors": str(origin.get("class_vectors") or "–"),
             "classes": f"{evaluated if evaluated is not None else '–'}/{classes['in_split']}"
             + (f" +{missed} missed" if missed else ""),
@@ -129,9 +132,30 @@ def add_intervals(out: Path, records: Sequence[dict], rows: Sequence[dict]) -> N
         for a, (i, _) in enumerate(members):
             rows[i][CI_COLUMN] = f"[{pct(boot.low[a])}, {pct(boot.high[a])}]"
             same = [
-                rows[j]["model"] for b, (j, _) in enumerate(members) if b != a and boot.not_significant(a, b)
+                _row_name(rows[j], records[j])
+                for b, (j, _) in enumerate(members)
+                if b != a and boot.not_significant(a, b)
             ]
             rows[i][NS_COLUMN] = ", ".join(same) if same else "none"
+
+
+def _row_name(row: dict, record: dict) -> str:
+    """A row's model, with its backbone in a run over several feature sets (``vit/eszsl``)."""
+    return f"{record['backbone']}/{row['model']}" if "backbone" in record else row["model"]
+
+
+def _series(row: dict) -> str:
+    """A row's line in the plot: its model, ``NAME/model`` in a run over several feature sets
+    (whose rows lead with ``backbone`` = ``NAME: identity``)."""
+    if next(iter(row)) == "backbone":
+        return f"{row['backbone'].split(': ', 1)[0]}/{row['model']}"
+    return row["model"]
+
+
+def lead_columns(rows: Sequence[dict]) -> list[str]:
+    """The text columns before the values, in the rows' order: :data:`LEAD_COLUMNS`, with the
+    backbone first in a run over several feature sets."""
+    return [c for c in (rows[0] if rows else LEAD_COLUMNS) if c in LEAD_COLUMNS]
 
 
 def seen_in_pretraining(metrics: dict) -> str:
@@ -173,7 +197,7 @@ def to_markdown(rows: Sequence[dict], notes: Sequence[str] = ()) -> str:
     if not rows:
         return "(no cells)\n"
     values = _value_columns(rows)
-    columns = [*LEAD_COLUMNS, *values, *TRAIL_COLUMNS]
+    columns = [*lead_columns(rows), *values, *TRAIL_COLUMNS]
     table = [
         [(_pct(row[c]) if c in values else str(row[c])).replace("|", "/") for c in columns] for row in rows
     ]
@@ -210,7 +234,7 @@ def to_csv(rows: Sequence[dict]) -> str:
 def to_latex(rows: Sequence[dict]) -> str:
     """The table as a LaTeX tabular (booktabs), values in %; a failed cell reads 'failed'."""
     values = _value_columns(rows)
-    lead = [c for c in LEAD_COLUMNS if c in (rows[0] if rows else {})]
+    lead = lead_columns(rows)
     trail = [c for c in TRAIL_COLUMNS if c != "status" and c in (rows[0] if rows else {})]
     lines = [
         r"\begin{tabular}{" + "l" * len(lead) + "r" * (len(values) + len(trail)) + "}",
@@ -257,7 +281,7 @@ def hit_at_k_figure(rows: Sequence[dict], ks: Sequence[int]) -> Any:
     from matplotlib.lines import Line2D
 
     splits = list(dict.fromkeys(r["split"] for r in rows)) or ["(no cells)"]
-    models = list(dict.fromkeys(r["model"] for r in rows))
+    models = list(dict.fromkeys(_series(r) for r in rows))
     styles = model_styles(models)
     ncols = 2 if len(splits) == 4 else min(PANEL_COLUMNS, len(splits))  # 4 panels: 2 x 2
     nrows = -(-len(splits) // ncols)
@@ -270,7 +294,7 @@ def hit_at_k_figure(rows: Sequence[dict], ks: Sequence[int]) -> Any:
             continue
         for row in (r for r in rows if r["split"] == splits[i] and r["status"] == "ok"):
             values = [100 * row[f"hit@{k}"] if row.get(f"hit@{k}") is not None else math.nan for k in ks]
-            ax.plot(ks, values, linestyle="-", markersize=4, **styles[row["model"]])
+            ax.plot(ks, values, linestyle="-", markersize=4, **styles[_series(row)])
         ax.set_xscale("log")
         ax.set_xticks(ks, [str(k) for k in ks])
         ax.set_xticks([], minor=True)

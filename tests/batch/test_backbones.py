@@ -75,3 +75,21 @@ def test_backbones_holding_other_test_images_are_refused(demo_inputs, demo_run, 
         ["run", str(recipe), "--out", str(tmp_path / "out")],
         ["the test images of split 'hop1' differ between backbones 'a' and 'b'", "features.b.test"],
     )
+
+
+def test_a_run_over_several_backbones_leads_with_the_backbone(demo_inputs, tmp_path):
+    """The summary's first column is the backbone (its recipe name and identity); the plot and the
+    'n.s. vs' column name a row by backbone and model, since a model appears once per backbone."""
+    from imagenet_zsl.batch.summary import _series, lead_columns, to_markdown
+
+    rows = [
+        {"backbone": "resnet: SIMULATED @aa", "model": "eszsl", "split": "hop1", "class vectors": "g"},
+        {"backbone": "vit: SIMULATED @bb", "model": "eszsl", "split": "hop1", "class vectors": "g"},
+    ]
+    assert lead_columns(rows) == ["backbone", "model", "split", "class vectors"]
+    assert [_series(r) for r in rows] == ["resnet/eszsl", "vit/eszsl"]
+    single = [{"model": "eszsl", "split": "hop1", "backbone": "SIMULATED @aa"}]
+    assert lead_columns(single) == ["model", "split", "backbone"] and _series(single[0]) == "eszsl"
+    trail = {"hit@1": 0.5, "hit@1 95% CI": "–", "n.s. vs": "–", "seen in pretraining": "–", "status": "ok"}
+    header = to_markdown([{**r, **trail} for r in rows]).splitlines()[0]
+    assert header.startswith("| backbone | model | split |")
