@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from imagenet_zsl.cli_types import LazyChoices
+from imagenet_zsl.cli_types import LazyChoices, seed
 from imagenet_zsl.errors import UserInputError
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ def _add_run(group: argparse._SubParsersAction) -> None:
     run.add_argument("--val-split", type=int, choices=(1, 2, 3), default=1)
     run.add_argument("--att-splits", type=Path, help="att_splits.mat or split folder (e.g. GRAB)")
     run.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=seed, default=0)
     run.add_argument(
         "--select",
         choices=("zsl", "gzsl"),
@@ -303,7 +303,7 @@ def _add_upper_bound(group: argparse._SubParsersAction) -> None:
     bound.add_argument("--split", choices=("ps", "ss"), default="ps")
     bound.add_argument("--att-splits", type=Path, help="att_splits.mat or split folder (e.g. GRAB)")
     bound.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
-    bound.add_argument("--seed", type=int, default=0, help="which unseen images train (seeded share)")
+    bound.add_argument("--seed", type=seed, default=0, help="which unseen images train (seeded share)")
     bound.add_argument("--reg", type=float, default=1e-4, help="L2 weight (standardised features)")
     bound.add_argument("--max-iter", type=int, default=200, help="L-BFGS iterations")
     bound.add_argument("--out", required=True, type=Path)
@@ -341,7 +341,7 @@ def _add_split(group: argparse._SubParsersAction) -> None:
         help="mas/pas: attributes/components kept (default 40 as in GRAB's code, capped at A for mas, "
         "min(A, C-1) for pas)",
     )
-    split.add_argument("--seed", type=int, default=0)
+    split.add_argument("--seed", type=seed, default=0)
     split.add_argument("--out", required=True, type=Path)
     split.set_defaults(func=_split)
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from imagenet_zsl.cli_types import seed as seed_type
 from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
 from imagenet_zsl.io import atomic_directory, atomic_write_text
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--test-classes", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_type, default=0)
     args = parser.parse_args(argv)
     write_demo(args.out, DemoSizes(n_test=args.test_classes), seed=args.seed)
     print(f"wrote {args.out}")

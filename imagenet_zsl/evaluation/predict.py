@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from imagenet_zsl.cli_types import non_negative_int, positive_int
+from imagenet_zsl.cli_types import positive_int, seed
 from imagenet_zsl.devices import DEVICE_HELP, resolve_device, torch_numerics
 from imagenet_zsl.errors import UserInputError, preview
 
@@ -70,7 +70,7 @@ def register(tree: CommandTree) -> None:
         "--weights",
         help="its weights file, or 'random' (tests only); default: the torch hub / Hugging Face cache",
     )
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of --weights random")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of --weights random")
     parser.add_argument("--label-space", default="all", help=_LABEL_SPACE_HELP)
     parser.add_argument("--split", type=Path, help="wnid list of the split (needed by --label-space split)")
     parser.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per photo (default 5)")

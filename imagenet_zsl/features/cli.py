@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import lazy_help, non_negative_int, positive_int
+from imagenet_zsl.cli_types import lazy_help, non_negative_int, positive_int, seed
 from imagenet_zsl.devices import DETERMINISTIC_COST, DEVICE_HELP, tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 
@@ -66,7 +66,7 @@ def register(tree: CommandTree) -> None:
     parser.add_argument("--per-class", type=positive_int, help="seeded sample of at most N images per class")
     parser.add_argument(
         "--seed",
-        type=non_negative_int,
+        type=seed,
         default=0,
         help="seed of --per-class sampling and of --weights random (default 0)",
     )
@@ -180,7 +180,7 @@ def register(tree: CommandTree) -> None:
     )
     simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
     simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
-    simulate.add_argument("--seed", type=int, default=None, help="override the config's seed")
+    simulate.add_argument("--seed", type=seed, default=None, help="override the config's seed")
     simulate.set_defaults(func=_simulate)
 
     labels = tree.group("labels")

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from imagenet_zsl.cli_types import seed as seed_type
 from imagenet_zsl.data import ilsvrc2012_wnids
 
 CONVERTIBLE = ("cmyk", "gray", "png")
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-class", type=int, default=12)
     parser.add_argument("--width", type=int, default=160)
     parser.add_argument("--height", type=int, default=120)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed_type, default=0)
     args = parser.parse_args(argv)
     wnids = sorted(ilsvrc2012_wnids())[: args.classes]
     store = make_store(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int
+from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int, seed
 from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.errors import UserInputError
 
@@ -49,7 +49,7 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         default=1,
         help="number of seeds (fold splits); an image must be right under all",
     )
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="first seed")
+    parser.add_argument("--seed", type=seed, default=0, help="first seed")
     parser.add_argument(
         "--min-class-accuracy",
         type=float,

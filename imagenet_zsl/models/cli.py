@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from imagenet_zsl.cli_types import seed
 from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.errors import UserInputError
 
@@ -74,7 +75,7 @@ def register(tree: CommandTree) -> None:
         "BatchNorm statistics stay frozen with small batches) or the whole backbone in train mode "
         "with random resized crops and flips (Kampffmeyer et al.'s reference recipe)",
     )
-    dgp.add_argument("--seed", type=int, default=0)
+    dgp.add_argument("--seed", type=seed, default=0)
     dgp.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     dgp.set_defaults(func=_finetune_dgp)
 

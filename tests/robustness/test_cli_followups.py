@@ -1,0 +1,56 @@
+"""Follow-ups of issue 35 §2-§4 in the stages above the readers: bounded seeds, long override
+values, report stems, FIFOs and binary files given as inputs. Each bad input is one ``error:``
+line naming the file or flag, exit status 2, and no harm done."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+
+import pytest
+
+from imagenet_zsl import cli_types
+from imagenet_zsl.cli import build_parser
+
+
+# ----------------------------------------------------------------------------- seeds
+def _seed_flags(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, object]]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _seed_flags(sub, (*path, name))
+        elif "--seed" in action.option_strings:
+            yield " ".join(path), action.type
+
+
+#: commands whose --seed lives in a file of another owner; remove an entry when its fix lands
+PENDING_SEED_FLAGS = {"analyze factor"}
+
+
+def test_every_seed_flag_takes_0_to_2_32():
+    flags = dict(_seed_flags(build_parser()))
+    assert {"extract", "simulate", "predict", "finetune-dgp", "images filter", "attributes run"} <= set(flags)
+    unbounded = {command for command, kind in flags.items() if kind is not cli_types.seed}
+    assert unbounded == PENDING_SEED_FLAGS
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["finetune-dgp"], ["attributes", "run"], ["attributes", "upper-bound"], ["attributes", "split"]],
+    ids=" ".join,
+)
+@pytest.mark.parametrize("value", ["-1", "4294967296"])
+def test_a_seed_out_of_range_is_one_usage_line(cli_error, command, value):
+    cli_error([*command, "--seed", value], culprit=["argument --seed", value, "0..4294967295"])
+
+
+@pytest.mark.parametrize("module", ["imagenet_zsl.features.synthetic_store", "imagenet_zsl.evaluation.demo"])
+def test_the_script_entry_points_bound_their_seed(tmp_path, capsys, module):
+    import importlib
+
+    main = importlib.import_module(module).main
+    with pytest.raises(SystemExit) as stop:
+        main([str(tmp_path / "out"), "--seed", "-1"])
+    assert stop.value.code == 2
+    assert "a seed must be an integer in 0..4294967295" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
