@@ -91,18 +91,20 @@ def _parse_overrides(items: list[str]) -> dict[str, Any]:
     ``1e-3`` is a number), its type and range are checked with the config's params."""
     import yaml
 
-    from imagenet_zsl.config import parse_recipe_yaml
+    from imagenet_zsl.config import parse_recipe_yaml, shorten
 
     overrides: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise UserInputError(f"--set {item!r}: expected PARAM=VALUE")
+            raise UserInputError(f"--set {shorten(repr(item))}: expected PARAM=VALUE")
         key, value = item.split("=", 1)
         try:
             overrides[key.strip()] = parse_recipe_yaml(value)
         except yaml.YAMLError as err:
             problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-            raise UserInputError(f"--set {item!r}: the value is not valid YAML ({problem})") from None
+            raise UserInputError(
+                f"--set {shorten(repr(item))}: the value is not valid YAML ({shorten(problem)})"
+            ) from None
     return overrides
 
 

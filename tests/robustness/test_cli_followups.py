@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from imagenet_zsl import cli_types
 from imagenet_zsl.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ----------------------------------------------------------------------------- seeds
@@ -54,3 +57,26 @@ def test_the_script_entry_points_bound_their_seed(tmp_path, capsys, module):
     assert stop.value.code == 2
     assert "a seed must be an integer in 0..4294967295" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- train --set
+LONG = "x" * 40_000
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        (f"lam{LONG}", "expected PARAM=VALUE"),
+        (f"lam=[{LONG}", "the value is not valid YAML"),
+        ("lam=" + "[" * 40_000, "nested too deeply"),
+    ],
+    ids=["no equals sign", "unclosed list", "deep list"],
+)
+def test_a_long_set_value_keeps_the_reason_on_the_line(tmp_path, cli_error, item, reason):
+    from imagenet_zsl.cli import MAX_ERROR_CHARS
+
+    config = ROOT / "configs" / "models" / "eszsl.yaml"
+    out = tmp_path / "model"
+    argv = ["train", "--config", config, "--features", tmp_path / "f", "--out", out, "--set", item]
+    line = cli_error(argv, culprit=["--set 'lam", reason, "more characters"], not_created=[out])
+    assert len(line) < MAX_ERROR_CHARS
