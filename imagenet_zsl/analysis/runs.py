@@ -135,6 +135,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserInputError(f"{path}: not a readable JSON file ({err})") from err
+    except RecursionError:  # json builds nested values recursively
+        raise UserInputError(f"{path}: not a run's JSON file: it is nested too deeply") from None
     if not isinstance(data, dict):
         raise UserInputError(f"{path}: expected a JSON object")
     return data

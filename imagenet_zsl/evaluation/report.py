@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.columns import COLUMN_LEGEND, csv_only, metric_columns
 from imagenet_zsl.features.identity import check_same_features
-from imagenet_zsl.io import MANIFEST_NAME, atomic_write_text, check_out_file, read_manifest_verified
+from imagenet_zsl.io import (
+    MANIFEST_NAME,
+    atomic_write_text,
+    check_out_file,
+    check_out_stem,
+    read_manifest_verified,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -309,6 +315,8 @@ def load_metrics(run_dir: str | Path, verify: bool = True) -> dict:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise UserInputError(f"{path}: not valid JSON ({err})") from err
+    except RecursionError:  # json builds nested values recursively
+        raise UserInputError(f"{path}: not a metrics file: its JSON is nested too deeply; {RERUN}") from None
     if not isinstance(data, dict):
         raise UserInputError(f"{path}: expected a JSON object")
     return data
@@ -446,7 +454,9 @@ def is_report_output(path: Path) -> bool:
 def check_report_out(out: str | Path, run_dirs: Sequence[str | Path]) -> None:
     """Refuse an ``--out`` whose files would land inside an input run directory (e.g. over a run's
     own report.md), that would replace a file ``report`` did not write, or that cannot be written,
-    before reading anything."""
+    before reading anything. An ``--out`` that is a directory or a device is refused too: the
+    tables would land beside it (``/dev/full`` → ``/dev/full.md``)."""
+    check_out_stem(out, report_paths(out))
     for path in report_paths(out):
         check_out_file(path, inputs=run_dirs, replaces=is_report_output, what="a report table")
 

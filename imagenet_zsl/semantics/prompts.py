@@ -121,6 +121,8 @@ def read_prompt_file(path: str | Path) -> dict[str, tuple[str, ...]]:
         raise UserInputError(f"{path}: not UTF-8 text; --prompts takes a JSON file") from None
     except json.JSONDecodeError as err:
         raise UserInputError(f"{path}: not JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    except RecursionError:  # json builds nested values recursively
+        raise UserInputError(f"{path}: nested too deeply for a prompt file {{wnid: [prompt, ...]}}") from None
     if not isinstance(data, dict):
         raise UserInputError(
             f"{path}: expected a JSON object {{wnid: [prompt, ...]}}, got {type(data).__name__}"

@@ -80,3 +80,36 @@ def test_a_long_set_value_keeps_the_reason_on_the_line(tmp_path, cli_error, item
     argv = ["train", "--config", config, "--features", tmp_path / "f", "--out", out, "--set", item]
     line = cli_error(argv, culprit=["--set 'lam", reason, "more characters"], not_created=[out])
     assert len(line) < MAX_ERROR_CHARS
+
+
+# ----------------------------------------------------------------------------- deeply nested JSON
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_deeply_nested_metrics_file_is_one_line(tmp_path):
+    from imagenet_zsl.errors import UserInputError
+    from imagenet_zsl.evaluation.report import load_metrics
+
+    (tmp_path / "metrics.json").write_text(DEEP_JSON)
+    with pytest.raises(UserInputError, match=r"metrics\.json: not a metrics file: its JSON is nested too"):
+        load_metrics(tmp_path, verify=False)
+
+
+def test_a_deeply_nested_run_json_is_one_line(tmp_path):
+    from imagenet_zsl.analysis.runs import _read_json
+    from imagenet_zsl.errors import UserInputError
+
+    path = tmp_path / "classes.json"
+    path.write_text(DEEP_JSON)
+    with pytest.raises(UserInputError, match=r"classes\.json: not a run.s JSON file: it is nested too"):
+        _read_json(path)
+
+
+def test_a_deeply_nested_prompt_file_is_one_line(tmp_path):
+    from imagenet_zsl.errors import UserInputError
+    from imagenet_zsl.semantics.prompts import read_prompt_file
+
+    path = tmp_path / "prompts.json"
+    path.write_text('{"n01440764": ' + DEEP_JSON + "}")
+    with pytest.raises(UserInputError, match=r"prompts\.json: nested too deeply for a prompt file"):
+        read_prompt_file(path)

@@ -680,9 +680,6 @@ def test_check_out_stem_refuses_a_directory_or_a_device(tmp_path):
     check_out_stem(tmp_path / "report", written)  # a new name: fine
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs evaluation/report.py (H3) check_report_out to call io.check_out_stem"
-)
 @pytest.mark.parametrize("kind", ["directory", "fifo"])
 def test_report_out_that_is_a_directory_or_special_file(one_run, tmp_path, cli_error, kind):
     out = tmp_path / "tables"
