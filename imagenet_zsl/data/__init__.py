@@ -6,11 +6,16 @@ See PROVENANCE.md beside this file for where each file comes from.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import regular_input_file
 
 DATA_DIR = Path(__file__).resolve().parent
+_WNID = re.compile(r"n[0-9]{8}")
+#: ASCII digits only (str.isdigit() accepts '²'), at most 18 (int64; int() refuses 4,300)
+_DECIMAL = re.compile(r"[0-9]{1,18}")
 
 
 def data_path(name: str) -> Path:
@@ -22,17 +27,30 @@ def data_path(name: str) -> Path:
 
 
 def read_wnid_counts(path: str | Path) -> dict[str, int]:
-    """``wnid<TAB>num_images`` TSV (header line optional) → ordered dict; clear errors on bad rows."""
+    """``wnid<TAB>num_images`` TSV (header line optional) → ordered dict. A FIFO or device, bytes
+    that are not UTF-8, a row that is not a wnid and a decimal count, or a wnid listed twice is
+    one line naming the file and line."""
+    path = regular_input_file(path, "counts table")
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line_no = data[: err.start].count(b"\n") + 1
+        raise UserInputError(
+            f"{path}:{line_no}: not UTF-8 text (byte 0x{data[err.start]:02x}); a counts table is "
+            "'wnid<TAB>count' lines"
+        ) from None
     counts: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            line = line.strip()
-            if not line or line.startswith("#") or (line_no == 1 and line.startswith("wnid")):
-                continue
-            parts = line.split("\t")
-            if len(parts) != 2 or not parts[1].strip().isdigit():
-                raise UserInputError(f"{path}:{line_no}: expected 'wnid<TAB>count', got {line[:60]!r}")
-            counts[parts[0].strip()] = int(parts[1])
+    for line_no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#") or (line_no == 1 and line.startswith("wnid")):
+            continue
+        parts = [part.strip() for part in line.split("\t")]
+        if len(parts) != 2 or not _WNID.fullmatch(parts[0]) or not _DECIMAL.fullmatch(parts[1]):
+            raise UserInputError(f"{path}:{line_no}: expected 'wnid<TAB>count', got {line[:60]!r}")
+        if parts[0] in counts:
+            raise UserInputError(f"{path}:{line_no}: {parts[0]} is listed twice")
+        counts[parts[0]] = int(parts[1])
     return counts
 
 

@@ -113,3 +113,34 @@ def test_a_deeply_nested_prompt_file_is_one_line(tmp_path):
     path.write_text('{"n01440764": ' + DEEP_JSON + "}")
     with pytest.raises(UserInputError, match=r"prompts\.json: nested too deeply for a prompt file"):
         read_prompt_file(path)
+
+
+# ----------------------------------------------------------------------------- image-count tables
+def test_a_counts_table_with_bom_header_comments_and_crlf_reads(tmp_path):
+    from imagenet_zsl.data import read_wnid_counts
+
+    path = tmp_path / "counts.tsv"
+    path.write_bytes(
+        b"\xef\xbb\xbfwnid\tnum_images\r\n# made by hand\r\n\r\nn02084071\t 12 \r\nn01440764\t0\r\n"
+    )
+    assert list(read_wnid_counts(path).items()) == [("n02084071", 12), ("n01440764", 0)]
+
+
+COUNT_CASES = {
+    "wnid twice": (b"n02084071\t1\nn02084071\t2\n", ["counts.tsv:2", "n02084071 is listed twice"]),
+    "not a wnid": (b"dog\t3\n", ["counts.tsv:1", "'dog\\t3'"]),
+    "negative count": (b"n02084071\t-3\n", ["counts.tsv:1", "expected 'wnid<TAB>count'"]),
+    "4,301 digits": (b"n02084071\t" + b"9" * 4301 + b"\n", ["counts.tsv:1", "expected 'wnid<TAB>count'"]),
+    "Latin-1 on line 2": (b"n02084071\t1\n\xe9\t2\n", ["counts.tsv:2", "not UTF-8", "0xe9"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(COUNT_CASES))
+def test_malformed_counts_table_through_splits_stats(tmp_path, cli_error, case):
+    data, culprits = COUNT_CASES[case]
+    split = tmp_path / "split.txt"
+    split.write_text("n02084071\n")
+    counts = tmp_path / "counts.tsv"
+    counts.write_bytes(data)
+    argv = ["splits", "stats", split, "--counts", counts]
+    cli_error(argv, culprit=[str(counts), *culprits], inputs=[counts])

@@ -771,7 +771,6 @@ def test_recipe_seed_bound_is_the_command_line_bound():
 
 
 # ----------------------------------------------------------------------------- 5. image-count tables
-@pytest.mark.xfail(strict=True, reason="needs data/__init__.py read_wnid_counts (H4): see the H7 report")
 @pytest.mark.parametrize(
     ("data", "culprit"),
     [("n02084071\t1²\n".encode(), "counts.tsv:1"), (bytes(range(128, 256)), "not UTF-8"), (None, "FIFO")],
