@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.scored_shards import UNSTORED_KEY
 from imagenet_zsl.features.shard_files import FORMAT, check_head_file, finished_shard, write_manifest
 from imagenet_zsl.io import read_manifest_verified
 
@@ -116,7 +117,10 @@ def merge(out_dir: str | Path, verify: bool = True, require_complete: bool = Tru
             problems.append(f"shard s{g:06d} was written twice with different content: {done[g]}")
             continue
         record = good[0]
-        records.append({"name": record["name"], "rows": record["rows"], "sha256": record["sha256"]})
+        kept = {"name": record["name"], "rows": record["rows"], "sha256": record["sha256"]}
+        if UNSTORED_KEY in record:  # a scored shard (fused path): its features were never stored
+            kept[UNSTORED_KEY] = record[UNSTORED_KEY]
+        records.append(kept)
         sidecar = skipped_path(out_dir, record["name"])
         if sidecar.exists():
             skipped.extend(json.loads(sidecar.read_text()))

@@ -59,6 +59,7 @@ from imagenet_zsl.features.extract_setup import (
 )
 from imagenet_zsl.features.head import BackboneHead
 from imagenet_zsl.features.loading import WorkList
+from imagenet_zsl.features.scored_shards import ShardSink
 from imagenet_zsl.images.store import ImageStore, open_store, select_rows
 from imagenet_zsl.splits.io import read_wnid_list
 
@@ -177,8 +178,11 @@ def _setup(cfg: ExtractConfig, work: WorkList, ranks: dist.RankInfo) -> tuple[Ex
     return setup, weights
 
 
-def run_extraction(cfg: ExtractConfig) -> ExtractResult:
-    """Extract features for ``cfg`` in this process (one rank of a torchrun job, or alone)."""
+def run_extraction(cfg: ExtractConfig, sink: ShardSink | None = None) -> ExtractResult:
+    """Extract features for ``cfg`` in this process (one rank of a torchrun job, or alone). With
+    a ``sink`` (the fused path, issue 38 §1) every shard's float16 rows are handed to it and no
+    feature file is written: the directory holds labels, ids, the run record and a manifest whose
+    shards carry the feature files' would-be sha256 (``unstored_sha256``)."""
     ranks = dist.RankInfo.from_env()
     check_choices(cfg)
     deterministic = cfg.mode == "deterministic"
@@ -208,7 +212,7 @@ def run_extraction(cfg: ExtractConfig) -> ExtractResult:
     with _log_file(out, ranks.rank) as log_file:
         if forward is not None:
             with torch_numerics(deterministic):
-                extract_shards(setup, forward, store.reader(), pending, ranks, out, result)
+                extract_shards(setup, forward, store.reader(), pending, ranks, out, result, sink)
         line = _summary_line(result, ranks)
         # logged before the merge: the manifest lists the log file, so it must be complete
         log_file.handle(log.makeRecord(log.name, logging.INFO, __file__, 0, line, None, None))

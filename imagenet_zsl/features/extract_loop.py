@@ -18,6 +18,7 @@ from imagenet_zsl.features import distributed as dist
 from imagenet_zsl.features.extract_compile import autocast
 from imagenet_zsl.features.extract_setup import ExtractionSetup, ExtractResult
 from imagenet_zsl.features.loading import ImageDataset, WorkList, image_loader, split_raw
+from imagenet_zsl.features.scored_shards import ShardOutputs, ShardSink, write_scored_shard
 from imagenet_zsl.features.shard_files import shard_name, write_shard
 from imagenet_zsl.features.transforms import Preprocessing
 from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
@@ -49,10 +50,12 @@ def extract_shards(
     ranks: dist.RankInfo,
     out: Path,
     result: ExtractResult,
+    sink: ShardSink | None = None,
 ) -> None:
     """Extract the ``pending`` shards of ``setup.work`` into ``out`` with ``forward`` (the prepared
     backbone), each shard written atomically once its last batch is done; counts and timings go
-    into ``result``."""
+    into ``result``. With a ``sink`` (the fused path) each shard's float16 rows go to it and only
+    its labels, ids and record are written (:mod:`~imagenet_zsl.features.scored_shards`)."""
     import torch
 
     cfg, work, pre, device, batch_size = setup.cfg, setup.work, setup.pre, setup.device, setup.batch_size
@@ -105,7 +108,7 @@ def extract_shards(
             buffers.skipped += skipped
             bar.update(len(positions))
             if last:
-                rows, n_skipped = buffers.write(out, shard_name(ranks.rank, g), work, setup.dim)
+                rows, n_skipped = buffers.write(out, shard_name(ranks.rank, g), work, setup.dim, sink)
                 result.images += rows
                 result.skipped += n_skipped
                 result.shards_written += 1
@@ -161,8 +164,11 @@ class _ShardBuffer:
         if logits is not None:
             self.logits.append(logits)
 
-    def write(self, out: Path, name: str, work: WorkList, dim: int | None) -> tuple[int, int]:
-        """Write the shard (and its skipped-files sidecar); (rows written, images skipped)."""
+    def write(
+        self, out: Path, name: str, work: WorkList, dim: int | None, sink: ShardSink | None = None
+    ) -> tuple[int, int]:
+        """Write the shard (and its skipped-files sidecar); (rows written, images skipped). With
+        a ``sink``, the features go to it instead of a file (:func:`write_scored_shard`)."""
         import torch
 
         if self.positions:
@@ -187,7 +193,11 @@ class _ShardBuffer:
             atomic_write_json(sidecar, skipped)
         else:
             sidecar.unlink(missing_ok=True)
-        write_shard(out, name, features, work.labels[positions], work.ids(positions), logits)
+        if sink is None:
+            write_shard(out, name, features, work.labels[positions], work.ids(positions), logits)
+        else:
+            outputs = ShardOutputs.of(name, features, work.labels[positions], work.ids(positions), logits)
+            write_scored_shard(out, outputs, sink)
         return len(positions), len(skipped)
 
 
