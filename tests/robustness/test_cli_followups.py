@@ -5,13 +5,15 @@ line naming the file or flag, exit status 2, and no harm done."""
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from imagenet_zsl import cli_types
-from imagenet_zsl.cli import build_parser
+from imagenet_zsl.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,3 +146,77 @@ def test_malformed_counts_table_through_splits_stats(tmp_path, cli_error, case):
     counts.write_bytes(data)
     argv = ["splits", "stats", split, "--counts", counts]
     cli_error(argv, culprit=[str(counts), *culprits], inputs=[counts])
+
+
+# ----------------------------------------------------------------------------- evaluate's list files
+@pytest.fixture
+def bench(tmp_path: Path) -> dict[str, Path]:
+    """Test images (2 per test class), seen images, one-hot prototypes, the split file."""
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+    from tests.evaluation.evaluation_fixtures import CLASSES, DIM, TEST, one_hot, write_feature_dir
+
+    root = tmp_path / "in"
+    labels, seen_labels = np.repeat(np.arange(6), 2), np.repeat([8, 9], 2)
+    root.mkdir()
+    ClassVectors(CLASSES, np.eye(DIM, dtype=np.float32)).save(root / "protos.npz")
+    (root / "split.txt").write_text("\n".join(TEST) + "\n")
+    return {
+        "root": root,
+        "--features": write_feature_dir(root / "features", labels, one_hot(labels)),
+        "--seen-features": write_feature_dir(root / "seen", seen_labels, one_hot(seen_labels)),
+        "--prototypes": root / "protos.npz",
+        "--split": root / "split.txt",
+    }
+
+
+def _evaluate(bench: dict[str, Path], out: Path, *extra: str | Path) -> list[str | Path]:
+    flags = [x for flag in ("--features", "--split", "--prototypes") for x in (flag, bench[flag])]
+    return ["evaluate", *flags, "--graph", "none", "--no-label-frequency", "--no-plots", "--out", out, *extra]
+
+
+LIST_FLAGS = {
+    "--split": ("split file", ()),
+    "--label-space": ("label-space file", ()),
+    "--seen-classes": ("seen-class list", ("--gzsl",)),
+    "--val-split": ("validation split", ("--gzsl",)),
+}
+
+
+@pytest.mark.parametrize("flag", sorted(LIST_FLAGS))
+def test_a_fifo_as_a_wnid_list_of_evaluate_is_named_as_a_fifo(bench, tmp_path, cli_error, flag):
+    what, extra = LIST_FLAGS[flag]
+    fifo = tmp_path / "list.txt"
+    os.mkfifo(fifo)
+    out = tmp_path / "run"
+    argv = _evaluate(bench, out, *extra)
+    if flag in argv:
+        argv[argv.index(flag) + 1] = fifo
+    else:
+        argv += [flag, fifo]
+    if "--gzsl" in extra:
+        argv += ["--seen-features", bench["--seen-features"]]
+    cli_error(argv, culprit=[str(fifo), f"the {what} is a FIFO"], inputs=[bench["root"]], not_created=[out])
+
+
+def test_a_directory_named_like_a_split_is_not_a_split_file(tmp_path):
+    from imagenet_zsl.errors import UserInputError
+    from imagenet_zsl.evaluation.cli import _refuse_special_split
+
+    (tmp_path / "dgp-2hops").mkdir()  # e.g. an output directory named after the split
+    (tmp_path / "split.txt").write_text("n01440764\n")
+    for fine in ("dgp-2hops", "split.txt", "missing.txt"):
+        _refuse_special_split(str(tmp_path / fine))  # left to the split lookup
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    os.mkfifo(tmp_path / "pipe")
+    for bad, kind in (("loop", "symbolic-link loop"), ("pipe", "FIFO")):
+        with pytest.raises(UserInputError, match=kind):
+            _refuse_special_split(str(tmp_path / bad))
+
+
+def test_a_file_added_to_an_earlier_run_is_refused_before_loading(bench, tmp_path, cli_error):
+    out = tmp_path / "run"
+    assert main([str(a) for a in _evaluate(bench, out)]) == 0
+    (out / "notes.txt").write_text("mine\n")
+    broken = dict(bench, **{"--features": tmp_path / "no-such-features"})
+    line = cli_error(_evaluate(broken, out), culprit=[f"--out {out}", "notes.txt"], inputs=[out])
+    assert "no-such-features" not in line  # the --out check came first

@@ -32,8 +32,8 @@ from imagenet_zsl.evaluation.run.provenance import check_feature_identities, pre
 from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.io import check_out_dir
-from imagenet_zsl.splits.label_space import check_label_space_spec
+from imagenet_zsl.io import check_out_dir, regular_input_file
+from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
 
 if TYPE_CHECKING:
     import torch
@@ -256,6 +256,22 @@ def _check_given_gamma(cfg: EvaluationConfig) -> None:
         raise UserInputError(f"--val-seen-fraction {cfg.val_seen_fraction}: must be between 0 and 1")
 
 
+def _check_list_files(cfg: EvaluationConfig) -> None:
+    """The wnid lists a run reads that exist are regular files: a FIFO would block the reader, and
+    a FIFO given as ``--label-space`` would otherwise read as a missing file. A missing file is
+    left to the later checks, which say which flag it needs or what writes it."""
+    space = None if str(cfg.label_space) in NAMED_LABEL_SPACES else Path(cfg.label_space)
+    lists = {
+        "split file": cfg.split,
+        "seen-class list": cfg.seen_classes,
+        "validation split": cfg.val_split,
+        "label-space file": space,
+    }
+    for what, path in lists.items():
+        if path is not None and (Path(path).exists() or Path(path).is_symlink()):
+            regular_input_file(path, what)
+
+
 def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device | str]:
     """The checks that read nothing: K values, one query source, the label-space spec, a given γ,
     the device and ``--out``."""
@@ -263,10 +279,12 @@ def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device | str]:
     _check_given_gamma(cfg)
     if (cfg.model is None) == (cfg.prototypes is None):
         raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
+    _check_list_files(cfg)
     check_label_space_spec(str(cfg.label_space), "--label-space")
     # '--device cpu' is the string the search takes as it is: no torch import to resolve it
     device = "cpu" if cfg.device == "cpu" else resolve_device(cfg.device)
-    check_out_dir(cfg.out, TOOL, input_paths(cfg))
+    # own_files: a file the user added to an earlier run's --out is refused before any loading
+    check_out_dir(cfg.out, TOOL, input_paths(cfg), own_files=True)
     return ks, device
 
 
