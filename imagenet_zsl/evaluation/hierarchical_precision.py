@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from imagenet_zsl.scoring import TieRanks
+from imagenet_zsl.scoring import TieRanks, release_pages
 from imagenet_zsl.scoring.hierarchical import hp_credit
 from imagenet_zsl.scoring.ranks import sort_block
 
@@ -155,6 +155,7 @@ def hierarchical_precision(
             member = sets.member(b_labels, b_ids, k)
             credit = hp_credit(b_ids, b_scores, member, b_labels, k, ranks=part, complete=complete)
             credits[k][rows] = credit
+        release_pages(ids, scores)  # read once: not kept resident
     images = len(labels) + int(misses)
     present = np.unique(labels)
     return {

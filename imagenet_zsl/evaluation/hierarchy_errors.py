@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from imagenet_zsl.scoring import GZSLTopK, TieRanks, calibrated_topk_block
+from imagenet_zsl.scoring import GZSLTopK, TieRanks, calibrated_topk_block, release_pages
 from imagenet_zsl.scoring.ranks import sort_block
 
 if TYPE_CHECKING:
@@ -254,6 +254,7 @@ def expected_error_breakdown(
             relations, labels[rows], topk_ids[rows], topk_scores[rows], block_ranks
         )
         _add_counts(counts, category, weight)
+        release_pages(topk_ids, topk_scores)  # read once: not kept resident
     return _counts_only(counts, n)
 
 

@@ -47,7 +47,7 @@ from imagenet_zsl.scoring.gzsl import (
     gzsl_thresholds,
     seen_unseen_curve,
 )
-from imagenet_zsl.scoring.gzsl_lists import GZSLLists, index_dtype
+from imagenet_zsl.scoring.gzsl_lists import GZSLLists, index_dtype, release_pages
 from imagenet_zsl.scoring.gzsl_metrics import (
     calibrated_topk,
     calibrated_topk_block,
@@ -95,6 +95,7 @@ __all__ = [
     "hit_at_k",
     "index_dtype",
     "metrics_from_scores",
+    "release_pages",
     "seen_unseen_curve",
     "sort_topk",
     "topk_from_scores",

@@ -8,6 +8,7 @@ image set; joining the parts would copy them onto the heap. See :mod:`imagenet_z
 
 from __future__ import annotations
 
+import mmap
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -17,6 +18,34 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.scoring.ranks import TieRanks, sort_block, true_ranks
 
 LIST_FIELDS = ("seen_scores", "seen_ids", "unseen_scores", "unseen_ids")
+
+
+#: np.memmap modes whose mapping is shared with the file (``"c"`` is a private copy: never dropped)
+_SHARED_MODES = ("r", "r+", "w+")
+
+
+def release_pages(*arrays: np.ndarray) -> None:
+    """Drop the pages of memory-mapped ``arrays`` (np.memmap or views of one) from this process's
+    resident set; other arrays are left alone.
+
+    Why: a pass over memory-mapped top-k lists (336 bytes per image at m = 21) faults every page
+    into the resident set, where it stays until the mapping is closed: 4.3 GB of peak RSS at 12.9M
+    images. The data stays in the file and the page cache (``MADV_DONTNEED`` on a shared mapping
+    keeps dirty pages); a later read faults it back in. Blocked passes call this after each block.
+    """
+    if not hasattr(mmap.mmap, "madvise") or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    for array in arrays:
+        base: object = array
+        shared = False  # only a mapping numpy opened as shared: a private one would lose writes
+        while isinstance(base, np.ndarray):
+            if isinstance(base, np.memmap):
+                shared = getattr(base, "mode", None) in _SHARED_MODES
+                if not shared:
+                    break
+            base = base.base
+        if shared and isinstance(base, mmap.mmap) and not base.closed:
+            base.madvise(mmap.MADV_DONTNEED)
 
 
 def index_dtype(size: int) -> type:
@@ -183,6 +212,7 @@ class GZSLTopK:
             for lo in range(0, len(part), block):
                 hi = min(lo + block, len(part))
                 yield start + lo, start + hi, part.rows(lo, hi)
+                release_pages(*(getattr(part, f) for f in LIST_FIELDS))
             start += len(part)
 
     def _joined(self, name: str) -> np.ndarray:
