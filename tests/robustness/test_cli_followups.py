@@ -220,3 +220,52 @@ def test_a_file_added_to_an_earlier_run_is_refused_before_loading(bench, tmp_pat
     broken = dict(bench, **{"--features": tmp_path / "no-such-features"})
     line = cli_error(_evaluate(broken, out), culprit=[f"--out {out}", "notes.txt"], inputs=[out])
     assert "no-such-features" not in line  # the --out check came first
+
+
+# ----------------------------------------------------------------------------- missing prototypes
+class _Counting:
+    """Counts the prototype requests a source gets."""
+
+    def __init__(self, source):
+        self.source, self.calls = source, 0
+
+    def __call__(self, wnids):
+        self.calls += 1
+        return type(self.source).prototypes(self.source, wnids)
+
+
+def test_missing_prototypes_of_a_file_by_membership_in_one_pass(tmp_path):
+    from imagenet_zsl.evaluation.queries import PrototypeFile
+    from imagenet_zsl.evaluation.run.classes import missing_prototypes, representable_classes
+    from imagenet_zsl.semantics.class_vectors import ClassVectors
+
+    have = [f"n{i:08d}" for i in range(0, 3000, 3)]  # every third class has a prototype
+    ClassVectors(have, np.ones((len(have), 4))).save(tmp_path / "p.npz")
+    source = PrototypeFile(tmp_path / "p.npz", l2=True)
+    source.prototypes = counter = _Counting(source)
+    wnids = [f"n{i:08d}" for i in range(2999, -1, -1)]  # reversed: the answer keeps this order
+    brute = [w for w in wnids if w not in set(have)]
+    assert missing_prototypes(source, wnids) == brute
+    assert counter.calls == 0
+    assert representable_classes(source, wnids) == ([w for w in wnids if w in set(have)], brute)
+
+
+def test_missing_prototypes_of_a_model_by_bisection():
+    from imagenet_zsl.errors import UserInputError
+    from imagenet_zsl.evaluation.queries import QuerySource
+    from imagenet_zsl.evaluation.run.classes import missing_prototypes
+
+    class Holes(QuerySource):
+        def _class_vectors(self, wnids):
+            if any(w.endswith("7") for w in wnids):
+                raise UserInputError("no prototype")
+            return np.ones((len(wnids), 2))
+
+    source = Holes()
+    source.prototypes = counter = _Counting(source)
+    wnids = [f"n{i:08d}" for i in range(1024)]
+    assert missing_prototypes(source, wnids) == [w for w in wnids if w.endswith("7")]
+    assert missing_prototypes(source, []) == []
+    counter.calls = 0
+    assert missing_prototypes(source, wnids[:7]) == []
+    assert counter.calls == 1  # no hole: one request
