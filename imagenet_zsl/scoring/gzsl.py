@@ -61,22 +61,23 @@ def gzsl_entries(
 
     ``strict``: one entry per image (rank r + t). ``expected``: one entry per position i of the
     true class inside its tie group that can still be a hit (r + i < k), weighted 1/(t + 1).
-    rows (E,) int64 index images, ascending; θ (E,) float64 as in :func:`gzsl_thresholds`;
-    fraction (E,) the share of the image's weight each entry carries. Computed one block of
-    images at a time into the (E,) outputs: the temporaries stay O(block).
+    rows (E,) int32 (int64 past 2**31 images) index images, ascending; θ (E,) float64 as in
+    :func:`gzsl_thresholds`; fraction (E,) the share of the image's weight each entry carries.
+    Computed one block of images at a time into the (E,) outputs: the temporaries stay O(block).
     """
     check_ks([k], gz.m, True)
     ranks = gz.own_ranks
     n = len(gz.labels)
+    row_dtype = np.int32 if n <= np.iinfo(np.int32).max else np.int64  # 4 bytes per entry saved
     if check_rule(tie_rule) == "strict":
         theta = np.empty(n)
         for lo, hi, lists in gz.blocks():
             rows = np.arange(lo, hi)
             strict = ranks.above[lo:hi] + ranks.tied[lo:hi]
             theta[lo:hi] = _block_thresholds(gz, lo, lists, rows, k - 1 - strict)
-        return np.arange(n), theta, np.ones(n)
+        return np.arange(n, dtype=row_dtype), theta, np.ones(n)
     total = sum(int(_entry_counts(ranks, lo, hi, k).sum()) for lo, hi, _ in gz.blocks())
-    rows_out, theta, fraction = np.empty(total, np.int64), np.empty(total), np.empty(total)
+    rows_out, theta, fraction = np.empty(total, row_dtype), np.empty(total), np.empty(total)
     at = 0
     for lo, hi, lists in gz.blocks():
         # offsets i = 0 .. min(t, k - 1 - r) of each image, in image order then i (no (N, k) arrays)
@@ -181,13 +182,42 @@ class SeenUnseenCurve:
 
 
 def _breakpoint_index(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted unique finite thresholds and each threshold's index among them (one sort; 0
-    where not finite)."""
+    """Sorted unique finite thresholds and each threshold's index among them (0 where not
+    finite). One sort of the values, then a binary search: the index of each value is that of
+    ``np.unique(..., return_inverse=True)`` without its (E,) permutation and inverse temporaries."""
     finite = np.isfinite(theta)
-    breakpoints, position = np.unique(theta[finite], return_inverse=True)
+    values = theta[finite]
+    breakpoints = np.unique(values)
     index = np.zeros(len(theta), dtype=np.int64)
-    index[finite] = position.ravel()
+    index[finite] = np.searchsorted(breakpoints, values)
     return breakpoints, index
+
+
+def _swept(
+    index: np.ndarray, theta: np.ndarray, weights: np.ndarray, seen_img: np.ndarray, nb: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(seen, unseen) accuracy in each of the ``nb + 1`` intervals: each entry's weight added
+    where it is a hit (bincount over the entries of one side only: the other side's zero weights
+    would add nothing, so the sums are the same floats, in the same order)."""
+    unseen_side = ~seen_img
+    # unseen entry with θ = b_i is a hit in intervals j >= i+1; −inf: all; +inf: none
+    start = index[unseen_side] + 1
+    side = theta[unseen_side]
+    start[np.isneginf(side)] = 0
+    start[np.isposinf(side)] = nb + 1
+    del side
+    unseen = np.cumsum(np.bincount(start, weights=weights[unseen_side], minlength=nb + 2))[: nb + 1]
+    del start, unseen_side
+    # seen entry with φ = b_i is a hit in intervals j <= i; +inf: all; −inf: none
+    end = index[seen_img] + 1  # shifted by one: −inf → 0
+    side = theta[seen_img]
+    end[np.isposinf(side)] = nb + 1
+    end[np.isneginf(side)] = 0
+    del side
+    per_end = np.bincount(end, weights=weights[seen_img], minlength=nb + 2)
+    seen = np.cumsum(per_end[::-1])[::-1][1 : nb + 2]
+    # cumulative sums of 1/n weights can overshoot 1 by an ulp or two
+    return np.clip(seen, 0.0, 1.0), np.clip(unseen, 0.0, 1.0)
 
 
 def seen_unseen_curve(
@@ -198,21 +228,11 @@ def seen_unseen_curve(
         raise UserInputError("GZSL needs test images of both seen and unseen classes")
     rows, theta, fraction = gzsl_entries(gz, k, tie_rule)
     seen_img = gz.seen_images[rows]
-    weights = image_weights(gz, per_class)[rows] * fraction
+    weights = image_weights(gz, per_class)[rows]
+    weights *= fraction  # in place: the same floats as a product, one (E,) array fewer
     del rows, fraction  # (E,) each: freed before the sort
     breakpoints, index = _breakpoint_index(theta)
-    nb = len(breakpoints)
-    # unseen entry with θ = b_i is a hit in intervals j >= i+1; −inf: all; +inf: none
-    start = np.where(np.isneginf(theta), 0, np.where(np.isposinf(theta), nb + 1, index + 1))
-    unseen_w = np.where(seen_img, 0.0, weights)
-    unseen = np.cumsum(np.bincount(start, weights=unseen_w, minlength=nb + 2))[: nb + 1]
-    # seen entry with φ = b_i is a hit in intervals j <= i; +inf: all; −inf: none
-    end = np.where(np.isposinf(theta), nb, np.where(np.isneginf(theta), -1, index))
-    seen_w = np.where(seen_img, weights, 0.0)
-    per_end = np.bincount(end + 1, weights=seen_w, minlength=nb + 2)
-    seen = np.cumsum(per_end[::-1])[::-1][1 : nb + 2]
-    # cumulative sums of 1/n weights can overshoot 1 by an ulp or two
-    seen, unseen = np.clip(seen, 0.0, 1.0), np.clip(unseen, 0.0, 1.0)
+    seen, unseen = _swept(index, theta, weights, seen_img, len(breakpoints))
     return SeenUnseenCurve(k, per_class, breakpoints, seen, unseen, theta, seen_img, weights, tie_rule)
 
 
