@@ -25,7 +25,7 @@ from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.images.parquet_files import ClassNames, scan_parquet
 from imagenet_zsl.images.scan import Scan, is_image_name, scan_folder, scan_tar, source_path
 from imagenet_zsl.images.wds import ClassMap, read_class_index, scan_shard
-from imagenet_zsl.io import sha256_file
+from imagenet_zsl.io import regular_input_file, sha256_file
 
 WNID_RE = re.compile(r"^n\d{8}$")
 WNID_TAR_RE = re.compile(r"^(n\d{8})\.tar$")
@@ -384,9 +384,7 @@ def read_val_labels(path: str | Path) -> dict[str, str]:
     Devkit format: one 1-based ILSVRC2012_ID per line; line i labels ``ILSVRC2012_val_<i:08d>.JPEG``
     and ids map to wnids through the packaged devkit-order ``ilsvrc2012_wnids.txt``.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise UserInputError(f"{path}: labels file not found (give --val-labels FILE)")
+    path = regular_input_file(path, "--val-labels file")  # a FIFO would block, /dev/zero never end
     lines = [ln.strip() for ln in _read_utf8(path).splitlines()]
     rows = [(i, ln) for i, ln in enumerate(lines, 1) if ln and not ln.startswith("#")]
     if not rows:

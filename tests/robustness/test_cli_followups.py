@@ -269,3 +269,20 @@ def test_missing_prototypes_of_a_model_by_bisection():
     counter.calls = 0
     assert missing_prototypes(source, wnids[:7]) == []
     assert counter.calls == 1  # no hole: one request
+
+
+# ----------------------------------------------------------------------------- images filter
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("classifier", ["ridge", "softmax"])
+def test_images_filter_refuses_non_finite_features(tmp_path, cli_error, value, classifier):
+    """FeatureDir no longer scans values: the filter's own loading must refuse them."""
+    from tests.evaluation.evaluation_fixtures import one_hot, write_feature_dir
+
+    labels = np.repeat(np.arange(4), 4)
+    features = one_hot(labels)
+    features[13, 2] = value  # one value of the last shard
+    fd = write_feature_dir(tmp_path / "f", labels, features)
+    out = tmp_path / "filter"
+    argv = ["images", "filter", "--features", fd, "--out", out, "--folds", "2", "--classifier", classifier]
+    argv += ["--no-progress", "--device", "cpu"]
+    cli_error(argv, culprit=["r000-s000001", "NaN or inf"], not_created=[out])

@@ -91,6 +91,15 @@ def _val_label_not_a_wnid(tmp: Path) -> tuple[list[str], str]:
     return ["--store", str(root), "--val-labels", str(labels)], "labels.txt:1"
 
 
+def _val_labels_fifo(tmp: Path) -> tuple[list[str], str]:
+    root = tmp / "val"
+    root.mkdir()
+    (root / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"\xff\xd8")
+    os.mkfifo(tmp / "labels.txt")  # was 'not found'; opening it would block
+    flags = ["--store", str(root), "--val-labels", str(tmp / "labels.txt")]
+    return flags, "labels.txt: the --val-labels file is a FIFO"
+
+
 def _store_is_a_fifo(tmp: Path) -> tuple[list[str], str]:
     os.mkfifo(tmp / "pipe")
     return ["--store", str(tmp / "pipe")], "pipe"
@@ -100,6 +109,7 @@ BAD_STORES = {
     "val-labels-latin-1": _val_labels_latin1,
     "val-labels-superscript-digit": _val_labels_superscript,
     "val-label-not-a-wnid": _val_label_not_a_wnid,
+    "val-labels-fifo": _val_labels_fifo,
     "store-is-a-fifo": _store_is_a_fifo,
     "missing-store": _missing,
     "compressed-tar": _gzip_tar,
