@@ -218,7 +218,7 @@ def _build(args: argparse.Namespace) -> int:
     if not str(args.config).endswith((".yaml", ".yml")):
         raise UserInputError(f"{args.config}: labels build needs a labels YAML config (configs/labels.yaml)")
     cfg = _config(str(args.config), args.trust_pickle)
-    check_out_dir(args.out, BUILD_TOOL, [*_vector_inputs(cfg), args.classes])
+    check_out_dir(args.out, BUILD_TOOL, [*_vector_inputs(cfg), args.classes], own_files=True)
     wnids = None
     if args.classes is not None:
         wnids = read_wnid_list(args.classes)

@@ -286,3 +286,19 @@ def test_images_filter_refuses_non_finite_features(tmp_path, cli_error, value, c
     argv = ["images", "filter", "--features", fd, "--out", out, "--folds", "2", "--classifier", classifier]
     argv += ["--no-progress", "--device", "cpu"]
     cli_error(argv, culprit=["r000-s000001", "NaN or inf"], not_created=[out])
+
+
+# ----------------------------------------------------------------------------- labels build
+def test_labels_build_refuses_a_file_the_user_added_before_loading(tmp_path, cli_error):
+    from imagenet_zsl.io import write_manifest
+    from imagenet_zsl.semantics.report import BUILD_TOOL, LABELS_FORMAT
+
+    out = tmp_path / "labels"
+    out.mkdir()
+    (out / "classes.csv").write_text("wnid\n")
+    write_manifest(out, format=LABELS_FORMAT, tool=BUILD_TOOL)  # an earlier build's output
+    (out / "notes.txt").write_text("mine\n")
+    missing = tmp_path / "no-such-classes.txt"  # read after the --out check
+    argv = ["labels", "build", ROOT / "configs" / "labels.yaml", "--out", out, "--classes", missing]
+    line = cli_error(argv, culprit=[f"--out {out}", "notes.txt"], inputs=[out])
+    assert str(missing) not in line
