@@ -33,7 +33,7 @@ def cell_config(
     recipe = plan.recipe
     given = given_gamma(classes.gamma)
     return EvaluationConfig(
-        features=features.test[split],
+        features=features.evaluated(split),
         split=classes.split_file,
         out=plan.out / "cells" / cell_name(model, split),
         model=classes.model_dir,

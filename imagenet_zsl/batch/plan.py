@@ -28,7 +28,9 @@ from imagenet_zsl.batch.recipe import (
     model_specs,
     split_paths,
 )
+from imagenet_zsl.batch.test_images import TEST_IMAGES_DIR, TestImages
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.extract_setup import ExtractConfig
 from imagenet_zsl.features.simulate import load_simulation_config, simulate
 from imagenet_zsl.io import (
     MANIFEST_NAME,
@@ -43,13 +45,33 @@ from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
 
 
+@dataclass(frozen=True)
+class ScoredTest:
+    """Test images scored while extracted (the recipe's ``test: {store: ..., backbone: ...}``):
+    the extraction, its planned directory (what ``Features.test`` points at until the cells run)
+    and its scored directory (labels, ids and manifest, no features: what the cells evaluate)."""
+
+    spec: TestImages
+    config: ExtractConfig
+    planned: Path
+    scored: Path
+    #: the extraction's run record digest: the cells' key for their test images
+    key: str
+
+
 @dataclass
 class Features:
-    """The feature directories of a run: training, test per split, held-out seen (GZSL)."""
+    """The feature directories of a run: training, test per split, held-out seen (GZSL); with
+    test images scored while extracted, ``scored`` (and ``test`` is its planned directory)."""
 
     train: Path
     test: dict[str, Path]
     seen: Path | None = None
+    scored: ScoredTest | None = None
+
+    def evaluated(self, split: str) -> Path:
+        """The directory a cell of ``split`` evaluates on."""
+        return self.scored.scored if self.scored is not None else self.test[split]
 
 
 @dataclass
@@ -181,6 +203,10 @@ def run_lock(out: Path) -> Iterator[Path]:
 def resolve_features(plan: Plan) -> Features:
     """The feature directories; SIMULATED ones are written to ``OUT/features`` once (cached)."""
     features = plan.recipe.features
+    if isinstance(features, FeatureDirs) and isinstance(features.test, TestImages):
+        seen = Path(features.seen) if features.seen else None
+        scored = _scored_test(plan, features.test)
+        return Features(Path(features.train), {s: scored.planned for s in plan.splits}, seen, scored)
     if isinstance(features, FeatureDirs):
         test = features.test
         tests = {s: Path(test[s] if isinstance(test, dict) else test) for s in plan.splits}
@@ -200,6 +226,22 @@ def resolve_features(plan: Plan) -> Features:
             f"gzsl needs held-out seen images ({path}: seen_test.images_per_class): set it above 0"
         )
     return Features(target / "train", {s: target / "test" for s in plan.splits}, seen)
+
+
+def _scored_test(plan: Plan, spec: TestImages) -> ScoredTest:
+    """Begin the extraction of every split's test classes into ``OUT/test-images/scored`` (a
+    different one there is replaced: it is the run's) and write its planned directory."""
+    from imagenet_zsl.features.extract import begin_extraction
+    from imagenet_zsl.features.scored_dir import write_planned
+
+    root = plan.out / TEST_IMAGES_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    wnids = sorted({w for split in plan.splits for w in plan.split_wnids[split]})
+    classes = write_classes(root / "classes.txt", wnids)
+    config = spec.extract_config(classes, root / "scored")
+    begun = begin_extraction(config, replace_other=True)
+    planned = write_planned(begun, root / "planned")
+    return ScoredTest(spec, config, planned, root / "scored", digest(begun.record))
 
 
 def _simulation_key(config: Any, base_dir: Path) -> dict[str, Any]:

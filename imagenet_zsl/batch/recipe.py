@@ -4,7 +4,9 @@ Example (``configs/demo.yaml`` is a complete one)::
 
     features:                       # seen-class training features and test features ...
       train: feats/train
-      test: feats/test              # one directory, or {split name: directory}
+      test: feats/test              # one directory, or {split name: directory}, or an image store
+                                    # scored while extracted: {store: DIR, backbone: NAME, ...}
+                                    # (batch.test_images: no test feature is stored)
       seen: feats/ilsvrc_val        # optional: held-out seen images (GZSL)
     # features: {simulate: configs/demo-simulate.yaml}   # ... or SIMULATED ones, written to OUT/features
     semantics: glove-6b-50d         # optional: overrides the models' own (a vector set or a .npz)
@@ -43,6 +45,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from imagenet_zsl.batch.test_images import TestImages, check_test_images
 from imagenet_zsl.config import Config, Seed, read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.simulate import load_simulation_config
@@ -69,11 +72,20 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
 class FeatureDirs(Config):
-    """Feature directories given by path."""
+    """Feature directories given by path (the test images may be a store and a backbone instead:
+    :class:`~imagenet_zsl.batch.test_images.TestImages`)."""
 
     train: str
-    test: str | dict[str, str]
+    test: Annotated[str | dict[str, str] | TestImages, Field(union_mode="left_to_right")]
     seen: str | None = None
+
+    @field_validator("test", mode="before")
+    @classmethod
+    def _store_keys(cls, value: Any) -> Any:
+        """A mapping naming ``store`` is the images: its typo is reported as such (not as a split)."""
+        if isinstance(value, Mapping) and ("store" in value or "backbone" in value):
+            return TestImages.model_validate(dict(value))
+        return value
 
 
 class SimulatedFeatures(Config):
@@ -377,8 +389,11 @@ def input_paths(
     paths: list[Path] = [recipe_path, *splits.values()]
     for features in feature_sets(recipe).values():
         if isinstance(features, FeatureDirs):
-            tests = features.test.values() if isinstance(features.test, dict) else [features.test]
-            paths += [Path(p) for p in (features.train, *tests, features.seen) if p is not None]
+            paths += [
+                Path(p) for p in (features.train, *_test_dirs(features), features.seen) if p is not None
+            ]
+            if isinstance(features.test, TestImages):
+                paths += features.test.input_paths()
         else:
             paths.append(Path(features.simulate))
     for spec in models:
@@ -390,6 +405,13 @@ def input_paths(
     if recipe.semantics is not None and Path(recipe.semantics).is_file():
         paths.append(Path(recipe.semantics))
     return paths
+
+
+def _test_dirs(features: FeatureDirs) -> list[str]:
+    """The test feature directories given (none for test images scored while extracted)."""
+    if isinstance(features.test, TestImages):
+        return []
+    return list(features.test.values()) if isinstance(features.test, dict) else [features.test]
 
 
 def check_features(recipe: Recipe, splits: dict[str, Path], where: str) -> None:
@@ -410,7 +432,11 @@ def _check_feature_set(recipe: Recipe, features: FeatureSet, splits: dict[str, P
                 f"no test features for split {missing[0]!r} ({key}.test): "
                 "give one directory for every split, or one directory for all"
             )
-    tests = features.test.values() if isinstance(features.test, dict) else [features.test]
+    if isinstance(features.test, TestImages):
+        calibration = recipe.calibration
+        in_test = bool(calibration and calibration.classes and not calibration.features)
+        check_test_images(features.test, f"{key}.test", in_test)
+    tests = _test_dirs(features)
     for part, value in (("train", features.train), *(("test", t) for t in tests), ("seen", features.seen)):
         if value is not None and not (Path(value) / MANIFEST_NAME).is_file():
             raise UserInputError(

@@ -51,7 +51,9 @@ def cell_key(plan: Plan, features: Features, model_digest: str, split: str, clas
             "calibration": None
             if classes.gamma is None
             else {k: v for k, v in classes.gamma.items() if k != "fit_seconds"},
-            "test_features": sha256_file(features.test[split] / MANIFEST_NAME),
+            "test_features": features.scored.key
+            if features.scored is not None
+            else sha256_file(features.test[split] / MANIFEST_NAME),
             "seen_features": None
             if features.seen is None or not recipe.gzsl
             else sha256_file(features.seen / MANIFEST_NAME),

@@ -106,6 +106,7 @@ from imagenet_zsl.batch.classes import (
     write_training_classes,
 )
 from imagenet_zsl.batch.faults import one_line
+from imagenet_zsl.batch.fused import score_while_extracting
 from imagenet_zsl.batch.parallel import evaluate_data_parallel
 from imagenet_zsl.batch.plan import (
     Features,
@@ -334,6 +335,13 @@ def _evaluate(
     models = [spec.name for spec in context.plan.models]
     parallel = set(context.plan.recipe.data_parallel) if ranks.world > 1 else set()
     records: dict[tuple[str, str], dict[str, Any]] = {}
+    if context.features.scored is not None:  # test images scored while extracted, before any cell
+        if ranks.world > 1:
+            raise UserInputError(
+                f"test images scored while extracted ({context.plan.recipe_path}: features.test.store) "
+                "run in one process: run without torchrun, or extract them and give the directory"
+            )
+        score_while_extracting(context, cells.pending, echo)
     with shared_search(context.plan.out / SHARED_CACHE):
         alone = [cell for cell in cells.pending if cell[1] not in parallel]
         for phase in cell_phases(alone, models, ranks.world):

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import zlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +71,9 @@ __all__ = [
     "PRECISIONS",
     "TOOL",
     "ExtractConfig",
+    "Begun",
     "ExtractResult",
+    "begin_extraction",
     "load_backbone",
     "merge_run",
     "plan_work",
@@ -178,22 +182,54 @@ def _setup(cfg: ExtractConfig, work: WorkList, ranks: dist.RankInfo) -> tuple[Ex
     return setup, weights
 
 
-def run_extraction(cfg: ExtractConfig, sink: ShardSink | None = None) -> ExtractResult:
-    """Extract features for ``cfg`` in this process (one rank of a torchrun job, or alone). With
-    a ``sink`` (the fused path, issue 38 §1) every shard's float16 rows are handed to it and no
-    feature file is written: the directory holds labels, ids, the run record and a manifest whose
-    shards carry the feature files' would-be sha256 (``unstored_sha256``)."""
+@dataclass(frozen=True)
+class Begun:
+    """An extraction's first steps done (store planned, backbone set up, ``run.json`` and
+    ``head.npz`` written): what :func:`run_extraction` continues from, and what a fused run reads
+    the features' identity from before extracting (:func:`begin_extraction`)."""
+
+    out: Path
+    ranks: dist.RankInfo
+    store: ImageStore
+    work: WorkList
+    setup: ExtractionSetup
+    weights: dict
+    #: run.json: the run's identity and the manifest without shards
+    record: dict
+    fresh: bool
+
+
+def begin_extraction(cfg: ExtractConfig, replace_other: bool = False) -> Begun:
+    """Check ``cfg``, plan the work and set up the backbone; check ``cfg.out`` (a resumed run must
+    match the record; with ``replace_other``, a directory holding another extraction, or anything
+    else, is removed: the caller owns it). Nothing is written yet."""
     ranks = dist.RankInfo.from_env()
     check_choices(cfg)
-    deterministic = cfg.mode == "deterministic"
-    if deterministic:
-        request_deterministic_cublas()  # before this process's first CUDA work
     out = Path(cfg.out).expanduser().resolve()
     store, work = _plan(cfg, ranks)
     setup, weights = _setup(cfg, work, ranks)
     logit_classes = sorted(ilsvrc2012_wnids()) if cfg.logits else None
     record = run_record(setup, store, weights, logit_classes)
-    fresh = check_run(out, record)
+    try:
+        fresh = check_run(out, record)
+    except UserInputError:
+        if not replace_other:
+            raise
+        shutil.rmtree(out)
+        fresh = True
+    return Begun(out, ranks, store, work, setup, weights, record, fresh)
+
+
+def run_extraction(cfg: ExtractConfig, sink: ShardSink | None = None) -> ExtractResult:
+    """Extract features for ``cfg`` in this process (one rank of a torchrun job, or alone). With
+    a ``sink`` (the fused path, issue 38 §1) every shard's float16 rows are handed to it and no
+    feature file is written: the directory holds labels, ids, the run record and a manifest whose
+    shards carry the feature files' would-be sha256 (``unstored_sha256``)."""
+    deterministic = cfg.mode == "deterministic"
+    if deterministic:
+        request_deterministic_cublas()  # before this process's first CUDA work
+    begun = begin_extraction(cfg)
+    out, ranks, store, setup, record = begun.out, begun.ranks, begun.store, begun.setup, begun.record
 
     result = ExtractResult(out=out)
     num_shards = record["num_shards"]
@@ -205,7 +241,7 @@ def run_extraction(cfg: ExtractConfig, sink: ShardSink | None = None) -> Extract
     # that would refuse the same --out without --compile
     with torch_numerics(deterministic):
         forward = prepare_net(setup, result) if pending else None
-    if fresh:
+    if begun.fresh:
         write_run(out, record)
     ensure_head(out, setup.head)
 
