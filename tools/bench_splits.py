@@ -10,14 +10,18 @@ Measures, in one run on the real WordNet / ImageNet-21K graph (warm WordNet cach
      reference for its hop splits alone (sampled and extrapolated the same way);
   0. (first) the exact optimiser vs a compact *reference* MILP written here from the problem
      statement alone (scipy HiGHS, one indicator per class and distance level, every pool class,
-     full balls, 2 levels, then 4 when 2 is not tight, then 6, ... while a member lies farther;
-     see :func:`reference_optimum`): CPU seconds of both on the same pools and sizes, their ratio,
-     and a check that both reach the same R and are both certified. By default the smallest
-     committed benchmark (``benchmark_in12k``, seconds); ``--reference-splits all`` is the five.
+     full balls; 2 distance levels (d = 2, 3), then 4 (d = 2..5) where 2 is not tight, then 6,
+     ... while a member lies farther; see :func:`reference_optimum`): CPU seconds of both on the
+     same pools and sizes, their ratio, and a check that both reach the same R and are both
+     certified. ``--reference-sizes 500,1000,5000`` prints the three ratios of the issue (#38 §3)
+     on the default ``benchmark`` pool: ours in all (optimum + tie rule), and ours without the
+     tie-break solve (the reference has no tie rule: that is the like-for-like figure). By default
+     the smallest committed benchmark (``benchmark_in12k``, seconds); ``--reference-splits all``
+     is the five.
 
 Usage: .venv/bin/python tools/bench_splits.py [--sample 20] [--skip-build] [--skip-optimisers]
        [--reference-splits benchmark_in12k|all|a,b] [--reference-size N] [--reference-min-images M]
-       [--reference-only | --skip-reference]
+       [--reference-sizes 500,1000,5000] [--reference-only | --skip-reference]
 """
 
 from __future__ import annotations
@@ -113,7 +117,11 @@ def compare_optimisers(config: Path = REPO / "configs" / "default.yaml", split: 
 # another member within k"), z_ck <= x_c and z_ck <= sum_{c' != c, d(c, c') <= k} x_c' (the full
 # ball); maximise sum_c x_c num_c/(K+1) + sum_k z_ck num_c (1/k - 1/(k+1)), which telescopes to
 # num_c/d_c (d_c <= K) or num_c/(K+1): an upper bound of R, so HiGHS's dual bound bounds R.
-# 2 levels, then 4 when 2 is not tight (then 6, 8, ... while a member lies farther than K).
+# 2 distance levels (K = 3: d = 2, 3), then 4 (K = 5) when 2 is not tight (then 6, 8, ... while a
+# member lies farther than K). HiGHS without presolve: on the committed pools presolve costs more
+# than it saves (benchmark, N = 500: 32 s with it, 12 s without), so the floor is the faster one.
+#: K of each model in turn: 2, 4, 6, 8, 10 distance levels (d = 2..K)
+REFERENCE_SCHEDULE = (3, 5, 7, 9, 11)
 
 
 def _undirected(graph: ClassGraph) -> sp.csr_matrix:
@@ -180,11 +188,17 @@ def _level_model(numer: np.ndarray, dist: np.ndarray, pairs: np.ndarray, size: i
 
 
 def reference_optimum(
-    graph: ClassGraph, pool: list[str], train: list[str], size: int, time_limit: float = 600.0
+    graph: ClassGraph,
+    pool: list[str],
+    train: list[str],
+    size: int,
+    time_limit: float = 3600.0,
+    schedule: tuple[int, ...] = REFERENCE_SCHEDULE,
 ) -> tuple[float, float, int, bool]:
-    """The compact formulation on the whole pool: 2 levels, then 4 (then 6, ...) until tight.
+    """The compact formulation on the whole pool: K = 3 (2 distance levels), then K = 5 (4), ...
+    until tight.
 
-    Returns (R, upper bound on R, levels used, certified: solved to optimality and R = bound).
+    Returns (R, upper bound on R, K of the last model, certified: solved to optimality and R = bound).
     """
     und = _undirected(graph)
     train_ids = graph.indices(train)
@@ -197,11 +211,9 @@ def reference_optimum(
     numer = to_train[ids].astype(np.int64)
     rel = (anc[ids][:, ids] + anc[ids][:, ids].T).tocoo()
     pairs = np.unique(np.stack([rel.row, rel.col], axis=1)[rel.row < rel.col], axis=0)
-    dist = _distances(und, ids, ids, 4)
     result = (math.nan, math.nan, 0, False)
-    for levels in (2, 4, 6, 8, 10, 12):
-        if levels > 4:  # the first two models need distances up to 4 only
-            dist = _distances(und, ids, ids, levels)
+    for levels in schedule:
+        dist = _distances(und, ids, ids, levels)
         cost, constraints, integrality, scale = _level_model(numer, dist, pairs, size, levels)
         res = milp(
             -cost,
@@ -255,9 +267,7 @@ def compare_reference(
     for split in splits:
         spec, graph, train, pool = _reference_pool(config, split, min_images)
         n = size or spec.size
-        start = time.process_time()
-        sel = select_for(spec, graph, train, pool, size=n, optimizer="exact")
-        ours = time.process_time() - start
+        sel, ours = _ours(spec, graph, train, pool, n)
         start = time.process_time()
         ref_r, ref_bound, levels, certified = reference_optimum(graph, pool, train, n)
         ref = time.process_time() - start
@@ -275,6 +285,45 @@ def compare_reference(
     )
 
 
+def _ours(spec, graph, train: list[str], pool: list[str], size: int):
+    """(solution, CPU seconds) of the configured exact optimiser, time limit lifted (CPU is measured
+    on a loaded machine: a wall-clock limit would stop it early and say so)."""
+    options = spec.optimiser.model_copy(update={"time_limit": 36000.0})
+    spec = spec.model_copy(update={"optimiser": options})
+    start = time.process_time()
+    sel = select_for(spec, graph, train, pool, size=size, optimizer="exact")
+    return sel, time.process_time() - start
+
+
+def compare_sizes(
+    sizes: list[int], split: str = "benchmark", config: Path = REPO / "configs" / "default.yaml"
+) -> None:
+    """The issue's three ratios: ours / reference CPU at each N on one pool, with and without the
+    tie-break solve (the reference certifies the optimum only; the tie rule is extra work of ours)."""
+    spec, graph, train, pool = _reference_pool(config, split, None)
+    print(
+        f"exact optimiser vs compact reference MILP, {config.name}:{split} pool ({len(pool):,} classes); "
+        f"nproc {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}; CPU seconds (process_time)"
+    )
+    print(
+        f"  {'N':>6}{'ours':>9}{'(tie rule)':>11}{'R':>10}{'reference':>11}{'R':>10}{'K':>3}"
+        f"{'ratio':>8}{'w/o tie':>9}"
+    )
+    for n in sizes:
+        sel, ours = _ours(spec, graph, train, pool, n)
+        start = time.process_time()
+        ref_r, ref_bound, levels, certified = reference_optimum(graph, pool, train, n)
+        ref = time.process_time() - start
+        same = "same R" if abs(ref_r - sel.ratio) < 1e-9 else "R DIFFERS"
+        proof = "both certified" if certified and sel.status == "optimal" else "NOT both certified"
+        print(
+            f"  {n:>6}{ours:8.1f}s{sel.tie_break_cpu:10.1f}s{sel.ratio:10.6f}{ref:10.1f}s{ref_r:10.6f}"
+            f"{levels:>3}{ours / ref:7.2f}x{(ours - sel.tie_break_cpu) / ref:8.2f}x  {same}, {proof}, "
+            f"tie_break {sel.tie_break} (bounds {sel.upper_bound:.6f} / {ref_bound:.6f})",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sample", type=int, default=5, help="classes timed for per-pair refs")
@@ -286,10 +335,16 @@ def main() -> None:
         help="benchmark splits of configs/default.yaml, comma-separated, or 'all' (the five)",
     )
     parser.add_argument("--reference-size", type=int, help="N instead of each split's size, e.g. 5000")
+    parser.add_argument(
+        "--reference-sizes", help="N values on the default benchmark pool, e.g. 500,1000,5000 (then stop)"
+    )
     parser.add_argument("--reference-min-images", type=int, help="override the pools' min_images filter")
     parser.add_argument("--reference-only", action="store_true", help="only the optimiser vs reference MILP")
     parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
+    if args.reference_sizes:
+        compare_sizes([int(n) for n in args.reference_sizes.split(",")])
+        return
     if not args.skip_reference:
         names = args.reference_splits.split(",")
         if names == ["all"]:

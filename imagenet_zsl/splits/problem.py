@@ -170,7 +170,8 @@ class BenchmarkSolution:
     ``upper_bound`` (proven bound on R over the whole pool), ``rounds`` (model solves of the
     optimum: shortlist rounds over every refinement), ``shortlist`` (classes with level variables
     in the last model), ``refined_levels`` (classes given more distance levels than the rest),
-    ``tie_break``. Local search only: ``greedy_ratio``, ``swaps``, ``passes``.
+    ``tie_break``, ``tie_break_cpu`` (CPU seconds of the tie rule alone, part of ``seconds``'s
+    work; never written to a manifest). Local search only: ``greedy_ratio``, ``swaps``, ``passes``.
     """
 
     wnids: list[str]
@@ -188,6 +189,7 @@ class BenchmarkSolution:
     swaps: int = 0
     passes: int = 0
     seconds: float = 0.0
+    tie_break_cpu: float = 0.0
 
     @property
     def gap(self) -> float | None:
