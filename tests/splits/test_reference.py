@@ -92,3 +92,18 @@ def test_reference_and_optimiser_agree(bench_splits, seed):
     ratio, bound, _, certified = bench_splits.reference_optimum(graph, candidates, train, 6)
     assert certified and ours.status == "optimal"
     assert ours.ratio == pytest.approx(ratio, abs=1e-9) and ours.upper_bound == pytest.approx(bound, abs=1e-6)
+
+
+def test_reference_starts_at_two_distance_levels_and_widens_for_a_far_member(bench_splits):
+    """a lies 5 edges from b and c (a-z-y-x-root-b), b and c 2 apart; every class's distance to
+    the training class t: a 5, b 2, c 2. R({a, b, c}) = (5/5 + 2/2 + 2/2) / 3 = 1. The first model
+    (2 distance levels, K = 3) values a at 5/4 and bounds R by (5/4 + 2) / 3 = 13/12: not tight,
+    and a lies beyond K, so the 4-level model (K = 5) follows and certifies R = 1."""
+    assert bench_splits.REFERENCE_SCHEDULE[:2] == (3, 5)
+    edges = [("root", "t"), ("root", "x"), ("x", "y"), ("y", "z"), ("z", "a"), ("root", "b"), ("root", "c")]
+    graph = ClassGraph.from_edges(edges)
+    ratio, bound, levels, certified = bench_splits.reference_optimum(graph, ["a", "b", "c"], ["t"], 3)
+    assert certified and levels == 5
+    assert ratio == pytest.approx(1.0, abs=1e-12) and bound == pytest.approx(1.0, abs=1e-12)
+    first = bench_splits.reference_optimum(graph, ["a", "b", "c"], ["t"], 3, schedule=(3,))
+    assert first[2] == 3 and not first[3] and first[1] == pytest.approx(13 / 12, abs=1e-12)
