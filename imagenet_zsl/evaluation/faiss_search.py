@@ -32,6 +32,8 @@ SEARCHES = ("exact", "faiss")
 Search = Literal["exact", "faiss"]
 #: candidates asked of faiss beyond the ``take`` classes the lists need: near-ties at the cut
 MARGIN = 8
+#: the most neighbours faiss's GPU index returns per query
+GPU_MAX_K = 2048
 
 
 def check_search(search: str) -> str:
@@ -72,6 +74,8 @@ class FaissCandidates:
         self.index = index
 
     def __call__(self, queries: np.ndarray, count: int) -> np.ndarray:
+        if self.on_gpu:  # faiss's GPU k-selection stops at 2,048; fewer candidates only lower
+            count = min(count, GPU_MAX_K)  # the threshold (still exact)
         parts = []
         for m in range(self.maps):
             part = np.ascontiguousarray(queries[:, m * self.dim : (m + 1) * self.dim], dtype=np.float32)
