@@ -23,12 +23,12 @@ fresh interpreter, as a user runs the command, alternating ``--repeats`` times; 
 CPU seconds (user + sys: steadier than wall time on a shared machine) and peak RSS of each, their
 ratios (targets: CPU <= 1.1x, memory <= 1.2x at every size), the heavy modules the command imported
 (none but matplotlib, for the plot, on a CPU run), and, per class count measured at two image
-counts, each one's fixed cost and cost per image. ``--evaluate-args '--search faiss'`` times the
-faiss option instead.
+counts, each one's fixed cost and cost per image. ``--evaluate-args='--search faiss'`` times the
+faiss option instead (``--evaluate-args=--no-plots``: without the plot).
 
     .venv/bin/python tools/bench_search.py --mode search          # the search call, ~1 min
     .venv/bin/python tools/bench_search.py --mode evaluate --repeats 3 \
-        --sizes 5000x1000,20000x1000,5000x21842,20000x21842,80000x21842   # the issue's range
+        --sizes 5000x1000,20000x1000,80000x1000,5000x21842,20000x21842   # the issue's range
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--evaluate-args",
         default="",
-        help="evaluate mode: extra arguments for the command, e.g. '--search faiss'",
+        help="evaluate mode: extra arguments for the command, e.g. --evaluate-args='--search faiss'",
     )
     parser.add_argument("--eval-ks", type=int, nargs="+", default=[1, 2, 5, 10, 20])
     parser.add_argument("--queries", type=int, default=4096)
