@@ -8,6 +8,11 @@ Output directory (``--out DIR``)::
                                    and "files": size and sha256 of every other file under DIR
     DIR/features/                  only with ``features: {simulate: ...}``: the SIMULATED features
     DIR/features.key.json          their cache key: the simulation config and its class lists' sha256
+    DIR/test-images/               only with ``features.test: {store: ..., backbone: ...}``: the test
+                                   images scored while extracted (:mod:`~imagenet_zsl.batch.fused`):
+                                   classes.txt (every split's classes), planned/ (the planned images'
+                                   labels and ids, the extraction's identity), scored/ (the extracted
+                                   images' labels, ids, skipped list and manifest; no features)
     DIR/models/NAME/               each trained model (``imagenet-zsl train``'s directory)
     DIR/models/NAME.key.json       its cache key: digest of (config, features manifest, semantics)
     DIR/classes/                   the class lists every model shares: SPLIT.txt when classes were
