@@ -94,9 +94,14 @@ def test_evaluate_gives_the_same_bytes_with_one_or_two_blas_threads(tmp_path):
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_the_search_gives_the_same_bits_whatever_the_threads_and_the_blocks(threads, monkeypatch):
     """One searcher, queries cut into blocks of different sizes, its product run on 1, 2 or 3
-    threads: scores, lists and tie ranks are the bits of one whole-matrix search on one thread."""
+    threads: scores, lists and tie ranks are the bits of one whole-matrix search on one thread;
+    with faiss's candidates too (``--search faiss``, where faiss is installed)."""
+    import importlib.util
+
     from imagenet_zsl.evaluation import products as search
     from imagenet_zsl.evaluation.search import TopKSearcher
+
+    faiss = "faiss" if importlib.util.find_spec("faiss") is not None else "exact"
 
     rng = np.random.default_rng(threads)
     prototypes = rng.standard_normal((2 * search.PRODUCT_CLASSES + 77, 33)).astype(np.float32)
@@ -107,9 +112,9 @@ def test_the_search_gives_the_same_bits_whatever_the_threads_and_the_blocks(thre
     expected = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
     monkeypatch.setattr(search, "_blas_threads", lambda: threads)
     searcher = TopKSearcher(prototypes, 7, device="cpu")
-    for block in (1, 100, search.PRODUCT_ROWS, len(queries)):
+    for block, mode in ((1, "exact"), (100, faiss), (search.PRODUCT_ROWS, "exact"), (len(queries), faiss)):
         parts = [
-            searcher.search_ranked(queries[s : s + block], labels[s : s + block], row_offset=s)
+            searcher.search_ranked(queries[s : s + block], labels[s : s + block], row_offset=s, search=mode)
             for s in range(0, len(queries), block)
         ]
         np.testing.assert_array_equal(np.concatenate([p[0] for p in parts]), expected[0])
