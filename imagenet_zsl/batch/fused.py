@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from imagenet_zsl.batch.cells import PendingCell, RunContext, cell_config
+from imagenet_zsl.batch.faults import one_line, stop_on_fatal
 from imagenet_zsl.batch.plan import ScoredTest, cell_name
 from imagenet_zsl.evaluation.run import EvaluationInputs, check_inputs
 from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey, run_cache_root, shard_key
@@ -79,7 +80,15 @@ def score_while_extracting(context: RunContext, todo: list[PendingCell], echo: C
     scored = context.features.scored
     if scored is None or not todo:
         return 0
-    cells = [fused_cell(context, model, split) for model, split, _, _ in todo]
+    cells = []
+    for model, split, _, _ in todo:
+        try:
+            cells.append(fused_cell(context, model, split))
+        except Exception as err:  # isolated: the cell's evaluate meets the same error and records it
+            stop_on_fatal(err, context.plan.out / "cells" / cell_name(model, split))
+            echo(f"cell {cell_name(model, split)}: not scored while extracting: {one_line(err)}")
+    if not cells:
+        return 0
     records = finished_records(scored.scored)
     complete = read_manifest(scored.scored) is not None
     if all(cell.has(record) for cell in cells for record in records):
