@@ -38,20 +38,34 @@ MAS_ATTRIBUTE_CHOICES = LazyChoices(_mas_attributes)
 PROP_CHOICES = LazyChoices(_props)
 
 
-def _value(text: str) -> Any:
+def _value(text: str, option: str, item: str) -> Any:
+    """VALUE read as a recipe's YAML is (``config.parse_recipe_yaml``): YAML 1.1 octal, sexagesimal
+    or ``yes`` values and alias bombs are one line naming ``option`` and the item."""
     import yaml
 
-    return yaml.safe_load(text)
+    from imagenet_zsl.config import parse_recipe_yaml, shorten
+
+    try:
+        return parse_recipe_yaml(text)
+    except yaml.YAMLError as err:
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UserInputError(
+            f"{option} {shorten(repr(item))}: the value is not valid YAML ({shorten(problem)})"
+        ) from None
 
 
 def _pairs(items: list[str] | None, option: str, many: bool) -> dict[str, Any]:
     """``k=v`` (or ``k=v1,v2`` with ``many``) options → dict with YAML-typed values."""
+    from imagenet_zsl.config import shorten
+
     out: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            raise UserInputError(f"{option} {item!r}: expected NAME=VALUE")
-        out[key] = [_value(v) for v in value.split(",")] if many else _value(value)
+            raise UserInputError(f"{option} {shorten(repr(item))}: expected NAME=VALUE")
+        parts = value.split(",") if many else [value]
+        values = [_value(v, option, item) for v in parts]
+        out[key] = values if many else values[0]
     return out
 
 
@@ -71,6 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UserInputError("--test-root needs --test-dataset")
     if args.test_dataset is not None and args.test_dataset == args.dataset:
         raise UserInputError(f"--test-dataset {args.test_dataset}: must differ from --dataset")
+    params, grid = _pairs(args.param, "--param", False), _pairs(args.grid, "--grid", True) or None
     ds = load_dataset(
         args.dataset, args.root, att_splits=args.att_splits, ss_dir=args.ss_dir, need_ss=args.split == "ss"
     )
@@ -83,8 +98,8 @@ def _run(args: argparse.Namespace) -> int:
         split=args.split,
         val_split=args.val_split,
         seed=args.seed,
-        params=_pairs(args.param, "--param", False),
-        grid=_pairs(args.grid, "--grid", True) or None,
+        params=params,
+        grid=grid,
         att_splits=str(args.att_splits) if args.att_splits else None,
         select=args.select,
         test_dataset=test_ds.name if test_ds is not None else None,
@@ -192,6 +207,7 @@ def _robustness(args: argparse.Namespace) -> int:
     from imagenet_zsl.attributes.dataset import load_dataset
     from imagenet_zsl.attributes.robustness import StudyOptions, study_to_directory
 
+    params = _pairs(args.param, "--param", False)  # before the dataset loads
     ds = load_dataset(args.dataset, args.root)
     text = study_to_directory(
         ds,
@@ -200,7 +216,7 @@ def _robustness(args: argparse.Namespace) -> int:
         args.seeds,
         args.out,
         options=StudyOptions(inverse=args.inverse, k=args.k, mas_attributes=args.mas_attributes),
-        params=_pairs(args.param, "--param", False),
+        params=params,
         progress=_progress,
     )
     print(text)

@@ -12,6 +12,13 @@ import scipy.io
 
 from imagenet_zsl.attributes.dataset import packaged_dir
 
+#: nine aliases each expanding the last nine times: 9**9 values from a few hundred bytes
+_ALIAS_BOMB = (
+    "{"
+    + ", ".join(["a0: &a0 [x]"] + [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)])
+    + "}"
+)
+
 CASES = ("zero-byte", "text", "no-labels", "zero-images", "zero-dim", "nan", "labels-zero-based")
 
 
@@ -68,6 +75,16 @@ def test_attributes_run_missing_res101(cli_error, tmp_path):
         (["--model", "nosuch"], "nosuch"),
         (["--param", "x"], "--param"),
         (["--model", "dap", "--semantics", "visual"], "--semantics visual"),
+        # YAML 1.1 read 010 as 8 and 1:30 as 90: a recipe value is decimal or an error
+        (["--param", "lam=010"], "--param 'lam=010'"),
+        (["--grid", "lam=1,1:30"], "'1:30'"),
+        (["--param", "lam=[" + "a," * 5000], "--param 'lam=[a,a,"),  # long: shortened, reason kept
+        (["--param", "lam=" + "[" * 20_000], "nested too deeply"),
+        (["--param", "lam=" + _ALIAS_BOMB], "aliases"),
+    ],
+    ids=[
+        *("unknown-model", "no-equals", "dap-visual", "octal"),
+        *("sexagesimal-grid", "long-unclosed", "deep", "alias-bomb"),
     ],
 )
 def test_attributes_run_bad_option(cli_error, tmp_path, extra, culprit):
