@@ -2,13 +2,15 @@
 
 Scoring millions of images against up to 21,842 classes is the toolkit's hot loop. Each tile of
 queries is multiplied by the prototype matrix (``Q @ P.T``; on a GPU with torch), the top
-``k + 1`` classes are picked with torch's multi-threaded ``topk`` and sorted, and the tile's
-score matrix is overwritten by the next tile's: memory is bounded by one tile (``TILE_ELEMENTS``
-scores plus their indices), never the full (N, C) matrix. On the CPU the product is computed in
-single-threaded BLAS calls of one fixed shape, shared among as many Python threads as BLAS had
-(:mod:`imagenet_zsl.evaluation.products`). ``tools/bench_search.py`` measures the whole
-``evaluate`` command against a plain floor (np.load, fp32, tiled BLAS, ``torch.topk``) run in a
-fresh process.
+``k + 1`` classes are picked (numpy's ``argpartition`` on the CPU, ``topk`` on a torch device)
+and sorted, and the tile's score matrix is overwritten by the next tile's: memory is bounded by
+one tile (``TILE_ELEMENTS`` scores plus their indices), never the full (N, C) matrix. On the CPU
+the product is computed in single-threaded BLAS calls of one fixed shape, shared among as many
+Python threads as BLAS had (:mod:`imagenet_zsl.evaluation.products`), and a CPU search imports no
+torch. ``tools/bench_search.py`` measures the whole ``evaluate`` command against a plain numpy
+floor (np.load, fp32, blocked BLAS, ``argpartition``, exact tie counts) run in a fresh process.
+``--search faiss`` lets faiss's flat index propose the candidates, with the same results
+(:mod:`imagenet_zsl.evaluation.faiss_search`).
 
 On a GPU the whole tile stays on the device: the product (in full fp32: TF32 is switched off for
 it), the top ``k + 1`` selection and the true classes' tie counts run there, and only the (n,
