@@ -88,12 +88,19 @@ def register(tree: CommandTree) -> None:
     parser.set_defaults(func=_predict)
 
 
-def _check_photos(photos: list[Path]) -> None:
+def _check_input_files(photos: list[Path], label_space: str, split: Path | None) -> None:
+    """Every file ``predict`` reads is a regular file, checked before the model and the backbone
+    load: a FIFO would block its reader, and a FIFO as ``--label-space`` read as a missing file."""
+    from imagenet_zsl.io import regular_input_file
+    from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
+
     for photo in photos:
-        if not photo.is_file():
-            raise UserInputError(
-                f"{photo}: photo not found" + (" (it is a directory)" if photo.is_dir() else "")
-            )
+        regular_input_file(photo, "photo")
+    space = Path(label_space)
+    if label_space not in NAMED_LABEL_SPACES and (space.exists() or space.is_symlink()):
+        regular_input_file(space, "label-space file")
+    if split is not None:
+        regular_input_file(split, "split file (--split)")
 
 
 def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
@@ -174,7 +181,7 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     from imagenet_zsl.splits.label_space import check_label_space_spec
 
     photos = [Path(p) for p in args.photos]
-    _check_photos(photos)
+    _check_input_files(photos, str(args.label_space), args.split)
     check_label_space_spec(str(args.label_space), "--label-space")
     source = ModelDirectory(args.model)
     cfg = ExtractConfig(

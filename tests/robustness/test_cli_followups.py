@@ -302,3 +302,17 @@ def test_labels_build_refuses_a_file_the_user_added_before_loading(tmp_path, cli
     argv = ["labels", "build", ROOT / "configs" / "labels.yaml", "--out", out, "--classes", missing]
     line = cli_error(argv, culprit=[f"--out {out}", "notes.txt"], inputs=[out])
     assert str(missing) not in line
+
+
+# ----------------------------------------------------------------------------- predict
+@pytest.mark.parametrize("flag", ["photo", "--label-space", "--split"])
+def test_predict_names_a_fifo_before_loading_the_model(tmp_path, cli_error, flag):
+    photo, fifo = tmp_path / "cat.jpg", tmp_path / "fifo"
+    photo.write_bytes(b"\xff\xd8")
+    os.mkfifo(fifo)
+    given = {"photo": [fifo], "--label-space": [photo, flag, fifo], "--split": [photo, flag, fifo]}[flag]
+    no_model = tmp_path / "no-model"  # read after the files: its error would come first otherwise
+    argv = ["predict", *given, "--model", no_model, "--backbone", "tiny-test", "--device", "cpu"]
+    what = {"photo": "photo", "--label-space": "label-space file", "--split": "split file"}[flag]
+    line = cli_error(argv, culprit=[str(fifo), f"the {what}", "FIFO"])
+    assert str(no_model) not in line
