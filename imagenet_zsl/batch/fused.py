@@ -103,11 +103,14 @@ def score_while_extracting(context: RunContext, todo: list[PendingCell], echo: C
 
 
 def _sink(scored: ScoredTest, cells: list[FusedCell]) -> Callable[[ShardOutputs], None]:
-    """Search one finished shard for every cell, at the row offset of the shards before it."""
+    """Search one finished shard for every cell, at the row offset of the shards before it (the
+    finished ones found on disk at the start, then each shard as it is scored: shards come in
+    order in one process)."""
+    known = {_index(r["name"]): r for r in finished_records(scored.scored)}
 
     def score(outputs: ShardOutputs) -> None:
-        index = int(outputs.name.rsplit("-s", 1)[1])
-        before = [r for r in finished_records(scored.scored) if int(r["name"].rsplit("-s", 1)[1]) < index]
+        index = _index(outputs.name)
+        before = [known[g] for g in range(index) if g in known]
         if len(before) != index:  # a shard before it is unfinished (another process's): no offset
             raise RuntimeError(
                 f"{scored.scored}: shard {outputs.name} is scored before the shards ahead of it"
@@ -118,5 +121,11 @@ def _sink(scored: ScoredTest, cells: list[FusedCell]) -> Callable[[ShardOutputs]
             cache_shards(
                 "test", view, inp.test_lookup, cell.spaces, cell.context, inp.kept_ids, lambda i: i == index
             )
+        known[index] = view.shards[-1]
 
     return score
+
+
+def _index(shard: str) -> int:
+    """The global index of shard ``r000-s000042`` (42)."""
+    return int(shard.rsplit("-s", 1)[1])
