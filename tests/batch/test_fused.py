@@ -40,6 +40,7 @@ def _extract(store, classes: list[str], out: Path) -> Path:
         store=str(store.root),
         classes_file=str(classes_file),
         out=str(out),
+        val_labels=str(store.labels) if store.labels else None,
         progress=False,
         **EXTRACT,
         **SMALL,
@@ -54,6 +55,8 @@ def inputs(tmp_path_factory):
     train_store = make_store(root / "train_store", "tree", TRAIN, oddities=False)
     test_store = make_store(root / "test_store", "tree", TEST, oddities=False)
     train = _extract(train_store, sorted(TRAIN), root / "train")
+    seen_store = make_store(root / "seen_store", "flat", {w: 2 for w in TRAIN}, oddities=False)
+    _extract(seen_store, sorted(TRAIN), root / "seen")
     for name, wnids in SPLITS.items():
         (root / f"{name}.txt").write_text("".join(f"{w}\n" for w in wnids))
     recipe = {
@@ -70,9 +73,12 @@ def inputs(tmp_path_factory):
     return root, train, test_store, recipe
 
 
-def _recipe(root: Path, recipe: dict, name: str, test: object, train: Path) -> Path:
+def _recipe(root: Path, recipe: dict, name: str, test: object, train: Path, **changes: object) -> Path:
     path = root / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({**recipe, "features": {"train": str(train), "test": test}}))
+    features = {"train": str(train), "test": test}
+    if changes.get("gzsl"):
+        features["seen"] = str(root / "seen")
+    path.write_text(yaml.safe_dump({**recipe, "features": features, **changes}))
     return path
 
 
@@ -147,6 +153,24 @@ def test_fused_run_equals_extract_then_run_and_stores_no_test_feature(tmp_path, 
     )
     assert again.evaluated == [] and len(again.skipped) == 4
     _same_cells(tmp_path / "fused", scored_path(tmp_path / "fused"), tmp_path / "stored", test_dir)
+
+
+@needs_scored_probe
+def test_gzsl_cells_scored_while_extracting_equal_extract_then_run(tmp_path, inputs):
+    root, train, test_store, recipe = inputs
+    test_dir = _extract(test_store, sorted({w for ws in SPLITS.values() for w in ws}), tmp_path / "test")
+    gzsl = {"gzsl": True, "calibration": False}
+    stored = run(
+        _recipe(root, recipe, "gstored", str(test_dir), train, **gzsl), tmp_path / "stored", progress=False
+    )
+    path = _recipe(root, recipe, "gfused", _store_spec(test_store), train, **gzsl)
+    result = run(path, tmp_path / "fused", progress=False)
+    assert result.failed == [] and stored.failed == [] and len(result.evaluated) == 4
+    _same_cells(tmp_path / "fused", scored_path(tmp_path / "fused"), tmp_path / "stored", test_dir)
+    _no_test_features(tmp_path / "fused")
+    # the test images were searched in the seen classes' space too (the GZSL joint lists)
+    topk = tmp_path / "fused" / "cells" / "eszsl__a" / "topk"
+    assert (topk / "test.seen.ids.npy").is_file() and (topk / "seen.unseen.ids.npy").is_file()
 
 
 @needs_scored_probe
