@@ -69,6 +69,17 @@ def _pairs(items: list[str] | None, option: str, many: bool) -> dict[str, Any]:
     return out
 
 
+def _att_splits_path(text: str) -> Path:
+    """``--att-splits``: a .mat file or a split folder; a FIFO, socket or device is a usage error
+    before anything opens it (the reader would block, or call it missing)."""
+    path = Path(text)
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        raise argparse.ArgumentTypeError(
+            f"{text[:200]} is a FIFO, socket or device; give an att_splits.mat file or a split folder"
+        )
+    return path
+
+
 def _dataset_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, type=str.upper, choices=DATASET_CHOICES)
 
@@ -270,7 +281,7 @@ def _add_run(group: argparse._SubParsersAction) -> None:
     run.add_argument("--model", required=True)
     run.add_argument("--split", choices=("ps", "ss"), default="ps")
     run.add_argument("--val-split", type=int, choices=(1, 2, 3), default=1)
-    run.add_argument("--att-splits", type=Path, help="att_splits.mat or split folder (e.g. GRAB)")
+    run.add_argument("--att-splits", type=_att_splits_path, help="att_splits.mat or split folder (e.g. GRAB)")
     run.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
     run.add_argument("--seed", type=seed, default=0)
     run.add_argument(
@@ -317,7 +328,9 @@ def _add_upper_bound(group: argparse._SubParsersAction) -> None:
     _dataset_arg(bound)
     bound.add_argument("--root", required=True, type=Path, help="folder with res101.mat (xlsa17/data)")
     bound.add_argument("--split", choices=("ps", "ss"), default="ps")
-    bound.add_argument("--att-splits", type=Path, help="att_splits.mat or split folder (e.g. GRAB)")
+    bound.add_argument(
+        "--att-splits", type=_att_splits_path, help="att_splits.mat or split folder (e.g. GRAB)"
+    )
     bound.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
     bound.add_argument("--seed", type=seed, default=0, help="which unseen images train (seeded share)")
     bound.add_argument("--reg", type=float, default=1e-4, help="L2 weight (standardised features)")
@@ -339,7 +352,7 @@ def _add_split(group: argparse._SubParsersAction) -> None:
     split.add_argument(
         "--root", required=True, type=Path, help="folder with res101.mat (its labels place the images)"
     )
-    split.add_argument("--att-splits", type=Path, help="source att_splits.mat (default: PS)")
+    split.add_argument("--att-splits", type=_att_splits_path, help="source att_splits.mat (default: PS)")
     split.add_argument("--method", required=True, choices=SPLIT_METHOD_CHOICES)
     _add_proportion(split)
     split.add_argument(
@@ -410,7 +423,7 @@ def _add_robustness(group: argparse._SubParsersAction) -> None:
 def _add_info(group: argparse._SubParsersAction) -> None:
     info = group.add_parser("info", help="class and image counts of a packaged or given split")
     _dataset_arg(info)
-    info.add_argument("--att-splits", type=Path)
+    info.add_argument("--att-splits", type=_att_splits_path)
     info.set_defaults(func=_info)
 
 

@@ -4,6 +4,7 @@ a ZSL accuracy of 0.0."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -182,3 +183,24 @@ def test_attributes_upper_bound_missing_res101(cli_error, tmp_path):
         "res101.mat",
         not_created=[out],
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--model", "eszsl", "--out", "o"],
+        ["upper-bound", "--out", "o"],
+        ["split", "--method", "gcs", "--out", "o"],
+        ["info"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_att_splits_that_is_a_fifo_is_a_usage_error(cli_error, tmp_path, command):
+    fifo = tmp_path / "att_splits.mat"
+    os.mkfifo(fifo)  # was 'MATLAB file not found'
+    name, *rest = command
+    out = tmp_path / "out"
+    rest = [out if arg == "o" else arg for arg in rest]
+    argv = ["attributes", name, "--dataset", "APY", "--att-splits", fifo, *rest]
+    argv += [] if name == "info" else ["--root", tmp_path]
+    cli_error(argv, culprit=["argument --att-splits", str(fifo), "FIFO"], not_created=[out])
