@@ -7,10 +7,11 @@ images of the "All" split.
 (``PYTHONPATH=<another checkout>`` measures that version's ``imagenet_zsl`` with this harness.)
 
 Setting: the real WordNet graph, the "All" label space (20,842 unseen candidate classes) and the
-1,000 ILSVRC-2012 seen classes, m = max K + 1 = 21 (K = 1 2 5 10 20). No search is run: synthetic
-search results shaped as ``evaluation/run/search_sets.py`` returns them: per image set the labels,
-row numbers and tie ranks (int64, on the heap) and the top-m lists (float32 scores, int32 ids) as
-memory-mapped .npy files, as the search cache holds them. What grows per image here (top-k lists,
+1,000 ILSVRC-2012 seen classes, m = max K + 1 = 21 (K = 1 2 5 10 20). No search is run (no GEMM):
+synthetic search results, written as the search's per-shard cache; the search's join turns them
+into what ``evaluation/run/search_sets.py`` returns: per image set the labels, row numbers and
+tie ranks (int64, on the heap) and the top-m lists (float32 scores, int32 ids) as memory-mapped
+.npy files in the cache directory. What grows per image here (top-k lists,
 tie counts, true ranks, per-class tables, the calibrated merge, the γ thresholds) does not depend
 on the feature dimension, which therefore does not enter. Continuous scores (so that the
 Seen-Unseen curves have a breakpoint per threshold entry, their largest size), with a tie in 5 % of
@@ -23,7 +24,13 @@ Each (variant, N) runs in a fresh process (``--child``):
 * ``gzsl``: ``evaluation.run.gzsl.gzsl_metrics`` (the joint lists, direct stacking, AUSUC, the
   calibrated γ, the curves to plot, per-class GZSL hit@K and both breakdowns);
 * ``metrics``: both, as ``evaluation.run.compute_outputs`` runs them (GZSL while the ZSL result
-  is held): the metrics part of ``evaluate --gzsl``.
+  is held);
+* ``evaluate``: ``metrics``, then the run directory's top-k lists written as
+  ``evaluation.run.writer`` writes them: ``evaluate --gzsl`` after its search.
+
+Every variant starts from the search cache (one entry per shard of 100,000 images) joined by the
+search's own join (``search_sets._joined_from_cache``, inside the measured process), so the
+memory of that join is in every figure.
 
 Memory, measured: the peak RSS is the kernel's high-water mark (VmHWM: heap and file-backed pages
 together, what the issue's "peak RSS" counts); the peak RssAnon and RssFile are sampled every 5 ms
@@ -51,7 +58,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 ALL_SPLIT_IMAGES = 12_900_000
-VARIANTS = ("inputs", "zsl", "gzsl", "metrics")
+VARIANTS = ("inputs", "zsl", "gzsl", "metrics", "evaluate")
 #: image sets whose size does not grow with the test split: (name, images, own space, spaces)
 FIXED_SETS = (
     ("seen", 50_000, "seen", ("unseen", "seen")),
@@ -79,28 +86,31 @@ def _space_sizes() -> dict[str, int]:
     return {"unseen": len(candidate_wnids()), "seen": len(training_wnids()), "val_unseen": VAL_CLASSES}
 
 
+SHARD = 100_000  # images per cached shard, as a feature directory's shards
+
+
+def _sets() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(name, own space, spaces searched) of each image set."""
+    return (("test", "unseen", ("unseen", "seen")), *((s[0], s[2], s[3]) for s in FIXED_SETS))
+
+
 def write_set(
     directory: Path, name: str, n: int, own: str, spaces: tuple[str, ...], m: int, seed: int
-) -> None:
-    """One image set's synthetic search results as .npy files, ``chunk`` images at a time."""
+) -> list[tuple[str, str, int]]:
+    """One image set's synthetic search results, one search-cache entry per shard of ``SHARD``
+    images (``evaluation.run.cache.SearchCache``, the files the search leaves) → the ``done``
+    list that the search's join reads."""
+    from imagenet_zsl.evaluation.run.cache import SearchCache
     from imagenet_zsl.scoring import true_ranks
 
     sizes = _space_sizes()
     rng = np.random.default_rng(seed)
-    out = {
-        "labels": np.lib.format.open_memmap(directory / f"{name}.labels.npy", "w+", np.int64, (n,)),
-        "above": np.lib.format.open_memmap(directory / f"{name}.above.npy", "w+", np.int64, (n,)),
-        "tied": np.lib.format.open_memmap(directory / f"{name}.tied.npy", "w+", np.int64, (n,)),
-    }
-    for space in spaces:
-        for field, dtype in (("scores", np.float32), ("ids", np.int32)):
-            path = directory / f"{name}.{space}.{field}.npy"
-            out[f"{space}.{field}"] = np.lib.format.open_memmap(path, "w+", dtype, (n, m))
-    chunk = 50_000
-    for lo in range(0, n, chunk):
-        b = min(chunk, n - lo)
+    cache = SearchCache(directory / "cache")
+    done = []
+    for lo in range(0, n, SHARD):
+        b = min(SHARD, n - lo)
         labels = rng.integers(0, sizes[own], b)
-        out["labels"][lo : lo + b] = labels
+        shard = {"labels": labels, "rows": np.arange(lo, lo + b, dtype=np.int64)}
         for space in spaces:
             # continuous scores (one breakpoint per entry: the curves' worst case), a tie in 5 % of
             # the rows, sorted descending; distinct ids: a run of m consecutive classes
@@ -113,38 +123,48 @@ def write_set(
                 first = rng.random(b) < 0.6
                 ids[first, 0] = labels[first]
                 ranks = true_ranks(labels, topk_ids=ids, topk_scores=scores)
-                out["above"][lo : lo + b], out["tied"][lo : lo + b] = ranks.above, ranks.tied
-            out[f"{space}.scores"][lo : lo + b] = scores
-            out[f"{space}.ids"][lo : lo + b] = ids
-    for array in out.values():
-        array.flush()
+                shard["above"], shard["tied"] = ranks.above, ranks.tied
+            shard[f"{space}.scores"], shard[f"{space}.ids"] = scores, ids.astype(np.int32)
+        shard_name = f"shard-{lo // SHARD:05d}"
+        cache.put(name, shard_name, "bench", shard)
+        done.append((shard_name, "bench", b))
+    return done
 
 
 def write_results(directory: Path, n: int, m: int) -> None:
-    write_set(directory, "test", n, "unseen", ("unseen", "seen"), m, seed=0)
-    for i, (name, size, own, spaces) in enumerate(FIXED_SETS):
-        write_set(directory, name, size, own, spaces, m, seed=1 + i)
+    """Every image set's search cache and ``done.json`` (the done lists)."""
+    done = {}
+    for i, (name, own, spaces) in enumerate(_sets()):
+        size = n if name == "test" else next(s[1] for s in FIXED_SETS if s[0] == name)
+        done[name] = write_set(directory, name, size, own, spaces, m, seed=i)
+    (directory / "done.json").write_text(json.dumps({"m": m, "done": done}))
 
 
 def load_results(directory: Path):  # noqa: ANN201 - lazy types
-    """SearchResults as the search returns them: small per-image arrays on the heap, the lists
-    memory-mapped."""
+    """SearchResults as the search returns them, joined from its cache by the search's own join
+    (``search_sets._joined_from_cache``): labels, row numbers and tie ranks on the heap, the
+    lists memory-mapped .npy files in the cache directory."""
+    from imagenet_zsl.evaluation.run import search_sets
+    from imagenet_zsl.evaluation.run.cache import SearchCache
     from imagenet_zsl.evaluation.run.results import SearchResults
-    from imagenet_zsl.evaluation.run.search_sets import SetResult
-    from imagenet_zsl.scoring import TieRanks
 
-    sets = {}
-    for name, spaces in (("test", ("unseen", "seen")), *((s[0], s[3]) for s in FIXED_SETS)):
-        labels = np.load(directory / f"{name}.labels.npy")
-        lists = {
-            space: tuple(
-                np.load(directory / f"{name}.{space}.{f}.npy", mmap_mode="r") for f in ("scores", "ids")
-            )
-            for space in spaces
-        }
-        ranks = TieRanks(np.load(directory / f"{name}.above.npy"), np.load(directory / f"{name}.tied.npy"))
-        sets[name] = SetResult(labels, np.arange(len(labels), dtype=np.int64), lists, ranks)
+    record = json.loads((directory / "done.json").read_text())
+    cache, sets = SearchCache(directory / "cache"), {}
+    for name, _, spaces in _sets():
+        searchers = {space: SimpleNamespace(k=record["m"]) for space in spaces}
+        done = [tuple(entry) for entry in record["done"][name]]
+        sets[name] = search_sets._joined_from_cache(name, searchers, cache, done)
     return SearchResults(sets["test"], sets["seen"], sets["val"], sets["val_seen"])
+
+
+def write_lists(directory: Path, results: object) -> None:
+    """The run directory's top-k lists, as ``evaluation.run.writer`` writes them."""
+    from imagenet_zsl.evaluation.run import writer
+
+    topk = directory / "run-topk"
+    topk.mkdir(exist_ok=True)
+    for name, result in results.sets():
+        writer._save_set(topk, name, result)
 
 
 def inputs(graph):  # noqa: ANN001, ANN201 - lazy types
@@ -253,8 +273,8 @@ def _metrics(variant: str, inp: SimpleNamespace, results: object) -> dict | None
 
     if variant == "zsl":
         return zsl_metrics(inp, results).blocks["hierarchy"]["counts"]
-    if variant in ("gzsl", "metrics"):
-        zsl = zsl_metrics(inp, results) if variant == "metrics" else None
+    if variant in ("gzsl", "metrics", "evaluate"):
+        zsl = zsl_metrics(inp, results) if variant != "gzsl" else None
         counts = gzsl_metrics(inp, results).block["hierarchy"]["calibrated"]["all"]["counts"]
         del zsl
         return counts
@@ -280,6 +300,8 @@ def child(variant: str, directory: Path) -> dict:
     start = time.perf_counter()
     with RssSampler() as sampler:
         summary = _metrics(variant, inp, results)
+        if variant == "evaluate":
+            write_lists(directory, results)
     seconds = time.perf_counter() - start
     tracker.close("after")
     tracemalloc.stop()
