@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import LazyChoices, lazy_help
+from imagenet_zsl.cli_types import LazyChoices, lazy_help, seed
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
@@ -103,7 +103,7 @@ def _add_factor_analysis(group: argparse._SubParsersAction) -> None:
     factor_plot.add_argument("--out", help="output directory (default: RUN_DIR-factor)")
     factor_plot.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
     factor_plot.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
-    factor_plot.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    factor_plot.add_argument("--seed", type=seed, default=0, help="bootstrap seed")
     _mismatch_flag(factor_plot)
     factor_plot.set_defaults(func=_factor_plot)
 

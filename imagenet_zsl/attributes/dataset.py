@@ -34,7 +34,7 @@ from imagenet_zsl.attributes.xlsa17 import (
 )
 from imagenet_zsl.data import xlsa17_root
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.io import MANIFEST_NAME, read_manifest_verified
+from imagenet_zsl.io import MANIFEST_NAME, read_manifest_verified, regular_input_file
 from imagenet_zsl.models.selection import holdout_images
 
 SPLITS = ("ps", "ss")
@@ -55,8 +55,8 @@ def check_dataset_name(dataset: str) -> str:
 def find_res101(dataset: str, root: Path) -> Path:
     candidates = [root / "res101.mat", root / dataset / "res101.mat", root / "data" / dataset / "res101.mat"]
     for path in candidates:
-        if path.is_file():
-            return path
+        if path.exists() or path.is_symlink():  # a FIFO or link loop is named as such, not "not found"
+            return regular_input_file(path, "res101.mat")
     raise UserInputError(
         f"{dataset}: res101.mat not found under {root} (looked at "
         f"{', '.join(str(p) for p in candidates)}); download xlsa17 (Xian et al.) and pass "

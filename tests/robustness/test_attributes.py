@@ -204,3 +204,13 @@ def test_att_splits_that_is_a_fifo_is_a_usage_error(cli_error, tmp_path, command
     argv = ["attributes", name, "--dataset", "APY", "--att-splits", fifo, *rest]
     argv += [] if name == "info" else ["--root", tmp_path]
     cli_error(argv, culprit=["argument --att-splits", str(fifo), "FIFO"], not_created=[out])
+
+
+def test_res101_that_is_a_fifo_is_named_as_such(cli_error, tmp_path):
+    """A FIFO in res101.mat's place is refused unopened and named (was 'not found'); nothing blocks."""
+    fifo = tmp_path / "APY" / "res101.mat"
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    out = tmp_path / "run"
+    argv = ["attributes", "run", "--dataset", "APY", "--root", tmp_path, "--model", "eszsl", "--out", out]
+    cli_error(argv, culprit=[str(fifo), "FIFO"], not_created=[out])
