@@ -162,3 +162,12 @@ def test_evaluate_with_faiss_writes_the_same_files(tmp_path, monkeypatch):
         }
     assert "topk/test.unseen.ids.npy" in outputs["exact"] and "per_class.csv" in outputs["exact"]
     assert outputs["faiss"] == outputs["exact"]
+
+
+def test_a_gpu_index_is_asked_for_only_where_faiss_has_gpus():
+    """faiss-cpu (no GPU support): a CUDA search's index stays on the CPU and answers the same."""
+    unique = np.eye(4, 3, dtype=np.float32)
+    index = faiss_search.FaissCandidates(unique, gpu=0)
+    assert index.on_gpu is (faiss_search._gpus(faiss) > 0)
+    if not index.on_gpu:
+        assert index(np.array([[0, 0, 1]], np.float32), 2).tolist()[0][0] == 2
