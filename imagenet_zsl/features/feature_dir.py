@@ -317,6 +317,10 @@ class FeatureDir:
         names = [s["name"] for s in self.shards if int(s["rows"]) > 0]
         if not names:
             raise UserInputError(f"{self.path}: the feature directory holds no images")
+        if all("unstored_sha256" in s and "features" not in (s.get("sha256") or {}) for s in self.shards):
+            # scored while extracted (issue 38 §1): no row is stored; the probe needs the width only
+            logits = np.zeros((1, len(self.logit_classes)), np.float32) if self.logit_classes else None
+            return np.zeros((1, self.dim), np.float32), logits
         block = self.read_rows(names[0], slice(0, 1), with_logits=self.has_logits)
         return block.features, block.logits
 

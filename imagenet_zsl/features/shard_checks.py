@@ -141,8 +141,16 @@ def manifest_problem(manifest: Any) -> str | None:
 
 
 def unverifiable(shards: list[dict[str, Any]]) -> list[str]:
-    """Names of the shards whose manifest record lacks the sha256 of a required file."""
-    return [s["name"] for s in shards if not all(k in (s.get("sha256") or {}) for k in REQUIRED_FILES)]
+    """Names of the shards whose manifest record lacks the sha256 of a required file (a shard
+    scored while extracted, whose record has ``unstored_sha256``, stores no features to verify)."""
+    return [s["name"] for s in shards if not all(k in (s.get("sha256") or {}) for k in _stored(s))]
+
+
+def _stored(shard: dict[str, Any]) -> tuple[str, ...]:
+    """The required files a shard's record says it stores."""
+    return (
+        tuple(k for k in REQUIRED_FILES if k != "features") if "unstored_sha256" in shard else REQUIRED_FILES
+    )
 
 
 def _file_key(path: Path) -> tuple:
