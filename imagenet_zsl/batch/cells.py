@@ -54,8 +54,14 @@ def cell_config(
         gamma_source=given,
         hold_calibration_rows=given is not None,
         val_seen_fraction=VAL_SEEN_FRACTION,
-        seed=0 if given is None else int(given["seen_rows"]["seed"]),
+        seed=int(given["seen_rows"]["seed"]) if given is not None else _listed_seed(recipe.calibration),
     )
+
+
+def _listed_seed(calibration: Any) -> int:
+    """The seed of the held-out seen rows that choose γ with listed validation classes: the
+    recipe's ``calibration.seed`` (0 without a calibration block)."""
+    return int(calibration.seed) if calibration not in (None, False) else 0
 
 
 def given_gamma(record: dict[str, Any] | None) -> dict[str, Any] | None:

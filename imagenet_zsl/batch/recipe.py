@@ -143,6 +143,10 @@ class Calibration(Config):
     def _carve_or_list(self) -> Calibration:
         if self.classes is None and self.features is not None:
             raise ValueError("'features' holds the images of listed 'classes': give 'classes' too")
+        if self.classes is not None and "fraction" in self.model_fields_set:
+            raise ValueError(
+                "'fraction' carves validation classes out of the seen ones; listed 'classes' leave it unused"
+            )
         return self
 
 

@@ -160,3 +160,19 @@ def test_block_rows_1_gives_the_bytes_of_the_default(tmp_path):
             tmp_path / "run32768" / "topk" / name
         ).read_bytes()
     assert json.loads((tmp_path / "run1" / "metrics.json").read_text())["zsl"]["images"] == 18
+
+
+def test_listed_calibration_classes_refuse_a_fraction_and_keep_their_seed(demo_inputs, tmp_path, cli_error):
+    """A fraction carves seen classes; with listed classes it would be silently unused: an error.
+    The listed protocol's seed reaches the held-out seen rows that choose γ (it was always 0)."""
+    from imagenet_zsl.batch.cells import _listed_seed
+    from imagenet_zsl.batch.recipe import Calibration
+
+    classes = tmp_path / "val.txt"
+    classes.write_text("n00000001\n")
+    recipe = _recipe(
+        demo_inputs, "listed.yaml", gzsl=True, calibration={"classes": str(classes), "fraction": 0.3}
+    )
+    cli_error(_argv(recipe, tmp_path / "out"), [str(recipe), "calibration", "fraction"], [recipe])
+    assert _listed_seed(Calibration(classes=str(classes), seed=7)) == 7
+    assert _listed_seed(None) == 0 and _listed_seed(False) == 0
