@@ -30,6 +30,22 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+#: device nodes of a GPU driver (NVIDIA, AMD ROCm, WSL's GPU paravirtualisation)
+_GPU_NODES = ("/proc/driver/nvidia/version", "/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def gpu_possible() -> bool:
+    """Whether torch could see a GPU, decided without importing torch (a CPU ``evaluate`` of stored
+    features then never imports it): False on Linux when ``CUDA_VISIBLE_DEVICES`` hides every GPU
+    or no GPU driver node exists; True otherwise (torch decides)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    if not sys.platform.startswith("linux"):
+        return True
+    return any(os.path.exists(node) for node in _GPU_NODES)
+
+
 def resolve_device(requested: str, local_rank: int | None = None) -> torch.device:
     """``auto`` → the GPU when torch sees one, else the CPU; ``cuda`` → GPU ``local_rank`` (mod the
     number of GPUs; by default torchrun's ``LOCAL_RANK``, so each rank of a job on one machine

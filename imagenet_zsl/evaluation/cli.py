@@ -129,6 +129,14 @@ def register(tree: CommandTree) -> None:
         default=32768,
         help="images read and converted at once (memory bound)",
     )
+    ev.add_argument(
+        "--search",
+        choices=("exact", "faiss"),
+        default="exact",
+        help="exact: the fixed-shape BLAS search (default); faiss: faiss's IndexFlatIP (faiss-cpu, or "
+        "faiss-gpu with a CUDA --device) proposes each image's candidates and the exact scores decide: "
+        "the same lists, metrics and tables, about 1.8x the CPU",
+    )
     ev.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     ev.add_argument("--out", type=Path, required=True, help="run directory to write")
     ev.set_defaults(func=_evaluate)
@@ -191,6 +199,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         label_frequency=not args.no_label_frequency,
         plots=not args.no_plots,
         block_rows=args.block_rows,
+        search=args.search,
         device=args.device,
         kept_images=args.kept_images,
         label_space=args.label_space,

@@ -5,7 +5,6 @@ candidate lists that are wrong on purpose (they may only lower the threshold).""
 
 from __future__ import annotations
 
-import functools
 import sys
 
 import numpy as np
@@ -125,10 +124,12 @@ def test_unknown_search_and_missing_faiss_are_one_line_errors(monkeypatch):
         searcher.search_ranked(np.eye(3, dtype=np.float32), None, search="faiss")
 
 
-def test_evaluate_with_faiss_writes_the_same_files(tmp_path, monkeypatch):
-    """The whole run: metrics, per-class table, report, top-k lists and manifest, byte for byte."""
-    from imagenet_zsl.evaluation import run as run_module
-    from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
+def test_evaluate_with_faiss_writes_the_same_files(tmp_path):
+    """`evaluate --search faiss` through the command line: metrics, per-class table, report and
+    top-k lists byte for byte; the manifest differs only in the recorded command and parameter."""
+    import json
+
+    from imagenet_zsl.cli import main
     from imagenet_zsl.semantics.class_vectors import ClassVectors
     from tests.evaluation.evaluation_fixtures import write_feature_dir
 
@@ -137,31 +138,24 @@ def test_evaluate_with_faiss_writes_the_same_files(tmp_path, monkeypatch):
     features = write_feature_dir(tmp_path / "features", labels, queries, shard_rows=50, classes=wnids)
     ClassVectors(wnids, prototypes).save(tmp_path / "protos.npz")
     (tmp_path / "split.txt").write_text("\n".join(wnids) + "\n")
-    outputs = {}
+    outputs, manifests = {}, {}
     for search in ("exact", "faiss"):
-        context = functools.partial(run_module.SearchContext, search=search)
-        monkeypatch.setattr(run_module, "SearchContext", context)
         out = tmp_path / search
-        cfg = EvaluationConfig(
-            features=features,
-            split=tmp_path / "split.txt",
-            out=out,
-            prototypes=tmp_path / "protos.npz",
-            ks=[1, 2, 5, 10],
-            graph="none",
-            label_frequency=False,
-            plots=False,
-            device="cpu",
-            block_rows=64,
-        )
-        evaluate(cfg, progress=False)
+        argv = ["evaluate", "--features", features, "--split", tmp_path / "split.txt"]
+        argv += ["--prototypes", tmp_path / "protos.npz", "--k", "1", "2", "5", "10", "--graph", "none"]
+        argv += ["--no-label-frequency", "--no-plots", "--device", "cpu", "--block-rows", "64"]
+        assert main([str(a) for a in [*argv, "--search", search, "--out", out]]) == 0
         outputs[search] = {
             str(p.relative_to(out)): p.read_bytes().replace(str(out).encode(), b"<out>")
             for p in sorted(out.rglob("*"))
-            if p.is_file()
+            if p.is_file() and p.name != "manifest.json"
         }
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["parameters"]["search"] == search
+        manifests[search] = manifest["files"]
     assert "topk/test.unseen.ids.npy" in outputs["exact"] and "per_class.csv" in outputs["exact"]
     assert outputs["faiss"] == outputs["exact"]
+    assert manifests["faiss"] == manifests["exact"]  # every listed file: same size and sha256
 
 
 def test_a_gpu_index_is_asked_for_only_where_faiss_has_gpus():

@@ -122,7 +122,7 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None, progr
     out = Path(cfg.out)
     warn_pretraining(inp)
     cache = SearchCache(run_cache_root(out))
-    results = run_search(inp, SearchContext(inp.source, cache, cfg.block_rows, progress))
+    results = run_search(inp, SearchContext(inp.source, cache, cfg.block_rows, progress, search=cfg.search))
     results = held_calibration_rows(inp, results)
     outputs = compute_outputs(inp, results)
     with atomic_directory(out, tool=TOOL, inputs=input_paths(cfg)) as tmp:

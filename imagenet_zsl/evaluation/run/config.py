@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -51,6 +51,9 @@ class EvaluationConfig:
     label_frequency: bool = True
     plots: bool = True
     block_rows: int = DEFAULT_BLOCK_ROWS
+    #: "exact" (the fixed-shape BLAS search) or "faiss" (faiss's flat index proposes candidates, the
+    #: exact scores decide: the same bytes; :mod:`imagenet_zsl.evaluation.faiss_search`)
+    search: Literal["exact", "faiss"] = "exact"
     #: where the search runs: "auto" (a CUDA GPU when torch sees one), "cpu", "cuda" or "cuda:N"
     #: (:func:`imagenet_zsl.devices.resolve_device`)
     device: str = "auto"

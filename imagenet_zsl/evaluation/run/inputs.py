@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from imagenet_zsl.devices import resolve_device
+from imagenet_zsl.devices import gpu_possible, resolve_device
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.evaluation.faiss_search import import_faiss
 from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
 from imagenet_zsl.evaluation.run.classes import (
     LabelSpace,
@@ -281,8 +282,12 @@ def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device | str]:
         raise UserInputError("give exactly one of --model MODEL_DIR or --prototypes FILE")
     _check_list_files(cfg)
     check_label_space_spec(str(cfg.label_space), "--label-space")
-    # '--device cpu' is the string the search takes as it is: no torch import to resolve it
-    device = "cpu" if cfg.device == "cpu" else resolve_device(cfg.device)
+    # '--device cpu' (or 'auto' where no GPU driver exists) is the string the search takes as it
+    # is: no torch import to resolve it
+    cpu = cfg.device == "cpu" or (cfg.device == "auto" and not gpu_possible())
+    device = "cpu" if cpu else resolve_device(cfg.device)
+    if cfg.search == "faiss":
+        import_faiss()  # a missing faiss is one line before any reading
     # own_files: a file the user added to an earlier run's --out is refused before any loading
     check_out_dir(cfg.out, TOOL, input_paths(cfg), own_files=True)
     return ks, device
