@@ -216,13 +216,16 @@ def foreign_files(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
     records = manifest.get("files") if isinstance(manifest.get("files"), list) else []
     listed = {MANIFEST_NAME} | {str(r.get("path")) for r in records if isinstance(r, dict)}
     folders = {str(parent) for path in listed for parent in Path(path).parents}
+    junk = {".DS_Store", "Thumbs.db", "desktop.ini", ".ipynb_checkpoints"}  # a file browser's or Jupyter's
     walk = os.walk(directory)
     paths = (
         Path(root, name).relative_to(directory).as_posix()
         for root, dirs, files in walk
         for name in dirs + files
     )
-    return sorted(rel for rel in paths if rel not in listed and rel not in folders)
+    return sorted(
+        rel for rel in paths if rel not in listed and rel not in folders and not junk & set(rel.split("/"))
+    )
 
 
 def check_out_dir(
@@ -365,10 +368,13 @@ def _check_replaceable(out: Path, resolved: Path, replaces: Callable[[Path], boo
 
 
 def remove_stale_temps(final: Path) -> None:
-    """Remove temp siblings (``.NAME.*.tmp``) that a killed run of the same output left behind."""
+    """Remove temp siblings (``.NAME.XXXXXXXX[.old].tmp``, as mkdtemp/mkstemp name them here) that
+    a killed run of the same output left behind; never those of a sibling output whose name
+    extends this one (``eszsl.v2``), whatever characters the name holds."""
     if not final.parent.is_dir():
         return
-    for leftover in final.parent.glob(f".{final.name}.*.tmp"):
+    own = re.compile(rf"\.{re.escape(final.name)}\.[a-z0-9_]{{8}}(\.old)?\.tmp")
+    for leftover in (p for p in final.parent.iterdir() if own.fullmatch(p.name)):
         if leftover.is_dir():
             shutil.rmtree(leftover, ignore_errors=True)
         else:

@@ -73,3 +73,36 @@ def test_the_reader_refuses_missing_files_formats_and_escapes(tmp_path):
     (tmp_path / "manifest.json").unlink()
     with pytest.raises(UserInputError, match="manifest.json: missing"):
         read_manifest_verified(tmp_path, FORMAT)
+
+
+def test_stale_temps_are_only_this_outputs(tmp_path):
+    """A killed run's ``.NAME.XXXXXXXX[.old].tmp`` leftovers go; a sibling output whose name extends
+    this one (``eszsl.v2``, being written by another rank) and glob characters are left alone."""
+    from imagenet_zsl.io import remove_stale_temps
+
+    own = [tmp_path / ".eszsl.k3j2ab_9.tmp", tmp_path / ".eszsl.abcdefgh.old.tmp"]
+    others = [tmp_path / ".eszsl.v2.k3j2ab_9.tmp", tmp_path / ".run1.abcdefgh.tmp", tmp_path / ".eszsl.tmp"]
+    for path in [*own, *others]:
+        path.mkdir()
+        (path / "weights.npz").write_bytes(b"x")
+    (tmp_path / ".run[1].zyxwvuts.tmp").mkdir()
+    remove_stale_temps(tmp_path / "eszsl")
+    remove_stale_temps(tmp_path / "run[1]")
+    assert not any(p.exists() for p in own) and not (tmp_path / ".run[1].zyxwvuts.tmp").exists()
+    assert all((p / "weights.npz").exists() for p in others)
+
+
+def test_a_file_browsers_junk_is_not_the_users_data(tmp_path):
+    """.DS_Store, Thumbs.db, desktop.ini and Jupyter's checkpoints do not block a re-run; a real
+    file beside them still does."""
+    from imagenet_zsl.io import foreign_files
+
+    manifest = {"files": [{"path": "metrics.json"}]}
+    (tmp_path / "metrics.json").write_text("{}")
+    for junk in (".DS_Store", "Thumbs.db", "desktop.ini"):
+        (tmp_path / junk).write_text("")
+    (tmp_path / ".ipynb_checkpoints").mkdir()
+    (tmp_path / ".ipynb_checkpoints" / "x-checkpoint.ipynb").write_text("{}")
+    assert foreign_files(tmp_path, manifest) == []
+    (tmp_path / "notes.txt").write_text("mine")
+    assert foreign_files(tmp_path, manifest) == ["notes.txt"]
