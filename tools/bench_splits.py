@@ -21,7 +21,7 @@ Measures, in one run on the real WordNet / ImageNet-21K graph (warm WordNet cach
 
 Usage: .venv/bin/python tools/bench_splits.py [--sample 20] [--skip-build] [--skip-optimisers]
        [--reference-splits benchmark_in12k|all|a,b] [--reference-size N] [--reference-min-images M]
-       [--reference-sizes 500,1000,5000] [--reference-only | --skip-reference]
+       [--reference-sizes 500,1000,5000] [--levels K] [--reference-only | --skip-reference]
 """
 
 from __future__ import annotations
@@ -285,10 +285,14 @@ def compare_reference(
     )
 
 
+#: ``--levels K``: the exact optimiser's first-model K instead of the config's ``optimiser.levels``
+LEVELS: dict[str, int] = {}
+
+
 def _ours(spec, graph, train: list[str], pool: list[str], size: int):
     """(solution, CPU seconds) of the configured exact optimiser, time limit lifted (CPU is measured
     on a loaded machine: a wall-clock limit would stop it early and say so)."""
-    options = spec.optimiser.model_copy(update={"time_limit": 36000.0})
+    options = spec.optimiser.model_copy(update={"time_limit": 36000.0, **LEVELS})
     spec = spec.model_copy(update={"optimiser": options})
     start = time.process_time()
     sel = select_for(spec, graph, train, pool, size=size, optimizer="exact")
@@ -303,7 +307,8 @@ def compare_sizes(
     spec, graph, train, pool = _reference_pool(config, split, None)
     print(
         f"exact optimiser vs compact reference MILP, {config.name}:{split} pool ({len(pool):,} classes); "
-        f"nproc {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}; CPU seconds (process_time)"
+        f"nproc {os.cpu_count()}, load average {os.getloadavg()[0]:.1f}; CPU seconds (process_time); "
+        f"ours at K = {LEVELS.get('levels', spec.optimiser.levels)}"
     )
     print(
         f"  {'N':>6}{'ours':>9}{'(tie rule)':>11}{'R':>10}{'reference':>11}{'R':>10}{'K':>3}"
@@ -338,10 +343,13 @@ def main() -> None:
     parser.add_argument(
         "--reference-sizes", help="N values on the default benchmark pool, e.g. 500,1000,5000 (then stop)"
     )
+    parser.add_argument("--levels", type=int, help="the optimiser's first K instead of the config's")
     parser.add_argument("--reference-min-images", type=int, help="override the pools' min_images filter")
     parser.add_argument("--reference-only", action="store_true", help="only the optimiser vs reference MILP")
     parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
+    if args.levels is not None:
+        LEVELS["levels"] = args.levels
     if args.reference_sizes:
         compare_sizes([int(n) for n in args.reference_sizes.split(",")])
         return
