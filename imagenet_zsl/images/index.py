@@ -14,11 +14,14 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.images.layouts import Layout
 from imagenet_zsl.images.scan import Scan, source_path
 from imagenet_zsl.io import canonical_json, sha256_bytes
 
-INDEX_VERSION = 3  # 2: problems (damaged tars, skipped entries); 3: wds, parquet, in21k-p, skipped files
+#: 2: problems (damaged tars, skipped entries); 3: wds, parquet, in21k-p, skipped files;
+#: 4: parquet rows without a usable path are ``<file>/row<N>``, ids unique across sources
+INDEX_VERSION = 4
 
 
 @dataclass
@@ -121,6 +124,33 @@ def _scan_all(root: Path, layout: Layout, sources: list[str], progress: bool) ->
         )
 
 
+def _check_unique_ids(
+    root: Path,
+    classes: list[str],
+    class_index: np.ndarray,
+    names: np.ndarray,
+    source_index: np.ndarray,
+    sources: list[str],
+) -> None:
+    """Refuse a store where two images share an id ``<wnid>/<member>`` (their features would be
+    one row): one line naming the id and the two sources holding it. Arrays of length n."""
+    if len(names) < 2:
+        return
+    order = np.lexsort((source_index, names, class_index))
+    same = (class_index[order][1:] == class_index[order][:-1]) & (names[order][1:] == names[order][:-1])
+    hits = np.flatnonzero(same)
+    if not len(hits):
+        return
+    first, second = order[hits[0]], order[hits[0] + 1]
+    image_id = f"{classes[class_index[first]]}/{names[first]}"
+    one, two = (sources[source_index[i]] or root.name for i in (first, second))
+    where = f"twice in {one}" if one == two else f"in both {one} and {two}"
+    raise UserInputError(
+        f"{root}: image id {image_id} is {where} ({len(hits)} repeated ids in all); each image needs "
+        "its own id: remove the copies, or index the parts as separate stores"
+    )
+
+
 def build_index(root: Path, layout: Layout, sources: list[str], progress: bool) -> StoreIndex:
     """Scan every source of the store at ``root`` and index its images."""
     scans = _scan_all(root, layout, sources, progress)
@@ -134,8 +164,10 @@ def build_index(root: Path, layout: Layout, sources: list[str], progress: bool) 
     member = np.array([m for s in scans for m in s.members], dtype=object)
     offset = np.array([o for s in scans for o in s.offsets], dtype=np.int64)
     size = np.array([z for s in scans for z in s.sizes], dtype=np.int64)
+    names = member.astype(np.str_) if len(member) else member
+    _check_unique_ids(root, classes, class_index, names, source_index, sources)
     # deterministic order: by source, then tar offset (sequential reads), then member name
-    order = np.lexsort((member.astype(np.str_) if len(member) else member, offset, source_index))
+    order = np.lexsort((names, offset, source_index))
     return StoreIndex(
         classes=classes,
         sources=sources,

@@ -134,8 +134,10 @@ class ClassNames:
 
 
 def scan_parquet(root: Path, source: str) -> Scan:
-    """The rows of one parquet file: member = the image's ``path`` (else ``row<N>``), offset = the
-    row number in the file, size -1 (unknown until read); ``labels``: (label, metadata) per row."""
+    """The rows of one parquet file: member = the base name of the image's ``path``, else (no path,
+    or names repeated in the file) ``<file, relative, no .parquet>/row<N>`` so that ids stay unique
+    across files; offset = the row number in the file, size -1 (unknown until read); ``labels``:
+    (label, metadata) per row."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -159,7 +161,8 @@ def scan_parquet(root: Path, source: str) -> Scan:
     rows = len(labels)
     members = [p.rsplit("/", 1)[-1] if p else "" for p in paths] if has_path else [""] * rows
     if not all(members) or len(set(members)) != rows:
-        members = [f"row{r:08d}" for r in range(rows)]
+        stem = source.removesuffix(".parquet") if source else path.stem  # unique across files
+        members = [f"{stem}/row{r:08d}" for r in range(rows)]
     if any(label is None for label in labels):
         raise UserInputError(f"{path}: row {labels.index(None)} has no label")
     scan = Scan(source, members, list(range(rows)), [-1] * rows)

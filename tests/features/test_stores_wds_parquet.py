@@ -199,3 +199,37 @@ def test_images_coverage_reads_a_webdataset_store(tmp_path, capsys):
     out, err = capsys.readouterr()
     row = out.splitlines()[1].split("\t")
     assert row[1:3] == ["3", "1"] and "classes missing: n01484850" in err
+
+
+def _parquet(path: Path, paths: list[str | None], labels: list[int], names: list[str]) -> None:
+    """A parquet file in the ``datasets`` image format, its label names in the schema metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    image = pa.array([{"bytes": JPEG + bytes([i]), "path": p} for i, p in enumerate(paths)])
+    table = pa.table({"image": image, "label": pa.array(labels)})
+    meta = {"info": {"features": {"label": {"names": names, "_type": "ClassLabel"}}}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table.replace_schema_metadata({"huggingface": json.dumps(meta)}), path)
+
+
+def test_parquet_rows_without_a_usable_path_get_ids_unique_across_files(tmp_path):
+    root, names = tmp_path / "pq", ["n01440764", "n01443537"]
+    for split in ("train", "validation"):  # saved from PIL images: no path
+        _parquet(root / "data" / f"{split}-00000-of-00001.parquet", [None] * 4, [0, 0, 1, 1], names)
+    store = open_store(root, progress=False)
+    ids = store.image_ids().tolist()
+    assert len(ids) == len(set(ids)) == 8
+    assert "n01440764/data/train-00000-of-00001/row00000001" in ids
+    assert "n01443537/data/validation-00000-of-00001/row00000003" in ids
+    _parquet(root / "data" / "more.parquet", ["a.jpg", "a.jpg", "b.jpg"], [0, 1, 1], names)  # repeated
+    ids = open_store(root, progress=False).image_ids().tolist()
+    assert len(set(ids)) == 11 and "n01443537/data/more/row00000002" in ids
+
+
+def test_a_store_with_one_id_in_two_sources_is_refused_up_front(tmp_path, capsys):
+    root, names = tmp_path / "pq", ["n01440764", "n01443537"]
+    _parquet(root / "data" / "train.parquet", ["x/a.jpg", "x/b.jpg"], [0, 1], names)
+    _parquet(root / "data" / "validation.parquet", ["y/c.jpg", "y/b.jpg"], [0, 1], names)
+    line = _error_line(capsys, ["images", "count", "--store", str(root)])
+    assert "n01443537/b.jpg" in line and "data/train.parquet" in line and "data/validation.parquet" in line

@@ -325,3 +325,15 @@ def test_layouts_are_chosen_in_one_place(tmp_path):
         open_store(archive, progress=False)
     with pytest.raises(UserInputError, match="--layout flat needs --val-labels FILE"):
         open_store(archive, layout="flat", progress=False)
+
+
+def test_a_tar_holding_one_name_twice_is_refused_naming_the_id(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir()
+    with tarfile.open(root / "n01440764.tar", "w", format=tarfile.USTAR_FORMAT) as tar:
+        for payload in (b"\xff\xd8first", b"\xff\xd8second", b"\xff\xd8other"):  # appended twice
+            info = tarfile.TarInfo("other.JPEG" if payload.endswith(b"other") else "a.JPEG")
+            info.size = len(payload)
+            tar.addfile(info, io.BytesIO(payload))
+    with pytest.raises(UserInputError, match=r"image id n01440764/a\.JPEG is twice in n01440764\.tar \(1 "):
+        open_store(root, progress=False)
