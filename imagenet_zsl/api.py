@@ -186,13 +186,16 @@ def hit_at_k_table(runs: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     vectors, label space, ``hit@K`` (flat hit@K, fractions in [0, 1], expected value under random
     tie-breaking), per-class hit@1, strict hit@K, hP@K, GZSL U/S/H/AUSUC per image (NaN without GZSL).
 
-    ``runs``: run directories (``evaluate``), or a ``run`` batch directory (its ``cells/``)."""
+    ``runs``: run directories (``evaluate``), or a ``run`` batch directory (its ``cells/``, or
+    ``backbones/NAME/cells/`` of a recipe over several feature sets: one row per backbone, model
+    and split)."""
     from imagenet_zsl.evaluation.report import aggregate_runs
 
     given = [runs] if isinstance(runs, str | Path) else list(runs)
     dirs: list[Path] = []
     for path in map(Path, given):
-        cells = path / "cells"
-        is_batch = cells.is_dir() and not (path / "metrics.json").exists()
-        dirs += sorted(p for p in cells.iterdir() if p.is_dir()) if is_batch else [path]
+        found = [*path.glob("cells/*"), *path.glob("backbones/*/cells/*")]
+        cell_dirs = sorted(p for p in found if p.is_dir())
+        is_batch = bool(cell_dirs) and not (path / "metrics.json").exists()
+        dirs += cell_dirs if is_batch else [path]
     return aggregate_runs(dirs)

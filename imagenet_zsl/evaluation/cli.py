@@ -20,7 +20,7 @@ LABEL_SPACE_HELP = (
     "not a training class: the 'All' protocol), or a wnid list FILE holding the split's classes"
 )
 
-#: help of --allow-feature-mismatch (evaluate and report)
+#: help of evaluate's --allow-feature-mismatch
 MISMATCH_HELP = (
     "combine features whose identity (backbone, weights, preprocessing, layer) differs from the "
     "model's training features or from each other; the override is recorded and shown in every table"
@@ -159,7 +159,6 @@ def register(tree: CommandTree) -> None:
         required=True,
         help="output path, outside every RUN_DIR; .md, .csv and .tex files are written beside it",
     )
-    rep.add_argument("--allow-feature-mismatch", action="store_true", help=MISMATCH_HELP)
     rep.set_defaults(func=_report)
 
 
@@ -237,7 +236,7 @@ def _report(args: argparse.Namespace) -> int:
     from imagenet_zsl.evaluation.report import aggregate_runs, check_report_out, write_report_tables
 
     check_report_out(args.out, args.runs)
-    table = aggregate_runs(args.runs, allow_feature_mismatch=args.allow_feature_mismatch)
+    table = aggregate_runs(args.runs)
     for path in write_report_tables(table, args.out):
         print(f"wrote {path}")
     return 0

@@ -9,9 +9,11 @@ validation-calibrated H). Best value per split in bold.
 
 Trust: ``report`` reads only run directories whose manifest verifies (metrics.json, the table and
 the report by sha256; the top-k lists, which can be gigabytes and are not read here, by size),
-refuses to put runs of different feature identities in one table unless
-``--allow-feature-mismatch`` (the rows are then marked), reports a directory given twice once, and
-never writes its ``--out`` inside an input run directory.
+puts runs of different backbones in one table (each row names its backbone, as ``run`` does for a
+recipe over several feature sets: every run is consistent within itself, since ``evaluate``
+refuses a model scored on another backbone's features) and marks a run whose own evaluation was
+allowed such a mismatch, reports a directory given twice once, and never writes its ``--out``
+inside an input run directory.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.columns import COLUMN_LEGEND, csv_only, metric_columns
-from imagenet_zsl.features.identity import check_same_features
 from imagenet_zsl.io import (
     MANIFEST_NAME,
     atomic_write_text,
@@ -378,38 +379,13 @@ def unique_runs(run_dirs: Sequence[str | Path]) -> list[Path]:
     return list(seen.values())
 
 
-def _feature_identity(metrics: dict) -> dict | None:
-    features = (metrics.get("provenance") or {}).get("features") or {}
-    identity = features.get("identity")
-    return identity if isinstance(identity, dict) else None
-
-
-def _check_identities(runs: list[tuple[Path, dict]], allow: bool) -> set[Path]:
-    """Refuse runs whose feature identities differ (one line naming both runs); with ``allow``,
-    the runs that differ from the first known identity (and it) are returned to be marked."""
-    marked: set[Path] = set()
-    known = [(path, identity) for path, m in runs if (identity := _feature_identity(m)) is not None]
-    if not known:
-        return marked
-    ref_path, ref = known[0]
-    for path, identity in known[1:]:
-        if check_same_features(ref, identity, f"run {ref_path}", f"run {path}", allow) is not None:
-            marked |= {ref_path, path}
-    return marked
-
-
-def aggregate_runs(run_dirs: Sequence[str | Path], allow_feature_mismatch: bool = False) -> pd.DataFrame:
-    """Table of every run (rows sorted by split, then model, then features), each run once."""
+def aggregate_runs(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
+    """Table of every run (rows sorted by split, then model, then backbone, then features), each
+    run once. Runs of different backbones share the table, each row naming its backbone; a run
+    whose evaluation allowed a feature mismatch is marked (:data:`MISMATCH_MARK`)."""
     if not run_dirs:
         raise UserInputError("no run directories given")
-    runs = [(path, load_metrics(path)) for path in unique_runs(run_dirs)]
-    marked = _check_identities(runs, allow_feature_mismatch)
-    rows = []
-    for path, metrics in runs:
-        row = _row_of(path, metrics)
-        if path in marked and not row["backbone"].endswith(MISMATCH_MARK):
-            row["backbone"] += MISMATCH_MARK
-        rows.append(row)
+    rows = [_row_of(path, load_metrics(path)) for path in unique_runs(run_dirs)]
     import pandas as pd  # heavy: only the cross-run table needs it (evaluate writes report.md without)
 
     table = pd.DataFrame(rows)
@@ -417,7 +393,7 @@ def aggregate_runs(run_dirs: Sequence[str | Path], allow_feature_mismatch: bool 
     hit_cols = sorted((c for c in table.columns if c.startswith("hit@")), key=lambda c: int(c[4:]))
     rest = [c for c in table.columns if c not in id_cols and c not in hit_cols]
     table = table[id_cols + hit_cols + rest]
-    return table.sort_values(["split", "model", "features"], kind="stable").reset_index(drop=True)
+    return table.sort_values(["split", "model", "backbone", "features"], kind="stable").reset_index(drop=True)
 
 
 def report_paths(out: str | Path) -> list[Path]:
@@ -500,8 +476,8 @@ def to_markdown(table: pd.DataFrame) -> str:
     )
     if any(str(b).endswith(MISMATCH_MARK) for b in table.get("backbone", [])):
         note += (
-            f"\n{MISMATCH_MARK.strip()}: features combined under --allow-feature-mismatch (another "
-            "backbone than the model's or the other rows'); these numbers are not comparable.\n"
+            f"\n{MISMATCH_MARK.strip()}: the model was scored on features of another identity than "
+            "it was fitted on (evaluate --allow-feature-mismatch); these numbers are not comparable.\n"
         )
     return md_table([*text_cols, *cols], rows) + note
 

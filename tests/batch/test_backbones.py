@@ -93,3 +93,28 @@ def test_a_run_over_several_backbones_leads_with_the_backbone(demo_inputs, tmp_p
     trail = {"hit@1": 0.5, "hit@1 95% CI": "–", "n.s. vs": "–", "seen in pretraining": "–", "status": "ok"}
     header = to_markdown([{**r, **trail} for r in rows]).splitlines()[0]
     assert header.startswith("| backbone | model | split |")
+
+
+def test_the_python_api_and_report_read_a_run_over_several_backbones(demo_inputs, tmp_path):
+    """zsl.hit_at_k_table(OUT) finds the cells under backbones/NAME/cells (one row per backbone,
+    model and split), and `report` merges them: every run is consistent within itself."""
+    import imagenet_zsl as zsl
+    from imagenet_zsl.cli import main
+
+    sim = yaml.safe_load((demo_inputs.root / "sim.yaml").read_text())
+    (demo_inputs.root / "sim_seed2.yaml").write_text(yaml.safe_dump({**sim, "seed": 2}))
+    features = {
+        "a": {"simulate": str(demo_inputs.root / "sim.yaml")},
+        "b": {"simulate": str(demo_inputs.root / "sim_seed2.yaml")},
+    }
+    out = tmp_path / "run"
+    assert (
+        run(
+            _two_backbones(demo_inputs, "api.yaml", features), out, progress=False, echo=lambda _: None
+        ).failed
+        == []
+    )
+    table = zsl.hit_at_k_table(out)
+    assert len(table) == 4 and table["backbone"].nunique() == 2
+    cells = sorted(str(p) for p in out.glob("backbones/*/cells/*") if p.is_dir())
+    assert main(["report", *cells, "--out", str(tmp_path / "t.md")]) == 0

@@ -8,7 +8,7 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation import plots
-from imagenet_zsl.evaluation.report import aggregate_runs
+from imagenet_zsl.evaluation.report import _row_of, aggregate_runs
 from imagenet_zsl.scoring import gzsl_from_scores, seen_unseen_curve
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import CLASSES, DIM
@@ -71,30 +71,28 @@ def _set_backbone(features, name: str, weights: str) -> None:
     path.write_text(json.dumps(manifest))
 
 
-def test_report_rows_show_backbone_and_refuse_mixed_features(bench, tmp_path, capsys):
+def test_report_merges_runs_of_different_backbones_each_row_naming_its_own(bench, tmp_path):
+    """Issue 34 §2: runs of two backbones, each consistent within itself, are one table with the
+    backbone column telling them apart; only a run whose own evaluation allowed a mismatch is marked."""
     _set_backbone(bench["features"], "resnet50", "aa11bb22cc33")
     run_cli(bench, tmp_path / "resnet", bench["protos"])
     _set_backbone(bench["features"], "vit_b_16", "ff00ee11")
     run_cli(bench, tmp_path / "vit", bench["protos"])
     run_cli(bench, tmp_path / "vit2", bench["protos"], "--l2-normalize")
 
-    table = aggregate_runs([tmp_path / "vit", tmp_path / "vit2"])
-    assert table["backbone"].tolist() == ["vit_b_16 @ff00ee11"] * 2
-    assert table["class vectors"].tolist() == ["protos.npz"] * 2
-    with pytest.raises(
-        UserInputError, match=r"feature mismatch: run .*resnet has resnet50 @aa11bb22 .*run .*vit"
-    ):
-        aggregate_runs([tmp_path / "resnet", tmp_path / "vit"])
+    table = aggregate_runs([tmp_path / "vit", tmp_path / "resnet", tmp_path / "vit2"])
+    assert sorted(table["backbone"]) == ["resnet50 @aa11bb22", "vit_b_16 @ff00ee11", "vit_b_16 @ff00ee11"]
+    assert table["class vectors"].tolist() == ["protos.npz"] * 3
     out = tmp_path / "t.md"
-    assert main(["report", str(tmp_path / "resnet"), str(tmp_path / "vit"), "--out", str(out)]) == 2
-    assert "--allow-feature-mismatch" in capsys.readouterr().err and not out.exists()
     argv = ["report", str(tmp_path / "resnet"), str(tmp_path / "vit"), str(tmp_path / "vit2")]
-    assert main([*argv, "--out", str(out), "--allow-feature-mismatch"]) == 0
+    assert main([*argv, "--out", str(out)]) == 0
     md = out.read_text()
-    # the reference run and the run that differs from it are marked; the note says why
-    assert "| resnet50 @aa11bb22 [mismatch] |" in md and "| vit_b_16 @ff00ee11 [mismatch] |" in md
-    assert "| vit_b_16 @ff00ee11 |" not in md  # vit2 differs from the reference too
-    assert "--allow-feature-mismatch" in md
+    assert "| resnet50 @aa11bb22 |" in md and "| vit_b_16 @ff00ee11 |" in md and "[mismatch]" not in md
+    metrics_path = tmp_path / "vit2" / "metrics.json"  # as evaluate --allow-feature-mismatch records it
+    metrics = json.loads(metrics_path.read_text())
+    metrics["provenance"]["feature_mismatch"] = [{"allowed": True, "differ": ["backbone"]}]
+    row = _row_of(tmp_path / "vit2", metrics)
+    assert row["backbone"] == "vit_b_16 @ff00ee11 [mismatch]"
 
 
 def test_report_rejects_a_directory_without_metrics(tmp_path, capsys):
