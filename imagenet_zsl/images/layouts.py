@@ -7,6 +7,8 @@
                                          KEY.jpg|webp + KEY.cls + KEY.json (:mod:`.wds`)
     parquet  STORE/**/*.parquet          timm/imagenet-w21-p: image + label columns (:mod:`.parquet_files`)
     in21k-p  STORE/{imagenet21k_}train|val|small_classes/<wnid>/<image>: ImageNet-21K-P, one store
+             (auto-detected from the imagenet21k_ names or small_classes: bare train/ + val/ is
+             also ImageNet-1k's two stores, so detection asks which)
 
 A layout says which sources (tars or folders, relative to the store) a store has, how one is
 scanned, and which wnid each image found there belongs to; :func:`make_layout` builds one by name
@@ -33,6 +35,9 @@ SHARD_RE = re.compile(r"^(?!n\d{8}\.tar$)[^.].*\.tar$")
 PARQUET_RE = re.compile(r"^[^.].*\.parquet$")
 #: the three folders of ImageNet-21K-P (with or without the ``imagenet21k_`` prefix)
 IN21KP_RE = re.compile(r"^(?:imagenet21k_)?(?:train|val|small_classes)$")
+#: the folders that auto-detection takes for ImageNet-21K-P: bare ``train``/``val`` are also
+#: PyTorch's ImageNet-1k layout (two stores), so they need ``small_classes`` beside them
+IN21KP_SURE_RE = re.compile(r"^(?:imagenet21k_(?:train|val|small_classes)|small_classes)$")
 
 
 class Layout(Protocol):
@@ -289,13 +294,16 @@ def make_layout(name: str, root: Path, val_labels: str | Path | None = None) -> 
 
 def _count_entries(root: Path) -> dict[str, int]:
     """How many entries of each kind ``root`` holds directly: ``tars`` (``<wnid>.tar``), ``dirs``
-    (``<wnid>/``), ``images``, ``shards`` (other ``.tar``), ``parquet``, ``in21k-p`` folders."""
-    counts = dict.fromkeys(("tars", "dirs", "images", "shards", "parquet", "in21k-p"), 0)
+    (``<wnid>/``), ``images``, ``shards`` (other ``.tar``), ``parquet``, ``in21k-p`` folders
+    (bare ``train``/``val`` count as ``in21k-p`` only beside an unambiguous one, else ``splits``)."""
+    counts = dict.fromkeys(("tars", "dirs", "images", "shards", "parquet", "in21k-p", "splits"), 0)
     with os.scandir(root) as entries:
         for entry in entries:
             kind = _entry_kind(entry)
             if kind is not None:
                 counts[kind] += 1
+    if counts["in21k-p"]:
+        counts["in21k-p"], counts["splits"] = counts["in21k-p"] + counts["splits"], 0
     if not any(counts.values()) and (root / "data").is_dir():  # the hub's data/*.parquet layout
         counts["parquet"] = sum(1 for p in (root / "data").rglob("*.parquet") if PARQUET_RE.match(p.name))
     return counts
@@ -306,7 +314,9 @@ def _entry_kind(entry: os.DirEntry) -> str | None:
     if entry.is_dir():
         if WNID_RE.match(entry.name):
             return "dirs"
-        return "in21k-p" if IN21KP_RE.match(entry.name) else None
+        if IN21KP_RE.match(entry.name):
+            return "in21k-p" if IN21KP_SURE_RE.match(entry.name) else "splits"
+        return None
     if not entry.is_file():
         return None  # FIFOs, sockets: never opened
     for kind, pattern in (("tars", WNID_TAR_RE), ("shards", SHARD_RE), ("parquet", PARQUET_RE)):
@@ -337,11 +347,13 @@ def detect_layout(root: Path, val_labels: str | Path | None = None) -> str:
     if val_labels is not None:
         return "flat"
     counts = _count_entries(root)
-    found = [k for k in ("tars", "dirs", "shards", "parquet", "in21k-p") if counts[k]]
+    found = [k for k in ("tars", "dirs", "shards", "parquet", "in21k-p", "splits") if counts[k]]
     if len(found) > 1:
         listed = " and ".join(f"{_KIND_TEXT[k]} ({counts[k]})" for k in found)
         choices = " or ".join(f"--layout {_KIND_LAYOUT[k]}" for k in found)
         raise UserInputError(f"{root}: holds both {listed}; pass {choices}")
+    if found == ["splits"]:
+        _refuse_train_val(root)
     if found:
         return _KIND_LAYOUT[found[0]]
     if counts["images"]:
@@ -356,13 +368,31 @@ def detect_layout(root: Path, val_labels: str | Path | None = None) -> str:
     )
 
 
-_KIND_LAYOUT = {"tars": "tars", "dirs": "tree", "shards": "wds", "parquet": "parquet", "in21k-p": "in21k-p"}
+def _refuse_train_val(root: Path) -> None:
+    """Bare ``train``/``val`` folders: ImageNet-1k's two stores, or ImageNet-21K-P's; ask which."""
+    parts = sorted(p.name for p in root.iterdir() if p.is_dir() and IN21KP_RE.match(p.name))
+    raise UserInputError(
+        f"{root}: holds {' and '.join(f'{p}/' for p in parts)} folders, as ImageNet-1k does: each is "
+        f"a store of its own (pass {' or '.join(f'--store {root / p}' for p in reversed(parts))}), "
+        "or pass --layout in21k-p to read ImageNet-21K-P's folders as one store"
+    )
+
+
+_KIND_LAYOUT = {
+    "tars": "tars",
+    "dirs": "tree",
+    "shards": "wds",
+    "parquet": "parquet",
+    "in21k-p": "in21k-p",
+    "splits": "in21k-p",
+}
 _KIND_TEXT = {
     "tars": "<wnid>.tar files",
     "dirs": "<wnid>/ folders",
     "shards": "webdataset .tar shards",
     "parquet": ".parquet files",
     "in21k-p": "ImageNet-21K-P folders",
+    "splits": "train/val folders",
 }
 
 

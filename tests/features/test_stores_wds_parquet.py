@@ -233,3 +233,19 @@ def test_a_store_with_one_id_in_two_sources_is_refused_up_front(tmp_path, capsys
     _parquet(root / "data" / "validation.parquet", ["y/c.jpg", "y/b.jpg"], [0, 1], names)
     line = _error_line(capsys, ["images", "count", "--store", str(root)])
     assert "n01443537/b.jpg" in line and "data/train.parquet" in line and "data/validation.parquet" in line
+
+
+def test_an_imagenet_1k_train_val_folder_is_not_read_as_imagenet_21k_p(tmp_path, capsys):
+    """``imagenet/train/<wnid>/`` + ``imagenet/val/<wnid>/`` (PyTorch's ImageNet-1k layout) are two
+    stores: auto-detection asks which; ``--layout in21k-p`` still reads the bare names as one."""
+    root = tmp_path / "imagenet"
+    for part, wnid, name in [("train", "n01440764", "a.JPEG"), ("val", "n01443537", "b.JPEG")]:
+        (root / part / wnid).mkdir(parents=True)
+        (root / part / wnid / name).write_bytes(JPEG)
+    line = _error_line(capsys, ["images", "count", "--store", str(root)])
+    assert "train/ and val/" in line and "--layout in21k-p" in line and f"--store {root}/val" in line
+    assert open_store(root, layout="in21k-p", progress=False).counts() == {"n01440764": 1, "n01443537": 1}
+    assert open_store(root / "val", progress=False).counts() == {"n01443537": 1}
+    (root / "small_classes" / "n01484850").mkdir(parents=True)  # only ImageNet-21K-P has this one
+    (root / "small_classes" / "n01484850" / "c.JPEG").write_bytes(JPEG)
+    assert open_store(root, progress=False).layout == "in21k-p"
