@@ -98,3 +98,22 @@ def test_release_keeps_the_data_of_every_mapping(tmp_path):
     plain = np.ones(3)
     release_pages(plain, plain[1:])  # not mapped: left alone
     assert plain.sum() == 3
+
+
+def test_sweep_by_brute_force_with_infinite_and_tied_thresholds():
+    from imagenet_zsl.scoring.gzsl import _breakpoint_index, _swept
+
+    inf = np.inf
+    theta = np.array([-inf, 0.5, 0.5, inf, -1.0, 2.0, -inf, inf, 0.5, -1.0])
+    seen_img = np.array([0, 0, 1, 0, 1, 1, 1, 1, 0, 0], bool)
+    weights = np.array([0.1, 0.2, 0.05, 0.15, 0.1, 0.2, 0.25, 0.3, 0.25, 0.15])
+    breakpoints, index = _breakpoint_index(theta)
+    assert breakpoints.tolist() == [-1.0, 0.5, 2.0]
+    seen, unseen = _swept(index, theta, weights, seen_img, len(breakpoints))
+    # one γ inside each open interval (-inf, -1), (-1, .5), (.5, 2), (2, inf)
+    for j, gamma in enumerate([-5.0, 0.0, 1.0, 9.0]):
+        hit = np.where(seen_img, gamma < theta, gamma > theta)
+        assert seen[j] == pytest.approx(weights[hit & seen_img].sum())
+        assert unseen[j] == pytest.approx(weights[hit & ~seen_img].sum())
+    # by hand at γ = 0: unseen -inf (0.1) and -1 (0.15); seen +inf (0.3) and 2 (0.2) and 0.5 (0.05)
+    assert (seen[1], unseen[1]) == pytest.approx((0.55, 0.25))
