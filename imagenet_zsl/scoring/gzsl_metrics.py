@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.scoring.gzsl import group_weights, gzsl_entries, seen_unseen_curve
+from imagenet_zsl.scoring.gzsl import class_weights, gzsl_entries, seen_unseen_curve
 from imagenet_zsl.scoring.gzsl_lists import GZSLLists, GZSLTopK
 from imagenet_zsl.scoring.ranks import (
     DEFAULT_KS,
@@ -37,10 +37,13 @@ def gzsl_accuracies(
     gz: GZSLTopK, k: int, gamma: float, per_class: bool, tie_rule: str = "expected"
 ) -> dict[str, float]:
     """{'seen', 'unseen', 'H'} hit@k accuracies at calibration ``gamma`` (0 = direct stacking)."""
-    seen_img = gz.seen_images
     rows, credit = _entry_hits(gz, k, gamma, tie_rule)
-    seen_w = group_weights(gz.labels, seen_img, per_class)[rows]
-    unseen_w = group_weights(gz.labels, ~seen_img, per_class)[rows]
+    # each entry's image weight within its side, 0 on the other side (the arrays of the per-side
+    # (N,) weights indexed by rows, the same floats, built from a (C,) table)
+    labels = gz.labels[rows]
+    weight, seen_entry = class_weights(gz, per_class)[labels], gz.seen_mask[labels]
+    del rows, labels
+    seen_w, unseen_w = np.where(seen_entry, weight, 0.0), np.where(seen_entry, 0.0, weight)
     seen = min(float(np.sum(seen_w * credit)), 1.0)
     unseen = min(float(np.sum(unseen_w * credit)), 1.0)
     return {"seen": seen, "unseen": unseen, "H": harmonic_mean(seen, unseen)}

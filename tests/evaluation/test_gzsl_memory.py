@@ -117,3 +117,18 @@ def test_sweep_by_brute_force_with_infinite_and_tied_thresholds():
         assert unseen[j] == pytest.approx(weights[hit & ~seen_img].sum())
     # by hand at γ = 0: unseen -inf (0.1) and -1 (0.15); seen +inf (0.3) and 2 (0.2) and 0.5 (0.05)
     assert (seen[1], unseen[1]) == pytest.approx((0.55, 0.25))
+
+
+def test_class_weights_are_the_image_weights_from_a_class_table():
+    from imagenet_zsl.scoring.gzsl import class_weights, image_weights
+
+    # unseen classes 0, 1 (images: 2 of class 0, 1 of class 1); seen classes 2, 3 (3 of class 3)
+    scores = np.zeros((6, 2), np.float32)
+    ids = np.array([[0, 1]] * 6)
+    gz = GZSLTopK(
+        scores, ids + 2, scores, ids, labels=np.array([0, 0, 1, 3, 3, 3]), seen_mask=np.arange(4) >= 2
+    )
+    assert class_weights(gz, True).tolist() == [1 / 4, 1 / 2, 0.0, 1 / 3]  # 1 / (n_class · classes)
+    assert class_weights(gz, False).tolist() == [1 / 3, 1 / 3, 0.0, 1 / 3]  # 1 / n of the side
+    for per_class in (True, False):
+        assert np.array_equal(class_weights(gz, per_class)[gz.labels], image_weights(gz, per_class))
