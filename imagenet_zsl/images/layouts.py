@@ -198,7 +198,8 @@ class ParquetLayout:
     name: ClassVar[str] = "parquet"
 
     def __init__(self, root: Path, val_labels: str | Path | None = None):
-        self.classes = ClassNames(root)
+        folders = sorted({(root / name).parent for name in self.sources(root)})  # the class index
+        self.classes = ClassNames(root, folders)
         card = (root.parent if root.is_file() else root) / "README.md"
         files = [f for f in (card if card.is_file() else None, self.classes.index_file) if f]
         self._sha256 = "+".join(sha256_file(f) for f in files) or None

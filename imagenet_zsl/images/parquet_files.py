@@ -5,10 +5,12 @@ A file holds an image column (a struct with ``bytes``, and usually ``path``, as 
 writes an ``Image`` feature; or plain binary) and an int ``label`` column. The label index → wnid
 map is the dataset's own metadata: the ``huggingface`` schema metadata that ``datasets`` writes
 into every file (the ``label`` feature's ``ClassLabel`` names), else the dataset card
-(``README.md`` beside the files, ``dataset_info.features`` YAML). The names must be wnids; where
-they are not (human-readable names), a class-index file in the store folder (``*synsets.txt``,
-one wnid a line, line i = label i, as timm ships ``imagenet21k_miil_w21_synsets.txt``) gives the
-wnids instead, with as many lines as there are names. Every file must carry the same map.
+(``README.md`` in the store folder, ``dataset_info.features`` YAML). The names must be wnids;
+where they are not (human-readable names), a class-index file (``*synsets.txt``, one wnid a line,
+line i = label i, as timm ships ``imagenet21k_miil_w21_synsets.txt``) in the store folder or in a
+folder holding parquet files (the hub's ``data/``) gives the wnids instead, with as many lines as
+there are names; copies in several of these folders must be identical. Every file must carry the
+same map.
 
 An image is located by (file, row); the reader loads the row group holding it (the files are
 compressed page by page, so there is no byte offset to read) and keeps the last one, so reading
@@ -89,13 +91,31 @@ def image_column(schema: Any, where: str) -> str:
     )
 
 
-class ClassNames:
-    """The label → wnid map of a parquet store, the same in every file."""
+def find_class_index(folders: list[Path]) -> tuple[list[str] | None, str | None]:
+    """The class-index file found in ``folders`` (the store folder first, then those holding
+    parquet files) and its wnids; (None, None) if none; copies that differ are refused."""
+    found: list[tuple[list[str], str]] = []
+    for folder in dict.fromkeys(folders):
+        index, index_file = read_class_index(folder)
+        if index_file is not None:
+            found.append((index, index_file))
+    for index, index_file in found[1:]:
+        if index != found[0][0]:
+            raise UserInputError(
+                f"{index_file}: a class-index file that differs from {found[0][1]}; keep one (in the "
+                "store folder or beside the parquet files), or make them the same"
+            )
+    return found[0] if found else (None, None)
 
-    def __init__(self, root: Path):
+
+class ClassNames:
+    """The label → wnid map of a parquet store, the same in every file; ``folders``: where a
+    class-index file may be (the store folder and the folders holding parquet files)."""
+
+    def __init__(self, root: Path, folders: list[Path] | None = None):
         self.root = root
         self.card = _card_names(root)
-        self.index, self.index_file = read_class_index(root)
+        self.index, self.index_file = find_class_index([root, *(folders or [])])
         self.names: list[str] | None = None
         self.origin = ""
 
@@ -119,7 +139,7 @@ class ClassNames:
         if bad:
             raise UserInputError(
                 f"{origin}: label names must be wnids (n########), e.g. {bad[0]!r}; or put a class-index "
-                "file (*synsets.txt, one wnid a line) beside the files"
+                "file (*synsets.txt, one wnid a line) in the store folder or beside the parquet files"
             )
         if self.names is None:
             self.names, self.origin = names, origin

@@ -249,3 +249,19 @@ def test_an_imagenet_1k_train_val_folder_is_not_read_as_imagenet_21k_p(tmp_path,
     (root / "small_classes" / "n01484850").mkdir(parents=True)  # only ImageNet-21K-P has this one
     (root / "small_classes" / "n01484850" / "c.JPEG").write_bytes(JPEG)
     assert open_store(root, progress=False).layout == "in21k-p"
+
+
+def test_the_parquet_class_index_file_is_read_beside_the_files_or_in_the_store_folder(tmp_path, capsys):
+    root, names = tmp_path / "pq", ["tench", "goldfish"]  # human-readable: wnids from the index
+    _parquet(root / "data" / "train-00000-of-00001.parquet", ["a.jpg", "b.jpg", "c.jpg"], [1, 0, 1], names)
+    assert "label names must be wnids" in _error_line(capsys, ["images", "count", "--store", str(root)])
+    index = root / "data" / "imagenet21k_miil_w21_synsets.txt"
+    index.write_text("n01440764\nn01443537\n")  # beside the files, as the hub's data/ holds them
+    assert open_store(root, progress=False).counts() == {"n01440764": 1, "n01443537": 2}
+    (root / index.name).write_text(index.read_text())  # the same file in the store folder too: fine
+    assert open_store(root, progress=False).counts() == {"n01440764": 1, "n01443537": 2}
+    (root / index.name).write_text("n01443537\nn01440764\n")  # two different ones: which?
+    line = _error_line(capsys, ["images", "count", "--store", str(root)])
+    assert str(index) in line and str(root / index.name) in line
+    index.unlink()  # only in the store folder
+    assert open_store(root, progress=False).counts() == {"n01440764": 2, "n01443537": 1}
