@@ -178,3 +178,19 @@ def test_predict_as_the_readme_shows_it(trained, capsys):
     assert main(["predict", str(photo), "--model", model, "--backbone", "tiny-test", *extra]) == 0
     out = capsys.readouterr().out
     assert len(_rows(out)) == 3 and f"{photo}:" in out
+
+
+def test_split_names_resolve_as_in_evaluate_and_run(trained, capsys):
+    """`--split` takes a published list or a committed name, as evaluate and run do (the review
+    found 'dgp-2hops' refused as not a regular file); every prediction is one of its classes."""
+    photo = trained["store"].root / sorted(trained["store"].good_ids)[0]
+    for split in ("dgp-2hops", "hop1"):
+        capsys.readouterr()
+        assert main(_argv(trained, photo, extra=["--label-space", "split", "--split", split, "-k", "3"])) == 0
+        wnids = [w for _, w, _ in _rows(capsys.readouterr().out)]
+        listed = set(
+            read_wnid_list(
+                "imagenet_zsl/data/published_splits/dgp-2hops.txt" if split[0] == "d" else "splits/hop1.txt"
+            )
+        )
+        assert len(wnids) == 3 and set(wnids) <= listed

@@ -162,22 +162,11 @@ def register(tree: CommandTree) -> None:
     rep.set_defaults(func=_report)
 
 
-def _refuse_special_split(spec: str) -> None:
-    """A ``--split`` that names a FIFO, device or link loop is one line saying so (a name lookup
-    would call it missing); a directory of that name does not hide a published or committed split."""
-    from imagenet_zsl.io import regular_input_file
-
-    path = Path(spec)
-    if (path.exists() and not path.is_dir()) or (path.is_symlink() and not path.exists()):
-        regular_input_file(path, "split file")
-
-
 def _evaluate(args: argparse.Namespace) -> int:
     from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
     from imagenet_zsl.scoring import DEFAULT_KS
     from imagenet_zsl.splits.named import resolve_split
 
-    _refuse_special_split(args.split)
     cfg = EvaluationConfig(
         features=args.features,
         split=resolve_split(args.split, "splits", "--split"),

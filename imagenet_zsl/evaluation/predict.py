@@ -72,7 +72,11 @@ def register(tree: CommandTree) -> None:
     )
     parser.add_argument("--seed", type=seed, default=0, help="seed of --weights random")
     parser.add_argument("--label-space", default="all", help=_LABEL_SPACE_HELP)
-    parser.add_argument("--split", type=Path, help="wnid list of the split (needed by --label-space split)")
+    parser.add_argument(
+        "--split",
+        help="the split (needed by --label-space split): a wnid list file, a published list (dgp-2hops) "
+        "or a committed name (hop1, looked up in splits/), as evaluate and run resolve it",
+    )
     parser.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per photo (default 5)")
     parser.add_argument(
         "--resize", type=positive_int, help="as given to extract (default: the backbone's own)"
@@ -88,7 +92,7 @@ def register(tree: CommandTree) -> None:
     parser.set_defaults(func=_predict)
 
 
-def _check_input_files(photos: list[Path], label_space: str, split: Path | None) -> None:
+def _check_input_files(photos: list[Path], label_space: str) -> None:
     """Every file ``predict`` reads is a regular file, checked before the model and the backbone
     load: a FIFO would block its reader, and a FIFO as ``--label-space`` read as a missing file."""
     from imagenet_zsl.io import regular_input_file
@@ -99,8 +103,6 @@ def _check_input_files(photos: list[Path], label_space: str, split: Path | None)
     space = Path(label_space)
     if label_space not in NAMED_LABEL_SPACES and (space.exists() or space.is_symlink()):
         regular_input_file(space, "label-space file")
-    if split is not None:
-        regular_input_file(split, "split file (--split)")
 
 
 def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
@@ -175,13 +177,17 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     """The top-k of every photo, and what was ranked against (label-space counts, override)."""
     from imagenet_zsl.evaluation.queries import ModelDirectory
     from imagenet_zsl.evaluation.run import representable_classes
+    from imagenet_zsl.features.backbones import classifier_head
     from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields
     from imagenet_zsl.features.identity import check_same_features, feature_identity
     from imagenet_zsl.scoring import topk_from_scores
     from imagenet_zsl.splits.label_space import check_label_space_spec
+    from imagenet_zsl.splits.named import resolve_split
 
     photos = [Path(p) for p in args.photos]
-    _check_input_files(photos, str(args.label_space), args.split)
+    _check_input_files(photos, str(args.label_space))
+    if args.split is not None:  # resolved as evaluate and run resolve it, before any model loads
+        args.split = resolve_split(args.split, "splits", "--split")
     check_label_space_spec(str(args.label_space), "--label-space")
     source = ModelDirectory(args.model)
     cfg = ExtractConfig(
@@ -202,7 +208,9 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     override = check_same_features(
         source.feature_identity, identity, f"model {args.model}", given, args.allow_feature_mismatch
     )
-    seen = excluded_classes(source.seen_wnids(), net.num_logits is not None, str(args.label_space))
+    # the head's classes leave the label space exactly when extract would store the head (head.npz)
+    has_head = classifier_head(net, getattr(net.head, "in_features", -1)) is not None
+    seen = excluded_classes(source.seen_wnids(), has_head, str(args.label_space))
     space = _label_space(args, seen.wnids)
     features, logits = embed_photos(net, pre, photos, args.device)
     queries = source.encode(features, logits)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from imagenet_zsl.data import DATA_DIR
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.io import regular_input_file
 from imagenet_zsl.splits.io import read_wnid_list
 
 PUBLISHED_DIR = DATA_DIR / "published_splits"
@@ -157,6 +158,8 @@ def resolve_split(spec: str | Path, splits_dir: str | Path | None, where: str) -
     """
     text = str(spec)
     path = Path(text)
+    if (path.exists() and not path.is_dir()) or (path.is_symlink() and not path.exists()):
+        regular_input_file(path, f"split file ({where})")  # a FIFO or link loop is named, not "not found"
     looks_like_path = "/" in text or text.endswith(".txt")
     committed = Path(splits_dir) / f"{text}.txt" if splits_dir is not None and not looks_like_path else None
     if text in PUBLISHED_SPLITS:

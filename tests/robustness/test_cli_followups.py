@@ -175,7 +175,7 @@ def _evaluate(bench: dict[str, Path], out: Path, *extra: str | Path) -> list[str
 
 
 LIST_FLAGS = {
-    "--split": ("split file", ()),
+    "--split": ("split file (--split)", ()),
     "--label-space": ("label-space file", ()),
     "--seen-classes": ("seen-class list", ("--gzsl",)),
     "--val-split": ("validation split", ("--gzsl",)),
@@ -198,19 +198,24 @@ def test_a_fifo_as_a_wnid_list_of_evaluate_is_named_as_a_fifo(bench, tmp_path, c
     cli_error(argv, culprit=[str(fifo), f"the {what} is a FIFO"], inputs=[bench["root"]], not_created=[out])
 
 
-def test_a_directory_named_like_a_split_is_not_a_split_file(tmp_path):
+def test_a_directory_named_like_a_split_is_not_a_split_file(tmp_path, monkeypatch):
+    """The one split resolver (evaluate, run, predict, the API) names a FIFO or a link loop as such
+    and lets a directory named like a published split (an output directory) not hide it."""
     from imagenet_zsl.errors import UserInputError
-    from imagenet_zsl.evaluation.cli import _refuse_special_split
+    from imagenet_zsl.splits.named import PUBLISHED_SPLITS, resolve_split
 
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "dgp-2hops").mkdir()  # e.g. an output directory named after the split
     (tmp_path / "split.txt").write_text("n01440764\n")
-    for fine in ("dgp-2hops", "split.txt", "missing.txt"):
-        _refuse_special_split(str(tmp_path / fine))  # left to the split lookup
+    assert resolve_split("dgp-2hops", "splits", "--split") == PUBLISHED_SPLITS["dgp-2hops"].path
+    assert resolve_split("split.txt", "splits", "--split") == Path("split.txt")
+    with pytest.raises(UserInputError, match="not found"):
+        resolve_split("missing.txt", "splits", "--split")
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
     os.mkfifo(tmp_path / "pipe")
     for bad, kind in (("loop", "symbolic-link loop"), ("pipe", "FIFO")):
         with pytest.raises(UserInputError, match=kind):
-            _refuse_special_split(str(tmp_path / bad))
+            resolve_split(bad, "splits", "--split")
 
 
 def test_a_file_added_to_an_earlier_run_is_refused_before_loading(bench, tmp_path, cli_error):
