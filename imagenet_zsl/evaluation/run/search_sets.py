@@ -316,6 +316,7 @@ def _joined_from_cache(
         for f in fields:
             fields[f][start : start + n] = data[f]
         start += n
+        M.release_pages(*fields.values())  # written to the cache file, not kept resident
     for array in fields.values():
         if isinstance(array, np.memmap):
             array.flush()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from imagenet_zsl import scoring as M
 from imagenet_zsl.evaluation import plots
 from imagenet_zsl.evaluation.report import EVALUATION_FORMAT, METRICS_NAME, render_run_report
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig
@@ -52,8 +53,24 @@ def _save_set(topk_dir: Path, name: str, result: SetResult | None) -> None:
     atomic_save_npy(topk_dir / f"{name}.true_above.npy", result.ranks.above.astype(np.int32))
     atomic_save_npy(topk_dir / f"{name}.true_tied.npy", result.ranks.tied.astype(np.int32))
     for space, (scores, ids) in result.lists.items():
-        atomic_save_npy(topk_dir / f"{name}.{space}.scores.npy", np.asarray(scores, dtype=np.float32))
-        atomic_save_npy(topk_dir / f"{name}.{space}.ids.npy", np.asarray(ids, dtype=np.int32))
+        _save_list(topk_dir / f"{name}.{space}.scores.npy", scores, np.float32)
+        _save_list(topk_dir / f"{name}.{space}.ids.npy", ids, np.int32)
+
+
+def _save_list(path: Path, array: np.ndarray, dtype: type) -> None:
+    """np.save's bytes (format 1.0 header, C order), written SORT_BLOCK rows at a time: a
+    memory-mapped list is read block by block and its pages are not kept resident (issue 38 §4).
+    Plainly written: the run directory is a temp directory until it is complete."""
+    header = {
+        "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+        "fortran_order": False,
+        "shape": array.shape,
+    }
+    with open(path, "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, header)
+        for lo in range(0, len(array), M.SORT_BLOCK):
+            handle.write(np.ascontiguousarray(array[lo : lo + M.SORT_BLOCK], dtype=dtype).tobytes())
+            M.release_pages(array)
 
 
 def _write_topk(tmp: Path, inp: EvaluationInputs, results: SearchResults, metrics: dict[str, Any]) -> None:
