@@ -136,6 +136,8 @@ class PrototypeFile(QuerySource):
         super().__init__(l2)
         self.path = Path(path)
         self.vectors = ClassVectors.load(self.path)
+        if l2:  # a zero row has no direction: its class would score 0 against every image, silently
+            self.vectors.require_nonzero_rows(str(self.path))
         self.sha256 = sha256_file(self.path)
         self.digest = hashlib.sha256(f"prototypes:{self.sha256}:l2={l2}".encode()).hexdigest()
         self.name = self.path.stem + (" (cosine)" if l2 else "")

@@ -394,9 +394,6 @@ def test_zero_row_is_refused_where_rows_are_l2_normalised():
         ClassVectors(CLASSES, _matrix([0.0, 1e-30])).require_nonzero_rows("p.npz")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs evaluation/queries.py (H2) to call require_nonzero_rows under l2"
-)
 def test_zero_prototype_row_under_l2_normalisation(tmp_path, cli_error):
     features, split = _evaluate_inputs(tmp_path)
     prototypes = _npz(tmp_path / "p.npz", wnids=np.array(CLASSES), matrix=_matrix([0.0, 0.0]))
