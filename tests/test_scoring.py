@@ -187,8 +187,10 @@ def test_direct_stacking_and_harmonic_mean():
         "unseen": 1.0,
         "H": pytest.approx(2 / 3),
     }
-    # γ exactly at a breakpoint: A's calibrated seen score 6-1 = 5 ties its true score -> miss
-    assert gzsl_accuracies(gz, 1, 1.0, per_class=True)["unseen"] == 0.0
+    # γ exactly at a breakpoint: A's calibrated seen score 6-1 = 5 ties its true score 5, B's 5-1 = 4
+    # ties its 4: each a two-way joint tie, half a hit under the expected rule, a miss under strict
+    assert gzsl_accuracies(gz, 1, 1.0, per_class=True)["unseen"] == 0.5
+    assert gzsl_accuracies(gz, 1, 1.0, per_class=True, tie_rule="strict")["unseen"] == 0.0
 
 
 def test_seen_unseen_curve_and_ausuc_by_hand():

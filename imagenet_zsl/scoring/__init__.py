@@ -28,9 +28,14 @@ rule, whether an image is a hit@K is a threshold test on γ (``γ > θ`` for uns
 ``γ < φ`` for seen-class images, strict at the breakpoint). Under the expected rule an image
 whose true class has ``t`` tied classes in its own label space is ``t + 1`` equally weighted
 entries, one per position of the true class inside its tie group (rank ``r + i``), each a
-threshold test; cross-space equality at exactly a breakpoint γ counts against the model.
-Accuracies at any γ, the whole Seen-Unseen accuracy Curve, its area (AUSUC) and the γ maximising
-H all follow exactly from these thresholds — one sort over the breakpoints, no grid.
+threshold test. The whole Seen-Unseen accuracy Curve, its area (AUSUC) and the γ maximising H
+follow exactly from these thresholds — one sort over the breakpoints, no grid; the curve's
+intervals are open, so a breakpoint's own value never enters AUSUC, and a chosen γ is 0 inside an
+interval or an interval's midpoint. The accuracies at a given γ (direct stacking is γ = 0) are
+exact at a breakpoint too (:func:`image_credit`): a seen class tied with an unseen class after
+calibration is a tie of the joint ranking, r and t counted in the joint space, not a miss on both
+sides. Where every class of the other space's top-m list scores at or above the true class, the
+lists cannot see how far its tie group runs and the image is a miss (k < m always).
 
 Memory: :class:`GZSLTopK` holds the lists in parts that are never copied (the search's lists may
 be memory-mapped) and every pass over them runs one block of ``SORT_BLOCK`` images at a time, so
@@ -45,6 +50,7 @@ from imagenet_zsl.scoring.gzsl import (
     choose_gamma,
     gzsl_entries,
     gzsl_thresholds,
+    image_credit,
     seen_unseen_curve,
 )
 from imagenet_zsl.scoring.gzsl_lists import GZSLLists, index_dtype, release_pages
@@ -93,6 +99,7 @@ __all__ = [
     "gzsl_thresholds",
     "harmonic_mean",
     "hit_at_k",
+    "image_credit",
     "index_dtype",
     "metrics_from_scores",
     "release_pages",

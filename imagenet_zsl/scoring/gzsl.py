@@ -103,6 +103,50 @@ def gzsl_thresholds(gz: GZSLTopK, k: int) -> np.ndarray:
     return gzsl_entries(gz, k, "strict")[1]
 
 
+def _block_joint_ranks(gz: GZSLTopK, lo: int, lists: GZSLLists, gamma: float) -> TieRanks:
+    """Exact joint-space :class:`TieRanks` of images lo:lo+len(lists) at calibration ``gamma``:
+    the own space's exact ranks plus, from the other space's top-m list, the classes above the
+    true class and those tied with it after calibration. Compared in the arithmetic of
+    :func:`gzsl_thresholds` (θ = other − true for an unseen-class image, φ = true − other for a
+    seen-class one, each against γ), so off a breakpoint the answer is the threshold test's.
+
+    The true class's tie group may run past the end of the other list (every listed class above
+    or tied): then more classes may be tied than the list shows, and the image is given rank
+    ``m`` (a miss for every k < m under both rules; check_ks keeps k < m), what the lists can decide.
+    """
+    m, n = gz.m, len(lists)
+    seen_img = gz.seen_mask[gz.labels[lo : lo + n]]
+    above = gz.own_ranks.above[lo : lo + n].astype(np.int64)
+    tied = gz.own_ranks.tied[lo : lo + n].astype(np.int64)
+    rows, own_col = np.arange(n), np.minimum(above, m - 1)
+    own = np.where(seen_img, lists.seen_scores[rows, own_col], lists.unseen_scores[rows, own_col])
+    own = own.astype(np.float64)[:, None]
+    seen_side = seen_img[:, None]
+    other = np.where(seen_side, lists.unseen_scores, lists.seen_scores).astype(np.float64)  # (B, m)
+    with np.errstate(invalid="ignore"):
+        diff = np.where(seen_side, own - other, other - own)  # padding (-inf): never above or tied
+        gt = np.where(seen_side, diff < gamma, diff > gamma).sum(axis=1)
+        eq = (diff == gamma).sum(axis=1)
+    blind = (above >= m) | (gt + eq >= m)
+    return TieRanks(np.where(blind, m, above + gt), np.where(blind, 0, tied + eq))
+
+
+def image_credit(gz: GZSLTopK, k: int, gamma: float = 0.0, tie_rule: str = "expected") -> np.ndarray:
+    """(N,) float64 hit@k credit of each image at calibration ``gamma``, exact at every γ including
+    the breakpoints: a seen/unseen tie at γ is a tie of the joint ranking (credit
+    min(1, max(0, (k − r)/(t + 1))) under the expected rule), not a miss on both sides.
+
+    r and t are counted in the joint space (:func:`_block_joint_ranks`), one block of
+    ``SORT_BLOCK`` images at a time: the temporaries are O(block · m).
+    """
+    check_ks([k], gz.m, True)
+    rule = check_rule(tie_rule)
+    credit = np.empty(len(gz.labels))
+    for lo, hi, lists in gz.blocks():
+        credit[lo:hi] = _block_joint_ranks(gz, lo, lists, gamma).credit(k, rule)
+    return credit
+
+
 def group_weights(labels: np.ndarray, group: np.ndarray, per_class: bool) -> np.ndarray:
     """Weights summing to 1 over ``group`` images: 1/n, or 1/(n_class · classes) per class."""
     weights = np.zeros(len(labels))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.scoring.gzsl import class_weights, gzsl_entries, seen_unseen_curve
+from imagenet_zsl.scoring.gzsl import class_weights, image_credit, seen_unseen_curve
 from imagenet_zsl.scoring.gzsl_lists import GZSLLists, GZSLTopK
 from imagenet_zsl.scoring.ranks import (
     DEFAULT_KS,
@@ -26,34 +26,24 @@ from imagenet_zsl.scoring.ranks import (
 )
 
 
-def _entry_hits(gz: GZSLTopK, k: int, gamma: float, tie_rule: str) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, credit) of the threshold entries at ``gamma``: credit = fraction where a hit."""
-    rows, theta, fraction = gzsl_entries(gz, k, tie_rule)
-    hit = np.where(gz.seen_images[rows], gamma < theta, gamma > theta)
-    return rows, np.where(hit, fraction, 0.0)
-
-
 def gzsl_accuracies(
     gz: GZSLTopK, k: int, gamma: float, per_class: bool, tie_rule: str = "expected"
 ) -> dict[str, float]:
-    """{'seen', 'unseen', 'H'} hit@k accuracies at calibration ``gamma`` (0 = direct stacking)."""
-    rows, credit = _entry_hits(gz, k, gamma, tie_rule)
-    # each entry's image weight within its side, 0 on the other side (the arrays of the per-side
-    # (N,) weights indexed by rows, the same floats, built from a (C,) table)
-    labels = gz.labels[rows]
-    weight, seen_entry = class_weights(gz, per_class)[labels], gz.seen_mask[labels]
-    del rows, labels
-    seen_w, unseen_w = np.where(seen_entry, weight, 0.0), np.where(seen_entry, 0.0, weight)
-    seen = min(float(np.sum(seen_w * credit)), 1.0)
-    unseen = min(float(np.sum(unseen_w * credit)), 1.0)
+    """{'seen', 'unseen', 'H'} hit@k accuracies at calibration ``gamma`` (0 = direct stacking),
+    exact at a breakpoint too: a seen/unseen tie is a joint tie (:func:`image_credit`)."""
+    credit = image_credit(gz, k, gamma, tie_rule)
+    # each image's weight within its side, 0 on the other side (built from a (C,) table)
+    weight, seen_img = class_weights(gz, per_class)[gz.labels], gz.seen_images
+    seen = min(float(np.sum(np.where(seen_img, weight, 0.0) * credit)), 1.0)
+    unseen = min(float(np.sum(np.where(seen_img, 0.0, weight) * credit)), 1.0)
     return {"seen": seen, "unseen": unseen, "H": harmonic_mean(seen, unseen)}
 
 
 def gzsl_class_rates(gz: GZSLTopK, k: int, gamma: float = 0.0, tie_rule: str = "expected") -> np.ndarray:
     """(C,) per-class GZSL hit@k at ``gamma`` over the joint label space (NaN: no image)."""
-    rows, credit = _entry_hits(gz, k, gamma, tie_rule)
+    credit = image_credit(gz, k, gamma, tie_rule)
     size = len(gz.seen_mask)
-    per = np.bincount(gz.labels[rows], weights=credit, minlength=size)
+    per = np.bincount(gz.labels, weights=credit, minlength=size)
     with np.errstate(invalid="ignore", divide="ignore"):
         return per / np.bincount(gz.labels, minlength=size)
 
@@ -83,15 +73,10 @@ def gzsl_metrics(
         for mode, per_class in modes:
             block = out.setdefault(_strict_key(mode, tie_rule), {})
             for k in ks:
-                curve = seen_unseen_curve(gz, k, per_class, tie_rule)
-                seen, unseen = curve.at(0.0)
-                block[k] = {
-                    "seen": seen,
-                    "unseen": unseen,
-                    "H": harmonic_mean(seen, unseen),
-                    "ausuc": curve.ausuc,
-                }
-                del curve  # its (E,) arrays are freed before the next curve is built
+                # the area from the curve; the γ = 0 point exactly (a seen/unseen tie at γ = 0
+                # sits on a breakpoint of the curve: image_credit shares it as a joint tie)
+                ausuc = seen_unseen_curve(gz, k, per_class, tie_rule).ausuc
+                block[k] = {**gzsl_accuracies(gz, k, 0.0, per_class, tie_rule), "ausuc": ausuc}
     if gamma is not None:
         out["calibrated"] = gzsl_calibrated(gz, ks, gamma)
     return out

@@ -18,9 +18,9 @@ from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from tests.evaluation.evaluation_fixtures import one_hot, write_feature_dir
 
 EXPECTED = {
-    "metrics.json": "01a1cdaeb19b1c524cb0cf47b92e3ef4b25ed251b80eda3d30d3591895ddd084",
-    "per_class.csv": "9ea34ebdee05bbf56fed99cd47dc4ab27f1d8a5e65f939448556b086e6b76632",
-    "report.md": "5597defedeaf7fff9ca090e47d3e462df830dd4e0ccd00af8bf183837a81420d",
+    "metrics.json": "c361c83dc9082c6aaac33e6aba52e2c4e54084ef825cde14b3cc49e7ae635ed1",
+    "per_class.csv": "c346356ba8446bd71987f406abffc1706bd9c84629bf954a2ac1ccea20e5e567",
+    "report.md": "89b8b45bd81a6c8e66e36ed411c1abab77156d837f93a0461ff2023b0a0cfba4",
     "topk/classes.json": "45fc45760696273d1f5be3e8d2c22394ba4da05df1f66a0950995c0951e7c095",
     "topk/seen.labels.npy": "5a586cf213c55fdcbd8c4015629886bcf96d6fdac8189eabacf498b5929c6922",
     "topk/seen.rows.npy": "a07a32cc3d591440b62745afe80564ec59edc7856bbda06e1fb60db5f8c1be1e",

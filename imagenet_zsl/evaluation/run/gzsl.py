@@ -155,12 +155,12 @@ def _curves(inp: EvaluationInputs, gz: M.GZSLTopK, gamma: float | None) -> tuple
     curves, direct, calibrated = {}, {}, {}
     for k in inp.ks:
         if k in (1, inp.ks[-1]):
-            curve = M.seen_unseen_curve(gz, k, per_class=True)
-            direct[f"hit@{k}"] = curve.at(0.0)
-            if gamma is not None:
-                calibrated[f"hit@{k}"] = curve.at(gamma)
-            curves[f"hit@{k}"] = curve.without_entries()
-            del curve  # its per-entry arrays are freed before the next curve is built
+            curves[f"hit@{k}"] = M.seen_unseen_curve(gz, k, per_class=True).without_entries()
+            # the points exactly, a seen/unseen tie at γ shared (γ = 0 is a breakpoint then)
+            for points, at in ((direct, 0.0), (calibrated, gamma)):
+                if at is not None:
+                    acc = M.gzsl_accuracies(gz, k, at, per_class=True)
+                    points[f"hit@{k}"] = (acc["seen"], acc["unseen"])
     return curves, direct, calibrated
 
 

@@ -1,0 +1,126 @@
+"""A seen class tied with an unseen class after calibration is a tie of the joint ranking (issue #33
+review): direct stacking (γ = 0) and any γ on a breakpoint share the image, hand-computed and
+against a brute-force joint ranking over integer scores (which tie)."""
+
+import numpy as np
+import pytest
+
+from imagenet_zsl.scoring import (
+    choose_gamma,
+    gzsl_accuracies,
+    gzsl_class_rates,
+    gzsl_from_scores,
+    gzsl_metrics,
+    image_credit,
+    seen_unseen_curve,
+)
+
+UNSEEN2_SEEN2 = np.array([False, False, True, True])
+
+
+def test_reviewer_repro_a_cross_tie_is_half_a_hit_on_each_side():
+    # classes 0, 1 unseen, 2, 3 seen; classes 0 and 2 both score 1.0; one image of 0, one of 2
+    scores = np.array([[1.0, 0.0, 1.0, 0.0]] * 2)
+    gz = gzsl_from_scores(scores, np.array([0, 2]), UNSEEN2_SEEN2, m=2)
+    assert gzsl_accuracies(gz, 1, 0.0, False, "expected") == {"seen": 0.5, "unseen": 0.5, "H": 0.5}
+    assert gzsl_accuracies(gz, 1, 0.0, False, "strict") == {"seen": 0.0, "unseen": 0.0, "H": 0.0}
+    metrics = gzsl_metrics(gz, [1])
+    assert metrics["flat"][1]["seen"] == metrics["per_class"][1]["unseen"] == 0.5
+    assert metrics["flat_strict"][1]["H"] == 0.0
+    rates = gzsl_class_rates(gz, 1)
+    assert rates[[0, 2]].tolist() == [0.5, 0.5] and np.isnan(rates[[1, 3]]).all()
+
+
+def test_two_seen_classes_tied_with_the_true_class_give_a_third_not_a_half():
+    # unseen image of class 0 scores 1 for itself and both seen classes: a three-way joint tie
+    scores = np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    gz = gzsl_from_scores(scores, np.array([0, 3]), UNSEEN2_SEEN2, m=4)
+    assert image_credit(gz, 1, 0.0).tolist() == [1 / 3, 1.0]
+    assert image_credit(gz, 2, 0.0).tolist() == [2 / 3, 1.0]
+    assert image_credit(gz, 3, 0.0).tolist() == [1.0, 1.0]
+    # the average of the left and right limits of the curve would say 1/2
+    curve = seen_unseen_curve(gz, 1, per_class=False)
+    left = curve.unseen[np.searchsorted(curve.breakpoints, 0.0)]
+    right = curve.unseen[np.searchsorted(curve.breakpoints, 0.0, side="right")]
+    assert (left + right) / 2 == 0.5
+    assert image_credit(gz, 1, 0.0, "strict").tolist() == [0.0, 1.0]
+
+
+def test_own_space_ties_and_cross_ties_together():
+    # classes 0, 1 unseen, 2, 3, 4 seen; the unseen image (class 0) ties unseen class 1 (own
+    # space), seen class 2 is above it and seen class 3 tied: r = 1, t = 2 in the joint space
+    seen_mask = np.array([False, False, True, True, True])
+    scores = np.array([[2.0, 2.0, 3.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0, 1.0]])
+    gz = gzsl_from_scores(scores, np.array([0, 4]), seen_mask, m=5)
+    assert gz.own_ranks.above.tolist() == [0, 0] and gz.own_ranks.tied.tolist() == [1, 0]
+    assert [image_credit(gz, k, 0.0)[0] for k in (1, 2, 3, 4)] == [0.0, 1 / 3, 2 / 3, 1.0]
+    # strict: hit iff r + t = 3 < k
+    assert [image_credit(gz, k, 0.0, "strict")[0] for k in (1, 2, 3, 4)] == [0, 0, 0, 1]
+    # γ = 1: class 2 (3 - 1 = 2) now ties too, class 3 (1) falls below: r = 0, t = 2
+    assert [image_credit(gz, k, 1.0)[0] for k in (1, 2, 3)] == [1 / 3, 2 / 3, 1.0]
+
+
+def test_tie_group_running_past_the_other_list_is_a_miss():
+    # m = 2: both listed seen classes tie the true score; the lists cannot see whether more do
+    scores = np.array([[1.0, 0.0, 1.0, 1.0], [0.0, 0.0, 0.0, 1.0]])
+    gz = gzsl_from_scores(scores, np.array([0, 3]), UNSEEN2_SEEN2, m=2)
+    assert image_credit(gz, 1, 0.0).tolist() == [0.0, 1.0]
+
+
+def _brute_credit(scores, labels, seen_mask, k, gamma, rule):
+    """Credit from the whole joint ranking after subtracting γ from the seen columns."""
+    joint = scores.astype(np.float64) - gamma * seen_mask
+    true = joint[np.arange(len(labels)), labels][:, None]
+    above = (joint > true).sum(axis=1)
+    tied = (joint == true).sum(axis=1) - 1
+    if rule == "strict":
+        return (above + tied < k).astype(float), above + tied
+    return np.clip((k - above) / (tied + 1.0), 0.0, 1.0), above + tied
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_brute_force_joint_ranking_on_integer_scores(seed):
+    rng = np.random.default_rng(seed)
+    n, c = 80, 9
+    seen_mask = np.zeros(c, bool)
+    seen_mask[rng.choice(c, 4, replace=False)] = True
+    scores = rng.integers(0, 4, (n, c)).astype(np.float32)
+    labels = rng.integers(0, c, n)
+    full = gzsl_from_scores(scores, labels, seen_mask, m=c)  # every class listed: never blind
+    short = gzsl_from_scores(scores, labels, seen_mask, m=3)
+    weight = np.where(seen_mask[labels], 1 / seen_mask[labels].sum(), 1 / (~seen_mask[labels]).sum())
+    for gamma in (0.0, 1.0, -2.0, 0.5):  # integers sit on breakpoints, 0.5 between them
+        for rule in ("expected", "strict"):
+            for k in (1, 2, 4):
+                want, joint_rank = _brute_credit(scores, labels, seen_mask, k, gamma, rule)
+                np.testing.assert_allclose(image_credit(full, k, gamma, rule), want, rtol=0, atol=1e-15)
+                acc = gzsl_accuracies(full, k, gamma, False, rule)
+                assert acc["seen"] == pytest.approx(np.sum((weight * want)[seen_mask[labels]]))
+                assert acc["unseen"] == pytest.approx(np.sum((weight * want)[~seen_mask[labels]]))
+                if k < 3:  # the top-3 lists decide every image whose joint r + t < 3 exactly
+                    got = image_credit(short, k, gamma, rule)
+                    decided = joint_rank < 3
+                    np.testing.assert_allclose(got[decided], want[decided], rtol=0, atol=1e-15)
+                    assert (got <= want + 1e-15).all()  # and never give more credit
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_area_and_chosen_gamma_are_off_the_breakpoints(seed):
+    """AUSUC reads only the open intervals' values, and those equal the exact joint accuracies at
+    any γ inside them; the chosen γ is inside an interval, never on a breakpoint."""
+    rng = np.random.default_rng(seed)
+    n, c = 60, 8
+    seen_mask = np.r_[np.zeros(4, bool), np.ones(4, bool)]
+    scores = rng.integers(0, 5, (n, c)).astype(np.float32)
+    gz = gzsl_from_scores(scores, rng.integers(0, c, n), seen_mask, m=c)
+    for per_class in (True, False):
+        curve = seen_unseen_curve(gz, 1, per_class)
+        b = curve.breakpoints
+        inside = np.r_[b[0] - 1, (b[:-1] + b[1:]) / 2, b[-1] + 1]
+        for j, gamma in enumerate(inside):
+            acc = gzsl_accuracies(gz, 1, float(gamma), per_class)
+            assert acc["seen"] == pytest.approx(curve.seen[j]) and acc["unseen"] == pytest.approx(
+                curve.unseen[j]
+            )
+        gamma, _ = choose_gamma(curve)
+        assert gamma not in set(b.tolist())
