@@ -12,8 +12,9 @@ What each column is (the legend under both tables, :data:`COLUMN_LEGEND`):
   :mod:`imagenet_zsl.evaluation.hierarchical_precision`.
 * ``GZSL U/S/H``, ``AUSUC (per image)``, ``calibrated H``: generalized ZSL as Chao et al. (2016)
   score ImageNet: seen and unseen accuracy are flat hit@1 (per image), the Seen-Unseen curve and
-  its area likewise; U/S/H under direct stacking; calibrated H at the γ chosen on validation
-  classes. The per-class versions (Xian et al.'s GZSL) are in the CSV, named ``(per class)``.
+  its area likewise; U/S/H under direct stacking (a seen/unseen tie shared as a joint tie);
+  calibrated H at the γ that maximises flat H@1 on validation classes, the same averaging. The
+  per-class versions (Xian et al.'s GZSL) are in the CSV, named ``(per class)``, at that same γ.
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ COLUMN_LEGEND = (
     "per-class hit@1: mean over test classes (Xian et al.); strict hit@K: ties count against the "
     "model, DGP's rule (every K in the CSV); hP@K: hierarchical precision@K (Frome et al. 2013; "
     "hP@1 = hit@1); GZSL U/S/H, AUSUC (per image) and calibrated H: per image (flat hit@1), as "
-    "Chao et al. (2016) score ImageNet, direct stacking, calibrated H at the γ chosen on "
-    "validation classes (the per-class versions are in the CSV)"
+    "Chao et al. (2016) score ImageNet, direct stacking, calibrated H at the γ maximising flat "
+    "H@1 on validation classes (the per-class versions are in the CSV, at that same γ)"
 )
 
 

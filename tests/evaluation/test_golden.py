@@ -18,7 +18,7 @@ from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from tests.evaluation.evaluation_fixtures import one_hot, write_feature_dir
 
 EXPECTED = {
-    "metrics.json": "c361c83dc9082c6aaac33e6aba52e2c4e54084ef825cde14b3cc49e7ae635ed1",
+    "metrics.json": "7f6ac45cb828e0551158641633d286c2ae517bda60030b8c3ee5b0ddef583a05",
     "per_class.csv": "c346356ba8446bd71987f406abffc1706bd9c84629bf954a2ac1ccea20e5e567",
     "report.md": "89b8b45bd81a6c8e66e36ed411c1abab77156d837f93a0461ff2023b0a0cfba4",
     "topk/classes.json": "45fc45760696273d1f5be3e8d2c22394ba4da05df1f66a0950995c0951e7c095",

@@ -124,3 +124,24 @@ def test_area_and_chosen_gamma_are_off_the_breakpoints(seed):
             )
         gamma, _ = choose_gamma(curve)
         assert gamma not in set(b.tolist())
+
+
+def test_flat_and_per_class_h_choose_different_gammas():
+    """γ is chosen by the averaging of the H the tables print (flat): here the two disagree.
+
+    Unseen class 0: one image, a hit iff γ > 1; unseen class 1: four images, hits iff γ > 3. Seen
+    classes 2, 3, 4: one image each, hits iff γ < 4, 2, 2. Over the intervals (−inf, 1), (1, 2),
+    (2, 3), (3, 4), (4, inf): S = 1, 1, 1/3, 1/3, 0 (either averaging); flat U = 0, 1/5, 1/5, 1, 1
+    and flat H peaks at 1/2 in (3, 4); per-class U = 0, 1/2, 1/2, 1, 1 and per-class H peaks at
+    2/3 in (1, 2).
+    """
+    low = -10.0
+    scores = np.array(
+        [[0, low, 1, low, low]]  # class 0: θ = 1 - 0
+        + [[low, 0, 3, low, low]] * 4  # class 1: θ = 3 - 0
+        + [[0, low, 4, low, low], [0, low, low, 2, low], [0, low, low, low, 2]]  # φ = 4, 2, 2
+    )
+    labels = np.array([0, 1, 1, 1, 1, 2, 3, 4])
+    gz = gzsl_from_scores(scores, labels, np.array([False, False, True, True, True]), m=2)
+    assert choose_gamma(gz, k=1, per_class=False) == (3.5, pytest.approx(0.5))
+    assert choose_gamma(gz, k=1, per_class=True) == (1.5, pytest.approx(2 / 3))

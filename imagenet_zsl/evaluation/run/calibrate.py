@@ -1,6 +1,7 @@
 """Choosing the GZSL calibration γ with one model, to apply it to another (Le Cacheux et al. 2019,
 §3.2): a model fitted without the validation classes ranks the held-out images of the validation
-classes (playing unseen) and of the other seen classes (playing seen); γ maximises H@1 per class.
+classes (playing unseen) and of the other seen classes (playing seen); γ maximises flat (per-image)
+H@1, the averaging of the calibrated H the tables print.
 ``run`` then retrains the model on every seen class and subtracts this γ from the retrained
 model's seen-class scores (:attr:`~imagenet_zsl.evaluation.run.config.EvaluationConfig.gamma`), so
 its ZSL numbers are those of a ZSL run. Only the seeded calibration rows
@@ -26,6 +27,9 @@ from imagenet_zsl.evaluation.run.search_sets import SearchContext, SetResult, se
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS
 from imagenet_zsl.features.shards import FeatureDir
 
+#: the averagings of H@1 that can choose γ: "flat" per image, "per_class" (Xian et al.)
+H_AVERAGING = frozenset({"flat", "per_class"})
+
 
 @dataclass(frozen=True)
 class CarvedCalibration:
@@ -42,6 +46,9 @@ class CarvedCalibration:
     m: int = 2
     block_rows: int = DEFAULT_BLOCK_ROWS
     device: str = "auto"
+    #: the averaging of H@1 that γ maximises: "flat" (per image, as the tables' calibrated H) or
+    #: "per_class"; a field, so a γ chosen by another averaging is a different cache key
+    h_averaging: str = "flat"
 
 
 def _held(result: SetResult, held: Any, what: str, features: Path) -> SetResult:
@@ -56,7 +63,8 @@ def _held(result: SetResult, held: Any, what: str, features: Path) -> SetResult:
 
 def choose_carved_gamma(model: Path, calibration: CarvedCalibration) -> dict[str, Any]:
     """γ chosen with ``model`` (fitted on ``calibration.seen`` only) on the calibration rows:
-    {gamma, validation_H, validation_images {unseen, seen}, validation_classes {unseen, seen}}.
+    {gamma, validation_H, h_averaging, validation_images {unseen, seen}, validation_classes
+    {unseen, seen}}; validation_H is averaged as ``calibration.h_averaging`` says.
     Classes the model has no prototype for leave the validation and seen sets."""
     source = ModelDirectory(model)
     fd = FeatureDir(calibration.features)
@@ -74,10 +82,13 @@ def choose_carved_gamma(model: Path, calibration: CarvedCalibration) -> dict[str
     seen_lookup = class_lookup(fd, seen, "calibration seen classes")
     val_seen = _held(search_set("val_seen", fd, seen_lookup, spaces, context), held, "seen classes", fd.path)
     gz = build_gzsl((val,), val_seen, len(validation), len(seen), "val_unseen")
-    gamma, h = M.choose_gamma(gz, k=1, per_class=True)
+    if calibration.h_averaging not in H_AVERAGING:
+        raise ValueError(f"h_averaging must be one of {sorted(H_AVERAGING)}, got {calibration.h_averaging!r}")
+    gamma, h = M.choose_gamma(gz, k=1, per_class=calibration.h_averaging == "per_class")
     return {
         "gamma": float(gamma),
         "validation_H": float(h),
+        "h_averaging": calibration.h_averaging,
         "validation_images": {"unseen": int(len(val.labels)), "seen": int(len(val_seen.labels))},
         "validation_classes": {"unseen": len(validation), "seen": len(seen)},
     }

@@ -75,10 +75,15 @@ def _given_calibration(inp: EvaluationInputs, gz: M.GZSLTopK) -> dict[str, Any]:
     gamma = float(inp.cfg.gamma)  # type: ignore[arg-type]
     calibrated = M.gzsl_calibrated(gz, inp.ks, gamma)
     source = dict(inp.cfg.gamma_source or {})
+    # the averaging of H@1 that chose γ, as its source records it (a γ a user gave: not known)
+    averaging = {"flat": ", flat (per-image) H@1", "per_class": ", per-class H@1"}.get(
+        source.get("h_averaging"), ""
+    )
     return {
         "gamma": gamma,
         "k": 1,
-        "criterion": "given: chosen outside this evaluation (see 'chosen_by'), per-class H@1",
+        "criterion": f"given: chosen outside this evaluation (see 'chosen_by'){averaging}",
+        "h_averaging": source.get("h_averaging"),
         "chosen_by": source,
         "validation_split": f"the validation classes of {source.get('chosen_with', 'another model')}",
         "validation_H": source.get("validation_H"),
@@ -110,12 +115,14 @@ def _calibration(inp: EvaluationInputs, results: SearchResults, gz: M.GZSLTopK) 
     gz_val = build_gzsl(
         (results.val,), results.val_seen, len(inp.val_wnids), len(inp.seen_wnids), "val_unseen"
     )
-    gamma, val_h = M.choose_gamma(gz_val, k=1, per_class=True)
+    # flat H@1: the averaging of the calibrated H the tables print (evaluation/columns.py)
+    gamma, val_h = M.choose_gamma(gz_val, k=1, per_class=False)
     calibrated = M.gzsl_calibrated(gz, inp.ks, gamma)
     return {
         "gamma": gamma,
         "k": 1,
-        "criterion": "per-class H@1 on validation (expected tie rule)",
+        "criterion": "flat (per-image) H@1 on validation (expected tie rule)",
+        "h_averaging": "flat",
         "validation_split": str(inp.cfg.val_split),
         "validation_H": val_h,
         "validation_images": {
