@@ -31,12 +31,30 @@ def gzsl_accuracies(
 ) -> dict[str, float]:
     """{'seen', 'unseen', 'H'} hit@k accuracies at calibration ``gamma`` (0 = direct stacking),
     exact at a breakpoint too: a seen/unseen tie is a joint tie (:func:`image_credit`)."""
-    credit = image_credit(gz, k, gamma, tie_rule)
+    return _side_accuracies(gz, image_credit(gz, k, gamma, tie_rule), per_class)
+
+
+def _side_accuracies(gz: GZSLTopK, credit: np.ndarray, per_class: bool) -> dict[str, float]:
+    """{'seen', 'unseen', 'H'} from the (N,) per-image ``credit``."""
     # each image's weight within its side, 0 on the other side (built from a (C,) table)
     weight, seen_img = class_weights(gz, per_class)[gz.labels], gz.seen_images
     seen = min(float(np.sum(np.where(seen_img, weight, 0.0) * credit)), 1.0)
     unseen = min(float(np.sum(np.where(seen_img, 0.0, weight) * credit)), 1.0)
     return {"seen": seen, "unseen": unseen, "H": harmonic_mean(seen, unseen)}
+
+
+def _accuracy_blocks(gz: GZSLTopK, ks: Sequence[int], gamma: float) -> dict[str, dict[int, dict[str, float]]]:
+    """{"per_class", "flat", "per_class_strict", "flat_strict"} → {K: seen/unseen/H} at ``gamma``;
+    one pass over the lists per K and tie rule (the credit serves both averagings)."""
+    out: dict[str, dict[int, dict[str, float]]] = {
+        _strict_key(mode, rule): {} for rule in TIE_RULES for mode in ("per_class", "flat")
+    }
+    for rule in TIE_RULES:
+        for k in ks:
+            credit = image_credit(gz, k, gamma, rule)
+            for mode, per_class in (("per_class", True), ("flat", False)):
+                out[_strict_key(mode, rule)][k] = _side_accuracies(gz, credit, per_class)
+    return out
 
 
 def gzsl_class_rates(gz: GZSLTopK, k: int, gamma: float = 0.0, tie_rule: str = "expected") -> np.ndarray:
@@ -67,16 +85,15 @@ def gzsl_metrics(
     seen_img = gz.seen_images
     if not seen_img.any() or seen_img.all():
         raise UserInputError("GZSL needs test images of both seen and unseen classes")
-    out: dict = {}
-    modes = (("per_class", True), ("flat", False))
+    # the γ = 0 points exactly (a seen/unseen tie at γ = 0 sits on a breakpoint of the curve:
+    # image_credit shares it as a joint tie); the area from the curve's open intervals
+    out: dict = _accuracy_blocks(gz, ks, 0.0)
     for tie_rule in TIE_RULES:
-        for mode, per_class in modes:
-            block = out.setdefault(_strict_key(mode, tie_rule), {})
+        for mode, per_class in (("per_class", True), ("flat", False)):
             for k in ks:
-                # the area from the curve; the γ = 0 point exactly (a seen/unseen tie at γ = 0
-                # sits on a breakpoint of the curve: image_credit shares it as a joint tie)
-                ausuc = seen_unseen_curve(gz, k, per_class, tie_rule).ausuc
-                block[k] = {**gzsl_accuracies(gz, k, 0.0, per_class, tie_rule), "ausuc": ausuc}
+                out[_strict_key(mode, tie_rule)][k]["ausuc"] = seen_unseen_curve(
+                    gz, k, per_class, tie_rule
+                ).ausuc
     if gamma is not None:
         out["calibrated"] = gzsl_calibrated(gz, ks, gamma)
     return out
@@ -86,13 +103,7 @@ def gzsl_calibrated(gz: GZSLTopK, ks: Sequence[int], gamma: float) -> dict:
     """seen/unseen/H at calibration ``gamma`` for each K: :func:`gzsl_metrics`'s "calibrated"
     block, {"gamma", "per_class", "flat", "per_class_strict", "flat_strict"}, without the curves."""
     ks = check_ks(ks, gz.m, True)
-    out: dict = {"gamma": float(gamma)}
-    for tie_rule in TIE_RULES:
-        for mode, per_class in (("per_class", True), ("flat", False)):
-            out[_strict_key(mode, tie_rule)] = {
-                k: gzsl_accuracies(gz, k, gamma, per_class, tie_rule) for k in ks
-            }
-    return out
+    return {"gamma": float(gamma), **_accuracy_blocks(gz, ks, gamma)}
 
 
 def calibrated_topk(
