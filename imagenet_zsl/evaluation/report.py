@@ -189,11 +189,13 @@ def _gzsl_lines(gzsl: dict | None) -> list[str]:
 def _calibration_lines(cal: dict | None) -> list[str]:
     if not cal:
         return []
-    test = cal["test"]["per_class"][str(cal["k"])]
+    averaging = cal.get("h_averaging") or "per_class"  # older runs chose γ by per-class H
+    test = cal["test"][averaging if averaging in cal["test"] else "per_class"][str(cal["k"])]
+    name = {"flat": "flat (per-image)", "per_class": "per-class"}.get(averaging, averaging)
     return [
         "",
         f"Calibrated stacking: γ = {cal['gamma']:.6g}, chosen on the validation "
-        f"split `{cal['validation_split']}` to maximise per-class H@{cal['k']} "
+        f"split `{cal['validation_split']}` to maximise {name} H@{cal['k']} "
         f"(validation H {pct(cal['validation_H'])}); on test: seen "
         f"{pct(test['seen'])}, unseen {pct(test['unseen'])}, "
         f"**H {pct(test['H'])}**.",

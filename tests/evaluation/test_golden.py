@@ -20,7 +20,7 @@ from tests.evaluation.evaluation_fixtures import one_hot, write_feature_dir
 EXPECTED = {
     "metrics.json": "7f6ac45cb828e0551158641633d286c2ae517bda60030b8c3ee5b0ddef583a05",
     "per_class.csv": "c346356ba8446bd71987f406abffc1706bd9c84629bf954a2ac1ccea20e5e567",
-    "report.md": "89b8b45bd81a6c8e66e36ed411c1abab77156d837f93a0461ff2023b0a0cfba4",
+    "report.md": "ce5135d42ab59b73cc8a7bdc7d634116146bd09eafdb2957b97c9d1ba7bc67d9",
     "topk/classes.json": "45fc45760696273d1f5be3e8d2c22394ba4da05df1f66a0950995c0951e7c095",
     "topk/seen.labels.npy": "5a586cf213c55fdcbd8c4015629886bcf96d6fdac8189eabacf498b5929c6922",
     "topk/seen.rows.npy": "a07a32cc3d591440b62745afe80564ec59edc7856bbda06e1fb60db5f8c1be1e",
@@ -101,4 +101,11 @@ def test_run_outputs_keep_their_bytes(bench, graph, tmp_path):
     names = ["metrics.json", "per_class.csv", "report.md"]
     names += sorted(str(p.relative_to(out)) for p in (out / "topk").iterdir())
     got = {name: _digest(out / name, tmp_path) for name in names}
+    # the report names how γ was chosen and quotes the test figures of that averaging
+    calibration = json.loads((out / "metrics.json").read_text())["gzsl"]["calibration"]
+    flat = calibration["test"]["flat"]["1"]
+    line = next(
+        t for t in (out / "report.md").read_text().splitlines() if t.startswith("Calibrated stacking")
+    )
+    assert "maximise flat (per-image) H@1" in line and f"**H {100 * flat['H']:.2f}" in line
     assert got == EXPECTED
