@@ -15,7 +15,7 @@ Config schema (YAML, validated strictly by :mod:`imagenet_zsl.splits.config`; se
         seed: 0
         pool: [{filter: not_training}, {filter: min_images, min: 301}]
         optimizer: exact                # or local_search (the heuristic, no bound)
-        optimiser: {levels: 4, time_limit: 120, shortlist_factor: 2.0}   # exact's knobs
+        optimiser: {levels: 3, time_limit: 120, shortlist_factor: 2.0}   # exact's knobs
         include: null                   # wnid file: classes that must be chosen
         exclude: null                   # wnid file: classes removed from the pool
         max_branch_share: null          # e.g. 0.3: at most 30% of classes per WordNet branch

@@ -59,7 +59,7 @@ class ListSplit(Config):
 class OptimiserConfig(Config):
     """Knobs of both optimisers (exact: levels, time_limit, shortlist_factor; local search: the rest)."""
 
-    levels: Annotated[int, Field(ge=2, le=12)] = 4
+    levels: Annotated[int, Field(ge=2, le=12)] = 3
     time_limit: Annotated[float, Field(gt=0)] = 120.0
     shortlist_factor: Annotated[float, Field(ge=1)] = 2.0
     shortlist_factors: list[Annotated[float, Field(gt=0)]] = [2.0, 2.5, 3.0]
