@@ -94,7 +94,10 @@ def test_an_identical_committed_copy_resolves_to_the_packaged_list(tmp_path: Pat
         ("out/factor-frequency/frequency_1.txt", "imagenet-zsl splits factor configs/default.yaml"),
     ],
 )
-def test_missing_splits_are_one_line(tmp_path: Path, spec: str, message: str) -> None:
+def test_missing_splits_are_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str, message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)  # relative specs: never the checkout's out/ that `make demo` writes
     with pytest.raises(UserInputError) as err:
         resolve_split(spec, tmp_path, "w")
     assert message in str(err.value) and "\n" not in str(err.value)
