@@ -36,10 +36,12 @@ def gzsl_accuracies(
 
 def _side_accuracies(gz: GZSLTopK, credit: np.ndarray, per_class: bool) -> dict[str, float]:
     """{'seen', 'unseen', 'H'} from the (N,) per-image ``credit``."""
-    # each image's weight within its side, 0 on the other side (built from a (C,) table)
+    # each image's weight within its side (built from a (C,) table), summed over that side's images
+    # only, in image order: a perfect side sums its weights alone (no interleaved zeros), so
+    # numbers do not move with the other side's layout
     weight, seen_img = class_weights(gz, per_class)[gz.labels], gz.seen_images
-    seen = min(float(np.sum(np.where(seen_img, weight, 0.0) * credit)), 1.0)
-    unseen = min(float(np.sum(np.where(seen_img, 0.0, weight) * credit)), 1.0)
+    seen = min(float(np.sum(weight[seen_img] * credit[seen_img])), 1.0)
+    unseen = min(float(np.sum(weight[~seen_img] * credit[~seen_img])), 1.0)
     return {"seen": seen, "unseen": unseen, "H": harmonic_mean(seen, unseen)}
 
 
