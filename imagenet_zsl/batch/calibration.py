@@ -114,7 +114,7 @@ def plan_calibration(plan: Plan, features: Features) -> Calibration:
             )
         listed = recipe.calibration.features
         legend = (
-            f"calibrated H: γ maximises H on the {COUNT} validation classes of "
+            f"calibrated H: γ maximises flat (per-image) H@1 on the {COUNT} validation classes of "
             f"{recipe.calibration.classes} (recipe calibration.classes) against held-out seen images, "
             "then is subtracted from the seen classes' scores of the test images"
         )
@@ -135,10 +135,10 @@ def plan_calibration(plan: Plan, features: Features) -> Calibration:
     _, val_index = split_seen_classes(len(seen), fraction, seed)
     val = [seen[i] for i in val_index]
     legend = (
-        f"calibrated H: γ maximises H on {COUNT} validation classes carved from the {len(seen)} "
-        f"seen classes ({fraction:.0%}, seed {seed}), scored by a copy of each model fitted without "
-        "them: half of the held-out seen images (seeded) choose γ (the validation classes' as unseen, "
-        "the others' as seen); each model is then retrained on all seen classes, so its ZSL numbers "
+        f"calibrated H: γ maximises flat (per-image) H@1 on {COUNT} validation classes carved from the "
+        f"{len(seen)} seen classes ({fraction:.0%}, seed {seed}), scored by a copy of each model fitted "
+        "without them: half of the held-out seen images (seeded) choose γ (the validation classes' as "
+        "unseen, the others' as seen); each model is then retrained on all seen classes, so its ZSL numbers "
         "are those of a ZSL run, and γ is subtracted from the retrained model's seen-class scores "
         "(Le Cacheux et al.'s protocol: γ chosen with the carved model, applied to the retrained one); "
         f"GZSL S uses the other half of the held-out seen images; this costs one more fit per model "
