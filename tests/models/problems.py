@@ -8,6 +8,19 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import SeenData
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
+#: hyper-parameters that make a model fit in a few epochs / iterations, for the tests that check
+#: the interface or a rule of every registered model, not its accuracy
+QUICK = {
+    "sgcn": {"hidden": [8], "epochs": 3},
+    "dgp": {"hidden": [8], "epochs": 3},
+    "gcnz": {"hidden": [8, 8, 8, 8, 8], "epochs": 3},
+    "devise": {"epochs": 2},
+    "ale": {"epochs": 2},
+    "sync": {"max_iter": 5},
+    "dap": {"max_iter": 5},
+    "iap": {"max_iter": 5},
+}
+
 
 class Problem:
     """A 3-level tree (root → ``groups`` groups → ``leaves`` leaves each; the last leaf of each group

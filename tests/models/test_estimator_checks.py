@@ -18,19 +18,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.models.base import NotFittedError, check_is_fitted, clone
 from imagenet_zsl.models.registry import MODELS, create
 from imagenet_zsl.semantics.class_vectors import ClassVectors
-from tests.models.problems import Problem
-
-#: a few epochs / iterations: the checks are about the interface, not the accuracy
-QUICK = {
-    "sgcn": {"hidden": [8], "epochs": 3},
-    "dgp": {"hidden": [8], "epochs": 3},
-    "gcnz": {"hidden": [8, 8, 8, 8, 8], "epochs": 3},
-    "devise": {"epochs": 2},
-    "ale": {"epochs": 2},
-    "sync": {"max_iter": 5},
-    "dap": {"max_iter": 5},
-    "iap": {"max_iter": 5},
-}
+from tests.models.problems import QUICK, Problem
 
 
 def _inputs(name: str, problem: Problem):

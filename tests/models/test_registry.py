@@ -12,17 +12,7 @@ from imagenet_zsl.io import sha256_file
 from imagenet_zsl.models.base import NotFittedError, check_is_fitted
 from imagenet_zsl.models.registry import MODELS, create, load_model, save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
-
-QUICK = {
-    "sgcn": {"hidden": [8], "epochs": 3},
-    "dgp": {"hidden": [8], "epochs": 3},
-    "gcnz": {"hidden": [8, 8, 8, 8, 8], "epochs": 3},
-    "devise": {"epochs": 2},
-    "ale": {"epochs": 2},
-    "sync": {"max_iter": 5},
-    "dap": {"max_iter": 5},
-    "iap": {"max_iter": 5},
-}
+from tests.models.problems import QUICK
 
 
 def test_registry_lists_every_baseline():
