@@ -132,7 +132,7 @@ def load_model(directory: str | Path) -> ZSLModel:
     """The fitted model saved in ``directory`` by `train` or ``run``, every file verified.
 
     ``model.scores(x, wnids)``: (N, D) features → (N, C) float32 scores against any classes."""
-    from imagenet_zsl.models.registry import load_model as load
+    from imagenet_zsl.models.persistence import load_model as load
 
     return load(directory)
 

@@ -13,7 +13,7 @@ from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.queries import ModelDirectory
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.splits.io import read_wnid_list

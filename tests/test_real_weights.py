@@ -20,7 +20,7 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.data import ilsvrc2012_wnids
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 
 torch = pytest.importorskip("torch")
 timm = pytest.importorskip("timm")

@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from imagenet_zsl.devices import cuda_available  # noqa: E402
 from imagenet_zsl.evaluation.search import topk_inner_product  # noqa: E402
-from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard  # noqa: E402
+from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard  # noqa: E402
 from imagenet_zsl.semantics.class_vectors import ClassVectors  # noqa: E402
 
 IMAGENET21K_TEST_IMAGES = 12_900_000

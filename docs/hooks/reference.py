@@ -193,8 +193,9 @@ def schema_reference() -> str:
 
 def models_reference() -> str:
     """Every registered model: what it is, its hyper-parameters (type, range, default), its grid."""
+    from imagenet_zsl.models.base import MODELS
+    from imagenet_zsl.models.catalog import describe
     from imagenet_zsl.models.params import describe_params
-    from imagenet_zsl.models.registry import MODELS, describe
 
     out = []
     for name, cls in MODELS.items():

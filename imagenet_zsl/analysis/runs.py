@@ -8,7 +8,7 @@ each laid out exactly as ``evaluate`` writes it (``imagenet_zsl.evaluation.run.w
 (n,) row numbers in the feature directory and ``test.true_above.npy`` / ``test.true_tied.npy``
 (n,) the true class's exact tie ranks over all split classes (runs written before the tie-fair
 metrics lack them; their ranks are then derived from the lists). The analyses only read these
-files, and only after :func:`~imagenet_zsl.evaluation.report.verify_run_directory` (the one
+files, and only after :func:`~imagenet_zsl.evaluation.run.verify.verify_run_directory` (the one
 run-directory verifier) has checked every one of them against the size and sha256 that ``evaluate``
 recorded in the cell's ``manifest.json``: an edited list or table is refused, never silently
 analysed.
@@ -25,9 +25,9 @@ import numpy as np
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.report import METRICS_NAME, verify_run_directory
+from imagenet_zsl.evaluation.run.verify import METRICS_NAME, verify_run_directory
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import check_same_features, describe_identity
-from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.io import MANIFEST_NAME
 
 CELLS_DIR = "cells"

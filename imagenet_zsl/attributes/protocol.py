@@ -47,7 +47,7 @@ from imagenet_zsl.io import (
     write_manifest,
 )
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
-from imagenet_zsl.models.registry import save_model
+from imagenet_zsl.models.persistence import save_model
 from imagenet_zsl.models.selection import (
     SearchResult,
     ValidationSplit,

@@ -15,7 +15,7 @@ import numpy as np
 
 from imagenet_zsl.batch.plan import BACKBONES_DIR, Features, Plan, RunResult
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 
 
 def _split_images(path: Any, wnids: Sequence[str]) -> set[str]:

@@ -19,10 +19,10 @@ from imagenet_zsl.evaluation.queries import ModelDirectory
 from imagenet_zsl.evaluation.run import present_classes
 from imagenet_zsl.evaluation.run.calibrate import CarvedCalibration, choose_carved_gamma
 from imagenet_zsl.evaluation.run.classes import head_classes
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, check_same_features
-from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.io import MANIFEST_NAME, atomic_write_json, sha256_file
-from imagenet_zsl.models.registry import read_manifest as read_model_manifest
+from imagenet_zsl.models.persistence import read_manifest as read_model_manifest
 from imagenet_zsl.models.selection import split_seen_classes
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import TrainingClasses, training_classes

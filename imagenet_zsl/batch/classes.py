@@ -16,7 +16,7 @@ from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.queries import ModelDirectory
 from imagenet_zsl.evaluation.run import present_classes
 from imagenet_zsl.evaluation.run.classes import missing_prototypes
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.splits.label_space import resolve_label_space
 

@@ -52,7 +52,7 @@ from imagenet_zsl.features.simulate import load_simulation_config
 from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES
 from imagenet_zsl.io import MANIFEST_NAME, canonical_json, sha256_file
 from imagenet_zsl.models.base import MODELS
-from imagenet_zsl.models.registry import read_manifest as read_model_manifest
+from imagenet_zsl.models.persistence import read_manifest as read_model_manifest
 from imagenet_zsl.models.training import (
     SelectConfig,
     TrainConfig,

@@ -1,7 +1,7 @@
 """A cell's record and resume: the key a cell's bytes depend on, the record written beside its
 run directory (``cells/NAME__SPLIT.json``: status, error, classes, provenance, key, the sha256 of
 its manifest), and whether a finished cell can be reused: same key, same manifest, and every file
-still matching it (:func:`~imagenet_zsl.evaluation.report.verify_run_directory`)."""
+still matching it (:func:`~imagenet_zsl.evaluation.run.verify.verify_run_directory`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from imagenet_zsl.batch.classes import CellClasses
 from imagenet_zsl.batch.plan import Features, Plan, cell_name, digest
 from imagenet_zsl.batch.recipe import RUN_TOOL
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.report import verify_run_directory
+from imagenet_zsl.evaluation.run.verify import verify_run_directory
 from imagenet_zsl.io import MANIFEST_NAME, sha256_file
-from imagenet_zsl.models.registry import read_manifest as read_model_manifest
+from imagenet_zsl.models.persistence import read_manifest as read_model_manifest
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
 
 CELL_FORMAT = "imagenet-zsl/run-cell-v1"

@@ -128,8 +128,8 @@ from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec
 from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
 from imagenet_zsl.batch.training import Trained, train_models
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.report import verify_run_directory
 from imagenet_zsl.evaluation.run.cache import shared_search
+from imagenet_zsl.evaluation.run.verify import verify_run_directory
 from imagenet_zsl.io import MANIFEST_NAME, file_record, read_manifest, write_manifest
 
 #: 2: written by io.write_manifest ("files" for "outputs", "software"; recipe under "inputs",

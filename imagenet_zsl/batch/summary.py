@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from imagenet_zsl.evaluation.columns import COLUMN_LEGEND, csv_only, metric_columns
-from imagenet_zsl.evaluation.report import label_space_cell, md_table, pct, tex_escape
+from imagenet_zsl.evaluation.report import label_space_cell, tex_escape
+from imagenet_zsl.evaluation.run.run_report import md_table, pct
 from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.plotting import save_figure, subplots
 from imagenet_zsl.scoring import TieRanks

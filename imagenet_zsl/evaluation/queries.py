@@ -38,15 +38,15 @@ def l2_normalize(matrix: np.ndarray) -> np.ndarray:
 
 
 def load_model(path: Path) -> ZSLModel:
-    """A fitted model directory, every file verified: :func:`imagenet_zsl.models.registry.load_model`."""
-    from imagenet_zsl.models.registry import load_model as load
+    """A fitted model directory, every file verified: :func:`imagenet_zsl.models.persistence.load_model`."""
+    from imagenet_zsl.models.persistence import load_model as load
 
     return load(path)
 
 
 def read_manifest(path: Path) -> dict:
-    """A model directory's verified manifest: :func:`imagenet_zsl.models.registry.read_manifest`."""
-    from imagenet_zsl.models.registry import read_manifest as read
+    """A model directory's verified manifest: :func:`imagenet_zsl.models.persistence.read_manifest`."""
+    from imagenet_zsl.models.persistence import read_manifest as read
 
     return read(path)
 
@@ -179,7 +179,7 @@ class ModelDirectory(QuerySource):
     ``class_prototypes`` (optionally both L2-normalised: a query's K parts are scaled together, so
     a model with K maps keeps its ranking), ``maps`` = the model's ``score_maps()``.
 
-    Read through :func:`imagenet_zsl.models.registry.read_manifest` (the verified reader). Its
+    Read through :func:`imagenet_zsl.models.persistence.read_manifest` (the verified reader). Its
     manifest gives the provenance: ``feature_identity`` (the features it was fitted on) and
     ``semantics_identity`` (its class vectors), else the class-vector source ``train`` recorded
     under ``inputs.semantics``."""

@@ -20,7 +20,7 @@ the resume identity), :mod:`.extract_compile` (``--compile``), :mod:`.extract_lo
 shards), :mod:`.distributed` (torchrun ranks, the merge that writes the manifest); this module
 plans the work and runs them in order.
 
-Output: see :mod:`imagenet_zsl.features.shards`. Labels index the label space ``classes``: the
+Output: see :mod:`imagenet_zsl.features.shard_files`. Labels index the label space ``classes``: the
 ``--classes`` file's wnids in file order. Image ids are ``"<wnid>/<member>"``.
 """
 

@@ -1,4 +1,4 @@
-"""The reader of feature directories (format in :mod:`imagenet_zsl.features.shards`)."""
+"""The reader of feature directories (format in :mod:`imagenet_zsl.features.shard_files`)."""
 
 from __future__ import annotations
 

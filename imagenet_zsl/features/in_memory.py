@@ -16,7 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.io import MANIFEST_NAME, file_record
 
 log = logging.getLogger(__name__)

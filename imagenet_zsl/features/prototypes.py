@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 #: rows per block when streaming the feature directory

@@ -34,5 +34,13 @@ class ModelRegistry(Registry[Any]):
         super().load_plugins()
 
 
+def describe(cls: type) -> str:
+    """First line of the class docstring."""
+    return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+
+
+# ----------------------------------------------------------------------------- state capture
+
+
 #: model name → model class; filled by ``@MODELS.register`` in each model module
 MODELS = ModelRegistry("model")

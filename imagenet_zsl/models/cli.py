@@ -165,8 +165,9 @@ def _finetune_dgp(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
+    from imagenet_zsl.models.base import MODELS
+    from imagenet_zsl.models.catalog import describe
     from imagenet_zsl.models.params import describe_params
-    from imagenet_zsl.models.registry import MODELS, describe
 
     if args.json:
         print(

@@ -48,7 +48,7 @@ from imagenet_zsl.features.backbones import last_block
 from imagenet_zsl.features.finetune import FinetuneParams, LastBlockFinetuner
 from imagenet_zsl.features.in_memory import load_features
 from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, file_record, write_manifest
-from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.models.persistence import load_model
 
 if TYPE_CHECKING:
     import torch

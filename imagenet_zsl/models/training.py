@@ -55,9 +55,9 @@ from pydantic import ConfigDict, Field
 
 from imagenet_zsl.config import Config, load_config, validate_config
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
-from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.simulate import resolve_class_vectors
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import resolve_graph
@@ -65,7 +65,7 @@ from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, command_line, file_rec
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.common import blas_threads, gram_flops
 from imagenet_zsl.models.params import check_grid, validate_params
-from imagenet_zsl.models.registry import save_model
+from imagenet_zsl.models.persistence import save_model
 from imagenet_zsl.models.seen_classifier import uses_stored_head
 from imagenet_zsl.models.selection import search_hyperparameters, split_seen_data
 from imagenet_zsl.semantics.class_vectors import ClassVectors

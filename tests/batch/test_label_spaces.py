@@ -16,7 +16,8 @@ import yaml
 
 from imagenet_zsl.batch.runner import run
 from imagenet_zsl.evaluation.predict import excluded_classes
-from imagenet_zsl.features.shards import FeatureDir, shard_name, write_manifest, write_shard
+from imagenet_zsl.features.feature_dir import FeatureDir
+from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import training_wnids
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import resolve_label_space

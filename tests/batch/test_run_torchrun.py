@@ -25,7 +25,7 @@ from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.run import cache, search_sets
 from imagenet_zsl.features.distributed import RankInfo
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 
 REPO = Path(__file__).resolve().parents[2]
 #: files of a run that must be the same bytes however many processes wrote it

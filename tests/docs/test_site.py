@@ -88,7 +88,7 @@ def test_the_command_reference_lists_every_command_and_flag(site):
 
 def test_the_schema_and_model_references_are_complete(site):
     from imagenet_zsl.batch.recipe import Recipe
-    from imagenet_zsl.models.registry import MODELS
+    from imagenet_zsl.models.base import MODELS
 
     configs = (site / "reference" / "configs" / "index.html").read_text()
     for key in Recipe.model_fields:

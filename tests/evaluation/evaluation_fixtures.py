@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
+from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 
 #: 6 test (unseen) classes, 2 validation classes, 2 seen classes
 TEST = [f"n0000000{i}" for i in range(6)]
@@ -43,10 +43,10 @@ def write_feature_dir(
 
 
 def write_model_dir(path: Path, **fields) -> Path:
-    """A model directory whose manifest verifies (``models.registry.read_manifest``), for tests
+    """A model directory whose manifest verifies (``models.persistence.read_manifest``), for tests
     that stand a model in through ``queries.load_model``; ``fields`` go beside the model's name."""
     from imagenet_zsl.io import write_manifest as write_directory_manifest
-    from imagenet_zsl.models.registry import MODEL_FILES, MODEL_FORMAT
+    from imagenet_zsl.models.persistence import MODEL_FILES, MODEL_FORMAT
 
     path.mkdir(parents=True)
     for name in MODEL_FILES:

@@ -17,7 +17,8 @@ from imagenet_zsl.evaluation.run.cache import SearchCache
 from imagenet_zsl.evaluation.run.prefetch import BlockReader
 from imagenet_zsl.evaluation.run.search_sets import SearchContext, search_set, search_shard
 from imagenet_zsl.evaluation.search import TopKSearcher
-from imagenet_zsl.features.shards import FeatureDir, shard_name, write_manifest, write_shard
+from imagenet_zsl.features.feature_dir import FeatureDir
+from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 WNIDS = [f"n{i:08d}" for i in range(12)]

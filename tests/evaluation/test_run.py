@@ -641,7 +641,7 @@ def _model_dir(tmp_path: Path, identity: dict | None) -> Path:
 
 
 def test_features_of_another_backbone_are_refused_unless_allowed(bench, tmp_path, monkeypatch):
-    from imagenet_zsl.features.shards import FeatureDir
+    from imagenet_zsl.features.feature_dir import FeatureDir
 
     monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
     _set_backbone(bench["features"], "resnet50", "aa11bb22cc33")
@@ -666,7 +666,7 @@ def test_features_of_another_backbone_are_refused_unless_allowed(bench, tmp_path
 
 
 def test_matching_or_unknown_identities_pass_and_are_recorded(bench, tmp_path, monkeypatch):
-    from imagenet_zsl.features.shards import FeatureDir
+    from imagenet_zsl.features.feature_dir import FeatureDir
 
     monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
     _set_backbone(bench["features"], "resnet50", "aa11bb22cc33")

@@ -15,7 +15,7 @@ from torch._dynamo.utils import counters
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
 
 # 15 images, 4 of them unreadable; shards of 6 in batches of 4 (the fx.extract defaults) give

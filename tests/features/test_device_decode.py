@@ -157,7 +157,7 @@ def test_auto_decoder_is_pil_unless_fast_on_cuda_and_an_explicit_choice_wins(dec
 
 def test_the_resolved_decoder_is_recorded_and_the_device_probe_works_on_the_cpu(tmp_path, fx):
     from imagenet_zsl.features.extract_loop import device_decodes_jpeg
-    from imagenet_zsl.features.shards import FeatureDir
+    from imagenet_zsl.features.feature_dir import FeatureDir
 
     assert device_decodes_jpeg(torch.device("cpu"))
     store = make_store(tmp_path / "store", "tars", {"n01440764": 3}, oddities=False)

@@ -11,7 +11,7 @@ from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import distributed
 from imagenet_zsl.features.distributed import RankInfo, shard_range
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
 
 CLASSES = {"n01440764": 9, "n01443537": 5, "n01484850": 6}  # 20 items → shards of 6: 4 shards

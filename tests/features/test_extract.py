@@ -7,7 +7,7 @@ from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import extract_loop
 from imagenet_zsl.features.extract import plan_work
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import BROKEN, make_store
 from imagenet_zsl.images.store import open_store
 from imagenet_zsl.splits.io import read_wnid_list

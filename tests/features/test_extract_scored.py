@@ -6,8 +6,8 @@ import pytest
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.scored_shards import UNSTORED_KEY, npy_sha256
-from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
 
 CLASSES = {"n01440764": 5, "n01443537": 3, "n01484850": 4}

@@ -23,9 +23,9 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import finetune as module
 from imagenet_zsl.features.backbones import create_backbone, last_block
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.features.in_memory import load_features
-from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.image_filter import cli as filter_cli
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir

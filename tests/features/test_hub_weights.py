@@ -19,8 +19,8 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import backbone_preprocessing, create_backbone, get_spec
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.hub_weights import hub_cache_dir, hub_offline
-from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
 from imagenet_zsl.io import sha256_file
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from imagenet_zsl.cli import main
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
 
 CLASSES = {"n01440764": 2, "n01443537": 2}

@@ -18,9 +18,9 @@ from imagenet_zsl.cli import main
 from imagenet_zsl.data import ilsvrc2012_wnids
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import create_backbone
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.head import HEAD_FILE
 from imagenet_zsl.features.identity import DEFAULT_LAYER
-from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
 
 CLASSES = {"n01440764": 5, "n01443537": 3}

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import FeatureDir, shard_name, shared_blocks, write_manifest, write_shard
+from imagenet_zsl.features.feature_dir import FeatureDir
+from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
+from imagenet_zsl.features.shared_blocks import shared_blocks
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
 from imagenet_zsl.images.store import open_store
 

@@ -19,7 +19,7 @@ from PIL import Image
 
 from imagenet_zsl.cli import CommandTree
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
+from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 from imagenet_zsl.image_filter import classifiers, crossfit
 from imagenet_zsl.image_filter import cli as filter_cli
 from imagenet_zsl.image_filter.crossfit import CrossFitFilter

@@ -12,13 +12,14 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
-from imagenet_zsl.features.shards import FeatureDir, encode_head, write_manifest, write_shard
+from imagenet_zsl.features.shard_files import encode_head, write_manifest, write_shard
 from imagenet_zsl.io import sha256_bytes
 from imagenet_zsl.models import gcn
 from imagenet_zsl.models.base import SeenData, create
 from imagenet_zsl.models.common import l2_normalize, softmax
-from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.models.persistence import load_model
 from imagenet_zsl.models.seen_classifier import SeenClassifier
 from imagenet_zsl.models.training import load_seen_data
 from tests.models.problems import Problem

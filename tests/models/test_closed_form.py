@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from imagenet_zsl.models.base import SeenData
-from imagenet_zsl.models.registry import create
+from imagenet_zsl.models.base import SeenData, create
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.models.problems import accuracy
 

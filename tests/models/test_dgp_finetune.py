@@ -22,7 +22,7 @@ from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.features.in_memory import load_features
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.io import read_manifest_verified
-from imagenet_zsl.models.base import SeenData
+from imagenet_zsl.models.base import SeenData, create
 from imagenet_zsl.models.dgp_finetune import (
     CHECKPOINT_NAME,
     CROP_RATIO,
@@ -32,7 +32,7 @@ from imagenet_zsl.models.dgp_finetune import (
     finetune_dgp,
     fixed_classifiers,
 )
-from imagenet_zsl.models.registry import create, load_model, save_model
+from imagenet_zsl.models.persistence import load_model, save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.features.test_finetune import CLASSES, COLOURS, colour_jpeg
 

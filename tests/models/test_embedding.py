@@ -8,9 +8,10 @@ import torch
 
 import imagenet_zsl.models.embedding as embedding
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.models.base import create
 from imagenet_zsl.models.common import FeaturePrep
 from imagenet_zsl.models.embedding import class_means, class_transform, project_simplex, simplex_mixture
-from imagenet_zsl.models.registry import create, load_model, save_model
+from imagenet_zsl.models.persistence import load_model, save_model
 from tests.models.problems import accuracy
 
 

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.models.base import NotFittedError, check_is_fitted, clone
-from imagenet_zsl.models.registry import MODELS, create
+from imagenet_zsl.models.base import MODELS, NotFittedError, check_is_fitted, clone, create
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.models.problems import QUICK, Problem
 

@@ -11,8 +11,8 @@ import yaml
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.models.base import create
 from imagenet_zsl.models.gcn import _build_network, _torch_sparse, ancestor_hops, normalized_adjacency
-from imagenet_zsl.models.registry import create
 from tests.models.problems import Problem, accuracy
 from tests.toy import TOY_EDGES
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.models.base import SeenData
+from imagenet_zsl.models.base import MODELS, SeenData
 from imagenet_zsl.models.lampert import DAP, IAP
-from imagenet_zsl.models.registry import MODELS, load_model, save_model
+from imagenet_zsl.models.persistence import load_model, save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 # 6 binary attributes. Unseen classes are three 3-attribute combinations; the seen classes are all

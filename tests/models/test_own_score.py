@@ -10,8 +10,8 @@ import pytest
 
 from imagenet_zsl.evaluation.queries import ModelDirectory
 from imagenet_zsl.evaluation.search import TopKSearcher
-from imagenet_zsl.models.base import map_scores
-from imagenet_zsl.models.registry import MODELS, create, save_model
+from imagenet_zsl.models.base import MODELS, create, map_scores
+from imagenet_zsl.models.persistence import save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.models.problems import QUICK as SHARED_QUICK
 from tests.models.problems import Problem

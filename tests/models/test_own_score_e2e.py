@@ -9,7 +9,8 @@ import json
 import numpy as np
 
 from imagenet_zsl.cli import main
-from imagenet_zsl.models.registry import create, save_model
+from imagenet_zsl.models.base import create
+from imagenet_zsl.models.persistence import save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import write_feature_dir
 from tests.models.problems import Problem

@@ -16,7 +16,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import sha256_file
 from imagenet_zsl.models.base import MODELS, ZSLModel, create
 from imagenet_zsl.models.params import check_grid
-from imagenet_zsl.models.registry import MODEL_FORMAT, load_model, save_model
+from imagenet_zsl.models.persistence import MODEL_FORMAT, load_model, save_model
 from imagenet_zsl.models.training import load_train_config
 from imagenet_zsl.registry import Registry
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.models.registry import create
+from imagenet_zsl.models.base import create
 from imagenet_zsl.models.sync import median_distance, ovo_loss, phantom_weights, struct_loss
 from tests.models.problems import accuracy
 

@@ -9,8 +9,8 @@ import pytest
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import sha256_file
-from imagenet_zsl.models.base import NotFittedError, check_is_fitted
-from imagenet_zsl.models.registry import MODELS, create, load_model, save_model
+from imagenet_zsl.models.base import MODELS, NotFittedError, check_is_fitted, create
+from imagenet_zsl.models.persistence import load_model, save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.models.problems import QUICK
 

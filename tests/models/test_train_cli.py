@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.cli import main
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
-from imagenet_zsl.features.shards import FeatureDir, write_manifest, write_shard
+from imagenet_zsl.features.shard_files import write_manifest, write_shard
 from imagenet_zsl.models.base import MODELS
-from imagenet_zsl.models.registry import load_model
+from imagenet_zsl.models.persistence import load_model
 from imagenet_zsl.models.training import load_seen_data
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.models.problems import Problem

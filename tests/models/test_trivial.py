@@ -8,8 +8,7 @@ import pytest
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.models.base import SeenData
-from imagenet_zsl.models.registry import create
+from imagenet_zsl.models.base import SeenData, create
 from imagenet_zsl.models.trivial import nearest_seen_matrix, nearest_seen_matrix_bfs
 from tests.toy import TOY_EDGES, TOY_TRAIN
 

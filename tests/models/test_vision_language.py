@@ -15,7 +15,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.models.base import SeenData, create
-from imagenet_zsl.models.registry import load_model, save_model
+from imagenet_zsl.models.persistence import load_model, save_model
 from imagenet_zsl.models.vision_language import tower_pair_problem
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.models.test_backbone_head import write_features

@@ -90,7 +90,7 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000
 
 def test_a_deeply_nested_metrics_file_is_one_line(tmp_path):
     from imagenet_zsl.errors import UserInputError
-    from imagenet_zsl.evaluation.report import load_metrics
+    from imagenet_zsl.evaluation.run.verify import load_metrics
 
     (tmp_path / "metrics.json").write_text(DEEP_JSON)
     with pytest.raises(UserInputError, match=r"metrics\.json: not a metrics file: its JSON is nested too"):

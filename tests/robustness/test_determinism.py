@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
+from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 ROOT = Path(__file__).resolve().parents[2]

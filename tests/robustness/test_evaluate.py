@@ -244,7 +244,7 @@ def _set_backbone(features: Path, name: str) -> None:
 
 def test_model_trained_on_another_backbone(cli_error, bench, tmp_path, monkeypatch):
     from imagenet_zsl.evaluation import queries
-    from imagenet_zsl.features.shards import FeatureDir
+    from imagenet_zsl.features.feature_dir import FeatureDir
     from tests.evaluation.evaluation_fixtures import write_model_dir
     from tests.evaluation.test_run import ScaledModel
 

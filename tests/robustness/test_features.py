@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from imagenet_zsl.features.shards import shard_name, write_manifest, write_shard
+from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 
 WNIDS = ["n01440764", "n01443537", "n01484850"]
 
@@ -148,7 +148,7 @@ def test_shards_without_sha256_are_read_with_a_warning_naming_them(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Issue 26: a feature directory whose manifest has no sha256 was used silently."""
-    from imagenet_zsl.features.shards import FeatureDir
+    from imagenet_zsl.features.feature_dir import FeatureDir
 
     features = feature_dir(tmp_path / "features")
     manifest = json.loads((features / "manifest.json").read_text())
@@ -163,7 +163,7 @@ def test_shards_without_sha256_are_read_with_a_warning_naming_them(
 
 def test_corruption_is_found_after_a_clean_read(cli_error, tmp_path: Path) -> None:
     """The sha256 cache is keyed by the file's size, mtime and ctime: a later change is seen."""
-    from imagenet_zsl.features.shards import FeatureDir
+    from imagenet_zsl.features.feature_dir import FeatureDir
 
     features = feature_dir(tmp_path / "features")
     assert FeatureDir(features).verify() == []

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.cli import main
-from imagenet_zsl.features.shards import write_manifest, write_shard
+from imagenet_zsl.features.shard_files import write_manifest, write_shard
 from tests.models.problems import Problem
 from tests.models.test_backbone_head import bayes_head, write_features
 from tests.models.test_dgp_finetune import dgp_setup  # noqa: F401 - its module-scoped fixture

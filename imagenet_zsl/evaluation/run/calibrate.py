@@ -25,7 +25,7 @@ from imagenet_zsl.evaluation.run.config import calibration_rows
 from imagenet_zsl.evaluation.run.gzsl import build_gzsl
 from imagenet_zsl.evaluation.run.search_sets import SearchContext, SetResult, search_set
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 
 #: the averagings of H@1 that can choose γ: "flat" per image, "per_class" (Xian et al.)
 H_AVERAGING = frozenset({"flat", "per_class"})

@@ -14,7 +14,7 @@ import numpy as np
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.queries import PrototypeFile, QuerySource
 from imagenet_zsl.evaluation.run.config import EvaluationConfig
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.hierarchy.universe import training_wnids
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import TrainingClasses, resolve_label_space, training_classes

@@ -31,7 +31,7 @@ from imagenet_zsl.evaluation.run.classes import (
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_paths
 from imagenet_zsl.evaluation.run.provenance import check_feature_identities, pretraining_overlap
 from imagenet_zsl.evaluation.search import TopKSearcher
-from imagenet_zsl.features.shards import FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.io import check_out_dir, regular_input_file
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec

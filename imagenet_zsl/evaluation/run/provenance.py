@@ -13,13 +13,13 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.run.classes import class_vectors_label, log
 from imagenet_zsl.evaluation.run.config import EvaluationConfig
+from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import (
     check_same_features,
     describe_identity,
     numerics,
     numerics_differences,
 )
-from imagenet_zsl.features.shards import FeatureDir
 from imagenet_zsl.io import MANIFEST_NAME, sha256_file, software_versions
 from imagenet_zsl.models.vision_language import VisionLanguageZeroShot, tower_pair_problem
 from imagenet_zsl.splits.pretraining import Pretraining

@@ -25,7 +25,8 @@ from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey
 from imagenet_zsl.evaluation.run.config import OWN_SPACE
 from imagenet_zsl.evaluation.run.prefetch import BlockReader, Opened
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher, squared_row_norms
-from imagenet_zsl.features.shards import FeatureBlock, FeatureDir
+from imagenet_zsl.features.feature_dir import FeatureDir
+from imagenet_zsl.features.shard_files import FeatureBlock
 
 
 @dataclass

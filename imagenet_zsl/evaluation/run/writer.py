@@ -11,8 +11,9 @@ import numpy as np
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.evaluation import plots
-from imagenet_zsl.evaluation.report import EVALUATION_FORMAT, METRICS_NAME, render_run_report
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig
+from imagenet_zsl.evaluation.run.run_report import render_run_report
+from imagenet_zsl.evaluation.run.verify import EVALUATION_FORMAT, METRICS_NAME
 from imagenet_zsl.io import atomic_save_npy, atomic_write_json, atomic_write_text, write_manifest
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
-"""Models by name (``MODELS``, ``create``: defined in :mod:`imagenet_zsl.models.base`, where every
-model registers itself), and saving/loading a fitted model as one self-describing directory.
+"""Saving and loading a fitted model as one self-describing directory (the registry of models by
+name is :data:`imagenet_zsl.models.base.MODELS`).
 
 A model directory::
 
@@ -41,7 +41,7 @@ from imagenet_zsl.io import (
     read_manifest_verified,
     write_manifest,
 )
-from imagenet_zsl.models.base import MODELS, ZSLModel, check_is_fitted, create
+from imagenet_zsl.models.base import MODELS, ZSLModel, check_is_fitted
 from imagenet_zsl.models.common import FeaturePrep
 from imagenet_zsl.models.seen_classifier import SeenClassifier
 from imagenet_zsl.semantics.class_vectors import ClassVectors
@@ -64,23 +64,14 @@ LEGACY_ATTRIBUTES: dict[str, tuple[str, ...]] = {
 }
 
 __all__ = [
-    "MODELS",
     "MODEL_FORMAT",
     "MODEL_FORMATS",
-    "create",
-    "describe",
     "load_model",
     "read_manifest",
     "save_model",
 ]
 
 
-def describe(cls: type[ZSLModel]) -> str:
-    """First line of the class docstring."""
-    return (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
-
-
-# ----------------------------------------------------------------------------- state capture
 def _encode(value: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     if value is None or isinstance(value, bool | int | float | str):
         return value
