@@ -2,29 +2,32 @@
 
 A stage's ``cli`` module defines ``register(tree: CommandTree)``; it adds top-level commands
 with ``tree.command(...)`` or commands inside a group (``imagenet-zsl splits build``) with
-``tree.group(...)``. Each command's handler is ``func(args) -> int | None``.
+``tree.group(...)``. Each command names its handler, ``func(args) -> int | None``, by dotted target
+(``set_defaults(func="imagenet_zsl.splits.commands:build")``): the handler's module, which imports
+its stage at module level, is imported only when that command runs.
 
 The stages' ``cli`` modules are the entry points of the group ``imagenet_zsl.commands``
 (``pyproject.toml``), so this module never imports a stage: installing a package that declares
 an entry point there is enough to add its commands.
 
 Start-up stays cheap (``imagenet-zsl --help`` well under a second): this module and every stage's
-``cli`` module import only the standard library and light helpers at module level; a command's
-handler imports its stage when it runs (``tests/test_cli_startup.py``).
+``cli`` module import only the standard library and light helpers; no import hides in a function
+(``tests/test_cli_startup.py``, ``tests/test_architecture.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
-import importlib
 import logging
 import sys
 from importlib import metadata
 from typing import NoReturn
 
 from imagenet_zsl import __version__
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.cli_types import CommandTree, no_command
+from imagenet_zsl.errors import UserInputError, last_output, note_output
+from imagenet_zsl.registry import load_target
 
 COMMAND_GROUP = "imagenet_zsl.commands"
 #: ``--help`` lists the stages in flow order (entry-point names); unknown names follow, sorted
@@ -42,33 +45,6 @@ COMMAND_ORDER = (
 )
 
 
-class CommandTree:
-    """Hands out argparse sub-parsers so stages can add commands without editing this file."""
-
-    def __init__(self, parser: argparse.ArgumentParser):
-        self._top = parser.add_subparsers(dest="command", metavar="COMMAND")
-        self._groups: dict[str, argparse._SubParsersAction] = {}
-
-    def command(self, name: str, help: str, **kwargs) -> argparse.ArgumentParser:
-        """A top-level command, e.g. ``imagenet-zsl extract``."""
-        return self._top.add_parser(name, help=help, description=help, **kwargs)
-
-    def group(self, name: str, help: str | None = None) -> argparse._SubParsersAction:
-        """The sub-parsers of a command group, e.g. ``imagenet-zsl splits``.
-
-        The stage that owns the group creates it with its ``help``; a later stage that adds a
-        command to it asks for it by name only (one help text, stated once)."""
-        if name in self._groups and help is not None:
-            raise ValueError(f"bug: command group {name!r} is created twice (give its help once)")
-        if name not in self._groups:
-            if help is None:
-                raise ValueError(f"bug: command group {name!r} used before its stage created it")
-            parser = self._top.add_parser(name, help=help, description=help)
-            self._groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
-            parser.set_defaults(func=lambda args, p=parser: no_command(p))
-        return self._groups[name]
-
-
 def command_modules() -> list[str]:
     """The modules of the ``imagenet_zsl.commands`` entry points, in ``COMMAND_ORDER``."""
     found = metadata.entry_points(group=COMMAND_GROUP)
@@ -80,23 +56,6 @@ def command_modules() -> list[str]:
         )
     rank = {name: i for i, name in enumerate(COMMAND_ORDER)}
     return [entries[name] for name in sorted(entries, key=lambda n: (rank.get(n, len(rank)), n))]
-
-
-def no_command(parser: argparse.ArgumentParser) -> int:
-    """``imagenet-zsl`` (or a group such as ``imagenet-zsl splits``) without a command: the usage
-    line and one ``error:`` line listing the commands, on stderr, exit status 2 (argparse's
-    convention for a missing argument); ``--help`` prints the full help."""
-    names: list[str] = []
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            names.extend(action.choices)
-    sys.stderr.write(parser.format_usage())
-    print(
-        f"error: no command given ({parser.prog}): choose one of {', '.join(names)}; "
-        f"see '{parser.prog} --help'",
-        file=sys.stderr,
-    )
-    return 2
 
 
 class _UsageError(Exception):
@@ -131,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tree = CommandTree(parser)
     for module_name in command_modules():
-        importlib.import_module(module_name).register(tree)
+        load_target(f"{module_name}:register")(tree)
     return parser
 
 
@@ -166,8 +125,6 @@ def describe_os_error(err: OSError) -> str:
     The file is the error's own ``filename`` or, when the system gives none (a ``write`` to an
     open file fails with ENOSPC or EFBIG), the output this command is writing.
     """
-    from imagenet_zsl.io import last_output  # numpy: not at start-up
-
     if err.filename is not None:
         where = str(err.filename) + (f" -> {err.filename2}" if err.filename2 is not None else "")
     elif last_output() is not None:
@@ -202,11 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not hasattr(args, "func"):
         return no_command(parser)
-    from imagenet_zsl.io import note_output  # numpy: only once a command runs
-
     note_output(None)
     try:
-        return int(args.func(args) or 0)
+        handler = load_target(args.func) if isinstance(args.func, str) else args.func
+        return int(handler(args) or 0)
     except UserInputError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2

@@ -5,13 +5,22 @@ A bad number (``--batch-size 0``, ``--workers -1``, ``--block-rows x``) must be 
 argparse turns the ``argparse.ArgumentTypeError`` raised here into
 ``imagenet-zsl <command>: error: argument --batch-size: 0: must be at least 1`` (exit 2).
 
-Standard library only: every ``cli`` module imports this at start-up.
+Light: every ``cli`` module imports this at start-up (the standard library and
+:func:`imagenet_zsl.registry.load_target`, which resolves a lazy part given as a dotted target).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from imagenet_zsl.registry import load_target
+
+#: a lazy value: a function, or a dotted target (``"imagenet_zsl.splits.pretraining:LABEL_SET_FILES"``)
+#: naming a function (called) or a value (a string, or a collection listed with ", ")
+Lazy = Callable[[], Any] | str
 
 
 def _integer(text: str) -> int:
@@ -67,28 +76,43 @@ def int_at_least(low: int) -> Callable[[str], int]:
 # --- lazy help and choices --------------------------------------------------------------------
 # ``imagenet-zsl --help`` must start in well under a second, so a stage's ``cli`` module imports
 # none of the stage at start-up. A flag whose help text, default or choices live in a heavy module
-# (the registered backbones, a factor table) gets them through these wrappers: the module is
-# imported only when that flag's help is shown or the flag is given.
+# (the registered backbones, a factor table) gets them through these wrappers, as a dotted target:
+# the module is imported only when that flag's help is shown or the flag is given.
+
+
+def resolve_lazy(make: Lazy) -> Any:
+    """The value a lazy part stands for: a dotted target is loaded (and called if callable)."""
+    value = load_target(make) if isinstance(make, str) else make
+    return value() if callable(value) else value
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Iterable):
+        return ", ".join(str(item) for item in value)
+    return str(value)
 
 
 class LazyText:
     """Text built on first ``str()``: ``make`` runs once, when argparse formats the help."""
 
-    def __init__(self, make: Callable[[], str]):
+    def __init__(self, make: Lazy):
         self._make = make
         self._text: str | None = None
 
     def __str__(self) -> str:
         if self._text is None:
-            self._text = str(self._make())
+            self._text = _as_text(resolve_lazy(self._make))
         return self._text
 
 
-def lazy_help(action: argparse.Action, template: str, **parts: Callable[[], str]) -> argparse.Action:
-    """Give ``action`` the help ``template`` whose ``%(name)s`` fields are ``parts[name]()``, called
+def lazy_help(action: argparse.Action, template: str, **parts: Lazy) -> argparse.Action:
+    """Give ``action`` the help ``template`` whose ``%(name)s`` fields are ``parts[name]``, resolved
     only when ``--help`` shows it (argparse fills ``%(...)s`` from the action's attributes).
 
-    ``lazy_help(p.add_argument("--backbone"), "one of %(names)s", names=list_backbones)``.
+    ``lazy_help(p.add_argument("--backbone"), "one of %(names)s",
+    names="imagenet_zsl.features.backbones:list_backbones")``.
     """
     for name, make in parts.items():
         if name in vars(action):
@@ -103,13 +127,13 @@ class LazyChoices:
     gives the flag checks against them; ``--help`` lists them (``%(choices)s``). Pass a
     ``metavar``: argparse would otherwise list the choices when the flag is added."""
 
-    def __init__(self, make: Callable[[], Iterable[object]]):
+    def __init__(self, make: Lazy):
         self._make = make
         self._values: tuple[object, ...] | None = None
 
     def _get(self) -> tuple[object, ...]:
         if self._values is None:
-            self._values = tuple(self._make())
+            self._values = tuple(resolve_lazy(self._make))
         return self._values
 
     def __contains__(self, value: object) -> bool:
@@ -120,3 +144,50 @@ class LazyChoices:
 
     def __len__(self) -> int:
         return len(self._get())
+
+
+# --- the command tree handed to each stage's ``register`` ------------------------------------
+
+
+class CommandTree:
+    """Hands out argparse sub-parsers so stages can add commands without editing this file."""
+
+    def __init__(self, parser: argparse.ArgumentParser):
+        self._top = parser.add_subparsers(dest="command", metavar="COMMAND")
+        self._groups: dict[str, argparse._SubParsersAction] = {}
+
+    def command(self, name: str, help: str, **kwargs) -> argparse.ArgumentParser:
+        """A top-level command, e.g. ``imagenet-zsl extract``."""
+        return self._top.add_parser(name, help=help, description=help, **kwargs)
+
+    def group(self, name: str, help: str | None = None) -> argparse._SubParsersAction:
+        """The sub-parsers of a command group, e.g. ``imagenet-zsl splits``.
+
+        The stage that owns the group creates it with its ``help``; a later stage that adds a
+        command to it asks for it by name only (one help text, stated once)."""
+        if name in self._groups and help is not None:
+            raise ValueError(f"bug: command group {name!r} is created twice (give its help once)")
+        if name not in self._groups:
+            if help is None:
+                raise ValueError(f"bug: command group {name!r} used before its stage created it")
+            parser = self._top.add_parser(name, help=help, description=help)
+            self._groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
+            parser.set_defaults(func=lambda args, p=parser: no_command(p))
+        return self._groups[name]
+
+
+def no_command(parser: argparse.ArgumentParser) -> int:
+    """``imagenet-zsl`` (or a group such as ``imagenet-zsl splits``) without a command: the usage
+    line and one ``error:`` line listing the commands, on stderr, exit status 2 (argparse's
+    convention for a missing argument); ``--help`` prints the full help."""
+    names: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            names.extend(action.choices)
+    sys.stderr.write(parser.format_usage())
+    print(
+        f"error: no command given ({parser.prog}): choose one of {', '.join(names)}; "
+        f"see '{parser.prog} --help'",
+        file=sys.stderr,
+    )
+    return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class UserInputError(Exception):
@@ -19,3 +20,19 @@ def preview(items: Iterable[object], limit: int = 8) -> str:
     shown = ", ".join(str(x) for x in items[:limit])
     more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
     return shown + more
+
+
+#: the --out most recently checked by ``io.check_out_file``/``check_out_dir``: named by a disk-full error
+#: raised where the operating system gives no file name (a write() to an open file)
+_last_output: Path | None = None
+
+
+def last_output() -> Path | None:
+    """The output this process is writing (the last ``--out`` checked), or None."""
+    return _last_output
+
+
+def note_output(path: Path | None) -> None:
+    """Record the output being written (None: forget it, as a new command starts)."""
+    global _last_output
+    _last_output = path

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.errors import UserInputError, note_output
 
 MANIFEST_NAME = "manifest.json"
 CACHE_ENV = "IMAGENET_ZSL_CACHE"
@@ -76,22 +76,6 @@ def _temp_sibling(path: Path) -> Path:
     os.close(fd)
     _honour_umask(tmp)
     return Path(tmp)
-
-
-#: the --out most recently checked by check_out_file/check_out_dir: named by a disk-full error
-#: raised where the operating system gives no file name (a write() to an open file)
-_last_output: Path | None = None
-
-
-def last_output() -> Path | None:
-    """The output this process is writing (the last ``--out`` checked), or None."""
-    return _last_output
-
-
-def note_output(path: Path | None) -> None:
-    """Record the output being written (None: forget it, as a new command starts)."""
-    global _last_output
-    _last_output = path
 
 
 @contextlib.contextmanager

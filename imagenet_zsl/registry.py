@@ -1,4 +1,5 @@
-"""One registry mechanism for every named thing: models, pool filters, backbones, commands.
+"""One registry mechanism for every named thing: models, pool filters, backbones, commands (by
+dotted target, :func:`load_target`).
 
 timm's way: a thing registers itself where it is defined, and one ``create(name, **params)``
 builds it::
@@ -28,6 +29,24 @@ from typing import Any, Generic, TypeVar
 from imagenet_zsl.errors import UserInputError
 
 T = TypeVar("T")
+
+
+def load_target(target: str) -> Any:
+    """The object a dotted target names, ``"package.module:attribute"`` (entry-point syntax),
+    imported only now.
+
+    This is how a command line registers a handler without importing it
+    (``set_defaults(func="imagenet_zsl.splits.commands:build")``): the handler module imports its
+    stage at module level, and only the command that runs pays for it. The one other place that
+    imports by name is :meth:`Registry.load_plugins` (entry points).
+    """
+    module, sep, attribute = target.partition(":")
+    if not sep or not module or not attribute:
+        raise ValueError(f"bug: {target!r} is not a 'package.module:attribute' target")
+    obj: Any = importlib.import_module(module)
+    for part in attribute.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 class Registry(Generic[T]):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from imagenet_zsl.cli_types import LazyChoices, lazy_help, seed
 
 if TYPE_CHECKING:
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
 
 
 def _relations() -> tuple[str, ...]:

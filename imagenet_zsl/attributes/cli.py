@@ -14,7 +14,7 @@ from imagenet_zsl.cli_types import LazyChoices, seed
 from imagenet_zsl.errors import UserInputError
 
 if TYPE_CHECKING:
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
 
 DATASET_CHOICES = ("APY", "AWA1", "AWA2", "CUB", "SUN")
 METHOD_CHOICES = ("random", "gcs", "ccs", "mas", "pas")

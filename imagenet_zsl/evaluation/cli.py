@@ -27,7 +27,7 @@ MISMATCH_HELP = (
 )
 
 if TYPE_CHECKING:
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
 
 
 def open_fraction(text: str) -> float:

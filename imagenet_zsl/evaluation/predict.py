@@ -23,7 +23,7 @@ from imagenet_zsl.errors import UserInputError, preview
 if TYPE_CHECKING:
     import numpy as np
 
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
     from imagenet_zsl.features.transforms import Preprocessing
 
 _EPILOG = """\

@@ -13,7 +13,7 @@ from imagenet_zsl.devices import DETERMINISTIC_COST, DEVICE_HELP, tune_process_f
 from imagenet_zsl.errors import UserInputError
 
 if TYPE_CHECKING:
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
 
 _EPILOG = """\
 examples:

@@ -14,7 +14,7 @@ from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.errors import UserInputError
 
 if TYPE_CHECKING:
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
 
 
 def register(tree: CommandTree) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from imagenet_zsl.cli_types import non_negative_int
 
 if TYPE_CHECKING:
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
     from imagenet_zsl.images.store import ImageStore
 
 GROUP_HELP = "Image stores: count what you hold, filter bad images."

@@ -12,7 +12,7 @@ from imagenet_zsl.devices import DEVICE_HELP
 from imagenet_zsl.errors import UserInputError, preview
 
 if TYPE_CHECKING:
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
     from imagenet_zsl.semantics.config import LabelConfig
 
 DEFAULT_CONFIG = "configs/labels.yaml"

@@ -1,19 +1,20 @@
-"""``imagenet-zsl splits build | stats | leakage | frontier | show``.
+"""``imagenet-zsl splits build | stats | leakage | frontier | show``: the flags; the handlers are
+:mod:`imagenet_zsl.splits.commands`.
 
-Start-up imports nothing of the stage (the optimiser loads scipy.optimize): each handler imports
-what it runs, and help texts that list a heavy module's names are built only when shown.
+Start-up imports nothing of the stage (the optimiser loads scipy.optimize): each command names its
+handler by dotted target, and help texts that list a stage's names are dotted targets too, resolved
+only when shown.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import lazy_help
 
 if TYPE_CHECKING:
-    from imagenet_zsl.cli import CommandTree  # the tree is handed in; never imported upward
+    from imagenet_zsl.cli_types import CommandTree
 
 
 def register(tree: CommandTree) -> None:
@@ -28,7 +29,7 @@ def register(tree: CommandTree) -> None:
     build.add_argument("config", help="split config, e.g. configs/default.yaml")
     build.add_argument("--out", required=True, help="output directory (replaced atomically)")
     build.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    build.set_defaults(func=_build)
+    build.set_defaults(func="imagenet_zsl.splits.commands:build")
 
     stats = group.add_parser("stats", help="class/image counts, structural ratio and flaws of a wnid list")
     stats.add_argument("file", help="wnid list (one wnid a line)")
@@ -43,7 +44,7 @@ def register(tree: CommandTree) -> None:
     stats.add_argument("--split", help="benchmark split of --pool-config (default: its first)")
     stats.add_argument("--no-optimum", action="store_true", help="skip the optimum R (it takes seconds)")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
-    stats.set_defaults(func=_stats)
+    stats.set_defaults(func="imagenet_zsl.splits.commands:stats")
 
     leak = group.add_parser(
         "leakage",
@@ -55,11 +56,11 @@ def register(tree: CommandTree) -> None:
     lazy_help(
         leak.add_argument("--pretraining", required=True),
         "label set: %(label_sets)s or a wnid-list FILE",
-        label_sets=_label_set_names,
+        label_sets="imagenet_zsl.splits.pretraining:LABEL_SET_FILES",
     )
     leak.add_argument("--counts", help="'wnid<TAB>count' TSV (default: packaged fall11 counts)")
     leak.add_argument("--json", action="store_true", help="print one JSON object per split")
-    leak.set_defaults(func=_leakage)
+    leak.set_defaults(func="imagenet_zsl.splits.commands:leakage")
 
     front = group.add_parser(
         "frontier",
@@ -76,7 +77,7 @@ def register(tree: CommandTree) -> None:
         default=None,
         help="comma-separated max_branch_share values (default: 1.0,0.9,...,0.1)",
     )
-    front.set_defaults(func=_frontier)
+    front.set_defaults(func="imagenet_zsl.splits.commands:frontier")
 
     show = group.add_parser(
         "show",
@@ -90,13 +91,7 @@ def register(tree: CommandTree) -> None:
     show.add_argument("--splits-dir", default="splits", help="where committed names live (default: splits)")
     show.add_argument("--wnids", action="store_true", help="print the wnids only, one a line")
     show.add_argument("--json", action="store_true", help="print one JSON object")
-    show.set_defaults(func=_show)
-
-
-def _label_set_names() -> str:
-    from imagenet_zsl.splits.pretraining import LABEL_SET_FILES
-
-    return ", ".join(LABEL_SET_FILES)
+    show.set_defaults(func="imagenet_zsl.splits.commands:show")
 
 
 def _shares(text: str) -> tuple[float, ...]:
@@ -107,82 +102,3 @@ def _shares(text: str) -> tuple[float, ...]:
     if not values or not all(0 < v <= 1 for v in values):
         raise argparse.ArgumentTypeError(f"each share must be in (0, 1], got {text!r}")
     return values
-
-
-def _leakage(args: argparse.Namespace) -> int:
-    from imagenet_zsl.splits.build import resolve_counts
-    from imagenet_zsl.splits.io import read_wnid_list
-    from imagenet_zsl.splits.leakage import split_leakage
-    from imagenet_zsl.splits.pretraining import label_set
-
-    counts = resolve_counts(args.counts)
-    seen = label_set(args.pretraining)  # fail fast on an unknown set
-    del seen
-    for path in args.splits:
-        wnids = read_wnid_list(path)
-        leak = split_leakage(wnids, args.pretraining, counts)
-        if args.json:
-            print(json.dumps({"split": path, **leak.as_dict()}, sort_keys=True))
-        else:
-            print(
-                f"{path}: {leak.seen_classes:,}/{leak.n_classes:,} test classes "
-                f"({100 * leak.class_share:.1f}%) and {100 * leak.image_share:.1f}% of "
-                f"{leak.n_images:,} test images are {args.pretraining} labels"
-            )
-    return 0
-
-
-def _frontier(args: argparse.Namespace) -> int:
-    from imagenet_zsl.splits.frontier import DEFAULT_SHARES, frontier, frontier_table
-
-    shares = DEFAULT_SHARES if args.shares is None else args.shares
-    rows = frontier(args.config, args.out, split=args.split, shares=shares)
-    print(frontier_table(rows))
-    unproven = sum(not row["proven"] for row in rows)
-    proven = f" ({unproven} not proven optimal)" if unproven else " (all proven optimal)"
-    print(f"\nwrote {len(rows)} sets{proven}, frontier.csv/.md/.png and manifest.json to {args.out}")
-    return 0
-
-
-def _build(args: argparse.Namespace) -> int:
-    from imagenet_zsl.splits.build import build_splits
-    from imagenet_zsl.splits.report import split_table
-
-    built = build_splits(args.config, args.out, progress=not args.no_progress)
-    print(split_table(built))
-    print(f"\nwrote {len(built)} splits, manifest.json and report.md to {args.out}")
-    return 0
-
-
-def _stats(args: argparse.Namespace) -> int:
-    from imagenet_zsl.hierarchy.universe import resolve_graph
-    from imagenet_zsl.splits.build import resolve_counts, resolve_train
-    from imagenet_zsl.splits.stats import default_pool_config, optimum_for_size, split_stats
-
-    train = resolve_train(args.train, "--train")
-    graph = resolve_graph(args.graph)
-    stats = split_stats(args.file, train, graph, resolve_counts(args.counts))
-    pool_config = args.pool_config or (None if args.no_optimum else default_pool_config())
-    if pool_config is not None and not args.no_optimum:
-        stats.update(optimum_for_size(pool_config, args.split, stats["n_classes"]))
-    if args.json:
-        print(json.dumps(stats, sort_keys=True))
-    else:
-        width = max(map(len, stats))
-        for key, value in stats.items():
-            print(f"{key:<{width}}  {value}")
-    return 0
-
-
-def _show(args: argparse.Namespace) -> int:
-    from imagenet_zsl.splits.io import read_wnid_list
-    from imagenet_zsl.splits.named import PUBLISHED_SPLITS, resolve_split
-    from imagenet_zsl.splits.published_report import format_show, show_split
-
-    path = resolve_split(args.name, args.splits_dir, "splits show")
-    if args.wnids:
-        print("\n".join(read_wnid_list(path)))
-        return 0
-    record = show_split(path, args.name if args.name in PUBLISHED_SPLITS else None)
-    print(json.dumps(record, sort_keys=True) if args.json else format_show(record))
-    return 0

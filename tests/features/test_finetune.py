@@ -18,7 +18,7 @@ import pytest
 import torch
 from PIL import Image
 
-from imagenet_zsl.cli import CommandTree
+from imagenet_zsl.cli_types import CommandTree
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import finetune as module
 from imagenet_zsl.features.backbones import create_backbone, last_block

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from imagenet_zsl.cli import CommandTree
+from imagenet_zsl.cli_types import CommandTree
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 from imagenet_zsl.image_filter import classifiers, crossfit
