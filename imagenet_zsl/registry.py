@@ -6,8 +6,9 @@ builds it::
 
     MODELS = Registry("model")
 
-    @MODELS.register("eszsl")
-    class ESZSL(ZSLModel): ...
+    @MODELS.register
+    class ESZSL(ZSLModel):
+        name = "eszsl"
 
     model = MODELS.create("eszsl", lam=1.0)
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
@@ -49,6 +50,16 @@ def load_target(target: str) -> Any:
     return obj
 
 
+def registered_name(obj: object) -> str:
+    """The name an object registers under: its ``name`` attribute (a class's), else ``__name__``."""
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str):
+        name = getattr(obj, "__name__", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"bug: {obj!r} has neither a 'name' attribute nor a __name__ to register under")
+    return name
+
+
 class Registry(Generic[T]):
     """Name → object, filled by ``@register`` where each object is defined.
 
@@ -63,14 +74,14 @@ class Registry(Generic[T]):
         self._plugins_loaded = group is None
         self._loading = False
 
-    def register(self, name: str) -> Callable[[T], T]:
-        """Decorator: register the decorated object under ``name`` (lower-case, unique)."""
+    def register(self, obj: T) -> T:
+        """Decorator: register the decorated object under its one name (lower-case, unique).
 
-        def decorate(obj: T) -> T:
-            self.add(name, obj)
-            return obj
-
-        return decorate
+        The name is written once, where the object is defined: a class's ``name`` attribute
+        (``class ESZSL(ZSLModel): name = "eszsl"``), else the function's own name (timm's
+        ``@register_model def resnet50``)."""
+        self.add(registered_name(obj), obj)
+        return obj
 
     def add(self, name: str, obj: T) -> None:
         key = name.lower()
