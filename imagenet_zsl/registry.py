@@ -50,11 +50,14 @@ def load_target(target: str) -> Any:
     return obj
 
 
-def registered_name(obj: object) -> str:
-    """The name an object registers under: its ``name`` attribute (a class's), else ``__name__``."""
+def registered_name(obj: object, hyphens: bool = False) -> str:
+    """The name an object registers under: its ``name`` attribute (a class's), else ``__name__``
+    (with ``hyphens``, a function ``resnet50_v2`` is ``resnet50-v2``, the spelling users type)."""
     name = getattr(obj, "name", None)
     if not isinstance(name, str):
         name = getattr(obj, "__name__", None)
+        if isinstance(name, str) and hyphens:
+            name = name.replace("_", "-")
     if not isinstance(name, str) or not name:
         raise ValueError(f"bug: {obj!r} has neither a 'name' attribute nor a __name__ to register under")
     return name
@@ -67,9 +70,11 @@ class Registry(Generic[T]):
     'eszsl'?"). ``group`` is the entry-point group whose modules are imported on first miss.
     """
 
-    def __init__(self, what: str, group: str | None = None):
+    def __init__(self, what: str, group: str | None = None, *, hyphens: bool = False):
         self.what = what
         self.group = group
+        #: a registered function's ``_`` are ``-`` in its name (backbones: ``resnet50-v2``)
+        self.hyphens = hyphens
         self._items: dict[str, T] = {}
         self._plugins_loaded = group is None
         self._loading = False
@@ -80,7 +85,7 @@ class Registry(Generic[T]):
         The name is written once, where the object is defined: a class's ``name`` attribute
         (``class ESZSL(ZSLModel): name = "eszsl"``), else the function's own name (timm's
         ``@register_model def resnet50``)."""
-        self.add(registered_name(obj), obj)
+        self.add(registered_name(obj, self.hyphens), obj)
         return obj
 
     def add(self, name: str, obj: T) -> None:

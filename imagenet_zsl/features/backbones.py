@@ -59,10 +59,10 @@ class BackboneSpec:
 
 #: every named backbone: a function returning its :class:`BackboneSpec`, registered where it is
 #: defined below (``timm:<model>`` names are resolved by :func:`get_spec` without registering)
-BACKBONES: Registry[Callable[[], BackboneSpec]] = Registry("backbone")
+BACKBONES: Registry[Callable[[], BackboneSpec]] = Registry("backbone", hyphens=True)
 
 
-@BACKBONES.register("resnet50")
+@BACKBONES.register
 def resnet50() -> BackboneSpec:
     return BackboneSpec(
         "resnet50",
@@ -74,7 +74,7 @@ def resnet50() -> BackboneSpec:
     )
 
 
-@BACKBONES.register("resnet50-v2")
+@BACKBONES.register
 def resnet50_v2() -> BackboneSpec:
     return BackboneSpec(
         "resnet50-v2",
@@ -86,7 +86,7 @@ def resnet50_v2() -> BackboneSpec:
     )
 
 
-@BACKBONES.register("resnet101")
+@BACKBONES.register
 def resnet101() -> BackboneSpec:
     return BackboneSpec(
         "resnet101",
@@ -98,14 +98,14 @@ def resnet101() -> BackboneSpec:
     )
 
 
-@BACKBONES.register("resnet18")
+@BACKBONES.register
 def resnet18() -> BackboneSpec:
     return BackboneSpec(
         "resnet18", "torchvision", "resnet18", 512, "IMAGENET1K_V1", "ResNet-18, 512-d: quick experiments"
     )
 
 
-@BACKBONES.register("tiny-test")
+@BACKBONES.register
 def tiny_test() -> BackboneSpec:
     return BackboneSpec(
         "tiny-test", "builtin", "tiny", 32, None, "4-layer CNN, 32-d, random weights only: for tests"

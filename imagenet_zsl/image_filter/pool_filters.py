@@ -14,7 +14,7 @@ from imagenet_zsl.image_filter.outputs import class_verdicts
 from imagenet_zsl.splits.pool import POOL_FILTERS, PoolContext
 
 
-@POOL_FILTERS.register("image_quality")
+@POOL_FILTERS.register
 def image_quality(
     candidates: list[str], ctx: PoolContext, path: str, require_judged: bool = True
 ) -> list[str]:

@@ -9,8 +9,9 @@ by its own score and none is special-cased by name.
 
 Models register themselves where they are defined (timm's way)::
 
-    @MODELS.register("eszsl")
-    class ESZSL(ZSLModel): ...
+    @MODELS.register
+    class ESZSL(ZSLModel):
+        name = "eszsl"
 
 and ``MODELS`` imports every model module the first time it lists its models or misses a name,
 so it is always complete when asked, while importing the package imports no model. Fitted state

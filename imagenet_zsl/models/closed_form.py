@@ -132,7 +132,7 @@ class SylvesterBases:
         return self.a_vectors @ ratio @ self.g_vectors.T
 
 
-@MODELS.register("eszsl")
+@MODELS.register
 class ESZSL(_LinearSemanticModel):
     """Embarrassingly simple ZSL: a bilinear map with a closed form (γ: features, λ: semantics)."""
 
@@ -161,7 +161,7 @@ class ESZSL(_LinearSemanticModel):
         return self
 
 
-@MODELS.register("sae")
+@MODELS.register
 class SAE(_LinearSemanticModel):
     """Semantic autoencoder: encoder W (image → semantic) tied to its transpose as decoder."""
 
@@ -207,7 +207,7 @@ class SAE(_LinearSemanticModel):
         return l2_normalize(semantic)
 
 
-@MODELS.register("ridge")
+@MODELS.register
 class Ridge(_LinearSemanticModel):
     """Ridge regression from image features to the class's semantic vector."""
 
@@ -227,7 +227,7 @@ class Ridge(_LinearSemanticModel):
         return self
 
 
-@MODELS.register("ridge_s2v")
+@MODELS.register
 class RidgeS2V(_LinearSemanticModel):
     """Ridge regression from a class's semantic vector to its images (Euclidean ranking)."""
 

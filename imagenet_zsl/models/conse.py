@@ -43,7 +43,7 @@ def convex_combination(
     return out
 
 
-@MODELS.register("conse")
+@MODELS.register
 class ConSE(ZSLModel):
     """ConSE: top-T posterior-weighted average of seen word vectors, cosine to class vectors."""
 

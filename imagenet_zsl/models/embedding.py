@@ -58,7 +58,7 @@ from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
 # ----------------------------------------------------------------------------- CMT
-@MODELS.register("cmt")
+@MODELS.register
 class CMT(_LinearSemanticModel):
     """CMT: two-layer tanh network from image features to word vectors (Socher et al. 2013)."""
 
@@ -188,7 +188,7 @@ def class_transform(x, prototypes, kind: str):  # noqa: ANN001, ANN201 - numpy a
     return x[:, None, :] - positive if kind == "int" else positive  # min(x, v) = x − max(0, x − v)
 
 
-@MODELS.register("sse")
+@MODELS.register
 class SSE(_BilinearRanking):
     """SSE: classes and images as mixtures of seen-class proportions (class-dependent image side)."""
 

@@ -356,7 +356,7 @@ class _GraphClassifierRegression(ZSLModel):
         return self.node_outputs_[[index[w] for w in wnids]]
 
 
-@MODELS.register("gcnz")
+@MODELS.register
 class GCNZ(_GraphClassifierRegression):
     """GCNZ: 6-layer GCN on the is-a graph regressing the seen classifiers (Wang et al. 2018)."""
 
@@ -379,7 +379,7 @@ class GCNZ(_GraphClassifierRegression):
         return [[normalized_adjacency(graph.adjacency, "sym")]] * layers
 
 
-@MODELS.register("sgcn")
+@MODELS.register
 class SGCN(_GraphClassifierRegression):
     """SGCN: 2-layer GCN with row-normalised is-a adjacency (Kampffmeyer et al. 2019)."""
 
@@ -389,7 +389,7 @@ class SGCN(_GraphClassifierRegression):
         return [[normalized_adjacency(graph.adjacency, "row")]] * layers
 
 
-@MODELS.register("dgp")
+@MODELS.register
 class DGP(_GraphClassifierRegression):
     """DGP: dense ancestor/descendant propagation with hop-distance attention (Kampffmeyer 2019)."""
 

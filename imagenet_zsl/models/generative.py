@@ -48,7 +48,7 @@ def class_moments(
     return means, np.maximum(squares / counts - means**2, 0.0)
 
 
-@MODELS.register("gfzsl")
+@MODELS.register
 class GFZSL(_LinearSemanticModel):
     """GFZSL: diagonal Gaussians per class, mean and log-variance regressed from semantics."""
 

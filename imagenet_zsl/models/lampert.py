@@ -119,7 +119,7 @@ class _AttributePosteriorModel(ZSLModel):
         return np.concatenate([signatures, 1 - signatures], axis=1).astype(np.float32)
 
 
-@MODELS.register("dap")
+@MODELS.register
 class DAP(_AttributePosteriorModel):
     """Direct Attribute Prediction: per-attribute logistic regressions on seen images."""
 
@@ -138,7 +138,7 @@ class DAP(_AttributePosteriorModel):
         return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))
 
 
-@MODELS.register("iap")
+@MODELS.register
 class IAP(_AttributePosteriorModel):
     """Indirect Attribute Prediction: seen-class posteriors mapped through seen signatures."""
 

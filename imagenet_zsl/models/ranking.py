@@ -184,7 +184,7 @@ class _BilinearRanking(_LinearSemanticModel):
         return self._semantic(wnids)
 
 
-@MODELS.register("devise")
+@MODELS.register
 class DeViSE(_BilinearRanking):
     """DeViSE: linear map of image features into the word-vector space, hinge rank loss."""
 
@@ -192,7 +192,7 @@ class DeViSE(_BilinearRanking):
     weighting: ClassVar[str] = "uniform"
 
 
-@MODELS.register("ale")
+@MODELS.register
 class ALE(_BilinearRanking):
     """ALE: bilinear compatibility with the rank-weighted (WARP-style) hinge loss."""
 
@@ -200,7 +200,7 @@ class ALE(_BilinearRanking):
     weighting: ClassVar[str] = "rank"
 
 
-@MODELS.register("sje")
+@MODELS.register
 class SJE(_BilinearRanking):
     """SJE: bilinear compatibility with the structured SVM loss (most violating class only)."""
 
@@ -208,7 +208,7 @@ class SJE(_BilinearRanking):
     weighting: ClassVar[str] = "max"
 
 
-@MODELS.register("latem")
+@MODELS.register
 class LATEM(_BilinearRanking):
     """LATEM: K latent bilinear maps, the best-scoring one per pair; one sampled wrong class per image."""
 

@@ -106,7 +106,7 @@ def struct_loss(scores: torch.Tensor, labels: torch.Tensor, margins: torch.Tenso
     return (scores + margins[labels] - true).max(dim=1).values.mean()
 
 
-@MODELS.register("sync")
+@MODELS.register
 class SYNC(_LinearSemanticModel):
     """SYNC: each class's classifier is a semantic-similarity mixture of phantom classifiers."""
 

@@ -125,7 +125,7 @@ def nearest_seen_matrix_bfs(graph: ClassGraph, seen: Sequence[str], wnids: Seque
     return (nearest / nearest.sum(axis=1, keepdims=True)).astype(np.float32)
 
 
-@MODELS.register("trivial")
+@MODELS.register
 class Trivial(ZSLModel):
     """Hascoet et al.'s structural baseline: one-hot code of the nearest training class(es)."""
 
@@ -158,7 +158,7 @@ class Trivial(ZSLModel):
         return nearest_seen_matrix(self.graph_, self.seen_wnids_, list(wnids))
 
 
-@MODELS.register("hascoet_trivial")
+@MODELS.register
 class HascoetTrivial(ZSLModel):
     """Hascoet et al.'s trivial linear baseline: ridge onto one-hot codes, nearest training class."""
 

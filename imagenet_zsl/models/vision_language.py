@@ -99,7 +99,7 @@ def tower_pair_problem(image: dict[str, Any] | None, text_source: str | None) ->
     )
 
 
-@MODELS.register("vlm_zero_shot")
+@MODELS.register
 class VisionLanguageZeroShot(ZSLModel):
     """Vision-language zero-shot (CLIP): cosine of image features and class text embeddings."""
 

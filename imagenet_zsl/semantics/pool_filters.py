@@ -43,7 +43,7 @@ def _labels(candidates: list[str]) -> list[str]:
     return chosen_labels(candidates)
 
 
-@POOL_FILTERS.register("has_vector")
+@POOL_FILTERS.register
 def has_vector(
     candidates: list[str],
     ctx: PoolContext,
@@ -71,7 +71,7 @@ def has_vector(
     return [w for w in candidates if w in table]
 
 
-@POOL_FILTERS.register("min_word_frequency")
+@POOL_FILTERS.register
 def min_word_frequency(
     candidates: list[str],
     ctx: PoolContext,
@@ -89,7 +89,7 @@ def min_word_frequency(
     return [w for w, z in zip(candidates, zipf, strict=True) if z >= threshold]
 
 
-@POOL_FILTERS.register("primary_meaning")
+@POOL_FILTERS.register
 def primary_meaning(
     candidates: list[str],
     ctx: PoolContext,

@@ -131,7 +131,7 @@ class ClipTextEncoder(TextEncoder):
     """The text tower of an open_clip model: ``encode_text`` of the tokenised texts.
 
     ``model`` is an open_clip ``CLIP`` module and ``tokenizer`` its tokenizer (both built by
-    :func:`clip_encoder`, or handed in by tests with random weights).
+    :func:`clip`, or handed in by tests with random weights).
     """
 
     def __init__(self, model: Any, tokenizer: Any, device: Any = "cpu", weights_sha256: str | None = None):
@@ -184,8 +184,8 @@ def _cached_clip_checkpoint(arch: str, tag: str) -> Path:
     )
 
 
-@TEXT_ENCODERS.register("clip")
-def clip_encoder(model: str, weights: Path | None = None, device: Any = "cpu") -> ClipTextEncoder:
+@TEXT_ENCODERS.register
+def clip(model: str, weights: Path | None = None, device: Any = "cpu") -> ClipTextEncoder:
     """``ARCH/PRETRAINED`` or ``ARCH`` (with ``weights``): an open_clip text tower, never downloaded."""
     open_clip = _open_clip()
     arch, _, tag = model.partition("/")
@@ -246,8 +246,8 @@ def _sentence_folder(model: str, weights: Path | None) -> str:
     return model
 
 
-@TEXT_ENCODERS.register("sentence")
-def sentence_encoder(model: str, weights: Path | None = None, device: Any = "cpu") -> SentenceTextEncoder:
+@TEXT_ENCODERS.register
+def sentence(model: str, weights: Path | None = None, device: Any = "cpu") -> SentenceTextEncoder:
     """A sentence-embedding model loaded offline (see the module table)."""
     folder = _sentence_folder(model, weights)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network

@@ -85,20 +85,20 @@ def run_pool(
 
 
 # --------------------------------------------------------------------------- core filters
-@POOL_FILTERS.register("not_training")
+@POOL_FILTERS.register
 def not_training(candidates: list[str], ctx: PoolContext) -> list[str]:
     """Drop the training classes themselves."""
     train = set(ctx.train)
     return [w for w in candidates if w not in train]
 
 
-@POOL_FILTERS.register("min_images")
+@POOL_FILTERS.register
 def min_images(candidates: list[str], ctx: PoolContext, min: int = 301) -> list[str]:  # noqa: A002
     """Keep classes with at least ``min`` images (fall11 counts, or the user's counts file)."""
     return [w for w in candidates if ctx.counts.get(w, 0) >= min]
 
 
-@POOL_FILTERS.register("connected")
+@POOL_FILTERS.register
 def connected(candidates: list[str], ctx: PoolContext) -> list[str]:
     """Keep classes reachable from the training classes (a ratio needs finite distances)."""
     dist = ctx.graph.distances_from(ctx.train)
@@ -106,7 +106,7 @@ def connected(candidates: list[str], ctx: PoolContext) -> list[str]:
     return [w for w, d in zip(candidates, dist[idx], strict=True) if np.isfinite(d)]
 
 
-@POOL_FILTERS.register("not_related_to_training")
+@POOL_FILTERS.register
 def not_related_to_training(candidates: list[str], ctx: PoolContext) -> list[str]:
     """Drop ancestors and descendants of training classes (structural consistency w.r.t. train)."""
     graph = ctx.graph
@@ -118,21 +118,21 @@ def not_related_to_training(candidates: list[str], ctx: PoolContext) -> list[str
     return [w for w, r in zip(candidates, related[idx], strict=True) if not r]
 
 
-@POOL_FILTERS.register("include_list")
+@POOL_FILTERS.register
 def include_list(candidates: list[str], ctx: PoolContext, path: str) -> list[str]:
     """Keep only classes listed in a wnid file (one per line)."""
     allowed = set(read_wnid_list(path))
     return [w for w in candidates if w in allowed]
 
 
-@POOL_FILTERS.register("exclude_list")
+@POOL_FILTERS.register
 def exclude_list(candidates: list[str], ctx: PoolContext, path: str) -> list[str]:
     """Drop classes listed in a wnid file (one per line)."""
     banned = set(read_wnid_list(path))
     return [w for w in candidates if w not in banned]
 
 
-@POOL_FILTERS.register("not_in_pretraining")
+@POOL_FILTERS.register
 def not_in_pretraining(candidates: list[str], ctx: PoolContext, label_set: str = "in12k") -> list[str]:
     """Drop the labels of a pretraining set (``in1k``, ``in12k``, ``in21k-p``, ``in22k`` or a wnid
     file): a benchmark from this pool has zero leakage for backbones pretrained on that set."""

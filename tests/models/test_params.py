@@ -58,7 +58,7 @@ def test_an_int_is_a_float_and_defaults_fill_in():
 def test_a_bug_in_a_models_init_is_not_turned_into_a_user_error():
     registry: Registry[type[ZSLModel]] = Registry("model")
 
-    @registry.register("buggy")
+    @registry.register
     class Buggy(ZSLModel):
         name = "buggy"
 
