@@ -18,7 +18,8 @@ run = zsl.evaluate(model, features / "test", "benchmark", "runs/eszsl")
 table = zsl.hit_at_k_table([run])                    # pandas DataFrame, hit@K as fractions
 ```
 
-Importing this module is cheap: each function imports its stage when called.
+Importing this module imports the stages it calls into; ``import imagenet_zsl`` imports it only
+when a public name is first used (PEP 562), so the command line never pays for it.
 """
 
 from __future__ import annotations
@@ -28,13 +29,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from imagenet_zsl.batch.runner import run
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.report import aggregate_runs
+from imagenet_zsl.evaluation.run import EvaluationConfig
+from imagenet_zsl.evaluation.run import evaluate as run_evaluation
+from imagenet_zsl.features.feature_dir import FeatureDir
+from imagenet_zsl.features.simulate import load_simulation_config, simulate, simulation_config_from_dict
+from imagenet_zsl.models.base import ZSLModel
+from imagenet_zsl.models.persistence import load_model as load
+from imagenet_zsl.models.training import TrainConfig, load_train_config
+from imagenet_zsl.models.training import train as train_model
+from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.named import resolve_split
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from imagenet_zsl.features.feature_dir import FeatureDir
-    from imagenet_zsl.models.base import ZSLModel
 
 __all__ = [
     "UserInputError",
@@ -58,8 +69,6 @@ def split_file(split: str | Path, splits_dir: str | Path = "splits") -> Path:
     """The wnid file of a split, resolved as a ``run`` recipe resolves it: a path to a file, a
     published list (``dgp-2hops``, ``dgp-3hops``, ``dgp-all``) or a committed name
     (``splits_dir/NAME.txt``; with the default ``splits_dir``, else the checkout's ``splits/``)."""
-    from imagenet_zsl.splits.named import resolve_split
-
     try:
         return resolve_split(split, splits_dir, "split")
     except UserInputError:
@@ -71,8 +80,6 @@ def split_file(split: str | Path, splits_dir: str | Path = "splits") -> Path:
 def load_split(split: str | Path, splits_dir: str | Path = "splits") -> list[str]:
     """The classes of a split, sorted wnids (``'n01234567'``), from a committed name (``hop1``,
     looked up in ``splits_dir``) or a wnid list file (one wnid a line, ``#`` comments)."""
-    from imagenet_zsl.splits.io import read_wnid_list
-
     return read_wnid_list(split_file(split, splits_dir))
 
 
@@ -80,8 +87,6 @@ def simulate_features(config: str | Path | Mapping[str, Any], out: str | Path) -
     """SIMULATED features (``imagenet-zsl simulate``): ``out/train``, ``out/seen_test`` and
     ``out/test`` feature directories from a simulation YAML file or the same keys as a dict.
     Relative class-list paths of a dict config are read from the working directory."""
-    from imagenet_zsl.features.simulate import load_simulation_config, simulate, simulation_config_from_dict
-
     if isinstance(config, Mapping):
         return simulate(simulation_config_from_dict(dict(config)), out, base_dir=Path.cwd())
     return simulate(load_simulation_config(config), out, base_dir=Path(config).parent)
@@ -92,8 +97,6 @@ def load_features(directory: str | Path) -> FeatureDir:
 
     ``.classes`` are its wnids, ``.dim`` the feature dimension D; ``.identity`` the backbone,
     weights and preprocessing the features came from."""
-    from imagenet_zsl.features.feature_dir import FeatureDir
-
     return FeatureDir(directory)
 
 
@@ -113,9 +116,6 @@ def train(
     or a model config YAML (configs/models/*.yaml), whose ``semantics``, ``graph`` and ``select``
     then apply; ``params`` override hyper-parameters like ``train --set``. ``semantics``: a named
     vector set or a class-vector ``.npz``; ``graph``: ``wordnet``, ``imagenet`` or an edge file."""
-    from imagenet_zsl.models.training import TrainConfig, load_train_config
-    from imagenet_zsl.models.training import train as train_model
-
     path = Path(model)
     if path.suffix in (".yaml", ".yml"):
         if not path.is_file():
@@ -132,8 +132,6 @@ def load_model(directory: str | Path) -> ZSLModel:
     """The fitted model saved in ``directory`` by `train` or ``run``, every file verified.
 
     ``model.scores(x, wnids)``: (N, D) features → (N, C) float32 scores against any classes."""
-    from imagenet_zsl.models.persistence import load_model as load
-
     return load(directory)
 
 
@@ -146,9 +144,6 @@ def evaluate(
     ``split``: a committed name or a wnid file. ``options``: the other fields of
     `imagenet_zsl.evaluation.run.EvaluationConfig` (``ks``, ``gzsl``, ``seen_features``,
     ``label_space``, ``plots``, ``device``...), each the flag of that name. Nothing is printed."""
-    from imagenet_zsl.evaluation.run import EvaluationConfig
-    from imagenet_zsl.evaluation.run import evaluate as run_evaluation
-
     fixed = {"model", "features", "split", "out"}
     known = {f.name for f in dataclasses.fields(EvaluationConfig)} - fixed
     unknown = sorted(set(options) - known)
@@ -171,8 +166,6 @@ def run_batch(recipe: str | Path, out: str | Path, progress: bool = False) -> Pa
     """Many models × many splits from one recipe (``imagenet-zsl run``), resumable; returns
     ``out``, whose ``summary.csv`` is the table and ``cells/`` the run directories. A failed cell
     is a UserInputError naming the first failure (the other cells are still written)."""
-    from imagenet_zsl.batch.runner import run
-
     result = run(recipe, out, progress=progress, echo=lambda line: None)
     if result.failed:
         first, cause = next(iter(result.errors.items()))
@@ -189,8 +182,6 @@ def hit_at_k_table(runs: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     ``runs``: run directories (``evaluate``), or a ``run`` batch directory (its ``cells/``, or
     ``backbones/NAME/cells/`` of a recipe over several feature sets: one row per backbone, model
     and split)."""
-    from imagenet_zsl.evaluation.report import aggregate_runs
-
     given = [runs] if isinstance(runs, str | Path) else list(runs)
     dirs: list[Path] = []
     for path in map(Path, given):
