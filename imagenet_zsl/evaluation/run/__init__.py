@@ -57,10 +57,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl.evaluation.run.cache import SearchCache, run_cache_root
+from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
 from imagenet_zsl.evaluation.run.classes import present_classes, representable_classes
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_paths
 from imagenet_zsl.evaluation.run.gzsl import gzsl_metrics, held_calibration_rows
-from imagenet_zsl.evaluation.run.inputs import EvaluationInputs, check_inputs
+from imagenet_zsl.evaluation.run.inputs import check_inputs
 from imagenet_zsl.evaluation.run.provenance import provenance, warn_pretraining
 from imagenet_zsl.evaluation.run.results import SearchResults, run_search
 from imagenet_zsl.evaluation.run.search_sets import SearchContext

@@ -16,7 +16,7 @@ from imagenet_zsl.evaluation.hierarchy_errors import gzsl_error_breakdowns
 from imagenet_zsl.evaluation.run.config import calibration_rows
 
 if TYPE_CHECKING:
-    from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
+    from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
     from imagenet_zsl.evaluation.run.results import SearchResults
     from imagenet_zsl.evaluation.run.search_sets import SetResult
 

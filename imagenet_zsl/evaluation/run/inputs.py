@@ -1,10 +1,9 @@
-"""Every input of a run, checked before any long work: :class:`EvaluationInputs` (frozen), built
-by :func:`check_inputs` alone."""
+"""Every input of a run, checked before any long work: :func:`check_inputs`, the one builder of
+the frozen :class:`~imagenet_zsl.evaluation.run.checked_inputs.EvaluationInputs`."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,8 +13,8 @@ from imagenet_zsl.devices import gpu_possible, resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.faiss_search import import_faiss
 from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
+from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs, GZSLSets
 from imagenet_zsl.evaluation.run.classes import (
-    LabelSpace,
     check_count_as_miss,
     check_test_images,
     class_image_counts,
@@ -33,6 +32,7 @@ from imagenet_zsl.evaluation.run.provenance import check_feature_identities, pre
 from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.hierarchy.universe import resolve_graph
+from imagenet_zsl.image_filter.outputs import kept_image_ids
 from imagenet_zsl.io import check_out_dir, regular_input_file
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
 
@@ -40,73 +40,6 @@ if TYPE_CHECKING:
     import torch
 
     from imagenet_zsl.hierarchy.graph import ClassGraph
-
-
-@dataclass(frozen=True, eq=False)
-class GZSLSets:
-    """The seen and validation image sets of a GZSL run (``None`` where the run has none).
-
-    ``seen_wnids``: the seen classes the source can represent; ``excluded_seen``: those it cannot
-    (they left with their images); ``*_lookup``: (len(fd.classes),) feature label → class index."""
-
-    seen_wnids: list[str] | None = None
-    seen_fd: FeatureDir | None = None
-    seen_lookup: np.ndarray | None = None
-    excluded_seen: tuple[str, ...] = ()
-    val_wnids: list[str] | None = None
-    val_fd: FeatureDir | None = None
-    val_lookup: np.ndarray | None = None
-    val_seen_fd: FeatureDir | None = None
-    val_seen_lookup: np.ndarray | None = None
-
-
-@dataclass(frozen=True, eq=False)
-class EvaluationInputs:
-    """Every input of a run: the test set with its label space, lookups and per-class counts, the
-    GZSL sets, the query source, the graph for the error breakdown and the searcher of each label
-    space."""
-
-    cfg: EvaluationConfig
-    ks: list[int]
-    #: classes kept per image and space: max(K) + 1
-    m: int
-    split_wnids: list[str]
-    fd: FeatureDir
-    source: QuerySource
-    space: LabelSpace
-    #: (len(fd.classes),) feature label → index in the label space (-1: not a test image)
-    test_lookup: np.ndarray
-    #: (len(split_wnids),) test images of each split class (kept images only, misses included)
-    class_counts_all: np.ndarray
-    #: (len(space.miss),) test images of each count-as-miss class
-    miss_counts: np.ndarray
-    #: ``--allow-feature-mismatch`` override records (empty: every identity agreed or is unknown)
-    feature_checks: list[dict[str, Any]]
-    graph: ClassGraph | None
-    sets: GZSLSets
-    spaces: dict[str, TopKSearcher]
-    kept_ids: np.ndarray | None
-    #: "seen in pretraining" block of metrics.json (None: the features do not record it)
-    pretraining: dict[str, Any] | None
-    pretraining_wnids: frozenset[str] | None
-
-    @property
-    def space_wnids(self) -> list[str]:
-        """The ZSL label space (the ``unseen`` search space)."""
-        return self.space.wnids
-
-    @property
-    def eval_wnids(self) -> list[str]:
-        """What test labels index: the label space, then the count-as-miss classes."""
-        return self.space.eval_wnids
-
-    @property
-    def seen_wnids(self) -> list[str] | None:
-        return self.sets.seen_wnids
-
-    @property
-    def val_wnids(self) -> list[str] | None:
-        return self.sets.val_wnids
 
 
 def _check_ks(cfg: EvaluationConfig) -> list[int]:
@@ -309,8 +242,6 @@ def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -
     resolved_graph = resolve_graph(graph if graph is not None else cfg.graph)
     kept_ids = None
     if cfg.kept_images is not None:
-        from imagenet_zsl.image_filter.outputs import kept_image_ids  # only for --kept-images
-
         kept_ids = np.asarray(sorted(kept_image_ids(cfg.kept_images)), dtype=np.str_)
     space = resolve_space(cfg, source, split_wnids, miss, sets.seen_wnids, head_classes(fd))
     lookup = test_lookup(fd, space.wnids, space.scored)

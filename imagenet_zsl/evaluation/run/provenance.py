@@ -25,7 +25,7 @@ from imagenet_zsl.models.vision_language import VisionLanguageZeroShot, tower_pa
 from imagenet_zsl.splits.pretraining import Pretraining
 
 if TYPE_CHECKING:
-    from imagenet_zsl.evaluation.run.inputs import EvaluationInputs, GZSLSets
+    from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs, GZSLSets
 
 
 def check_feature_identities(

@@ -14,7 +14,7 @@ from imagenet_zsl.evaluation.run.config import calibration_rows
 from imagenet_zsl.evaluation.run.search_sets import SearchContext, SetResult, search_set
 
 if TYPE_CHECKING:
-    from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
+    from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from imagenet_zsl.evaluation.properties import PROPERTY_COLUMNS, property_column
 from imagenet_zsl.hierarchy.universe import training_wnids
 
 if TYPE_CHECKING:
+    from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
     from imagenet_zsl.evaluation.run.gzsl import GZSLResult
-    from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
     from imagenet_zsl.evaluation.run.zsl import ZSLResult
 
 #: how per_class.csv writes floating-point cells (NaN: an empty cell)

@@ -17,8 +17,8 @@ from imagenet_zsl.evaluation.run.verify import EVALUATION_FORMAT, METRICS_NAME
 from imagenet_zsl.io import atomic_save_npy, atomic_write_json, atomic_write_text, write_manifest
 
 if TYPE_CHECKING:
+    from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
     from imagenet_zsl.evaluation.run.gzsl import GZSLResult
-    from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
     from imagenet_zsl.evaluation.run.results import SearchResults
     from imagenet_zsl.evaluation.run.search_sets import SetResult
     from imagenet_zsl.evaluation.run.table import ClassTable

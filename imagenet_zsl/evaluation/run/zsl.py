@@ -15,7 +15,7 @@ from imagenet_zsl.io import sha256_file
 
 if TYPE_CHECKING:
     from imagenet_zsl.evaluation.hierarchy_errors import ErrorBreakdown
-    from imagenet_zsl.evaluation.run.inputs import EvaluationInputs
+    from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
     from imagenet_zsl.evaluation.run.results import SearchResults
 
 
