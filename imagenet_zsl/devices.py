@@ -4,6 +4,7 @@ and the CPU-sharing setting of the commands that decode images in worker process
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import sys
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ DEVICE_HELP = (
 def cuda_available() -> bool:
     """True when torch is installed and sees a CUDA GPU."""
     try:
-        import torch
+        import torch  # deferred: a bottom module; a CPU command never loads torch
     except ImportError:
         return False
     return bool(torch.cuda.is_available())
@@ -51,7 +52,7 @@ def resolve_device(requested: str, local_rank: int | None = None) -> torch.devic
     number of GPUs; by default torchrun's ``LOCAL_RANK``, so each rank of a job on one machine
     takes its own GPU); ``cuda:N`` and ``cpu`` as given. A CUDA choice without a visible GPU, or
     any other string, is a user error."""
-    import torch
+    import torch  # deferred: a bottom module; a CPU command never loads torch
 
     if local_rank is None:
         local_rank = int(os.environ.get("LOCAL_RANK", "0") or 0)
@@ -99,7 +100,7 @@ def torch_numerics(deterministic: bool) -> Iterator[None]:
     Otherwise the fast settings: cuDNN autotuning on (one input shape per run pays one tuning).
     The flags matter on CUDA only; on the CPU both run the same code.
     """
-    import torch
+    import torch  # deferred: a bottom module; a CPU command never loads torch
 
     cudnn = torch.backends.cudnn
     saved = (
@@ -179,8 +180,6 @@ def _keep_freed_memory() -> str:
     DataLoader workers forked later inherit it. Returns "kept" when set, "unchanged" where the C
     library is not glibc.
     """
-    import ctypes
-
     try:
         libc = ctypes.CDLL(None)
         libc.gnu_get_libc_version  # noqa: B018 - only glibc has it (musl, macOS: leave malloc alone)

@@ -28,8 +28,9 @@ def subplots(nrows: int = 1, ncols: int = 1, **kwargs: Any) -> tuple[Any, Any]:
     Takes ``plt.subplots``'s arguments: grid keywords (``squeeze``, ``sharex``, ...) shape the axes,
     the rest (``figsize``, ``dpi``, ``layout``) the figure. matplotlib is imported here, lazily.
     """
+    # deferred: a bottom module; a plot-free command (--no-plots, a table) never loads matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: as above, plots only
 
     grid = {key: kwargs.pop(key) for key in _GRID_KEYWORDS & kwargs.keys()}
     fig = Figure(**kwargs)
@@ -42,3 +43,18 @@ def save_figure(fig: Any, path: str | Path, dpi: int = 110) -> Path:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+def colormap(name: str) -> Any:
+    """matplotlib's registered colormap ``name`` (e.g. ``tab10``): colours ``cmap(i)``, ``cmap.N``."""
+    from matplotlib import colormaps  # deferred: as above, plots only
+
+    return colormaps[name]
+
+
+def line_handle(**style: Any) -> Any:
+    """A legend handle drawn in no axes: a line with ``style`` (``color``, ``marker``, ...), for a
+    figure legend shared by several panels."""
+    from matplotlib.lines import Line2D  # deferred: as above, plots only
+
+    return Line2D([], [], **style)

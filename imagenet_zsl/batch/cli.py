@@ -1,9 +1,11 @@
-"""Command-line entry point of the `batch` stage: ``imagenet-zsl run RECIPE --out DIR``."""
+"""``imagenet-zsl run RECIPE --out DIR``: the flags; the handler is :mod:`imagenet_zsl.batch.commands`.
+
+Start-up imports nothing of the stage (the runner loads the whole pipeline): the command names its
+handler by dotted target, resolved only when it runs.
+"""
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,37 +37,4 @@ def register(tree: CommandTree) -> None:
         help="evaluate models fitted on features of another backbone than the test features "
         "(refused otherwise); recorded in the run manifest and shown in every row of the table",
     )
-    parser.set_defaults(func=_run)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from imagenet_zsl.batch.ranks import PeerFailed
-    from imagenet_zsl.batch.runner import run
-
-    try:
-        result = run(
-            args.recipe,
-            args.out,
-            progress=not args.no_progress,
-            allow_feature_mismatch=args.allow_feature_mismatch,
-        )
-    except PeerFailed:  # under torchrun: rank 0 printed the error
-        return 2
-    if not result.primary:  # under torchrun: rank 0 reports for every rank
-        return 1 if result.failed else 0
-    print(
-        f"trained {len(result.trained)} models; evaluated {len(result.evaluated)} cells, "
-        f"skipped {len(result.skipped)} finished, {len(result.failed)} failed"
-    )
-    print("files written:")
-    for path in result.files:
-        print(f"  {path}")
-    print(f"  {result.out / 'cells'}/  (one evaluation run directory per model and split)")
-    if result.failed:
-        first, cause = next(iter(result.errors.items()))
-        print(
-            f"error: {len(result.failed)} cells failed: {', '.join(result.failed)}; first, {first}: {cause}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    parser.set_defaults(func="imagenet_zsl.batch.commands:run")

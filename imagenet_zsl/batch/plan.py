@@ -30,7 +30,9 @@ from imagenet_zsl.batch.recipe import (
 )
 from imagenet_zsl.batch.test_images import TEST_IMAGES_DIR, TestImages
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.extract import begin_extraction
 from imagenet_zsl.features.extract_setup import ExtractConfig
+from imagenet_zsl.features.scored_dir import write_planned
 from imagenet_zsl.features.simulate import load_simulation_config, simulate
 from imagenet_zsl.io import (
     MANIFEST_NAME,
@@ -231,9 +233,6 @@ def resolve_features(plan: Plan) -> Features:
 def _scored_test(plan: Plan, spec: TestImages) -> ScoredTest:
     """Begin the extraction of every split's test classes into ``OUT/test-images/scored`` (a
     different one there is replaced: it is the run's) and write its planned directory."""
-    from imagenet_zsl.features.extract import begin_extraction
-    from imagenet_zsl.features.scored_dir import write_planned
-
     root = plan.out / TEST_IMAGES_DIR
     root.mkdir(parents=True, exist_ok=True)
     wnids = sorted({w for split in plan.splits for w in plan.split_wnids[split]})

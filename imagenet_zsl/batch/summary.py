@@ -20,6 +20,8 @@ chosen, the label space, any feature override.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from collections.abc import Sequence
@@ -32,7 +34,7 @@ from imagenet_zsl.evaluation.columns import COLUMN_LEGEND, csv_only, metric_colu
 from imagenet_zsl.evaluation.report import label_space_cell, tex_escape
 from imagenet_zsl.evaluation.run.run_report import md_table, pct
 from imagenet_zsl.io import atomic_write_text
-from imagenet_zsl.plotting import save_figure, subplots
+from imagenet_zsl.plotting import colormap, line_handle, save_figure, subplots
 from imagenet_zsl.scoring import TieRanks
 from imagenet_zsl.scoring.bootstrap import LEVEL, RESAMPLES, SEED, paired_bootstrap
 
@@ -216,9 +218,6 @@ def to_markdown(rows: Sequence[dict], notes: Sequence[str] = ()) -> str:
 
 def to_csv(rows: Sequence[dict]) -> str:
     """The table as CSV, values in % (4 decimals), empty where missing."""
-    import csv
-    import io
-
     if not rows:
         return ""
     buffer = io.StringIO()
@@ -264,9 +263,7 @@ PANEL_COLUMNS = 3
 
 def model_styles(models: Sequence[str]) -> dict[str, dict[str, Any]]:
     """One colour and marker per model, the same in every panel (tab10, then tab20 past 10)."""
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if len(models) <= 10 else "tab20"]
+    cmap = colormap("tab10" if len(models) <= 10 else "tab20")
     return {m: {"color": cmap(i % cmap.N), "marker": MARKERS[i % len(MARKERS)]} for i, m in enumerate(models)}
 
 
@@ -279,8 +276,6 @@ def hit_at_k_figure(rows: Sequence[dict], ks: Sequence[int]) -> Any:
     """One panel per split in a grid of :data:`PANEL_COLUMNS` columns (2 x 2 for 4 splits): flat
     hit@K against K, one line per model in the same colour and marker in every panel, one legend
     right of the grid (never over the data); a value a cell lacks is a gap, not 0."""
-    from matplotlib.lines import Line2D
-
     splits = list(dict.fromkeys(r["split"] for r in rows)) or ["(no cells)"]
     models = list(dict.fromkeys(_series(r) for r in rows))
     styles = model_styles(models)
@@ -306,7 +301,7 @@ def hit_at_k_figure(rows: Sequence[dict], ks: Sequence[int]) -> Any:
             ax.set_ylabel("flat hit@K (%)")
         if i >= len(splits) - ncols:
             ax.set_xlabel("K")
-    handles = [Line2D([], [], linestyle="-", markersize=4, **styles[m]) for m in models]
+    handles = [line_handle(linestyle="-", markersize=4, **styles[m]) for m in models]
     if handles:
         fig.legend(handles, models, loc="outside right upper", fontsize=7, frameon=False)
     return fig
