@@ -1,6 +1,9 @@
-"""Command-line entry points of the `evaluation` stage: ``evaluate`` and ``report``.
+"""``imagenet-zsl evaluate | report | predict``: the flags; the handlers are
+:mod:`imagenet_zsl.evaluation.commands` (``evaluate``, ``report``) and
+:mod:`imagenet_zsl.evaluation.predict` (``predict``).
 
-Start-up imports nothing of the stage: each handler imports what it runs.
+Start-up imports nothing of the stage: each command names its handler by dotted target, resolved
+only when the command runs (``predict`` never loads torch for its ``--help``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,27 @@ LABEL_SPACE_HELP = (
 MISMATCH_HELP = (
     "combine features whose identity (backbone, weights, preprocessing, layer) differs from the "
     "model's training features or from each other; the override is recorded and shown in every table"
+)
+
+#: the epilog of ``predict --help``
+PREDICT_EPILOG = """\
+examples:
+  imagenet-zsl predict coffee.png cat.jpg --model models/conse --backbone timm:tf_efficientnet_lite0 \\
+      --weights lite0.pth --label-space all -k 5
+  imagenet-zsl predict photo.jpg --model models/eszsl --backbone resnet50 \\
+      --label-space split --split splits/hop2.txt
+
+Each photo is decoded and preprocessed as 'extract' does it (give the same --resize/--crop/--ten-crop
+as the extraction the model was trained on). The model's feature identity (backbone, weights
+sha256, preprocessing) must match, unless --allow-feature-mismatch. Label space 'all' (default):
+every ImageNet-21K class that is not a seen class of the model; classes without a prototype
+(e.g. no word vector) are left out and counted.
+"""
+
+#: help of predict's --label-space
+PREDICT_LABEL_SPACE_HELP = (
+    "the classes each photo is ranked against: 'all' (default: every ImageNet-21K class that is not "
+    "a seen class of the model), 'split' (the classes of --split), or a wnid list FILE"
 )
 
 if TYPE_CHECKING:
@@ -139,7 +163,7 @@ def register(tree: CommandTree) -> None:
     )
     ev.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     ev.add_argument("--out", type=Path, required=True, help="run directory to write")
-    ev.set_defaults(func=_evaluate)
+    ev.set_defaults(func="imagenet_zsl.evaluation.commands:evaluate")
 
     rep = tree.command(
         "report",
@@ -159,73 +183,43 @@ def register(tree: CommandTree) -> None:
         required=True,
         help="output path, outside every RUN_DIR; .md, .csv and .tex files are written beside it",
     )
-    rep.set_defaults(func=_report)
+    rep.set_defaults(func="imagenet_zsl.evaluation.commands:report")
+
+    _register_predict(tree)
 
 
-def _evaluate(args: argparse.Namespace) -> int:
-    from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
-    from imagenet_zsl.scoring import DEFAULT_KS
-    from imagenet_zsl.splits.named import resolve_split
-
-    cfg = EvaluationConfig(
-        features=args.features,
-        split=resolve_split(args.split, "splits", "--split"),
-        out=args.out,
-        model=args.model,
-        prototypes=args.prototypes,
-        l2_normalize=args.l2_normalize,
-        ks=list(DEFAULT_KS) if args.k is None else args.k,
-        gzsl=args.gzsl,
-        seen_features=args.seen_features,
-        seen_classes=args.seen_classes,
-        val_split=args.val_split,
-        val_features=args.val_features,
-        val_seen_features=args.val_seen_features,
-        val_seen_fraction=args.val_seen_fraction,
-        seed=args.seed,
-        graph=args.graph,
-        label_frequency=not args.no_label_frequency,
-        plots=not args.no_plots,
-        block_rows=args.block_rows,
-        search=args.search,
-        device=args.device,
-        kept_images=args.kept_images,
-        label_space=args.label_space,
-        allow_feature_mismatch=args.allow_feature_mismatch,
+def _register_predict(tree: CommandTree) -> None:
+    """Add ``imagenet-zsl predict``: the top-k classes of a few photos under a fitted model."""
+    parser = tree.command(
+        "predict",
+        "print the top-k classes (wnid, lemma, gloss, score) of photos under a fitted model",
+        epilog=PREDICT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    metrics = evaluate(cfg)
-    zsl = metrics["zsl"]
-    ks = sorted(int(k) for k in zsl["flat"])
-    print(
-        f"ZSL   {zsl['images']} images of {zsl['classes_with_test_images']} classes, label space "
-        f"{zsl['classes_in_label_space']} classes ({zsl['label_space']}): "
-        + ", ".join(f"hit@{k} {100 * zsl['flat'][str(k)]:.2f}%" for k in ks)
-        + (
-            f" (strict ties: hit@{ks[0]} {100 * zsl['flat_strict'][str(ks[0])]:.2f}%)"
-            if zsl.get("tied_images")
-            else ""
-        )
+    parser.add_argument("photos", nargs="+", type=Path, help="image files (any format PIL reads)")
+    parser.add_argument("--model", required=True, type=Path, help="model directory written by 'train'")
+    parser.add_argument("--backbone", required=True, help="the backbone the model's features came from")
+    parser.add_argument(
+        "--weights",
+        help="its weights file, or 'random' (tests only); default: the torch hub / Hugging Face cache",
     )
-    gzsl = metrics.get("gzsl")
-    if gzsl:
-        d = gzsl["per_class"]["1"]
-        line = (
-            f"GZSL  seen {100 * d['seen']:.2f}%, unseen {100 * d['unseen']:.2f}%, "
-            f"H {100 * d['H']:.2f}%, AUSUC {100 * d['ausuc']:.2f}"
-        )
-        cal = gzsl.get("calibration")
-        if cal:
-            line += f"; calibrated γ={cal['gamma']:.4g}: H {100 * cal['test']['per_class']['1']['H']:.2f}%"
-        print(line)
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _report(args: argparse.Namespace) -> int:
-    from imagenet_zsl.evaluation.report import aggregate_runs, check_report_out, write_report_tables
-
-    check_report_out(args.out, args.runs)
-    table = aggregate_runs(args.runs)
-    for path in write_report_tables(table, args.out):
-        print(f"wrote {path}")
-    return 0
+    parser.add_argument("--seed", type=seed, default=0, help="seed of --weights random")
+    parser.add_argument("--label-space", default="all", help=PREDICT_LABEL_SPACE_HELP)
+    parser.add_argument(
+        "--split",
+        help="the split (needed by --label-space split): a wnid list file, a published list (dgp-2hops) "
+        "or a committed name (hop1, looked up in splits/), as evaluate and run resolve it",
+    )
+    parser.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per photo (default 5)")
+    parser.add_argument(
+        "--resize", type=positive_int, help="as given to extract (default: the backbone's own)"
+    )
+    parser.add_argument("--crop", type=positive_int, help="as given to extract (default: the backbone's own)")
+    parser.add_argument("--ten-crop", action="store_true", help="as given to extract")
+    parser.add_argument(
+        "--allow-feature-mismatch",
+        action="store_true",
+        help="score even if the model was fitted on features of another backbone/weights/preprocessing",
+    )
+    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
+    parser.set_defaults(func="imagenet_zsl.evaluation.predict:predict_command")

@@ -7,6 +7,9 @@ without writing Python. Each photo is decoded and preprocessed exactly as ``extr
 decode, fp16 features), embedded by the model, and ranked by dot product against the prototypes of
 the label space (:func:`~imagenet_zsl.splits.label_space.resolve_label_space`). The model's
 recorded feature identity must match the backbone and weights given, as for ``evaluate``.
+
+The flags are registered by :mod:`imagenet_zsl.evaluation.cli`; this module, the handler
+(:func:`predict_command`), is imported only when ``predict`` runs.
 """
 
 from __future__ import annotations
@@ -16,34 +19,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from imagenet_zsl.cli_types import positive_int, seed
-from imagenet_zsl.devices import DEVICE_HELP, resolve_device, torch_numerics
+from imagenet_zsl.devices import resolve_device, torch_numerics
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.run import representable_classes
+from imagenet_zsl.features.backbones import classifier_head
+from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields
+from imagenet_zsl.features.identity import check_same_features, feature_identity
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.universe import training_wnids
+from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
+from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.scoring import topk_from_scores
+from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.label_space import (
+    NAMED_LABEL_SPACES,
+    check_label_space_spec,
+    resolve_label_space,
+    training_classes,
+)
+from imagenet_zsl.splits.named import resolve_split
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from imagenet_zsl.cli_types import CommandTree
     from imagenet_zsl.features.transforms import Preprocessing
-
-_EPILOG = """\
-examples:
-  imagenet-zsl predict coffee.png cat.jpg --model models/conse --backbone timm:tf_efficientnet_lite0 \\
-      --weights lite0.pth --label-space all -k 5
-  imagenet-zsl predict photo.jpg --model models/eszsl --backbone resnet50 \\
-      --label-space split --split splits/hop2.txt
-
-Each photo is decoded and preprocessed as 'extract' does it (give the same --resize/--crop/--ten-crop
-as the extraction the model was trained on). The model's feature identity (backbone, weights
-sha256, preprocessing) must match, unless --allow-feature-mismatch. Label space 'all' (default):
-every ImageNet-21K class that is not a seen class of the model; classes without a prototype
-(e.g. no word vector) are left out and counted.
-"""
-
-_LABEL_SPACE_HELP = (
-    "the classes each photo is ranked against: 'all' (default: every ImageNet-21K class that is not "
-    "a seen class of the model), 'split' (the classes of --split), or a wnid list FILE"
-)
 
 
 @dataclass(frozen=True)
@@ -55,49 +55,9 @@ class Prediction:
     scores: np.ndarray
 
 
-def register(tree: CommandTree) -> None:
-    """Add ``imagenet-zsl predict`` to the command line."""
-    parser = tree.command(
-        "predict",
-        "print the top-k classes (wnid, lemma, gloss, score) of photos under a fitted model",
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("photos", nargs="+", type=Path, help="image files (any format PIL reads)")
-    parser.add_argument("--model", required=True, type=Path, help="model directory written by 'train'")
-    parser.add_argument("--backbone", required=True, help="the backbone the model's features came from")
-    parser.add_argument(
-        "--weights",
-        help="its weights file, or 'random' (tests only); default: the torch hub / Hugging Face cache",
-    )
-    parser.add_argument("--seed", type=seed, default=0, help="seed of --weights random")
-    parser.add_argument("--label-space", default="all", help=_LABEL_SPACE_HELP)
-    parser.add_argument(
-        "--split",
-        help="the split (needed by --label-space split): a wnid list file, a published list (dgp-2hops) "
-        "or a committed name (hop1, looked up in splits/), as evaluate and run resolve it",
-    )
-    parser.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per photo (default 5)")
-    parser.add_argument(
-        "--resize", type=positive_int, help="as given to extract (default: the backbone's own)"
-    )
-    parser.add_argument("--crop", type=positive_int, help="as given to extract (default: the backbone's own)")
-    parser.add_argument("--ten-crop", action="store_true", help="as given to extract")
-    parser.add_argument(
-        "--allow-feature-mismatch",
-        action="store_true",
-        help="score even if the model was fitted on features of another backbone/weights/preprocessing",
-    )
-    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
-    parser.set_defaults(func=_predict)
-
-
 def _check_input_files(photos: list[Path], label_space: str) -> None:
     """Every file ``predict`` reads is a regular file, checked before the model and the backbone
     load: a FIFO would block its reader, and a FIFO as ``--label-space`` read as a missing file."""
-    from imagenet_zsl.io import regular_input_file
-    from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
-
     for photo in photos:
         regular_input_file(photo, "photo")
     space = Path(label_space)
@@ -107,9 +67,6 @@ def _check_input_files(photos: list[Path], label_space: str) -> None:
 
 def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
     """The label space's wnids (sorted) for ``--label-space`` / ``--split``."""
-    from imagenet_zsl.splits.io import read_wnid_list
-    from imagenet_zsl.splits.label_space import resolve_label_space
-
     spec = str(args.label_space)  # checked by predict() before any work
     if spec == "split" and args.split is None:
         raise UserInputError("--label-space split needs --split FILE (the split's wnid list)")
@@ -122,9 +79,6 @@ def excluded_classes(model_seen: list[str] | None, has_head: bool, spec: str) ->
     (:func:`~imagenet_zsl.splits.label_space.training_classes`): the model's training classes and,
     when the backbone has its ImageNet-1K head, the 1,000 ILSVRC-2012 classes it classifies (for
     ``all``/FILE also when the model does not record its training classes)."""
-    from imagenet_zsl.hierarchy.universe import training_wnids
-    from imagenet_zsl.splits.label_space import training_classes
-
     unknown = model_seen is None and spec != "split"
     parts = [
         ("the model's training classes", model_seen),
@@ -143,9 +97,8 @@ def embed_photos(
     """(N, D) float32 features (rounded to fp16 as 'extract' stores them) and (N, K) logits (or None)
     of the photos, decoded and preprocessed as 'extract' does, forward in fp32 on ``device`` with
     extract's deterministic numerics (no TF32), so CPU and GPU agree to fp32 rounding."""
+    # deferred: a mistake in the photos, the split or the label space is reported before torch loads
     import torch
-
-    from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
 
     target = resolve_device(device)
 
@@ -175,15 +128,6 @@ def embed_photos(
 
 def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]:
     """The top-k of every photo, and what was ranked against (label-space counts, override)."""
-    from imagenet_zsl.evaluation.queries import ModelDirectory
-    from imagenet_zsl.evaluation.run import representable_classes
-    from imagenet_zsl.features.backbones import classifier_head
-    from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields
-    from imagenet_zsl.features.identity import check_same_features, feature_identity
-    from imagenet_zsl.scoring import topk_from_scores
-    from imagenet_zsl.splits.label_space import check_label_space_spec
-    from imagenet_zsl.splits.named import resolve_split
-
     photos = [Path(p) for p in args.photos]
     _check_input_files(photos, str(args.label_space))
     if args.split is not None:  # resolved as evaluate and run resolve it, before any model loads
@@ -235,8 +179,6 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
 def format_predictions(predictions: list[Prediction], info: dict[str, Any]) -> str:
     """The text ``predict`` prints: a header, then per photo one line per class
     (rank, wnid, first lemma, score, WordNet gloss)."""
-    from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-
     nouns = load_wordnet_nouns()
     lines = [
         f"label space {info['label_space']}: {info['classes']:,} classes ({info['seen']:,} training "
@@ -259,7 +201,9 @@ def format_predictions(predictions: list[Prediction], info: dict[str, Any]) -> s
     return "\n".join(lines)
 
 
-def _predict(args: argparse.Namespace) -> int:
+def predict_command(args: argparse.Namespace) -> int:
+    """``imagenet-zsl predict`` (flags in :mod:`imagenet_zsl.evaluation.cli`): print the top-k of
+    every photo."""
     predictions, info = predict(args)
     print(format_predictions(predictions, info), flush=True)
     return 0

@@ -60,6 +60,8 @@ def structural_ratio_column(
 def label_frequencies(wnids: Sequence[str]) -> np.ndarray:
     """wordfreq Zipf frequency of each class's first WordNet lemma; NaN without WordNet."""
     try:
+        # deferred: a large data package, loaded only when label frequencies are asked for
+        # (--no-label-frequency never pays for it) and optional here (NaN without it)
         from wordfreq import zipf_frequency
 
         nouns = load_wordnet_nouns()

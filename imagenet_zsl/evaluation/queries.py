@@ -13,42 +13,21 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
 from imagenet_zsl.io import MANIFEST_NAME, sha256_file
+from imagenet_zsl.models.base import map_scores
+from imagenet_zsl.models.common import l2_normalize
+
+# the model directory's verified readers, looked up here when a source is built (tests stand a model
+# in through ``queries.load_model``)
+from imagenet_zsl.models.persistence import load_model, read_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
-
-if TYPE_CHECKING:
-    from imagenet_zsl.evaluation.search import TopKSearcher
-    from imagenet_zsl.models.base import ZSLModel
-
-
-def l2_normalize(matrix: np.ndarray) -> np.ndarray:
-    """(n, E) rows scaled to unit length: :func:`imagenet_zsl.models.common.l2_normalize`.
-
-    The models are imported when a source is used, not with this module: ``evaluate
-    --prototypes`` needs none of them, and importing them costs about a second."""
-    from imagenet_zsl.models.common import l2_normalize as normalize
-
-    return normalize(matrix)
-
-
-def load_model(path: Path) -> ZSLModel:
-    """A fitted model directory, every file verified: :func:`imagenet_zsl.models.persistence.load_model`."""
-    from imagenet_zsl.models.persistence import load_model as load
-
-    return load(path)
-
-
-def read_manifest(path: Path) -> dict:
-    """A model directory's verified manifest: :func:`imagenet_zsl.models.persistence.read_manifest`."""
-    from imagenet_zsl.models.persistence import read_manifest as read
-
-    return read(path)
 
 
 class QuerySource:
@@ -102,8 +81,6 @@ class QuerySource:
     def searcher(self, wnids: Sequence[str], k: int, device: Any = "auto") -> TopKSearcher:
         """The exact top-``k`` search of :meth:`encode`'s queries among ``wnids`` by the source's
         own score (its ``maps``); ``device``: see :class:`~imagenet_zsl.evaluation.search.TopKSearcher`."""
-        from imagenet_zsl.evaluation.search import TopKSearcher
-
         return TopKSearcher(self.prototypes(wnids), k, device=device, maps=self.maps)
 
     def score(self, queries: np.ndarray, prototypes: np.ndarray) -> np.ndarray:
@@ -113,8 +90,6 @@ class QuerySource:
         prototypes = np.asarray(prototypes, dtype=np.float32)
         if self.maps == 1:
             return queries @ prototypes.T
-        from imagenet_zsl.models.base import map_scores
-
         return map_scores(queries, prototypes, self.maps)
 
     def describe(self) -> dict:

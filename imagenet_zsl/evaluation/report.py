@@ -169,6 +169,8 @@ def _value_columns(table: pd.DataFrame, printed: bool = True) -> list[str]:
 
 def _best_mask(table: pd.DataFrame) -> pd.DataFrame:
     """True where a value is the best (max) of its column within its split, for ≥ 2 runs."""
+    # deferred: `evaluate` (its commands module) and `run` (its summary cells) import this module
+    # without building the cross-run table
     import pandas as pd
 
     cols = _value_columns(table)
