@@ -68,7 +68,9 @@ def _spearman(columns: dict[str, Any], ks: list[int]) -> dict[str, dict[str, Any
         keep = np.isfinite(hits) & np.isfinite(values)  # inf counts as missing, as NaN
         x, y = hits[keep], values[keep]
         if len(x) >= 3 and len(np.unique(y)) > 1 and len(np.unique(x)) > 1:
-            import pandas as pd  # the correlation as pandas computes it (rank, then Pearson)
+            # deferred: only a property that varies over >= 3 classes is correlated, as pandas
+            # computes it (rank, then Pearson); predict and a small evaluate never load pandas
+            import pandas as pd
 
             rho = pd.Series(x).rank().corr(pd.Series(y).rank())
             spearman[prop] = {"rho": float(rho), "classes": int(len(x))}
