@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
@@ -38,8 +38,8 @@ def load_target(target: str) -> Any:
 
     This is how a command line registers a handler without importing it
     (``set_defaults(func="imagenet_zsl.splits.commands:build")``): the handler module imports its
-    stage at module level, and only the command that runs pays for it. The one other place that
-    imports by name is :meth:`Registry.load_plugins` (entry points).
+    stage at module level, and only the command that runs pays for it. The other places that
+    import by name are :func:`import_modules` and :meth:`Registry.load_plugins` (entry points).
     """
     module, sep, attribute = target.partition(":")
     if not sep or not module or not attribute:
@@ -48,6 +48,17 @@ def load_target(target: str) -> Any:
     for part in attribute.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def import_modules(names: Iterable[str]) -> None:
+    """Import the modules named, dotted (``"imagenet_zsl.models.gcn"``), for what they register.
+
+    A registry that must be complete when used, yet cheap to import, lists its modules by name
+    (the model catalog): each is imported only when the registry is first read, and the test of
+    the import graph still counts every name as an edge and checks that it resolves.
+    """
+    for name in names:
+        importlib.import_module(name)
 
 
 def registered_name(obj: object, hyphens: bool = False) -> str:

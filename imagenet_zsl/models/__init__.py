@@ -1,27 +1,24 @@
 """models stage: the zero-shot models, each registered in :data:`imagenet_zsl.models.base.MODELS`.
 
 Importing the package imports no model module (issue 27: ``imagenet-zsl --help`` stays fast): it
-hands the registry :func:`_import_model_modules`, which the registry runs the first time it lists
-its models or is asked for a name it does not hold yet, so it is complete whenever it is used.
+names them in :data:`MODEL_MODULES`, which the registry imports the first time it lists its models
+or is asked for a name it does not hold yet, so it is complete whenever it is used.
 """
 
 from imagenet_zsl.models.catalog import MODELS
 
-
-def _import_model_modules() -> None:
-    """Import every model module of the toolkit: each registers its models (@MODELS.register)."""
-    from imagenet_zsl.models import (  # noqa: F401 - imported for their @MODELS.register side effect
-        closed_form,
-        conse,
-        embedding,
-        gcn,
-        generative,
-        lampert,
-        ranking,
-        sync,
-        trivial,
-        vision_language,
-    )
-
-
-MODELS.loader = _import_model_modules
+#: every model module of the toolkit: each registers its models (``@MODELS.register``) when imported.
+#: Named here, not in the catalog, because each of them imports the catalog (through ``base``).
+MODEL_MODULES = (
+    "imagenet_zsl.models.closed_form",
+    "imagenet_zsl.models.conse",
+    "imagenet_zsl.models.embedding",
+    "imagenet_zsl.models.gcn",
+    "imagenet_zsl.models.generative",
+    "imagenet_zsl.models.lampert",
+    "imagenet_zsl.models.ranking",
+    "imagenet_zsl.models.sync",
+    "imagenet_zsl.models.trivial",
+    "imagenet_zsl.models.vision_language",
+)
+MODELS.modules = MODEL_MODULES

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
 import scipy.sparse as sp
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
@@ -177,7 +178,7 @@ def semantic_matrix(semantics: ClassVectors, wnids: Sequence[str], mode: str) ->
 def seeded_torch(seed: int, device: torch.device) -> Iterator[None]:
     """Seed torch's RNGs inside the block only, so a fit is reproducible without touching the
     caller's random state."""
-    import torch
+    import torch  # deferred: the closed-form models share this module and never load torch
 
     devices = [device.index or 0] if device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):
@@ -249,7 +250,7 @@ def tensor_blocks(
     (N, K) as stored (int64 labels, float32 targets). Up to ``block_rows`` (default
     ``LBFGS_BLOCK_ROWS``) rows are one block, prepared once and kept; more are re-read and
     prepared at every call (memory: one block)."""
-    import torch
+    import torch  # deferred: the closed-form models share this module and never load torch
 
     n = len(targets)
     block_rows = block_rows or LBFGS_BLOCK_ROWS
@@ -313,8 +314,8 @@ def fit_linear_lbfgs(
     sums over blocks of ``LBFGS_BLOCK_ROWS`` rows (:func:`blocked_loss`), so no (N, D) float32
     copy is made; up to one block, the computation is the plain full-batch one.
     Returns weights (D, K) and bias (K,), float32 numpy arrays."""
-    import torch
-    from torch.nn import functional
+    import torch  # deferred: the closed-form models share this module and never load torch
+    from torch.nn import functional  # deferred: as above
 
     device = resolve_device(settings.device)
     if loss == "bce":
@@ -385,7 +386,7 @@ def torch_threads(step_flops: float) -> Iterator[int]:
     problems (attribute datasets, the demo) run thousands of tiny steps where intra-op threads only
     add overhead — and on a loaded machine much more; large steps keep every thread. Yields the
     thread count. Results are the same up to float summation order."""
-    import torch
+    import torch  # deferred: the closed-form models share this module and never load torch
 
     before = torch.get_num_threads()
     threads = _threads_for(step_flops, before)
@@ -406,13 +407,7 @@ def blas_threads(flops: float) -> Iterator[int]:
     of its largest operation, at least one, at most the library's default; restored afterwards.
     Why: a grid search on a small problem does hundreds of tiny solves and products, and on a loaded
     machine each multi-threaded one waits for a descheduled peer (a 50 x 50 solve: 0.3 ms on one
-    thread, 34 ms on two). Needs threadpoolctl (a scikit-learn dependency); without it, no change.
-    Yields the thread count (0: unchanged)."""
-    try:
-        from threadpoolctl import threadpool_info, threadpool_limits
-    except ImportError:  # pragma: no cover - only a speed-up
-        yield 0
-        return
+    thread, 34 ms on two). Yields the thread count."""
     available = max(
         [int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"] or [1]
     )
@@ -447,7 +442,7 @@ class LossHistory:
     """
 
     def __init__(self, epochs: int, device: torch.device):
-        import torch
+        import torch  # deferred: the closed-form models share this module and never load torch
 
         self._sums = torch.zeros(max(int(epochs), 0), dtype=torch.float64, device=device)  # (epochs,)
 

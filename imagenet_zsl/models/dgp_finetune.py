@@ -122,8 +122,8 @@ def augment(images: torch.Tensor, rng: np.random.Generator) -> torch.Tensor:
     """uint8 (B, 3, H, W) → uint8 (B, 3, H, W): a random resized crop of each image, resized back
     to H x W (bilinear, antialiased), then flipped left-right with probability ½ (the reference's
     ``RandomResizedCrop`` + ``RandomHorizontalFlip``)."""
-    import torch
-    import torchvision.transforms.functional as F
+    import torch  # deferred: `train` imports this; finetune-dgp tunes the process first
+    import torchvision.transforms.functional as F  # deferred: as above
 
     height, width = int(images.shape[-2]), int(images.shape[-1])
     out = []
@@ -189,7 +189,7 @@ class DGPFinetuner:
         }
 
     def _logits(self, net: Any, head: torch.Tensor, images: torch.Tensor) -> torch.Tensor:
-        import torch
+        import torch  # deferred: `train` imports this; finetune-dgp tunes the process first
 
         on_cuda = self.device.type == "cuda"
         autocast = torch.autocast("cuda", dtype=torch.bfloat16) if on_cuda else contextlib.nullcontext()
@@ -207,8 +207,8 @@ class DGPFinetuner:
 
     def _mean_loss(self, net: Any, head: torch.Tensor) -> float:
         """Mean cross-entropy over all training images, eval mode, no augmentation."""
-        import torch
-        import torch.nn.functional as F
+        import torch  # deferred: `train` imports this; finetune-dgp tunes the process first
+        import torch.nn.functional as F  # deferred: as above
 
         training = net.training
         net.eval()
@@ -227,8 +227,8 @@ class DGPFinetuner:
         return total / max(count, 1)
 
     def fit(self) -> DGPFinetuner:
-        import torch
-        import torch.nn.functional as F
+        import torch  # deferred: `train` imports this; finetune-dgp tunes the process first
+        import torch.nn.functional as F  # deferred: as above
 
         params = self.params
         net = copy.deepcopy(self.loader.net)
@@ -280,7 +280,7 @@ def finetune_dgp(
     ``extract --backbone NAME --weights out/backbone.pt``) and its manifest (``OUTPUT_FORMAT``:
     inputs, parameters, backbone, training losses) → the manifest.
     ``scope``: "last_block" (default) or "backbone" (the reference's recipe; see module)."""
-    import torch
+    import torch  # deferred: `train` imports this; finetune-dgp tunes the process first
 
     model = load_model(model_dir)
     tuner = DGPFinetuner(model, features, params, seed=seed, device=device, scope=scope)

@@ -71,8 +71,8 @@ class CMT(_LinearSemanticModel):
     grid: ClassVar[dict[str, list[Any]]] = {"hidden": [50, 100, 200], "lr": [1e-3, 1e-2], "epochs": [25, 50]}
 
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> CMT:
-        import torch
-        from torch import nn
+        import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
+        from torch import nn  # deferred: as above
 
         x, labels, seen = self._prepare(data, semantics)
         device = resolve_device(self.params["device"])
@@ -211,7 +211,7 @@ class SSE(_BilinearRanking):
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> SSE:
         if self.params["target"] == "linear":
             return super().fit(data, semantics, graph)  # type: ignore[return-value]
-        import torch
+        import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
         x, labels, psi = self._prepare(data, semantics)  # psi (Z, Z): the seen classes' mixtures
         kind = str(self.params["target"])

@@ -49,6 +49,7 @@ from typing import Annotated, Any, ClassVar, Literal
 import numpy as np
 import scipy.sparse as sp
 from pydantic import Field, field_validator
+from tqdm import tqdm
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
@@ -121,7 +122,7 @@ def ancestor_hops(graph: ClassGraph, max_hops: int = 0) -> list[sp.csr_matrix]:
 
 
 def _torch_sparse(matrix: sp.spmatrix, device):  # noqa: ANN001, ANN202 - torch objects
-    import torch
+    import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
     coo = sp.coo_matrix(matrix, dtype=np.float32)
     indices = torch.from_numpy(np.vstack([coo.row, coo.col]).astype(np.int64))
@@ -156,8 +157,8 @@ def _build_network(
     hop groups mixed by learnt softmax attention). ``dropout_layers`` k: dropout before the last k
     layers only (None: every layer); ``bias``: a bias per layer. ``forward(x, operators)`` may pass
     row-restricted operators (:func:`receptive_rows`) in place of the full ones."""
-    import torch
-    from torch import nn
+    import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
+    from torch import nn  # deferred: as above
 
     num_layers = len(layer_dims) - 1
     first_dropout = 0 if dropout_layers is None else max(num_layers - int(dropout_layers), 0)
@@ -260,8 +261,7 @@ class _GraphClassifierRegression(ZSLModel):
     def fit(
         self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None
     ) -> _GraphClassifierRegression:
-        import torch
-        from tqdm import tqdm
+        import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
         graph = require_graph(self.name, graph)
         seen_idx = graph.indices(data.seen_wnids, "seen classes")

@@ -76,7 +76,7 @@ class _BilinearRanking(_LinearSemanticModel):
     def _loss(self, scores, labels, wrong=None):  # noqa: ANN001, ANN202 - torch tensors
         """Mean over the batch of the model's ranking loss; scores (B, Z), labels (B,). ``wrong``
         (B,): one sampled wrong class per image (LATEM's ``loss: sampled``), else None."""
-        import torch
+        import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
         true = scores.gather(1, labels[:, None])
         if wrong is not None:
@@ -105,7 +105,7 @@ class _BilinearRanking(_LinearSemanticModel):
         """Adam on seeded mini-batches of the prepared features: ``init(device)`` → the trainable
         tensors (created inside the seeded block), ``score(tensors, features (B, D))`` → (B, Z)
         scores of the seen classes. Returns (the trained tensors, mean loss per epoch)."""
-        import torch
+        import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
         device = resolve_device(self.params["device"])
         seed = int(self.params["seed"])
@@ -141,7 +141,7 @@ class _BilinearRanking(_LinearSemanticModel):
     def fit(
         self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None
     ) -> _BilinearRanking:
-        import torch
+        import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
         x, labels, s = self._prepare(data, semantics)
         k, batch_size = self._maps(), int(self.params["batch_size"])

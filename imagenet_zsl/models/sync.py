@@ -90,7 +90,7 @@ def median_distance(vectors: np.ndarray) -> float:
 def ovo_loss(scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """One-versus-other squared hinge of ``train_W_OVO.m``: Σ max(0, 1 - y_ic s_ic)² / (N·C) for
     (N, C) scores, y_ic = +1 on the true class and -1 elsewhere."""
-    import torch
+    import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
     signs = -torch.ones_like(scores)
     signs[torch.arange(len(scores)), labels] = 1.0
@@ -159,7 +159,7 @@ class SYNC(_LinearSemanticModel):
         common.blocked_loss` sums the mean loss and its gradient over blocks). ``mixing`` None:
         learn W (Z, D) with λ/2|W|² (reference); otherwise learn V (R, D) through W = mixing V with
         λ|V|² (``solver: direct``)."""
-        import torch
+        import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
         device = resolve_device(self.params["device"])
         blocks = tensor_blocks(raw, labels, self._image_side, device)

@@ -152,8 +152,8 @@ def test_imagenet_zsl_extract_runs_its_network_with_sleeping_threads(tmp_path, m
             {"finetune_last_block": True, "images": None},  # stops at its first check
         ),
         (
-            "imagenet_zsl.models.cli",
-            "_finetune_dgp",
+            "imagenet_zsl.models.commands",
+            "finetune_dgp",
             {
                 "images": "x",
                 "backbone": "tiny-test",

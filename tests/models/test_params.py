@@ -239,13 +239,13 @@ def test_a_damaged_model_manifest_is_one_line(problem, tmp_path, damage):
 
 
 def test_set_values_are_read_as_a_recipe_reads_them():
-    from imagenet_zsl.models.cli import _parse_overrides
+    from imagenet_zsl.models.commands import parse_overrides
 
-    assert _parse_overrides(["lr=1e-3", "hidden=[8]", "device=cuda:1", "gamma='1.0'"]) == {
+    assert parse_overrides(["lr=1e-3", "hidden=[8]", "device=cuda:1", "gamma='1.0'"]) == {
         "lr": 0.001,
         "hidden": [8],
         "device": "cuda:1",
         "gamma": "1.0",  # a string: refused by the model's Params, not silently converted
     }
     with pytest.raises(UserInputError, match=r"--set 'lr=\[1': the value is not valid YAML"):
-        _parse_overrides(["lr=[1"])
+        parse_overrides(["lr=[1"])
