@@ -34,7 +34,7 @@ STAGES = (
 PENDING: set[str] = set()
 #: stage modules a package's ``__init__`` imports on purpose, checked below to import nothing heavy
 LIGHT_STAGE_MODULES = {
-    "imagenet_zsl.models.catalog",  # the model registry, handed its loader by models/__init__.py
+    "imagenet_zsl.models.catalog",  # the model registry, handed its module names by models/__init__.py
 }
 #: a command's full ``--help`` may import what its help text lists: ``extract --backbone`` names the
 #: registered backbones (numpy only, no torch)
