@@ -89,6 +89,9 @@ DEFERRED = {
 }
 #: a dotted name in a string constant: a module (``"imagenet_zsl.models.gcn"``) or a target in it
 #: (``"imagenet_zsl.splits.commands:build"``)
+#: dotted strings that name no module: the entry-point groups of pyproject.toml (where other
+#: packages add commands and pool filters)
+ENTRY_POINT_GROUPS = {"imagenet_zsl.commands", "imagenet_zsl.pool_filters"}
 DOTTED_TARGET = re.compile(r"imagenet_zsl(\.\w+)*(:\w+(\.\w+)*)?")
 MAX_MODULE_LINES = 600
 
@@ -192,6 +195,8 @@ def _dotted_target(node: ast.AST, package: str) -> str | None:
     text = node.value
     if not text.startswith(package + ".") and not text.startswith(package + ":"):
         return None
+    if text.replace(package, "imagenet_zsl", 1) in ENTRY_POINT_GROUPS:
+        return None
     return text if DOTTED_TARGET.fullmatch(text.replace(package, "imagenet_zsl", 1)) else None
 
 
@@ -280,6 +285,12 @@ def test_no_import_hides_inside_a_function():
     """Only a commented import of an optional or heavy third-party package (:data:`DEFERRED`)."""
     hidden = imports().hidden
     assert not hidden, f"{len(hidden)} imports inside functions:\n" + "\n".join(hidden)
+
+
+def test_the_entry_point_groups_are_those_of_pyproject():
+    text = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    groups = set(re.findall(r'^\[project\.entry-points\."([^"]+)"\]', text, flags=re.M))
+    assert groups == ENTRY_POINT_GROUPS
 
 
 def test_every_dotted_target_resolves():
