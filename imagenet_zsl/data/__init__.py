@@ -26,20 +26,26 @@ def data_path(name: str) -> Path:
     return path
 
 
+def read_utf8(path: Path, problem: str) -> str:
+    """The text of ``path`` (a UTF-8 BOM dropped), or one line naming the file and the line of the
+    first byte that is not UTF-8, so a bad byte is never a traceback: ``problem`` is the message
+    after ``PATH:LINE: `` with ``{byte}`` for that byte (``0x..``)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line_no = data[: err.start].count(b"\n") + 1
+        raise UserInputError(
+            f"{path}:{line_no}: " + problem.format(byte=f"0x{data[err.start]:02x}")
+        ) from None
+
+
 def read_wnid_counts(path: str | Path) -> dict[str, int]:
     """``wnid<TAB>num_images`` TSV (header line optional) → ordered dict. A FIFO or device, bytes
     that are not UTF-8, a row that is not a wnid and a decimal count, or a wnid listed twice is
     one line naming the file and line."""
     path = regular_input_file(path, "counts table")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line_no = data[: err.start].count(b"\n") + 1
-        raise UserInputError(
-            f"{path}:{line_no}: not UTF-8 text (byte 0x{data[err.start]:02x}); a counts table is "
-            "'wnid<TAB>count' lines"
-        ) from None
+    text = read_utf8(path, "not UTF-8 text (byte {byte}); a counts table is 'wnid<TAB>count' lines")
     counts: dict[str, int] = {}
     for line_no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()

@@ -136,6 +136,7 @@ def locate_wordnet() -> Path:
 
 
 def _reader_class():
+    # deferred: nltk is heavy, needed only when the WordNet graph is built (it is cached)
     from nltk.corpus.reader.wordnet import WordNetCorpusReader
 
     class OfflineWordNetReader(WordNetCorpusReader):
@@ -150,13 +151,14 @@ def _reader_class():
 @functools.cache
 def get_wordnet() -> Any:  # nltk WordNetCorpusReader (nltk is imported lazily)
     """An nltk WordNetCorpusReader over WordNet 3.0 (checked)."""
+    # deferred: nltk is heavy, needed only when the WordNet graph is built (it is cached)
     import nltk
+    from nltk.data import FileSystemPathPointer  # deferred: as nltk above
 
     root = locate_wordnet()
     data_root = root.parent.parent  # .../nltk_data/corpora/wordnet -> .../nltk_data
     if str(data_root) not in nltk.data.path:
         nltk.data.path.insert(0, str(data_root))
-    from nltk.data import FileSystemPathPointer
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "multilingual functions are not available"

@@ -37,6 +37,8 @@ from imagenet_zsl.semantics.frequency import DEFAULT_MIN_COUNT, Frequencies, loa
 from imagenet_zsl.semantics.spec import DEFAULT_MIN_CONFIDENCE, SENSE_DEFAULTS
 from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS, VectorSpec
 
+#: the labels config a command reads when none is named and the file is there (``labels sense``)
+DEFAULT_LABEL_CONFIG = "configs/labels.yaml"
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 

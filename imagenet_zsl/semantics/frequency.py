@@ -47,7 +47,7 @@ class WordfreqFrequencies:
     """wordfreq's frequencies (``best`` word list; English counts Wikipedia among its sources)."""
 
     def __init__(self, lang: str = "en"):
-        import wordfreq
+        import wordfreq  # deferred: a large data package, only when frequencies are looked up
 
         if lang not in wordfreq.available_languages():
             raise UserInputError(f"frequency.lang: wordfreq has no {lang!r} word list")

@@ -38,6 +38,11 @@ MISSING_POLICIES = ("error", "templates")
 _WNID = re.compile(r"n\d{8}")
 
 
+def default_template_help() -> str:
+    """The default template as ``labels encode --template`` help quotes it (a lazy help target)."""
+    return repr(DEFAULT_TEMPLATES[0])
+
+
 @dataclass(frozen=True)
 class PromptSet:
     """The texts of every class: ``templates`` × lemmas, or a class's own ``per_class`` prompts.
@@ -100,7 +105,7 @@ def named_templates(name: str) -> tuple[str, ...]:
             f"--templates {name!r}: unknown template set; choose one of {', '.join(TEMPLATE_SETS)}"
         )
     try:
-        from open_clip import zero_shot_metadata
+        from open_clip import zero_shot_metadata  # deferred: an optional extra, only for --templates
     except ImportError:
         raise UserInputError(
             f"--templates {name}: the template sets come from open_clip: `pip install open_clip_torch`"

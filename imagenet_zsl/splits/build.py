@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +48,7 @@ from imagenet_zsl.io import (
     write_manifest,
 )
 from imagenet_zsl.splits.benchmark import ExactOptions, select_max_ratio, solver_named
+from imagenet_zsl.splits.built import BuiltSplit
 from imagenet_zsl.splits.config import (
     AllSplit,
     BenchmarkSplit,
@@ -67,35 +67,12 @@ from imagenet_zsl.splits.pool import PoolContext, PoolStep, run_pool
 from imagenet_zsl.splits.population import population_split
 from imagenet_zsl.splits.problem import BenchmarkSolution, Constraints
 from imagenet_zsl.splits.report import write_report
-from imagenet_zsl.splits.structure import structural_ratios
+from imagenet_zsl.splits.structure import finite_ratios, structural_ratios
 
 log = logging.getLogger(__name__)
 BUILD_TOOL = "imagenet-zsl splits build"
 #: manifest format of a split directory (v2: one manifest writer, every file hashed)
 SPLITS_FORMAT = "imagenet-zsl/splits-v2"
-
-
-@dataclass
-class BuiltSplit:
-    name: str
-    kind: str
-    params: dict[str, Any]
-    wnids: list[str]
-    ratios: np.ndarray
-    pairs_within: int
-    pairs_with_train: int
-    n_images: int
-    pool_steps: list[PoolStep] = field(default_factory=list)
-    details: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ratio(self) -> float:
-        finite = self.ratios[np.isfinite(self.ratios)]
-        return float(finite.mean()) if len(finite) else float("nan")
-
-    @property
-    def consistent(self) -> bool:
-        return self.pairs_within == 0 and self.pairs_with_train == 0
 
 
 def resolve_train(spec: Any, where: str) -> list[str]:
@@ -296,7 +273,7 @@ def input_files(config: SplitsConfig) -> list[str]:
 
 
 def _ratio_summary(ratios: np.ndarray) -> dict[str, float]:
-    finite = ratios[np.isfinite(ratios)]
+    finite = finite_ratios(ratios)
     if not len(finite):
         return {}
     q = np.quantile(finite, [0.0, 0.25, 0.5, 0.75, 1.0])

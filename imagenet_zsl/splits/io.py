@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from imagenet_zsl.data import read_utf8
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.io import atomic_write_text, regular_input_file
@@ -27,14 +28,7 @@ def read_wnid_list(path: str | Path) -> list[str]:
     regular file (a FIFO would block) is refused before it is opened. Linear in the file size.
     """
     path = regular_input_file(path, "wnid list")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line_no = data[: err.start].count(b"\n") + 1
-        raise UserInputError(
-            f"{path}:{line_no}: invalid UTF-8 byte 0x{data[err.start]:02x}; save the list as UTF-8 text"
-        ) from None
+    text = read_utf8(path, "invalid UTF-8 byte {byte}; save the list as UTF-8 text")
     wnids: list[str] = []
     seen: dict[str, int] = {}
     for line_no, raw in enumerate(text.splitlines(), 1):

@@ -10,7 +10,7 @@ from imagenet_zsl.io import atomic_write_text
 from imagenet_zsl.plotting import save_figure, subplots
 
 if TYPE_CHECKING:
-    from imagenet_zsl.splits.build import BuiltSplit
+    from imagenet_zsl.splits.built import BuiltSplit
 
 PLOT_NAME = "structural_ratios.png"
 

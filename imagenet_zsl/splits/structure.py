@@ -26,11 +26,21 @@ def structural_ratios(graph: ClassGraph, test: Sequence[str], train: Sequence[st
         return to_train / to_test
 
 
+def finite_ratios(ratios: np.ndarray) -> np.ndarray:
+    """The per-class ratios R is made of: an r(c) that is not finite (no path to a training class
+    on a disconnected graph, or no other test class reachable) is left out, never averaged."""
+    return ratios[np.isfinite(ratios)]
+
+
+def mean_ratio(ratios: np.ndarray) -> float:
+    """R from per-class ratios: the mean of the finite ones (NaN when none is finite)."""
+    finite = finite_ratios(ratios)
+    return float(finite.mean()) if len(finite) else float("nan")
+
+
 def structural_ratio(graph: ClassGraph, test: Sequence[str], train: Sequence[str]) -> float:
     """R(C_te): mean of the finite per-class ratios (NaN for fewer than two test classes)."""
-    ratios = structural_ratios(graph, test, train)
-    finite = ratios[np.isfinite(ratios)]
-    return float(finite.mean()) if len(finite) else float("nan")
+    return mean_ratio(structural_ratios(graph, test, train))
 
 
 @dataclass

@@ -1,0 +1,178 @@
+"""The handlers of ``imagenet-zsl labels ...`` (flags in :mod:`imagenet_zsl.semantics.cli`).
+
+Each takes the parsed ``argparse.Namespace`` and returns the exit status; imported only when one of
+these commands runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from imagenet_zsl.data import fall11_counts
+from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.universe import universe_wnids
+from imagenet_zsl.io import check_out_dir, check_out_file, sha256_file
+from imagenet_zsl.semantics.config import DEFAULT_LABEL_CONFIG, LabelConfig, load_label_config
+from imagenet_zsl.semantics.encode import check_wnids, encode_class_vectors
+from imagenet_zsl.semantics.labels import build_label_tables
+from imagenet_zsl.semantics.lemma_vectors import build_class_vectors, vectorizer_for
+from imagenet_zsl.semantics.prompts import prompt_set
+from imagenet_zsl.semantics.report import BUILD_TOOL, figures, write_label_outputs
+from imagenet_zsl.semantics.senses import PrimarySenseModel, word_key
+from imagenet_zsl.semantics.text_encoders import create_text_encoder
+from imagenet_zsl.semantics.vector_files import is_class_vector_output, save_class_vectors
+from imagenet_zsl.splits.io import read_wnid_list
+
+#: the files ``labels vectors|encode --out`` may name
+VECTOR_SUFFIXES = (".npz", ".parquet")
+
+
+def _config(value: str | None, trust_pickle: bool = False) -> LabelConfig:
+    """The labels config named on the command line (a YAML, or a vector-set name/path);
+    ``--trust-pickle`` allows a pickled vector file (the config key can too, never the default)."""
+    if value is None:
+        cfg = load_label_config(DEFAULT_LABEL_CONFIG if Path(DEFAULT_LABEL_CONFIG).is_file() else None)
+    elif value.endswith((".yaml", ".yml")):
+        cfg = load_label_config(value)
+    else:
+        cfg = load_label_config({"vectors": value})
+    if trust_pickle:
+        cfg = dataclasses.replace(cfg, vectors=dataclasses.replace(cfg.vectors, trust_pickle=True))
+    return cfg
+
+
+def _vector_inputs(cfg: LabelConfig) -> list[Path | None]:
+    """The files a labels config reads: itself and its word-vector file or folder."""
+    return [cfg.path, None if cfg.vectors.is_named else Path(cfg.vectors.source)]
+
+
+def _check_out(out: Path, inputs: list[Path | None]) -> None:
+    """``--out`` is a new file, or a class-vector file this toolkit wrote (replaced)."""
+    check_out_file(out, inputs, VECTOR_SUFFIXES, replaces=is_class_vector_output, what="a class-vector file")
+
+
+def vectors(args: argparse.Namespace) -> int:
+    """``labels vectors``: the class-vector matrix from WordNet lemmas and a word-vector set."""
+    cfg = _config(args.config, args.trust_pickle)
+    _check_out(args.out, _vector_inputs(cfg))
+    built = build_class_vectors(cfg)
+    save_class_vectors(built, args.out)
+    counts = fall11_counts()
+    total = len(universe_wnids())
+    fall11_ok = sum(1 for w in built.wnids if w in counts)
+    print(
+        f"coverage: {fall11_ok:,} of the {len(counts):,} ImageNet-21K (fall11) classes have vectors "
+        f"({len(built):,} of {total:,} with the ILSVRC-2012 extra), dim {built.dim}; {built.source}"
+    )
+    if built.missing:
+        print(
+            f"no vector ({len(built.missing):,}): {preview(built.missing)} "
+            f"(listed in {args.out.name}; use pool filter has_vector)"
+        )
+    print(f"wrote {args.out}")
+    return 0
+
+
+def encode(args: argparse.Namespace) -> int:
+    """``labels encode``: class vectors from a text encoder over templates or per-class prompts."""
+    _check_out(args.out, [args.classes, args.weights, args.prompts])
+    if args.batch_size < 1:
+        raise UserInputError(f"--batch-size {args.batch_size}: must be at least 1")
+    prompts = prompt_set(args.template, args.templates, args.prompts, args.missing_prompts)
+    wnids = read_wnid_list(args.classes) if args.classes is not None else list(universe_wnids())
+    check_wnids(wnids)  # before loading a model
+    fallback = prompts.check_covers(wnids)
+    encoder = create_text_encoder(args.encoder, weights=args.weights, device=args.device)
+    vectors = encode_class_vectors(
+        encoder, wnids, prompts, gloss=args.gloss, batch_size=args.batch_size, progress=True
+    )
+    save_class_vectors(vectors, args.out)
+    own = f", {len(wnids) - len(fallback):,} with their own prompts" if args.prompts else ""
+    print(
+        f"encoded {len(vectors):,} classes with {args.encoder} ({len(prompts.templates)} template(s)"
+        f"{', + gloss' if args.gloss else ''}{own}), dim {vectors.dim}"
+    )
+    print(f"wrote {args.out}")
+    return 0
+
+
+def build(args: argparse.Namespace) -> int:
+    """``labels build``: lemma and class tables, exclusion reasons, report and class vectors."""
+    if not str(args.config).endswith((".yaml", ".yml")):
+        raise UserInputError(f"{args.config}: labels build needs a labels YAML config (configs/labels.yaml)")
+    cfg = _config(str(args.config), args.trust_pickle)
+    check_out_dir(args.out, BUILD_TOOL, [*_vector_inputs(cfg), args.classes], own_files=True)
+    wnids = None
+    if args.classes is not None:
+        wnids = read_wnid_list(args.classes)
+    tables = build_label_tables(cfg, wnids)
+    inputs = {
+        "config": {"name": Path(args.config).name, "sha256": sha256_file(args.config)},
+        "vectors": cfg.vectors.identity(),
+        "wordnet_sha256": load_wordnet_nouns().digest,
+        "frequency": tables.frequency_source,
+    }
+    if args.classes is not None:
+        inputs["classes"] = {"name": args.classes.name, "sha256": sha256_file(args.classes)}
+    write_label_outputs(tables, args.out, inputs, sources=[*_vector_inputs(cfg), args.classes])
+    print(figures(tables).to_string())
+    print(
+        f"wrote {args.out}/lemmas.csv ({len(tables.lemmas):,} rows), classes.csv "
+        f"({len(tables.classes):,} rows, {int(tables.classes['kept'].sum()):,} kept), report.md"
+    )
+    return 0
+
+
+def sense(args: argparse.Namespace) -> int:
+    """``labels sense``: a word's noun senses, the primary one marked, with the evidence for it."""
+    cfg = _config(args.config, args.trust_pickle)
+    nouns = load_wordnet_nouns()
+    key = word_key(args.word)
+    if key not in nouns.senses:
+        raise UserInputError(f"{args.word!r} is not a WordNet 3.0 noun (try its base form, e.g. 'cairn')")
+    vectorizer = vectorizer_for(cfg.vectors)
+    model = PrimarySenseModel(vectorizer, nouns, **dict(cfg.sense_params))
+    evidence = model.evidence([key])
+    universe = set(universe_wnids())
+    counts = fall11_counts()
+    tokens, how = vectorizer.tokens(key)
+    vocab = {"phrase": "in vocabulary", "words": "vector = mean of its words", "oov": "NO word vector"}[how]
+    in_imagenet = evidence["wnid"].isin(universe)
+    print(
+        f"{key}: {len(evidence)} noun sense(s), {int(in_imagenet.sum())} of them ImageNet classes; "
+        f"{vocab} ({cfg.vectors.source})"
+    )
+    print(
+        "  * = primary meaning.  p_wordnet from SemCor counts + sense order; cos = word vector vs the "
+        "sense's context; posterior ∝ p_wordnet · p_embedding"
+    )
+    header = (
+        f"  {'':1} {'#':>2} {'wnid':9} {'images':>7} {'semcor':>6} {'p_wordnet':>9} {'cos':>6} "
+        f"{'p_embed':>7} {'posterior':>9}  sense"
+    )
+    print(header)
+    for row, imagenet in zip(evidence.itertuples(index=False), in_imagenet, strict=True):
+        if not (imagenet or args.all or row.is_primary):
+            continue
+        i = nouns.index[row.wnid]
+        images = f"{counts[row.wnid]:,}" if row.wnid in counts else ("yes" if imagenet else "-")
+        cos = "-" if not np.isfinite(row.similarity) else f"{row.similarity:.3f}"
+        gloss = nouns.definitions[i]
+        gloss = gloss if len(gloss) <= 60 else gloss[:57] + "..."
+        print(
+            f"  {'*' if row.is_primary else ' '} {row.sense_rank:>2} {row.wnid:9} {images:>7} "
+            f"{row.semcor_count:>6} {row.p_wordnet:>9.3f} {cos:>6} {row.p_embedding:>7.3f} "
+            f"{row.posterior:>9.3f}  {nouns.names[i]}: {gloss}"
+        )
+    primary = evidence[evidence["is_primary"]].iloc[0]
+    where = "an ImageNet class" if primary.wnid in universe else "not an ImageNet class"
+    print(
+        f"primary meaning: {primary.wnid} {nouns.names[nouns.index[primary.wnid]]} ({where}), "
+        f"confidence {primary.posterior:.2f}; threshold min_confidence {cfg.min_confidence:g}"
+    )
+    return 0
