@@ -1,37 +1,19 @@
 """``imagenet-zsl analyze ladder|factor`` and ``imagenet-zsl splits factor``.
 
-Start-up imports nothing of the stage (pandas, scipy): each handler imports what it runs, and the
-choices and defaults kept in the analysis modules are read only when a flag is given or shown.
+The flags; the handlers are :mod:`imagenet_zsl.analysis.commands`. Start-up imports nothing of the
+stage (pandas, scipy): each command names its handler by dotted target, and the choices and defaults
+kept in the analysis modules are dotted targets, read only when a flag is given or shown.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import LazyChoices, lazy_help, seed
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
-
-
-def _relations() -> tuple[str, ...]:
-    from imagenet_zsl.analysis.ladder import RELATIONS
-
-    return RELATIONS
-
-
-def _factors() -> tuple[str, ...]:
-    from imagenet_zsl.analysis.factors import FACTORS
-
-    return tuple(FACTORS)
-
-
-def _default_min_images() -> str:
-    from imagenet_zsl.analysis.ladder import DEFAULT_MIN_IMAGES
-
-    return str(DEFAULT_MIN_IMAGES)
 
 
 def register(tree: CommandTree) -> None:
@@ -70,7 +52,7 @@ def _add_ladder(group: argparse._SubParsersAction) -> None:
     ladder.add_argument("--counts", help="'wnid<TAB>count' TSV for step 5 (default: fall11 counts)")
     ladder.add_argument(
         "--relation",
-        choices=LazyChoices(_relations),
+        choices=LazyChoices("imagenet_zsl.analysis.ladder_steps:RELATIONS"),
         default="parent-child",
         metavar="RELATION",
         help="what step 2 accepts: %(choices)s (default: %(default)s)",
@@ -78,11 +60,11 @@ def _add_ladder(group: argparse._SubParsersAction) -> None:
     lazy_help(
         ladder.add_argument("--min-images", type=int, default=None, metavar="N"),
         "step 5 keeps classes with >= N (default: %(default_min_images)s)",
-        default_min_images=_default_min_images,
+        default_min_images="imagenet_zsl.analysis.ladder_steps:DEFAULT_MIN_IMAGES",
     )
     ladder.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
     _mismatch_flag(ladder)
-    ladder.set_defaults(func=_ladder)
+    ladder.set_defaults(func="imagenet_zsl.analysis.commands:ladder")
 
 
 def _add_factor_analysis(group: argparse._SubParsersAction) -> None:
@@ -105,7 +87,7 @@ def _add_factor_analysis(group: argparse._SubParsersAction) -> None:
     factor_plot.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     factor_plot.add_argument("--seed", type=seed, default=0, help="bootstrap seed")
     _mismatch_flag(factor_plot)
-    factor_plot.set_defaults(func=_factor_plot)
+    factor_plot.set_defaults(func="imagenet_zsl.analysis.commands:factor_plot")
 
 
 def _add_factor_splits(splits: argparse._SubParsersAction) -> None:
@@ -125,14 +107,14 @@ def _add_factor_splits(splits: argparse._SubParsersAction) -> None:
     factor.add_argument(
         "--factor",
         required=True,
-        choices=LazyChoices(_factors),
+        choices=LazyChoices("imagenet_zsl.analysis.factors:FACTORS"),
         metavar="FACTOR",
         help="the factor that moves: %(choices)s",
     )
     factor.add_argument("--bins", type=int, default=5, help="number of splits (meaning: 2)")
     factor.add_argument("--size", type=int, default=100, help="classes per split")
     factor.add_argument("--out", required=True, help="output directory (replaced atomically)")
-    factor.set_defaults(func=_factor_splits)
+    factor.set_defaults(func="imagenet_zsl.analysis.commands:factor_splits")
 
 
 def _mismatch_flag(parser: argparse.ArgumentParser) -> None:
@@ -142,61 +124,3 @@ def _mismatch_flag(parser: argparse.ArgumentParser) -> None:
         help="combine cells evaluated on features of different backbones anyway (recorded in the "
         "manifest and shown under the table); by default that is an error",
     )
-
-
-def _path(value: str | None) -> Path | None:
-    return None if value is None else Path(value)
-
-
-def _ladder(args: argparse.Namespace) -> int:
-    from imagenet_zsl.analysis.ladder import DEFAULT_MIN_IMAGES, LadderOptions, render_markdown, run_ladder
-    from imagenet_zsl.analysis.runs import mismatch_note
-
-    opts = LadderOptions(
-        run_dir=Path(args.run_dir),
-        out=_path(args.out),
-        filter_dir=_path(args.filter_dir),
-        labels_dir=_path(args.labels_dir),
-        graph=args.graph,
-        counts=args.counts,
-        relation=args.relation,
-        min_images=DEFAULT_MIN_IMAGES if args.min_images is None else args.min_images,
-        ks=args.k,
-        allow_feature_mismatch=args.allow_feature_mismatch,
-    )
-    table = run_ladder(opts)
-    print(
-        render_markdown(table, sorted(set(args.k))) + mismatch_note(table.attrs["feature_mismatch"]), end=""
-    )
-    print(f"\nwrote ladder.md, ladder.csv, ladder.png and manifest.json to {opts.out_dir}")
-    return 0
-
-
-def _factor_splits(args: argparse.Namespace) -> int:
-    from imagenet_zsl.analysis.factor_splits import write_factor_splits
-
-    manifest = write_factor_splits(args.config, args.factor, args.bins, args.size, args.out)
-    report = Path(args.out) / "report.md"
-    print(report.read_text(encoding="utf-8"), end="")
-    print(f"wrote {len(manifest['splits'])} splits, classes.csv, report.md and manifest.json to {args.out}")
-    return 0
-
-
-def _factor_plot(args: argparse.Namespace) -> int:
-    from imagenet_zsl.analysis.factor_analysis import FactorOptions, run_factor_analysis
-    from imagenet_zsl.analysis.factor_analysis import render_markdown as render_factor_table
-    from imagenet_zsl.analysis.runs import mismatch_note
-
-    opts = FactorOptions(
-        run_dir=Path(args.run_dir),
-        out=_path(args.out),
-        splits_dir=_path(args.splits_dir),
-        ks=args.k,
-        resamples=args.resamples,
-        seed=args.seed,
-        allow_feature_mismatch=args.allow_feature_mismatch,
-    )
-    table = run_factor_analysis(opts)
-    print(render_factor_table(table, opts.level) + mismatch_note(table.attrs["feature_mismatch"]), end="")
-    print(f"\nwrote factor.md, factor.csv, factor.png and manifest.json to {opts.out_dir}")
-    return 0

@@ -1,17 +1,18 @@
-"""Command-line entry points of the `attributes` stage (xlsa17 datasets, GBU protocol, GRAB).
+"""``imagenet-zsl attributes run | upper-bound | table | split | robustness | info | demo`` (xlsa17
+datasets, GBU protocol, GRAB): the flags; the handlers are :mod:`imagenet_zsl.attributes.commands`.
 
-Start-up imports nothing of the stage: each handler imports what it runs; GRAB's choices are
-read from :mod:`imagenet_zsl.attributes.grab` only when their flag is given or its help shown.
+Start-up imports nothing of the stage: each command names its handler by dotted target, and GRAB's
+choices are dotted targets into :mod:`imagenet_zsl.attributes.grab`, read only when their flag is
+given or its help shown.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import LazyChoices, seed
-from imagenet_zsl.errors import UserInputError
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -21,52 +22,8 @@ METHOD_CHOICES = ("random", "gcs", "ccs", "mas", "pas")
 #: `attributes split` also writes GRAB's seen/unseen proportion splits (needs --prop or --seen-share)
 SPLIT_METHOD_CHOICES = (*METHOD_CHOICES, "proportion")
 
-
-def _mas_attributes() -> tuple[str, ...]:
-    from imagenet_zsl.attributes.grab import MAS_ATTRIBUTES
-
-    return MAS_ATTRIBUTES
-
-
-def _props() -> tuple[int, ...]:
-    from imagenet_zsl.attributes.grab import PROPS
-
-    return PROPS
-
-
-MAS_ATTRIBUTE_CHOICES = LazyChoices(_mas_attributes)
-PROP_CHOICES = LazyChoices(_props)
-
-
-def _value(text: str, option: str, item: str) -> Any:
-    """VALUE read as a recipe's YAML is (``config.parse_recipe_yaml``): YAML 1.1 octal, sexagesimal
-    or ``yes`` values and alias bombs are one line naming ``option`` and the item."""
-    import yaml
-
-    from imagenet_zsl.config import parse_recipe_yaml, shorten
-
-    try:
-        return parse_recipe_yaml(text)
-    except yaml.YAMLError as err:
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise UserInputError(
-            f"{option} {shorten(repr(item))}: the value is not valid YAML ({shorten(problem)})"
-        ) from None
-
-
-def _pairs(items: list[str] | None, option: str, many: bool) -> dict[str, Any]:
-    """``k=v`` (or ``k=v1,v2`` with ``many``) options → dict with YAML-typed values."""
-    from imagenet_zsl.config import shorten
-
-    out: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UserInputError(f"{option} {shorten(repr(item))}: expected NAME=VALUE")
-        parts = value.split(",") if many else [value]
-        values = [_value(v, option, item) for v in parts]
-        out[key] = values if many else values[0]
-    return out
+MAS_ATTRIBUTE_CHOICES = LazyChoices("imagenet_zsl.attributes.grab:MAS_ATTRIBUTES")
+PROP_CHOICES = LazyChoices("imagenet_zsl.attributes.grab:PROPS")
 
 
 def _att_splits_path(text: str) -> Path:
@@ -82,196 +39,6 @@ def _att_splits_path(text: str) -> Path:
 
 def _dataset_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, type=str.upper, choices=DATASET_CHOICES)
-
-
-def _progress(message: str) -> None:
-    print(message, flush=True)
-
-
-def _run(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import load_dataset
-    from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
-
-    if args.test_root is not None and args.test_dataset is None:
-        raise UserInputError("--test-root needs --test-dataset")
-    if args.test_dataset is not None and args.test_dataset == args.dataset:
-        raise UserInputError(f"--test-dataset {args.test_dataset}: must differ from --dataset")
-    params, grid = _pairs(args.param, "--param", False), _pairs(args.grid, "--grid", True) or None
-    ds = load_dataset(
-        args.dataset, args.root, att_splits=args.att_splits, ss_dir=args.ss_dir, need_ss=args.split == "ss"
-    )
-    test_ds = None
-    if args.test_dataset is not None:
-        test_ds = load_dataset(args.test_dataset, args.test_root or args.root, need_ss=args.split == "ss")
-    config = RunConfig(
-        dataset=ds.name,
-        model=args.model.lower(),
-        split=args.split,
-        val_split=args.val_split,
-        seed=args.seed,
-        params=params,
-        grid=grid,
-        att_splits=str(args.att_splits) if args.att_splits else None,
-        select=args.select,
-        test_dataset=test_ds.name if test_ds is not None else None,
-        semantics=args.semantics,
-    )
-    results = run_to_directory(ds, config, args.out, progress=_progress, test_ds=test_ds)
-    zsl = results["zsl"]["top1_per_class"] * 100
-    line = f"{ds.name} {args.split.upper()} {config.model}: ZSL top-1 {zsl:.1f}"
-    if results.get("gzsl"):
-        g = results["gzsl"]
-        line += (
-            f" | GZSL u {g['unseen'] * 100:.1f} s {g['seen'] * 100:.1f} H {g['H'] * 100:.1f}"
-            f" | calibrated H {g['H_cs'] * 100:.1f} | AUSUC {g['ausuc'] * 100:.1f}"
-        )
-    print(line)
-    cross = results.get("cross_dataset")
-    if cross:
-        t = cross["ttest"]
-        p = "n/a" if t["pvalue"] is None else f"{t['pvalue']:.3g}"
-        print(
-            f"tested on {cross['test_dataset']}: ZSL top-1 {cross['zsl']['top1_per_class'] * 100:.1f} "
-            f"(paired t-test over {t['classes']} classes: p = {p})"
-        )
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _upper_bound(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import load_dataset
-    from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
-
-    config = UpperBoundConfig(
-        dataset=args.dataset,
-        split=args.split,
-        seed=args.seed,
-        reg=args.reg,
-        max_iter=args.max_iter,
-        att_splits=str(args.att_splits) if args.att_splits else None,
-    )
-    config.check()  # before the dataset is read
-    ds = load_dataset(
-        args.dataset, args.root, att_splits=args.att_splits, ss_dir=args.ss_dir, need_ss=args.split == "ss"
-    )
-    results = upper_bound_to_directory(ds, config, args.out)
-    line = (
-        f"{ds.name} {args.split.upper()} upper bound: ZSL top-1 {results['zsl']['top1_per_class'] * 100:.1f}"
-    )
-    if results.get("gzsl"):
-        g = results["gzsl"]
-        line += f" | GZSL u {g['unseen'] * 100:.1f} s {g['seen'] * 100:.1f} H {g['H'] * 100:.1f}"
-    print(line)
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _table(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.outputs import TABLE_TOOL, load_results
-    from imagenet_zsl.attributes.table import render, table_to_directory
-    from imagenet_zsl.io import check_out_dir
-
-    if args.out:
-        check_out_dir(args.out, TABLE_TOOL, inputs=args.runs)  # before anything is printed
-    results = load_results(args.runs)
-    if not args.out:
-        print(render(results)[0])
-        return 0
-    print(table_to_directory(results, args.out, args.runs))
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _split(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import load_dataset
-    from imagenet_zsl.attributes.grab import Proportion, make_split, split_inputs, write_split_dir
-    from imagenet_zsl.attributes.outputs import SPLIT_TOOL
-    from imagenet_zsl.io import check_out_dir
-
-    check_out_dir(args.out, SPLIT_TOOL, inputs=[args.root, args.att_splits])  # before any reading
-    ds = load_dataset(args.dataset, args.root, att_splits=args.att_splits)
-    result = make_split(
-        ds,
-        args.method,
-        inverse=args.inverse,
-        k=args.k,
-        seed=args.seed,
-        proportion=Proportion(prop=args.prop, seen_share=args.seen_share),
-        mas_attributes=args.mas_attributes,
-    )
-    path = write_split_dir(result, ds, args.out, inputs=[args.root, *split_inputs(ds)])
-    split = result.split
-    left_out = split.num_classes - split.seen_classes.size - split.unseen_classes.size
-    print(
-        f"{ds.name} {args.method}{' (inverse)' if args.inverse else ''}: "
-        f"{split.seen_classes.size} seen / {split.unseen_classes.size} unseen classes"
-        f"{f' ({left_out} left out)' if left_out else ''}, "
-        f"{split.num_attributes} attributes; images trainval {split.locs['trainval_loc'].size} "
-        f"/ test seen {split.locs['test_seen_loc'].size} / test unseen "
-        f"{split.locs['test_unseen_loc'].size}"
-    )
-    print(f"wrote {path}")
-    return 0
-
-
-def _robustness(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import load_dataset
-    from imagenet_zsl.attributes.robustness import StudyOptions, study_to_directory
-
-    params = _pairs(args.param, "--param", False)  # before the dataset loads
-    ds = load_dataset(args.dataset, args.root)
-    text = study_to_directory(
-        ds,
-        args.model.lower(),
-        args.methods,
-        args.seeds,
-        args.out,
-        options=StudyOptions(inverse=args.inverse, k=args.k, mas_attributes=args.mas_attributes),
-        params=params,
-        progress=_progress,
-    )
-    print(text)
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _info(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.dataset import given_split_file, packaged_dir, ps_class_lists
-    from imagenet_zsl.attributes.xlsa17 import load_att_splits
-
-    path = (
-        given_split_file(args.att_splits)
-        if args.att_splits
-        else packaged_dir(args.dataset) / "att_splits.mat"
-    )
-    split = load_att_splits(path)
-    lists = ps_class_lists(args.dataset, split)
-    val = ", ".join(f"{len(lists.train[k])}/{len(lists.val[k])}" for k in sorted(lists.val))
-    print(f"{args.dataset} ({path})")
-    print(
-        f"  {split.num_attributes} attributes x {split.num_classes} classes; "
-        f"{len(lists.trainval)} seen (train/val: {val}) / {len(lists.test)} unseen"
-    )
-    for name, loc in split.locs.items():
-        print(f"  {name}: {loc.size} images")
-    return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from imagenet_zsl.attributes.demo import run_demo
-
-    print(
-        run_demo(
-            args.out,
-            datasets=args.datasets,
-            models=args.models,
-            dim=args.dim,
-            val_splits=args.val_splits,
-            progress=_progress,
-        )
-    )
-    print(f"wrote {args.out} (generated features: the numbers describe the demo data only)")
-    return 0
 
 
 def _add_run(group: argparse._SubParsersAction) -> None:
@@ -305,7 +72,7 @@ def _add_run(group: argparse._SubParsersAction) -> None:
         help="search these values instead of the model's grid",
     )
     run.add_argument("--out", required=True, type=Path)
-    run.set_defaults(func=_run)
+    run.set_defaults(func="imagenet_zsl.attributes.commands:run")
 
 
 def _add_cross_dataset(run: argparse.ArgumentParser) -> None:
@@ -336,14 +103,14 @@ def _add_upper_bound(group: argparse._SubParsersAction) -> None:
     bound.add_argument("--reg", type=float, default=1e-4, help="L2 weight (standardised features)")
     bound.add_argument("--max-iter", type=int, default=200, help="L-BFGS iterations")
     bound.add_argument("--out", required=True, type=Path)
-    bound.set_defaults(func=_upper_bound)
+    bound.set_defaults(func="imagenet_zsl.attributes.commands:upper_bound")
 
 
 def _add_table(group: argparse._SubParsersAction) -> None:
     table = group.add_parser("table", help="GBU-style table and ranking matrix of finished runs")
     table.add_argument("runs", nargs="+", type=Path, help="run directories (searched recursively)")
     table.add_argument("--out", type=Path, help="also write table.md, CSVs and ranking PNGs here")
-    table.set_defaults(func=_table)
+    table.set_defaults(func="imagenet_zsl.attributes.commands:table")
 
 
 def _add_split(group: argparse._SubParsersAction) -> None:
@@ -372,7 +139,7 @@ def _add_split(group: argparse._SubParsersAction) -> None:
     )
     split.add_argument("--seed", type=seed, default=0)
     split.add_argument("--out", required=True, type=Path)
-    split.set_defaults(func=_split)
+    split.set_defaults(func="imagenet_zsl.attributes.commands:split")
 
 
 def _add_proportion(split: argparse.ArgumentParser) -> None:
@@ -417,14 +184,14 @@ def _add_robustness(group: argparse._SubParsersAction) -> None:
     robust.add_argument("--seeds", type=int, default=5)
     robust.add_argument("--param", action="append", metavar="NAME=VALUE")
     robust.add_argument("--out", required=True, type=Path)
-    robust.set_defaults(func=_robustness)
+    robust.set_defaults(func="imagenet_zsl.attributes.commands:robustness")
 
 
 def _add_info(group: argparse._SubParsersAction) -> None:
     info = group.add_parser("info", help="class and image counts of a packaged or given split")
     _dataset_arg(info)
     info.add_argument("--att-splits", type=_att_splits_path)
-    info.set_defaults(func=_info)
+    info.set_defaults(func="imagenet_zsl.attributes.commands:info")
 
 
 def _add_demo(group: argparse._SubParsersAction) -> None:
@@ -440,7 +207,7 @@ def _add_demo(group: argparse._SubParsersAction) -> None:
     )
     demo.add_argument("--dim", type=int, default=32, help="dimension of the generated features (>= 1)")
     demo.add_argument("--val-splits", nargs="+", type=int, choices=(1, 2, 3), default=[1])
-    demo.set_defaults(func=_demo)
+    demo.set_defaults(func="imagenet_zsl.attributes.commands:demo")
 
 
 def register(tree: CommandTree) -> None:

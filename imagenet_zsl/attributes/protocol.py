@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
+from scipy import stats
 
 from imagenet_zsl.attributes.dataset import AttributeDataset, Task
 from imagenet_zsl.attributes.outputs import RESULTS_NAME, RUN_FORMAT, RUN_TOOL, finished_results
@@ -189,8 +191,6 @@ def cross_dataset(
     PS at γ = 0 and at ``ds``'s calibrated γ) and the paired t-test of the per-class ZSL top-1
     (``ds``'s test images vs ``other``'s; the same unseen classes pair up). The class vectors
     stay ``ds``'s (xlsa17's AWA1 and AWA2 share the 85-attribute matrix)."""
-    from scipy import stats  # only this option needs scipy.stats
-
     task = check_cross_dataset(ds, other, protocol)
     own = zsl_per_class(model, ds, ds.task(protocol))
     cross = zsl_per_class(model, other, task)
@@ -466,6 +466,4 @@ def _save_model(model: ZSLModel, path: Path) -> None:
 
 
 def _write_csv(path: Path, rows: Sequence[dict[str, Any]]) -> None:
-    import pandas as pd  # heavy: imported when a run is written
-
     atomic_write_text(path, pd.DataFrame(list(rows)).to_csv(index=False, float_format="%.6g"))

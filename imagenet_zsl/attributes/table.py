@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from imagenet_zsl.attributes.outputs import RESULTS_NAME, TABLE_FORMAT, TABLE_TOOL
 from imagenet_zsl.attributes.xlsa17 import DATASETS
@@ -122,14 +123,14 @@ def spread_table(frame: pd.DataFrame, metric: str = "zsl") -> pd.DataFrame:
     if data.empty:
         return pd.DataFrame()
     grouped = data.groupby(["model", "dataset", "split"])[metric]
-    stats = pd.DataFrame(
+    summary = pd.DataFrame(
         {"mean": grouped.mean() * 100, "std": grouped.std(ddof=1) * 100, "n": grouped.size()}
     )
     cells = {
         key: f"{row['mean']:.1f} ± {row['std']:.1f} (n={int(row['n'])})"
         if row["n"] > 1
         else f"{row['mean']:.1f}"
-        for key, row in stats.iterrows()
+        for key, row in summary.iterrows()
     }
     columns = [
         (d, s)
@@ -217,8 +218,6 @@ def gbu_ttest(results: Sequence[dict[str, Any]]) -> tuple[pd.DataFrame, dict[str
     "B:B", "B:A" in %, A the alphabetically first dataset; the test, or None without two pairs):
     {"datasets": [A, B], "pairs", "methods", "mean_difference" (trained on A − on B), "statistic",
     "pvalue"} (statistic/p None when every difference is equal)."""
-    from scipy import stats  # only the cross-dataset table needs scipy.stats
-
     rows, on_a, on_b = [], [], []
     pair_names: tuple[str, str] | None = None
     for (model, split, val), runs in sorted(_cross_runs(results).items()):

@@ -48,7 +48,7 @@ def _is_hdf5(path: Path) -> bool:
 
 def _h5_value(h5file: Any, item: Any) -> Any:
     """One HDF5 MATLAB variable → numpy in MATLAB orientation; cells of strings → list[str]."""
-    import h5py
+    import h5py  # deferred: only MATLAB v7.3 (HDF5) files need it; xlsa17's own files are v5 (scipy)
 
     data = item[()]
     matlab_class = item.attrs.get("MATLAB_class", b"")
@@ -68,7 +68,7 @@ def load_mat(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserInputError(f"{path}: MATLAB file not found")
     if _is_hdf5(path):
-        import h5py
+        import h5py  # deferred: only MATLAB v7.3 (HDF5) files need it; xlsa17's own files are v5 (scipy)
 
         try:
             with h5py.File(path, "r") as h5file:
