@@ -49,7 +49,7 @@ def check_search(search: str) -> str:
 def import_faiss() -> Any:
     """The faiss module, or a one-line error saying how to install it."""
     try:
-        import faiss
+        import faiss  # deferred: an optional extra, loaded only for --search faiss
     except ImportError as err:
         raise UserInputError(
             "--search faiss: faiss is not installed; pip install faiss-cpu (or faiss-gpu for a GPU index), "

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
 
 
 def chunk_spans(n: int, offset: int, rows: int) -> list[tuple[int, int, int]]:
@@ -139,8 +140,6 @@ def tile_products(
 ) -> Iterator[Product]:
     """:class:`Product` for tiles of at most ``rows`` queries, BLAS held to one thread meanwhile
     and the jobs shared by as many Python threads as BLAS had."""
-    from threadpoolctl import threadpool_limits  # a dependency: without it BLAS could cut calls
-
     threads = max(1, _blas_threads())
     with threadpool_limits(limits=1, user_api="blas"):
         product = Product(blocks, classes, rows, maps, threads)
@@ -158,8 +157,4 @@ def _matmul_into(queries: np.ndarray, prototypes: np.ndarray, out: np.ndarray) -
 
 def _blas_threads() -> int:
     """The threads numpy's BLAS runs a product on (threadpoolctl; 1 when it cannot tell)."""
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - a dependency; without it the product is not split
-        return 1
     return max([int(pool["num_threads"]) for pool in threadpool_info() if pool["user_api"] == "blas"] or [1])

@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.cpu_search import true_ranks
 from imagenet_zsl.evaluation.run.table import ClassTable, _spearman
-from imagenet_zsl.evaluation.search import TopKSearcher, prototypes_digest, unique_rows
+from imagenet_zsl.evaluation.search import TopKSearcher, prototypes_digest
+from imagenet_zsl.evaluation.search_contract import unique_rows
 
 
 def _tricky_table(rng: np.random.Generator, n: int) -> dict:
@@ -93,7 +95,7 @@ def test_true_ranks_row_by_row_equal_the_whole_tile_counts(seed):
     true = scores[np.arange(n), np.maximum(labels, 0)]
     above = np.where(labels >= 0, (scores > true[:, None]).sum(axis=1), c)
     tied = np.where(labels >= 0, (scores == true[:, None]).sum(axis=1) - 1, 0)
-    got_above, got_tied = TopKSearcher._true_ranks(scores, labels)
+    got_above, got_tied = true_ranks(scores, labels)
     assert got_above.dtype == np.int64 and got_tied.dtype == np.int64
     np.testing.assert_array_equal(got_above, above)
     np.testing.assert_array_equal(got_tied, tied)
@@ -142,7 +144,7 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     do not fill one zero-padded (:class:`imagenet_zsl.evaluation.products.Product`), shared among
     BLAS-many Python threads: the same calls whatever the threads, so lists, scores and tie ranks
     are the bits of the one-thread search (the promise of issue 35)."""
-    from imagenet_zsl.evaluation import products, search
+    from imagenet_zsl.evaluation import cpu_search, products
 
     rng = np.random.default_rng(threads)
     prototypes = rng.standard_normal((3 * products.PRODUCT_CLASSES + 78, 24)).astype(np.float32)
@@ -151,7 +153,7 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     labels = rng.integers(-1, len(prototypes), len(queries))
     # tiles of 100 rows (fewer than a chunk: not rounded to one) and 31: chunks of 100 | 100 |
     # 56, 44 | 31 rows, each padded to 256 rows at its place in its chunk of the set
-    monkeypatch.setattr(search, "TILE_ELEMENTS", len(prototypes) * 100)
+    monkeypatch.setattr(cpu_search, "TILE_ELEMENTS", len(prototypes) * 100)
     shapes = []
     real = products._matmul_into
 
@@ -205,7 +207,7 @@ def test_cpu_blocks_and_tiles_are_bounded_and_change_no_byte(tmp_path, monkeypat
     """Issue 38: on the CPU a block read holds at most HOST_BLOCK_ELEMENTS features whatever
     --block-rows allows, and a tile's rows are a multiple of the product's chunk; the files are
     those of one block and one tile."""
-    from imagenet_zsl.evaluation import search
+    from imagenet_zsl.evaluation import cpu_search
     from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate, search_sets
     from imagenet_zsl.features.feature_dir import FeatureDir
     from imagenet_zsl.semantics.class_vectors import ClassVectors
@@ -249,8 +251,8 @@ def test_cpu_blocks_and_tiles_are_bounded_and_change_no_byte(tmp_path, monkeypat
     assert set(asked) == {search_sets.HOST_BLOCK_ELEMENTS // 6}  # not the million rows allowed
     asked.clear()
     monkeypatch.setattr(search_sets, "HOST_BLOCK_ELEMENTS", 6 * 25)  # 25 rows a block
-    monkeypatch.setattr(search, "TILE_ELEMENTS", 40 * 7)  # 7-row tiles
-    monkeypatch.setattr(search, "PRODUCT_ROWS", 3)
-    assert TopKSearcher(np.eye(40, 6, dtype=np.float32), 2, device="cpu")._tile_rows() == 6
+    monkeypatch.setattr(cpu_search, "TILE_ELEMENTS", 40 * 7)  # 7-row tiles
+    monkeypatch.setattr(cpu_search, "PRODUCT_ROWS", 3)
+    assert TopKSearcher(np.eye(40, 6, dtype=np.float32), 2, device="cpu").backend.tile_rows() == 6
     assert run("cut") == whole and "topk/test.unseen.ids.npy" in whole
     assert set(asked) == {25}

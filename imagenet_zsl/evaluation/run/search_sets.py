@@ -17,14 +17,15 @@ from tqdm import tqdm
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.device_search import device_rows, stage_rows
+from imagenet_zsl.evaluation.device_staging import device_rows, stage_rows
 from imagenet_zsl.evaluation.faiss_search import Search
 from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.run import cache as cache_module
 from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey
 from imagenet_zsl.evaluation.run.config import OWN_SPACE
 from imagenet_zsl.evaluation.run.prefetch import BlockReader, Opened
-from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher, squared_row_norms
+from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher
+from imagenet_zsl.evaluation.search_contract import squared_row_norms
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.shard_files import FeatureBlock
 
@@ -369,7 +370,7 @@ def search_shard(
 
 
 #: a block as the reader prepares it: (rows, their float64 squared norms, or None and the rows
-#: staged for the device: :func:`~imagenet_zsl.evaluation.device_search.stage_rows`)
+#: staged for the device: :func:`~imagenet_zsl.evaluation.device_staging.stage_rows`)
 Prepared = tuple[FeatureBlock, np.ndarray | None, object | None]
 
 
