@@ -37,8 +37,15 @@ LIGHT_STAGE_MODULES = {
     "imagenet_zsl.models.catalog",  # the model registry, handed its module names by models/__init__.py
 }
 #: a command's full ``--help`` may import what its help text lists: ``extract --backbone`` names the
-#: registered backbones (numpy only, no torch)
-HELP_IMPORTS = {"extract": {"imagenet_zsl.features.backbones", "imagenet_zsl.features.transforms"}}
+#: registered backbones (numpy only, no torch; backbones imports its weight fetching, hub_weights, whose
+#: huggingface_hub and torch imports wait for a fetch)
+HELP_IMPORTS = {
+    "extract": {
+        "imagenet_zsl.features.backbones",
+        "imagenet_zsl.features.hub_weights",
+        "imagenet_zsl.features.transforms",
+    }
+}
 
 #: run in a fresh interpreter: build the parser, then show each top-level command's --help; prints
 #: the modules loaded by the build and the ones each --help added

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import logging
 import math
 import os
@@ -25,29 +26,31 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.features.hub_weights import (
+    NO_WEIGHTS_HINT,
+    RANDOM,
+    WeightsInfo,
+    fetch_hub_file,
+    hub_weights,
+    torch_hub_weights,
+)
 from imagenet_zsl.features.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
 from imagenet_zsl.io import sha256_file
 from imagenet_zsl.registry import Registry
 
-if TYPE_CHECKING:
-    from imagenet_zsl.features.hub_weights import WeightsInfo
-
 log = logging.getLogger(__name__)
-#: ``--weights random`` (the same string as ``hub_weights.RANDOM``, which is imported only when
-#: weights are loaded: ``extract --help`` imports this module for its backbone list)
-RANDOM = "random"
 
 HF_HUB = "hf-hub:"
 
 
 @dataclass(frozen=True)
 class BackboneSpec:
-    """A registered backbone: ``library`` is torchvision, timm or builtin (tests)."""
+    """A backbone by name: ``library`` is torchvision, timm, open_clip or builtin (tests)."""
 
     name: str
     library: str
@@ -57,15 +60,18 @@ class BackboneSpec:
     summary: str
 
 
-#: every named backbone: a function returning its :class:`BackboneSpec`, registered where it is
-#: defined below (``timm:<model>`` names are resolved by :func:`get_spec` without registering)
-BACKBONES: Registry[Callable[[], BackboneSpec]] = Registry("backbone", hyphens=True)
+#: every named backbone: a function of its registered name returning its :class:`BackboneSpec`,
+#: registered where it is defined below under the function's own name, ``_`` read as ``-``
+#: (``resnet50_v2`` is "resnet50-v2"); :func:`get_spec` hands each its name, so a name is written
+#: once. ``timm:<model>`` and ``open_clip:...`` names are resolved by :func:`get_spec` without
+#: registering.
+BACKBONES: Registry[Callable[[str], BackboneSpec]] = Registry("backbone", hyphens=True)
 
 
 @BACKBONES.register
-def resnet50() -> BackboneSpec:
+def resnet50(name: str) -> BackboneSpec:
     return BackboneSpec(
-        "resnet50",
+        name,
         "torchvision",
         "resnet50",
         2048,
@@ -75,9 +81,9 @@ def resnet50() -> BackboneSpec:
 
 
 @BACKBONES.register
-def resnet50_v2() -> BackboneSpec:
+def resnet50_v2(name: str) -> BackboneSpec:
     return BackboneSpec(
-        "resnet50-v2",
+        name,
         "torchvision",
         "resnet50",
         2048,
@@ -87,9 +93,9 @@ def resnet50_v2() -> BackboneSpec:
 
 
 @BACKBONES.register
-def resnet101() -> BackboneSpec:
+def resnet101(name: str) -> BackboneSpec:
     return BackboneSpec(
-        "resnet101",
+        name,
         "torchvision",
         "resnet101",
         2048,
@@ -99,22 +105,22 @@ def resnet101() -> BackboneSpec:
 
 
 @BACKBONES.register
-def resnet18() -> BackboneSpec:
+def resnet18(name: str) -> BackboneSpec:
     return BackboneSpec(
-        "resnet18", "torchvision", "resnet18", 512, "IMAGENET1K_V1", "ResNet-18, 512-d: quick experiments"
+        name, "torchvision", "resnet18", 512, "IMAGENET1K_V1", "ResNet-18, 512-d: quick experiments"
     )
 
 
 @BACKBONES.register
-def tiny_test() -> BackboneSpec:
+def tiny_test(name: str) -> BackboneSpec:
     return BackboneSpec(
-        "tiny-test", "builtin", "tiny", 32, None, "4-layer CNN, 32-d, random weights only: for tests"
+        name, "builtin", "tiny", 32, None, "4-layer CNN, 32-d, random weights only: for tests"
     )
 
 
 def describe_backbones() -> str:
     """One line per registered backbone, for --help."""
-    lines = [f"{name}: {spec().summary}" for name, spec in BACKBONES.items()]
+    lines = [f"{name}: {spec(name).summary}" for name, spec in BACKBONES.items()]
     lines.append(
         "timm:<model> (or a plain tagged timm name): any timm model, "
         "e.g. timm:vit_small_patch16_224.augreg_in21k, or timm:hf-hub:<org>/<repo>"
@@ -130,7 +136,8 @@ def get_spec(name: str) -> BackboneSpec:
     """The :class:`BackboneSpec` of a registered name, ``timm:<model>`` (or a plain timm model
     name), or ``open_clip:<arch>[/<pretrained>]``."""
     if name in BACKBONES:
-        return BACKBONES.get(name)()
+        key = name.lower()  # the registered name (the registry matches names case-insensitively)
+        return BACKBONES.get(key)(key)
     if name.startswith(("timm:" + HF_HUB, "open_clip:" + HF_HUB)):
         library, _, repo = name.partition(":")
         if repo[len(HF_HUB) :].strip("/").count("/") != 1:
@@ -138,7 +145,7 @@ def get_spec(name: str) -> BackboneSpec:
         return BackboneSpec(name, library, repo, None, None, f"{library} model from the Hugging Face hub")
     if name.startswith("open_clip:") and len(name) > 10:
         return _open_clip_spec(name)
-    import timm
+    import timm  # deferred: `extract --help` lists the backbones of this module without loading timm
 
     if name.startswith("timm:"):
         arch = name[5:]
@@ -155,7 +162,7 @@ def get_spec(name: str) -> BackboneSpec:
 
 def _open_clip_spec(name: str) -> BackboneSpec:
     try:
-        import open_clip
+        import open_clip  # deferred: optional, and `extract --help` imports this module
     except ImportError:
         raise UserInputError(
             f"--backbone {name}: open_clip is not installed (pip install open_clip_torch)"
@@ -172,7 +179,7 @@ def torchvision_preprocessing(arch: str, tag: str) -> Preprocessing:
     """The evaluation preprocessing torchvision ships with weights ``arch``/``tag``
     (``weights.transforms()``: ResNet-50 ``IMAGENET1K_V1`` resize 256, ``IMAGENET1K_V2`` 232; crop
     224, bilinear, ImageNet mean/std). No download: the weight enum carries it."""
-    import torchvision.models as tvm
+    import torchvision.models as tvm  # deferred: `extract --help` and training import this module
 
     transform = tvm.get_model_weights(arch)[tag].transforms()
     return Preprocessing(
@@ -196,7 +203,7 @@ def backbone_preprocessing(
     resize is refused: it would be zero-padded); ``ten_crop``: average the ten crops."""
     kind = net.kind
     if kind == "timm":
-        from timm.data import resolve_data_config
+        from timm.data import resolve_data_config  # deferred: only timm backbones need timm
 
         config = resolve_data_config({}, model=net.model)
         size = int(config["input_size"][-1])
@@ -235,7 +242,7 @@ def backbone_preprocessing(
 
 def _tiny_net():
     """The builtin test backbone: 4 strided convs → 32-d pooled features → 1000 logits."""
-    from torch import nn
+    from torch import nn  # deferred: `extract --help` and training import this module without torch
 
     layers, width = [], 3
     for out in (8, 16, 32, 32):
@@ -248,7 +255,7 @@ def _tiny_net():
 @functools.cache
 def feature_net_class() -> type:
     """The FeatureNet wrapper class (defined lazily so importing this module does not load torch)."""
-    from torch import nn
+    from torch import nn  # deferred: `extract --help` and training import this module without torch
 
     class FeatureNet(nn.Module):
         """Backbone wrapper: ``forward(x) -> (features (B, D), logits (B, K) or None)``."""
@@ -302,11 +309,11 @@ def _load_failure(path: Path, err: BaseException) -> UserInputError:
 
 def _load_state_dict(path: Path) -> dict:
     """The tensors of a checkpoint, read without executing anything (``weights_only``)."""
-    import torch
+    import torch  # deferred: `extract --help` and training import this module without torch
 
     try:
         if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
+            from safetensors.torch import load_file  # deferred: only .safetensors weights need it
 
             state = load_file(str(path))
         else:
@@ -365,14 +372,12 @@ def _quiet_root_logger() -> Any:
 
 def _hub_config_dir(spec: BackboneSpec, config: str) -> str:
     """``local-dir:<snapshot>`` of an ``hf-hub:`` repository whose ``config`` file is fetched (or cached)."""
-    from imagenet_zsl.features.hub_weights import fetch_hub_file
-
     path, _ = fetch_hub_file(spec.arch[len(HF_HUB) :], (config,), spec.name, what="model config")
     return "local-dir:" + str(path.parent)
 
 
 def _build_timm(spec: BackboneSpec) -> Any:
-    import timm
+    import timm  # deferred: only timm backbones load timm (and torch)
 
     arch = _hub_config_dir(spec, "config.json") if spec.arch.startswith(HF_HUB) else spec.arch
     with _offline():
@@ -380,7 +385,7 @@ def _build_timm(spec: BackboneSpec) -> Any:
 
 
 def _build_open_clip(spec: BackboneSpec) -> Any:
-    import open_clip
+    import open_clip  # deferred: optional, only open_clip backbones need it
 
     if spec.arch.startswith(HF_HUB):
         source = _hub_config_dir(spec, "open_clip_config.json")
@@ -401,11 +406,11 @@ def _build_open_clip(spec: BackboneSpec) -> Any:
 
 def _build_net(spec: BackboneSpec) -> Any:
     """The FeatureNet of ``spec`` with freshly initialised weights (seed set by the caller)."""
-    import torch
+    import torch  # deferred: `extract --help` and training import this module without torch
 
     FeatureNet = feature_net_class()  # noqa: N806 - a class
     if spec.library == "torchvision":
-        import torchvision.models as tvm
+        import torchvision.models as tvm  # deferred: only torchvision backbones need it
 
         model = tvm.get_model(spec.arch, weights=None)
         head, model.fc = model.fc, torch.nn.Identity()
@@ -427,7 +432,7 @@ OPEN_CLIP_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 def _open_clip_repo(spec: BackboneSpec) -> tuple[str, tuple[str, ...]] | None:
     """(repository, files) of an open_clip ``arch/tag``: its ``hf_hub`` entry (``org/repo/`` or
     ``org/repo/file``), or None when its weights are not on the hub."""
-    import open_clip
+    import open_clip  # deferred: optional, only open_clip backbones need it
 
     if spec.arch.startswith(HF_HUB):
         return spec.arch[len(HF_HUB) :], OPEN_CLIP_FILES
@@ -457,11 +462,9 @@ def _timm_repo(spec: BackboneSpec, net: Any) -> tuple[str, tuple[str, ...]] | No
 def _pretrained_weights(spec: BackboneSpec, net: Any) -> WeightsInfo:
     """The pretrained weights by name: cached, or downloaded unless ``HF_HUB_OFFLINE=1``; a
     UserInputError naming the repository and file when they cannot be had."""
-    from imagenet_zsl.features.hub_weights import NO_WEIGHTS_HINT, hub_weights, torch_hub_weights
-
     name = spec.name
     if spec.library == "torchvision":
-        import torchvision.models as tvm
+        import torchvision.models as tvm  # deferred: only torchvision backbones need it
 
         return torch_hub_weights(tvm.get_model_weights(spec.arch)[spec.weights_tag].url, name)
     if spec.library in ("timm", "open_clip"):
@@ -497,8 +500,6 @@ def _load_weights(net: Any, spec: BackboneSpec, path: Path) -> None:
 def state_digest(module: Any) -> str:
     """sha256 over a module's state (names, dtypes, shapes and bytes, in state_dict order): the
     identity of seeded random weights, which have no file to hash."""
-    import hashlib
-
     digest = hashlib.sha256()
     for key, value in module.state_dict().items():
         tensor = value.detach().cpu().contiguous()
@@ -511,7 +512,7 @@ def classifier_head(net: Any, dim: int) -> tuple[Any, Any] | None:
     """The backbone's ImageNet-1K classifier as numpy ``(weight (1000, dim) float32, bias (1000,)
     float32)``, or None when it has none: its outputs are in the sorted ILSVRC-2012 wnid order
     (torchvision, timm and the builtin test net), so it reads the pooled features directly."""
-    from torch import nn
+    from torch import nn  # deferred: `extract --help` and training import this module without torch
 
     head = net.head
     if net.kind not in ("torchvision", "timm", "builtin") or not isinstance(head, nn.Linear):
@@ -531,9 +532,7 @@ def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tup
     pretrained weights by name (torch hub / Hugging Face hub cache, downloaded unless
     ``HF_HUB_OFFLINE=1``). Raises UserInputError when pretrained weights cannot be had.
     """
-    import torch
-
-    from imagenet_zsl.features.hub_weights import WeightsInfo
+    import torch  # deferred: `extract --help` and training import this module without torch
 
     spec = get_spec(name)
     if weights is not None and weights != RANDOM and not Path(weights).expanduser().is_file():
@@ -562,7 +561,7 @@ def last_block(net: Any) -> Any:
     models: ``layer4``, ``stages[-1]``, ``blocks[-1]`` or ``layers[-1]``, whichever exists. The
     returned module shares its parameters with ``net`` (setting ``requires_grad`` on it works).
     """
-    from torch import nn
+    from torch import nn  # deferred: `extract --help` and training import this module without torch
 
     model = net.model
     if net.kind == "builtin":

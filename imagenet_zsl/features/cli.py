@@ -1,6 +1,8 @@
 """Command-line entry points of the `features` stage: ``extract``, ``simulate`` (simulated
 feature directories) and ``labels visual-prototypes`` (class vectors = mean feature per class,
-added to the semantics stage's ``labels`` group)."""
+added to the semantics stage's ``labels`` group): the flags; the handlers are
+:mod:`imagenet_zsl.features.commands`, named by dotted target and imported only when a command runs
+(``extract --help`` lists the registered backbones through a dotted target as well)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import lazy_help, non_negative_int, positive_int, seed
-from imagenet_zsl.devices import DETERMINISTIC_COST, DEVICE_HELP, tune_process_for_image_pipeline
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.devices import DETERMINISTIC_COST, DEVICE_HELP
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -55,7 +56,9 @@ def register(tree: CommandTree) -> None:
     )
     parser.add_argument("--classes", help="label space: one wnid per line (labels follow file order)")
     lazy_help(
-        parser.add_argument("--backbone", default="resnet50"), "%(backbones)s", backbones=_describe_backbones
+        parser.add_argument("--backbone", default="resnet50"),
+        "%(backbones)s",
+        backbones="imagenet_zsl.features.backbones:describe_backbones",
     )
     parser.add_argument("--out", help="output directory (shards + manifest.json)")
     parser.add_argument(
@@ -172,7 +175,7 @@ def register(tree: CommandTree) -> None:
         action="store_true",
         help="with --merge: trust the shards' records instead of re-hashing",
     )
-    parser.set_defaults(func=_extract)
+    parser.set_defaults(func="imagenet_zsl.features.commands:extract")
     simulate = tree.command(
         "simulate",
         "write SIMULATED feature directories over the real WordNet graph (test bed)",
@@ -181,7 +184,7 @@ def register(tree: CommandTree) -> None:
     simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
     simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
     simulate.add_argument("--seed", type=seed, default=None, help="override the config's seed")
-    simulate.set_defaults(func=_simulate)
+    simulate.set_defaults(func="imagenet_zsl.features.commands:simulate")
 
     labels = tree.group("labels")
     prototypes = labels.add_parser(
@@ -193,116 +196,4 @@ def register(tree: CommandTree) -> None:
     )
     prototypes.add_argument("--features", required=True, type=Path, help="feature directory")
     prototypes.add_argument("--out", required=True, type=Path, help="class-vectors file to write (.npz)")
-    prototypes.set_defaults(func=_visual_prototypes)
-
-
-def _describe_backbones() -> str:
-    """The registered backbones, for ``extract --help`` only (their registry imports numpy)."""
-    from imagenet_zsl.features.backbones import describe_backbones
-
-    return describe_backbones()
-
-
-#: extraction flags that ``--merge`` (which only checks shards already written) cannot take
-_EXTRACTION_ONLY = (
-    "store", "classes", "out", "weights", "per_class", "val_labels", "pretraining_classes", "resize",
-    "crop", "logits", "ten_crop", "compile",
-)  # fmt: skip
-
-
-def _check_merge_flags(args: argparse.Namespace) -> None:
-    """``--merge`` takes no extraction flag and ``--no-verify`` needs ``--merge``: one line each,
-    never a flag silently ignored."""
-    if args.merge:
-        given = ["--" + name.replace("_", "-") for name in _EXTRACTION_ONLY if getattr(args, name)]
-        if given:
-            raise UserInputError(
-                f"--merge {args.merge} checks the shards already in DIR and writes its manifest; it "
-                f"takes no {', '.join(given)}: drop them, or drop --merge to extract"
-            )
-    elif args.no_verify:
-        raise UserInputError(
-            "--no-verify applies to --merge DIR only: an extraction hashes every shard it writes "
-            "(re-running a finished one verifies them all)"
-        )
-
-
-def _extract(args: argparse.Namespace) -> int:
-    _check_merge_flags(args)
-    if args.merge:
-        from imagenet_zsl.features.extract import merge_run
-
-        path = merge_run(args.merge, verify=not args.no_verify)
-        print(f"merged: {path}")
-        return 0
-    missing = [f"--{n}" for n in ("store", "classes", "out") if not getattr(args, n)]
-    if missing:
-        raise UserInputError(f"extract needs {', '.join(missing)} (or --merge DIR)")
-    from imagenet_zsl.features.extract_setup import check_out_outside_store
-
-    check_out_outside_store(args.out, args.store)  # before the store is indexed or torch imported
-    tune_process_for_image_pipeline()  # before run_extraction imports torch
-    from imagenet_zsl.features.extract import ExtractConfig, run_extraction
-
-    config = ExtractConfig(
-        store=args.store,
-        classes_file=args.classes,
-        backbone=args.backbone,
-        out=args.out,
-        weights=args.weights,
-        per_class=args.per_class,
-        seed=args.seed,
-        batch_size=args.batch_size,
-        device=args.device,
-        workers=args.workers,
-        shard_size=args.shard_size,
-        logits=args.logits,
-        layout=args.layout,
-        val_labels=args.val_labels,
-        decode=args.decode,
-        precision=args.precision,
-        mode=args.mode,
-        compile=args.compile,
-        resize=args.resize,
-        crop=args.crop,
-        ten_crop=args.ten_crop,
-        progress=not args.no_progress,
-        pretraining_classes=args.pretraining_classes,
-    )
-    run_extraction(config)
-    return 0
-
-
-def _visual_prototypes(args: argparse.Namespace) -> int:
-    from imagenet_zsl.features.prototypes import visual_prototypes
-    from imagenet_zsl.io import check_out_file
-    from imagenet_zsl.semantics.vector_files import is_class_vector_output
-
-    check_out_file(
-        args.out,
-        [args.features],
-        suffixes=(".npz",),
-        replaces=is_class_vector_output,
-        what="a class-vector file",
-    )
-    vectors = visual_prototypes(args.features)
-    vectors.save(args.out)
-    print(f"wrote {args.out}: {len(vectors)} classes x {vectors.dim} (mean visual features)")
-    if vectors.missing:
-        print(f"{len(vectors.missing)} classes of {args.features} have no images and no vector")
-    return 0
-
-
-def _simulate(args: argparse.Namespace) -> int:
-    from imagenet_zsl.features.simulate import SIMULATION_FORMAT, WARNING, load_simulation_config, simulate
-    from imagenet_zsl.io import read_manifest_verified
-
-    config = load_simulation_config(args.config)
-    if args.seed is not None:
-        config.seed = args.seed
-    out = simulate(config, args.out, base_dir=args.config.parent)
-    manifest = read_manifest_verified(out, SIMULATION_FORMAT, hash_files=False)  # just written
-    for role, part in manifest["parts"].items():
-        print(f"{out / role}: {part['classes']} classes, {part['images']} images")
-    print(f"WARNING: {WARNING}")
-    return 0
+    prototypes.set_defaults(func="imagenet_zsl.features.commands:visual_prototypes")

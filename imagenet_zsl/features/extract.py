@@ -18,7 +18,9 @@ shard's bytes do not depend on where a run was interrupted.
 Modules: :mod:`.extract_setup` (options, checks, backbone), :mod:`.extract_record` (``run.json``,
 the resume identity), :mod:`.extract_compile` (``--compile``), :mod:`.extract_loop` (batches →
 shards), :mod:`.distributed` (torchrun ranks, the merge that writes the manifest); this module
-plans the work and runs them in order.
+plans the work and runs them in order. None of them imports torch at module level: the command
+line, batch plans and scored directories import them without loading it, and ``extract`` sets
+``OMP_WAIT_POLICY`` before torch first loads.
 
 Output: see :mod:`imagenet_zsl.features.shard_files`. Labels index the label space ``classes``: the
 ``--classes`` file's wnids in file order. Image ids are ``"<wnid>/<member>"``.
@@ -151,7 +153,7 @@ def _plan(cfg: ExtractConfig, ranks: dist.RankInfo) -> tuple[ImageStore, WorkLis
 
 def _setup(cfg: ExtractConfig, work: WorkList, ranks: dist.RankInfo) -> tuple[ExtractionSetup, dict]:
     """This process's device, backbone and settings (and the backbone's weights record)."""
-    import torch
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     device = resolve_device(cfg.device, ranks.local_rank)
     on_cuda = device.type == "cuda"

@@ -1,5 +1,6 @@
 """The backbone as the extraction loop calls it: on its device, channels_last, under the run's
-autocast, and with ``--compile`` compiled by inductor with frozen weights."""
+autocast, and with ``--compile`` compiled by inductor with frozen weights. torch is imported when
+a backbone runs, not at import (see :mod:`imagenet_zsl.features.extract`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ log = logging.getLogger(__name__)
 
 def autocast(setup: ExtractionSetup) -> Any:
     """The forward pass's autocast context (re-entrant: entered once per batch), or a null one."""
-    import torch
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(setup.precision)
     if dtype is None:
@@ -33,7 +34,7 @@ def prepare_net(setup: ExtractionSetup, result: ExtractResult) -> Callable[[Any]
     time goes into ``result.compile_seconds``. A compiler that is missing or fails is a
     UserInputError naming ``--compile``; any other error propagates unchanged.
     """
-    import torch
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     # cudnn.benchmark (fast mode) is set by the caller's torch_numerics: one input shape per run
     net = setup.net.to(setup.device, memory_format=torch.channels_last)
@@ -41,7 +42,7 @@ def prepare_net(setup: ExtractionSetup, result: ExtractResult) -> Callable[[Any]
         return net
     start = time.perf_counter()
     forward = _compile(net)
-    from torch._dynamo.exc import TorchDynamoException, TorchRuntimeError
+    from torch._dynamo.exc import TorchDynamoException, TorchRuntimeError  # deferred: as torch above
 
     crop = setup.pre.crop
     with torch.inference_mode():
@@ -76,8 +77,8 @@ def _compile(net: Any) -> Callable[[Any], tuple[Any, Any]]:
     after it and no other compilation in the process sees it (``torch.compile(options=...)`` does
     not reach freezing in torch 2.14: it silently compiles unfrozen).
     """
-    import torch
-    from torch._inductor import config as inductor_config
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
+    from torch._inductor import config as inductor_config  # deferred: as torch above
 
     try:
         compiled = torch.compile(net, backend="inductor", dynamic=False)

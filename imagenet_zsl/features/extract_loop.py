@@ -1,9 +1,11 @@
 """The extraction loop: batches of decoded crops through the backbone into shards, each shard
-written atomically once its last batch is done (batches never straddle shards)."""
+written atomically once its last batch is done (batches never straddle shards). torch is imported
+when the loop runs, not at import (see :mod:`imagenet_zsl.features.extract`)."""
 
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import time
 import warnings
@@ -12,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from PIL import Image
 from tqdm.auto import tqdm
 
 from imagenet_zsl.features import distributed as dist
@@ -56,7 +59,7 @@ def extract_shards(
     backbone), each shard written atomically once its last batch is done; counts and timings go
     into ``result``. With a ``sink`` (the fused path) each shard's float16 rows go to it and only
     its labels, ids and record are written (:mod:`~imagenet_zsl.features.scored_shards`)."""
-    import torch
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     cfg, work, pre, device, batch_size = setup.cfg, setup.work, setup.pre, setup.device, setup.batch_size
     on_cuda = device.type == "cuda"
@@ -129,7 +132,7 @@ def _mean_over_crops(features: Any, logits: Any, views: int) -> tuple[Any, Any]:
 def _with_device_decoded(batch: dict[str, Any], pre: Preprocessing, device: torch.device):
     """(images (b, 3, c, c) uint8, positions (b,) int64 in work order, skipped (pos, reason)) of a
     :class:`~imagenet_zsl.features.loading.Collate` batch, its raw JPEGs decoded on ``device``."""
-    import torch
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     images, pos = batch["images"], batch["pos"]
     skipped = list(batch["skipped"])
@@ -169,7 +172,7 @@ class _ShardBuffer:
     ) -> tuple[int, int]:
         """Write the shard (and its skipped-files sidecar); (rows written, images skipped). With
         a ``sink``, the features go to it instead of a file (:func:`write_scored_shard`)."""
-        import torch
+        import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
         if self.positions:
             positions = np.concatenate(self.positions)
@@ -220,7 +223,7 @@ def _device_decode(
     ``crop_tensor``), on failure one by one; what the device could not decode or resize, PIL
     decides. Returns (crops uint8 (k, 3, c, c) on device, their positions, skipped (pos, reason));
     the crops are not in ``raw_pos`` order (the caller sorts the batch)."""
-    import torch
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     if group_elements is None:
         group_elements = GROUP_ELEMENTS.get(device.type, 0)
@@ -257,7 +260,7 @@ def _device_decode(
 
 def _decode_jpegs(raw: list, device: torch.device) -> list:
     """uint8 (3, H, W) RGB images on ``device`` (None where decode_jpeg failed) of ``raw``."""
-    from torchvision.io import ImageReadMode, decode_jpeg
+    from torchvision.io import ImageReadMode, decode_jpeg  # deferred: as torch (module docstring)
 
     with warnings.catch_warnings():
         # torchvision 0.29 deprecates its decoders in favour of TorchCodec (not a dependency yet)
@@ -278,10 +281,7 @@ def device_decodes_jpeg(device: torch.device) -> bool:
     """Whether torchvision's ``decode_jpeg`` works on ``device`` (a build without nvJPEG would
     send every JPEG of a ``--decode torchvision`` run through the per-image PIL fallback in the
     main process): decodes one small JPEG there."""
-    import io
-
-    import torch
-    from PIL import Image
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     buffer = io.BytesIO()
     Image.new("RGB", (16, 8), (200, 100, 50)).save(buffer, "JPEG")

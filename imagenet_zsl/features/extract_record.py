@@ -11,9 +11,10 @@ from typing import Any
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import distributed as dist
-from imagenet_zsl.features.backbones import RANDOM, get_spec
+from imagenet_zsl.features.backbones import get_spec
 from imagenet_zsl.features.extract_setup import TOOL, ExtractConfig, ExtractionSetup, provenance_fields
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
+from imagenet_zsl.features.hub_weights import RANDOM
 from imagenet_zsl.features.shard_files import encode_head
 from imagenet_zsl.images.store import ImageStore
 from imagenet_zsl.io import (

@@ -1,6 +1,10 @@
 """What an extraction run is: its options (:class:`ExtractConfig`), their checks and defaults,
 the backbone and preprocessing it builds (:func:`load_backbone`), and what a process resolved
-(:class:`ExtractionSetup`) and did (:class:`ExtractResult`)."""
+(:class:`ExtractionSetup`) and did (:class:`ExtractResult`).
+
+torch is imported where a backbone runs, never at import: the command line and batch plans import
+the extraction modules without loading it, and ``extract`` sets ``OMP_WAIT_POLICY``
+(:func:`~imagenet_zsl.devices.tune_process_for_image_pipeline`) before torch first loads."""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from imagenet_zsl.features.head import BackboneHead
 from imagenet_zsl.features.identity import DEFAULT_LAYER
 from imagenet_zsl.features.loading import WorkList
 from imagenet_zsl.features.transforms import Preprocessing
+from imagenet_zsl.io import resolve_path
 
 if TYPE_CHECKING:
     import torch
@@ -127,8 +132,6 @@ def check_choices(cfg: ExtractConfig) -> None:
 def check_out_outside_store(out: str | os.PathLike, store: str | os.PathLike) -> None:
     """Refuse an ``--out`` inside the store (its shards would be read as images or classes of the
     store, and a cleaned store loses them) or one that holds the store, in one line."""
-    from imagenet_zsl.io import resolve_path
-
     where, source = resolve_path(out), resolve_path(store)
     if where == source or source in where.parents or where in source.parents:
         inside = "is" if where == source else "lies inside" if source in where.parents else "holds"
@@ -155,7 +158,7 @@ def load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any], Preproc
     ``extract`` builds them (``imagenet-zsl predict`` uses it to embed photos the same way); only
     ``backbone``, ``weights``, ``seed``, ``resize``, ``crop``, ``ten_crop`` and ``logits`` of
     ``cfg`` are read."""
-    import torch
+    import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     net, weights = create_backbone(cfg.backbone, cfg.weights, seed=cfg.seed)
     pre = backbone_preprocessing(net, cfg.resize, cfg.crop, cfg.ten_crop)

@@ -189,8 +189,8 @@ class LastBlockFinetuner:
     # -- one fold -----------------------------------------------------------------------------
 
     def __call__(self, train_rows: np.ndarray, test_rows: np.ndarray, seed: int) -> np.ndarray:
-        import torch
-        import torch.nn.functional as F
+        import torch  # deferred: training and the image filter import this module without torch (CPU fits)
+        import torch.nn.functional as F  # deferred: as torch above
 
         params, device = self.params, self.device
         on_cuda = device.type == "cuda"
@@ -257,7 +257,7 @@ class LastBlockFinetuner:
         return predictions
 
     def _dim(self, net: Any) -> int:
-        import torch
+        import torch  # deferred: training and the image filter import this module without torch (CPU fits)
 
         with torch.no_grad():
             probe = torch.zeros(1, 3, self.pre.crop, self.pre.crop, device=next(net.parameters()).device)
@@ -266,7 +266,7 @@ class LastBlockFinetuner:
 
 def _store_rows(store_ids: np.ndarray, wanted: np.ndarray, images: str) -> np.ndarray:
     """Store row of every feature id; a UserInputError naming the ids the store lacks."""
-    import pandas as pd
+    import pandas as pd  # deferred: only --finetune-last-block needs its fast index lookup
 
     rows = pd.Index(store_ids).get_indexer(pd.Index(wanted))
     missing = wanted[rows < 0]

@@ -12,6 +12,7 @@ after ``huggingface_hub`` was imported still counts. What was loaded is recorded
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ class WeightsInfo:
 
 def hub_offline() -> bool:
     """True when ``HF_HUB_OFFLINE`` (read now, not at import) forbids downloads."""
-    import huggingface_hub.constants
+    import huggingface_hub.constants  # deferred: `extract --help` imports this module (via backbones)
 
     value = os.environ.get("HF_HUB_OFFLINE")
     if value is not None:
@@ -61,7 +62,7 @@ def hub_offline() -> bool:
 
 def hub_cache_dir() -> Path:
     """The Hugging Face hub cache: ``HF_HUB_CACHE``, else ``HF_HOME``/hub, else the library's default."""
-    import huggingface_hub.constants
+    import huggingface_hub.constants  # deferred: `extract --help` imports this module (via backbones)
 
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"]).expanduser()
@@ -93,8 +94,13 @@ def fetch_hub_file(
     """The first of ``filenames`` that ``repo`` (``org/name[@rev]``) holds, from the hub cache or
     downloaded into it (not when offline) → (local path, filename). UserInputError naming the
     repository and file (``what`` it is) when none can be had."""
+    # deferred: `extract --help` imports this module (via backbones); only a fetch needs the hub client
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError, LocalEntryNotFoundError
+    from huggingface_hub.errors import (  # deferred: as hf_hub_download above
+        EntryNotFoundError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+    )
 
     name, revision = split_revision(repo)
     offline = hub_offline()
@@ -128,9 +134,7 @@ def hub_weights(repo: str, filenames: tuple[str, ...], backbone: str) -> Weights
 def torch_hub_weights(url: str, backbone: str) -> WeightsInfo:
     """torchvision weights: the torch hub cache's ``checkpoints/<file>``, downloaded there as
     ``torchvision`` does (hash prefix of the name checked) unless ``HF_HUB_OFFLINE=1``."""
-    import re
-
-    import torch
+    import torch  # deferred: `extract --help` and training import this module (via backbones)
 
     path = Path(torch.hub.get_dir()) / "checkpoints" / Path(url).name
     if not path.is_file():

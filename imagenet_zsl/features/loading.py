@@ -5,6 +5,10 @@ filter's fine-tuning (:mod:`imagenet_zsl.features.finetune`), so both see exactl
 pixels: bytes read straight from the tars, decoded with PIL (or passed through raw for nvJPEG),
 resized and centre-cropped to uint8 (3, crop, crop) by :class:`~imagenet_zsl.features.transforms.
 Preprocessing` in DataLoader workers; normalisation happens later, on the model's device.
+
+torch is imported inside the functions that need it: the command line, batch plans and the
+features' readers import this module (through :mod:`~imagenet_zsl.features.extract_setup`) without
+loading torch, and ``extract`` sets ``OMP_WAIT_POLICY`` before torch first loads.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ class Collate:
         self.views = views  # crops per image: 10 with ten-crop, stacked as (b, 10, 3, c, c)
 
     def __call__(self, items: Sequence[Item]) -> dict[str, Any]:
-        import torch
+        import torch  # deferred: torch loads only when images are read (see the module docstring)
 
         crops = [(p, c) for p, c, _, _ in items if c is not None]
         raws = [(p, r) for p, _, r, _ in items if r is not None]
@@ -183,7 +187,7 @@ class Collate:
 
 def _uint8_tensor(shape: tuple[int, ...], shared: bool) -> Any:
     """An uninitialised uint8 tensor of ``shape``; in shared memory if ``shared``."""
-    import torch
+    import torch  # deferred: torch loads only when images are read (see the module docstring)
 
     if not shared:
         return torch.empty(shape, dtype=torch.uint8)
@@ -202,7 +206,7 @@ def image_loader(
 ) -> Any:
     """A DataLoader over ``dataset`` yielding :class:`Collate` dicts, one per list of work
     positions in ``batches``; ``workers`` decode processes keep 2 batches each in flight."""
-    from torch.utils.data import DataLoader
+    from torch.utils.data import DataLoader  # deferred: torch loads only when images are read
 
     return DataLoader(
         dataset,

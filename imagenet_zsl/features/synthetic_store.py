@@ -200,8 +200,8 @@ def _write_wds(root: Path, payloads: dict[str, list[tuple[str, bytes]]], seed: i
 def _write_parquet(root: Path, payloads: dict[str, list[tuple[str, bytes]]], seed: int) -> None:
     """``data/train-0000{0,1}-of-00002.parquet``: image {bytes, path} + label, row groups of 4, the
     label names in the ``huggingface`` schema metadata (as ``datasets`` writes them)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # deferred: optional, only a parquet store needs it
+    import pyarrow.parquet as pq  # deferred: as pyarrow above
 
     items = _shuffled(payloads, seed)
     names = sorted(payloads)

@@ -19,6 +19,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from PIL import Image
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -40,7 +41,9 @@ class Preprocessing:
     #: of the resized image, and the same 5 of its horizontal flip); the feature is their mean
     ten_crop: bool = False
 
-    def _mode(self):
+    def _mode(self) -> Any:
+        """torchvision's ``InterpolationMode`` of ``interpolation``."""
+        # deferred: `extract --help` imports this module (via backbones) without torch(vision)
         from torchvision.transforms import InterpolationMode
 
         return InterpolationMode(self.interpolation)
@@ -84,7 +87,7 @@ class Preprocessing:
         (:func:`resized_center_crop`). With ``ten_crop``: (10, 3, crop, crop), torchvision's
         Resize + TenCrop in its order."""
         if self.ten_crop:
-            import torchvision.transforms.functional as F
+            import torchvision.transforms.functional as F  # deferred: see _mode
 
             crops = F.ten_crop(F.resize(image, [self.resize], self._mode()), [self.crop, self.crop])
             return np.ascontiguousarray(
@@ -92,7 +95,7 @@ class Preprocessing:
             )
         cropped = resized_center_crop(image, self.resize, self.crop, self.interpolation)
         if cropped is None:  # a case the crop-only resize does not cover: the plain way
-            import torchvision.transforms.functional as F
+            import torchvision.transforms.functional as F  # deferred: see _mode
 
             size = [self.crop, self.crop]
             cropped = F.center_crop(F.resize(image, [self.resize], self._mode()), size)
@@ -101,8 +104,9 @@ class Preprocessing:
     def crop_tensor(self, image: Any) -> Any:
         """uint8 tensor (3, H, W) on any device → uint8 (3, crop, crop) (tensor resize, antialiased);
         with ``ten_crop``, (10, 3, crop, crop). A batch (n, 3, H, W) of one size gives (n, ...)."""
+        # deferred (both): `extract --help` imports this module (via backbones) without torch
         import torch
-        import torchvision.transforms.functional as F
+        import torchvision.transforms.functional as F  # deferred: as torch above
 
         image = F.resize(image, [self.resize], self._mode(), antialias=True)
         if self.ten_crop:  # (3, c, c) crops → (10, 3, c, c); a batch's (n, 3, c, c) → (n, 10, 3, c, c)
@@ -118,7 +122,7 @@ class Preprocessing:
         it where each call costs more than its arithmetic (kernel launches on a GPU); on a CPU the
         float resize is bound by memory and cache, and larger calls are slower (measured with
         ``tools/bench_extract.py --device-resize``). A RuntimeError of a call propagates."""
-        import torch
+        import torch  # deferred: `extract --help` imports this module (via backbones) without torch
 
         if not images:
             return torch.zeros((0, *self.crop_shape), dtype=torch.uint8)
@@ -147,7 +151,7 @@ class Preprocessing:
 
         Mean and std are copied to the device once (a per-batch copy would stall the GPU stream).
         """
-        import torch
+        import torch  # deferred: `extract --help` imports this module (via backbones) without torch
 
         mean = torch.tensor(self.mean, dtype=torch.float32).view(-1, 1, 1).to(device)
         std = torch.tensor(self.std, dtype=torch.float32).view(-1, 1, 1).to(device)
@@ -161,8 +165,9 @@ class Preprocessing:
     def reference_transform(self) -> Any:
         """The plain torchvision pipeline (PIL → normalised float tensor (3, c, c); with
         ``ten_crop`` (10, 3, c, c)) for tests and benchmarks."""
+        # deferred (both): `extract --help` imports this module (via backbones) without torch
         import torch
-        from torchvision import transforms
+        from torchvision import transforms  # deferred: as torch above
 
         if self.ten_crop:
             per_crop = transforms.Compose([transforms.ToTensor(), transforms.Normalize(self.mean, self.std)])
@@ -303,8 +308,6 @@ def _pillow_pass_order() -> str | None:
     """Which pass the installed Pillow runs first, checked once per process on a noise image where
     the two orders differ: "horizontal" (always, Pillow < 13), "size" (vertical first when the
     height shrinks by more than twice the width, Pillow 13), or None (neither: not used)."""
-    from PIL import Image
-
     noise = np.random.default_rng(0).integers(0, 256, (96, 24, 3), dtype=np.uint8)
     image = Image.fromarray(noise)
     bilinear = Image.Resampling.BILINEAR
