@@ -9,6 +9,10 @@ never copied: rows are gathered and cast to float32 block by block.
 - :func:`ridge_stats` + :func:`ridge_fold_model`: least squares onto one-hot labels; one pass over
   the data gives the sufficient statistics of every fold (``--classifier ridge``: much cheaper on
   a CPU at ImageNet-21K scale).
+
+Torch is imported inside the functions that compute: through :mod:`.outputs` the split builder's
+``image_quality`` pool filter and ``evaluate --kept-images`` load this module and never need torch,
+and ``images filter --finetune-last-block`` tunes OpenMP before torch loads.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ class SoftmaxProbe:
         device: torch.device | str = "cpu",
         progress: bool = False,
     ):
-        import torch
+        import torch  # deferred: only a fit loads torch (module docstring)
 
         self.num_classes = num_classes
         self.device = torch.device(device)
@@ -70,15 +74,15 @@ class SoftmaxProbe:
         self.progress = progress
 
     def _inputs(self, store: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        import torch
+        import torch  # deferred: only a fit loads torch (module docstring)
 
         x = store[rows.to(store.device)].to(self.device, torch.float32, non_blocking=True)
         return (x - self.mean) * self.inv_std
 
     def fit(self, store: torch.Tensor, labels: torch.Tensor, rows: torch.Tensor, seed: int) -> SoftmaxProbe:
         """Train ``max(epochs * ceil(n / batch), min_steps)`` full-batch AdamW steps, cosine decay."""
-        import torch
-        import torch.nn.functional as F
+        import torch  # deferred: only a fit loads torch (module docstring)
+        import torch.nn.functional as F  # deferred: only a fit loads torch (module docstring)
 
         params = self.params
         generator = torch.Generator().manual_seed(seed)
@@ -119,7 +123,7 @@ class SoftmaxProbe:
 
     def predict(self, store: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """Predicted class (n,) int64 for ``store[rows]``."""
-        import torch
+        import torch  # deferred: only a fit loads torch (module docstring)
 
         if not hasattr(self, "weight_"):
             raise RuntimeError("SoftmaxProbe.predict called before fit")
@@ -145,7 +149,7 @@ def train_softmax_fold(
     ``moments``: :func:`~imagenet_zsl.image_filter.folds.fold_moments` of this seed's ``fold``
     (N,), from which the training folds' mean and std are derived without another pass.
     """
-    import torch
+    import torch  # deferred: only a fit loads torch (module docstring)
 
     counts, sums, squares = moments
     n = counts.sum() - counts[f]
@@ -181,7 +185,7 @@ def ridge_stats(
 ) -> RidgeStats:
     """:class:`RidgeStats` (float64 on ``device``) of the judged rows of ``store`` (N, D), per
     fold of ``fold`` (N,) int8, with ``labels`` (N,) int64 in [0, C)."""
-    import torch
+    import torch  # deferred: only a fit loads torch (module docstring)
 
     dim = store.shape[1]
     f64 = dict(dtype=torch.float64, device=device)
@@ -218,7 +222,7 @@ def ridge_fold_model(stats: RidgeStats, f: int, alpha: float) -> tuple[torch.Ten
     """Weights (D, C) and offset (C,) of ridge regression onto one-hot labels, trained on the
     folds other than ``f``: scores = x @ W + offset. The penalty is ``alpha`` times the mean
     eigenvalue of the centred Gram matrix, so it is scale-free."""
-    import torch
+    import torch  # deferred: only a fit loads torch (module docstring)
 
     n = stats.counts.sum() - stats.counts[f]
     total = stats.sums.sum(0) - stats.sums[f]
@@ -238,7 +242,7 @@ def predict_linear(
     store: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor, offset: torch.Tensor
 ) -> np.ndarray:
     """argmax of ``store[rows] @ weight + offset``: predicted classes (n,) int32."""
-    import torch
+    import torch  # deferred: only a fit loads torch (module docstring)
 
     out = []
     with torch.no_grad():

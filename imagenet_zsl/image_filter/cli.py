@@ -1,7 +1,9 @@
-"""`imagenet-zsl images filter`: drop ambiguous images with a cross-fitted classifier.
+"""``imagenet-zsl images filter`` (drop ambiguous images with a cross-fitted classifier): the flags;
+the handler is :mod:`imagenet_zsl.image_filter.commands`.
 
 This stage's commands join the ``images`` group that :mod:`imagenet_zsl.images.cli` also adds
-to (``CommandTree.group`` hands both the same group). Torch is imported only when a command runs.
+to (``CommandTree.group`` hands both the same group). Start-up imports nothing of the stage: the
+command names its handler by dotted target; torch is imported only when the filter runs.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int, seed
 from imagenet_zsl.devices import DEVICE_HELP
-from imagenet_zsl.errors import UserInputError
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -120,77 +121,5 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         help="image decoding processes; None: 0 on CPU, 8 on CUDA",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
-    parser.set_defaults(func=run_filter_command)
+    parser.set_defaults(func="imagenet_zsl.image_filter.commands:filter_images")
     return parser
-
-
-def run_filter_command(args: argparse.Namespace) -> int:
-    """Handler of ``images filter``: check the flags, run :func:`filter_feature_dir`, print a line."""
-    from imagenet_zsl.image_filter.params import FilterParams
-
-    finetune = None
-    if args.finetune_last_block:
-        from imagenet_zsl.devices import tune_process_for_image_pipeline
-
-        tune_process_for_image_pipeline()  # it decodes images in workers; torch is not loaded yet
-        if args.images is None:
-            raise UserInputError(
-                "--finetune-last-block needs --images STORE: the image store the features were "
-                "extracted from (it trains on the images themselves)"
-            )
-        from imagenet_zsl.features.finetune import FinetuneParams
-
-        finetune = FinetuneParams(
-            images=args.images,
-            backbone=args.backbone,
-            weights=args.weights,
-            epochs=args.finetune_epochs,
-            batch_size=args.finetune_batch_size,
-            lr=args.finetune_lr,
-            workers=args.workers,
-        ).validate()
-    else:
-        given = [
-            flag
-            for flag, value in (
-                ("--images", args.images),
-                ("--backbone", args.backbone),
-                ("--weights", args.weights),
-            )
-            if value is not None
-        ]
-        if given:
-            raise UserInputError(
-                f"{', '.join(given)}: only used with --finetune-last-block; add it or drop them"
-            )
-    if args.threads is not None:
-        if args.threads < 1:
-            raise UserInputError(f"--threads must be at least 1 (got {args.threads})")
-        import torch
-
-        torch.set_num_threads(args.threads)
-    params = FilterParams(
-        folds=args.folds,
-        seeds=args.seeds,
-        seed=args.seed,
-        classifier=args.classifier,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        ridge_alpha=args.ridge_alpha,
-        min_class_accuracy=args.min_class_accuracy,
-        min_images=args.min_images,
-        device=args.device,
-    )
-    from imagenet_zsl.image_filter.quality import filter_feature_dir
-
-    summary = filter_feature_dir(
-        args.features, args.out, params, progress=not args.no_progress, finetune=finetune
-    )
-    print(
-        f"kept {summary['images_after']}/{summary['images_before']} images and "
-        f"{summary['classes_after']}/{summary['classes_before']} classes "
-        f"(held-out accuracy {summary['heldout_accuracy']:.4f}) -> {args.out}"
-    )
-    return 0

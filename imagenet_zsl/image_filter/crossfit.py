@@ -4,6 +4,10 @@ For every seed the images get stratified folds (:func:`~imagenet_zsl.image_filte
 stratified_folds`); for every fold a classifier is trained on the other folds and predicts the
 held-out one. An image is kept when it is judged and correct under every seed. Per-(seed, fold)
 predictions are saved in a work directory, so an interrupted run resumes where it stopped.
+
+Torch is imported inside the functions that compute: through :mod:`.outputs` the split builder's
+``image_quality`` pool filter and ``evaluate --kept-images`` load this module and never need torch,
+and ``images filter --finetune-last-block`` tunes OpenMP before torch loads.
 """
 
 from __future__ import annotations
@@ -161,7 +165,7 @@ class CrossFitFilter:
 
     def _fit_one(self, data: FoldData, fold: np.ndarray, f: int, prepared: Any, seed: int) -> np.ndarray:
         """Predictions (m,) int32 for fold ``f`` from a model trained on the other folds."""
-        import torch
+        import torch  # deferred: only a fit loads torch (module docstring)
 
         fold_seed = int(np.random.SeedSequence([seed, f]).generate_state(1)[0])
         if self.fold_trainer is not None:
@@ -191,7 +195,7 @@ def _check_inputs(features: np.ndarray, labels: np.ndarray, num_classes: int, fo
 def _fold_data(features: np.ndarray, labels: np.ndarray, num_classes: int, device: torch.device) -> FoldData:
     """The features as one tensor: resident on the GPU when it takes under half the free memory,
     else on the CPU (batches are then copied over)."""
-    import torch
+    import torch  # deferred: only a fit loads torch (module docstring)
 
     store = torch.from_numpy(np.ascontiguousarray(features))
     if device.type == "cuda":
@@ -222,7 +226,7 @@ def _warn_if_slow(params: FilterParams, device: torch.device, rows: int, dim: in
 @contextlib.contextmanager
 def _deterministic_torch() -> Iterator[None]:
     """Deterministic torch kernels for the duration of the fit (restored afterwards)."""
-    import torch
+    import torch  # deferred: only a fit loads torch (module docstring)
 
     before = torch.are_deterministic_algorithms_enabled()
     warn_only = torch.is_deterministic_algorithms_warn_only_enabled()

@@ -2,6 +2,10 @@
 
 Shapes: N images, D feature dims, C classes, k folds. A fold array is (N,) int8 with -1 for rows
 that are not judged (their class has fewer images than folds).
+
+Torch is imported inside the functions that compute: through :mod:`.outputs` the split builder's
+``image_quality`` pool filter and ``evaluate --kept-images`` load this module and never need torch,
+and ``images filter --finetune-last-block`` tunes OpenMP before torch loads.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ def fold_moments(
     One pass over ``store`` (N, D) serves every fold: fold ``f``'s training statistics are the
     totals minus fold ``f``'s share.
     """
-    import torch
+    import torch  # deferred: only a fit loads torch (module docstring)
 
     dim, device = store.shape[1], store.device
     sums = torch.zeros(folds, dim, dtype=torch.float64, device=device)

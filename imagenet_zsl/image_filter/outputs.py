@@ -101,7 +101,7 @@ def _write_class_table(path: Path, outcomes: list[dict[str, Any]]) -> None:
 
 def _write_image_table(path: Path, columns: dict[str, np.ndarray]) -> None:
     """Large image lists via pandas (C writer) with fixed formatting for byte-stable files."""
-    import pandas as pd
+    import pandas as pd  # deferred: the pool filter reads classes.csv (csv module) without pandas
 
     pd.DataFrame(columns).to_csv(path, index=False, lineterminator="\n")
 
@@ -295,7 +295,7 @@ def class_verdicts(path: str | Path) -> dict[str, bool]:
 def kept_image_ids(path: str | Path) -> set[str]:
     """Image ids a filter run kept (its ``kept.csv``; ``path`` is the file or the run's output
     directory), for evaluating only kept images."""
-    import pandas as pd
+    import pandas as pd  # deferred: only an image table (kept.csv) needs pandas, not class_verdicts
 
     path = _output_file(path, "kept.csv")
     with open(path, encoding="utf-8") as handle:

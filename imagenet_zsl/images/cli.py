@@ -1,19 +1,19 @@
-"""Command-line entry points of the `images` stage: ``imagenet-zsl images count``.
+"""``imagenet-zsl images count | coverage``: the flags; the handlers are
+:mod:`imagenet_zsl.images.commands`.
 
 ``imagenet-zsl images filter`` joins the same group from :mod:`imagenet_zsl.image_filter.cli`.
+Start-up imports nothing of the stage: each command names its handler by dotted target.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import non_negative_int
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
-    from imagenet_zsl.images.store import ImageStore
 
 GROUP_HELP = "Image stores: count what you hold, filter bad images."
 #: ``--layout`` choices (the names of images.layouts; spelt here so --help imports nothing heavy)
@@ -53,39 +53,7 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
         "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines",
     )
     parser.add_argument("--rebuild-index", action="store_true", help="ignore the cached index")
-    parser.set_defaults(func=_count)
-
-
-def _count(args: argparse.Namespace) -> int:
-    from imagenet_zsl.images.store import is_counts_tsv, open_store, skipped_file_count, write_counts_tsv
-    from imagenet_zsl.io import check_out_file
-
-    if args.out is not None:  # before the store is scanned: a wrong --out fails at once
-        check_out_file(
-            args.out, [args.store, args.val_labels], replaces=is_counts_tsv, what="a counts table (TSV)"
-        )
-    store = open_store(args.store, args.layout, args.val_labels, rebuild=args.rebuild_index)
-    counts = store.counts()
-    text = write_counts_tsv(counts, args.out)
-    if args.out is None:
-        sys.stdout.write(text)
-    empty = int((store.size == 0).sum())
-    note = f"; {empty} zero-byte files not counted" if empty else ""
-    problems = [p for p in store.problems if p["kind"] != "skipped-files"]
-    if problems:
-        kinds = sorted({p["kind"] for p in problems})
-        note += (
-            f"; {len(problems)} damaged or skipped entries ({', '.join(kinds)}) recorded in the "
-            "store index, see the warnings"
-        )
-    not_images = sum(skipped_file_count(store).values())
-    if not_images:
-        note += f"; {not_images} files not read as images (see the warning)"
-    print(
-        f"{sum(counts.values())} images in {len(counts)} classes ({store.layout} store {store.root}){note}",
-        file=sys.stderr,
-    )
-    return 0
+    parser.set_defaults(func="imagenet_zsl.images.commands:count")
 
 
 def _register_coverage(sub: argparse._SubParsersAction) -> None:
@@ -104,48 +72,4 @@ def _register_coverage(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--show", type=non_negative_int, default=10, help="missing classes listed per split (default 10)"
     )
-    parser.set_defaults(func=_coverage)
-
-
-def split_coverage(store_counts: dict[str, int], wnids: list[str], reference: dict[str, int]) -> dict:
-    """Coverage of one split: ``classes``/``images`` expected (fall11), held and missing;
-    ``missing_classes``: wnids with no image in the store; ``short_classes``: wnids with fewer."""
-    expected_images = sum(reference.get(w, 0) for w in wnids)
-    held = {w: min(store_counts.get(w, 0), reference.get(w, store_counts.get(w, 0))) for w in wnids}
-    missing_classes = [w for w in wnids if store_counts.get(w, 0) == 0]
-    short = [w for w in wnids if 0 < store_counts.get(w, 0) < reference.get(w, 0)]
-    return {
-        "classes": len(wnids),
-        "classes_missing": len(missing_classes),
-        "images_fall11": expected_images,
-        "images_held": sum(held.values()),
-        "images_missing": expected_images - sum(held.values()),
-        "missing_classes": missing_classes,
-        "short_classes": short,
-    }
-
-
-def _coverage(args: argparse.Namespace) -> int:
-    from imagenet_zsl.data import fall11_counts
-    from imagenet_zsl.images.store import open_store
-    from imagenet_zsl.splits.io import read_wnid_list
-
-    splits = {path: read_wnid_list(path) for path in args.split}
-    store: ImageStore = open_store(args.store, args.layout, args.val_labels)
-    counts, reference = store.counts(), fall11_counts()
-    print("split\tclasses\tclasses_missing\timages_fall11\timages_held\timages_missing\tshare_missing")
-    details = []
-    for path, wnids in splits.items():
-        c = split_coverage(counts, wnids, reference)
-        share = c["images_missing"] / c["images_fall11"] if c["images_fall11"] else 0.0
-        print(
-            f"{path}\t{c['classes']}\t{c['classes_missing']}\t{c['images_fall11']}\t"
-            f"{c['images_held']}\t{c['images_missing']}\t{share:.2%}"
-        )
-        if c["missing_classes"]:
-            shown = ", ".join(c["missing_classes"][: args.show])
-            more = len(c["missing_classes"]) - args.show
-            details.append(f"{path}: classes missing: {shown}{f' (+{more} more)' if more > 0 else ''}")
-    for line in details:
-        print(line, file=sys.stderr)
-    return 0
+    parser.set_defaults(func="imagenet_zsl.images.commands:coverage")

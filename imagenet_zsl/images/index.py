@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from imagenet_zsl.errors import UserInputError
@@ -46,9 +48,6 @@ class StoreIndex:
 
     def to_parquet_bytes(self, meta: dict[str, Any]) -> bytes:
         """The index as Parquet, with ``meta`` (root, layout, key) in the schema metadata."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
         table = pa.table(
             {
                 "class_index": pa.array(self.class_index, pa.int32()),
@@ -73,8 +72,6 @@ class StoreIndex:
     @classmethod
     def from_parquet(cls, path: Path) -> tuple[dict[str, Any], StoreIndex]:
         """(metadata, index) of a cached index; ValueError when written by another version."""
-        import pyarrow.parquet as pq
-
         table = pq.read_table(path)
         meta = json.loads(table.schema.metadata[b"imagenet_zsl"])
         if meta.get("version") != INDEX_VERSION:

@@ -19,10 +19,15 @@ in store order decodes each row group once.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.images.scan import Scan, source_path
@@ -37,8 +42,6 @@ def _card_names(root: Path) -> list[str] | None:
     card = (root.parent if root.is_file() else root) / "README.md"
     if not card.is_file():
         return None
-    import yaml
-
     text = card.read_text(encoding="utf-8", errors="replace")
     if not text.startswith("---"):
         return None
@@ -74,8 +77,6 @@ def _schema_names(metadata: dict[bytes, bytes] | None) -> list[str] | None:
 
 def image_column(schema: Any, where: str) -> str:
     """The name of the image column of a parquet schema (struct with bytes, or binary)."""
-    import pyarrow as pa
-
     for name in IMAGE_COLUMNS:
         index = schema.get_field_index(name)
         if index < 0:
@@ -158,9 +159,6 @@ def scan_parquet(root: Path, source: str) -> Scan:
     or names repeated in the file) ``<file, relative, no .parquet>/row<N>`` so that ids stay unique
     across files; offset = the row number in the file, size -1 (unknown until read); ``labels``:
     (label, metadata) per row."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path = source_path(root, source)
     try:
         handle = pq.ParquetFile(path)
@@ -200,8 +198,6 @@ class RowReader:
     def _file(self, path: str) -> tuple[Any, str, list[int]]:
         opened = self._files.get(path)
         if opened is None:
-            import pyarrow.parquet as pq
-
             handle = pq.ParquetFile(path)
             starts, total = [], 0
             for group in range(handle.num_row_groups):
@@ -215,8 +211,6 @@ class RowReader:
 
     def read(self, path: str, row: int) -> bytes:
         """The bytes of row ``row`` of ``path`` (b"" for a null image)."""
-        import bisect
-
         handle, column, starts = self._file(path)
         if not 0 <= row < starts[-1]:
             raise OSError(f"row {row} is outside the {starts[-1]} rows of {path}")

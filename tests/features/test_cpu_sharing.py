@@ -147,8 +147,8 @@ def test_imagenet_zsl_extract_runs_its_network_with_sleeping_threads(tmp_path, m
     ("module", "handler", "args"),
     [
         (
-            "imagenet_zsl.image_filter.cli",
-            "run_filter_command",
+            "imagenet_zsl.image_filter.commands",
+            "filter_images",
             {"finetune_last_block": True, "images": None},  # stops at its first check
         ),
         (

@@ -30,6 +30,7 @@ from imagenet_zsl.image_filter import cli as filter_cli
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
 from imagenet_zsl.images import cli as images_cli
+from imagenet_zsl.registry import load_target
 
 CLASSES = ["n01440764", "n01443537", "n01484850", "n01491361"]
 COLOURS = [(220, 30, 30), (30, 200, 40), (40, 50, 220), (230, 220, 40)]
@@ -202,7 +203,7 @@ def test_cli_runs_the_finetune_path(dataset, tmp_path, capsys):
             "1",
         ]
     )
-    assert args.func(args) == 0
+    assert load_target(args.func)(args) == 0
     assert "images and" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["inputs"]["images"] == str(dataset["store"])
@@ -224,7 +225,7 @@ def cli_error(dataset, tmp_path, *extra: str) -> str:
         ]
     )
     with pytest.raises(UserInputError) as caught:
-        args.func(args)
+        load_target(args.func)(args)
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.work").exists()
     message = str(caught.value)
     assert "\n" not in message

@@ -29,6 +29,7 @@ from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
 from imagenet_zsl.images import cli as images_cli
 from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.registry import load_target
 
 NUM_CLASSES, PER_CLASS, DIM = 20, 60, 32
 FAST = {"min_steps": 150}  # enough AdamW steps for these small, well separated problems
@@ -464,7 +465,7 @@ def test_cli_filters_a_feature_directory(small_dir, tmp_path, capsys):
             "1",
         ]
     )
-    assert args.func(args) == 0
+    assert load_target(args.func)(args) == 0
     assert "images and 3/3 classes" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["parameters"]["folds"] == 4 and manifest["parameters"]["classifier"] == "ridge"
@@ -484,7 +485,7 @@ def test_cli_finetune_option_says_what_it_needs(small_dir, tmp_path):
         ]
     )
     with pytest.raises(UserInputError, match="needs --images STORE"):
-        args.func(args)
+        load_target(args.func)(args)
     assert not (tmp_path / "out").exists()
 
 

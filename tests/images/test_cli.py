@@ -1,7 +1,7 @@
 from imagenet_zsl.cli import main
 from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.features.synthetic_store import make_store
-from imagenet_zsl.images.cli import split_coverage
+from imagenet_zsl.images.commands import split_coverage
 
 
 def test_split_coverage_counts_missing_classes_and_images():

@@ -120,7 +120,7 @@ def test_os_errors_through_the_cli_name_the_file_and_what_to_do(
 ) -> None:
     """Raised from inside a command, after its --out was checked, with no file name (as write()
     raises ENOSPC/EFBIG): the line names the --out and the remedy; exit 2, no traceback."""
-    from imagenet_zsl.images import store as images_store  # the handler imports it when it runs
+    from imagenet_zsl.images import commands as images_commands  # where the handler looks it up
 
     store = tmp_path / "store" / "n01440764"
     store.mkdir(parents=True)
@@ -131,7 +131,7 @@ def test_os_errors_through_the_cli_name_the_file_and_what_to_do(
         raise OSError(code, os.strerror(code))
 
     monkeypatch.setenv("IMAGENET_ZSL_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(images_store, "write_counts_tsv", fail)
+    monkeypatch.setattr(images_commands, "write_counts_tsv", fail)
     capsys.readouterr()
     assert main(["images", "count", "--store", str(tmp_path / "store"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
