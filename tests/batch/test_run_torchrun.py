@@ -18,7 +18,7 @@ import pytest
 import yaml
 from threadpoolctl import threadpool_limits
 
-from imagenet_zsl.batch import runner
+from imagenet_zsl.batch import commands as batch_commands
 from imagenet_zsl.batch.ranks import PeerFailed, Ranks, cell_phases, owner
 from imagenet_zsl.batch.runner import run
 from imagenet_zsl.cli import main
@@ -279,7 +279,7 @@ def test_rank_0_hands_its_result_or_its_one_line_error_to_the_others(tmp_path, c
     # the other ranks exit 2 without printing it again
     assert not capsys.readouterr().err
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(runner, "run", lambda *a, **k: (_ for _ in ()).throw(PeerFailed("bad")))
+        patch.setattr(batch_commands, "run_recipe", lambda *a, **k: (_ for _ in ()).throw(PeerFailed("bad")))
         assert main(["run", str(tmp_path / "r.yaml"), "--out", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err == ""
     # rank 1 echoes its progress prefixed, rank 0 as it is
