@@ -77,6 +77,7 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: every installed entry point's ``register`` adds its commands."""
     parser = ArgumentParser(
         prog="imagenet-zsl",
         description="Zero-shot-learning benchmarks on ImageNet-21K and the attribute datasets.",
@@ -90,7 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tree = CommandTree(parser)
     for module_name in command_modules():
-        load_target(f"{module_name}:register")(tree)
+        try:
+            register = load_target(f"{module_name}:register")
+        except (ImportError, AttributeError) as err:
+            # a stale install's entry point (a module that moved, or no longer registers commands):
+            # every other command still works, and the warning says how to refresh the metadata
+            print(
+                f"warning: skipping the commands of {module_name} ({err}): reinstall with "
+                "`pip install -e .` (or `make install`) to refresh the entry points",
+                file=sys.stderr,
+            )
+            continue
+        register(tree)
     return parser
 
 

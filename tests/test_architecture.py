@@ -1,22 +1,24 @@
 """The import graph follows the data flow, no two files import each other (not even for annotations),
 and no import hides inside a function.
 
-hierarchy → splits → semantics → images → features → image_filter → models → evaluation →
-batch → attributes → analysis → cli, with the bottom utilities (errors, io, config, registry, ...)
-below them all. A stage that needs something from further down the flow registers into a
-registry of the upstream stage (entry points), never the other way round.
+The stages form the graph of :data:`FLOW` (ARCHITECTURE.md draws it), with the bottom utilities
+(errors, io, config, registry, ...) below them all; siblings import neither each other. A stage
+that needs something from further down the flow registers into a registry of the upstream stage
+(entry points), never the other way round.
 
 The checker cannot be fooled by the usual shapes: it records an edge for EVERY name of an import
 (``from imagenet_zsl import errors, evaluation``), resolves and forbids relative imports
 (``from ..evaluation import run``; ruff's TID252 says the same), counts imports under
 ``if TYPE_CHECKING:`` (a pair of files that import each other only for annotations is still a
 circle), counts a dotted target (``"imagenet_zsl.splits.commands:build"``, a command's handler,
-resolved by :func:`imagenet_zsl.registry.load_target`) as an import of its module, and flags
-``importlib.import_module`` / ``__import__`` of a package string, or of a computed name, anywhere
-but the registry. An import inside a function is allowed only for the optional or heavy
-third-party packages of :data:`DEFERRED`, with a comment saying why; a package module or any other
-library is imported at module level. Each shape is planted in a throw-away package below and must
-be caught.
+resolved by :func:`imagenet_zsl.registry.load_target`; a logger's name is not one) as an import of
+its module, and flags ``importlib.import_module`` / ``__import__`` of a package string, and
+``import_module``, ``__import__``, ``load_target`` or ``import_modules`` of a computed name (an
+alias included), anywhere but the loaders of :data:`DYNAMIC_IMPORTERS`. A package's ``__init__``
+and its own submodule importing each other are a circle like any other. An import inside a
+function is allowed only for the optional or heavy third-party packages of :data:`DEFERRED`, with a
+``# deferred: why`` comment; a package module or any other library is imported at module level.
+Each shape is planted in a throw-away package below and must be caught.
 """
 
 from __future__ import annotations
@@ -79,9 +81,17 @@ BOTTOM = {
     "data",
     "cli_types",
 }
-#: the only module that may import a module by a computed name: the registry (entry points and
-#: dotted targets, :func:`imagenet_zsl.registry.load_target`)
-DYNAMIC_IMPORTERS = {"imagenet_zsl.registry"}
+#: the only modules that may import a module by a computed name: the registry (entry points, dotted
+#: targets) and the four loaders that hand it a name they do not hold as a constant
+DYNAMIC_IMPORTERS = {
+    "imagenet_zsl.registry",
+    "imagenet_zsl.cli",  # each entry point's ``register``, then the handler a command names
+    "imagenet_zsl.cli_types",  # a lazy help text or choices given as a dotted target
+    "imagenet_zsl",  # the public API's names, re-exported lazily (PEP 562)
+    "imagenet_zsl.models.catalog",  # the model modules ``models/__init__.py`` names
+}
+#: the functions that import by name (:mod:`imagenet_zsl.registry` and the standard library)
+IMPORTING_CALLS = {"import_module", "__import__", "load_target", "import_modules"}
 #: the only packages a function may import (each such import carries a comment saying why): optional
 #: extras a user may not have installed, and heavy libraries a command that does not need them must
 #: not pay for (``evaluate`` on stored features on a CPU never imports torch: the CUDA wheel alone
@@ -145,10 +155,7 @@ class ImportReport:
         )
 
     def cycles(self) -> list[str]:
-        graph = self.graph.copy()
-        # a package's __init__ importing its own submodules (timm-style registration) is not a cycle
-        graph.remove_edges_from([(a, b) for a, b in graph.edges if b.startswith(a + ".")])
-        return sorted(" <-> ".join(sorted(c)) for c in nx.simple_cycles(graph))
+        return sorted(" <-> ".join(sorted(c)) for c in nx.simple_cycles(self.graph))
 
     def problems(self) -> list[str]:
         return (
@@ -179,16 +186,54 @@ def _absolute_base(node: ast.ImportFrom, name: str, is_package: bool) -> str:
     return ".".join(parts + ([node.module] if node.module else []))
 
 
-def _dynamic_target(node: ast.Call) -> str | None:
-    """``import_module(X)`` / ``__import__(X)``: X shown, when it is a package string or computed."""
+def _dynamic_target(node: ast.Call, aliases: dict[str, str], constants: set[str]) -> str | None:
+    """A call that imports by name (:data:`IMPORTING_CALLS`, through an alias too): its argument
+    shown when it is a package string given to ``import_module``/``__import__``, or computed.
+
+    A dotted target named by a string constant (in the call, or bound to a module-level name) is
+    an edge of the graph already (:func:`_dotted_target`) and allowed."""
     func = node.func
     called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-    if called not in {"import_module", "__import__"} or not node.args:
+    called = aliases.get(called, called) if called is not None else None
+    if called not in IMPORTING_CALLS or not node.args:
         return None
     arg = node.args[0]
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-        return arg.value if arg.value.split(".")[0] == "imagenet_zsl" else None
+        stdlib_call = called in {"import_module", "__import__"}
+        return arg.value if stdlib_call and arg.value.split(".")[0] == "imagenet_zsl" else None
+    if called in {"load_target", "import_modules"} and isinstance(arg, ast.Name) and arg.id in constants:
+        return None
     return ast.unparse(arg)
+
+
+def _aliases_and_constants(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
+    """Local names of imported functions (``load_target as _load_target``) → their own names, and
+    the module-level names bound to a string constant (``TORCH_BACKEND = "pkg.mod:Name"``)."""
+    aliases = {
+        alias.asname: alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname
+    }
+    constants = set()
+    for node in tree.body:
+        value = node.value if isinstance(node, ast.Assign | ast.AnnAssign) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            constants.update(t.id for t in targets if isinstance(t, ast.Name))
+    return aliases, constants
+
+
+def _logger_names(tree: ast.AST) -> set[int]:
+    """ids of the string constants that name a logger (``logging.getLogger("imagenet_zsl.x")``)."""
+    return {
+        id(arg)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "getLogger"
+        for arg in node.args
+    }
 
 
 def _targets(node: ast.AST, name: str, is_package: bool, report: ImportReport) -> list[str]:
@@ -218,10 +263,15 @@ def _dotted_target(node: ast.AST, package: str) -> str | None:
 
 
 def _has_why(lines: list[str], node: ast.stmt) -> bool:
-    """A comment on the import's first line or on the line just above it."""
-    own = lines[node.lineno - 1]
-    above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
-    return "#" in own or above.startswith("#")
+    """A ``# deferred: why`` comment on the import's first line or in the comment lines just above."""
+    if "# deferred:" in lines[node.lineno - 1]:
+        return True
+    row = node.lineno - 2
+    while row >= 0 and lines[row].strip().startswith("#"):
+        if lines[row].strip().startswith("# deferred:"):
+            return True
+        row -= 1
+    return False
 
 
 def _hidden_imports(tree: ast.AST, name: str, lines: list[str], package: str) -> list[str]:
@@ -242,7 +292,7 @@ def _hidden_imports(tree: ast.AST, name: str, lines: list[str], package: str) ->
                 elif top not in DEFERRED:
                     found.append(f"{where} (not an optional or heavy package: import it at module level)")
                 elif not _has_why(lines, node):
-                    found.append(f"{where} (a deferred import needs a comment saying why)")
+                    found.append(f"{where} (a deferred import needs a '# deferred: why' comment)")
     return sorted(set(found))
 
 
@@ -259,8 +309,10 @@ def imports(root: Path = PACKAGE) -> ImportReport:
         tree = ast.parse(text)
         is_package = path.name == "__init__.py"
         report.hidden.extend(_hidden_imports(tree, name, text.splitlines(), root.name))
+        aliases, constants = _aliases_and_constants(tree)
+        loggers = _logger_names(tree)
         for node in ast.walk(tree):
-            target = _dotted_target(node, root.name)
+            target = None if id(node) in loggers else _dotted_target(node, root.name)
             if target is not None:
                 report.targets.append((name, target))
                 resolved = _resolve(target.split(":")[0], modules)
@@ -268,7 +320,7 @@ def imports(root: Path = PACKAGE) -> ImportReport:
                     report.graph.add_edge(name, resolved)
                 continue
             if isinstance(node, ast.Call):
-                dynamic = _dynamic_target(node)
+                dynamic = _dynamic_target(node, aliases, constants)
                 if dynamic is not None and name not in DYNAMIC_IMPORTERS:
                     report.dynamic.append(f"{name} line {node.lineno}: import of {dynamic}")
                 if dynamic is not None and dynamic in modules:
@@ -428,6 +480,21 @@ PLANTED = {
         {_POOL: "def late():\n    import yaml  # why not\n    return yaml\n"},
         "import inside a function: imagenet_zsl.splits.pool line 2: yaml (not an optional",
     ),
+    "a package __init__ and its submodule importing each other": (
+        {
+            "splits/__init__.py": "from imagenet_zsl.splits.build import X\n",
+            "splits/build.py": "from imagenet_zsl.splits import VERSION\n",
+        },
+        "import cycle: imagenet_zsl.splits <-> imagenet_zsl.splits.build",
+    ),
+    "a load_target of a computed name": (
+        {_POOL: "from imagenet_zsl.registry import load_target as lt\nx = lt('imagenet_zsl.' + 'e:f')\n"},
+        "dynamic import: imagenet_zsl.splits.pool line 2: import of 'imagenet_zsl.' + 'e:f'",
+    ),
+    "a deferred import whose comment says nothing": (
+        {_POOL: "def late():\n    import torch  # noqa: PLC0415\n    return torch\n"},
+        "import inside a function: imagenet_zsl.splits.pool line 2: torch (a deferred import needs",
+    ),
     "a deferred import without a comment": (
         {_POOL: "def late():\n    import torch\n    return torch\n"},
         "import inside a function: imagenet_zsl.splits.pool line 2: torch (a deferred import needs",
@@ -484,7 +551,7 @@ def test_the_checker_catches_a_planted_violation(tmp_path, case):
 def test_a_commented_deferred_import_and_an_annotation_are_allowed(tmp_path):
     text = (
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from imagenet_zsl.splits import build\n"
-        "def late():\n    # deferred: heavy\n    import torch\n    import faiss  # optional extra\n"
+        "def late():\n    # deferred: heavy\n    import torch\n    import faiss  # deferred: optional extra\n"
         "    return torch, faiss\n"
     )
     assert imports(_plant(tmp_path, {"splits/pool.py": text})).problems() == []

@@ -192,3 +192,15 @@ def test_help_lists_what_heavy_modules_register():
     assert "repeatable (default: 'a photo of a {}.')" in encode
     extract = " ".join(_subcommand("extract").format_help().split())
     assert "resnet50: ResNet-50, torchvision ImageNet-1K V1 weights" in extract
+
+
+def test_a_stale_entry_point_is_skipped_with_one_warning(monkeypatch, capsys):
+    """An old install still lists a module that no longer registers commands (``predict`` before
+    it moved into ``evaluation``): the other commands work, one warning says to reinstall."""
+    real = cli.command_modules()
+    monkeypatch.setattr(cli, "command_modules", lambda: [*real, "imagenet_zsl.errors", "imagenet_zsl.gone"])
+    parser = cli.build_parser()
+    assert parser.parse_args(["splits", "show", "dgp-2hops"]).name == "dgp-2hops"
+    warnings = capsys.readouterr().err.splitlines()
+    assert len(warnings) == 2 and all(w.startswith("warning: skipping the commands of") for w in warnings)
+    assert all("pip install -e ." in w for w in warnings) and "imagenet_zsl.gone" in warnings[1]

@@ -89,3 +89,23 @@ def test_bench_models_times_the_graph_models(monkeypatch: pytest.MonkeyPatch, ca
     out = capsys.readouterr().out
     assert "identical prototypes" in out
     assert "sgcn on the full graph" in out and "dgp on the full graph" in out
+
+
+def test_the_mutation_list_is_current(monkeypatch: pytest.MonkeyPatch):
+    """tools/mutation_check.py is not run in CI, but its list is checked here: each planted bug's
+    snippet is in its file exactly once, the planted file still compiles (a mutation that breaks
+    the import would be 'caught' by any test), and each listed test file exists."""
+    path = Path(__file__).resolve().parents[1] / "tools" / "mutation_check.py"
+    spec = importlib.util.spec_from_file_location("tools_mutation_check_list", path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
+    spec.loader.exec_module(module)
+    module.check_list(module.MUTATIONS)
+    assert len(module.MUTATIONS) >= 5
+    for mutation in module.MUTATIONS:
+        text = (module.ROOT / mutation.path).read_text(encoding="utf-8")
+        assert text.count(mutation.old) == 1, f"{mutation.name}: snippet not exactly once in {mutation.path}"
+        assert mutation.new != mutation.old
+        compile(text.replace(mutation.old, mutation.new), mutation.path, "exec")
+        for test in mutation.tests:
+            assert (module.ROOT / test.split("::")[0]).is_file(), f"{mutation.name}: no {test}"

@@ -120,7 +120,7 @@ def job_ranks() -> Iterator[Ranks]:
     if info.world_size == 1:
         yield Ranks(info)
         return
-    import torch.distributed as dist  # only under torchrun: a plain run needs no torch here
+    import torch.distributed as dist  # deferred: only under torchrun: a plain run needs no torch here
 
     try:
         dist.init_process_group("gloo", rank=info.rank, world_size=info.world_size, timeout=JOIN_WAIT)

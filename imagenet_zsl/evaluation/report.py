@@ -111,7 +111,8 @@ def aggregate_runs(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
     if not run_dirs:
         raise UserInputError("no run directories given")
     rows = [_row_of(path, load_metrics(path)) for path in unique_runs(run_dirs)]
-    import pandas as pd  # heavy: only the cross-run table needs it (evaluate writes report.md without)
+    # deferred: heavy; only the cross-run table needs it (evaluate writes its report.md without)
+    import pandas as pd
 
     table = pd.DataFrame(rows)
     id_cols = list(TEXT_COLUMNS)

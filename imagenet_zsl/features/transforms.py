@@ -104,7 +104,7 @@ class Preprocessing:
     def crop_tensor(self, image: Any) -> Any:
         """uint8 tensor (3, H, W) on any device → uint8 (3, crop, crop) (tensor resize, antialiased);
         with ``ten_crop``, (10, 3, crop, crop). A batch (n, 3, H, W) of one size gives (n, ...)."""
-        # deferred (both): `extract --help` imports this module (via backbones) without torch
+        # deferred: `extract --help` imports this module (via backbones) without torch
         import torch
         import torchvision.transforms.functional as F  # deferred: as torch above
 
@@ -165,7 +165,7 @@ class Preprocessing:
     def reference_transform(self) -> Any:
         """The plain torchvision pipeline (PIL → normalised float tensor (3, c, c); with
         ``ten_crop`` (10, 3, c, c)) for tests and benchmarks."""
-        # deferred (both): `extract --help` imports this module (via backbones) without torch
+        # deferred: `extract --help` imports this module (via backbones) without torch
         import torch
         from torchvision import transforms  # deferred: as torch above
 

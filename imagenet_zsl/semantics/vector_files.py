@@ -28,7 +28,7 @@ def save_class_vectors(vectors: ClassVectors, path: str | Path) -> Path:
         return vectors.save(path)
     if path.suffix != ".parquet":
         raise UserInputError(f"{path}: class vectors are written as .npz or .parquet")
-    # deferred: only a .parquet file needs pyarrow (.npz class vectors never load it)
+    # deferred: only a .parquet file needs pyarrow (train or evaluate on .npz vectors never loads it)
     import pyarrow as pa
     import pyarrow.parquet as pq  # deferred: as pyarrow above
 
@@ -60,7 +60,7 @@ def is_class_vector_file(spec: object) -> bool:
         return True
     if path.suffix != ".parquet" or not path.is_file():
         return False
-    # deferred: only a .parquet file needs pyarrow (.npz class vectors never load it)
+    # deferred: only a .parquet file needs pyarrow (train or evaluate on .npz vectors never loads it)
     import pyarrow.parquet as pq
 
     try:
@@ -91,7 +91,7 @@ def is_class_vector_output(path: str | Path) -> bool:
                 }
             )
         if path.suffix == ".parquet":
-            # deferred: only a .parquet file needs pyarrow (.npz class vectors never load it)
+            # deferred: only a .parquet file needs pyarrow (train or evaluate on .npz vectors never loads it)
             import pyarrow.parquet as pq
 
             schema = pq.read_schema(path)
@@ -107,7 +107,7 @@ def load_class_vector_file(path: str | Path) -> ClassVectors:
     if path.suffix == ".npz":
         return ClassVectors.load(path)
     regular_input_file(path, "class-vector file")
-    # deferred: only a .parquet file needs pyarrow (.npz class vectors never load it)
+    # deferred: only a .parquet file needs pyarrow (train or evaluate on .npz vectors never loads it)
     import pyarrow as pa
     import pyarrow.parquet as pq  # deferred: as pyarrow above
 

@@ -1,9 +1,9 @@
 """The candidate pool of a benchmark split: a pipeline of named filters with per-filter counts.
 
 A filter is ``fn(candidates: list[str], ctx: PoolContext, **params) -> list[str]`` returning the
-kept wnids (order preserved). Filters register by name with ``@POOL_FILTERS.register("name")``
-where they are defined; a config lists them in order with their parameters, and the report shows
-how many classes each removed::
+kept wnids (order preserved). Filters register under their function's name with
+``@POOL_FILTERS.register`` where they are defined; a config lists them in order with their
+parameters, and the report shows how many classes each removed::
 
     pool:
       - {filter: not_training}

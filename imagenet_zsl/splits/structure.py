@@ -19,7 +19,9 @@ from imagenet_zsl.hierarchy.graph import ClassGraph
 
 
 def structural_ratios(graph: ClassGraph, test: Sequence[str], train: Sequence[str]) -> np.ndarray:
-    """(len(test),) r(c) per test class; inf where no other test class is reachable."""
+    """(len(test),) r(c) per test class: inf where no training class is reachable (a disconnected
+    graph), 0 where no other test class is (d(c, ∅) = inf, so a lone class counts as easy), NaN
+    where neither is."""
     to_train = graph.nearest_distance(test, train)
     to_test = graph.nearest_other_distance(test)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -27,8 +29,9 @@ def structural_ratios(graph: ClassGraph, test: Sequence[str], train: Sequence[st
 
 
 def finite_ratios(ratios: np.ndarray) -> np.ndarray:
-    """The per-class ratios R is made of: an r(c) that is not finite (no path to a training class
-    on a disconnected graph, or no other test class reachable) is left out, never averaged."""
+    """The per-class ratios R is made of: an r(c) that is not finite (inf: no path to a training
+    class on a disconnected graph; NaN: neither a training nor another test class reachable) is
+    left out, never averaged. A class with no other test class reachable has r = 0 and stays."""
     return ratios[np.isfinite(ratios)]
 
 
@@ -39,7 +42,8 @@ def mean_ratio(ratios: np.ndarray) -> float:
 
 
 def structural_ratio(graph: ClassGraph, test: Sequence[str], train: Sequence[str]) -> float:
-    """R(C_te): mean of the finite per-class ratios (NaN for fewer than two test classes)."""
+    """R(C_te): mean of the finite per-class ratios (NaN when none is finite; a one-class set has
+    r = 0, so R = 0)."""
     return mean_ratio(structural_ratios(graph, test, train))
 
 

@@ -176,7 +176,7 @@ def test_the_fine_tuning_commands_set_it_first(monkeypatch, module, handler, arg
 
     cli = importlib.import_module(module)
     calls = []
-    # the handlers import it when they run (lazy CLI, issue 27): patch it where it is defined
+    # the handlers call it through the module (devices.tune_process_for_image_pipeline): patch it there
     monkeypatch.setattr(devices, "tune_process_for_image_pipeline", lambda: calls.append(1) or {})
     with pytest.raises(UserInputError):
         getattr(cli, handler)(argparse.Namespace(**args))

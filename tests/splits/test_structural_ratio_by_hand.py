@@ -54,3 +54,11 @@ def test_structure_stats_carry_the_finite_mean(disconnected: ClassGraph):
     assert stats.structural_ratio == pytest.approx(1.25)
     # siblings and cousins only: no test class is an ancestor of another or of a training class
     assert (stats.pairs_within, stats.pairs_with_train, stats.consistent) == (0, 0, True)
+
+
+def test_a_class_with_no_other_test_class_reachable_counts_zero(disconnected: ClassGraph):
+    """r(c) = d(c, C_tr) / d(c, ∅) = 3 / inf = 0: kept (finite), so it lowers R. With m on the
+    training component and p alone on the other, p's ratio is inf / inf = NaN (left out), m's 0."""
+    np.testing.assert_array_equal(structural_ratios(disconnected, ["m", "p"], TOY_TRAIN), [0.0, math.nan])
+    assert structural_ratio(disconnected, ["m", "p"], TOY_TRAIN) == 0.0
+    assert structural_ratio(disconnected, ["a31"], TOY_TRAIN) == 0.0  # one class: R = 0, not NaN

@@ -36,7 +36,8 @@ search counts, over the full score row, the classes strictly above and tied with
 (identical prototypes always tie). When the features' manifest records the backbone's
 pretraining label set, the test classes seen in pretraining are counted and warned about.
 
-Steps, each in its own module: :mod:`.inputs` (every check, one frozen :class:`EvaluationInputs`),
+Steps, each in its own module: :mod:`.inputs` (every check; the frozen :class:`EvaluationInputs`
+it builds lives in :mod:`.checked_inputs`),
 :mod:`.results` / :mod:`.search_sets` / :mod:`.cache` (the search), :mod:`.zsl`, :mod:`.gzsl` and
 :mod:`.table` (metrics as pure functions of inputs and search results), :mod:`.provenance` and
 :mod:`.writer` (the run directory and its manifest).
