@@ -38,8 +38,8 @@ def load_target(target: str) -> Any:
 
     This is how a command line registers a handler without importing it
     (``set_defaults(func="imagenet_zsl.splits.commands:build")``): the handler module imports its
-    stage at module level, and only the command that runs pays for it. The other places that
-    import by name are :func:`import_modules` and :meth:`Registry.load_plugins` (entry points).
+    stage at module level, and only the command that runs pays for it. The other place that
+    imports by name is :meth:`Registry.load_plugins` (a registry's modules and entry points).
     """
     module, sep, attribute = target.partition(":")
     if not sep or not module or not attribute:
@@ -51,12 +51,8 @@ def load_target(target: str) -> Any:
 
 
 def import_modules(names: Iterable[str]) -> None:
-    """Import the modules named, dotted (``"imagenet_zsl.models.gcn"``), for what they register.
-
-    A registry that must be complete when used, yet cheap to import, lists its modules by name
-    (the model catalog): each is imported only when the registry is first read, and the test of
-    the import graph still counts every name as an edge and checks that it resolves.
-    """
+    """Import the modules named, dotted (``"imagenet_zsl.models.gcn"``), for what they register:
+    a registry's :attr:`Registry.modules` and its entry points' modules."""
     for name in names:
         importlib.import_module(name)
 
@@ -86,8 +82,11 @@ class Registry(Generic[T]):
         self.group = group
         #: a registered function's ``_`` are ``-`` in its name (backbones: ``resnet50-v2``)
         self.hyphens = hyphens
+        #: the toolkit's own modules that register here, dotted, imported on first use like the
+        #: entry-point group's (set where the registry cannot import them: they import it)
+        self.modules: tuple[str, ...] = ()
         self._items: dict[str, T] = {}
-        self._plugins_loaded = group is None
+        self._plugins_loaded = False
         self._loading = False
 
     def register(self, obj: T) -> T:
@@ -106,13 +105,16 @@ class Registry(Generic[T]):
         self._items[key] = obj
 
     def load_plugins(self) -> None:
-        """Import the modules this registry's entry-point group names (once)."""
+        """Import the modules this registry names (:attr:`modules`), then those its entry-point
+        group names (once)."""
         if self._plugins_loaded or self._loading:
             return
         self._loading = True  # a plugin that looks a name up while importing must not recurse
         try:
-            for entry in sorted(metadata.entry_points(group=self.group), key=lambda e: e.name):
-                importlib.import_module(entry.value.split(":", 1)[0])
+            import_modules(self.modules)
+            if self.group is not None:
+                entries = sorted(metadata.entry_points(group=self.group), key=lambda e: e.name)
+                import_modules(entry.value.split(":", 1)[0] for entry in entries)
         finally:
             self._loading = False
         self._plugins_loaded = True  # only once every plugin imported: a failure surfaces again

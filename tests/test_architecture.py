@@ -82,13 +82,12 @@ BOTTOM = {
     "cli_types",
 }
 #: the only modules that may import a module by a computed name: the registry (entry points, dotted
-#: targets) and the four loaders that hand it a name they do not hold as a constant
+#: targets) and the three loaders that hand it a name they do not hold as a constant
 DYNAMIC_IMPORTERS = {
     "imagenet_zsl.registry",
     "imagenet_zsl.cli",  # each entry point's ``register``, then the handler a command names
     "imagenet_zsl.cli_types",  # a lazy help text or choices given as a dotted target
     "imagenet_zsl",  # the public API's names, re-exported lazily (PEP 562)
-    "imagenet_zsl.models.catalog",  # the model modules ``models/__init__.py`` names
 }
 #: the functions that import by name (:mod:`imagenet_zsl.registry` and the standard library)
 IMPORTING_CALLS = {"import_module", "__import__", "load_target", "import_modules"}
