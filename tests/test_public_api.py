@@ -132,6 +132,16 @@ def test_checker_fails_on_a_new_name_not_in_the_snapshot():
     )
 
 
+def test_the_root_re_exports_exactly_the_api_module_s_names():
+    """The root lists the names it re-exports lazily (PEP 562: without importing the API module),
+    so the two lists are written twice by necessity: they must agree, or a name added to the API
+    would silently not be re-exported."""
+    import imagenet_zsl
+    from imagenet_zsl import api
+
+    assert sorted(set(imagenet_zsl.__all__) - {"__version__"}) == sorted(api.__all__)
+
+
 def test_every_public_name_is_documented_and_typed():
     import imagenet_zsl
 
