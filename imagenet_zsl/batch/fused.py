@@ -2,16 +2,22 @@
 (:mod:`~imagenet_zsl.batch.test_images`) extracts them once, and each shard, as it leaves the
 backbone (float16, exactly as a feature shard stores it), is searched for every pending cell into
 the cell's resumable search cache (:func:`~imagenet_zsl.evaluation.run.search_sets.cache_shards`,
-the same keys and row offsets as a search of the finished directory). Only the shard's labels, ids
-and record are written (:mod:`~imagenet_zsl.features.scored_shards`); then each cell's ``evaluate``
-finds every shard searched and only joins them, as after a data-parallel search. So a cell is the
-bytes of extract-then-evaluate on the same images, but for the test features' path and manifest
-sha256 in its metrics.json, and no test feature reaches the disk.
+the same keys and bytes as a search of the finished directory: a cached shard's row numbers are
+its own, the set's offsets are added when the shards are joined). Only the shard's labels, ids
+and record are written (:mod:`~imagenet_zsl.features.scored_shards`); then each cell's
+``evaluate`` finds every shard searched and only joins them, as after a data-parallel search. So
+a cell is the bytes of extract-then-evaluate on the same images, but for the test features' path
+and manifest sha256 in its metrics.json, and no test feature reaches the disk.
+
+Under torchrun every rank extracts and scores its own block of the shards (:func:`~imagenet_zsl.
+features.distributed.shard_range`, as ``extract`` splits them: no shard needs another finished
+first), the last rank to finish writes the scored directory's manifest, and after a barrier the
+cells are spread over the ranks as usual. Which rank scored a shard changes no byte of a cell.
 
 Resumable: a shard's record is written after every cell cached it, so a killed run extracts and
-scores again only the unfinished shards; a cell that lacks a finished shard (a model added to the
-recipe) makes the extraction start over. One process: under torchrun the fused pass runs on
-rank 0 (the others wait), the cells are then spread as usual."""
+scores again only the unfinished shards, with any number of processes (finished shards are
+recognised by their global index); a cell that lacks a finished shard (a model added to the
+recipe) makes the extraction start over (rank 0 decides, before any rank extracts)."""
 
 from __future__ import annotations
 
@@ -22,7 +28,8 @@ from pathlib import Path
 
 from imagenet_zsl.batch.cells import PendingCell, RunContext, cell_config
 from imagenet_zsl.batch.faults import one_line, stop_on_fatal
-from imagenet_zsl.batch.plan import ScoredTest, cell_name
+from imagenet_zsl.batch.plan import cell_name
+from imagenet_zsl.batch.ranks import Ranks
 from imagenet_zsl.evaluation.run import EvaluationInputs, check_inputs
 from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey, run_cache_root, shard_key
 from imagenet_zsl.evaluation.run.search_sets import SearchContext, cache_shards
@@ -30,7 +37,7 @@ from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features import distributed as dist
 from imagenet_zsl.features.extract import run_extraction
 from imagenet_zsl.features.scored_dir import ShardView
-from imagenet_zsl.features.scored_shards import ShardOutputs
+from imagenet_zsl.features.scored_shards import ShardOutputs, ShardSink
 from imagenet_zsl.features.shard_files import finished_shard
 from imagenet_zsl.io import read_manifest
 
@@ -74,9 +81,12 @@ def finished_records(scored: Path) -> list[dict]:
     return [r for r in records if r is not None]
 
 
-def score_while_extracting(context: RunContext, todo: list[PendingCell], echo: Callable[[str], None]) -> int:
-    """Extract the run's test images and search each shard for every cell of ``todo`` (see the
-    module docstring); returns the number of cells it searched for (0: nothing to do)."""
+def score_while_extracting(
+    context: RunContext, todo: list[PendingCell], ranks: Ranks, echo: Callable[[str], None]
+) -> int:
+    """Extract the run's test images and search each shard for every cell of ``todo``, this rank
+    its share of the shards (see the module docstring); returns the number of cells searched for
+    (0: nothing to do). Every rank calls it; it returns on each once every shard is scored."""
     scored = context.features.scored
     if scored is None or not todo:
         return 0
@@ -89,43 +99,39 @@ def score_while_extracting(context: RunContext, todo: list[PendingCell], echo: C
             echo(f"cell {cell_name(model, split)}: not scored while extracting: {one_line(err)}")
     if not cells:
         return 0
-    records = finished_records(scored.scored)
-    complete = read_manifest(scored.scored) is not None
-    if all(cell.has(record) for cell in cells for record in records):
-        if complete:
-            return len(cells)
-    else:
-        echo(f"test images: some cells lack finished shards of {scored.scored}: extracting again")
-        shutil.rmtree(scored.scored)
+    if not ranks.first(lambda: _to_extract(scored.scored, cells, echo)):
+        return len(cells)
     echo(f"test images: extracting and scoring for {len(cells)} cells ({', '.join(c.name for c in cells)})")
-    run_extraction(scored.config, _sink(scored, cells))
+    run_extraction(scored.config, _sink(scored.scored, cells))
+    ranks.barrier()  # every rank's shards scored, the manifest written by the last to finish
     return len(cells)
 
 
-def _sink(scored: ScoredTest, cells: list[FusedCell]) -> Callable[[ShardOutputs], None]:
-    """Search one finished shard for every cell, at the row offset of the shards before it (the
-    finished ones found on disk at the start, then each shard as it is scored: shards come in
-    order in one process)."""
-    known = {_index(r["name"]): r for r in finished_records(scored.scored)}
+def _to_extract(scored: Path, cells: list[FusedCell], echo: Callable[[str], None]) -> bool:
+    """Whether the test images are (still) to be extracted (rank 0's decision, before any rank
+    extracts): not when the scored directory is complete and every cell cached every shard; a
+    cell lacking a finished shard empties the directory (every shard is extracted again)."""
+    records = finished_records(scored)
+    if all(cell.has(record) for cell in cells for record in records):
+        return read_manifest(scored) is None
+    echo(f"test images: some cells lack finished shards of {scored}: extracting again")
+    shutil.rmtree(scored)
+    return True
+
+
+def _sink(scored: Path, cells: list[FusedCell]) -> ShardSink:
+    """Search one finished shard for every cell: its cache entries depend on that shard alone, so
+    shards may come in any order, from any rank."""
 
     def score(outputs: ShardOutputs) -> None:
-        index = _index(outputs.name)
-        before = [known[g] for g in range(index) if g in known]
-        if len(before) != index:  # a shard before it is unfinished (another process's): no offset
-            raise RuntimeError(
-                f"{scored.scored}: shard {outputs.name} is scored before the shards ahead of it"
-            )
-        view = ShardView(scored.scored, before, outputs)
+        view = ShardView(scored, outputs)
         for cell in cells:
             inp = cell.inputs
-            cache_shards(
-                "test", view, inp.test_lookup, cell.spaces, cell.context, inp.kept_ids, lambda i: i == index
-            )
-        known[index] = view.shards[-1]
+            cache_shards("test", view, inp.test_lookup, cell.spaces, cell.context, inp.kept_ids, _every)
 
     return score
 
 
-def _index(shard: str) -> int:
-    """The global index of shard ``r000-s000042`` (42)."""
-    return int(shard.rsplit("-s", 1)[1])
+def _every(index: int) -> bool:
+    """Every shard of a :class:`ShardView` (it holds one) is searched."""
+    return True

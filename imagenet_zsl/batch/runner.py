@@ -58,12 +58,14 @@ imagenet_zsl.cli run RECIPE --out DIR``. Rank 0 checks everything, holds the loc
 shared files; each model is trained by one rank, its first pending cell evaluated by that rank (it
 fills the shared search cache), the other cells spread round-robin (:mod:`~imagenet_zsl.batch.
 ranks`); the cells of the recipe's ``data_parallel`` splits are searched by every rank, a share of
-the test shards each, and merged by one (:mod:`~imagenet_zsl.batch.parallel`); rank 0 writes the
-summary and the manifest once every rank is done. Which rank computes a cell never changes its
-bytes, so the summary is the bytes of a one-process run, and a finished cell is reused whichever
-rank, in whichever run, computed it: a run resumes with any number of processes. (The scores' last
-bits depend on a process's BLAS thread count, in any run: torchrun gives each process one thread
-unless ``OMP_NUM_THREADS`` says otherwise.)
+the test shards each, and merged by one (:mod:`~imagenet_zsl.batch.parallel`); test images scored
+while extracted are extracted and scored by every rank, a block of shards each, before any cell
+(:mod:`~imagenet_zsl.batch.fused`); rank 0 writes the summary and the manifest once every rank
+is done. Which rank computes a cell never changes its bytes, so the summary is the bytes of a
+one-process run, and a finished cell is reused whichever rank, in whichever run, computed it: a
+run resumes with any number of processes. (The scores' last bits depend on a process's BLAS thread
+count, in any run: torchrun gives each process one thread unless ``OMP_NUM_THREADS`` says
+otherwise.)
 
 Stages, one module each: :mod:`~imagenet_zsl.batch.plan` (recipe, lock, features),
 :mod:`~imagenet_zsl.batch.calibration` (provenance and the GZSL validation classes),
@@ -341,12 +343,7 @@ def _evaluate(
     parallel = set(context.plan.recipe.data_parallel) if ranks.world > 1 else set()
     records: dict[tuple[str, str], dict[str, Any]] = {}
     if context.features.scored is not None:  # test images scored while extracted, before any cell
-        if ranks.world > 1:
-            raise UserInputError(
-                f"test images scored while extracted ({context.plan.recipe_path}: features.test.store) "
-                "run in one process: run without torchrun, or extract them and give the directory"
-            )
-        score_while_extracting(context, cells.pending, echo)
+        score_while_extracting(context, cells.pending, ranks, echo)
     with shared_search(context.plan.out / SHARED_CACHE):
         alone = [cell for cell in cells.pending if cell[1] not in parallel]
         for phase in cell_phases(alone, models, ranks.world):

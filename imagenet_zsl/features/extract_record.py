@@ -142,7 +142,9 @@ _IDENTITY_DEFAULTS = {"compile": False, "mode": "fast"}
 
 
 def check_run(out: Path, record: dict) -> bool:
-    """Refuse an ``out`` holding another run (or other files); True when ``out`` holds no run yet."""
+    """Refuse an ``out`` holding another run (or other files); True when ``out`` holds no run yet.
+    Another torchrun rank may write the run record (and then its other files) while this one
+    looks: files found beside a record that appeared meanwhile are that rank's."""
     path = out / dist.RUN_FILE
     if path.exists():
         existing = dist.read_run(out)
@@ -156,6 +158,8 @@ def check_run(out: Path, record: dict) -> bool:
             )
         return False
     if out.exists() and any(not e.name.startswith(".") for e in os.scandir(out)):
+        if path.exists():  # written by another rank since we looked: check it
+            return check_run(out, record)
         raise UserInputError(f"{out} is not empty and is not an extraction directory; choose another --out")
     return True
 

@@ -7,8 +7,9 @@
   it (the label space and lookup depend on the classes, never on the rows);
 - :class:`ShardView`: one freshly extracted shard, in memory, read as a
   :class:`~imagenet_zsl.features.feature_dir.FeatureDir` shard is read (the same blocks of the
-  same float16 rows), with the records of the shards before it, so that the run's search caches
-  each shard under the key and row offset the finished scored directory will have."""
+  same float16 rows), under the record the finished scored directory will give it, so that the
+  run's search caches it under the key a search of that directory looks for (a cached shard's
+  row numbers are its own: no other shard need be finished, whichever process extracts it)."""
 
 from __future__ import annotations
 
@@ -67,14 +68,13 @@ def shard_record(outputs: ShardOutputs) -> dict[str, Any]:
 
 
 class ShardView:
-    """One in-memory shard as the search reads a feature directory's shard: ``shards`` are the
-    records of the shards before it and its own (last), ``dim`` the feature width; only the last
-    shard can be read (its rows are the only ones in memory)."""
+    """One in-memory shard as the search reads a feature directory of that one shard: ``shards``
+    holds its record, ``dim`` is the feature width."""
 
-    def __init__(self, path: Path, before: list[dict[str, Any]], outputs: ShardOutputs):
+    def __init__(self, path: Path, outputs: ShardOutputs):
         self.path = Path(path)
         self.outputs = outputs
-        self.shards = [*before, shard_record(outputs)]
+        self.shards = [shard_record(outputs)]
         self.dim = int(outputs.features.shape[1])
         self.has_logits = outputs.logits is not None
 

@@ -1,16 +1,20 @@
 """Scoring while extracting (issue 38 §1): a run whose test images are a store and a backbone
 writes every cell with the bytes of extract-then-run on the same images (the test features' path
 and manifest sha256 in metrics.json aside), writes no test feature, and resumes a killed fused
-pass to the same bytes."""
+pass to the same bytes, with one process or several (torchrun: each rank scores its own shards)."""
 
 from __future__ import annotations
 
 import inspect
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from threadpoolctl import threadpool_limits
 
 from imagenet_zsl.batch import fused
 from imagenet_zsl.batch.runner import run
@@ -103,9 +107,12 @@ def _cell_files(out: Path, test: Path) -> dict[str, bytes]:
     return files
 
 
-def _same_cells(fused_out: Path, fused_test: Path, stored_out: Path, stored_test: Path) -> None:
+def _same_cells(
+    fused_out: Path, fused_test: Path, stored_out: Path, stored_test: Path, other_command: bool = False
+) -> None:
     """Every cell file equal, but for the test features' manifest sha256 in metrics.json and the
-    cell manifest (which also records metrics.json and report.md, whose paths differ in length)."""
+    cell manifest (which also records metrics.json and report.md, whose paths differ in length;
+    with ``other_command``, and the command line that wrote it: torchrun's is not pytest's)."""
     got, want = _cell_files(fused_out, fused_test), _cell_files(stored_out, stored_test)
     assert sorted(got) == sorted(want) and len(got) > 8
     for name in got:
@@ -119,6 +126,8 @@ def _same_cells(fused_out: Path, fused_test: Path, stored_out: Path, stored_test
             for m in (a, b):
                 m["inputs"]["features"].pop("manifest_sha256")
                 m["files"] = [f for f in m["files"] if f["path"] not in ("metrics.json", "report.md")]
+                if other_command:
+                    m.pop("command")
             assert a == b, name
         else:
             assert got[name] == want[name], name
@@ -198,6 +207,93 @@ def test_a_killed_fused_pass_resumes_to_the_same_bytes(tmp_path, inputs, monkeyp
         scored_path(tmp_path / "whole"),
     )
     _no_test_features(tmp_path / "resumed")
+
+
+@needs_scored_probe
+def test_a_shard_cached_from_other_test_features_is_searched_again(tmp_path, inputs, monkeypatch):
+    """A fused pass killed after caching the first shard for one cell, then run again with
+    another crop: the same images, labels and ids, other features; the cached shard's key holds
+    its features' digest, so it is searched again and the cells are those of a fresh run."""
+    root, train, test_store, recipe = inputs
+    real, calls = fused.cache_shards, []
+
+    def dying(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the first shard, for the second cell
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fused, "cache_shards", dying)
+    with pytest.raises(RuntimeError, match="killed"):
+        run(
+            _recipe(root, recipe, "fused", _store_spec(test_store), train), tmp_path / "again", progress=False
+        )
+    monkeypatch.setattr(fused, "cache_shards", real)
+    cropped = _recipe(root, recipe, "cropped", {**_store_spec(test_store), "crop": 48}, train)
+    # the training features keep the first crop: allowed, recorded the same way in both runs
+    assert not run(cropped, tmp_path / "again", progress=False, allow_feature_mismatch=True).failed
+    assert not run(cropped, tmp_path / "fresh", progress=False, allow_feature_mismatch=True).failed
+    _same_cells(
+        tmp_path / "again",
+        scored_path(tmp_path / "again"),
+        tmp_path / "fresh",
+        scored_path(tmp_path / "fresh"),
+    )
+
+
+def _torchrun(recipe: Path, out: Path, processes: int) -> subprocess.CompletedProcess:
+    """``imagenet-zsl run`` under torchrun (gloo on the CPU, one BLAS thread a process)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+    command += ["-m", "imagenet_zsl.cli", "run", str(recipe), "--out", str(out), "--no-progress"]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=240)
+
+
+@needs_scored_probe
+def test_two_processes_resume_a_killed_fused_pass_to_the_bytes_of_one(tmp_path, inputs, monkeypatch):
+    """One process is killed while scoring the first of the 3 test shards; two processes resume
+    it, rank 0 scoring shard 0, rank 1 shards 1 and 2 without waiting for shard 0 (a cached
+    shard's rows are its own): every cell is the bytes of the one-process fused run and of
+    extract-then-run."""
+    root, train, test_store, recipe = inputs
+    path = _recipe(root, recipe, "fused", _store_spec(test_store), train)
+    real, calls = fused.cache_shards, []
+
+    def dying(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the first shard, for the second cell
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
+
+    # one BLAS thread, as each torchrun process has: the scores' last bits depend on the count
+    with threadpool_limits(limits=1):
+        test_dir = _extract(test_store, sorted({w for ws in SPLITS.values() for w in ws}), tmp_path / "test")
+        stored = run(
+            _recipe(root, recipe, "stored", str(test_dir), train), tmp_path / "stored", progress=False
+        )
+        whole = run(path, tmp_path / "whole", progress=False)
+        monkeypatch.setattr(fused, "cache_shards", dying)
+        with pytest.raises(RuntimeError, match="killed"):
+            run(path, tmp_path / "spread", progress=False)
+    assert stored.failed == whole.failed == [] and len(whole.evaluated) == 4
+    assert not list(scored_path(tmp_path / "spread").glob("*.done.json"))
+    proc = _torchrun(path, tmp_path / "spread", 2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "evaluated 4 cells, skipped 0 finished, 0 failed" in proc.stdout
+    done = sorted(p.name for p in scored_path(tmp_path / "spread").glob("*.done.json"))
+    assert done == ["r000-s000000.done.json", "r001-s000001.done.json", "r001-s000002.done.json"]
+    for reference, test in (
+        (tmp_path / "whole", scored_path(tmp_path / "whole")),
+        (tmp_path / "stored", test_dir),
+    ):
+        _same_cells(
+            tmp_path / "spread", scored_path(tmp_path / "spread"), reference, test, other_command=True
+        )
+    _no_test_features(tmp_path / "spread")
+    assert (tmp_path / "spread" / "summary.md").read_bytes() == (
+        tmp_path / "whole" / "summary.md"
+    ).read_bytes()
 
 
 def test_a_typo_under_the_test_store_is_one_line(tmp_path, inputs):

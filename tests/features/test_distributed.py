@@ -9,7 +9,7 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.features import distributed
+from imagenet_zsl.features import distributed, extract_record
 from imagenet_zsl.features.distributed import RankInfo, shard_range
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
@@ -185,3 +185,31 @@ def test_a_log_still_growing_while_the_manifest_is_written_is_listed_again(tmp_p
     monkeypatch.setattr(distributed, "write_manifest", racing)
     assert main(["extract", "--merge", str(out)]) == 0
     assert len(calls) == 2 and FeatureDir(out).verify() == []
+
+
+def test_a_run_record_written_by_another_rank_while_this_one_looks_is_checked(tmp_path, monkeypatch):
+    """Rank 0 writes run.json and then its other files between rank 1's two looks at ``--out``
+    (no record yet, then files): rank 1 checks the record now there instead of refusing the
+    directory as a stranger's."""
+    record = {
+        "format": distributed.RUN_FORMAT,
+        "identity": {"compile": False, "mode": "fast", "backbone": "b"},
+    }
+    out = tmp_path / "out"
+    out.mkdir()
+    real = os.scandir
+
+    def racing(path):
+        extract_record.write_run(out, record)  # the other rank, just now
+        (out / "logs").mkdir(exist_ok=True)
+        return real(path)
+
+    monkeypatch.setattr(extract_record.os, "scandir", racing)
+    assert extract_record.check_run(out, record) is False
+    monkeypatch.setattr(extract_record.os, "scandir", real)
+    # a record of another extraction is still refused, and so are files without a record
+    with pytest.raises(UserInputError, match="holds a different extraction"):
+        extract_record.check_run(out, {**record, "identity": {**record["identity"], "backbone": "c"}})
+    (out / "run.json").unlink()
+    with pytest.raises(UserInputError, match="is not empty and is not an extraction directory"):
+        extract_record.check_run(out, record)

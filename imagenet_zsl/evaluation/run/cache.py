@@ -18,11 +18,15 @@ import numpy as np
 
 from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.search import TopKSearcher
+from imagenet_zsl.features.scored_shards import UNSTORED_KEY
 from imagenet_zsl.io import atomic_write_bytes
 
 #: 3: scores from fixed-shape products (issue 35) and models scored by their own rule (LATEM
-#: issue 33): results of version 2 have other bits or other lists
-CACHE_VERSION = 3
+#: issue 33): results of version 2 have other bits or other lists; 4: row numbers relative to the
+#: shard (the set's offsets are added when the shards are joined, so a shard's entry never depends
+#: on the shards before it: issue 38, every torchrun rank scores its own test shards), and a
+#: scored shard keyed by its features' digests too (``unstored_sha256``)
+CACHE_VERSION = 4
 
 
 class SearchCache:
@@ -102,9 +106,19 @@ class SetKey:
         )
 
 
+def shard_digests(shard: dict) -> dict[str, str]:
+    """The digests of a shard's content: its record's ``sha256`` (a stored shard's features,
+    labels and ids), plus, for a shard scored while extracted, its unstored features' (and
+    logits') as ``unstored.features``: without them two extractions of the same images with
+    other settings (a crop, a backbone: the same labels and ids) would share keys."""
+    unstored = shard.get(UNSTORED_KEY) or {}
+    return {**shard.get("sha256", {}), **{f"unstored.{kind}": d for kind, d in unstored.items()}}
+
+
 def shard_key(set_key: SetKey, shard: dict) -> str:
     """Everything a shard's cached search result depends on, hashed (the same bytes as before the
-    digests were computed once per set, so existing caches stay valid)."""
+    digests were computed once per set). Not the shard's place in its set: the cached row
+    numbers are the shard's own (:data:`CACHE_VERSION` 4)."""
     return hashlib.sha256(
         json.dumps(
             [
@@ -113,7 +127,7 @@ def shard_key(set_key: SetKey, shard: dict) -> str:
                 set_key.source_digest,
                 set_key.spaces,
                 sorted(set_key.spaces),
-                shard.get("sha256", {}),
+                shard_digests(shard),
                 int(shard["rows"]),
                 set_key.ks,
                 set_key.lookup_sum,
@@ -164,7 +178,7 @@ def space_key(set_key: SetKey, shard: dict, space: str, own: bool) -> str:
                 set_key.spaces[space],
                 set_key.ks[space],
                 own,
-                shard.get("sha256", {}),
+                shard_digests(shard),
                 int(shard["rows"]),
                 set_key.lookup_sum,
                 set_key.lookup_digest,

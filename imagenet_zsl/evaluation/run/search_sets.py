@@ -82,7 +82,7 @@ def search_set(
     (``n * m * 8`` bytes per space) memory-mapped from the cache directory when there is one.
     """
     parts: list[dict[str, np.ndarray]] = []  # only without a cache directory
-    done: list[tuple[str, str, int]] = []
+    done: list[_Part] = []
     offset = 0
     set_key = SetKey.of(name, lookup, spaces, context.source, kept_ids)
     with (
@@ -94,15 +94,27 @@ def search_set(
         for index, shard in enumerate(fd.shards):
             following = fd.shards[index + 1] if index + 1 < len(fd.shards) else None
             _expect(fd, following, set_key, lookup, spaces, context, kept_ids)
-            key, cached, _ = _cached_shard(fd, shard, offset, set_key, lookup, spaces, context, kept_ids)
+            key, cached, _ = _cached_shard(fd, shard, set_key, lookup, spaces, context, kept_ids)
             if context.cache.root is None:
-                parts.append(cached)
-            done.append((shard["name"], key, len(cached["labels"])))
+                parts.append({**cached, "rows": cached["rows"] + offset})
+            done.append(_Part(shard["name"], key, len(cached["labels"]), offset))
             offset += int(shard["rows"])
             bar.update(int(shard["rows"]))
     if context.cache.root is not None:
         return _joined_from_cache(name, spaces, context.cache, done)
     return _joined(parts, spaces)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One shard's entry in the cache, as a set's search joins it: its (shard name, key), the
+    images it holds of the set, and the set's rows before the shard (added to its own row
+    numbers)."""
+
+    shard: str
+    key: str
+    count: int
+    offset: int
 
 
 def cache_shards(
@@ -115,19 +127,18 @@ def cache_shards(
     owned: Callable[[int], bool],
 ) -> int:
     """Search the shards ``owned(index)`` of an image set into ``context.cache`` exactly as
-    :func:`search_set` would (same keys, same row offsets) and return how many were searched: one
-    process's share of a data-parallel search; :func:`search_set` over the same cache afterwards
+    :func:`search_set` would (same keys, same bytes: a shard's entry depends on that shard alone)
+    and return how many were searched: one process's share of a data-parallel search, or one
+    shard just extracted (the fused path); :func:`search_set` over the same cache afterwards
     finds them done and only joins them."""
     set_key = SetKey.of(name, lookup, spaces, context.source, kept_ids)
     mine = [index for index in range(len(fd.shards)) if owned(index)]
-    offsets = np.cumsum([0] + [int(shard["rows"]) for shard in fd.shards]).tolist()
     searched = 0
     with _reading(context):
         for index, following in zip(mine, [*mine[1:], None], strict=True):
             after = None if following is None else fd.shards[following]
             _expect(fd, after, set_key, lookup, spaces, context, kept_ids)
-            shard, offset = fd.shards[index], offsets[index]
-            _, _, now = _cached_shard(fd, shard, offset, set_key, lookup, spaces, context, kept_ids)
+            _, _, now = _cached_shard(fd, fd.shards[index], set_key, lookup, spaces, context, kept_ids)
             searched += now
     return searched
 
@@ -177,16 +188,15 @@ def _to_search(shard: dict, set_key: SetKey, spaces: dict[str, TopKSearcher], co
 def _cached_shard(
     fd: FeatureDir,
     shard: dict,
-    offset: int,
     set_key: SetKey,
     lookup: np.ndarray,
     spaces: dict[str, TopKSearcher],
     context: SearchContext,
     kept_ids: np.ndarray | None,
 ) -> tuple[str, dict[str, np.ndarray], bool]:
-    """One shard's result from ``context.cache``, or searched (through :func:`_with_shared`), its
-    rows shifted by ``offset`` (the set's rows before the shard) and put there. Returns (cache
-    key, result, whether it was searched now): the one step of :func:`search_set` and
+    """One shard's result from ``context.cache``, or searched (through :func:`_with_shared`) and
+    put there, its row numbers the shard's own (the caller adds the set's rows before it). Returns
+    (cache key, result, whether it was searched now): the one step of :func:`search_set` and
     :func:`cache_shards`, so both write the same keys and bytes."""
     name, shard_name = set_key.name, shard["name"]
     key = cache_module.shard_key(set_key, shard)
@@ -199,7 +209,6 @@ def _cached_shard(
         return search_shard(fd, shard_name, lookup, todo, context, use_logits, OWN_SPACE[name], kept_ids)
 
     cached = _with_shared(name, shard, set_key, spaces, search)
-    cached["rows"] = cached["rows"] + offset
     context.cache.put(name, shard_name, key, cached)
     return key, cached, True
 
@@ -298,11 +307,12 @@ def _joined(parts: list[dict[str, np.ndarray]], spaces: dict[str, TopKSearcher])
 
 
 def _joined_from_cache(
-    name: str, spaces: dict[str, TopKSearcher], cache: SearchCache, done: list[tuple[str, str, int]]
+    name: str, spaces: dict[str, TopKSearcher], cache: SearchCache, done: list[_Part]
 ) -> SetResult:
-    """The set's arrays filled shard by shard from the cache; the top-k lists as memory-mapped
-    .npy files in the cache directory (so they need no heap memory)."""
-    total = sum(n for _, _, n in done)
+    """The set's arrays filled shard by shard from the cache (row numbers shifted by each shard's
+    offset); the top-k lists as memory-mapped .npy files in the cache directory (so they need no
+    heap memory)."""
+    total = sum(part.count for part in done)
     fields: dict[str, np.ndarray] = {}
     for f, (shape, dtype) in _field_specs(spaces).items():
         if shape:
@@ -311,13 +321,15 @@ def _joined_from_cache(
         else:
             fields[f] = np.empty(total, dtype)
     start = 0
-    for shard_name, key, n in done:
-        data = cache.get(name, shard_name, key)
+    for part in done:
+        data = cache.get(name, part.shard, part.key)
         if data is None:  # removed under our feet
             raise UserInputError(f"{cache.root}: the search cache changed during the run; re-run the command")
+        stop = start + part.count
         for f in fields:
-            fields[f][start : start + n] = data[f]
-        start += n
+            fields[f][start:stop] = data[f]
+        fields["rows"][start:stop] += part.offset
+        start = stop
         M.release_pages(*fields.values())  # written to the cache file, not kept resident
     for array in fields.values():
         if isinstance(array, np.memmap):
