@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -418,12 +419,19 @@ _VERSIONED_PACKAGES = (
 
 
 def software_versions(packages: tuple[str, ...] = _VERSIONED_PACKAGES) -> dict[str, str]:
-    """Versions of the libraries that shape outputs (for manifests)."""
+    """Versions of the libraries that shape outputs (for manifests): a new dict each call."""
+    return dict(_installed_versions(packages))
+
+
+@functools.cache
+def _installed_versions(packages: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(name, version) of Python and each installed package, looked up once per process (each
+    lookup scans the installed distributions: about 1 ms, and a command writes several manifests)."""
     versions = {"python": platform.python_version()}
     for name in packages:
         with contextlib.suppress(metadata.PackageNotFoundError):
             versions[name] = metadata.version(name)
-    return versions
+    return tuple(versions.items())
 
 
 def command_line() -> str:

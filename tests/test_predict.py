@@ -11,7 +11,7 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store

@@ -30,8 +30,8 @@ import numpy as np
 
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
+from imagenet_zsl.image_filter.filtered import kept_image_ids
 from imagenet_zsl.image_filter.folds import stratified_folds
-from imagenet_zsl.image_filter.outputs import kept_image_ids
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
 

@@ -37,7 +37,7 @@ from imagenet_zsl.analysis.runs import (
 )
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.image_filter.outputs import kept_image_ids
+from imagenet_zsl.image_filter.filtered import kept_image_ids
 from imagenet_zsl.io import atomic_directory, atomic_write_text, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
 from imagenet_zsl.splits.build import resolve_counts

@@ -15,7 +15,7 @@ from imagenet_zsl.batch.plan import Features, Plan, cell_name, digest, write_cla
 from imagenet_zsl.batch.recipe import ModelSpec
 from imagenet_zsl.batch.training import CALIBRATION_DIR
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run import present_classes
 from imagenet_zsl.evaluation.run.calibrate import CarvedCalibration, choose_carved_gamma
 from imagenet_zsl.evaluation.run.classes import head_classes

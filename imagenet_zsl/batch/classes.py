@@ -13,7 +13,7 @@ from imagenet_zsl.batch.calibration import Calibration, run_training_classes
 from imagenet_zsl.batch.faults import one_line
 from imagenet_zsl.batch.plan import Features, Plan, write_classes
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run import present_classes
 from imagenet_zsl.evaluation.run.classes import missing_prototypes
 from imagenet_zsl.features.feature_dir import FeatureDir

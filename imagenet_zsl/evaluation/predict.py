@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from imagenet_zsl.devices import resolve_device, torch_numerics
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run import representable_classes
 from imagenet_zsl.features.backbones import classifier_head
 from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields

@@ -115,12 +115,20 @@ def _row_hashes(matrix: np.ndarray, block_rows: int = 2048) -> np.ndarray:
     Why: sorting the (C, E) rows as byte strings costs 0.5-0.8 s at 21,842 x 2,048; hashing costs
     a third of that and sorting C hashes nothing. Equal rows always get equal hashes."""
     words = matrix.reshape(len(matrix), -1).view(np.uint32)
-    multipliers = np.random.default_rng(0).integers(1, 2**31, size=words.shape[1], dtype=np.uint32) | 1
+    # fixed odd multipliers from the golden-ratio (Weyl) sequence: numpy.random is not imported
+    weyl = np.arange(1, words.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    multipliers = (weyl >> np.uint64(33)).astype(np.uint32) | np.uint32(1)
     hashes = np.empty(len(words), dtype=np.uint64)
     for start in range(0, len(words), block_rows):
         block = words[start : start + block_rows] * multipliers
         hashes[start : start + block_rows] = block.sum(axis=1, dtype=np.uint64)
     return hashes
+
+
+def _all_distinct(values: np.ndarray) -> bool:
+    """Whether the (n,) values are pairwise distinct (a sort: ``np.unique`` loads numpy.ma)."""
+    ordered = np.sort(values)
+    return not bool(np.any(ordered[1:] == ordered[:-1]))
 
 
 def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
@@ -137,10 +145,10 @@ def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         return matrix, None
     if matrix.shape[1] > HEAD_COLUMNS:
         head = matrix[:, :HEAD_COLUMNS] + np.float32(0.0)
-        if len(np.unique(_row_hashes(head))) == len(matrix):
+        if _all_distinct(_row_hashes(head)):
             return matrix, None
     canonical = np.ascontiguousarray(matrix + np.float32(0.0))
-    if len(np.unique(_row_hashes(canonical))) == len(canonical):
+    if _all_distinct(_row_hashes(canonical)):
         return matrix, None
     view = canonical.view(np.dtype((np.void, canonical.dtype.itemsize * canonical.shape[1]))).ravel()
     _, first, inverse = np.unique(view, return_index=True, return_inverse=True)

@@ -10,7 +10,7 @@ benchmark class must have been vetted. Set ``require_judged: false`` to keep unj
 
 from __future__ import annotations
 
-from imagenet_zsl.image_filter.outputs import class_verdicts
+from imagenet_zsl.image_filter.filtered import class_verdicts
 from imagenet_zsl.splits.pool import POOL_FILTERS, PoolContext
 
 

@@ -32,6 +32,7 @@ from pydantic import create_model
 from imagenet_zsl.models.catalog import MODELS as CATALOG
 from imagenet_zsl.models.params import ModelParams, validate_params
 from imagenet_zsl.registry import Registry
+from imagenet_zsl.scoring.vectors import map_scores
 
 if TYPE_CHECKING:
     from imagenet_zsl.features.head import BackboneHead
@@ -251,20 +252,6 @@ class ZSLModel(ABC):
         queries = np.asarray(self.embed_images(features, logits), dtype=np.float32)
         prototypes = np.asarray(self.class_prototypes(wnids), dtype=np.float32)
         return map_scores(queries, prototypes, self.score_maps())
-
-
-def map_scores(queries: np.ndarray, prototypes: np.ndarray, maps: int = 1) -> np.ndarray:
-    """(N, C) float32 scores of queries (N, maps * E) against prototypes (C, E): the max over the
-    ``maps`` E-d parts of each query of their dot products (one product when ``maps`` is 1)."""
-    queries = np.asarray(queries, dtype=np.float32)
-    prototypes = np.asarray(prototypes, dtype=np.float32)
-    dim = prototypes.shape[1]
-    if queries.shape[1] != maps * dim:
-        raise ValueError(f"bug: queries of {queries.shape[1]} columns for {maps} maps of {dim}-d prototypes")
-    scores = queries[:, :dim] @ prototypes.T
-    for k in range(1, maps):
-        np.maximum(scores, queries[:, k * dim : (k + 1) * dim] @ prototypes.T, out=scores)
-    return scores
 
 
 #: model name → model class; filled by ``@MODELS.register`` in each model module, which the

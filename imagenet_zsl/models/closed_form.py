@@ -29,11 +29,11 @@ from imagenet_zsl.models.common import (
     FeaturePrep,
     check_features,
     feature_statistics,
-    l2_normalize,
     semantic_matrix,
 )
 from imagenet_zsl.models.common import check_seen_data as _check_seen_data
 from imagenet_zsl.models.params import FeatureMode, LinearParams, NonNegative, Positive
+from imagenet_zsl.scoring.vectors import l2_normalize
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 POWERS = [10.0**p for p in range(-3, 4)]

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
 import numpy as np
-import scipy.sparse as sp
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.models.base import BLOCK_ROWS, SeenData, read_rows
 from imagenet_zsl.models.params import FeatureMode, SemanticNorm
+from imagenet_zsl.scoring.vectors import l2_normalize
 
 if TYPE_CHECKING:
     import torch
@@ -92,15 +92,6 @@ def require_graph(model: str, graph: ClassGraph | None) -> ClassGraph:
     return graph
 
 
-def l2_normalize(matrix: np.ndarray) -> np.ndarray:
-    """(N, E) → (N, E) float32 rows scaled to unit length; zero rows stay zero (they are divided
-    by 1, not by a floored norm, so every non-zero row, however short, gets exactly unit length).
-    The one L2 normalisation of the toolkit: models' features/semantics and evaluation's cosine."""
-    matrix = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0)
-
-
 def softmax(logits: np.ndarray) -> np.ndarray:
     logits = np.asarray(logits, dtype=np.float64)
     shifted = logits - logits.max(axis=1, keepdims=True)
@@ -151,6 +142,8 @@ def feature_statistics(
     """Sufficient statistics of the prepared features, streamed in blocks with float64 sums:
     XᵀX (D, D), per-class sums (Z, D) and per-class counts (Z,). Every closed-form model needs only
     these, so 1.28M x 2048 training images never get a float64 copy."""
+    import scipy.sparse as sp  # deferred: 0.1 s to import; `evaluate` imports this module, trains nothing
+
     dim = prep.dim_
     gram = np.zeros((dim, dim))
     sums = np.zeros((num_classes, dim))

@@ -58,7 +58,6 @@ from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
 from imagenet_zsl.models.common import (
     LossHistory,
     check_features,
-    l2_normalize,
     require_graph,
     seeded_torch,
     semantic_matrix,
@@ -73,6 +72,7 @@ from imagenet_zsl.models.params import (
 )
 from imagenet_zsl.models.seen_classifier import augment
 from imagenet_zsl.models.trivial import fit_seen_classifier, seen_classifier_data
+from imagenet_zsl.scoring.vectors import l2_normalize
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 

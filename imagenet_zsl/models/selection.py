@@ -31,9 +31,10 @@ import numpy as np
 from tqdm import tqdm
 
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create, map_scores
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.common import blas_threads, check_seen_data, gram_flops
 from imagenet_zsl.scoring import choose_gamma, gzsl_from_scores, hit_at_k, true_ranks
+from imagenet_zsl.scoring.vectors import map_scores
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph

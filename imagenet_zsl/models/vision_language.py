@@ -33,7 +33,8 @@ import numpy as np
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel
-from imagenet_zsl.models.common import check_features, l2_normalize
+from imagenet_zsl.models.common import check_features
+from imagenet_zsl.scoring.vectors import l2_normalize
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 log = logging.getLogger(__name__)

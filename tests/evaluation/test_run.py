@@ -13,7 +13,7 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation import queries
+from imagenet_zsl.evaluation import model_source
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.evaluation.run import classes as classes_module
 from imagenet_zsl.evaluation.run import search_sets as search_module
@@ -393,7 +393,7 @@ class ScaledModel(ZSLModel):
 
 
 def test_model_directory_is_evaluated_through_the_registry(bench, tmp_path, monkeypatch):
-    monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
+    monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
     model_dir = write_model_dir(tmp_path / "model")
     m = evaluate(
         config(bench, tmp_path / "run", prototypes=None, model=model_dir), graph="none", progress=False
@@ -643,7 +643,7 @@ def _model_dir(tmp_path: Path, identity: dict | None) -> Path:
 def test_features_of_another_backbone_are_refused_unless_allowed(bench, tmp_path, monkeypatch):
     from imagenet_zsl.features.feature_dir import FeatureDir
 
-    monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
+    monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
     _set_backbone(bench["features"], "resnet50", "aa11bb22cc33")
     trained_on = FeatureDir(bench["features"]).identity
     _set_backbone(bench["features"], "vit_b_16", "ff00ee11")
@@ -668,7 +668,7 @@ def test_features_of_another_backbone_are_refused_unless_allowed(bench, tmp_path
 def test_matching_or_unknown_identities_pass_and_are_recorded(bench, tmp_path, monkeypatch):
     from imagenet_zsl.features.feature_dir import FeatureDir
 
-    monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
+    monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
     _set_backbone(bench["features"], "resnet50", "aa11bb22cc33")
     _set_backbone(bench["seen"], "vit_b_16", "ff00ee11")
     model_dir = _model_dir(tmp_path, FeatureDir(bench["features"]).identity)

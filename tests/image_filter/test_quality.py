@@ -23,8 +23,9 @@ from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_
 from imagenet_zsl.image_filter import classifiers, crossfit
 from imagenet_zsl.image_filter import cli as filter_cli
 from imagenet_zsl.image_filter.crossfit import CrossFitFilter
+from imagenet_zsl.image_filter.filtered import class_verdicts, kept_image_ids
 from imagenet_zsl.image_filter.folds import stratified_folds
-from imagenet_zsl.image_filter.outputs import CLASS_COLUMNS, class_verdicts, kept_image_ids
+from imagenet_zsl.image_filter.outputs import CLASS_COLUMNS
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
 from imagenet_zsl.images import cli as images_cli

@@ -18,10 +18,11 @@ from imagenet_zsl.features.shard_files import encode_head, write_manifest, write
 from imagenet_zsl.io import sha256_bytes
 from imagenet_zsl.models import gcn
 from imagenet_zsl.models.base import SeenData, create
-from imagenet_zsl.models.common import l2_normalize, softmax
+from imagenet_zsl.models.common import softmax
 from imagenet_zsl.models.persistence import load_model
 from imagenet_zsl.models.seen_classifier import SeenClassifier
 from imagenet_zsl.models.training import load_seen_data
+from imagenet_zsl.scoring.vectors import l2_normalize
 from tests.models.problems import Problem
 
 #: a head output that is neither a node of the toy graph nor has a class vector

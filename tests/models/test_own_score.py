@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.search import TopKSearcher
-from imagenet_zsl.models.base import MODELS, create, map_scores
+from imagenet_zsl.models.base import MODELS, create
 from imagenet_zsl.models.persistence import save_model
+from imagenet_zsl.scoring.vectors import map_scores
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.models.problems import QUICK as SHARED_QUICK
 from tests.models.problems import Problem

@@ -128,8 +128,23 @@ def test_a_counts_table_with_bom_header_comments_and_crlf_reads(tmp_path):
     assert list(read_wnid_counts(path).items()) == [("n02084071", 12), ("n01440764", 0)]
 
 
+def test_a_plain_counts_table_reads_in_file_order(tmp_path):
+    # the usual shape (header, then wnid<TAB>count rows) is read by one regex check: the same dict,
+    # in file order, as the row-by-row reading gives, with or without the final newline
+    from imagenet_zsl.data import read_wnid_counts
+
+    path = tmp_path / "counts.tsv"
+    for text in ("wnid\tnum_images\nn02084071\t12\nn01440764\t0\n", "n02084071\t12\nn01440764\t0"):
+        path.write_text(text)
+        assert list(read_wnid_counts(path).items()) == [("n02084071", 12), ("n01440764", 0)]
+
+
 COUNT_CASES = {
     "wnid twice": (b"n02084071\t1\nn02084071\t2\n", ["counts.tsv:2", "n02084071 is listed twice"]),
+    "wnid twice, header": (
+        b"wnid\tn\nn01440764\t1\n" + b"n02084071\t1\n" * 2,
+        ["counts.tsv:4", "listed twice"],
+    ),
     "not a wnid": (b"dog\t3\n", ["counts.tsv:1", "'dog\\t3'"]),
     "negative count": (b"n02084071\t-3\n", ["counts.tsv:1", "expected 'wnid<TAB>count'"]),
     "4,301 digits": (b"n02084071\t" + b"9" * 4301 + b"\n", ["counts.tsv:1", "expected 'wnid<TAB>count'"]),

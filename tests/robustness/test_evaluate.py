@@ -243,12 +243,12 @@ def _set_backbone(features: Path, name: str) -> None:
 
 
 def test_model_trained_on_another_backbone(cli_error, bench, tmp_path, monkeypatch):
-    from imagenet_zsl.evaluation import queries
+    from imagenet_zsl.evaluation import model_source
     from imagenet_zsl.features.feature_dir import FeatureDir
     from tests.evaluation.evaluation_fixtures import write_model_dir
     from tests.evaluation.test_run import ScaledModel
 
-    monkeypatch.setattr(queries, "load_model", lambda path: ScaledModel())
+    monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
     _set_backbone(bench["features"], "resnet50")
     model = write_model_dir(bench["root"] / "model", feature_identity=FeatureDir(bench["features"]).identity)
     _set_backbone(bench["features"], "efficientnet")

@@ -18,7 +18,7 @@ from typing import Any
 from imagenet_zsl import scoring as M
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.queries import ModelDirectory
+from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run.cache import SearchCache
 from imagenet_zsl.evaluation.run.classes import class_lookup, representable_classes
 from imagenet_zsl.evaluation.run.config import calibration_rows

@@ -12,7 +12,7 @@ import numpy as np
 from imagenet_zsl.devices import gpu_possible, resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.faiss_search import import_faiss
-from imagenet_zsl.evaluation.queries import ModelDirectory, PrototypeFile, QuerySource
+from imagenet_zsl.evaluation.queries import PrototypeFile, QuerySource
 from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs, GZSLSets
 from imagenet_zsl.evaluation.run.classes import (
     check_count_as_miss,
@@ -32,8 +32,9 @@ from imagenet_zsl.evaluation.run.provenance import check_feature_identities, pre
 from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.image_filter.outputs import kept_image_ids
+from imagenet_zsl.image_filter.filtered import kept_image_ids
 from imagenet_zsl.io import check_out_dir, regular_input_file
+from imagenet_zsl.registry import load_target
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
 
 if TYPE_CHECKING:
@@ -107,13 +108,18 @@ def _validation_set(cfg: EvaluationConfig, split_wnids: list[str], seen_wnids: l
     return found
 
 
+#: the fitted-model query source, by target: imported (with the models and pydantic: 0.1 s of CPU)
+#: only when a model directory is evaluated, not for a prototype file
+MODEL_SOURCE = "imagenet_zsl.evaluation.model_source:ModelDirectory"
+
+
 def _feature_dirs(fd: FeatureDir, sets: GZSLSets) -> list[FeatureDir]:
     return [d for d in (fd, sets.seen_fd, sets.val_fd, sets.val_seen_fd) if d is not None]
 
 
 def _query_source(cfg: EvaluationConfig, feature_dirs: list[FeatureDir]) -> QuerySource:
     if cfg.prototypes is None:
-        return ModelDirectory(cfg.model, l2=cfg.l2_normalize)
+        return load_target(MODEL_SOURCE)(cfg.model, l2=cfg.l2_normalize)
     source = PrototypeFile(cfg.prototypes, l2=cfg.l2_normalize)
     for feature_dir in feature_dirs:
         source.check_dim(feature_dir.dim, str(feature_dir.path))
@@ -164,7 +170,7 @@ def _label_spaces(
 
 def _check_query_dim(cfg: EvaluationConfig, source: QuerySource, dirs: list[FeatureDir], dim: int) -> None:
     """A model's query vectors must have the prototypes' dimension (probed on one row each)."""
-    if not isinstance(source, ModelDirectory):
+    if cfg.prototypes is not None:  # a prototype file: its queries are the features themselves
         return
     for feature_dir in dirs:
         features, logits = feature_dir.first_row()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.queries import QuerySource
+from imagenet_zsl.evaluation.queries import QuerySource, class_vectors_text
 from imagenet_zsl.evaluation.run.classes import class_vectors_label, log
 from imagenet_zsl.evaluation.run.config import EvaluationConfig
 from imagenet_zsl.features.feature_dir import FeatureDir
@@ -21,7 +21,6 @@ from imagenet_zsl.features.identity import (
     numerics_differences,
 )
 from imagenet_zsl.io import MANIFEST_NAME, sha256_file, software_versions
-from imagenet_zsl.models.vision_language import VisionLanguageZeroShot, tower_pair_problem
 from imagenet_zsl.splits.pretraining import Pretraining
 
 if TYPE_CHECKING:
@@ -59,14 +58,9 @@ def check_feature_identities(
 def check_tower_pair(source: QuerySource, fd: FeatureDir, model_what: str, allow: bool) -> dict | None:
     """A vision-language model (``vlm_zero_shot``) scores image features against its class text
     embeddings: both must come from one model, by identity, not by equal dimensions
-    (:func:`~imagenet_zsl.models.vision_language.tower_pair_problem`). An error naming both, the
+    (:meth:`~imagenet_zsl.evaluation.queries.QuerySource.tower_pair_problem`). An error naming both, the
     override record with ``--allow-feature-mismatch``, a warning when a side records too little."""
-    model = getattr(source, "model", None)
-    if not isinstance(model, VisionLanguageZeroShot):
-        return None
-    record = source.class_vectors
-    text = str(record.get("source") or "") if isinstance(record, dict) else str(record or "")
-    problem, certain = tower_pair_problem(fd.identity, text)
+    problem, certain = source.tower_pair_problem(fd.identity)
     if problem is None:
         return None
     if not certain:
@@ -82,7 +76,7 @@ def check_tower_pair(source: QuerySource, fd: FeatureDir, model_what: str, allow
         "allowed": True,
         "differ": ["text tower"],
         f"--features {fd.path}": describe_identity(fd.identity),
-        model_what: text,
+        model_what: class_vectors_text(source.class_vectors),
     }
 
 
