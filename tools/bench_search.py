@@ -23,8 +23,10 @@ fresh interpreter, as a user runs the command, alternating ``--repeats`` times; 
 CPU seconds (user + sys: steadier than wall time on a shared machine) and peak RSS of each, their
 ratios (targets: CPU <= 1.1x, memory <= 1.2x at every size), the heavy modules the command imported
 (none but matplotlib, for the plot, on a CPU run), and, per class count measured at two image
-counts, each one's fixed cost and cost per image. ``--evaluate-args='--search faiss'`` times the
-faiss option instead (``--evaluate-args=--no-plots``: without the plot).
+counts, each one's fixed cost and cost per image. The command runs twice per repeat: as given, and
+with ``--no-plots``, the floor's work (the floor draws no figure; the PNGs' matplotlib import and
+drawing are a fixed ~0.4 s of CPU, reported apart). ``--evaluate-args='--search faiss'`` times the
+faiss option instead.
 
     .venv/bin/python tools/bench_search.py --mode search          # the search call, ~1 min
     .venv/bin/python tools/bench_search.py --mode evaluate --repeats 3 \
@@ -197,18 +199,26 @@ def _evaluate_argv(paths: dict[str, Path], ks: list[int], out: Path, extra: list
     ]
 
 
-def _run_pair(root: Path, paths: dict[str, Path], args: argparse.Namespace) -> tuple[dict, dict]:
-    """One fresh-process run of the floor, then one of the command, over ``paths``."""
+#: the command's variants timed beside the floor: as given, and without the PNG plots (the floor
+#: draws none; matplotlib's import and the drawing are a fixed ~0.4 s of CPU)
+VARIANTS = ("evaluate", "no_plots")
+
+
+def _run_set(root: Path, paths: dict[str, Path], args: argparse.Namespace) -> dict[str, dict]:
+    """One fresh-process run of the floor, then of each command variant, over ``paths``."""
     k = max(args.eval_ks) + 1  # what the command keeps: one extra class reveals ties
     timing = root / "timing.json"
     floor_args = [str(paths["features"]), str(paths["prototypes"]), str(k), str(timing)]
-    floor = fresh_process(FLOOR_SCRIPT, floor_args, timing)
-    out = root / "run"
-    if out.exists():
-        shutil.rmtree(out)
-    argv = _evaluate_argv(paths, args.eval_ks, out, args.evaluate_args.split())
-    command = fresh_process(TOOLKIT_SCRIPT, [str(timing), *argv], timing)
-    return floor, command
+    runs = {"floor": fresh_process(FLOOR_SCRIPT, floor_args, timing)}
+    given = args.evaluate_args.split()
+    for variant in VARIANTS:
+        out = root / "run"
+        if out.exists():
+            shutil.rmtree(out)
+        extra = given + (["--no-plots"] if variant == "no_plots" and "--no-plots" not in given else [])
+        argv = _evaluate_argv(paths, args.eval_ks, out, extra)
+        runs[variant] = fresh_process(TOOLKIT_SCRIPT, [str(timing), *argv], timing)
+    return runs
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
@@ -238,30 +248,32 @@ def bench_evaluate(args: argparse.Namespace) -> dict:
         f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     print(
-        f"{'images':>8s} {'classes':>8s} | {'floor CPU':>9s} {'eval CPU':>9s} {'ratio':>6s} | "
-        f"{'floor MB':>8s} {'eval MB':>8s} {'ratio':>6s} | heavy imports"
+        f"{'images':>8s} {'classes':>8s} | {'floor CPU':>9s} {'eval CPU':>9s} {'ratio':>6s} "
+        f"{'no plots':>9s} {'ratio':>6s} | {'floor MB':>8s} {'eval MB':>8s} {'ratio':>6s} "
+        f"{'no plots':>8s} {'ratio':>6s} | heavy imports"
     )
     for images, classes in sizes:
         with tempfile.TemporaryDirectory(prefix="bench-evaluate-") as tmp:
             root = Path(tmp)
             paths = write_bench_inputs(root, images, classes, args.dim, args.seed)
-            runs: dict[str, list[dict]] = {"floor": [], "evaluate": []}
-            for _ in range(args.repeats):  # alternate, so other load hits both alike
-                floor, command = _run_pair(root, paths, args)
-                runs["floor"].append(floor)
-                runs["evaluate"].append(command)
+            runs: dict[str, list[dict]] = {"floor": [], **{variant: [] for variant in VARIANTS}}
+            for _ in range(args.repeats):  # alternate, so other load hits all alike
+                for who, run in _run_set(root, paths, args).items():
+                    runs[who].append(run)
         row = {"images": images, "classes": classes, "runs": runs}
         for who in runs:
             row[who] = {key: _median(runs[who], key) for key in ("cpu", "wall", "peak_mb")}
-        row["cpu_ratio"] = row["evaluate"]["cpu"] / row["floor"]["cpu"]
-        row["wall_ratio"] = row["evaluate"]["wall"] / row["floor"]["wall"]
-        row["memory_ratio"] = row["evaluate"]["peak_mb"] / row["floor"]["peak_mb"]
+        for variant, prefix in (("evaluate", ""), ("no_plots", "no_plots_")):
+            row[f"{prefix}cpu_ratio"] = row[variant]["cpu"] / row["floor"]["cpu"]
+            row[f"{prefix}wall_ratio"] = row[variant]["wall"] / row["floor"]["wall"]
+            row[f"{prefix}memory_ratio"] = row[variant]["peak_mb"] / row["floor"]["peak_mb"]
         row["heavy_imports"] = runs["evaluate"][-1].get("heavy", [])
         rows.append(row)
-        f, e = row["floor"], row["evaluate"]
+        f, e, n = row["floor"], row["evaluate"], row["no_plots"]
         print(
-            f"{images:8d} {classes:8d} | {f['cpu']:8.2f}s {e['cpu']:8.2f}s {row['cpu_ratio']:5.2f}x | "
-            f"{f['peak_mb']:8.0f} {e['peak_mb']:8.0f} {row['memory_ratio']:5.2f}x | "
+            f"{images:8d} {classes:8d} | {f['cpu']:8.2f}s {e['cpu']:8.2f}s {row['cpu_ratio']:5.2f}x "
+            f"{n['cpu']:8.2f}s {row['no_plots_cpu_ratio']:5.2f}x | {f['peak_mb']:8.0f} {e['peak_mb']:8.0f} "
+            f"{row['memory_ratio']:5.2f}x {n['peak_mb']:8.0f} {row['no_plots_memory_ratio']:5.2f}x | "
             f"{','.join(row['heavy_imports']) or '-'}",
             flush=True,
         )
@@ -277,6 +289,8 @@ def bench_evaluate(args: argparse.Namespace) -> dict:
         "lines": lines,
         "worst_cpu_ratio": max(row["cpu_ratio"] for row in rows),
         "worst_memory_ratio": max(row["memory_ratio"] for row in rows),
+        "worst_no_plots_cpu_ratio": max(row["no_plots_cpu_ratio"] for row in rows),
+        "worst_no_plots_memory_ratio": max(row["no_plots_memory_ratio"] for row in rows),
     }
 
 
@@ -290,14 +304,15 @@ def _fixed_and_slope(rows: list[dict]) -> list[dict]:
             continue
         lo, hi = same[0], same[-1]
         line = {"classes": classes}
-        for who in ("floor", "evaluate"):
+        for who in ("floor", *VARIANTS):
             slope = (hi[who]["cpu"] - lo[who]["cpu"]) / (hi["images"] - lo["images"])
             line[who] = {"fixed_cpu": hi[who]["cpu"] - slope * hi["images"], "cpu_per_image": slope}
         line["per_image_ratio"] = line["evaluate"]["cpu_per_image"] / line["floor"]["cpu_per_image"]
         lines.append(line)
         print(
             f"  {classes} classes: fixed CPU floor {line['floor']['fixed_cpu']:.2f} s, evaluate "
-            f"{line['evaluate']['fixed_cpu']:.2f} s; per image floor "
+            f"{line['evaluate']['fixed_cpu']:.2f} s ({line['no_plots']['fixed_cpu']:.2f} s without "
+            f"plots); per image floor "
             f"{1e6 * line['floor']['cpu_per_image']:.0f} us, evaluate "
             f"{1e6 * line['evaluate']['cpu_per_image']:.0f} us ({line['per_image_ratio']:.2f}x)"
         )

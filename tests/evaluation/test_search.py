@@ -206,8 +206,9 @@ def _bench_search_module():
 
 def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
     """tools/bench_search.py --mode evaluate, its processes faked: per size, the ratio of the
-    medians of the repeats (CPU and peak memory); per class count measured at two image counts,
-    the fixed cost and cost per image of the line through them."""
+    medians of the repeats (CPU and peak memory) for the command as given and with --no-plots; per
+    class count measured at two image counts, the fixed cost and cost per image of the line
+    through them."""
     import json
     from pathlib import Path
 
@@ -217,11 +218,13 @@ def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
         ("floor", 10): [4.5, 4.0, 3.0],
         ("evaluate", 40): [13.0, 16.0, 20.0],
         ("evaluate", 10): [6.0, 5.0, 7.0],
+        ("no_plots", 40): [11.0, 12.0, 10.0],
+        ("no_plots", 10): [4.0, 5.0, 4.5],
     }
     seen = []
 
     def fake(script, args, timing):
-        who = "floor" if script == module.FLOOR_SCRIPT else "evaluate"
+        who = "floor" if script == module.FLOOR_SCRIPT else "no_plots" if "--no-plots" in args else "evaluate"
         features = args[0] if who == "floor" else args[args.index("--features") + 1]
         images = sum(len(np.load(f)) for f in Path(features).glob("*.labels.npy"))
         seen.append((who, images))
@@ -231,7 +234,16 @@ def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
     monkeypatch.setattr(module, "fresh_process", fake)
     argv = ["--mode", "evaluate", "--sizes", "10x6,40x6", "--dim", "4", "--repeats", "3"]
     assert module.main([*argv, "--json", str(tmp_path / "r.json")]) == 0
-    assert seen == [("floor", 10), ("evaluate", 10)] * 3 + [("floor", 40), ("evaluate", 40)] * 3
+    assert (
+        seen
+        == [("floor", 10), ("evaluate", 10), ("no_plots", 10)] * 3
+        + [
+            ("floor", 40),
+            ("evaluate", 40),
+            ("no_plots", 40),
+        ]
+        * 3
+    )
     result = json.loads((tmp_path / "r.json").read_text())["evaluate"]
     small, large = result["sizes"]
     assert (small["floor"]["cpu"], small["evaluate"]["cpu"]) == (4.0, 6.0)
@@ -239,6 +251,8 @@ def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
     assert (small["cpu_ratio"], large["cpu_ratio"]) == (1.5, 1.6)
     assert large["memory_ratio"] == pytest.approx(1.1)
     assert result["worst_cpu_ratio"] == 1.6
+    assert (small["no_plots_cpu_ratio"], large["no_plots_cpu_ratio"]) == (4.5 / 4, 1.1)
+    assert result["worst_no_plots_cpu_ratio"] == 1.125
     (line,) = result["lines"]  # floor: 6 s over 30 images from 4 s; evaluate: 10 s from 6 s
     assert line["floor"]["cpu_per_image"] == pytest.approx(0.2)
     assert line["floor"]["fixed_cpu"] == pytest.approx(2.0)
