@@ -430,8 +430,21 @@ def _installed_versions(packages: tuple[str, ...]) -> tuple[tuple[str, str], ...
     versions = {"python": platform.python_version()}
     for name in packages:
         with contextlib.suppress(metadata.PackageNotFoundError):
-            versions[name] = metadata.version(name)
+            versions[name] = package_version(name)
     return tuple(versions.items())
+
+
+def package_version(name: str) -> str:
+    """``importlib.metadata.version(name)``, read from the ``Version:`` header of the package's
+    METADATA rather than by parsing the whole file (long description included) with the email
+    parser: a third of the time; any other file shape falls back to ``metadata.version``."""
+    distribution = metadata.distribution(name)
+    for line in (distribution.read_text("METADATA") or "").splitlines():
+        if line.startswith("Version:"):
+            return line.removeprefix("Version:").strip()
+        if not line:  # the headers end at the first empty line
+            break
+    return distribution.version
 
 
 def command_line() -> str:

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+from importlib import metadata
 
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import MANIFEST_KEYS, read_manifest_verified, write_manifest
+from imagenet_zsl.io import (
+    _VERSIONED_PACKAGES,
+    MANIFEST_KEYS,
+    package_version,
+    read_manifest_verified,
+    software_versions,
+    write_manifest,
+)
 
 FORMAT = "imagenet-zsl/example-v1"
 
@@ -106,3 +114,24 @@ def test_a_file_browsers_junk_is_not_the_users_data(tmp_path):
     assert foreign_files(tmp_path, manifest) == []
     (tmp_path / "notes.txt").write_text("mine")
     assert foreign_files(tmp_path, manifest) == ["notes.txt"]
+
+
+def test_package_versions_are_importlib_metadatas():
+    # the manifests' versions come from each METADATA's Version header: the same strings as
+    # importlib.metadata's full parse, for every installed distribution the manifests list
+    installed = [name for name in _VERSIONED_PACKAGES if _installed(name)]
+    assert "numpy" in installed
+    assert {name: package_version(name) for name in installed} == {
+        name: metadata.version(name) for name in installed
+    }
+    versions = software_versions()
+    versions["numpy"] = "changed"  # each call hands out its own dict
+    assert software_versions()["numpy"] == metadata.version("numpy")
+
+
+def _installed(name: str) -> bool:
+    try:
+        metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True

@@ -70,8 +70,13 @@ def read_wnid_counts(path: str | Path) -> dict[str, int]:
 
 @functools.cache
 def fall11_counts() -> dict[str, int]:
-    """The 21,841 fall11 synsets with their image counts, in file order."""
-    return read_wnid_counts(data_path("fall11_image_counts.tsv"))
+    """The 21,841 fall11 synsets with their image counts, in file order. The packaged table is
+    split, not checked row by row as a user's table is (:func:`read_wnid_counts`; the suite checks
+    that both read it alike): every ``evaluate`` reads it for the population column."""
+    words = data_path("fall11_image_counts.tsv").read_text(encoding="utf-8").split()
+    if words[:2] == ["wnid", "num_images"]:
+        words = words[2:]
+    return dict(zip(words[0::2], map(int, words[1::2]), strict=True))
 
 
 @functools.cache

@@ -139,6 +139,15 @@ def test_a_plain_counts_table_reads_in_file_order(tmp_path):
         assert list(read_wnid_counts(path).items()) == [("n02084071", 12), ("n01440764", 0)]
 
 
+def test_the_packaged_fall11_table_reads_as_a_users_table_would():
+    # fall11_counts() splits the packaged file without the row checks: they would find nothing
+    from imagenet_zsl.data import data_path, fall11_counts, read_wnid_counts
+
+    counts = fall11_counts()
+    assert list(counts.items()) == list(read_wnid_counts(data_path("fall11_image_counts.tsv")).items())
+    assert len(counts) == 21841 and counts["n00004475"] == 8
+
+
 COUNT_CASES = {
     "wnid twice": (b"n02084071\t1\nn02084071\t2\n", ["counts.tsv:2", "n02084071 is listed twice"]),
     "wnid twice, header": (
