@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +29,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.splits.local_search import LocalSearch, LocalSearchOptions
 from imagenet_zsl.splits.milp import (
+    MAX_LEVELS,
     ExactModels,
     ExactProblem,
     ExactSolution,
@@ -49,8 +50,6 @@ from imagenet_zsl.splits.problem import (
 from imagenet_zsl.splits.structure import structural_ratio
 
 log = logging.getLogger(__name__)
-#: the most distance levels one class gets (lcm(2..13) keeps coefficients exact in floats)
-MAX_LEVELS = 12
 #: model refinements the tie rule may make when its set was over-valued (a work limit, not a time limit)
 TIE_BREAK_REFINEMENTS = 8
 
@@ -58,9 +57,10 @@ TIE_BREAK_REFINEMENTS = 8
 @dataclass(frozen=True)
 class ExactOptions:
     """``levels``: K, the largest distance level of every class in the first model (indicators for
-    d = 2..K; raised per class while the bound is not met, see :func:`refine_levels`). K = 3 (two
-    distance levels) is the default: on the committed pools it cost 0.6x the CPU of K = 4 at N =
-    500 and 1,000 and 0.65x at N = 5,000 (more refinement solves, each much smaller), same sets;
+    d = 2..K, or from the class's nearest unrelated pool class on, see :mod:`splits.milp`; raised
+    per class while the bound is not met, see :func:`refine_levels`). K = 3 (two distance levels)
+    is the default: on the default pool at N = 500 / 1,000 / 5,000 it took 0.4 / 1.1 / 8.6 s CPU,
+    K = 2 0.5 / 1.0 / 7.1 s and K = 4 0.8 / 1.9 / 27 s, same sets;
     ``time_limit``: seconds for the optimum (never for the tie-break, see :mod:`splits.milp`);
     ``shortlist_factor``: x N classes get level variables in the first model."""
 
@@ -163,7 +163,9 @@ class Exact:
             assert best is not None and best.gap is not None
             if best.gap <= PROVEN_GAP or solution.status != "optimal":
                 return search
-            refined = refine_levels(problem, solution.chosen, models.class_levels, models.levels)
+            refined = refine_levels(
+                problem, solution.chosen, models.class_levels, models.levels, models.anchor_levels
+            )
             if not refined:  # every over-valued member already has MAX_LEVELS
                 return search
             log.info(
@@ -177,7 +179,11 @@ class Exact:
 
 
 def refine_levels(
-    problem: BenchmarkProblem, chosen: np.ndarray, class_levels: dict[int, int], levels: int
+    problem: BenchmarkProblem,
+    chosen: np.ndarray,
+    class_levels: dict[int, int],
+    levels: int,
+    anchors: Mapping[int, int] | None = None,
 ) -> int:
     """Raise K_c in ``class_levels`` (in place) to d_c for each chosen class c (pool index) whose
     nearest other chosen class lies beyond K_c + 1, where the model valued it at num_c / (K_c + 1)
@@ -191,7 +197,7 @@ def refine_levels(
     far = np.where(np.isfinite(far), far, MAX_LEVELS)
     raised = 0
     for i, d in zip(chosen.tolist(), far.tolist(), strict=True):
-        current = class_levels.get(i, levels)
+        current = max(class_levels.get(i, levels), (anchors or {}).get(i, 0))
         if d > current + 1 and current < MAX_LEVELS:
             class_levels[i] = int(min(MAX_LEVELS, d))
             raised += 1
@@ -276,7 +282,7 @@ def _break_ties(problem: BenchmarkProblem, best: BenchmarkSolution, search: _Sea
             best.tie_break = "min_positions"
             return
         # an over-valued set reached the objective: value it exactly and solve again
-        raised = refine_levels(problem, chosen, models.class_levels, models.levels)
+        raised = refine_levels(problem, chosen, models.class_levels, models.levels, models.anchor_levels)
         outside = int((~short[chosen]).sum())
         if not raised and not outside:
             break

@@ -18,24 +18,17 @@ binary choices:
   sum_{c in branch b} x_c <= cap_b (``max_branch_share`` / ``branch_quota``); x_c = 1 for the
   ``include`` list (exclusions are simply not in the pool).
 
-Levels per class. Every class starts with the same K (``levels``). When the optimum of the
-model holds a class c with no other member within K_c + 1, the model valued c at num_c/(K_c+1)
-instead of num_c/d_c; the caller (``benchmark.Exact``, :func:`~imagenet_zsl.splits.benchmark.
-refine_levels`) then gives that class alone K_c = d_c and solves again, until the chosen set's
-model value is its true value (certified) or a class reaches the cap. Raising K for every class
-instead (the earlier widening) multiplies the balls' nonzeros: at N = 5,000 on the 10,718-class
-pool, 11 levels for all passed 4.7 GB, while 15 refined classes certify the optimum in one more
-solve.
-
-Sound reduction. Only a *shortlist* of classes gets the level variables y; every other pool
-class o stays in the model as a plain x_o with objective u_o = num_o / clip(dmin_o, 2, K+1)
-(dmin_o: distance to the nearest other pool class), an upper bound of any ratio o can reach, and
-still counts as a neighbour in the shortlisted classes' balls. The model is therefore a
-relaxation of the full problem: its dual bound bounds the true optimum over the *whole* pool.
-When the solver picks an outside class, that class joins the shortlist and the model is solved
-again; when the chosen set's exact R (recomputed on the whole graph) equals the bound, the set is
-certified optimal (gap 0). Objective coefficients are scaled by lcm(2..K+1) so that every
-objective value is an integer and the bound can be rounded down exactly (K = the largest K_c).
+Levels per class. Every class starts with the same K (``levels``), except that a shortlisted
+class c gets levels n_c..K_c only, n_c its distance to the nearest *unrelated* pool class (the
+balls below are empty; related classes are never chosen with c, so they are left out of its
+balls, which tightens the LP: HiGHS's root went from 18 s to 1.5 s in the compact reference at
+N = 500), and K_c >= n_c (``ExactModels.anchor_levels``): an isolated class is valued exactly from
+the first model on. When the optimum of the model still holds a class c with no other member
+within K_c + 1, the model valued c at num_c/(K_c+1) instead of num_c/d_c; the caller
+(``benchmark.Exact``, :func:`~imagenet_zsl.splits.benchmark.refine_levels`) then gives that class
+alone K_c = d_c and solves again, until the chosen set's model value is its true value
+(certified) or a class reaches :data:`MAX_LEVELS`. (Raising K for every class instead multiplies
+the balls' nonzeros: 11 levels for all passed 4.7 GB at N = 5,000.)
 
 Ties between equally optimal sets (there are many: on the default pool two optimal sets found by
 different solver paths differ in ~50 of 500 classes). The rule: **among the optimal sets, the one
@@ -56,12 +49,13 @@ whether it succeeds (and the set it returns) is the same on a fast and on a CPU-
 only time limit left is the caller's budget for the optimum itself; a solve it cuts short is never
 silent: the status says ``time_limit`` (and the gap is reported), never ``optimal``.
 
-HiGHS solves the optimum without presolve: the LP relaxation is nearly integral (the root node
-usually closes the gap), and presolve cost more than the whole branch-and-bound on every committed
-pool. The tie-break solve runs without presolve first, and again with it if that used up its
-node limit: under tight branch caps its LP is about 1% loose, and without presolve it ran out of
-nodes (``max_branch_share: 0.2``) where with it the same solve finishes in about 10 s; on the
-committed pools presolve would double the build time for nothing.
+Solving. Each model's LP relaxation is solved first (:mod:`imagenet_zsl.splits.fixing`); its
+reduced costs fix every column that no set worth the LP bound (rounded down) can move, and HiGHS
+solves what is left, with presolve (cheap once most columns are gone). A solution worth the bound
+is the optimum; otherwise its value v becomes the threshold, and the columns fixed at v keep every
+set worth v or more, so the second solve's optimum is the model's. The tie-break fixes at N R* the
+same way from the same LP. On the default pool this took the exact optimiser from 3.1 / 6.9 / 92 s
+CPU (N = 500 / 1,000 / 5,000) to about 0.4 / 1.0 / 8 s, same sets.
 """
 
 from __future__ import annotations
@@ -74,17 +68,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csgraph
+from scipy.optimize import Bounds, LinearConstraint
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
+from imagenet_zsl.splits.fixing import MARGIN, Relaxation, Solved, fix_below, solve_fixed, solve_relaxation
 
 log = logging.getLogger(__name__)
 #: branch-and-bound nodes the tie-break solve may use: a deterministic work limit (not a time limit)
 TIE_BREAK_NODES = 200
 #: from this shortlist round on, a round that picks outside classes doubles their branches' shortlists
 GROW_FROM_ROUND = 3
+#: the most distance levels one class gets (lcm(2..13) keeps coefficients exact in floats)
+MAX_LEVELS = 12
+#: sources per breadth-first block in :func:`ball_distances` (bounds the frontier's memory)
+BFS_BLOCK = 1024
 
 
 class ExactTimeout(UserInputError):
@@ -124,6 +122,8 @@ class _Model:
     integrality: np.ndarray
     n_pool: int
     scale: int
+    top: int  # the largest K_c
+    relaxation: Relaxation | None = None  # its LP relaxation, once solved (the tie-break reuses it)
 
 
 @dataclass
@@ -149,16 +149,35 @@ def related_pairs(graph: ClassGraph, pool: Sequence[str]) -> np.ndarray:
     return np.unique(pairs, axis=0) if len(pairs) else np.zeros((0, 2), dtype=np.int64)
 
 
-def ball_distances(graph: ClassGraph, rows: Sequence[str], pool_idx: np.ndarray, limit: int) -> np.ndarray:
-    """(len(rows), P) uint8 distances from ``rows`` to every pool class; beyond ``limit`` → 255."""
-    idx = graph.indices(rows)
-    out = np.full((len(idx), len(pool_idx)), 255, dtype=np.uint8)
-    weights = graph.adjacency.astype(np.float64)
-    for start in range(0, len(idx), 256):
-        block = csgraph.dijkstra(weights, directed=False, indices=idx[start : start + 256], limit=limit + 0.5)
-        block = block[:, pool_idx]
-        block[~np.isfinite(block)] = 255
-        out[start : start + 256] = block.astype(np.uint8)
+def ball_distances(
+    adjacency: sp.csr_matrix, sources: np.ndarray, pool_idx: np.ndarray, limit: int
+) -> np.ndarray:
+    """(len(sources), P) uint8 hop distances from graph nodes ``sources`` to every pool class, 255
+    beyond ``limit``: one breadth-first search for a block of sources at once, as sparse products
+    over ``adjacency`` ((n, n) 0/1 int32, symmetric); 8x faster than a Dijkstra per source."""
+    out = np.full((len(sources), len(pool_idx)), 255, dtype=np.uint8)
+    column = np.full(adjacency.shape[0], -1, dtype=np.int64)
+    column[pool_idx] = np.arange(len(pool_idx))
+    for start in range(0, len(sources), BFS_BLOCK):
+        block = sources[start : start + BFS_BLOCK]
+        shape = (len(block), adjacency.shape[0])
+        frontier = sp.csr_matrix(
+            (np.ones(len(block), dtype=np.int32), (np.arange(len(block)), block)), shape=shape
+        )
+        seen = frontier.copy()
+        for hops in range(limit + 1):
+            found = frontier.tocoo()
+            hit = column[found.col] >= 0
+            out[start + found.row[hit], column[found.col[hit]]] = hops
+            if hops == limit:
+                break
+            reach = frontier @ adjacency
+            reach.data[:] = 1  # path counts: only reachability matters
+            frontier = reach - reach.multiply(seen)
+            frontier.eliminate_zeros()
+            if frontier.nnz == 0:
+                break
+            seen = seen + frontier
     return out
 
 
@@ -166,54 +185,90 @@ class ExactModels:
     """The exact models of one problem: every class at ``levels`` distance levels but those in
     ``class_levels`` (pool index -> K_c, raised by ``benchmark.refine_levels``), over any shortlist.
 
+    A shortlisted class c whose nearest *unrelated* pool class lies at n_c > 2 gets levels
+    k = n_c..K_c only (the balls below n_c are empty: no y there), and K_c >= n_c (capped at
+    ``max_levels``): an isolated class is valued exactly from the first model on, where a plain
+    2..K model over-values it and needs a refinement solve (on the default pool at N = 5,000 every
+    class the first model over-valued was such a class). ``anchor_levels`` holds these K_c floors.
+
     Builds share what does not change between them: the related pairs, each pool class's nearest
     other pool class, and each class's ball distances (recomputed only when its K_c grows).
     """
 
-    def __init__(self, problem: ExactProblem, levels: int) -> None:
+    def __init__(self, problem: ExactProblem, levels: int, max_levels: int = MAX_LEVELS) -> None:
         self.problem = problem
         self.levels = levels
+        self.max_levels = max(levels, max_levels)
         self.class_levels: dict[int, int] = {}
+        self.anchor_levels: dict[int, int] = {}  # pool index -> K_c floor: its nearest unrelated class
         graph = problem.graph
         self._pool_idx = graph.indices(problem.pool)
+        self._adjacency = graph.adjacency.astype(np.int32)
         self._pairs = related_pairs(graph, problem.pool)
+        n_pool = len(problem.pool)
+        ends = np.concatenate([self._pairs, self._pairs[:, ::-1]])
+        self._related = sp.csr_matrix(
+            (np.ones(len(ends), dtype=bool), (ends[:, 0], ends[:, 1])), shape=(n_pool, n_pool)
+        )
         dmin = graph.nearest_other_distance(problem.pool)
         self._dmin = np.clip(np.where(np.isfinite(dmin), dmin, levels + 1), 2, levels + 1).astype(np.int64)
-        self._rows: dict[int, tuple[int, np.ndarray]] = {}  # pool index -> (limit, distances)
-
-    def per_class(self) -> np.ndarray:
-        """(P,) K_c of every pool class."""
-        per_class = np.full(len(self.problem.pool), self.levels, dtype=np.int64)
-        for i, k in self.class_levels.items():
-            per_class[i] = max(self.levels, int(k))
-        return per_class
+        self._rows: dict[int, tuple[int, np.ndarray]] = {}  # pool index -> (limit, masked distances)
+        self._nearest: dict[int, int] = {}  # pool index -> nearest unrelated pool class (255: none)
 
     def top(self) -> int:
-        """The largest K_c."""
-        return max([self.levels, *self.class_levels.values()])
+        """The largest K_c given so far (refined or anchored)."""
+        return max([self.levels, *self.class_levels.values(), *self.anchor_levels.values()])
 
-    def scale(self) -> int:
-        """lcm(2..K+1) for the largest K: every coefficient num/k becomes an integer."""
-        return math.lcm(*range(2, self.top() + 2))
-
-    def upper(self) -> np.ndarray:
+    def upper(self, scale: int | None = None) -> np.ndarray:
         """(P,) scaled upper bound of each class's ratio: num / clip(dmin, 2, levels + 1)."""
-        return self.problem.numer.astype(np.int64) * self.scale() // self._dmin  # exact: dmin divides
+        scale = scale or math.lcm(*range(2, self.levels + 2))
+        return self.problem.numer.astype(np.int64) * scale // self._dmin  # exact: dmin divides
+
+    def member_levels(self, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """((M,) first level, (M,) K_c) of each member (pool indices with rows): levels n_c..K_c,
+        none when no unrelated pool class lies within ``max_levels`` (then K_c = ``max_levels``)."""
+        near = np.array([self._nearest[int(i)] for i in members], dtype=np.int64)
+        raised = np.array([self.class_levels.get(int(i), self.levels) for i in members], dtype=np.int64)
+        last = np.maximum(np.maximum(raised, self.levels), np.minimum(near, self.max_levels))
+        first = np.maximum(2, np.minimum(near, last + 1))
+        return first, last
 
     def build(self, short: np.ndarray) -> _Model:
         """The model over x (every pool class) and y (the shortlisted ``short`` (P,) bool classes)."""
-        pool, per_class = self.problem.pool, self.per_class()
         members = np.flatnonzero(short)
-        for k in np.unique(per_class[members]):
-            stale = [int(i) for i in members[per_class[members] == k] if self._rows.get(int(i), (0,))[0] < k]
-            if stale:
-                block = ball_distances(self.problem.graph, [pool[i] for i in stale], self._pool_idx, int(k))
-                for i, row in zip(stale, block, strict=True):
-                    self._rows[i] = (int(k), row)
+        self._ensure_rows(members)
+        first, last = self.member_levels(members)
+        top = int(max(self.levels, last.max(initial=self.levels)))
+        scale = math.lcm(*range(2, top + 2))
         rows = {int(i): self._rows[int(i)][1] for i in members}
-        return _build_model(
-            self.problem, members, rows, self._pairs, self.upper(), self.scale(), per_class[members]
-        )
+        return _build_model(self.problem, members, rows, self._pairs, self.upper(scale), scale, (first, last))
+
+    def _ensure_rows(self, members: np.ndarray) -> None:
+        """Distance rows of ``members`` out to their K_c (self and related classes masked to 255);
+        a row with no unrelated class within it is searched again out to ``max_levels``."""
+        need = np.array([max(self.levels, self.class_levels.get(int(i), 0)) for i in members], dtype=np.int64)
+        for k in np.unique(need):
+            stale = [int(i) for i in members[need == k] if self._rows.get(int(i), (0,))[0] < k]
+            self._compute_rows(stale, int(k))
+            empty = [i for i in stale if self._nearest[i] == 255 and k < self.max_levels]
+            self._compute_rows(empty, self.max_levels)
+        for i in members:
+            near = self._nearest[int(i)]
+            if self.levels < near <= self.max_levels:
+                self.anchor_levels[int(i)] = near
+
+    def _compute_rows(self, stale: list[int], limit: int) -> None:
+        if not stale:
+            return
+        rows = np.array(stale, dtype=np.int64)
+        block = ball_distances(self._adjacency, self._pool_idx[rows], self._pool_idx, limit)
+        block[np.arange(len(rows)), rows] = 255
+        related = self._related[rows].tocoo()
+        block[related.row, related.col] = 255  # never chosen with the row's class: no neighbour of it
+        nearest = block.min(axis=1)
+        for i, row, near in zip(stale, block, nearest.tolist(), strict=True):
+            self._rows[i] = (limit, row)
+            self._nearest[i] = int(near)
 
 
 def solve_exact(
@@ -237,31 +292,31 @@ def solve_exact(
     """
     started = time.perf_counter()
     problem, size = models.problem, models.problem.size
-    upper, scale, top = models.upper(), models.scale(), models.top()
+    upper = models.upper()  # ranks the classes (any scale: the same order)
     short = _initial_shortlist(problem, upper, shortlist_factor)
     short[list(models.class_levels)] = True
     if shortlist is not None:
         short[shortlist] = True
-    # the scaled objective is an integer: a relative gap below 1/2 of its largest value proves optimality
-    ceiling = float(np.sort(upper)[::-1][:size].sum()) + 1.0
-    gap = min(1e-6, 0.4 / ceiling)
     rounds = 0
     while True:
         rounds += 1
         members = np.flatnonzero(short)
         model = models.build(short)
+        # the scaled objective is an integer: a relative gap below 1/2 of its largest value proves optimality
+        ceiling = float(np.sort(problem.numer)[::-1][:size].sum()) * model.scale / 2 + 1.0  # d_c >= 2
+        gap = min(1e-6, 0.4 / ceiling)
         res = _run(model, gap, time_limit - (time.perf_counter() - started))
         seconds = time.perf_counter() - started
         if res is None:
             nothing = np.zeros(0, dtype=np.int64)
-            return ExactSolution(nothing, math.nan, "infeasible", seconds, members, top, rounds)
+            return ExactSolution(nothing, math.nan, "infeasible", seconds, members, model.top, rounds)
         chosen, bound, optimal = res
-        upper_total = math.floor(bound + 1e-6) / scale
+        upper_total = math.floor(bound + 1e-6) / model.scale
         outside = chosen[~short[chosen]]
         out_of_time = len(outside) > 0 and time_limit - seconds <= 0
         status = "optimal" if optimal and not out_of_time else "time_limit"
         if len(outside) == 0 or status != "optimal" or rounds >= max_rounds:
-            return ExactSolution(chosen, upper_total, status, seconds, members, top, rounds, model)
+            return ExactSolution(chosen, upper_total, status, seconds, members, model.top, rounds, model)
         log.info("exact: %d outside classes chosen; adding them to the shortlist", len(outside))
         short[outside] = True
         if rounds >= GROW_FROM_ROUND:
@@ -313,7 +368,7 @@ def prefer_low_positions(
 ) -> np.ndarray | None:
     """The tie rule: among sets whose ``model`` objective reaches ``optimum_total`` (the certified
     optimal sum of ratios, N R*), the one with the smallest sum of pool positions; None when the
-    solve stops at its node limit (without, then with presolve) or finds nothing (see the module
+    solve stops at its node limit (with, then without presolve) or finds nothing (see the module
     docstring).
 
     No time limit is given to HiGHS here on purpose: the outcome must not depend on the machine's
@@ -326,17 +381,17 @@ def prefer_low_positions(
     target = math.ceil(optimum_total * model.scale - 1e-6)
     n_var = len(model.objective)
     fixed = LinearConstraint(sp.csr_matrix(model.objective[None, :]), target - 0.5, np.inf)
+    if model.relaxation is None:
+        model.relaxation = solve_relaxation(model.objective, model.constraints, model.bounds)
+    bounds = model.bounds
+    if model.relaxation is not None:  # the columns no set reaching the target can move
+        bounds, _fixed = fix_below(model.relaxation, model.bounds, target - 0.5)
     positions = np.zeros(n_var)
     positions[: model.n_pool] = np.arange(1, model.n_pool + 1)
     worst = float(np.sort(positions)[::-1][:size].sum()) + 1.0
-    for presolve in (False, True):  # presolve only when the plain solve used up its nodes
-        res = milp(
-            positions,
-            integrality=model.integrality,
-            bounds=model.bounds,
-            constraints=[*model.constraints, fixed],
-            options={"node_limit": node_limit, "mip_rel_gap": min(1e-6, 0.4 / worst), "presolve": presolve},
-        )
+    for presolve in (True, False):  # without presolve only when the first solve used up its nodes
+        options = {"node_limit": node_limit, "mip_rel_gap": min(1e-6, 0.4 / worst), "presolve": presolve}
+        res = solve_fixed(positions, [*model.constraints, fixed], bounds, model.integrality, options)
         if res.status == 0 and res.x is not None:
             break
     if res.status != 0 or res.x is None:
@@ -351,12 +406,13 @@ def _build_model(
     pairs: np.ndarray,
     upper: np.ndarray,
     scale: int,
-    member_levels: np.ndarray,
+    member_levels: tuple[np.ndarray, np.ndarray],
 ) -> _Model:
-    """The MILP over x (all pool classes) and y (k = 2..K_c for each shortlisted class c, in
-    member order); see the module docstring. ``member_levels`` (len(members),) holds each K_c."""
+    """The MILP over x (all pool classes) and y (k = n_c..K_c for each shortlisted class c, in
+    member order); see the module docstring. ``member_levels``: ((M,) n_c, (M,) K_c)."""
     n_pool = len(problem.pool)
-    counts = member_levels - 1  # y variables per member: k = 2..K_c
+    first, last = member_levels
+    counts = np.maximum(last - first + 1, 0)  # y variables per member
     n_y = int(counts.sum())
     n_var = n_pool + n_y
     y_start = n_pool + np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
@@ -366,23 +422,33 @@ def _build_model(
     lower = np.zeros(n_var)
     lower[problem.include] = 1.0
     integrality = np.concatenate([np.ones(n_pool), np.zeros(n_y)])
-    return _Model(objective, constraints, Bounds(lower, np.ones(n_var)), integrality, n_pool, scale)
+    top = int(last.max(initial=0))
+    return _Model(objective, constraints, Bounds(lower, np.ones(n_var)), integrality, n_pool, scale, top)
 
 
 def _objective(
-    problem: ExactProblem, members: np.ndarray, upper: np.ndarray, scale: int, member_levels: np.ndarray
+    problem: ExactProblem,
+    members: np.ndarray,
+    upper: np.ndarray,
+    scale: int,
+    member_levels: tuple[np.ndarray, np.ndarray],
 ) -> np.ndarray:
     """(n_pool + n_y,) scaled integer costs: num/(K_c+1) per shortlisted x (``upper`` for the
-    rest), then num (1/k - 1/(k+1)) per y_{c,k}, k = 2..K_c."""
+    rest), then num (1/k - 1/(k+1)) per y_{c,k}, k = n_c..K_c."""
+    first, last = member_levels
     numer = problem.numer.astype(np.int64)
     tail = np.full(len(problem.pool), -1, dtype=np.int64)
-    tail[members] = numer[members] * scale // (member_levels + 1)
+    tail[members] = numer[members] * scale // (last + 1)
     cost = np.where(tail >= 0, tail, upper).astype(np.float64)
-    cost_y = []
-    for c, k_c in zip(members, member_levels, strict=True):
-        lev = np.arange(2, int(k_c) + 1)
-        cost_y.append(numer[c] * (scale // lev - scale // (lev + 1)))  # num_c (1/k - 1/(k+1)), scaled
-    return np.concatenate([cost, *(np.asarray(c, dtype=np.float64) for c in cost_y)])
+    counts = np.maximum(last - first + 1, 0)
+    owner = np.repeat(np.arange(len(members)), counts)
+    lev = (
+        np.repeat(first, counts)
+        + np.arange(int(counts.sum()))
+        - np.repeat(np.cumsum(counts) - counts, counts)
+    )
+    cost_y = numer[members[owner]] * (scale // lev - scale // (lev + 1))  # num_c (1/k - 1/(k+1)), scaled
+    return np.concatenate([cost, cost_y.astype(np.float64)])
 
 
 def _inequalities(
@@ -390,12 +456,13 @@ def _inequalities(
     dist_rows: dict[int, np.ndarray],
     pairs: np.ndarray,
     y_start: np.ndarray,
-    member_levels: np.ndarray,
+    member_levels: tuple[np.ndarray, np.ndarray],
     n_var: int,
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """A x <= ub: y_{c,k} <= x_c, the shells of each shortlisted class, then x_a + x_b <= 1 for
-    every related pair."""
-    counts = member_levels - 1
+    every related pair. ``dist_rows`` have the class itself and its related classes masked."""
+    first, last = member_levels
+    counts = np.maximum(last - first + 1, 0)
     n_y = int(counts.sum())
     rows, cols, vals = [], [], []
     # y_{c,k} - x_c <= 0
@@ -404,12 +471,11 @@ def _inequalities(
     cols += [n_var - n_y + r, np.repeat(members, counts)]  # the y block follows the pool's x
     vals += [np.ones(n_y), -np.ones(n_y)]
     n_rows = n_y
-    # y_{c,k} - y_{c,k-1} - sum_{c' at distance k from c} x_{c'} <= 0 (the shells; y_{c,1} = 0)
+    # y_{c,k} - y_{c,k-1} - sum_{c' at distance k from c} x_{c'} <= 0: the ball at n_c, then shells
     for j, ci in enumerate(members):
-        row = dist_rows[int(ci)].astype(np.int64)
-        row[ci] = 255
+        row = dist_rows[int(ci)]
         for li in range(int(counts[j])):
-            k = li + 2
+            k = int(first[j]) + li
             shell = np.flatnonzero(row <= k) if li == 0 else np.flatnonzero(row == k)
             previous = [y_start[j] + li - 1] if li else []
             rows.append(np.full(len(shell) + 1 + len(previous), n_rows))
@@ -446,14 +512,31 @@ def _pool_constraints(problem: ExactProblem, n_var: int) -> list[LinearConstrain
 
 
 def _run(model: _Model, gap: float, time_limit: float) -> tuple[np.ndarray, float, bool] | None:
-    """Maximise the model: (chosen pool indices, dual bound, proven optimal), None when infeasible."""
-    res = milp(
-        -model.objective,
-        integrality=model.integrality,
-        bounds=model.bounds,
-        constraints=model.constraints,
-        options={"time_limit": max(1.0, time_limit), "mip_rel_gap": gap, "presolve": False},
-    )
+    """Maximise the model: (chosen pool indices, bound, proven optimal), None when infeasible.
+
+    First the LP relaxation (kept on the model for the tie-break), then the model with every
+    column fixed that no set worth ``wanted`` = floor(LP bound) can move (presolve drops them):
+    a solution worth ``wanted`` is the optimum. Otherwise the solution found, worth v, becomes
+    ``wanted``: the columns fixed at v keep every set worth v or more (v's own among them), so that
+    solve's optimum is the whole model's. Any step that finds nothing (or an LP that fails) falls
+    back to the whole model. On the default pool this costs 0.3-0.5x the plain solve.
+    """
+    started = time.perf_counter()
+    model.relaxation = solve_relaxation(model.objective, model.constraints, model.bounds)
+    relaxation = model.relaxation
+    if relaxation is not None:
+        wanted = float(math.floor(relaxation.bound + 1e-6))
+        for _ in range(2):
+            bounds, _fixed = fix_below(relaxation, model.bounds, wanted)
+            res = _solve(model, bounds, gap, time_limit - (time.perf_counter() - started), presolve=True)
+            if res.x is None:
+                break  # nothing worth ``wanted`` with these columns fixed: solve the whole model
+            if -res.value >= wanted - MARGIN or res.status != 0:
+                # every set the fixing dropped is worth less than ``wanted``
+                bound = min(relaxation.bound, max(-res.dual, wanted))
+                return np.flatnonzero(res.x[: model.n_pool] > 0.5), bound, res.status == 0
+            wanted = -res.value
+    res = _solve(model, model.bounds, gap, time_limit - (time.perf_counter() - started), False)
     if res.x is None:
         if res.status == 2:
             return None
@@ -463,9 +546,15 @@ def _run(model: _Model, gap: float, time_limit: float) -> tuple[np.ndarray, floa
                 "raise optimiser.time_limit or use optimizer: local_search"
             )
         raise UserInputError(f"benchmark: the exact optimiser failed ({res.message})")
-    chosen = np.flatnonzero(res.x[: model.n_pool] > 0.5)
-    bound = -res.mip_dual_bound if res.mip_dual_bound is not None else -res.fun
-    return chosen, float(bound), res.status == 0
+    bound = -res.dual if relaxation is None else min(-res.dual, relaxation.bound)
+    return np.flatnonzero(res.x[: model.n_pool] > 0.5), bound, res.status == 0
+
+
+def _solve(model: _Model, bounds: Bounds, gap: float, time_limit: float, presolve: bool) -> Solved:
+    """HiGHS on the model with these column bounds, the fixed columns taken out (minimising the
+    negated objective: ``value`` and ``dual`` come back negated)."""
+    options = {"time_limit": max(1.0, time_limit), "mip_rel_gap": gap, "presolve": presolve}
+    return solve_fixed(-model.objective, model.constraints, bounds, model.integrality, options)
 
 
 def branch_arrays(

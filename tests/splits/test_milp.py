@@ -7,11 +7,13 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from scipy.sparse import csgraph
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.splits.benchmark import Exact, ExactOptions, select_max_ratio
 from imagenet_zsl.splits.local_search import LocalSearch, LocalSearchOptions
+from imagenet_zsl.splits.milp import ball_distances
 from imagenet_zsl.splits.problem import Constraints
 from imagenet_zsl.splits.structure import structural_ratio, structure_stats
 
@@ -169,16 +171,17 @@ def test_the_chosen_set_does_not_depend_on_the_time_budget(seed, monkeypatch):
     """Same inputs, same set on any machine: a budget that is already spent when the optimum is
     certified (a CPU-starved machine) gives the same tie-broken set as an unlimited one, and the
     tie-break solve is bounded by a node limit, never by a time limit."""
+    from imagenet_zsl.splits import fixing
     from imagenet_zsl.splits import milp as milp_module
 
     calls: list[dict] = []
-    real_milp = milp_module.milp
+    real_milp = fixing.milp
 
     def recording_milp(*args, **kwargs):
         calls.append(dict(kwargs["options"]))
         return real_milp(*args, **kwargs)
 
-    monkeypatch.setattr(milp_module, "milp", recording_milp)
+    monkeypatch.setattr(fixing, "milp", recording_milp)  # every HiGHS MILP goes through fixing.solve_fixed
     graph, candidates, train = _random_hierarchy(seed, n=14)
     whole = {"levels": 12, "shortlist_factor": 100.0}
     # the whole pool shortlisted, 12 levels: the first solve certifies, then the budget is spent
@@ -229,23 +232,63 @@ def _far_member_graph() -> tuple[ClassGraph, list[str], list[str]]:
     return ClassGraph.from_edges(edges), ["a", "b", "c"], ["t"]
 
 
-def test_only_the_over_valued_member_gets_more_levels(monkeypatch):
+def _record_levels(monkeypatch) -> list[tuple[dict, dict]]:
+    """Every solve_exact call of the exact optimiser: (class_levels before, anchor_levels after)."""
     from imagenet_zsl.splits import benchmark
 
-    graph, pool, train = _far_member_graph()
-    calls: list[dict] = []
+    calls: list[tuple[dict, dict]] = []
     real_solve = benchmark.solve_exact
 
     def recording_solve(models, **kwargs):
-        calls.append(dict(models.class_levels))
-        return real_solve(models, **kwargs)
+        before = dict(models.class_levels)
+        solution = real_solve(models, **kwargs)
+        calls.append((before, dict(models.anchor_levels)))
+        return solution
 
     monkeypatch.setattr(benchmark, "solve_exact", recording_solve)
+    return calls
+
+
+def test_an_isolated_class_is_valued_exactly_from_the_first_model(monkeypatch):
+    """a's nearest unrelated pool class lies 4 away: its levels start there (K_a = 4 >= 2 levels),
+    so the first model values a at 4/4 and certifies R = 1 in one solve, no refinement."""
+    calls = _record_levels(monkeypatch)
+    graph, pool, train = _far_member_graph()
     result = select_max_ratio(graph, pool, train, 3, solver=LEVELS_2)
     assert result.wnids == ["a", "b", "c"] and result.ratio == pytest.approx(1.0, abs=1e-12)
     assert result.upper_bound == pytest.approx(1.0, abs=1e-9) and result.status == "optimal"
+    assert calls == [({}, {0: 4})] and result.refined_levels == 0 and result.rounds == 1
+
+
+def _near_but_unchosen_graph() -> tuple[ClassGraph, list[str], list[str]]:
+    """root -> t (training), root -> x -> y -> {a, e}, e -> f -> {b, c}; pool a, b, c, e.
+
+    e is a's sibling (2 away, unrelated) but an ancestor of b and c, so the one set of 3 is
+    {a, b, c}: d(a, t) = 4, d(b, t) = d(c, t) = 6, d(a, b) = d(a, c) = 4 (a-y-e-f-b), d(b, c) = 2:
+    R = (4/4 + 6/2 + 6/2) / 3 = 7/3. a's levels start at 2 (e), so a 2-level model values a at
+    4/3 (bound 22/9) until a gets K_a = 4 of its own.
+    """
+    edges = [
+        ("root", "t"),
+        ("root", "x"),
+        ("x", "y"),
+        ("y", "a"),
+        ("y", "e"),
+        ("e", "f"),
+        ("f", "b"),
+        ("f", "c"),
+    ]
+    return ClassGraph.from_edges(edges), ["a", "b", "c", "e"], ["t"]
+
+
+def test_only_the_over_valued_member_gets_more_levels(monkeypatch):
+    calls = _record_levels(monkeypatch)
+    graph, pool, train = _near_but_unchosen_graph()
+    result = select_max_ratio(graph, pool, train, 3, solver=LEVELS_2)
+    assert result.wnids == ["a", "b", "c"] and result.ratio == pytest.approx(7 / 3, abs=1e-12)
+    assert result.upper_bound == pytest.approx(7 / 3, abs=1e-9) and result.status == "optimal"
     # first solve: every class at 2 levels; second: a (pool index 0) alone at d(a, {b, c}) = 4
-    assert calls == [{}, {0: 4}]
+    assert [levels for levels, _ in calls] == [{}, {0: 4}] and result.refined_levels == 1
 
 
 def test_refine_levels_raises_to_the_nearest_other_member_and_stops_at_the_cap(monkeypatch):
@@ -261,6 +304,8 @@ def test_refine_levels_raises_to_the_nearest_other_member_and_stops_at_the_cap(m
     assert benchmark.refine_levels(problem, chosen, class_levels, 2) == 0 and class_levels == {0: 4}
     # d(a) = 4 = K + 1 is valued exactly at num/(K+1): no refinement at 3 levels
     assert benchmark.refine_levels(problem, chosen, {}, 3) == 0
+    # a's levels already reach its nearest unrelated pool class (4): nothing to raise
+    assert benchmark.refine_levels(problem, chosen, {}, 2, {0: 4}) == 0
     monkeypatch.setattr(benchmark, "MAX_LEVELS", 3)
     capped: dict[int, int] = {}
     assert benchmark.refine_levels(problem, chosen, capped, 2) == 1 and capped == {0: 3}
@@ -285,3 +330,13 @@ def test_level_refinement_matches_brute_force_on_sparse_hierarchies(seed):
     result = select_max_ratio(graph, candidates, train, 3, solver=LEVELS_2)
     assert result.ratio == pytest.approx(best, abs=1e-9)
     assert result.status == "optimal" and result.gap <= 1e-6
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ball_distances_match_dijkstra(seed):
+    """The breadth-first distances of the model's balls equal scipy's Dijkstra, 255 beyond the limit."""
+    graph, candidates, _ = _random_hierarchy(seed, n=40)
+    ids = graph.indices(candidates)
+    got = ball_distances(graph.adjacency.astype(np.int32), ids[:9], ids, 3)
+    full = csgraph.dijkstra(graph.adjacency.astype(float), directed=False, indices=ids[:9])[:, ids]
+    assert np.array_equal(got, np.where(full <= 3, full, 255).astype(np.uint8))

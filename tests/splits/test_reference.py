@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy.sparse import csgraph
 
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.splits.benchmark import select_max_ratio
@@ -58,30 +59,35 @@ def _brute_force(graph: ClassGraph, candidates: list[str], train: list[str], siz
 
 
 def test_level_model_values_a_hand_computed_set(bench_splits):
-    """Two classes at distance 2 (num 4 and 6) and one alone at distance 5 (num 10), 2 levels:
-    the objective (scale lcm(2, 3) = 6) is 6 (4/2 + 6/2 + 10/3) = 12 + 18 + 20 = 50."""
+    """Two classes at distance 2 (num 4 and 6) and one alone at distance 5 (num 10), K_c = 3 (two
+    levels): scale lcm(2, 3, 4) = 12; variables x0..x2, then z for classes 0 and 1 at k = 2, 3
+    (class 2 has no unrelated class within 3: no z). The set's objective is
+    12 (4/2 + 6/2 + 10/4) = 24 + 36 + 30 = 90."""
     numer = np.array([4, 6, 10])
-    dist = np.array([[0, 2, 5], [2, 0, 5], [5, 5, 0]], dtype=np.uint8)
-    cost, constraints, integrality, scale = bench_splits._level_model(
-        numer, dist, np.zeros((0, 2), dtype=np.int64), 3, 2
+    dist = np.array([[255, 2, 5], [2, 255, 5], [5, 5, 255]], dtype=np.uint8)  # itself masked
+    cost, constraints, scale = bench_splits._level_model(
+        numer, dist, np.array([3, 3, 3]), np.zeros((0, 2), int), 3
     )
-    assert scale == 6 and integrality.tolist() == [1, 1, 1, 0, 0, 0]
-    x = np.array([1, 1, 1, 1, 1, 0])  # z_c2 = 1 for the pair only (the third has no one within 2)
-    assert float(cost @ x) == 50.0
+    assert scale == 12 and cost.tolist() == [12, 18, 30, 8, 4, 12, 6]
+    x = np.array([1, 1, 1, 1, 1, 1, 1])
+    assert float(cost @ x) == 90.0
     for c in constraints:
         assert np.all(c.A @ x <= c.ub + 1e-9) and np.all(c.A @ x >= c.lb - 1e-9)
-    x[5] = 1  # claiming a neighbour within 2 for the lone class breaks a constraint
+    x[:3] = [1, 0, 1]  # without class 1, class 0 has no one within 3: its z must drop
     assert any(np.any(c.A @ x > c.ub + 1e-9) for c in constraints)
 
 
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("size", [2, 3])
-def test_reference_matches_brute_force(bench_splits, seed, size):
+@pytest.mark.parametrize("anchored", [False, True])
+def test_reference_matches_brute_force(bench_splits, seed, size, anchored):
     graph, candidates, train = _random_hierarchy(seed, 14)
     best = _brute_force(graph, candidates, train, size)
     if best is None:
         pytest.skip("no feasible set for this seed")
-    ratio, bound, _, certified = bench_splits.reference_optimum(graph, candidates, train, size)
+    ratio, bound, _, certified, _ = bench_splits.reference_optimum(
+        graph, candidates, train, size, anchored=anchored
+    )
     assert certified and ratio == pytest.approx(best, abs=1e-9) and bound == pytest.approx(best, abs=1e-9)
 
 
@@ -89,21 +95,34 @@ def test_reference_matches_brute_force(bench_splits, seed, size):
 def test_reference_and_optimiser_agree(bench_splits, seed):
     graph, candidates, train = _random_hierarchy(seed, 60)
     ours = select_max_ratio(graph, candidates, train, 6)
-    ratio, bound, _, certified = bench_splits.reference_optimum(graph, candidates, train, 6)
+    ratio, bound, _, certified, _ = bench_splits.reference_optimum(graph, candidates, train, 6)
     assert certified and ours.status == "optimal"
     assert ours.ratio == pytest.approx(ratio, abs=1e-9) and ours.upper_bound == pytest.approx(bound, abs=1e-6)
 
 
 def test_reference_starts_at_two_distance_levels_and_widens_for_a_far_member(bench_splits):
     """a lies 5 edges from b and c (a-z-y-x-root-b), b and c 2 apart; every class's distance to
-    the training class t: a 5, b 2, c 2. R({a, b, c}) = (5/5 + 2/2 + 2/2) / 3 = 1. The first model
-    (2 distance levels, K = 3) values a at 5/4 and bounds R by (5/4 + 2) / 3 = 13/12: not tight,
-    and a lies beyond K, so the 4-level model (K = 5) follows and certifies R = 1."""
-    assert bench_splits.REFERENCE_SCHEDULE[:2] == (3, 5)
+    the training class t: a 5, b 2, c 2. R({a, b, c}) = (5/5 + 2/2 + 2/2) / 3 = 1. The plain first
+    model (2 distance levels, K = 3) values a at 5/4 and bounds R by (5/4 + 2) / 3 = 13/12: not
+    tight, so a alone gets K_a = 5 and the second solve certifies R = 1. Anchored, a's levels reach
+    its nearest unrelated pool class (5) from the start: one solve."""
     edges = [("root", "t"), ("root", "x"), ("x", "y"), ("y", "z"), ("z", "a"), ("root", "b"), ("root", "c")]
     graph = ClassGraph.from_edges(edges)
-    ratio, bound, levels, certified = bench_splits.reference_optimum(graph, ["a", "b", "c"], ["t"], 3)
-    assert certified and levels == 5
+    ratio, bound, top, certified, solves = bench_splits.reference_optimum(graph, ["a", "b", "c"], ["t"], 3)
+    assert certified and (top, solves) == (5, 2)
     assert ratio == pytest.approx(1.0, abs=1e-12) and bound == pytest.approx(1.0, abs=1e-12)
-    first = bench_splits.reference_optimum(graph, ["a", "b", "c"], ["t"], 3, schedule=(3,))
-    assert first[2] == 3 and not first[3] and first[1] == pytest.approx(13 / 12, abs=1e-12)
+    anchored = bench_splits.reference_optimum(graph, ["a", "b", "c"], ["t"], 3, anchored=True)
+    assert anchored[3] and anchored[2:] == (5, True, 1) and anchored[0] == pytest.approx(1.0, abs=1e-12)
+    stepped = bench_splits.reference_optimum(graph, ["a", "b", "c"], ["t"], 3, step=2)
+    assert stepped[3] and stepped[2] == 5 and stepped[4] == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_hop_distances_match_dijkstra(bench_splits, seed):
+    """The reference's sparse breadth-first distances equal scipy's Dijkstra on a random graph."""
+    graph, candidates, _ = _random_hierarchy(seed, 40)
+    adj = bench_splits._undirected(graph)
+    ids = graph.indices(candidates)
+    got = bench_splits._hop_distances(adj, ids[:7], ids, 3)
+    full = csgraph.dijkstra(adj, directed=False, unweighted=True, indices=ids[:7])[:, ids]
+    assert np.array_equal(got, np.where(full <= 3, full, 255).astype(np.uint8))
