@@ -437,6 +437,9 @@ def main() -> None:
     parser.add_argument("--reference-step", type=int, help="the reference raises K_c by this, not to d_c")
     parser.add_argument("--reference-presolve", action="store_true", help="the reference with HiGHS presolve")
     parser.add_argument("--reference-variants", default="plain,anchored", help="reference formulations timed")
+    parser.add_argument("--reference-min-images", type=int, help="override the pools' min_images filter")
+    parser.add_argument("--reference-only", action="store_true", help="only the optimiser vs reference MILP")
+    parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
     if args.levels is not None:
         LEVELS["levels"] = args.levels

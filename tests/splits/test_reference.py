@@ -126,3 +126,18 @@ def test_hop_distances_match_dijkstra(bench_splits, seed):
     got = bench_splits._hop_distances(adj, ids[:7], ids, 3)
     full = csgraph.dijkstra(adj, directed=False, unweighted=True, indices=ids[:7])[:, ids]
     assert np.array_equal(got, np.where(full <= 3, full, 255).astype(np.uint8))
+
+
+def test_the_bench_prints_ours_and_both_references_for_the_smallest_benchmark(
+    bench_splits, monkeypatch, capsys
+):
+    """``--reference-only`` on benchmark_in12k (seconds): one row with ours, both reference
+    variants certified at the same R, and the totals."""
+    monkeypatch.setattr(
+        sys, "argv", ["bench_splits.py", "--reference-only", "--reference-splits", "benchmark_in12k"]
+    )
+    bench_splits.main()
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.strip().startswith("benchmark_in12k"))
+    assert row.count("cert.") == 3 and row.count("same R") == 2 and "3.103433" in row
+    assert "load average" in out and "total: ours" in out
