@@ -425,8 +425,7 @@ def software_versions(packages: tuple[str, ...] = _VERSIONED_PACKAGES) -> dict[s
 
 @functools.cache
 def _installed_versions(packages: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    """(name, version) of Python and each installed package, looked up once per process (each
-    lookup scans the installed distributions: about 1 ms, and a command writes several manifests)."""
+    """(name, version) of Python and each installed package, looked up once per process."""
     versions = {"python": platform.python_version()}
     for name in packages:
         with contextlib.suppress(metadata.PackageNotFoundError):
@@ -435,9 +434,8 @@ def _installed_versions(packages: tuple[str, ...]) -> tuple[tuple[str, str], ...
 
 
 def package_version(name: str) -> str:
-    """``importlib.metadata.version(name)``, read from the ``Version:`` header of the package's
-    METADATA rather than by parsing the whole file (long description included) with the email
-    parser: a third of the time; any other file shape falls back to ``metadata.version``."""
+    """``importlib.metadata.version(name)`` from METADATA's ``Version:`` header, not the email
+    parser's reading of the whole file (a third of the time); else ``metadata.version``."""
     distribution = metadata.distribution(name)
     for line in (distribution.read_text("METADATA") or "").splitlines():
         if line.startswith("Version:"):
