@@ -327,3 +327,34 @@ def test_the_cpu_search_imports_no_torch():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-1500:]
+
+
+def test_evaluate_of_a_prototype_file_imports_only_what_it_uses(tmp_path):
+    """Issue 38 §2: ``evaluate --prototypes --graph none --no-plots`` on the CPU costs about the
+    floor's start-up: a fresh interpreter runs it without importing scipy (no graph is built),
+    pydantic or PyYAML (no config or model), the models, torch, matplotlib or pandas."""
+    import json
+    import subprocess
+    import sys
+
+    paths = _bench_search_module().write_bench_inputs(tmp_path, 40, 6, 4, seed=0)
+    argv = [
+        *("evaluate", "--features", str(paths["features"]), "--split", str(paths["split"])),
+        *("--prototypes", str(paths["prototypes"]), "--k", "1", "2", "--graph", "none"),
+        *("--no-label-frequency", "--device", "cpu", "--no-plots", "--out", str(tmp_path / "run")),
+    ]
+    code = (
+        "import json, sys\n"
+        "from imagenet_zsl.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    code, modules = json.loads(done.stdout.strip().splitlines()[-1])
+    assert code == 0 and (tmp_path / "run" / "metrics.json").is_file()
+    heavy = ("scipy", "pydantic", "yaml", "torch", "matplotlib", "pandas")
+    assert [m for m in modules if m.split(".")[0] in heavy] == []
+    # the command line lists the models' commands and names (cli, catalog), never a model module
+    models = {m for m in modules if m.startswith("imagenet_zsl.models.")}
+    assert models <= {"imagenet_zsl.models.cli", "imagenet_zsl.models.catalog"}
