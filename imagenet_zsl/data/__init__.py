@@ -18,7 +18,7 @@ _WNID = re.compile(r"n[0-9]{8}")
 _DECIMAL = re.compile(r"[0-9]{1,18}")
 #: a counts table with nothing but an optional ``wnid...`` header and ``wnid<TAB>count`` rows: read
 #: without the row-by-row checks (which then find nothing to name); any other shape takes them
-_PLAIN_COUNTS = re.compile(r"(?:wnid[^\n]*\n)?(?:n[0-9]{8}\t[0-9]{1,18}\n)*(?:n[0-9]{8}\t[0-9]{1,18})?")
+_PLAIN_COUNTS = re.compile(r"(?:wnid[\t -~]*\n)?(?:n[0-9]{8}\t[0-9]{1,18}\n)*(?:n[0-9]{8}\t[0-9]{1,18})?")
 
 
 def data_path(name: str) -> Path:

@@ -1,7 +1,7 @@
 """A fitted model directory as a query source (:class:`ModelDirectory`): queries are the model's
 ``embed_images``, prototypes its ``class_prototypes``, scores its own rule. Apart from
 :mod:`~imagenet_zsl.evaluation.queries` so that a prototype file is evaluated without importing the
-models (``queries.MODEL_SOURCE`` names this class)."""
+models (``run.inputs.MODEL_SOURCE`` names this class)."""
 
 from __future__ import annotations
 

@@ -50,7 +50,6 @@ def solve_relaxation(
 ) -> Relaxation | None:
     """Maximise ``objective`` over the LP relaxation; None when the LP is infeasible or fails."""
     rows = sp.vstack([sp.csr_matrix(c.A) for c in constraints]).tocsr()
-    n_rows = rows.shape[0]
     low = np.concatenate([np.broadcast_to(np.asarray(c.lb, float), (c.A.shape[0],)) for c in constraints])
     high = np.concatenate([np.broadcast_to(np.asarray(c.ub, float), (c.A.shape[0],)) for c in constraints])
     equal = low == high
@@ -69,7 +68,7 @@ def solve_relaxation(
         bounds=np.stack([bounds.lb, bounds.ub], axis=1),
         method="highs-ds",
     )
-    if lp.status != 0 or n_rows == 0 and lp.x is None:
+    if lp.status != 0 or lp.x is None:
         return None
     y_ub = np.maximum(-lp.ineqlin.marginals, 0.0) if a_ub.shape[0] else np.zeros(0)  # >= 0 for a max
     y_eq = -lp.eqlin.marginals if len(eq_rows) else np.zeros(0)
@@ -77,6 +76,8 @@ def solve_relaxation(
     reduced = np.asarray(reduced, dtype=np.float64)
     best = np.where(reduced > 0, reduced * bounds.ub, reduced * bounds.lb)
     bound = float(y_ub @ b_ub + y_eq @ b_eq + best.sum())
+    if not np.isfinite(bound):  # an unbounded column: no bound to fix by
+        return None
     return Relaxation(bound, reduced, np.asarray(lp.x, dtype=np.float64))
 
 

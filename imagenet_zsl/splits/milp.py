@@ -65,6 +65,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -254,8 +255,8 @@ class ExactModels:
             self._compute_rows(empty, self.max_levels)
         for i in members:
             near = self._nearest[int(i)]
-            if self.levels < near <= self.max_levels:
-                self.anchor_levels[int(i)] = near
+            if near > self.levels:  # none within max_levels (255): its K_c is max_levels already
+                self.anchor_levels[int(i)] = min(near, self.max_levels)
 
     def _compute_rows(self, stale: list[int], limit: int) -> None:
         if not stale:
@@ -311,7 +312,8 @@ def solve_exact(
             nothing = np.zeros(0, dtype=np.int64)
             return ExactSolution(nothing, math.nan, "infeasible", seconds, members, model.top, rounds)
         chosen, bound, optimal = res
-        upper_total = math.floor(bound + 1e-6) / model.scale
+        # scaled values are integers: MARGIN (not 1e-6) absorbs the float error of the bound's long sum
+        upper_total = math.floor(bound + MARGIN) / model.scale
         outside = chosen[~short[chosen]]
         out_of_time = len(outside) > 0 and time_limit - seconds <= 0
         status = "optimal" if optimal and not out_of_time else "time_limit"
@@ -364,12 +366,12 @@ def _grow_branches(problem: ExactProblem, upper: np.ndarray, short: np.ndarray, 
 
 
 def prefer_low_positions(
-    model: _Model, optimum_total: float, size: int, node_limit: int = TIE_BREAK_NODES
+    model: _Model, optimum_total: Fraction, size: int, node_limit: int = TIE_BREAK_NODES
 ) -> np.ndarray | None:
     """The tie rule: among sets whose ``model`` objective reaches ``optimum_total`` (the certified
-    optimal sum of ratios, N R*), the one with the smallest sum of pool positions; None when the
-    solve stops at its node limit (with, then without presolve) or finds nothing (see the module
-    docstring).
+    optimal sum of ratios N R*, an exact fraction), the one with the smallest sum of pool
+    positions; None when the solve stops at its node limit (with, then without presolve) or finds
+    nothing (see the module docstring).
 
     No time limit is given to HiGHS here on purpose: the outcome must not depend on the machine's
     speed, and ``node_limit`` bounds the work deterministically.
@@ -377,8 +379,9 @@ def prefer_low_positions(
     The caller must check that the returned (N,) pool indices have exact R = R*: the model
     over-values some sets, which then also reach the objective.
     """
-    # every set's model value is an integer >= its true (scaled) value
-    target = math.ceil(optimum_total * model.scale - 1e-6)
+    # every set's model value is an integer >= its true (scaled) value; exact, from whole hop counts
+    # (a float N R* times a scale of 10^5-10^9 would be off by more than any tolerance)
+    target = math.ceil(optimum_total * model.scale)
     n_var = len(model.objective)
     fixed = LinearConstraint(sp.csr_matrix(model.objective[None, :]), target - 0.5, np.inf)
     if model.relaxation is None:

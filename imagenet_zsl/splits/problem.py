@@ -193,8 +193,15 @@ class BenchmarkSolution:
 
     @property
     def gap(self) -> float | None:
-        """upper_bound - ratio (0 for a certified optimum; None when no bound is known)."""
-        return None if self.upper_bound is None else max(0.0, self.upper_bound - self.ratio)
+        """upper_bound - ratio (0 for a certified optimum; None when no bound is known). A proven
+        bound below the R reached (by more than the manifests' rounding to 6 decimals) is a bug,
+        never reported as a gap of 0."""
+        if self.upper_bound is None:
+            return None
+        gap = self.upper_bound - self.ratio
+        if gap < -1e-6:
+            raise RuntimeError(f"bug: the proven upper bound {self.upper_bound!r} is below R {self.ratio!r}")
+        return max(0.0, gap)
 
     @property
     def proven(self) -> bool:

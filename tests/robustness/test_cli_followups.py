@@ -14,6 +14,7 @@ import pytest
 
 from imagenet_zsl import cli_types
 from imagenet_zsl.cli import build_parser, main
+from imagenet_zsl.errors import UserInputError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -137,6 +138,13 @@ def test_a_plain_counts_table_reads_in_file_order(tmp_path):
     for text in ("wnid\tnum_images\nn02084071\t12\nn01440764\t0\n", "n02084071\t12\nn01440764\t0"):
         path.write_text(text)
         assert list(read_wnid_counts(path).items()) == [("n02084071", 12), ("n01440764", 0)]
+    # a header ended by a line break other than \n is no plain header: the rows after it still count
+    for text in ("wnid\tnum_images\rn02084071\t12\rn01440764\t0\n", "wnid\x0cn02084071\t12\nn01440764\t0"):
+        path.write_text(text, newline="")
+        assert list(read_wnid_counts(path).items()) == [("n02084071", 12), ("n01440764", 0)]
+    path.write_text("wnid\u2028n02084071\tabc\n", newline="")  # a bad row behind it is still named
+    with pytest.raises(UserInputError, match="counts.tsv:2: expected"):
+        read_wnid_counts(path)
 
 
 def test_the_packaged_fall11_table_reads_as_a_users_table_would():

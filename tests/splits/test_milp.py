@@ -340,3 +340,31 @@ def test_ball_distances_match_dijkstra(seed):
     got = ball_distances(graph.adjacency.astype(np.int32), ids[:9], ids, 3)
     full = csgraph.dijkstra(graph.adjacency.astype(float), directed=False, indices=ids[:9])[:, ids]
     assert np.array_equal(got, np.where(full <= 3, full, 255).astype(np.uint8))
+
+
+def test_a_proven_bound_below_the_ratio_reached_is_a_bug_not_a_gap_of_zero():
+    from imagenet_zsl.splits.problem import BenchmarkSolution
+
+    solution = BenchmarkSolution(["a"], 3.0, "exact", "optimal", 1, 0, upper_bound=3.0 + 1e-12)
+    assert solution.gap == pytest.approx(1e-12) and solution.proven
+    solution.upper_bound = 2.9  # a bound below the set it certifies
+    with pytest.raises(RuntimeError, match="below R"):
+        _ = solution.gap
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_tie_rule_target_is_the_exact_ratio_sum(seed):
+    # N R as a fraction of whole hop counts: the float mean times N, and exactly the sum of a / b
+    from fractions import Fraction
+
+    from imagenet_zsl.splits.benchmark import exact_ratio_sum
+    from imagenet_zsl.splits.problem import BenchmarkProblem
+
+    graph, candidates, train = _random_hierarchy(seed)
+    problem = BenchmarkProblem.create(graph, candidates, train, 3, Constraints())
+    chosen = select_max_ratio(graph, candidates, train, 3, Constraints(), LEVELS_2)
+    total = exact_ratio_sum(problem, chosen.wnids)
+    to_train = graph.nearest_distance(chosen.wnids, train)
+    to_test = graph.nearest_other_distance(chosen.wnids)
+    by_hand = sum((Fraction(int(a), int(b)) for a, b in zip(to_train, to_test, strict=True)), Fraction(0))
+    assert total == by_hand and float(total) == pytest.approx(3 * chosen.ratio, abs=1e-12)
