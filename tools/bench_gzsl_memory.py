@@ -96,10 +96,10 @@ def _sets() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
 
 def write_set(
     directory: Path, name: str, n: int, own: str, spaces: tuple[str, ...], m: int, seed: int
-) -> list[tuple[str, str, int]]:
+) -> list[tuple[str, str, int, int]]:
     """One image set's synthetic search results, one search-cache entry per shard of ``SHARD``
-    images (``evaluation.run.cache.SearchCache``, the files the search leaves) → the ``done``
-    list that the search's join reads."""
+    images (``evaluation.run.cache.SearchCache``, the files the search leaves: row numbers relative
+    to the shard) → the ``done`` list that the search's join reads: (shard, key, images, offset)."""
     from imagenet_zsl.evaluation.run.cache import SearchCache
     from imagenet_zsl.scoring import true_ranks
 
@@ -110,7 +110,7 @@ def write_set(
     for lo in range(0, n, SHARD):
         b = min(SHARD, n - lo)
         labels = rng.integers(0, sizes[own], b)
-        shard = {"labels": labels, "rows": np.arange(lo, lo + b, dtype=np.int64)}
+        shard = {"labels": labels, "rows": np.arange(b, dtype=np.int64)}
         for space in spaces:
             # continuous scores (one breakpoint per entry: the curves' worst case), a tie in 5 % of
             # the rows, sorted descending; distinct ids: a run of m consecutive classes
@@ -127,7 +127,7 @@ def write_set(
             shard[f"{space}.scores"], shard[f"{space}.ids"] = scores, ids.astype(np.int32)
         shard_name = f"shard-{lo // SHARD:05d}"
         cache.put(name, shard_name, "bench", shard)
-        done.append((shard_name, "bench", b))
+        done.append((shard_name, "bench", b, lo))
     return done
 
 
@@ -152,7 +152,7 @@ def load_results(directory: Path):  # noqa: ANN201 - lazy types
     cache, sets = SearchCache(directory / "cache"), {}
     for name, _, spaces in _sets():
         searchers = {space: SimpleNamespace(k=record["m"]) for space in spaces}
-        done = [tuple(entry) for entry in record["done"][name]]
+        done = [search_sets._Part(*entry) for entry in record["done"][name]]
         sets[name] = search_sets._joined_from_cache(name, searchers, cache, done)
     return SearchResults(sets["test"], sets["seen"], sets["val"], sets["val_seen"])
 
