@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -182,20 +183,26 @@ def test_gzsl_cells_scored_while_extracting_equal_extract_then_run(tmp_path, inp
     assert (topk / "test.seen.ids.npy").is_file() and (topk / "seen.unseen.ids.npy").is_file()
 
 
+def _killed_at(call: int) -> Callable[..., int]:
+    """``fused.cache_shards`` that raises at its ``call``-th call: a process killed mid-pass."""
+    real, calls = fused.cache_shards, []
+
+    def dying(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise RuntimeError("killed")
+        return real(*args, **kwargs)
+
+    return dying
+
+
 @needs_scored_probe
 def test_a_killed_fused_pass_resumes_to_the_same_bytes(tmp_path, inputs, monkeypatch):
     root, train, test_store, recipe = inputs
     path = _recipe(root, recipe, "fused", _store_spec(test_store), train)
     run(path, tmp_path / "whole", progress=False)
-    real, calls = fused.cache_shards, []
-
-    def dying(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 6:  # the second shard, for the second cell
-            raise RuntimeError("killed")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(fused, "cache_shards", dying)
+    real = fused.cache_shards
+    monkeypatch.setattr(fused, "cache_shards", _killed_at(6))  # the second shard, for the second cell
     with pytest.raises(RuntimeError, match="killed"):
         run(path, tmp_path / "resumed", progress=False)
     monkeypatch.setattr(fused, "cache_shards", real)
@@ -215,15 +222,8 @@ def test_a_shard_cached_from_other_test_features_is_searched_again(tmp_path, inp
     another crop: the same images, labels and ids, other features; the cached shard's key holds
     its features' digest, so it is searched again and the cells are those of a fresh run."""
     root, train, test_store, recipe = inputs
-    real, calls = fused.cache_shards, []
-
-    def dying(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:  # the first shard, for the second cell
-            raise RuntimeError("killed")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(fused, "cache_shards", dying)
+    real = fused.cache_shards
+    monkeypatch.setattr(fused, "cache_shards", _killed_at(2))  # the first shard, for the second cell
     with pytest.raises(RuntimeError, match="killed"):
         run(
             _recipe(root, recipe, "fused", _store_spec(test_store), train), tmp_path / "again", progress=False
@@ -258,14 +258,7 @@ def test_two_processes_resume_a_killed_fused_pass_to_the_bytes_of_one(tmp_path, 
     extract-then-run."""
     root, train, test_store, recipe = inputs
     path = _recipe(root, recipe, "fused", _store_spec(test_store), train)
-    real, calls = fused.cache_shards, []
-
-    def dying(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 2:  # the first shard, for the second cell
-            raise RuntimeError("killed")
-        return real(*args, **kwargs)
-
+    dying = _killed_at(2)  # the first shard, for the second cell
     # one BLAS thread, as each torchrun process has: the scores' last bits depend on the count
     with threadpool_limits(limits=1):
         test_dir = _extract(test_store, sorted({w for ws in SPLITS.values() for w in ws}), tmp_path / "test")
