@@ -137,58 +137,18 @@ def compare_optimisers(config: Path = REPO / "configs" / "default.yaml", split: 
 # 10.6 s; 7.1 s against 6.5 s at N = 1,000). The bench times both and takes the faster as floor.
 #: the most distance levels one class gets (d = 2..12)
 REFERENCE_MAX_LEVELS = 12
-#: sources per sparse breadth-first block (bounds the frontier's memory)
-BFS_BLOCK = 1024
 
 
-def _undirected(graph: ClassGraph) -> sp.csr_matrix:
-    """(n, n) symmetric 0/1 int32 adjacency of the is-a edges."""
-    edges = graph.child_to_parent.tocoo()
-    rows = np.concatenate([edges.row, edges.col])
-    cols = np.concatenate([edges.col, edges.row])
-    adj = sp.csr_matrix((np.ones(len(rows), dtype=np.int32), (rows, cols)), shape=graph.child_to_parent.shape)
-    adj.data[:] = 1
-    return adj
-
-
-def _hop_distances(adj: sp.csr_matrix, sources: np.ndarray, targets: np.ndarray, limit: int) -> np.ndarray:
-    """(len(sources), len(targets)) uint8 hop distances, 255 beyond ``limit``: breadth-first search
-    as sparse products (the frontier of every source at once), BFS_BLOCK sources at a time."""
-    out = np.full((len(sources), len(targets)), 255, dtype=np.uint8)
-    column = np.full(adj.shape[0], -1, dtype=np.int64)
-    column[targets] = np.arange(len(targets))
-    for start in range(0, len(sources), BFS_BLOCK):
-        block = sources[start : start + BFS_BLOCK]
-        frontier = sp.csr_matrix(
-            (np.ones(len(block), dtype=np.int32), (np.arange(len(block)), block)),
-            shape=(len(block), adj.shape[0]),
-        )
-        seen = frontier.copy()
-        for hops in range(limit + 1):
-            found = frontier.tocoo()
-            hit = column[found.col] >= 0
-            out[start + found.row[hit], column[found.col[hit]]] = hops
-            if hops == limit:
-                break
-            reach = frontier @ adj
-            reach.data[:] = 1
-            frontier = reach - reach.multiply(seen)
-            frontier.eliminate_zeros()
-            if frontier.nnz == 0:
-                break
-            seen = seen + frontier
-    return out
-
-
-def _nearest_member(adj: sp.csr_matrix, chosen: np.ndarray, limit: int) -> np.ndarray:
+def _nearest_member(graph: ClassGraph, chosen: np.ndarray, limit: int) -> np.ndarray:
     """(N,) distance of each chosen node to the nearest other one (inf when none is connected):
     breadth-first to ``limit``, then Dijkstra without a limit for the few rows still empty."""
-    near = _hop_distances(adj, chosen, chosen, limit).astype(np.float64)
+    near = graph.hop_distances(chosen, chosen, limit).astype(np.float64)
     np.fill_diagonal(near, 255)
     nearest = near.min(axis=1)
     beyond = np.flatnonzero(nearest == 255)
     if len(beyond):
-        full = csgraph.dijkstra(adj, directed=False, unweighted=True, indices=chosen[beyond])[:, chosen]
+        rows = csgraph.dijkstra(graph.adjacency, directed=False, unweighted=True, indices=chosen[beyond])
+        full = rows[:, chosen]
         full[np.arange(len(beyond)), beyond] = np.inf
         nearest[beyond] = full.min(axis=1)
     return nearest
@@ -231,26 +191,25 @@ def _level_model(numer: np.ndarray, dist: np.ndarray, top: np.ndarray, pairs: np
 
 
 def _reference_inputs(graph: ClassGraph, pool: list[str], train: list[str]):
-    """(adjacency, pool node ids, numerators, related pool-index pairs, distance to train per node)
-    of the pool classes unrelated to, and connected with, the training set."""
-    adj = _undirected(graph)
+    """(pool node ids, numerators, related pool-index pairs) of the pool classes unrelated to, and
+    connected with, the training set."""
     train_ids = graph.indices(train)
     anc = graph.ancestor_matrix
     related = np.zeros(len(graph), dtype=bool)
     related[(anc[train_ids] + anc.T.tocsr()[train_ids]).indices] = True
-    to_train = csgraph.dijkstra(adj, directed=False, unweighted=True, indices=train_ids, min_only=True)
+    to_train = graph.distances_from(train)
     ids = graph.indices(pool)
     ids = ids[~related[ids] & np.isfinite(to_train[ids])]
     sub = anc[ids][:, ids]
     rel = (sub + sub.T).tocoo()
     pairs = np.unique(np.stack([rel.row, rel.col], axis=1)[rel.row < rel.col], axis=0).reshape(-1, 2)
-    return adj, ids, to_train[ids].astype(np.int64), pairs, to_train
+    return ids, to_train[ids].astype(np.int64), pairs
 
 
-def _masked_rows(adj: sp.csr_matrix, ids: np.ndarray, rows: np.ndarray, related: sp.csr_matrix, limit: int):
+def _masked_rows(graph: ClassGraph, ids: np.ndarray, rows: np.ndarray, related: sp.csr_matrix, limit: int):
     """(len(rows), P) distances from pool classes ``rows`` to the pool, each class itself and its
     related classes (``related`` (P, P) 0/1) at 255: they are never chosen together."""
-    dist = _hop_distances(adj, ids[rows], ids, limit)
+    dist = graph.hop_distances(ids[rows], ids, limit)
     dist[np.arange(len(rows)), rows] = 255
     masked = related[rows].tocoo()
     dist[masked.row, masked.col] = 255
@@ -273,14 +232,14 @@ def reference_optimum(
     Returns (R, upper bound on R, the largest K_c, certified: solved to optimality and R = bound,
     model solves).
     """
-    adj, ids, numer, pairs, _ = _reference_inputs(graph, pool, train)
+    ids, numer, pairs = _reference_inputs(graph, pool, train)
     ends = np.concatenate([pairs, pairs[:, ::-1]])
     related = sp.csr_matrix((np.ones(len(ends)), (ends[:, 0], ends[:, 1])), shape=(len(ids), len(ids)))
     top = np.full(len(ids), 3, dtype=np.int64)
-    dist = _masked_rows(adj, ids, np.arange(len(ids)), related, 3)
+    dist = _masked_rows(graph, ids, np.arange(len(ids)), related, 3)
     if anchored:  # K_c >= the distance to c's nearest unrelated pool class (searched out to 12)
         alone = np.flatnonzero(dist.min(axis=1) == 255)
-        dist[alone] = _masked_rows(adj, ids, alone, related, REFERENCE_MAX_LEVELS)
+        dist[alone] = _masked_rows(graph, ids, alone, related, REFERENCE_MAX_LEVELS)
         top = np.maximum(top, np.minimum(dist.min(axis=1), REFERENCE_MAX_LEVELS)).astype(np.int64)
     solves = 0
     while True:
@@ -298,7 +257,7 @@ def reference_optimum(
             print(f"  reference MILP, solve {solves}: {res.message}")
             return math.nan, math.nan, int(top.max()), False, solves
         chosen = np.flatnonzero(res.x[: len(ids)] > 0.5)
-        nearest = _nearest_member(adj, ids[chosen], int(top.max()) + 1)
+        nearest = _nearest_member(graph, ids[chosen], int(top.max()) + 1)
         ratio = float(np.mean(numer[chosen] / nearest))
         bound = math.floor(-res.mip_dual_bound + 1e-6) / scale / size
         certified = res.status == 0 and abs(ratio - bound) < 1e-9
@@ -307,7 +266,7 @@ def reference_optimum(
             return ratio, bound, int(top.max()), certified, solves
         raise_to = top[chosen[far]] + step if step else nearest[far]
         top[chosen[far]] = np.minimum(REFERENCE_MAX_LEVELS, raise_to).astype(np.int64)
-        dist[chosen[far]] = _masked_rows(adj, ids, chosen[far], related, REFERENCE_MAX_LEVELS)
+        dist[chosen[far]] = _masked_rows(graph, ids, chosen[far], related, REFERENCE_MAX_LEVELS)
 
 
 def _reference_pool(config: Path, split: str, min_images: int | None):

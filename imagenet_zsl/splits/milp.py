@@ -82,8 +82,6 @@ TIE_BREAK_NODES = 200
 GROW_FROM_ROUND = 3
 #: the most distance levels one class gets (lcm(2..13) keeps coefficients exact in floats)
 MAX_LEVELS = 12
-#: sources per breadth-first block in :func:`ball_distances` (bounds the frontier's memory)
-BFS_BLOCK = 1024
 
 
 class ExactTimeout(UserInputError):
@@ -150,38 +148,6 @@ def related_pairs(graph: ClassGraph, pool: Sequence[str]) -> np.ndarray:
     return np.unique(pairs, axis=0) if len(pairs) else np.zeros((0, 2), dtype=np.int64)
 
 
-def ball_distances(
-    adjacency: sp.csr_matrix, sources: np.ndarray, pool_idx: np.ndarray, limit: int
-) -> np.ndarray:
-    """(len(sources), P) uint8 hop distances from graph nodes ``sources`` to every pool class, 255
-    beyond ``limit``: one breadth-first search for a block of sources at once, as sparse products
-    over ``adjacency`` ((n, n) 0/1 int32, symmetric); 8x faster than a Dijkstra per source."""
-    out = np.full((len(sources), len(pool_idx)), 255, dtype=np.uint8)
-    column = np.full(adjacency.shape[0], -1, dtype=np.int64)
-    column[pool_idx] = np.arange(len(pool_idx))
-    for start in range(0, len(sources), BFS_BLOCK):
-        block = sources[start : start + BFS_BLOCK]
-        shape = (len(block), adjacency.shape[0])
-        frontier = sp.csr_matrix(
-            (np.ones(len(block), dtype=np.int32), (np.arange(len(block)), block)), shape=shape
-        )
-        seen = frontier.copy()
-        for hops in range(limit + 1):
-            found = frontier.tocoo()
-            hit = column[found.col] >= 0
-            out[start + found.row[hit], column[found.col[hit]]] = hops
-            if hops == limit:
-                break
-            reach = frontier @ adjacency
-            reach.data[:] = 1  # path counts: only reachability matters
-            frontier = reach - reach.multiply(seen)
-            frontier.eliminate_zeros()
-            if frontier.nnz == 0:
-                break
-            seen = seen + frontier
-    return out
-
-
 class ExactModels:
     """The exact models of one problem: every class at ``levels`` distance levels but those in
     ``class_levels`` (pool index -> K_c, raised by ``benchmark.refine_levels``), over any shortlist.
@@ -204,7 +170,6 @@ class ExactModels:
         self.anchor_levels: dict[int, int] = {}  # pool index -> K_c floor: its nearest unrelated class
         graph = problem.graph
         self._pool_idx = graph.indices(problem.pool)
-        self._adjacency = graph.adjacency.astype(np.int32)
         self._pairs = related_pairs(graph, problem.pool)
         n_pool = len(problem.pool)
         ends = np.concatenate([self._pairs, self._pairs[:, ::-1]])
@@ -262,7 +227,7 @@ class ExactModels:
         if not stale:
             return
         rows = np.array(stale, dtype=np.int64)
-        block = ball_distances(self._adjacency, self._pool_idx[rows], self._pool_idx, limit)
+        block = self.problem.graph.hop_distances(self._pool_idx[rows], self._pool_idx, limit)
         block[np.arange(len(rows)), rows] = 255
         related = self._related[rows].tocoo()
         block[related.row, related.col] = 255  # never chosen with the row's class: no neighbour of it

@@ -64,6 +64,29 @@ def _random_dag(seed: int, n: int = 60) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hop_distances_are_breadth_first_lengths_up_to_the_limit(seed):
+    """The optimiser's balls (and the bench's reference): hop counts between node indices, 255
+    beyond the limit, equal to networkx's shortest path lengths."""
+    edges = _random_dag(seed)
+    graph = ClassGraph.from_edges(edges)
+    lengths = dict(nx.all_pairs_shortest_path_length(nx.Graph(edges)))
+    rng = np.random.default_rng(seed)
+    sources, targets = rng.choice(len(graph), 9, replace=False), rng.choice(len(graph), 30, replace=False)
+    got = graph.hop_distances(sources, targets, 3)
+    for (i, s), (j, t) in itertools.product(enumerate(sources), enumerate(targets)):
+        d = lengths[graph.wnids[s]].get(graph.wnids[t], math.inf)
+        assert got[i, j] == (d if d <= 3 else 255)
+
+
+def test_hop_distances_through_a_hub_of_more_neighbours_than_int8_counts():
+    # 300 leaves under one root: a leaf's frontier product counts 300 paths to each sibling
+    graph = ClassGraph.from_edges([("root", f"leaf{i}") for i in range(300)])
+    leaves = graph.indices([f"leaf{i}" for i in range(300)])
+    got = graph.hop_distances(leaves[:2], leaves, 2)
+    assert got[0, 0] == 0 and got[0, 1] == 2 and (got[:, 2:] == 2).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_matches_networkx_on_random_dags(seed):
     edges = _random_dag(seed)
     graph = ClassGraph.from_edges(edges)

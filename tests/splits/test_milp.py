@@ -7,13 +7,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from scipy.sparse import csgraph
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.splits.benchmark import Exact, ExactOptions, select_max_ratio
 from imagenet_zsl.splits.local_search import LocalSearch, LocalSearchOptions
-from imagenet_zsl.splits.milp import ball_distances
 from imagenet_zsl.splits.problem import Constraints
 from imagenet_zsl.splits.structure import structural_ratio, structure_stats
 
@@ -330,16 +328,6 @@ def test_level_refinement_matches_brute_force_on_sparse_hierarchies(seed):
     result = select_max_ratio(graph, candidates, train, 3, solver=LEVELS_2)
     assert result.ratio == pytest.approx(best, abs=1e-9)
     assert result.status == "optimal" and result.gap <= 1e-6
-
-
-@pytest.mark.parametrize("seed", range(3))
-def test_ball_distances_match_dijkstra(seed):
-    """The breadth-first distances of the model's balls equal scipy's Dijkstra, 255 beyond the limit."""
-    graph, candidates, _ = _random_hierarchy(seed, n=40)
-    ids = graph.indices(candidates)
-    got = ball_distances(graph.adjacency.astype(np.int32), ids[:9], ids, 3)
-    full = csgraph.dijkstra(graph.adjacency.astype(float), directed=False, indices=ids[:9])[:, ids]
-    assert np.array_equal(got, np.where(full <= 3, full, 255).astype(np.uint8))
 
 
 def test_a_proven_bound_below_the_ratio_reached_is_a_bug_not_a_gap_of_zero():

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.sparse import csgraph
 
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.splits.benchmark import select_max_ratio
@@ -115,17 +114,6 @@ def test_reference_starts_at_two_distance_levels_and_widens_for_a_far_member(ben
     assert anchored[3] and anchored[2:] == (5, True, 1) and anchored[0] == pytest.approx(1.0, abs=1e-12)
     stepped = bench_splits.reference_optimum(graph, ["a", "b", "c"], ["t"], 3, step=2)
     assert stepped[3] and stepped[2] == 5 and stepped[4] == 2
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_hop_distances_match_dijkstra(bench_splits, seed):
-    """The reference's sparse breadth-first distances equal scipy's Dijkstra on a random graph."""
-    graph, candidates, _ = _random_hierarchy(seed, 40)
-    adj = bench_splits._undirected(graph)
-    ids = graph.indices(candidates)
-    got = bench_splits._hop_distances(adj, ids[:7], ids, 3)
-    full = csgraph.dijkstra(adj, directed=False, unweighted=True, indices=ids[:7])[:, ids]
-    assert np.array_equal(got, np.where(full <= 3, full, 255).astype(np.uint8))
 
 
 def test_the_bench_prints_ours_and_both_references_for_the_smallest_benchmark(
