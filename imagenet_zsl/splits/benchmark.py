@@ -19,11 +19,9 @@ Constraints(...), Exact(ExactOptions(levels=2)))``.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 import numpy as np
 
@@ -49,7 +47,7 @@ from imagenet_zsl.splits.problem import (
     branch_counts,
     infeasible_error,
 )
-from imagenet_zsl.splits.structure import structural_ratio
+from imagenet_zsl.splits.structure import exact_ratio_sum, structural_ratio
 
 log = logging.getLogger(__name__)
 #: model refinements the tie rule may make when its set was over-valued (a work limit, not a time limit)
@@ -273,7 +271,8 @@ def _break_ties(problem: BenchmarkProblem, best: BenchmarkSolution, search: _Sea
     short = np.zeros(len(problem.pool), dtype=bool)
     short[solution.members] = True
     for _ in range(TIE_BREAK_REFINEMENTS + 1):
-        chosen = prefer_low_positions(model, exact_ratio_sum(problem, best.wnids), problem.size)
+        total = exact_ratio_sum(problem.graph, best.wnids, problem.train)
+        chosen = prefer_low_positions(model, total, problem.size)
         if chosen is None:
             return
         wnids = sorted(problem.pool[i] for i in chosen)
@@ -322,18 +321,3 @@ def solver_named(optimizer: str, exact: ExactOptions, local: LocalSearchOptions)
     if optimizer == "local_search":
         return LocalSearch(local)
     raise UserInputError(f"benchmark: optimizer must be 'exact' or 'local_search', got {optimizer!r}")
-
-
-def exact_ratio_sum(problem: BenchmarkProblem, wnids: Sequence[str]) -> Fraction:
-    """N R of ``wnids`` as an exact fraction (hop counts are whole numbers): the tie rule's target.
-    R is the mean of the finite per-class ratios, so the sum is N times that mean."""
-    to_train = problem.graph.nearest_distance(wnids, problem.train)
-    to_test = problem.graph.nearest_other_distance(wnids)
-    # r = a / b as structural_ratios has it: 0 when no other class is reachable (b = inf), left
-    # out when no training class is (a = inf)
-    ratios = [
-        Fraction(int(a), int(b)) if math.isfinite(b) else Fraction(0)
-        for a, b in zip(to_train.tolist(), to_test.tolist(), strict=True)
-        if math.isfinite(a)
-    ]
-    return sum(ratios, Fraction(0)) * len(wnids) / len(ratios) if ratios else Fraction(0)

@@ -10,8 +10,10 @@ test class or of a training class.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -39,6 +41,21 @@ def mean_ratio(ratios: np.ndarray) -> float:
     """R from per-class ratios: the mean of the finite ones (NaN when none is finite)."""
     finite = finite_ratios(ratios)
     return float(finite.mean()) if len(finite) else float("nan")
+
+
+def exact_ratio_sum(graph: ClassGraph, test: Sequence[str], train: Sequence[str]) -> Fraction:
+    """N R of ``test`` as an exact fraction (hop counts are whole numbers), with the terms of
+    :func:`structural_ratios`: r = 0 where no other test class is reachable, left out of the mean
+    where no training class is. The optimiser's tie rule needs it exactly: N R times a scale of up to
+    10^9 in floats is off by more than any tolerance."""
+    to_train = graph.nearest_distance(test, train)
+    to_test = graph.nearest_other_distance(test)
+    ratios = [
+        Fraction(int(a), int(b)) if math.isfinite(b) else Fraction(0)
+        for a, b in zip(to_train.tolist(), to_test.tolist(), strict=True)
+        if math.isfinite(a)
+    ]
+    return sum(ratios, Fraction(0)) * len(test) / len(ratios) if ratios else Fraction(0)
 
 
 def structural_ratio(graph: ClassGraph, test: Sequence[str], train: Sequence[str]) -> float:

@@ -345,13 +345,11 @@ def test_the_tie_rule_target_is_the_exact_ratio_sum(seed):
     # N R as a fraction of whole hop counts: the float mean times N, and exactly the sum of a / b
     from fractions import Fraction
 
-    from imagenet_zsl.splits.benchmark import exact_ratio_sum
-    from imagenet_zsl.splits.problem import BenchmarkProblem
+    from imagenet_zsl.splits.structure import exact_ratio_sum
 
     graph, candidates, train = _random_hierarchy(seed)
-    problem = BenchmarkProblem.create(graph, candidates, train, 3, Constraints())
     chosen = select_max_ratio(graph, candidates, train, 3, Constraints(), LEVELS_2)
-    total = exact_ratio_sum(problem, chosen.wnids)
+    total = exact_ratio_sum(graph, chosen.wnids, train)
     to_train = graph.nearest_distance(chosen.wnids, train)
     to_test = graph.nearest_other_distance(chosen.wnids)
     by_hand = sum((Fraction(int(a), int(b)) for a, b in zip(to_train, to_test, strict=True)), Fraction(0))
