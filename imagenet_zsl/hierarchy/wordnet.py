@@ -16,8 +16,10 @@ so already.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import io
 import os
 import shutil
 import sys
@@ -50,9 +52,15 @@ WORDNET_FILES = (
 OPTIONAL_FILES = ("index.sense", "lexnames")
 
 HOW_TO_GET_WORDNET = (
-    "WordNet 3.0 not found. Install it with one of: `apt-get install wordnet-base` (Debian/Ubuntu, "
-    "what `make demo` does), `python -m nltk.downloader wordnet`, or set IMAGENET_ZSL_WORDNET_DIR "
-    "to a folder holding WordNet 3.0's dict files (data.noun, index.noun, ...)"
+    "WordNet 3.0 not found. Get it with one of: `imagenet-zsl setup` (nltk's downloader), "
+    "`sudo apt-get install wordnet-base` (Debian/Ubuntu, what `make demo` does), "
+    "`python -m nltk.downloader wordnet`, or set IMAGENET_ZSL_WORDNET_DIR to a folder holding "
+    "WordNet 3.0's dict files (data.noun, index.noun, ...)"
+)
+#: what to run when nltk's downloader cannot reach its server (offline)
+HOW_TO_GET_WORDNET_OFFLINE = (
+    "run `sudo apt-get install wordnet-base` (Debian/Ubuntu), or `python -m nltk.downloader wordnet` "
+    "once online, or set IMAGENET_ZSL_WORDNET_DIR to a folder holding WordNet 3.0's dict files"
 )
 
 
@@ -152,6 +160,39 @@ def nltk_corpus_dir(root: Path | None = None) -> Path:
     ):
         return root
     return _prepare_nltk_copy(root)
+
+
+def wordnet_source(root: Path) -> str:
+    """Where :func:`locate_wordnet` found ``root``, in words (``imagenet-zsl setup`` prints it)."""
+    if os.environ.get("IMAGENET_ZSL_WORDNET_DIR"):
+        return "IMAGENET_ZSL_WORDNET_DIR"
+    if Path(root) == DEBIAN_WORDNET:
+        return "Debian's wordnet-base"
+    return "nltk's wordnet corpus"
+
+
+def fetch_wordnet() -> None:
+    """WordNet 3.0 by nltk's downloader (``nltk.download("wordnet")``, into nltk's default folder,
+    ``~/nltk_data`` where it may write); one error line saying what to run when it cannot (offline).
+    nltk's own messages and warnings are kept off the terminal."""
+    # deferred: nltk is heavy, needed only when WordNet is fetched
+    import nltk
+
+    chatter = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fetched = nltk.download("wordnet", quiet=True, raise_on_error=True)
+        reason = "" if fetched else chatter.getvalue()
+    except (OSError, ValueError) as err:  # offline: nltk raises ValueError("Error loading wordnet: ...")
+        reason = str(err)
+    if reason or _nltk_installed_wordnet() is None:
+        reason = " ".join((reason or "the corpus is not where nltk looks").split())[:300]
+        raise UserInputError(
+            f"WordNet 3.0 not found and nltk's downloader could not fetch it ({reason}): "
+            f"{HOW_TO_GET_WORDNET_OFFLINE}"
+        )
 
 
 def _reader_class():
