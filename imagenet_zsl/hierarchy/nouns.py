@@ -122,7 +122,10 @@ class _Synset:
 def _data_lines(path: Path) -> list[tuple[int, str]]:
     """(line number, line) of a WordNet data or index file, the licence header (lines that start
     with a space) left out, as nltk reads them (UTF-8, split at '\\n' only)."""
-    text = path.read_bytes().decode("utf-8")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UserInputError(f"{path}: not a WordNet text file (byte {err.start} is not UTF-8)") from err
     return [(i, line) for i, line in enumerate(text.split("\n"), 1) if line and not line[0].isspace()]
 
 
@@ -144,8 +147,8 @@ def _read_lexnames(root: Path) -> list[str]:
     names = []
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
         parts = line.split()
-        if len(parts) != 3 or int(parts[0]) != i:
-            raise UserInputError(f"{path}, line {i + 1}: not a lexnames line ({line!r})")
+        if len(parts) != 3 or not parts[0].isdigit() or int(parts[0]) != i:
+            raise UserInputError(f"{path}, line {i + 1}: not a lexnames line ({line[:80]!r})")
         names.append(parts[1])
     return names
 

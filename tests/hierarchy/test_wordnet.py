@@ -179,6 +179,14 @@ def test_a_malformed_line_names_the_file_and_the_line(tmp_path):
     write_wordnet(tmp_path, broken)  # the third synset's gloss holds a second bar
     with pytest.raises(UserInputError, match=r"data.noun, line 5: not a WordNet 3.0 noun synset"):
         read_noun_files(tmp_path, "key")
+    (tmp_path / "index.noun").write_bytes(HEADER.encode() + b"dog n 1 0 1 0 \xff\n")
+    with pytest.raises(
+        UserInputError, match=r"index.noun: not a WordNet text file \(byte \d+ is not UTF-8\)"
+    ):
+        read_noun_files(tmp_path, "key")
+    (tmp_path / "lexnames").write_text("00\tadj.all\t3\nxx\tadj.pert\t3\n")
+    with pytest.raises(UserInputError, match=r"lexnames, line 2: not a lexnames line"):
+        read_noun_files(tmp_path, "key")
 
 
 def test_another_wordnet_version_is_refused(tmp_path):
