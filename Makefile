@@ -17,17 +17,18 @@ $(STAMP): pyproject.toml tools/requirements-lock.txt
 	$(BIN)/python -m pip install -q -c tools/requirements-lock.txt -e '.[dev,text,docs]'
 	touch $(STAMP)
 
-# WordNet 3.0: an nltk corpus if one is installed, else Debian's wordnet-base (apt-get as root).
+# WordNet 3.0 through the command researchers who pip-install run too (one code path): `imagenet-zsl
+# setup` finds it (an nltk corpus, Debian's wordnet-base) or fetches it with nltk's downloader, then
+# builds the noun-graph cache. As root with apt-get, Debian's wordnet-base is installed first when
+# none is found (what CI does).
 wordnet: $(STAMP)
-	@if ! $(BIN)/python -c "from imagenet_zsl.hierarchy.wordnet import locate_wordnet; locate_wordnet()" 2>/dev/null; then \
+	@$(BIN)/imagenet-zsl setup --no-download 2>/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing WordNet 3.0 (Debian wordnet-base)"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wordnet-base >/dev/null; \
-	  else \
-	    echo "WordNet 3.0 missing: run 'sudo apt-get install wordnet-base' or '$(BIN)/python -m nltk.downloader wordnet'"; exit 1; \
 	  fi; \
-	fi
-	@$(BIN)/python -c "from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns as l; n=l(); print(f'WordNet 3.0 ready: {len(n.wnids):,} noun synsets')"
+	  $(BIN)/imagenet-zsl setup; }
+	@echo "installed into $(VENV): in each new shell, 'source $(VENV)/bin/activate' puts imagenet-zsl on the PATH"
 
 # configs/demo.yaml reads the factor splits from here (a fixed path, whatever OUT is)
 FACTOR_SPLITS := out/factor-frequency

@@ -21,17 +21,17 @@ import argparse
 import errno
 import logging
 import sys
-from importlib import metadata
 from typing import NoReturn
 
 from imagenet_zsl import __version__
 from imagenet_zsl.cli_types import CommandTree, no_command
 from imagenet_zsl.errors import UserInputError, last_output, note_output
-from imagenet_zsl.registry import load_target
+from imagenet_zsl.registry import entry_points, load_target
 
 COMMAND_GROUP = "imagenet_zsl.commands"
 #: ``--help`` lists the stages in flow order (entry-point names); unknown names follow, sorted
 COMMAND_ORDER = (
+    "hierarchy",
     "splits",
     "labels",
     "images",
@@ -47,8 +47,7 @@ COMMAND_ORDER = (
 
 def command_modules() -> list[str]:
     """The modules of the ``imagenet_zsl.commands`` entry points, in ``COMMAND_ORDER``."""
-    found = metadata.entry_points(group=COMMAND_GROUP)
-    entries = {entry.name: entry.value.split(":", 1)[0] for entry in found}
+    entries = {name: value.split(":", 1)[0] for name, value in entry_points(COMMAND_GROUP)}
     if not entries:
         raise RuntimeError(
             f"no {COMMAND_GROUP!r} entry points: reinstall with `pip install -e .` (a stale "

@@ -16,15 +16,18 @@ A registry lives in the stage that *consumes* the things (``splits`` owns the po
 stages further down the flow register into it. So that the consumer never imports its clients,
 a registry also loads the Python entry points of its ``group`` (declared in ``pyproject.toml``,
 e.g. ``[project.entry-points."imagenet_zsl.pool_filters"]``) the first time it is asked for a name
-it does not hold: installing a package is enough to make its filters or models known.
+it does not hold: installing a package is enough to make its filters or models known. The command
+line finds every stage's commands the same way (:func:`entry_points`, group ``imagenet_zsl.commands``).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import os
+import re
+import sys
 from collections.abc import Iterable, Iterator
-from importlib import metadata
 from typing import Any, Generic, TypeVar
 
 from imagenet_zsl.errors import UserInputError
@@ -48,6 +51,56 @@ def load_target(target: str) -> Any:
     for part in attribute.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+def entry_points(group: str) -> list[tuple[str, str]]:
+    """(name, value) of every entry point of ``group`` that the distributions on ``sys.path``
+    declare: what ``importlib.metadata.entry_points(group=group)`` finds (the first distribution of
+    a name on the path wins; ``entry_points.txt`` read as it reads it), without importing
+    importlib.metadata, whose import alone (email, zipfile, csv, ...) was a quarter of
+    ``imagenet-zsl --help`` (issue 46).
+
+    The metadata folders are the ``*.dist-info`` and ``*.egg-info`` folders of each directory on
+    ``sys.path`` ('' is the working directory), as pip, setuptools' editable installs and
+    ``egg_info`` write them."""
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for entry in sys.path:
+        folder = entry or "."
+        try:
+            children = sorted(os.listdir(folder))
+        except OSError:  # a missing folder, a zip file
+            continue
+        for child in children:
+            stem, ext = os.path.splitext(child)
+            if ext.lower() not in (".dist-info", ".egg-info"):
+                continue
+            distribution = re.sub(r"[-_.]+", "_", stem.partition("-")[0]).lower()
+            if distribution in seen:
+                continue
+            seen.add(distribution)
+            found += _section(os.path.join(folder, child, "entry_points.txt"), group)
+    return found
+
+
+def _section(path: str, group: str) -> list[tuple[str, str]]:
+    """The ``name = value`` pairs under ``[group]`` in an ``entry_points.txt`` (none if absent),
+    parsed as importlib.metadata's ``Sectioned`` parses it."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError:  # no such file, or an egg-info that is a file
+        return []
+    pairs, section = [], None
+    for line in map(str.strip, text.splitlines()):
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line.strip("[]")
+        elif section == group:
+            name, value = map(str.strip, line.split("=", 1))
+            pairs.append((name, value))
+    return pairs
 
 
 def import_modules(names: Iterable[str]) -> None:
@@ -113,8 +166,8 @@ class Registry(Generic[T]):
         try:
             import_modules(self.modules)
             if self.group is not None:
-                entries = sorted(metadata.entry_points(group=self.group), key=lambda e: e.name)
-                import_modules(entry.value.split(":", 1)[0] for entry in entries)
+                entries = sorted(entry_points(self.group))
+                import_modules(value.split(":", 1)[0] for _, value in entries)
         finally:
             self._loading = False
         self._plugins_loaded = True  # only once every plugin imported: a failure surfaces again

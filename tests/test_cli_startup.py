@@ -9,11 +9,14 @@ fresh interpreter and asserts on ``sys.modules`` (what was imported), never on t
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import subprocess
 import sys
 
 import pytest
+
+from imagenet_zsl import registry
 
 #: libraries that must not load before a command runs (seconds of import time between them)
 HEAVY = ("torch", "scipy.optimize", "pandas", "matplotlib")
@@ -125,6 +128,68 @@ def test_help_of_every_command_imports_no_stage_and_no_heavy_library(probe):
     }
     assert {command: names for command, names in bad.items() if names} == {}
     assert "imagenet_zsl.features.backbones" in probe["help"]["extract"]  # its help lists them
+
+
+_METADATA = """
+import contextlib, io, json, sys
+from imagenet_zsl import cli
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    cli.main(["--help"])
+print(json.dumps(sorted(m for m in ("importlib.metadata", "email", "zipfile", "csv") if m in sys.modules)))
+"""
+
+
+def test_listing_the_commands_reads_no_metadata_through_importlib():
+    """``importlib.metadata`` and what it imports (email, zipfile, csv: ~25 ms, a quarter of
+    ``imagenet-zsl --help``, issue 46) are not loaded: ``registry.entry_points`` reads the
+    ``entry_points.txt`` files itself."""
+    done = subprocess.run([sys.executable, "-c", _METADATA], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout) == []
+
+
+def _importlib_entry_points(group: str) -> list[tuple[str, str]]:
+    return sorted((e.name, e.value) for e in importlib.metadata.entry_points(group=group))
+
+
+@pytest.mark.parametrize("group", ["imagenet_zsl.commands", "imagenet_zsl.pool_filters", "console_scripts"])
+def test_entry_points_are_importlib_metadatas(group):
+    """This environment's entry points, as importlib.metadata finds them."""
+    ours = sorted(registry.entry_points(group))
+    assert ours == _importlib_entry_points(group) and ours
+
+
+def test_entry_points_of_hand_made_distributions(tmp_path, monkeypatch):
+    """The first distribution of a name on sys.path wins (names compare normalised), comments and
+    other groups are skipped, an egg-info counts, a folder without entry points or a path entry that
+    is no folder are passed over; importlib.metadata agrees on every case."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    files = {
+        first / "alpha-1.0.dist-info": "[imagenet_zsl.commands]\nfoo = alpha.cli\n# a comment\n"
+        "bar=alpha.bar:register [extra]\n\n[other]\nx = y\n",
+        first / "Beta_Pkg.egg-info": "[imagenet_zsl.commands]\n  baz = beta.cli  \n",
+        first / "gamma-2.0.dist-info": None,
+        second / "alpha-0.9.dist-info": "[imagenet_zsl.commands]\nold = alpha.old\n",
+        second / "beta.pkg-3.0.dist-info": "[imagenet_zsl.commands]\nshadowed = beta.other\n",
+        second / "epsilon-1.0.dist-info": "[other]\nno = thing\n[imagenet_zsl.commands]\neps = epsilon.cli\n",
+    }
+    for folder, text in files.items():
+        folder.mkdir(parents=True)
+        if text is not None:
+            (folder / "entry_points.txt").write_text(text)
+    (tmp_path / "file.zip").write_bytes(b"")
+    monkeypatch.setattr(
+        sys, "path", [str(first), str(tmp_path / "file.zip"), str(tmp_path / "no"), str(second)]
+    )
+    expected = [
+        ("bar", "alpha.bar:register [extra]"),
+        ("baz", "beta.cli"),
+        ("eps", "epsilon.cli"),
+        ("foo", "alpha.cli"),
+    ]
+    assert sorted(registry.entry_points("imagenet_zsl.commands")) == expected
+    assert _importlib_entry_points("imagenet_zsl.commands") == expected
+    assert registry.entry_points("other") == [("x", "y"), ("no", "thing")]
 
 
 _PLOT = """

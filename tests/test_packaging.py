@@ -68,3 +68,13 @@ def test_the_lock_pins_every_dependency_exactly_within_the_ranges():
 def test_make_install_uses_the_lock_as_constraints():
     install = [line for line in (ROOT / "Makefile").read_text().splitlines() if "pip install" in line]
     assert any("-c tools/requirements-lock.txt" in line and "-e " in line for line in install), install
+
+
+def test_the_notebook_extra_brings_jupyterlab_and_the_page_says_how_to_open_it():
+    """Issue 47 §4: the docs say how to open the notebook; the extra and ``pip install jupyterlab``
+    are the same thing (a range here, the resolved version in the lock)."""
+    (req,) = [Requirement(r) for r in _project()["optional-dependencies"]["notebook"]]
+    assert _key(req) == "jupyterlab" and req.specifier.contains(_lock()["jupyterlab"])
+    page = (ROOT / "docs" / "tutorials" / "notebook.md").read_text()
+    assert "pip install jupyterlab" in page and "pip install -e '.[notebook]'" in page
+    assert "jupyter lab docs/tutorials/notebook.ipynb" in page

@@ -23,6 +23,7 @@ from imagenet_zsl.cli import build_parser
 REPO = Path(__file__).resolve().parents[1]
 
 TESTED_BY = {
+    "setup": "tests/test_first_day.py",
     "run": "tests/batch/conftest.py",
     "splits leakage": "tests/batch/test_demo_recipe.py",
     "splits factor": "tests/batch/conftest.py",

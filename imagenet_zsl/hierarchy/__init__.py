@@ -1,11 +1,6 @@
-"""Hierarchy stage: WordNet 3.0 through nltk, the ImageNet-21K class universe, ClassGraph."""
+"""Hierarchy stage: WordNet 3.0 read from its own files (``nouns``, ``wordnet``), the ImageNet-21K
+class universe (``universe``), ``ClassGraph`` (``graph``).
 
-from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.hierarchy.universe import (
-    candidate_wnids,
-    load_class_graph,
-    training_wnids,
-    universe_wnids,
-)
-
-__all__ = ["ClassGraph", "candidate_wnids", "load_class_graph", "training_wnids", "universe_wnids"]
+Import from the defining module. The package itself imports nothing, as every stage's package, so
+that ``imagenet-zsl --help`` loading ``hierarchy.cli`` (the ``setup`` command) pays for no graph.
+"""

@@ -1,19 +1,25 @@
-"""Find WordNet 3.0 and open it with nltk, whatever way it was installed.
+"""Find WordNet 3.0, whatever way it was installed, and open it with nltk when asked.
 
 Loader order (first that works wins):
 1. ``IMAGENET_ZSL_WORDNET_DIR``: a directory holding WordNet 3.0 dict files (``data.noun`` ...).
-2. an nltk ``wordnet`` corpus already installed (e.g. by ``nltk.download('wordnet')``).
-3. Debian's ``wordnet-base`` (``/usr/share/wordnet``). nltk cannot read it as it is: it needs
-   plain files (no symlinks) under a registered nltk data path, and the ``lexnames`` file that
-   Debian omits. We copy the files into ``<cache>/nltk_data/corpora/wordnet/`` once, add the
-   packaged ``lexnames``, and register that path.
-Otherwise a clear error says how to get WordNet.
+2. an nltk ``wordnet`` corpus already installed (e.g. by ``nltk.download('wordnet')``; a
+   ``wordnet.zip`` alone is unpacked once into the cache).
+3. Debian's ``wordnet-base`` (``/usr/share/wordnet``).
+Otherwise a clear error says how to get WordNet (``imagenet-zsl setup`` fetches it).
+
+The toolkit reads the dict files where they are (``hierarchy.nouns.read_noun_files``). nltk's
+reader, kept as the reference and for ``imagenet-zsl setup``'s check, needs more: plain files (no
+symlinks) and the ``lexnames`` file that Debian omits; :func:`nltk_corpus_dir` copies the files
+into ``<cache>/nltk_data/corpora/wordnet/`` once, with the packaged ``lexnames``, when they are not
+so already.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import io
 import os
 import shutil
 import sys
@@ -46,9 +52,15 @@ WORDNET_FILES = (
 OPTIONAL_FILES = ("index.sense", "lexnames")
 
 HOW_TO_GET_WORDNET = (
-    "WordNet 3.0 not found. Install it with one of: `apt-get install wordnet-base` (Debian/Ubuntu, "
-    "what `make demo` does), `python -m nltk.downloader wordnet`, or set IMAGENET_ZSL_WORDNET_DIR "
-    "to a folder holding WordNet 3.0's dict files (data.noun, index.noun, ...)"
+    "WordNet 3.0 not found. Get it with one of: `imagenet-zsl setup` (nltk's downloader), "
+    "`sudo apt-get install wordnet-base` (Debian/Ubuntu, what `make demo` does), "
+    "`python -m nltk.downloader wordnet`, or set IMAGENET_ZSL_WORDNET_DIR to a folder holding "
+    "WordNet 3.0's dict files (data.noun, index.noun, ...)"
+)
+#: what to run when nltk's downloader cannot reach its server (offline)
+HOW_TO_GET_WORDNET_OFFLINE = (
+    "run `sudo apt-get install wordnet-base` (Debian/Ubuntu), or `python -m nltk.downloader wordnet` "
+    "once online, or set IMAGENET_ZSL_WORDNET_DIR to a folder holding WordNet 3.0's dict files"
 )
 
 
@@ -79,12 +91,13 @@ def _nltk_installed_wordnet() -> Path | None:
         if _is_dict_dir(path):
             return path
         if (base / "corpora" / "wordnet.zip").is_file():
-            return _prepare_nltk_copy_from_zip(base / "corpora" / "wordnet.zip")
+            return _unpack_zip(base / "corpora" / "wordnet.zip")
     return None
 
 
-def _prepare_nltk_copy_from_zip(archive: Path) -> Path:
-    """nltk.download() leaves a zip; unpack its dict files once so every reader path is the same."""
+def _unpack_zip(archive: Path) -> Path:
+    """nltk.download() may leave only a zip; unpack its dict files once so every reader path is the
+    same (plain files, read where they are)."""
     target = cache_dir() / "nltk_zip" / "wordnet"
     if not _is_dict_dir(target):
         target.mkdir(parents=True, exist_ok=True)
@@ -93,7 +106,7 @@ def _prepare_nltk_copy_from_zip(archive: Path) -> Path:
                 name = Path(member).name
                 if name in WORDNET_FILES + OPTIONAL_FILES:
                     (target / name).write_bytes(zf.read(member))
-    return _prepare_nltk_copy(target)
+    return target
 
 
 def _prepare_nltk_copy(source: Path) -> Path:
@@ -118,7 +131,8 @@ def _prepare_nltk_copy(source: Path) -> Path:
 
 
 def locate_wordnet() -> Path:
-    """Directory of an nltk-readable WordNet 3.0 (see module docstring for the order)."""
+    """The directory of WordNet 3.0's dict files, read where they are (see the module docstring
+    for the order); one error saying how to get WordNet when there is none."""
     override = os.environ.get("IMAGENET_ZSL_WORDNET_DIR")
     if override:
         path = Path(override)
@@ -126,13 +140,59 @@ def locate_wordnet() -> Path:
             raise UserInputError(
                 f"IMAGENET_ZSL_WORDNET_DIR={override}: no data.noun/index.noun there. {HOW_TO_GET_WORDNET}"
             )
-        return _prepare_nltk_copy(path)
+        return path
     installed = _nltk_installed_wordnet()
     if installed is not None:
         return installed
     if _is_dict_dir(DEBIAN_WORDNET):
-        return _prepare_nltk_copy(DEBIAN_WORDNET)
+        return DEBIAN_WORDNET
     raise UserInputError(HOW_TO_GET_WORDNET)
+
+
+def nltk_corpus_dir(root: Path | None = None) -> Path:
+    """A directory nltk's reader opens: ``root`` (default :func:`locate_wordnet`) itself when it is
+    an nltk data folder's ``corpora/wordnet`` with every file plain and ``lexnames``, else a plain
+    copy in the cache."""
+    root = Path(root or locate_wordnet())
+    names = [*WORDNET_FILES, "lexnames"]
+    if root.parent.name == "corpora" and all(
+        (root / n).is_file() and not (root / n).is_symlink() for n in names
+    ):
+        return root
+    return _prepare_nltk_copy(root)
+
+
+def wordnet_source(root: Path) -> str:
+    """Where :func:`locate_wordnet` found ``root``, in words (``imagenet-zsl setup`` prints it)."""
+    if os.environ.get("IMAGENET_ZSL_WORDNET_DIR"):
+        return "IMAGENET_ZSL_WORDNET_DIR"
+    if Path(root) == DEBIAN_WORDNET:
+        return "Debian's wordnet-base"
+    return "nltk's wordnet corpus"
+
+
+def fetch_wordnet() -> None:
+    """WordNet 3.0 by nltk's downloader (``nltk.download("wordnet")``, into nltk's default folder,
+    ``~/nltk_data`` where it may write); one error line saying what to run when it cannot (offline).
+    nltk's own messages and warnings are kept off the terminal."""
+    # deferred: nltk is heavy, needed only when WordNet is fetched
+    import nltk
+
+    chatter = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(chatter), contextlib.redirect_stderr(chatter):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fetched = nltk.download("wordnet", quiet=True, raise_on_error=True)
+        reason = "" if fetched else chatter.getvalue()
+    except (OSError, ValueError) as err:  # offline: nltk raises ValueError("Error loading wordnet: ...")
+        reason = str(err)
+    if reason or _nltk_installed_wordnet() is None:
+        reason = " ".join((reason or "the corpus is not where nltk looks").split())[:300]
+        raise UserInputError(
+            f"WordNet 3.0 not found and nltk's downloader could not fetch it ({reason}): "
+            f"{HOW_TO_GET_WORDNET_OFFLINE}"
+        )
 
 
 def _reader_class():
@@ -155,7 +215,7 @@ def get_wordnet() -> Any:  # nltk WordNetCorpusReader (nltk is imported lazily)
     import nltk
     from nltk.data import FileSystemPathPointer  # deferred: as nltk above
 
-    root = locate_wordnet()
+    root = nltk_corpus_dir()
     data_root = root.parent.parent  # .../nltk_data/corpora/wordnet -> .../nltk_data
     if str(data_root) not in nltk.data.path:
         nltk.data.path.insert(0, str(data_root))
