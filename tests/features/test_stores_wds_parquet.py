@@ -161,9 +161,16 @@ def test_in21k_p_is_one_store_and_an_image_in_two_folders_is_refused(tmp_path, c
 
 def test_a_folder_of_both_fall11_tars_and_shards_asks_for_the_layout(tmp_path):
     store = make_store(tmp_path / "s", "wds", {"n01440764": 2}, oddities=False)
-    (store.root / "n01440764.tar").write_bytes((store.root / "imagenet22k-train-0000.tar").read_bytes())
+    fall11 = make_store(tmp_path / "f", "tars", {"n01443537": 2}, oddities=False)
+    (store.root / "n01443537.tar").write_bytes((fall11.root / "n01443537.tar").read_bytes())
     with pytest.raises(UserInputError, match="pass --layout tars or --layout wds"):
         open_store(store.root, progress=False)
+    # forced, neither layout leaves the other kind of .tar out without a word
+    with pytest.raises(UserInputError, match="--layout tars reads <wnid>.tar files, but imagenet22k-train"):
+        open_store(store.root, layout="tars", progress=False)
+    with pytest.raises(UserInputError, match="n01443537.tar: sample n01443537_1: no wnid"):
+        open_store(store.root, layout="wds", progress=False)
+    (store.root / "n01443537.tar").unlink()
     assert open_store(store.root, layout="wds", progress=False).layout == "wds"
 
 
