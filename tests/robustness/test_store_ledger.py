@@ -100,7 +100,9 @@ def test_a_fall11_tar_cut_at_a_member_header_is_counted(tmp_path, capsys, caplog
     os.truncate(root / f"{W0}.tar", _headers(root / f"{W0}.tar")[4].offset)  # 4 of 8 left
     code, out, _ = _count(capsys, ["--store", root])
     assert code == 0 and out.splitlines()[1:] == [f"{W0}\t4", f"{W1}\t2"]
-    assert f"store: 2 tars, 6 images indexed; 1 tar damaged ({W0}.tar: truncated after 4 members" in caplog.text
+    assert (
+        f"store: 2 tars, 6 images indexed; 1 tar damaged ({W0}.tar: truncated after 4 members" in caplog.text
+    )
 
 
 def test_a_wds_shard_cut_inside_an_image_is_counted_not_a_missing_wnid(tmp_path, capsys, caplog):
@@ -217,7 +219,10 @@ def test_one_parquet_image_name_in_two_files_is_an_error_naming_both(tmp_path, c
 
     root = tmp_path / "pq"
     meta = {"huggingface": json.dumps({"info": {"features": {"label": {"names": [W0, W1]}}}})}
-    for part, (names, labels) in {"a": (["x.jpg", "y.jpg"], [0, 0]), "b": (["y.jpg", "z.jpg"], [1, 1])}.items():
+    for part, (names, labels) in {
+        "a": (["x.jpg", "y.jpg"], [0, 0]),
+        "b": (["y.jpg", "z.jpg"], [1, 1]),
+    }.items():
         image = pa.array([{"bytes": JPEG, "path": n} for n in names])
         table = pa.table({"image": image, "label": pa.array(labels)}).replace_schema_metadata(meta)
         root.mkdir(exist_ok=True)
@@ -286,7 +291,9 @@ def test_a_shard_short_of_its_info_json_length_is_an_error_but_a_damaged_one_is_
     root = tmp_path / "wds"
     _shard(root / "s-0000.tar", ["k0", "k1", "k2"])
     _shard(root / "s-0001.tar", ["k3", "k4"])
-    info = {"splits": {"train": {"name": "train", "num_samples": 6, "filenames": ["s-0000.tar", "s-0001.tar"]}}}
+    info = {
+        "splits": {"train": {"name": "train", "num_samples": 6, "filenames": ["s-0000.tar", "s-0001.tar"]}}
+    }
     info["splits"]["train"]["shard_lengths"] = [3, 3]
     (root / "_info.json").write_text(json.dumps(info))
     cli_error(["images", "count", "--store", root], "s-0001.tar holds 2 samples, ")
@@ -304,6 +311,8 @@ def test_a_store_short_of_its_dataset_card_count_is_an_error(tmp_path, cli_error
     store = make_store(tmp_path / "pq", "parquet", {W0: 4, W1: 2}, oddities=False)
     card = "---\ndataset_info:\n  splits:\n  - name: train\n    num_examples: 7\n---\n"
     (store.root / "README.md").write_text(card)
-    cli_error(["images", "count", "--store", store.root], ["split train", "declares 7 images, the store holds 6"])
+    cli_error(
+        ["images", "count", "--store", store.root], ["split train", "declares 7 images, the store holds 6"]
+    )
     (store.root / "README.md").write_text(card.replace("7", "6"))
     assert sum(open_store(store.root, progress=False).counts().values()) == 6
