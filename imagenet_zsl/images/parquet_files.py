@@ -92,7 +92,8 @@ def _schema_names(metadata: dict[bytes, bytes] | None, where: str) -> list[str] 
     if raw is None:
         return None
     info = parse_json(raw, f"{where} (huggingface schema metadata)")
-    features = (info.get("info") or {}).get("features") if isinstance(info, dict) else None
+    inner = info.get("info") if isinstance(info, dict) else None
+    features = inner.get("features") if isinstance(inner, dict) else None
     label = features.get("label") if isinstance(features, dict) else None
     names = label.get("names") if isinstance(label, dict) else None
     return _checked_names(names, f"{where} (huggingface schema metadata, label names)")

@@ -109,22 +109,23 @@ def _expected_members(groups: dict[str, list[tuple[TarEntry, str]]], last: str |
 
 
 def _cut_sample(groups: dict[str, list[tuple[TarEntry, str]]], listing: TarListing) -> str | None:
-    """The key of the sample a damaged shard's end cuts short (its members differ from the usual
-    ones, or it holds the truncated member), or None."""
+    """The key of the sample a damaged shard's end cuts short, or None: the last sample is kept
+    only when it has the members most other samples have (with no other sample to compare: an
+    image, a .cls and a .json); holding the truncated member, it is cut. Never guessed whole."""
     if listing.damage is None or not listing.entries:
         return None
     last = split_key(listing.entries[-1].name)[0]
     members = groups.get(last)
     if members is None:
         return None
-    expected = _expected_members(groups, last)
-    shape = frozenset(ext for _, ext in members)
-    has_image = any(is_image_name(entry.name) for entry, _ in members)
     if listing.truncated is not None and any(entry is listing.truncated for entry, _ in members):
         return last
-    if expected is not None:
-        return last if shape != expected else None
-    return None if has_image and shape & {"cls", "json"} else last
+    shape = frozenset(ext for _, ext in members)
+    expected = _expected_members(groups, last)
+    if expected is None:
+        whole = {"cls", "json"} <= shape and any(ext not in ("cls", "json") for ext in shape)
+        return None if whole else last
+    return None if expected == shape else last
 
 
 def _classify(

@@ -133,7 +133,10 @@ def test_duplicate_parquet_class_names_are_an_error(tmp_path, cli_error):
     cli_error(_count(root), ["train.parquet", "labels 0 and 2 are both named"], inputs=[root])
 
 
-CARD = "---\ndataset_info:\n  features:\n  - name: label\n    dtype:\n      class_label:\n        names:\n{names}---\n"
+CARD = (
+    "---\ndataset_info:\n  features:\n  - name: label\n    dtype:\n      class_label:\n"
+    "        names:\n{names}---\n"
+)
 
 
 @pytest.mark.parametrize(
