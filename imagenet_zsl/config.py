@@ -86,7 +86,8 @@ class BudgetedLoader(yaml.SafeLoader):
             if self._depth > MAX_YAML_DEPTH:
                 mark = self.peek_event().start_mark
                 raise _RecipeYAMLError(
-                    f"line {mark.line + 1}: nested deeper than {MAX_YAML_DEPTH} levels; flatten the document"
+                    f"line {mark.line + 1}: nested too deeply (over {MAX_YAML_DEPTH} levels); "
+                    "flatten the document"
                 )
             return super().compose_node(parent, index)
         finally:

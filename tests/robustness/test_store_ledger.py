@@ -89,7 +89,11 @@ def test_a_wds_shard_cut_at_a_member_header_is_counted_not_read_as_complete(tmp_
     entry = _ledger(store, "s-0001.tar")
     assert (entry["members"], entry["images"], entry["metadata"], entry["bytes_unread"]) == (12, 4, 8, 0)
     assert entry["damage"] == "truncated after 12 members (no end-of-archive blocks)"
-    assert "1 shard damaged (s-0001.tar: truncated after 12 members" in caplog.text
+    summary = (
+        "store: 2 shards, 7 images indexed; 1 shard damaged (s-0001.tar: truncated after 12 members "
+        "(no end-of-archive blocks))"
+    )
+    assert summary in caplog.text  # as docs/guides/features.md shows it
     assert _ledger(store, "s-0000.tar")["damage"] is None
 
 
