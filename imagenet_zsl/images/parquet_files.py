@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.images.metadata import card_configs, is_wnid, parse_json, read_dataset_card, shown
-from imagenet_zsl.images.scan import Scan, source_path
+from imagenet_zsl.images.scan import Scan, not_regular, source_path
 from imagenet_zsl.images.wds import read_class_index
 from imagenet_zsl.io import regular_input_file
 
@@ -196,19 +196,25 @@ class ClassNames:
         return self.names[label]
 
 
-def _label_values(path: Path, schema: Any, table: Any) -> list[int]:
-    """The integer labels of a file's ``label`` column: a float, bool, string, list or map column
-    is one line naming the file and its type (a float label 1.7 is not a class index)."""
+def _check_label_type(path: Path, schema: Any) -> None:
+    """A float, bool, string, list or map ``label`` column is one line naming the file and its
+    type (a float label 1.7 is not a class index)."""
+    if schema.get_field_index("label") < 0:
+        raise UserInputError(f"{path}: no 'label' column (columns: {', '.join(schema.names)})")
     kind = schema.field(schema.get_field_index("label")).type
     if not pa.types.is_integer(kind):
         raise UserInputError(
             f"{path}: the 'label' column holds {kind}, not integers (class indices); labels are never "
             "rounded or converted"
         )
+
+
+def _read_columns(handle: Any, column: str, has_path: bool) -> tuple[list[Any], list[Any]]:
+    """(labels, image paths) as Python values; pyarrow's errors on damaged data propagate."""
+    table = handle.read(columns=["label", f"{column}.path"] if has_path else ["label"])
     labels = table.column("label").to_pylist()
-    if any(label is None for label in labels):
-        raise UserInputError(f"{path}: row {labels.index(None)} has no label")
-    return labels
+    paths = table.column(column).combine_chunks().field("path").to_pylist() if has_path else []
+    return labels, paths
 
 
 def _open_parquet(scan: Scan, path: Path) -> Any:
@@ -217,8 +223,9 @@ def _open_parquet(scan: Scan, path: Path) -> Any:
     try:
         regular_input_file(path, "parquet file")
     except UserInputError:
-        scan.ledger["damage"] = "not a regular file (a FIFO or device?): not read"
-        scan.problems.append({"kind": "not-a-regular-file", "detail": "not a regular file; skipped unopened"})
+        kind = not_regular(path)
+        scan.ledger["damage"] = f"{kind}: not read"
+        scan.problems.append({"kind": "not-a-regular-file", "detail": f"{kind}; skipped unopened"})
         return None
     try:
         return pq.ParquetFile(path)
@@ -245,22 +252,18 @@ def scan_parquet(root: Path, source: str) -> Scan:
         return scan.finish()
     schema = handle.schema_arrow
     column = image_column(schema, str(path))
-    if schema.get_field_index("label") < 0:
-        raise UserInputError(f"{path}: no 'label' column (columns: {', '.join(schema.names)})")
-    wanted = ["label"]
+    _check_label_type(path, schema)
     kind = schema.field(column).type
     has_path = pa.types.is_struct(kind) and kind.get_field_index("path") >= 0
-    if has_path:
-        wanted.append(f"{column}.path")
     try:
-        table = handle.read(columns=wanted)
-    except Exception as err:  # noqa: BLE001 - a damaged page: counted, as a damaged tar is
+        labels, paths = _read_columns(handle, column, has_path)
+    except Exception as err:  # noqa: BLE001 - damaged pages or values: counted, as a damaged tar is
         scan.ledger["damage"] = f"damaged parquet data ({str(err)[:120]})"
         scan.ledger["bytes_unread"] = path.stat().st_size
         scan.problems.append({"kind": "damaged-parquet", "detail": scan.ledger["damage"]})
         return scan.finish()
-    labels = _label_values(path, schema, table)
-    paths = table.column(column).combine_chunks().field("path").to_pylist() if has_path else []
+    if any(label is None for label in labels):
+        raise UserInputError(f"{path}: row {labels.index(None)} has no label")
     rows = len(labels)
     members = [p.rsplit("/", 1)[-1] if p else "" for p in paths] if has_path else [""] * rows
     if not all(members) or len(set(members)) != rows:

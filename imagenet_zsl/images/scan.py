@@ -336,12 +336,14 @@ def _damage(kind: str, offset: int, lost: int | None, short: str, unread: int, m
     }
 
 
-def _not_regular(path: Path) -> str:
-    """What a path that is not a regular file is (never opened)."""
+def not_regular(path: Path) -> str:
+    """What a source that is not a regular file is, for its ledger entry (never opened)."""
     try:
         mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "a link to a missing file"
     except OSError as err:
-        return f"cannot be read ({err.strerror})"
+        return f"unreadable ({err.strerror})"
     for test, name in (
         (stat.S_ISFIFO, "a FIFO"),
         (stat.S_ISSOCK, "a socket"),
@@ -350,7 +352,7 @@ def _not_regular(path: Path) -> str:
         (stat.S_ISDIR, "a directory"),
     ):
         if test(mode):
-            return name
+            return f"{name}, not a regular file"
     return "not a regular file"
 
 
@@ -363,14 +365,10 @@ def open_tar_source(root: Path, source: str, what: str = "tar") -> tuple[Scan, T
     try:
         regular_input_file(path, what)
     except UserInputError:
-        kind = _not_regular(path)
-        scan.ledger["damage"] = f"{kind}, not a regular file: not read"
+        kind = not_regular(path)
+        scan.ledger["damage"] = f"{kind}: not read"
         scan.problems.append(
-            {
-                "source": source,
-                "kind": "not-a-regular-file",
-                "detail": f"{kind}, not a {what}; skipped unopened",
-            }
+            {"source": source, "kind": "not-a-regular-file", "detail": f"{kind}; skipped unopened"}
         )
         return scan, None
     with open(path, "rb") as handle:

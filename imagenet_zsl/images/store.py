@@ -287,11 +287,11 @@ def open_store(
     if store is None:
         store = ImageStore(root, kind.name, key, build_index(root, kind, sources, progress))
     warn_problems(store)
-    _check_complete(store, allow_incomplete)
     if fresh and not len(store):
         raise UserInputError(f"{root}: the store holds no image files")
     if fresh and cached is not None:
-        _save_index(store, cached)
+        _save_index(store, cached)  # before the completeness check: --allow-incomplete reuses it
+    _check_complete(store, allow_incomplete)
     return store
 
 

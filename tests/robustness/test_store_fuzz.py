@@ -52,9 +52,12 @@ def _valid_shard() -> bytes:
 SHARD = _valid_shard()
 
 
-def _mutated(original: bytes) -> st.SearchStrategy[bytes]:
-    """``original`` with a few bytes changed and possibly cut short, or random bytes."""
+def _mutated(original: bytes, hot: list[int] | None = None) -> st.SearchStrategy[bytes]:
+    """``original`` with a few bytes changed (anywhere, or in ``hot``) and possibly cut short, or
+    random bytes."""
     positions = st.sampled_from(range(len(original)))  # uniform: integers() favours small ones
+    if hot is not None:
+        positions = st.one_of(positions, st.sampled_from(hot))
     flips = st.lists(st.tuples(positions, st.integers(0, 255)), max_size=8)
     cut = st.one_of(st.just(len(original)), positions, st.sampled_from(range(0, len(original), 512)))
 
@@ -84,8 +87,13 @@ LAST_DATA_END = max(DATA_END.values())
 END_BLOCKS = -(-LAST_DATA_END // 512) * 512  # where the end-of-archive blocks start
 
 
+#: the bytes of the shard's member headers (name, size, type, checksum: where damage bites)
+with tarfile.open(fileobj=io.BytesIO(SHARD)) as _tar:
+    HEADERS = [m.offset + i for m in _tar.getmembers() for i in range(512)]
+
+
 @FUZZ
-@given(data=_mutated(SHARD))
+@given(data=_mutated(SHARD, HEADERS))
 def test_a_tar_listing_of_mutated_bytes_is_a_result_or_one_user_error(folder, data):
     path = folder / "n01440764.tar"
     path.write_bytes(data)

@@ -174,7 +174,7 @@ def test_fifos_named_like_shards_are_recorded_never_opened(tmp_path, capsys, cap
     os.mkfifo(pq_root / "data" / "train-1.parquet")
     code, out, _ = _count(capsys, ["--store", pq_root])
     assert code == 0 and out.splitlines()[1:] == [f"{W0}\t3"]
-    assert "data/train-1.parquet: not a regular file" in caplog.text
+    assert "data/train-1.parquet: a FIFO, not a regular file: not read" in caplog.text
 
 
 def test_hard_link_members_and_oversized_json_are_counted_by_name(tmp_path, capsys, caplog):
