@@ -107,14 +107,6 @@ class Scan:
         skipped[reason] = skipped.get(reason, 0) + 1
         self.skipped_names.setdefault(reason, []).append(name)
 
-    def unskip(self, reason: str, count: int) -> None:
-        """Take back the last ``count`` skips of ``reason`` (a webdataset sample reclassified)."""
-        skipped = self.ledger["skipped"]
-        skipped[reason] -= count
-        del self.skipped_names[reason][len(self.skipped_names[reason]) - count :]
-        if not skipped[reason]:
-            del skipped[reason], self.skipped_names[reason]
-
     def finish(self) -> Scan:
         """Turn the skipped names into problem records (one per reason) and sort the ledger's."""
         for reason in sorted(self.skipped_names):

@@ -128,12 +128,9 @@ def _cut_sample(groups: dict[str, list[tuple[TarEntry, str]]], listing: TarListi
     return None if expected == shape else last
 
 
-def _classify(
-    scan: Scan, listing: TarListing
-) -> tuple[dict[str, list[tuple[TarEntry, str]]], list[TarEntry]]:
+def _classify(scan: Scan, listing: TarListing) -> dict[str, list[tuple[TarEntry, str]]]:
     """Count every member in the ledger; the members that may belong to a sample, by key."""
     groups: dict[str, list[tuple[TarEntry, str]]] = {}
-    order: list[TarEntry] = []
     for entry in listing.entries:
         scan.ledger["members"] += 1
         reason = member_problem(entry, listing)
@@ -145,8 +142,7 @@ def _classify(
             scan.skip("not-an-image", entry.name)
             continue
         groups.setdefault(key, []).append((entry, ext))
-        order.append(entry)
-    return groups, order
+    return groups
 
 
 def _read_sample(
@@ -186,7 +182,7 @@ def scan_shard(root: Path, source: str) -> Scan:
     if listing is None:
         return scan.finish()
     shard = str(source_path(root, source))
-    groups, _ = _classify(scan, listing)
+    groups = _classify(scan, listing)
     cut = _cut_sample(groups, listing)
     with open(source_path(root, source), "rb") as handle:
         for key, members in groups.items():
