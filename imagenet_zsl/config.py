@@ -56,16 +56,48 @@ MAX_ALIAS_EXPANSION = 100_000
 MAX_VALUE_CHARS = 200
 
 
+#: the deepest nesting any YAML document read here may have: a recipe nests 4-5 levels, a dataset
+#: card's header 6-8; a 50,000-deep card exhausted Python's stack while PyYAML composed it
+MAX_YAML_DEPTH = 100
+
+
 class _RecipeYAMLError(yaml.YAMLError):
-    """A document PyYAML accepts but a recipe must not be (a duplicate key, an alias bomb, a
-    nesting too deep for Python). A ``yaml.YAMLError``, so every caller of
+    """A document PyYAML accepts but this project must not (a duplicate key, an alias bomb, a
+    nesting deeper than :data:`MAX_YAML_DEPTH`). A ``yaml.YAMLError``, so every caller of
     :func:`parse_recipe_yaml` that reports bad YAML (``train --set``) reports it too."""
 
 
-class RecipeLoader(yaml.SafeLoader):
-    """PyYAML's safe loader (no tags, no objects), stricter on what a recipe may hold.
+#: the public name of the budget errors (recipes and dataset cards alike)
+YAMLBudgetError = _RecipeYAMLError
 
-    :func:`parse_recipe_yaml` checks the composed document before building it:
+
+class BudgetedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (no tags, no objects) with a nesting budget: composing a node deeper
+    than :data:`MAX_YAML_DEPTH` is an error, raised before Python's recursion limit is near.
+    :func:`parse_yaml_budgeted` adds the alias budget and the duplicate-key check."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise _RecipeYAMLError(
+                    f"line {mark.line + 1}: nested too deeply (over {MAX_YAML_DEPTH} levels); "
+                    "flatten the document"
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class RecipeLoader(BudgetedLoader):
+    """The budgeted loader, stricter on what a recipe may hold.
+
+    :func:`parse_yaml_budgeted` checks the composed document before building it:
 
     - a key given twice in one mapping is an error naming both lines (PyYAML keeps the last one,
       so a second ``ridge:`` model or ``ks:`` silently replaced the first); a key that a merge
@@ -73,6 +105,9 @@ class RecipeLoader(yaml.SafeLoader):
     - anchors and aliases (``&pool`` / ``*pool``) are allowed, but a document whose aliases expand
       to more than :data:`MAX_ALIAS_EXPANSION` extra values, or refer to themselves, is refused
       (a 527-byte "billion laughs" recipe took 238 MB to report).
+
+    Its constructors read integers as decimals only, floats without YAML 1.1's ``1:30``, and
+    ``yes``/``no``/``on``/``off`` as an error, not a boolean.
     """
 
 
@@ -209,25 +244,51 @@ def _check_nodes(loader: yaml.SafeLoader, root: yaml.Node) -> int:
         raise _RecipeYAMLError("the document is nested too deeply for a recipe") from None
 
 
-def parse_recipe_yaml(text: str) -> Any:
-    """Parse YAML ``text`` with :class:`RecipeLoader`; YAML mistakes raise ``yaml.YAMLError``,
-    duplicate keys and alias bombs ``_RecipeYAMLError``."""
-    loader = RecipeLoader(text)
+def parse_yaml_budgeted(text: str, loader: type[BudgetedLoader] = BudgetedLoader) -> Any:
+    """The one YAML load of the project (recipes, ``--set`` values, dataset cards): parse ``text``
+    with ``loader`` (a :class:`BudgetedLoader`), refusing a nesting deeper than
+    :data:`MAX_YAML_DEPTH`, aliases that expand the document by more than
+    :data:`MAX_ALIAS_EXPANSION` values or refer to themselves, and a key given twice in one
+    mapping, all before the document is built. YAML mistakes raise ``yaml.YAMLError``, the budgets
+    :data:`YAMLBudgetError` (one of them)."""
+    parser = loader(text)
     try:
-        node = loader.get_single_node()
+        node = parser.get_single_node()
         if node is None:
             return None
-        extra = _check_nodes(loader, node)
+        extra = _check_nodes(parser, node)
         if extra > MAX_ALIAS_EXPANSION:
             raise _RecipeYAMLError(
                 f"its aliases (*name) expand it by {extra:,} values, more than the "
-                f"{MAX_ALIAS_EXPANSION:,} a recipe may use; write the values out or reuse fewer"
+                f"{MAX_ALIAS_EXPANSION:,} a document may use; write the values out or reuse fewer"
             )
-        return loader.construct_document(node)
-    except RecursionError:  # PyYAML composes and builds nested nodes recursively
-        raise _RecipeYAMLError("the document is nested too deeply for a recipe") from None
+        return parser.construct_document(node)
+    except RecursionError:  # a backstop: aliases may chain budgeted depths
+        raise _RecipeYAMLError("the document is nested too deeply") from None
     finally:
-        loader.dispose()
+        parser.dispose()
+
+
+def parse_recipe_yaml(text: str) -> Any:
+    """Parse YAML ``text`` as a recipe (:class:`RecipeLoader` through :func:`parse_yaml_budgeted`);
+    YAML mistakes raise ``yaml.YAMLError``, duplicate keys and the budgets ``_RecipeYAMLError``."""
+    return parse_yaml_budgeted(text, RecipeLoader)
+
+
+def load_yaml_text(
+    text: str, where: str | Path, what: str, loader: type[BudgetedLoader] = BudgetedLoader
+) -> Any:
+    """:func:`parse_yaml_budgeted` with every failure as one line naming ``where`` (a file) and
+    ``what`` it is (``recipe``, ``dataset card``), at the line and column PyYAML gives."""
+    try:
+        return parse_yaml_budgeted(text, loader)
+    except _RecipeYAMLError as err:
+        raise UserInputError(f"invalid {what} ({where}): {err}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        place = f"{where}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(where)
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise UserInputError(f"invalid YAML ({place}): {shorten(problem)}") from None
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -243,15 +304,7 @@ def read_yaml(path: str | Path) -> Any:
         raise UserInputError(
             f"config is not UTF-8 text ({path}, byte {err.start}): save it as UTF-8"
         ) from err
-    try:
-        return parse_recipe_yaml(text)
-    except _RecipeYAMLError as err:
-        raise UserInputError(f"invalid recipe ({path}): {err}") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise UserInputError(f"invalid YAML ({where}): {shorten(problem)}") from err
+    return load_yaml_text(text, path, "recipe", RecipeLoader)
 
 
 def shorten(text: str, limit: int = MAX_VALUE_CHARS) -> str:

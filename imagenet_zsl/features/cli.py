@@ -98,6 +98,14 @@ def register(tree: CommandTree) -> None:
         "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines",
     )
     parser.add_argument(
+        "--allow-incomplete",
+        action="store_true",
+        help="read a store that lacks what it declares (a gap in a numbered shard series, fewer shards "
+        "or images than its nshards.txt, _info.json or dataset card say): without it that is an "
+        "error; with it, what is missing is printed and recorded"
+        " in the manifest",
+    )
+    parser.add_argument(
         "--decode",
         default="auto",
         choices=["auto", "pil", "torchvision"],

@@ -23,7 +23,7 @@ from imagenet_zsl.semantics.vector_files import is_class_vector_output
 #: extraction flags that ``--merge`` (which only checks shards already written) cannot take
 _EXTRACTION_ONLY = (
     "store", "classes", "out", "weights", "per_class", "val_labels", "pretraining_classes", "resize",
-    "crop", "logits", "ten_crop", "compile",
+    "crop", "logits", "ten_crop", "compile", "allow_incomplete",
 )  # fmt: skip
 
 
@@ -71,6 +71,7 @@ def extract(args: argparse.Namespace) -> int:
         logits=args.logits,
         layout=args.layout,
         val_labels=args.val_labels,
+        allow_incomplete=args.allow_incomplete,
         decode=args.decode,
         precision=args.precision,
         mode=args.mode,

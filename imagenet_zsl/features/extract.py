@@ -134,6 +134,7 @@ def _plan(cfg: ExtractConfig, ranks: dist.RankInfo) -> tuple[ImageStore, WorkLis
         cfg.val_labels,
         progress=cfg.progress and ranks.rank == 0,
         wait_for_cache_s=6 * 3600.0 if ranks.local_rank != 0 else 0.0,
+        allow_incomplete=cfg.allow_incomplete,
     )
     work = plan_work(store, classes, cfg.per_class, cfg.seed)
     if not len(work):

@@ -78,6 +78,7 @@ def run_record(
         "parameters": parameters,
         "classes_without_images": work.missing_classes,
         "store_problems": store.problems,
+        "store_ledger": store.ledger_record(),
         "pretraining": pretraining_record(cfg, weights),
     }
     if logit_classes is not None:

@@ -50,6 +50,7 @@ class ExtractConfig:
     logits: bool = False
     layout: str = "auto"
     val_labels: str | None = None
+    allow_incomplete: bool = False  # read a store that lacks what it declares (recorded)
     decode: str = "auto"
     precision: str = "auto"
     resize: int | None = None  # None: the backbone's own (256 for torchvision, timm's pretrained cfg)

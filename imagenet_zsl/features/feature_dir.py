@@ -20,6 +20,7 @@ from imagenet_zsl.features.shard_checks import (
     FLOAT_DTYPES,
     check_ids_match,
     check_shard_file,
+    check_unique_ids,
     head_problem,
     read_feature_manifest,
     unverifiable,
@@ -216,9 +217,13 @@ class FeatureDir:
 
     def shard_labels(self, shard: str) -> np.ndarray:
         """(n,) int64 labels of one shard (into ``classes``), without reading features. The first
-        time per shard, the labels are checked against the image ids (:func:`check_ids_match`)."""
+        time per shard, the labels are checked against the image ids (:func:`check_ids_match`);
+        the first time per directory, that no image id is in two shards (:func:`check_unique_ids`,
+        reading every shard's ids)."""
         labels = np.asarray(self.array(shard, "labels"), dtype=np.int64)
         if shard not in self._ids_checked:
+            if not self._ids_checked:  # once per directory: no image id in two shards
+                check_unique_ids(self.path, self.shard_names(), self.shard_ids)
             ids_path = self.path / shard_file(shard, "ids")
             check_ids_match(ids_path, self.array(shard, "ids"), labels, self.classes)
             self._ids_checked.add(shard)

@@ -5,7 +5,7 @@ sha256, hashed once per file version."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,6 @@ from imagenet_zsl.io import (
     sha256_bytes,
     sha256_file,
 )
-from imagenet_zsl.splits.io import WNID_RE
 
 #: in-process record of shard files whose sha256 matched the manifest, keyed by
 #: (path, device, inode, size, mtime_ns, ctime_ns): a second read of an unchanged file is free
@@ -73,20 +72,22 @@ def _shard_problem(i: int, shard: Any) -> str | None:
 
 #: a class name: a wnid, or the name of a class of a synthetic graph (``g0c3``, ``root``); no
 #: space, no ``/`` (image ids are ``<class>/<member>``), no control character
-CLASS_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}$")
+CLASS_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,99}")
 #: what a mistyped wnid looks like (``N01440764``, ``n1440764``): refused unless it is a wnid
-_WNID_LIKE = re.compile(r"^[nN][0-9]+$")
+_WNID_LIKE = re.compile(r"[nN][0-9]+")
+#: a wnid, by ``fullmatch`` (``"n01440764\n"`` is not one)
+_WNID = re.compile(r"n[0-9]{8}")
 
 
 def class_name_problem(name: str) -> str | None:
     """Why ``name`` cannot be a class of a feature directory (None: it can): a wnid lookalike
     that is not a wnid, or a name with spaces, slashes or control characters, would match no
     split class, and its images would silently count for nothing."""
-    if WNID_RE.match(name):
+    if _WNID.fullmatch(name):
         return None
-    if _WNID_LIKE.match(name):
+    if _WNID_LIKE.fullmatch(name):
         return f"{name[:60]!r}, which is not a wnid ('n' + 8 digits)"
-    if not CLASS_NAME_RE.match(name):
+    if not CLASS_NAME_RE.fullmatch(name):
         return f"{name[:60]!r}, which is not a class name (a wnid such as n01440764)"
     return None
 
@@ -233,6 +234,57 @@ def check_ids_match(path: Path, ids: np.ndarray, labels: np.ndarray, classes: Se
             f"class {named[row]} in the manifest's 'classes': the class list was reordered or "
             "edited; restore the manifest or re-extract"
         )
+
+
+#: odd 64-bit multipliers of :func:`id_hashes` (fixed: the same ids hash alike in every run)
+_ID_MULTIPLIERS = np.random.default_rng(44).integers(1, 2**63, size=256, dtype=np.uint64) * 2 + 1
+
+
+def id_hashes(ids: np.ndarray) -> np.ndarray:
+    """(n,) uint64 hashes of n image ids (a linear hash of their code points with fixed odd
+    multipliers, modulo 2**64): equal ids hash alike whatever the array's width; a collision of
+    different ids is confirmed against the strings before anything is refused."""
+    ids = np.ascontiguousarray(ids, dtype=np.str_)
+    width = ids.dtype.itemsize // 4
+    if not len(ids) or not width:
+        return np.zeros(len(ids), np.uint64)
+    multipliers = np.resize(_ID_MULTIPLIERS, width) + np.arange(width, dtype=np.uint64) * np.uint64(2)
+    codes = ids.view(np.uint32).reshape(len(ids), width).astype(np.uint64)
+    return (codes * multipliers).sum(axis=1, dtype=np.uint64)
+
+
+#: feature directories (manifest file identity) whose image ids were found unique in this process
+_UNIQUE_IDS: set[tuple] = set()
+
+
+def check_unique_ids(path: Path, shards: Sequence[str], ids_of: Callable[[str], np.ndarray]) -> None:
+    """Refuse a feature directory in which one image id is in two shards (or twice in one): its
+    image would be scored twice. One line naming the id and both shards. Memory: 20 bytes per
+    image (a hash, its shard, the sort order); checked once per manifest version and process."""
+    key = _file_key(path / MANIFEST_NAME)
+    if key in _UNIQUE_IDS:
+        return
+    hashes = [id_hashes(ids_of(shard)) for shard in shards]
+    starts = np.cumsum([0] + [len(h) for h in hashes])
+    flat = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+    order = np.argsort(flat, kind="stable")
+    for hit in np.flatnonzero(flat[order][1:] == flat[order][:-1]):
+        (a, row_a), (b, row_b) = (_locate(starts, int(order[i])) for i in (hit, hit + 1))
+        same = str(ids_of(shards[a])[row_a])
+        if same != str(ids_of(shards[b])[row_b]):
+            continue  # a hash collision of two different ids
+        where = f"twice in shard {shards[a]}" if a == b else f"in both shards {shards[a]} and {shards[b]}"
+        raise UserInputError(
+            f"{path}: image id {same[:120]!r} is {where}: its image would be scored twice; "
+            "re-extract into an empty directory, or remove one shard from the manifest"
+        )
+    _UNIQUE_IDS.add(key)
+
+
+def _locate(starts: np.ndarray, position: int) -> tuple[int, int]:
+    """(shard, row) of a position in the shards' concatenation (``starts``: their offsets)."""
+    shard = int(np.searchsorted(starts, position, side="right")) - 1
+    return shard, position - int(starts[shard])
 
 
 def head_problem(weight: np.ndarray, bias: np.ndarray, classes: np.ndarray) -> str | None:

@@ -23,6 +23,13 @@ STORE_HELP = (
     ".tar shards, .parquet files, or ImageNet-21K-P (train/val/small_classes)"
 )
 
+#: ``--allow-incomplete`` (``images count``, ``images coverage``; ``extract`` says the same)
+ALLOW_INCOMPLETE_HELP = (
+    "read a store that lacks what it declares (a gap in a numbered shard series, fewer shards "
+    "or images than its nshards.txt, _info.json or dataset card say): without it that is an "
+    "error; with it, what is missing is printed and recorded"
+)
+
 
 def register(tree: CommandTree) -> None:
     """Add this stage's commands to the `imagenet-zsl` command line."""
@@ -53,6 +60,7 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
         "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines",
     )
     parser.add_argument("--rebuild-index", action="store_true", help="ignore the cached index")
+    parser.add_argument("--allow-incomplete", action="store_true", help=ALLOW_INCOMPLETE_HELP)
     parser.set_defaults(func="imagenet_zsl.images.commands:count")
 
 
@@ -69,6 +77,7 @@ def _register_coverage(sub: argparse._SubParsersAction) -> None:
     parser.add_argument("--split", required=True, nargs="+", metavar="FILE", help="wnid list(s)")
     parser.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES)
     parser.add_argument("--val-labels", help="labels of a flat store (see 'images count')")
+    parser.add_argument("--allow-incomplete", action="store_true", help=ALLOW_INCOMPLETE_HELP)
     parser.add_argument(
         "--show", type=non_negative_int, default=10, help="missing classes listed per split (default 10)"
     )

@@ -27,7 +27,13 @@ def count(args: argparse.Namespace) -> int:
         check_out_file(
             args.out, [args.store, args.val_labels], replaces=is_counts_tsv, what="a counts table (TSV)"
         )
-    store = open_store(args.store, args.layout, args.val_labels, rebuild=args.rebuild_index)
+    store = open_store(
+        args.store,
+        args.layout,
+        args.val_labels,
+        rebuild=args.rebuild_index,
+        allow_incomplete=args.allow_incomplete,
+    )
     counts = store.counts()
     text = write_counts_tsv(counts, args.out)
     if args.out is None:
@@ -72,7 +78,9 @@ def split_coverage(store_counts: dict[str, int], wnids: list[str], reference: di
 def coverage(args: argparse.Namespace) -> int:
     """``images coverage``: per split, the fall11 classes and images the store lacks."""
     splits = {path: read_wnid_list(path) for path in args.split}
-    store: ImageStore = open_store(args.store, args.layout, args.val_labels)
+    store: ImageStore = open_store(
+        args.store, args.layout, args.val_labels, allow_incomplete=args.allow_incomplete
+    )
     counts, reference = store.counts(), fall11_counts()
     print("split\tclasses\tclasses_missing\timages_fall11\timages_held\timages_missing\tshare_missing")
     details = []

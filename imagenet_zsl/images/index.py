@@ -17,13 +17,14 @@ import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.images.layouts import Layout
+from imagenet_zsl.images.layouts import Layout, sample_key
 from imagenet_zsl.images.scan import Scan, source_path
 from imagenet_zsl.io import canonical_json, sha256_bytes
 
 #: 2: problems (damaged tars, skipped entries); 3: wds, parquet, in21k-p, skipped files;
-#: 4: parquet rows without a usable path are ``<file>/row<N>``, ids unique across sources
-INDEX_VERSION = 4
+#: 4: parquet rows without a usable path are ``<file>/row<N>``, ids unique across sources;
+#: 5: the per-source ledger (members, images, metadata, skipped by reason, bytes unread, damage)
+INDEX_VERSION = 5
 
 
 @dataclass
@@ -35,6 +36,9 @@ class StoreIndex:
     ``member`` (object, name inside the tar / path inside the folder), ``offset`` int64 (data
     offset inside the tar, -1 for plain files), ``size`` int64 (bytes). ``problems``: damaged
     tars and skipped entries found while indexing (see :class:`~imagenet_zsl.images.scan.Scan`).
+    ``ledger``: one entry per source, in ``sources`` order (:func:`~imagenet_zsl.images.scan.
+    new_ledger`: members seen, images indexed, metadata read, skipped by reason, bytes unread,
+    damage), whose ``images`` add up to the number of rows.
     """
 
     classes: list[str]
@@ -45,6 +49,7 @@ class StoreIndex:
     offset: np.ndarray
     size: np.ndarray
     problems: list[dict] = field(default_factory=list)
+    ledger: list[dict] = field(default_factory=list)
 
     def to_parquet_bytes(self, meta: dict[str, Any]) -> bytes:
         """The index as Parquet, with ``meta`` (root, layout, key) in the schema metadata."""
@@ -63,6 +68,7 @@ class StoreIndex:
             "classes": self.classes,
             "sources": self.sources,
             "problems": self.problems,
+            "ledger": self.ledger,
         }
         table = table.replace_schema_metadata({"imagenet_zsl": canonical_json(meta)})
         buffer = io.BytesIO()
@@ -85,16 +91,21 @@ class StoreIndex:
             offset=table["offset"].to_numpy().astype(np.int64),
             size=table["size"].to_numpy().astype(np.int64),
             problems=list(meta.get("problems", [])),
+            ledger=list(meta.get("ledger", [])),
         )
         return meta, index
 
 
 def index_key(root: Path, layout: Layout, sources: list[str]) -> str:
-    """Cache key: store path, layout, labels file, and each source's size and mtime."""
+    """Cache key: store path, layout, labels file, and each source's size and mtime (of the link
+    itself for a dangling one, which is a source its scan records)."""
     listing = []
     for name in sources:
         path = source_path(root, name)
-        stat = os.stat(path)
+        try:
+            stat = os.stat(path)
+        except OSError:
+            stat = os.lstat(path)
         size = stat.st_size if path.is_file() else None
         listing.append([name, size, stat.st_mtime_ns])
     material = {
@@ -139,17 +150,19 @@ def _check_unique_ids(
     if not len(hits):
         return
     first, second = order[hits[0]], order[hits[0] + 1]
-    image_id = f"{classes[class_index[first]]}/{names[first]}"
+    image_id = f"{classes[class_index[first]]}/{names[first]}" if classes else f"{names[first]}"
     one, two = (sources[source_index[i]] or root.name for i in (first, second))
     where = f"twice in {one}" if one == two else f"in both {one} and {two}"
+    what = "image id" if classes else "image key"
     raise UserInputError(
-        f"{root}: image id {image_id} is {where} ({len(hits)} repeated ids in all); each image needs "
+        f"{root}: {what} {image_id} is {where} ({len(hits)} repeated in all); each image needs "
         "its own id: remove the copies, or index the parts as separate stores"
     )
 
 
 def build_index(root: Path, layout: Layout, sources: list[str], progress: bool) -> StoreIndex:
-    """Scan every source of the store at ``root`` and index its images."""
+    """Scan every source of the store at ``root`` and index its images; every source gets its
+    ledger entry (:class:`StoreIndex`)."""
     scans = _scan_all(root, layout, sources, progress)
     class_of = [layout.wnids(root, found) for found in scans]
     classes = sorted({w for wnids in class_of for w in wnids})
@@ -163,6 +176,9 @@ def build_index(root: Path, layout: Layout, sources: list[str], progress: bool) 
     size = np.array([z for s in scans for z in s.sizes], dtype=np.int64)
     names = member.astype(np.str_) if len(member) else member
     _check_unique_ids(root, classes, class_index, names, source_index, sources)
+    if layout.ids_span_classes and len(member):  # a key or image name is one image of the store
+        keys = np.array([sample_key(layout.name, m) for m in member.tolist()], dtype=np.str_)
+        _check_unique_ids(root, [], np.zeros(len(keys), np.int32), keys, source_index, sources)
     # deterministic order: by source, then tar offset (sequential reads), then member name
     order = np.lexsort((names, offset, source_index))
     return StoreIndex(
@@ -174,4 +190,5 @@ def build_index(root: Path, layout: Layout, sources: list[str], progress: bool) 
         offset=offset[order],
         size=size[order],
         problems=[problem for found in scans for problem in found.problems],
+        ledger=[found.ledger for found in scans],
     )

@@ -26,24 +26,29 @@ from imagenet_zsl.data import ilsvrc2012_wnids
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.images.parquet_files import ClassNames, scan_parquet
 from imagenet_zsl.images.scan import Scan, is_image_name, scan_folder, scan_tar, source_path
-from imagenet_zsl.images.wds import ClassMap, read_class_index, scan_shard
+from imagenet_zsl.images.wds import ClassMap, read_class_index, scan_shard, split_key
 from imagenet_zsl.io import regular_input_file, sha256_file
 
-WNID_RE = re.compile(r"^n\d{8}$")
-WNID_TAR_RE = re.compile(r"^(n\d{8})\.tar$")
-SHARD_RE = re.compile(r"^(?!n\d{8}\.tar$)[^.].*\.tar$")
-PARQUET_RE = re.compile(r"^[^.].*\.parquet$")
+#: every pattern here is used with ``fullmatch`` (a name ending in a newline matches none)
+WNID_RE = re.compile(r"n[0-9]{8}")
+WNID_TAR_RE = re.compile(r"(n[0-9]{8})\.tar")
+TAR_RE = re.compile(r"[^.].*\.tar", re.DOTALL)
+SHARD_RE = re.compile(r"(?!n[0-9]{8}\.tar\Z)[^.].*\.tar", re.DOTALL)
+PARQUET_RE = re.compile(r"[^.].*\.parquet", re.DOTALL)
 #: the three folders of ImageNet-21K-P (with or without the ``imagenet21k_`` prefix)
-IN21KP_RE = re.compile(r"^(?:imagenet21k_)?(?:train|val|small_classes)$")
+IN21KP_RE = re.compile(r"(?:imagenet21k_)?(?:train|val|small_classes)")
 #: the folders that auto-detection takes for ImageNet-21K-P: bare ``train``/``val`` are also
 #: PyTorch's ImageNet-1k layout (two stores), so they need ``small_classes`` beside them
-IN21KP_SURE_RE = re.compile(r"^(?:imagenet21k_(?:train|val|small_classes)|small_classes)$")
+IN21KP_SURE_RE = re.compile(r"(?:imagenet21k_(?:train|val|small_classes)|small_classes)")
 
 
 class Layout(Protocol):
-    """How a store's images are laid out: its sources, their scan, each image's wnid."""
+    """How a store's images are laid out: its sources, their scan, each image's wnid.
+    ``ids_span_classes``: an image's name is unique in the whole store, whatever its class (a
+    webdataset key, a parquet image name), not only within its class."""
 
     name: ClassVar[str]
+    ids_span_classes: ClassVar[bool]
 
     def __init__(self, root: Path, val_labels: str | Path | None = None) -> None: ...
 
@@ -65,18 +70,21 @@ class Layout(Protocol):
 
 
 def _scan_any(root: Path, source: str, recursive: bool) -> Scan:
-    if source_path(root, source).is_file():
+    if not source_path(root, source).is_dir():  # a tar, or a FIFO named like one (recorded unopened)
         return scan_tar(root, source)
     return scan_folder(root, source, recursive=recursive)
 
 
 def _named_sources(root: Path, layout: str, wanted: re.Pattern, files: bool) -> list[str]:
     """The entries of ``root`` named like ``wanted`` (files or folders), sorted; a store that is
-    itself a file is its one source ''."""
+    itself a file is its one source ''. A FIFO or dangling link named like a file source is a
+    source too: its scan records it, unopened, in the ledger (never silently left out)."""
     if root.is_file():
         return [""]
     with os.scandir(root) as entries:
-        names = [e.name for e in entries if (e.is_file() if files else e.is_dir()) and wanted.match(e.name)]
+        names = [
+            e.name for e in entries if (not e.is_dir() if files else e.is_dir()) and wanted.fullmatch(e.name)
+        ]
     if not names:
         what = "<wnid>.tar files" if files else "<wnid>/ folders"
         raise UserInputError(f"{root}: no {what} found for --layout {layout}")
@@ -84,9 +92,12 @@ def _named_sources(root: Path, layout: str, wanted: re.Pattern, files: bool) -> 
 
 
 class TarsLayout:
-    """fall11: one uncompressed ``<wnid>.tar`` per synset, read in place."""
+    """fall11: one uncompressed ``<wnid>.tar`` per synset, read in place. Every other ``.tar`` of
+    the store is refused by name: its images have no wnid (a forced ``--layout tars`` never
+    silently leaves out a store's webdataset shards)."""
 
     name: ClassVar[str] = "tars"
+    ids_span_classes: ClassVar[bool] = False
 
     def __init__(self, root: Path, val_labels: str | Path | None = None):
         pass
@@ -95,14 +106,24 @@ class TarsLayout:
         return None
 
     def sources(self, root: Path) -> list[str]:
-        return _named_sources(root, self.name, WNID_TAR_RE, files=True)
+        sources = _named_sources(root, self.name, WNID_TAR_RE, files=True)
+        if not root.is_file():
+            with os.scandir(root) as entries:
+                others = sorted(e.name for e in entries if not e.is_dir() and SHARD_RE.fullmatch(e.name))
+            if others:
+                raise UserInputError(
+                    f"{root}: --layout tars reads <wnid>.tar files, but {preview(others, 3)} "
+                    f"({len(others)} other .tar files) are not named by a wnid; move them out of the "
+                    "store, or pass --layout wds to read every .tar as a webdataset shard"
+                )
+        return sources
 
     def scan(self, root: Path, source: str) -> Scan:
         return _scan_any(root, source, recursive=True)
 
     def wnids(self, root: Path, found: Scan) -> list[str]:
         tar_name = source_path(root, found.source).name
-        match = WNID_TAR_RE.match(tar_name)
+        match = WNID_TAR_RE.fullmatch(tar_name)
         if match is None:
             raise UserInputError(f"{root}: --layout tars needs <wnid>.tar files, not {tar_name}")
         return [match.group(1)] * len(found.members)
@@ -112,6 +133,7 @@ class TreeLayout:
     """Extracted class folders ``<wnid>/**/<image>``."""
 
     name: ClassVar[str] = "tree"
+    ids_span_classes: ClassVar[bool] = False
 
     def __init__(self, root: Path, val_labels: str | Path | None = None):
         pass
@@ -133,6 +155,7 @@ class FlatLayout:
     """One folder (or tar) of images labelled by a file (``--val-labels``)."""
 
     name: ClassVar[str] = "flat"
+    ids_span_classes: ClassVar[bool] = False
 
     def __init__(self, root: Path, val_labels: str | Path | None = None):
         if val_labels is None:
@@ -162,9 +185,12 @@ class FlatLayout:
 
 class WdsLayout:
     """Webdataset shards ``*.tar``: samples KEY.jpg|webp + KEY.cls + KEY.json, read in place; the
-    class index → wnid map is checked sample by sample (:class:`~.wds.ClassMap`)."""
+    class index → wnid map is checked sample by sample (:class:`~.wds.ClassMap`). Forced, it reads
+    every ``.tar`` of the store as a shard, ``<wnid>.tar`` files included; a key is one sample of
+    the whole store (the same key in two shards is refused, naming both)."""
 
     name: ClassVar[str] = "wds"
+    ids_span_classes: ClassVar[bool] = True
 
     def __init__(self, root: Path, val_labels: str | Path | None = None):
         self.index, self.index_file = read_class_index(root)
@@ -178,7 +204,7 @@ class WdsLayout:
         if root.is_file():
             return [""]
         with os.scandir(root) as entries:
-            names = [e.name for e in entries if e.is_file() and SHARD_RE.match(e.name)]
+            names = [e.name for e in entries if not e.is_dir() and TAR_RE.fullmatch(e.name)]
         if not names:
             raise UserInputError(f"{root}: no webdataset *.tar shards found for --layout wds")
         return sorted(names)
@@ -193,9 +219,11 @@ class WdsLayout:
 
 class ParquetLayout:
     """Parquet files ``**/*.parquet`` with an image and a ``label`` column; label names from the
-    dataset's metadata (:class:`~.parquet_files.ClassNames`)."""
+    dataset's metadata (:class:`~.parquet_files.ClassNames`). An image name is one image of the
+    whole store (the same name in two files is refused, naming both)."""
 
     name: ClassVar[str] = "parquet"
+    ids_span_classes: ClassVar[bool] = True
 
     def __init__(self, root: Path, val_labels: str | Path | None = None):
         folders = sorted({(root / name).parent for name in self.sources(root)})  # the class index
@@ -213,7 +241,9 @@ class ParquetLayout:
         names = sorted(
             p.relative_to(root).as_posix()
             for p in root.rglob("*.parquet")
-            if p.is_file() and PARQUET_RE.match(p.name) and not any(x.startswith(".") for x in p.parts)
+            if not p.is_dir()
+            and PARQUET_RE.fullmatch(p.name)
+            and not any(x.startswith(".") for x in p.relative_to(root).parts)
         )
         if not names:
             raise UserInputError(f"{root}: no *.parquet files found for --layout parquet")
@@ -226,8 +256,8 @@ class ParquetLayout:
         where = str(source_path(root, found.source))
         labels = found.labels or []
         if labels:
-            self.classes.check(where, labels[0][1])
-        return [self.classes.wnid(where, label) for label, _ in labels]
+            self.classes.check(where, found.meta)
+        return [self.classes.wnid(where, label) for label in labels]
 
 
 class In21kPLayout:
@@ -236,6 +266,7 @@ class In21kPLayout:
     a tree store, so an image held in two of the folders is refused."""
 
     name: ClassVar[str] = "in21k-p"
+    ids_span_classes: ClassVar[bool] = False
 
     def __init__(self, root: Path, val_labels: str | Path | None = None):
         self._seen: dict[tuple[str, str], str] = {}  # (wnid, file name) → the source holding it
@@ -269,7 +300,13 @@ class In21kPLayout:
 
 def _wnid_dirs(folder: Path) -> list[str]:
     with os.scandir(folder) as entries:
-        return sorted(e.name for e in entries if e.is_dir() and WNID_RE.match(e.name))
+        return sorted(e.name for e in entries if e.is_dir() and WNID_RE.fullmatch(e.name))
+
+
+def sample_key(layout: str, member: str) -> str:
+    """What names one image in the whole store for a layout whose ids span classes: a webdataset
+    sample's key (``k1`` of ``k1.jpg``), a parquet image's name as it is."""
+    return split_key(member)[0] if layout == WdsLayout.name else member
 
 
 #: the layouts by name (``--layout``): the one registry
@@ -306,35 +343,35 @@ def _count_entries(root: Path) -> dict[str, int]:
     if counts["in21k-p"]:
         counts["in21k-p"], counts["splits"] = counts["in21k-p"] + counts["splits"], 0
     if not any(counts.values()) and (root / "data").is_dir():  # the hub's data/*.parquet layout
-        counts["parquet"] = sum(1 for p in (root / "data").rglob("*.parquet") if PARQUET_RE.match(p.name))
+        counts["parquet"] = sum(1 for p in (root / "data").rglob("*.parquet") if PARQUET_RE.fullmatch(p.name))
     return counts
 
 
 def _entry_kind(entry: os.DirEntry) -> str | None:
     """The kind of one directory entry for :func:`_count_entries` (None: not a store entry)."""
     if entry.is_dir():
-        if WNID_RE.match(entry.name):
+        if WNID_RE.fullmatch(entry.name):
             return "dirs"
-        if IN21KP_RE.match(entry.name):
-            return "in21k-p" if IN21KP_SURE_RE.match(entry.name) else "splits"
+        if IN21KP_RE.fullmatch(entry.name):
+            return "in21k-p" if IN21KP_SURE_RE.fullmatch(entry.name) else "splits"
         return None
     if not entry.is_file():
         return None  # FIFOs, sockets: never opened
     for kind, pattern in (("tars", WNID_TAR_RE), ("shards", SHARD_RE), ("parquet", PARQUET_RE)):
-        if pattern.match(entry.name):
+        if pattern.fullmatch(entry.name):
             return kind
     return "images" if is_image_name(entry.name) else None
 
 
 def _detect_file(root: Path, val_labels: str | Path | None) -> str:
     """The layout of a store that is one file: a tar (fall11, flat val or one shard) or a parquet."""
-    if PARQUET_RE.match(root.name):
+    if PARQUET_RE.fullmatch(root.name):
         return "parquet"
     if not root.name.endswith(".tar"):
         raise UserInputError(f"{root}: a store file must be a .tar archive or a .parquet file")
     if val_labels is not None:
         return "flat"
-    return "tars" if WNID_TAR_RE.match(root.name) else "wds"
+    return "tars" if WNID_TAR_RE.fullmatch(root.name) else "wds"
 
 
 def detect_layout(root: Path, val_labels: str | Path | None = None) -> str:
@@ -371,7 +408,7 @@ def detect_layout(root: Path, val_labels: str | Path | None = None) -> str:
 
 def _refuse_train_val(root: Path) -> None:
     """Bare ``train``/``val`` folders: ImageNet-1k's two stores, or ImageNet-21K-P's; ask which."""
-    parts = sorted(p.name for p in root.iterdir() if p.is_dir() and IN21KP_RE.match(p.name))
+    parts = sorted(p.name for p in root.iterdir() if p.is_dir() and IN21KP_RE.fullmatch(p.name))
     raise UserInputError(
         f"{root}: holds {' and '.join(f'{p}/' for p in parts)} folders, as ImageNet-1k does: each is "
         f"a store of its own (pass {' or '.join(f'--store {root / p}' for p in reversed(parts))}), "
@@ -438,7 +475,7 @@ def read_val_labels(path: str | Path) -> dict[str, str]:
                 f"got {text[:60]!r}"
             )
         name, wnid = parts[0].strip().rsplit("/", 1)[-1], parts[1].strip()
-        if not WNID_RE.match(wnid):
+        if not WNID_RE.fullmatch(wnid):
             raise UserInputError(f"{path}:{line_no}: {wnid[:30]!r} is not a wnid (n########)")
         if name in labels and labels[name] != wnid:
             raise UserInputError(f"{path}:{line_no}: {name} is labelled twice ({labels[name]}, {wnid})")

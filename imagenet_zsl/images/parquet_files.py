@@ -20,59 +20,83 @@ in store order decodes each row group once.
 from __future__ import annotations
 
 import bisect
-import json
-import re
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import yaml
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.images.scan import Scan, source_path
+from imagenet_zsl.images.metadata import card_configs, is_wnid, parse_json, read_dataset_card, shown
+from imagenet_zsl.images.scan import Scan, not_regular, source_path
 from imagenet_zsl.images.wds import read_class_index
+from imagenet_zsl.io import regular_input_file
 
-WNID_RE = re.compile(r"^n\d{8}$")
 IMAGE_COLUMNS = ("image", "jpg", "webp", "png", "img")
+_DECIMAL = frozenset("0123456789")
+
+
+def _checked_names(names: Any, where: str) -> list[str] | None:
+    """Class names as a list (label i = names[i]): a list of strings, or a mapping whose keys are
+    exactly the decimal labels 0..n-1 (no gap, no repeat, no other key); each name once. None
+    when ``names`` is absent; anything else is one line naming ``where``."""
+    if names is None:
+        return None
+    if isinstance(names, dict):
+        keys = [str(k) for k in names]
+        if not all(k and set(k) <= _DECIMAL and len(k) <= 9 for k in keys):
+            bad = next(k for k in keys if not (k and set(k) <= _DECIMAL and len(k) <= 9))
+            raise UserInputError(f"{where}: class label key {shown(bad)} is not a label number")
+        by_label = {int(k): v for k, v in zip(keys, names.values(), strict=True)}
+        if len(by_label) != len(keys):
+            raise UserInputError(f"{where}: a class label number is given twice (e.g. '0' and '00')")
+        missing = next((i for i in range(len(by_label)) if i not in by_label), None)
+        if missing is not None:
+            raise UserInputError(
+                f"{where}: class labels must be 0..{len(by_label) - 1} without a gap; "
+                f"label {missing} has no name"
+            )
+        names = [by_label[i] for i in range(len(by_label))]
+    if not isinstance(names, list):
+        raise UserInputError(f"{where}: class names are {type(names).__name__}, not a list")
+    first: dict[str, int] = {}
+    for label, name in enumerate(names):
+        if not isinstance(name, str):
+            raise UserInputError(f"{where}: the name of label {label} is {shown(name)}, not a string")
+        if name in first:
+            raise UserInputError(
+                f"{where}: labels {first[name]} and {label} are both named {shown(name)}; each class once"
+            )
+        first[name] = label
+    return list(names)
 
 
 def _card_names(root: Path) -> list[str] | None:
     """ClassLabel names of ``label`` in the dataset card (README.md YAML front matter), or None."""
-    card = (root.parent if root.is_file() else root) / "README.md"
-    if not card.is_file():
-        return None
-    text = card.read_text(encoding="utf-8", errors="replace")
-    if not text.startswith("---"):
-        return None
-    try:
-        front = yaml.safe_load(text.split("---", 2)[1]) or {}
-    except yaml.YAMLError as err:
-        raise UserInputError(f"{card}: the dataset card's YAML header is not valid ({err})") from None
-    infos = front.get("dataset_info") if isinstance(front, dict) else None
-    for info in infos if isinstance(infos, list) else [infos]:
-        for feature in (info or {}).get("features") or []:
+    front, card = read_dataset_card(root.parent if root.is_file() else root)
+    for info in card_configs(front):
+        features = info.get("features")
+        for feature in features if isinstance(features, list) else []:
             if isinstance(feature, dict) and feature.get("name") == "label":
-                names = ((feature.get("dtype") or {}).get("class_label") or {}).get("names")
-                if isinstance(names, dict):
-                    return [str(names[k]) for k in sorted(names, key=int)]
-                if isinstance(names, list):
-                    return [str(n) for n in names]
+                dtype = feature.get("dtype")
+                class_label = dtype.get("class_label") if isinstance(dtype, dict) else None
+                names = class_label.get("names") if isinstance(class_label, dict) else None
+                return _checked_names(names, f"{card} (dataset card, label names)")
     return None
 
 
-def _schema_names(metadata: dict[bytes, bytes] | None) -> list[str] | None:
-    """ClassLabel names of ``label`` in the ``huggingface`` schema metadata, or None."""
+def _schema_names(metadata: dict[bytes, bytes] | None, where: str) -> list[str] | None:
+    """ClassLabel names of ``label`` in the ``huggingface`` schema metadata, or None when the
+    metadata names none; metadata that is not valid JSON is one line naming the file."""
     raw = (metadata or {}).get(b"huggingface")
     if raw is None:
         return None
-    try:
-        features = json.loads(raw)["info"]["features"]
-    except (ValueError, KeyError, TypeError):
-        return None
+    info = parse_json(raw, f"{where} (huggingface schema metadata)")
+    inner = info.get("info") if isinstance(info, dict) else None
+    features = inner.get("features") if isinstance(inner, dict) else None
     label = features.get("label") if isinstance(features, dict) else None
     names = label.get("names") if isinstance(label, dict) else None
-    return [str(n) for n in names] if isinstance(names, list) else None
+    return _checked_names(names, f"{where} (huggingface schema metadata, label names)")
 
 
 def image_column(schema: Any, where: str) -> str:
@@ -111,41 +135,59 @@ def find_class_index(folders: list[Path]) -> tuple[list[str] | None, str | None]
 
 class ClassNames:
     """The label → wnid map of a parquet store, the same in every file; ``folders``: where a
-    class-index file may be (the store folder and the folders holding parquet files)."""
+    class-index file may be (the store folder and the folders holding parquet files). The sources
+    must agree: a card that lists other names than a file's metadata, or wnid names that a
+    class-index file numbers otherwise, is one line naming both."""
 
     def __init__(self, root: Path, folders: list[Path] | None = None):
         self.root = root
         self.card = _card_names(root)
+        self.card_file = (root.parent if root.is_file() else root) / "README.md"
         self.index, self.index_file = find_class_index([root, *(folders or [])])
         self.names: list[str] | None = None
         self.origin = ""
 
     def check(self, where: str, metadata: dict[bytes, bytes] | None) -> None:
         """Take (first file) or compare (the others) the map that ``where`` carries."""
-        names, origin = _schema_names(metadata), f"{where} (huggingface schema metadata)"
+        names, origin = _schema_names(metadata, where), f"{where} (huggingface schema metadata)"
+        card = f"{self.card_file} (dataset card)"
+        if names is not None and self.card is not None and names != self.card:
+            raise UserInputError(f"{origin}: its label names differ from those of {card}")
         if names is None:
-            names, origin = self.card, f"{self.root / 'README.md'} (dataset card)"
+            names, origin = self.card, card
         if names is None:
             raise UserInputError(
                 f"{where}: no class names for 'label': neither the 'huggingface' schema metadata nor "
                 "a dataset card README.md beside the files lists them"
             )
-        bad = [n for n in names if not WNID_RE.match(n)]
-        if bad and self.index is not None:
-            if len(self.index) != len(names):
-                raise UserInputError(
-                    f"{self.index_file}: {len(self.index)} wnids, but {origin} lists {len(names)} labels"
-                )
-            names, origin, bad = self.index, f"{self.index_file} (class-index file)", []
-        if bad:
-            raise UserInputError(
-                f"{origin}: label names must be wnids (n########), e.g. {bad[0]!r}; or put a class-index "
-                "file (*synsets.txt, one wnid a line) in the store folder or beside the parquet files"
-            )
+        names, origin = self._as_wnids(names, origin)
         if self.names is None:
             self.names, self.origin = names, origin
         elif names != self.names:
             raise UserInputError(f"{origin}: its label names differ from those of {self.origin}")
+
+    def _as_wnids(self, names: list[str], origin: str) -> tuple[list[str], str]:
+        """The wnids of ``names``: themselves when they are wnids (and agree with a class-index
+        file, if any), else the class-index file's, line for label."""
+        bad = [n for n in names if not is_wnid(n)]
+        if self.index is not None and len(self.index) != len(names):
+            raise UserInputError(
+                f"{self.index_file}: {len(self.index)} wnids, but {origin} lists {len(names)} labels"
+            )
+        if not bad:
+            if self.index is not None and self.index != names:
+                label = next(i for i, (a, b) in enumerate(zip(self.index, names, strict=True)) if a != b)
+                raise UserInputError(
+                    f"{self.index_file}: label {label} is {self.index[label]}, but {origin} "
+                    f"names it {names[label]}"
+                )
+            return names, origin
+        if self.index is not None:
+            return self.index, f"{self.index_file} (class-index file)"
+        raise UserInputError(
+            f"{origin}: label names must be wnids (n########), e.g. {shown(bad[0])}; or put a class-index "
+            "file (*synsets.txt, one wnid a line) in the store folder or beside the parquet files"
+        )
 
     def wnid(self, where: str, label: int) -> str:
         assert self.names is not None
@@ -154,38 +196,85 @@ class ClassNames:
         return self.names[label]
 
 
+def _check_label_type(path: Path, schema: Any) -> None:
+    """A float, bool, string, list or map ``label`` column is one line naming the file and its
+    type (a float label 1.7 is not a class index)."""
+    if schema.get_field_index("label") < 0:
+        raise UserInputError(f"{path}: no 'label' column (columns: {', '.join(schema.names)})")
+    kind = schema.field(schema.get_field_index("label")).type
+    if not pa.types.is_integer(kind):
+        raise UserInputError(
+            f"{path}: the 'label' column holds {kind}, not integers (class indices); labels are never "
+            "rounded or converted"
+        )
+
+
+def _read_columns(handle: Any, column: str, has_path: bool) -> tuple[list[Any], list[Any]]:
+    """(labels, image paths) as Python values; pyarrow's errors on damaged data propagate."""
+    table = handle.read(columns=["label", f"{column}.path"] if has_path else ["label"])
+    labels = table.column("label").to_pylist()
+    paths = table.column(column).combine_chunks().field("path").to_pylist() if has_path else []
+    return labels, paths
+
+
+def _open_parquet(scan: Scan, path: Path) -> Any:
+    """The opened file, or None with the damage in the ledger: a FIFO is never opened; a file
+    pyarrow cannot open (a truncated download has no footer) is counted, not fatal."""
+    try:
+        regular_input_file(path, "parquet file")
+    except UserInputError:
+        kind = not_regular(path)
+        scan.ledger["damage"] = f"{kind}: not read"
+        scan.problems.append({"kind": "not-a-regular-file", "detail": f"{kind}; skipped unopened"})
+        return None
+    try:
+        return pq.ParquetFile(path)
+    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a damaged file
+        size = path.stat().st_size
+        scan.ledger["damage"] = f"not a readable parquet file ({str(err)[:120]})"
+        scan.ledger["bytes_unread"] = size
+        scan.problems.append(
+            {"kind": "damaged-parquet", "detail": f"{scan.ledger['damage']}; {size:,} bytes unread"}
+        )
+        return None
+
+
 def scan_parquet(root: Path, source: str) -> Scan:
     """The rows of one parquet file: member = the base name of the image's ``path``, else (no path,
     or names repeated in the file) ``<file, relative, no .parquet>/row<N>`` so that ids stay unique
     across files; offset = the row number in the file, size -1 (unknown until read); ``labels``:
-    (label, metadata) per row."""
+    the label per row, ``meta``: the file's schema metadata. A file that cannot be read is counted
+    in the ledger as damaged, never fatal."""
     path = source_path(root, source)
-    try:
-        handle = pq.ParquetFile(path)
-    except Exception as err:  # noqa: BLE001 - pyarrow raises several types for a damaged file
-        raise UserInputError(f"{path}: not a readable parquet file ({str(err)[:120]})") from None
+    scan = Scan(source, [], [], [])
+    handle = _open_parquet(scan, path)
+    if handle is None:
+        return scan.finish()
     schema = handle.schema_arrow
     column = image_column(schema, str(path))
-    if schema.get_field_index("label") < 0:
-        raise UserInputError(f"{path}: no 'label' column (columns: {', '.join(schema.names)})")
-    wanted = ["label"]
+    _check_label_type(path, schema)
     kind = schema.field(column).type
     has_path = pa.types.is_struct(kind) and kind.get_field_index("path") >= 0
-    if has_path:
-        wanted.append(f"{column}.path")
-    table = handle.read(columns=wanted)
-    labels = table.column("label").to_pylist()
-    paths = table.column(column).combine_chunks().field("path").to_pylist() if has_path else []
+    try:
+        labels, paths = _read_columns(handle, column, has_path)
+    except Exception as err:  # noqa: BLE001 - damaged pages or values: counted, as a damaged tar is
+        scan.ledger["damage"] = f"damaged parquet data ({str(err)[:120]})"
+        scan.ledger["bytes_unread"] = path.stat().st_size
+        scan.problems.append({"kind": "damaged-parquet", "detail": scan.ledger["damage"]})
+        return scan.finish()
+    if any(label is None for label in labels):
+        raise UserInputError(f"{path}: row {labels.index(None)} has no label")
     rows = len(labels)
     members = [p.rsplit("/", 1)[-1] if p else "" for p in paths] if has_path else [""] * rows
     if not all(members) or len(set(members)) != rows:
         stem = source.removesuffix(".parquet") if source else path.stem  # unique across files
         members = [f"{stem}/row{r:08d}" for r in range(rows)]
-    if any(label is None for label in labels):
-        raise UserInputError(f"{path}: row {labels.index(None)} has no label")
-    scan = Scan(source, members, list(range(rows)), [-1] * rows)
-    scan.labels = [(int(label), schema.metadata) for label in labels]
-    return scan
+    scan.ledger["members"] = rows
+    for row, member in enumerate(members):
+        scan.add(member, row, -1)
+    scan.labels = labels
+    scan.meta = schema.metadata
+    return scan.finish()
 
 
 class RowReader:

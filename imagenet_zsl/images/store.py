@@ -39,12 +39,13 @@ import stat
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.images.declared import incomplete_store
 from imagenet_zsl.images.index import StoreIndex, build_index, index_key
 from imagenet_zsl.images.layouts import (
     LAYOUTS,
@@ -54,6 +55,7 @@ from imagenet_zsl.images.layouts import (
     make_layout,
     read_val_labels,
 )
+from imagenet_zsl.images.ledger import ledger_totals, summary_line
 from imagenet_zsl.images.parquet_files import RowReader
 from imagenet_zsl.images.scan import IMAGE_SUFFIXES, is_image_name, source_path
 from imagenet_zsl.io import CACHE_ENV, atomic_write_bytes, atomic_write_text, cache_dir
@@ -91,13 +93,16 @@ class ImageStore:
     """An opened store: where it is (``root``), its ``layout`` name, its index cache ``key`` and
     its :class:`~imagenet_zsl.images.index.StoreIndex` (one row per image; its arrays and lists are
     also attributes of the store: ``classes``, ``sources``, ``class_index``, ``source_index``,
-    ``member``, ``offset``, ``size``, ``problems``, the last recorded in every extraction
-    manifest)."""
+    ``member``, ``offset``, ``size``, ``problems``, ``ledger``, the last two recorded in every
+    extraction manifest). ``incomplete``: what the store lacks of what it declares
+    (:func:`~imagenet_zsl.images.declared.incomplete_store`), non-empty only when opened with
+    ``allow_incomplete``."""
 
     root: Path
     layout: str
     key: str
     index: StoreIndex
+    incomplete: list[dict] = field(default_factory=list)
 
     classes = property(lambda self: self.index.classes)
     sources = property(lambda self: self.index.sources)
@@ -107,6 +112,7 @@ class ImageStore:
     offset = property(lambda self: self.index.offset)
     size = property(lambda self: self.index.size)
     problems = property(lambda self: self.index.problems)
+    ledger = property(lambda self: self.index.ledger)
 
     def __len__(self) -> int:
         return len(self.index.member)
@@ -123,6 +129,20 @@ class ImageStore:
         rows = np.arange(len(self)) if rows is None else np.asarray(rows, dtype=np.int64)
         wnids = np.asarray(self.classes, dtype=np.str_)[self.class_index[rows]]
         return np.char.add(np.char.add(wnids, "/"), self.member[rows].astype(np.str_))
+
+    def summary(self) -> str:
+        """The ledger in one line (:func:`~imagenet_zsl.images.ledger.summary_line`)."""
+        return summary_line(self.layout, self.ledger, self.incomplete)
+
+    def ledger_record(self) -> dict:
+        """The ledger as the extraction manifest keeps it: the summary line, the totals, one entry
+        per source, and what the store lacks of what it declares (read with --allow-incomplete)."""
+        return {
+            "summary": self.summary(),
+            "totals": ledger_totals(self.ledger),
+            "sources": self.ledger,
+            "incomplete": self.incomplete,
+        }
 
     def reader(self) -> StoreReader:
         return StoreReader(str(self.root), list(self.sources), self.layout)
@@ -240,11 +260,16 @@ def open_store(
     rebuild: bool = False,
     progress: bool = True,
     wait_for_cache_s: float = 0.0,
+    allow_incomplete: bool = False,
 ) -> ImageStore:
-    """Open an image store, building (once) or loading its cached index.
+    """Open an image store, building (once) or loading its cached index, and log its ledger's
+    summary line (a warning when a source is damaged).
 
     ``wait_for_cache_s``: wait up to this long for another process (e.g. local rank 0 of a
     torchrun job) to finish building the index instead of scanning the store again in parallel.
+    A store that lacks what it declares (a gap in a numbered series, fewer shards or images than
+    its metadata says) is one error line unless ``allow_incomplete``, which keeps the findings in
+    ``store.incomplete`` (and the summary line).
     """
     root = Path(path).expanduser().resolve()
     check_layout_name(layout)  # a bad name first, even for a store that does not exist
@@ -258,16 +283,30 @@ def open_store(
     if reuse and wait_for_cache_s > 0 and not cached.exists():
         _wait_for(cached, wait_for_cache_s)
     store = _load_cached(cached) if reuse and cached.exists() else None
-    if store is not None:
-        warn_problems(store)
-        return store
-    store = ImageStore(root, kind.name, key, build_index(root, kind, sources, progress))
+    fresh = store is None
+    if store is None:
+        store = ImageStore(root, kind.name, key, build_index(root, kind, sources, progress))
     warn_problems(store)
-    if not len(store):
+    if fresh and not len(store):
         raise UserInputError(f"{root}: the store holds no image files")
-    if cached is not None:
-        _save_index(store, cached)
+    if fresh and cached is not None:
+        _save_index(store, cached)  # before the completeness check: --allow-incomplete reuses it
+    _check_complete(store, allow_incomplete)
     return store
+
+
+def _check_complete(store: ImageStore, allow_incomplete: bool) -> None:
+    """Refuse a store that lacks what it declares (unless allowed), then log the summary line."""
+    findings = incomplete_store(store.root, store.layout, store.ledger)
+    if findings and not allow_incomplete:
+        more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
+        raise UserInputError(
+            f"{store.root}: the store is incomplete: {findings[0]['detail']}{more}; complete the "
+            "download, or pass --allow-incomplete to read it as it is (recorded in the manifest)"
+        )
+    store.incomplete = findings
+    damaged = findings or any(entry["damage"] for entry in store.ledger)
+    log.log(logging.WARNING if damaged else logging.INFO, "%s", store.summary())
 
 
 def warn_problems(store: ImageStore, limit: int = 5) -> None:

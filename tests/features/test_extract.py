@@ -205,9 +205,12 @@ def test_truncated_tar_member_is_skipped_with_its_reason(tmp_path, fx):
     os.truncate(path, last.offset_data + 100)
     classes = fx.write_classes(tmp_path / "c.txt", ["n01440764"])
     fx.extract(store, classes, tmp_path / "out")
-    skipped = FeatureDir(tmp_path / "out").manifest["skipped"]
-    assert [s["id"] for s in skipped] == [f"n01440764/{last.name}"]
-    assert skipped[0]["reason"].startswith("truncated: tar ends")
+    manifest = FeatureDir(tmp_path / "out").manifest  # #44: counted in the store ledger, not read
+    assert manifest["skipped"] == [] and manifest["counts"]["images"] == 2
+    [entry] = manifest["store_ledger"]["sources"]
+    assert (
+        entry["skipped"] == {"truncated": 1} and entry["bytes_unread"] == last.offset_data + 100 - last.offset
+    )
 
 
 def test_cli_extract_end_to_end_and_argument_errors(tmp_path, tar_store, capsys, fx):

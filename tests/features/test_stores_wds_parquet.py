@@ -161,9 +161,16 @@ def test_in21k_p_is_one_store_and_an_image_in_two_folders_is_refused(tmp_path, c
 
 def test_a_folder_of_both_fall11_tars_and_shards_asks_for_the_layout(tmp_path):
     store = make_store(tmp_path / "s", "wds", {"n01440764": 2}, oddities=False)
-    (store.root / "n01440764.tar").write_bytes((store.root / "imagenet22k-train-0000.tar").read_bytes())
+    fall11 = make_store(tmp_path / "f", "tars", {"n01443537": 2}, oddities=False)
+    (store.root / "n01443537.tar").write_bytes((fall11.root / "n01443537.tar").read_bytes())
     with pytest.raises(UserInputError, match="pass --layout tars or --layout wds"):
         open_store(store.root, progress=False)
+    # forced, neither layout leaves the other kind of .tar out without a word
+    with pytest.raises(UserInputError, match="--layout tars reads <wnid>.tar files, but imagenet22k-train"):
+        open_store(store.root, layout="tars", progress=False)
+    with pytest.raises(UserInputError, match="n01443537.tar: sample n01443537_1: no wnid"):
+        open_store(store.root, layout="wds", progress=False)
+    (store.root / "n01443537.tar").unlink()
     assert open_store(store.root, layout="wds", progress=False).layout == "wds"
 
 
@@ -265,3 +272,48 @@ def test_the_parquet_class_index_file_is_read_beside_the_files_or_in_the_store_f
     assert str(index) in line and str(root / index.name) in line
     index.unlink()  # only in the store folder
     assert open_store(root, progress=False).counts() == {"n01440764": 2, "n01443537": 1}
+
+
+def test_the_extraction_manifest_keeps_the_store_ledger_and_its_counts_add_up(tmp_path, fx, caplog, capsys):
+    """#44 §1: a damaged shard is counted, never fatal, never silent: `extract` and `images count`
+    print the same summary line, and the manifest keeps one ledger entry per shard whose counts
+    add up (members = images + metadata + skipped) to the images the store indexed."""
+    import tarfile
+
+    store = make_store(tmp_path / "store", "wds", CLASSES, oddities=False)
+    shard = store.root / "imagenet22k-train-0001.tar"
+    with tarfile.open(shard) as tar:
+        members = tar.getmembers()
+    cut = members[9].offset_data + 10  # inside the 4th image of the shard: 3 whole samples kept
+    shard.write_bytes(shard.read_bytes()[:cut])
+    classes = fx.write_classes(tmp_path / "classes.txt", list(CLASSES))
+    caplog.set_level("INFO")
+    assert main(fx.extract_argv(store, classes, tmp_path / "out")) == 0
+    extract_log = [r.getMessage() for r in caplog.records if r.getMessage().startswith("store: ")]
+    caplog.clear()
+    assert main(["images", "count", "--store", str(store.root)]) == 0
+    count_log = [r.getMessage() for r in caplog.records if r.getMessage().startswith("store: ")]
+    ledger = FeatureDir(tmp_path / "out").manifest["store_ledger"]
+    assert extract_log == count_log == [ledger["summary"]]
+    first, second = ledger["sources"]
+    assert (first["source"], first["images"], first["metadata"], first["damage"]) == (
+        "imagenet22k-train-0000.tar",
+        8,
+        16,
+        None,
+    )
+    assert (second["members"], second["images"], second["metadata"], second["skipped"]) == (
+        10,
+        3,
+        6,
+        {"truncated": 1},
+    )
+    assert second["bytes_unread"] == cut - members[9].offset
+    assert "truncated inside member" in second["damage"]
+    for entry in ledger["sources"]:
+        assert entry["members"] == entry["images"] + entry["metadata"] + sum(entry["skipped"].values())
+    totals = ledger["totals"]
+    assert totals["images"] == 11 == first["images"] + second["images"]
+    assert totals["images"] == FeatureDir(tmp_path / "out").manifest["inputs"]["store"]["images_in_store"]
+    assert (totals["sources"], totals["damaged"], ledger["incomplete"]) == (2, 1, [])
+    assert "1 shard damaged (imagenet22k-train-0001.tar: truncated inside member" in ledger["summary"]

@@ -193,12 +193,13 @@ def test_damaged_tar_keeps_the_members_before_the_damage(tmp_path, caplog):
     os.truncate(path, last.offset_data + 100)  # a download cut inside the last image
     (generated.root / "n03000134.tar").write_bytes(b"<html>404</html>")  # not a tar at all
     store = open_store(generated.root, progress=False)
-    assert store.counts() == {"n01440764": 3, "n02084071": 2}  # the cut member is still listed
-    row = int(np.flatnonzero(store.member == last.name)[0])
-    data = store.reader().read(
-        int(store.source_index[row]), last.name, int(store.offset[row]), int(store.size[row])
-    )
-    assert len(data) == 100 < store.size[row]  # the extractor reports it as truncated
+    assert store.counts() == {"n01440764": 2, "n02084071": 2}  # the cut member is counted, not indexed
+    assert last.name not in store.member.tolist()
+    cut, html = store.ledger[0], store.ledger[2]
+    assert (cut["members"], cut["images"], cut["skipped"]) == (3, 2, {"truncated": 1})
+    assert cut["bytes_unread"] == last.offset_data + 100 - last.offset  # its header and 100 bytes
+    assert "truncated inside member n01440764_3.JPEG after 2 complete members" in cut["damage"]
+    assert (html["members"], html["bytes_unread"]) == (0, 16) and "not a readable tar" in html["damage"]
     assert "damaged tar" in caplog.text and "n03000134.tar" in caplog.text
 
 
