@@ -206,7 +206,9 @@ class GZSLTopK:
     def _derive_own_ranks(self) -> TieRanks:
         """:class:`TieRanks` of each true class within its own label space, judged from the lists
         (one block of images at a time); a tie group reaching the end of its list is counted whole
-        where the list's tail is known (:meth:`tails`), else as far as the list shows it."""
+        where the list's tail is known (:meth:`tails`), else as far as the list shows it. A true
+        class outside its own list gets ``above`` = m (its score is not in the list: a miss, though
+        it may tie the list's last score): pass the search's exact ranks where that matters."""
         above = np.empty(len(self.labels), np.int32)
         tied = np.empty(len(self.labels), np.int32)
         for lo, hi, lists in self.blocks():
