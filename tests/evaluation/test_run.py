@@ -714,3 +714,39 @@ def test_label_space_file_adds_its_distractors(bench, tmp_path):
     expect_error(
         config(bench, tmp_path / "r2", label_space=str(tmp_path / "short.txt")), "lacks 1 of the split"
     )
+
+
+def test_held_out_seen_images_that_are_the_models_training_features_are_refused(bench, tmp_path, monkeypatch):
+    """Issue #45: ``evaluate --gzsl --seen-features DIR`` with DIR the features the model was fitted
+    on (its manifest records their sha256) measured GZSL S on training images. The rule that ``run``
+    applies (one function) refuses it, by content: the same directory, a copy at another path, and
+    features sharing image ids with the training features; unrelated held-out images pass."""
+    from imagenet_zsl.io import MANIFEST_NAME, file_record
+
+    monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
+    seen = bench["seen"]
+    fitted_on_seen = write_model_dir(tmp_path / "m1", inputs={"features": file_record(seen / MANIFEST_NAME)})
+    gz = dict(prototypes=None, gzsl=True, seen_features=seen, ks=[1])
+    expect_error(
+        config(bench, tmp_path / "r1", model=fitted_on_seen, **gz),
+        "held-out seen images are the training features",
+    )
+    copy = tmp_path / "copy"
+    shutil.copytree(seen, copy)
+    expect_error(
+        config(bench, tmp_path / "r2", model=fitted_on_seen, **{**gz, "seen_features": copy}),
+        "held-out seen images are the training features",
+    )
+    # training features holding the first 4 held-out images again (same ids, other features)
+    labels = np.repeat(np.arange(len(SEEN)) + CLASSES.index(SEEN[0]), 3)[:4]
+    train = write_feature_dir(tmp_path / "train", labels, 2 * one_hot(labels), shard_rows=4)
+    fitted = write_model_dir(tmp_path / "m2", inputs={"features": file_record(train / MANIFEST_NAME)})
+    expect_error(
+        config(bench, tmp_path / "r3", model=fitted, **gz), "4 held-out seen images are training images of"
+    )
+    # the test features as training features: no held-out seen image among them
+    other = write_model_dir(
+        tmp_path / "m3", inputs={"features": file_record(bench["features"] / MANIFEST_NAME)}
+    )
+    m = evaluate(config(bench, tmp_path / "r4", model=other, **gz), graph="none", progress=False)
+    assert m["gzsl"]["images"]["seen"] > 0
