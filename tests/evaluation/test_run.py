@@ -750,3 +750,31 @@ def test_held_out_seen_images_that_are_the_models_training_features_are_refused(
     )
     m = evaluate(config(bench, tmp_path / "r4", model=other, **gz), graph="none", progress=False)
     assert m["gzsl"]["images"]["seen"] > 0
+
+
+def test_the_carved_gamma_maximises_flat_h_as_metrics_say(tmp_path, monkeypatch):
+    """Rule (``evaluation/run/calibrate.py``): the carved γ maximises flat (per-image) H@1, the
+    averaging metrics.json names (``h_averaging: flat``), not per-class H. By hand (the model's
+    scores are twice the features): validation classes n00000000 (one image, a hit iff γ > 2) and
+    n00000001 (four images, hits iff γ > 6); seen classes n00000002..4 (one image each, hits iff
+    γ < 8, 4, 4). Intervals (−inf, 2), (2, 4), (4, 6), (6, 8), (8, inf): S = 1, 1, 1/3, 1/3, 0;
+    flat U = 0, 1/5, 1/5, 1, 1 (flat H peaks at 1/2 in (6, 8): γ = 7); per-class U = 0, 1/2, 1/2,
+    1, 1 (per-class H peaks at 2/3 in (2, 4): γ = 3)."""
+    from imagenet_zsl.evaluation.run.calibrate import CarvedCalibration, choose_carved_gamma
+
+    monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
+    low = -5.0
+    rows = [[0, low, 1, low, low]] + [[low, 0, 3, low, low]] * 4
+    rows += [[0, low, 4, low, low], [0, low, low, 2, low], [0, low, low, low, 2]]
+    features = np.zeros((8, DIM), np.float32)
+    features[:, :5] = rows  # scores: 2 x features (ScaledModel), prototypes one-hot
+    fd = write_feature_dir(tmp_path / "held", np.array([0, 1, 1, 1, 1, 2, 3, 4]), features)
+    model = write_model_dir(tmp_path / "model")
+    setup = CarvedCalibration(fd, TEST[2:5], TEST[:2], fraction=1.0, seed=0, m=2)
+    chosen = choose_carved_gamma(model, setup)
+    assert (chosen["gamma"], chosen["validation_H"], chosen["h_averaging"]) == (7.0, 0.5, "flat")
+    assert chosen["validation_images"] == {"unseen": 5, "seen": 3}
+    per_class = choose_carved_gamma(
+        model, CarvedCalibration(fd, TEST[2:5], TEST[:2], 1.0, 0, 2, h_averaging="per_class")
+    )
+    assert (per_class["gamma"], per_class["validation_H"]) == (3.0, pytest.approx(2 / 3))
