@@ -3,6 +3,7 @@ the frozen :class:`~imagenet_zsl.evaluation.run.checked_inputs.EvaluationInputs`
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -151,14 +152,26 @@ def check_held_out_seen(seen: FeatureDir, training: TrainingFeatures, where: str
     directory = training.directory
     if directory is None or not (directory / MANIFEST_NAME).is_file():
         return
-    if training.sha256 is not None and sha256_file(directory / MANIFEST_NAME) != training.sha256:
+    train_sha = sha256_file(directory / MANIFEST_NAME)
+    if training.sha256 is not None and train_sha != training.sha256:
         return  # changed since the model was fitted: not the images it saw
-    shared = np.intersect1d(FeatureDir(directory).ids(), seen.ids())
-    if len(shared):
+    count, first = _shared_ids(
+        str(seen.path), sha256_file(seen.path / MANIFEST_NAME), str(directory), train_sha
+    )
+    if count:
         raise UserInputError(
-            f"{seen.path}: {len(shared)} held-out seen images are training images of {directory} "
-            f"(e.g. image {shared[0]}) ({where}: {training.named}); give held-out images"
+            f"{seen.path}: {count} held-out seen images are training images of {directory} "
+            f"(e.g. image {first}) ({where}: {training.named}); give held-out images"
         )
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_ids(seen: str, seen_sha256: str, train: str, train_sha256: str) -> tuple[int, str | None]:
+    """(how many, the first) image ids two feature directories share, keyed by their manifests'
+    sha256 too: ``run`` evaluates every cell against the same training features, whose 1.28M ids
+    are read once."""
+    shared = np.intersect1d(FeatureDir(train).ids(), FeatureDir(seen).ids())
+    return len(shared), (str(shared[0]) if len(shared) else None)
 
 
 def _check_seen_not_training(cfg: EvaluationConfig, source: QuerySource, sets: GZSLSets) -> None:
