@@ -43,6 +43,15 @@ def test_always_right_against_always_wrong_is_significant_without_zero_width_int
     assert boot.diff_low[0, 1] == 1.0 and boot.diff_high[1, 0] == -1.0
 
 
+def test_a_model_scoring_every_class_alike_gets_no_zero_width_interval():
+    """15 classes of 3 images, each image credited 1/15 (every class tied: chance): every resample
+    scores 1/15 up to the rounding of its weighted sums; no [6.67, 6.67] interval."""
+    counts = np.full(15, 3)
+    boot = paired_bootstrap(np.vstack([np.full(15, 3 / 15), np.arange(15) % 2]), counts)
+    assert np.isnan(boot.low[0]) and np.isnan(boot.high[0]) and boot.has_interval(1)
+    assert boot.why_not(0) == "every resample scores 0.0667: nothing varies to resample"
+
+
 @pytest.mark.parametrize("classes", [1, 2, MIN_CLASSES - 1])
 def test_too_few_classes_give_no_interval_and_no_verdict(classes):
     """A single test image is one class: no zero-width interval, no "significant" verdict."""

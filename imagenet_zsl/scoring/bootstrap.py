@@ -47,6 +47,8 @@ BLOCK = 100
 MIN_CLASSES = 10
 #: fewer test classes than this: the intervals may cover less than their level (:data:`FEW_CLASSES_NOTE`)
 NOTE_BELOW = 100
+#: resampled hit@K values closer than this are the same value (rounding of the weighted sums)
+FLAT = 1e-12
 #: what the intervals are, for a table's legend
 INTERVAL_TEXT = (
     "BCa (bias-corrected and accelerated) interval of a paired, class-clustered bootstrap "
@@ -245,7 +247,9 @@ def _model_bca(
     u = u.mean(axis=0) - u
     accel = acceleration((u**3).sum(axis=0), (u**2).sum(axis=0))
     low, high = bca_interval(values, credit.sum(axis=1) / counts.sum(), accel, level)
-    flat = values.min(axis=0) == values.max(axis=0)
+    # equal up to rounding: e.g. every class credited 1/15 per image (a model scoring every class
+    # alike), whose resampled sums differ in their last bits
+    flat = values.max(axis=0) - values.min(axis=0) <= FLAT
     return np.where(flat, np.nan, low), np.where(flat, np.nan, high)
 
 
