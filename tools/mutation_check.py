@@ -1,7 +1,7 @@
 """Mutation check: plant known one-line bugs, one at a time, and report which ones no test catches.
 
-How to run: ``.venv/bin/python tools/mutation_check.py`` (all mutations, about 15 s on two
-cores), ``--only NAME`` (repeatable) for some, ``--list`` to see them, ``--rev HEAD`` to check a
+How to run: ``.venv/bin/python tools/mutation_check.py`` (all mutations, about a minute of CPU
+on two cores), ``--only NAME`` (repeatable) for some, ``--list`` to see them, ``--rev HEAD`` to check a
 commit instead of the working tree. Each mutation edits a temporary copy of the repository (the
 working tree's tracked and untracked-but-not-ignored files; /work/main's own files are never
 touched), runs only the tests it lists there with ``python -m pytest`` (the copy first on
