@@ -100,6 +100,18 @@ def test_tail_ties_extend_the_tie_group():
     assert ranks.credit(2) == pytest.approx([1 / 5])
 
 
+def test_tail_ties_join_only_a_true_class_tied_with_the_lists_last_score():
+    """Rule (true_ranks' ``tail_ties``): the unlisted classes tied with a list's last score join
+    the true class's tie group only when the true class scores exactly that last score; a true
+    class above the end keeps its own tie count."""
+    ids = np.array([[0, 2, 1], [2, 0, 1], [0, 1, 3]])
+    scores = np.array([[5, 1, 1], [5, 1, 1], [5, 4, 1]], np.float32)
+    ranks = true_ranks(np.array([2, 2, 2]), topk_ids=ids, topk_scores=scores, tail_ties=np.array([3, 3, 3]))
+    # image 0: at the end, 1 listed + 3 unlisted tied; image 1: first, alone; image 2: not listed
+    assert ranks.above.tolist() == [1, 0, 3] and ranks.tied.tolist() == [4, 0, 0]
+    assert ranks.credit(2).tolist() == [pytest.approx(1 / 5), 1.0, 0.0]
+
+
 def test_nan_true_score_is_never_a_hit_and_inf_is_an_error():
     assert hit_at_k(
         true_ranks(np.array([0]), scores=np.array([[np.nan, 9, 9]])).strict, np.array([0]), [1]

@@ -125,6 +125,7 @@ def write_set(
                 ranks = true_ranks(labels, topk_ids=ids, topk_scores=scores)
                 shard["above"], shard["tied"] = ranks.above, ranks.tied
             shard[f"{space}.scores"], shard[f"{space}.ids"] = scores, ids.astype(np.int32)
+            shard[f"{space}.tail"] = np.zeros(b, np.int32)  # continuous scores: no list's last value repeats
         shard_name = f"shard-{lo // SHARD:05d}"
         cache.put(name, shard_name, "bench", shard)
         done.append((shard_name, "bench", b, lo))

@@ -9,8 +9,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from imagenet_zsl.batch.plan import Features, Plan, cell_name, digest, write_classes
 from imagenet_zsl.batch.recipe import ModelSpec
 from imagenet_zsl.batch.training import CALIBRATION_DIR
@@ -19,6 +17,7 @@ from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run import present_classes
 from imagenet_zsl.evaluation.run.calibrate import CarvedCalibration, choose_carved_gamma
 from imagenet_zsl.evaluation.run.classes import head_classes
+from imagenet_zsl.evaluation.run.inputs import TrainingFeatures, check_held_out_seen
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, check_same_features
 from imagenet_zsl.io import MANIFEST_NAME, atomic_write_json, sha256_file
@@ -207,17 +206,8 @@ def check_training_overlap(plan: Plan, features: Features) -> None:
     images the models were fitted on)."""
     where = str(plan.recipe_path)
     if plan.recipe.gzsl and features.seen is not None:
-        if features.seen.resolve() == features.train.resolve():
-            raise UserInputError(
-                f"{features.seen}: the held-out seen images are the training features ({where}: "
-                "features.seen = features.train); give held-out images, e.g. ILSVRC-2012 validation features"
-            )
-        shared = np.intersect1d(FeatureDir(features.train).ids(), FeatureDir(features.seen).ids())
-        if len(shared):
-            raise UserInputError(
-                f"{features.seen}: {len(shared)} held-out seen images are training images of "
-                f"{features.train} (e.g. image {shared[0]}) ({where}: features.seen); give held-out images"
-            )
+        training = TrainingFeatures.of_directory(features.train, f"features.train {features.train}")
+        check_held_out_seen(FeatureDir(features.seen), training, f"{where}: features.seen")
     seen = set(run_training_classes(plan, features).wnids)
     for split, wnids in plan.split_wnids.items():
         clash = sorted(set(wnids) & seen)

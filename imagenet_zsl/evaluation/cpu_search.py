@@ -14,7 +14,7 @@ import numpy as np
 
 from imagenet_zsl.evaluation.faiss_search import FaissCandidates, select_above, thresholds
 from imagenet_zsl.evaluation.products import PRODUCT_ROWS, Product, class_blocks, tile_products
-from imagenet_zsl.evaluation.search_contract import ClassSide, SearchResult
+from imagenet_zsl.evaluation.search_contract import ClassSide, SearchLists
 from imagenet_zsl.scoring import TieRanks
 
 #: scores per tile on the CPU: bounds the search's working memory to about TILE_ELEMENTS * 12
@@ -50,13 +50,14 @@ class NumpyBackend:
         squared_norms: np.ndarray | None,
         row_offset: int = 0,
         faiss: FaissCandidates | None = None,
-    ) -> SearchResult:
+    ) -> SearchLists:
         """The contract's search, tile by tile, one product buffer reused by every tile."""
         classes = self.classes
         queries = classes.check_queries(queries)
         n = len(queries)
         out_scores = np.empty((n, classes.k), np.float32)
         out_ids = np.empty((n, classes.k), np.int64)
+        out_tail = np.empty(n, np.int64)
         above = np.empty(n, np.int64) if labels is not None else None
         tied = np.empty(n, np.int64) if labels is not None else None
         step = self.tile_rows()
@@ -70,10 +71,10 @@ class NumpyBackend:
                 tile_labels = None if labels is None else np.asarray(labels[start:stop], dtype=np.int64)
                 norm = None if squared_norms is None else float(np.sqrt(squared_norms[start:stop].max()))
                 tile = self._tile(queries[start:stop], tile_labels, product, norm, row_offset + start, faiss)
-                out_scores[start:stop], out_ids[start:stop], ranks = tile
+                out_scores[start:stop], out_ids[start:stop], out_tail[start:stop], ranks = tile
                 if labels is not None:
                     above[start:stop], tied[start:stop] = ranks
-        return out_scores, out_ids, None if labels is None else TieRanks(above, tied)
+        return out_scores, out_ids, None if labels is None else TieRanks(above, tied), out_tail
 
     def _scores(
         self, queries: np.ndarray, product: Product, query_norm: float | None, offset: int
@@ -92,9 +93,9 @@ class NumpyBackend:
         query_norm: float | None,
         offset: int,
         faiss: FaissCandidates | None = None,
-    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
-        """(top scores (n, k), ids (n, k), (above, tied) or None) of one tile (rows ``offset ..``
-        of the set); ``faiss``: its candidates set the selection's threshold."""
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """(top scores (n, k), ids (n, k), tails (n,), (above, tied) or None) of one tile (rows
+        ``offset ..`` of the set); ``faiss``: its candidates set the selection's threshold."""
         classes = self.classes
         scores = self._scores(queries, product, query_norm, offset)
         n, c = scores.shape
@@ -106,10 +107,10 @@ class NumpyBackend:
             part = largest(scores, take, product.rows_in_parallel)
         else:
             part = np.broadcast_to(np.arange(c), (n, c))
-        top, ids = classes.finish_topk(
+        top, ids, tail = classes.finish_topk(
             np.take_along_axis(scores, part, axis=1), part, lambda rows: scores[rows]
         )
-        return top, ids, None if labels is None else true_ranks(scores, labels)
+        return top, ids, tail, None if labels is None else true_ranks(scores, labels)
 
 
 def true_ranks(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -31,7 +31,7 @@ import torch
 
 from imagenet_zsl.evaluation.faiss_search import FaissCandidates, candidate_columns, kth_best
 from imagenet_zsl.evaluation.products import chunk_spans
-from imagenet_zsl.evaluation.search_contract import ClassSide, SearchResult, squared_row_norms
+from imagenet_zsl.evaluation.search_contract import ClassSide, SearchLists, squared_row_norms
 from imagenet_zsl.scoring import TieRanks
 
 #: scores per tile on a torch device (GPU): 512 MB of fp32 scores, so each GEMM is large
@@ -115,7 +115,7 @@ class TorchBackend:
         squared_norms: np.ndarray | None,
         row_offset: int = 0,
         faiss: FaissCandidates | None = None,
-    ) -> SearchResult:
+    ) -> SearchLists:
         """The contract's search on the device. ``queries``: (n, E) numpy, checked and uploaded once,
         or a float32 tensor already on the device (:func:`~imagenet_zsl.evaluation.device_staging.
         device_rows`); ``squared_norms``: the rows' squared norms, if known; ``row_offset``: the
@@ -129,9 +129,10 @@ class TorchBackend:
         n = len(queries)
         out_scores = np.empty((n, classes.k), np.float32)
         out_ids = np.empty((n, classes.k), np.int64)
+        out_tail = np.empty(n, np.int64)
         ranks = None if labels is None else TieRanks(np.empty(n, np.int64), np.empty(n, np.int64))
         if n == 0:
-            return out_scores, out_ids, ranks
+            return out_scores, out_ids, ranks, out_tail
         with full_fp32_matmul(), torch.inference_mode():
             rows = queries if isinstance(queries, torch.Tensor) else upload(queries, self.torch_device)
             if squared_norms is None:
@@ -146,10 +147,10 @@ class TorchBackend:
                 norm = float(np.sqrt(squared_norms[start:stop].max()))
                 tile = self._launch(rows, wanted, (start, stop, row_offset), norm, faiss)
                 if pending is not None:  # the device already works on the next tile
-                    self._finish(pending, out_scores, out_ids, ranks)
+                    self._finish(pending, (out_scores, out_ids, out_tail), ranks)
                 pending = tile
-            self._finish(pending, out_scores, out_ids, ranks)
-        return out_scores, out_ids, ranks
+            self._finish(pending, (out_scores, out_ids, out_tail), ranks)
+        return out_scores, out_ids, ranks, out_tail
 
     def _launch(
         self,
@@ -201,9 +202,10 @@ class TorchBackend:
         return torch.from_numpy(kth_best(values, unused, take)).to(scores.device)[:, None]
 
     def _finish(
-        self, tile: _Tile, out_scores: np.ndarray, out_ids: np.ndarray, ranks: TieRanks | None
+        self, tile: _Tile, out: tuple[np.ndarray, np.ndarray, np.ndarray], ranks: TieRanks | None
     ) -> None:
-        """Wait for one tile's host copies and write its sorted lists and tie counts."""
+        """Wait for one tile's host copies and write its sorted lists, their tails (``out``:
+        scores, ids, tails of the whole block) and tie counts."""
         if tile.ready is not None:
             tile.ready.synchronize()
         scores = tile.scores
@@ -212,8 +214,8 @@ class TorchBackend:
             return scores.index_select(0, torch.from_numpy(rows).to(scores.device)).cpu().numpy()
 
         values, part = tile.host["values"].numpy(), tile.host["part"].numpy()
-        top, ids = self.classes.finish_topk(values, part, full_rows)
-        out_scores[tile.start : tile.stop], out_ids[tile.start : tile.stop] = top, ids
+        done = slice(tile.start, tile.stop)
+        out[0][done], out[1][done], out[2][done] = self.classes.finish_topk(values, part, full_rows)
         if ranks is not None:
             ranks.above[tile.start : tile.stop] = tile.host["above"].numpy()
             ranks.tied[tile.start : tile.stop] = tile.host["tied"].numpy()

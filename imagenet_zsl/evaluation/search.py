@@ -61,7 +61,9 @@ class indices are kept — exactly what a stable full sort would give. Rows with
 classes available are padded with id ``-1`` and score ``-inf``. Metrics never rely on tie
 order: :meth:`TopKSearcher.search_ranked` also returns the exact number of classes strictly
 above and tied with each image's true class, counted over the full score row (see
-:mod:`imagenet_zsl.scoring`).
+:mod:`imagenet_zsl.scoring`), and :meth:`TopKSearcher.search_lists` each list's tail: the classes
+left out of it that score exactly its last score, so that a tie group reaching the end of a list
+is counted whole.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ from imagenet_zsl.evaluation.faiss_search import FaissCandidates, check_search
 from imagenet_zsl.evaluation.search_contract import (
     ClassSide,
     SearchBackend,
+    SearchLists,
     SearchResult,
     as_matrix,
     check_finite,
@@ -221,6 +224,24 @@ class TopKSearcher:
         block by block passes each block's first row, and gets the bits of one search of the whole.
         ``search``: "exact", or "faiss" (faiss's candidates set each row's threshold; the same
         results: :mod:`imagenet_zsl.evaluation.faiss_search`)."""
+        scores, ids, ranks, _ = self.search_lists(
+            queries, labels, squared_norms, row_offset=row_offset, search=search
+        )
+        return scores, ids, ranks
+
+    def search_lists(
+        self,
+        queries: np.ndarray | torch.Tensor,
+        labels: np.ndarray | None,
+        squared_norms: np.ndarray | None = None,
+        *,
+        row_offset: int = 0,
+        search: str = "exact",
+    ) -> SearchLists:
+        """:meth:`search_ranked` and each list's tail (n,) int64: the classes left out of the list
+        that score exactly its last score (0 where the list ends lower or is padded), so that a
+        tie group reaching the end of a list is counted whole (the GZSL lists of the other label
+        space: :class:`~imagenet_zsl.scoring.GZSLLists`)."""
         faiss = self.faiss_candidates() if check_search(search) == "faiss" else None
         return self.backend.search_ranked(queries, labels, squared_norms, row_offset, faiss)
 

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 #: (scores (n, k) float32, ids (n, k) int64, the true classes' TieRanks or None): one search's answer
 SearchResult = tuple[np.ndarray, np.ndarray, TieRanks | None]
+#: a backend's answer: :data:`SearchResult` and each list's tail (n,) int64, the classes left out
+#: of the list that score exactly its last score (0 where it ends lower or is padded)
+SearchLists = tuple[np.ndarray, np.ndarray, TieRanks | None, np.ndarray]
 #: float32 scores stay finite when |q| * |p| is below this (Cauchy-Schwarz, with rounding margin)
 SAFE_SCORE_BOUND = 1e37
 #: columns hashed first by :func:`unique_rows` (32 bytes of each row)
@@ -57,9 +60,10 @@ class SearchBackend(Protocol):
         squared_norms: np.ndarray | None,
         row_offset: int = 0,
         faiss: FaissCandidates | None = None,
-    ) -> SearchResult:
-        """Top-k lists, and with ``labels`` the exact tie ranks of each true class (``row_offset``:
-        the queries' first row in their set; ``faiss``: its candidates set each row's threshold)."""
+    ) -> SearchLists:
+        """Top-k lists with their tails, and with ``labels`` the exact tie ranks of each true class
+        (``row_offset``: the queries' first row in their set; ``faiss``: its candidates set each
+        row's threshold)."""
         ...
 
 
@@ -231,30 +235,38 @@ class ClassSide:
 
     def finish_topk(
         self, values: np.ndarray, part: np.ndarray, full_rows: Callable[[np.ndarray], np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The top-k lists from each row's ``take`` = min(k + 1, C) best candidates (values, column
         ids (n, take), in any order): sorted in the tie order; where equal scores straddle the
         k-th place, the smallest class indices among them are kept, found in the rows' full
-        scores (``full_rows(rows) -> (len(rows), C)``, asked for those rows only)."""
+        scores (``full_rows(rows) -> (len(rows), C)``, asked for those rows only). Returns (scores
+        (n, k), ids (n, k), tail (n,) int64): the tail counts the classes left out of a list that
+        score exactly its last score, found in the same full rows (only a row whose k-th and
+        (k + 1)-th candidates tie has any), so a tie group reaching the end of a list is counted
+        whole downstream (:class:`~imagenet_zsl.scoring.GZSLLists`)."""
         k = self.k
         top, ids = sort_topk(values, part)
         n, take = top.shape
+        tail = np.zeros(n, np.int64)
         if take > k:
             boundary = np.flatnonzero(top[:, k - 1] == top[:, k])
             if len(boundary):
                 for row, scores in zip(boundary, full_rows(boundary), strict=True):
-                    self._fill_boundary(scores, top[row], ids[row])
-            return top[:, :k], ids[:, :k]
+                    tail[row] = self._fill_boundary(scores, top[row], ids[row])
+            return top[:, :k], ids[:, :k], tail
         pad = k - take
         if pad:
             top = np.hstack([top, np.full((n, pad), -np.inf, np.float32)])
             ids = np.hstack([ids, np.full((n, pad), -1, np.int64)])
-        return top, ids
+        return top, ids, tail
 
-    def _fill_boundary(self, row: np.ndarray, top: np.ndarray, ids: np.ndarray) -> None:
-        """Equal scores straddle the k-th place: keep the smallest class indices among them."""
+    def _fill_boundary(self, row: np.ndarray, top: np.ndarray, ids: np.ndarray) -> int:
+        """Equal scores straddle the k-th place: keep the smallest class indices among them.
+        Returns how many of them are left out of the k kept."""
         value = top[self.k - 1]
         first = int(np.count_nonzero(top[: self.k] > value))
-        tied = np.flatnonzero(row == value)[: self.k + 1 - first]
+        equal = np.flatnonzero(row == value)
+        tied = equal[: self.k + 1 - first]
         top[first : first + len(tied)] = value
         ids[first : first + len(tied)] = tied
+        return len(equal) - (self.k - first)

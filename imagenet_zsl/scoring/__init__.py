@@ -15,9 +15,10 @@ scores each distinct row once (see :mod:`imagenet_zsl.evaluation.search`), which
 
 Exactness: a top-m list decides hit@K for every K < m under both rules when the true class's
 tie group does not reach the end of the list (if the true class is absent from the list, at
-least m > K classes score above it or tie with the last listed one). Pass ``tail_ties`` (the
-number of unlisted classes tied with the last listed score) or the exact :class:`TieRanks` of the
-search otherwise. The evaluate command searches ``max(K) + 1`` classes.
+least m > K classes score above it or tie with the last listed one). Only the list's last value
+can run past its end, so the number of unlisted classes tied with it (``tail_ties``, which the
+search stores beside every list) makes a list exact; or pass the exact :class:`TieRanks` of the
+search. The evaluate command searches ``max(K) + 1`` classes.
 
 Non-finite scores: a NaN true-class score is never a hit (it ranks below every class); scores
 that overflow to ±inf are an error.
@@ -34,8 +35,10 @@ intervals are open, so a breakpoint's own value never enters AUSUC, and a chosen
 interval or an interval's midpoint. The accuracies at a given γ (direct stacking is γ = 0) are
 exact at a breakpoint too (:func:`image_credit`): a seen class tied with an unseen class after
 calibration is a tie of the joint ranking, r and t counted in the joint space, not a miss on both
-sides. Where every class of the other space's top-m list scores at or above the true class, the
-lists cannot see how far its tie group runs and the image is a miss (k < m always).
+sides. Where every class of the other space's top-m list scores at or above the true class, its
+tie group may run past that list's end: the list's tail (:class:`GZSLLists`: the unlisted classes
+tied with its last score, 0 for a list holding its whole space) counts the rest of it, so the
+credit is exact; only lists stored without their tails leave such an image a miss (k < m always).
 
 Memory: :class:`GZSLTopK` holds the lists in parts that are never copied (the search's lists may
 be memory-mapped) and every pass over them runs one block of ``SORT_BLOCK`` images at a time, so
@@ -63,6 +66,7 @@ from imagenet_zsl.scoring.gzsl_metrics import (
     gzsl_from_scores,
     gzsl_metrics,
     metrics_from_scores,
+    tail_ties,
 )
 from imagenet_zsl.scoring.ranks import (
     DEFAULT_KS,
@@ -105,6 +109,7 @@ __all__ = [
     "release_pages",
     "seen_unseen_curve",
     "sort_topk",
+    "tail_ties",
     "topk_from_scores",
     "true_ranks",
 ]

@@ -111,8 +111,11 @@ def _block_joint_ranks(gz: GZSLTopK, lo: int, lists: GZSLLists, gamma: float) ->
     seen-class one, each against γ), so off a breakpoint the answer is the threshold test's.
 
     The true class's tie group may run past the end of the other list (every listed class above
-    or tied): then more classes may be tied than the list shows, and the image is given rank
-    ``m`` (a miss for every k < m under both rules; check_ks keeps k < m), what the lists can decide.
+    or tied, the last one tied): no unlisted class scores above the last listed one, so only the
+    classes tied with that last score are unseen, and the list's stored tail count
+    (:meth:`GZSLTopK.tails`: 0 for a list holding its whole space) adds them to the tie group.
+    Where the tail is not known the image is given rank ``m`` (a miss for every k < m under both
+    rules; check_ks keeps k < m). A true class outside its own list has r ≥ m: a miss either way.
     """
     m, n = gz.m, len(lists)
     seen_img = gz.seen_mask[gz.labels[lo : lo + n]]
@@ -127,8 +130,17 @@ def _block_joint_ranks(gz: GZSLTopK, lo: int, lists: GZSLLists, gamma: float) ->
         diff = np.where(seen_side, own - other, other - own)  # padding (-inf): never above or tied
         gt = np.where(seen_side, diff < gamma, diff > gamma).sum(axis=1)
         eq = (diff == gamma).sum(axis=1)
-    blind = (above >= m) | (gt + eq >= m)
-    return TieRanks(np.where(blind, m, above + gt), np.where(blind, 0, tied + eq))
+    # the list's last entry ties the true class: its unlisted twins tie it too
+    runs_past = (gt + eq >= m) & (eq > 0)
+    other_tail = np.full(n, -1, np.int64)  # -1: not known
+    seen_tail, unseen_tail = gz.tails(lists)
+    if unseen_tail is not None:
+        other_tail[seen_img] = unseen_tail[seen_img]
+    if seen_tail is not None:
+        other_tail[~seen_img] = seen_tail[~seen_img]
+    blind = (above >= m) | (runs_past & (other_tail < 0))
+    tied = tied + eq + np.where(runs_past, np.maximum(other_tail, 0), 0)
+    return TieRanks(np.where(blind, m, above + gt), np.where(blind, 0, tied))
 
 
 def image_credit(gz: GZSLTopK, k: int, gamma: float = 0.0, tie_rule: str = "expected") -> np.ndarray:

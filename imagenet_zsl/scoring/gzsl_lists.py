@@ -61,20 +61,31 @@ class GZSLLists:
     """The top-m lists of consecutive images: seen_scores / seen_ids and unseen_scores / unseen_ids
     (n, m), float32 scores and integer ids of any width, kept as given (views, memory maps).
     ``seen_offset`` is added to each listed seen id to index the joint label space (padding -1
-    stays -1), so seen ids in their own space need no shifted copy."""
+    stays -1), so seen ids in their own space need no shifted copy.
+
+    ``seen_tail`` / ``unseen_tail`` (n,) integers: per image, the classes of that space left out
+    of its list that score exactly the list's last score (0 where the list ends lower or is
+    padded). Only the last value of a sorted top-m list can run past its end, so with these counts
+    a tie group reaching the end of a list is counted whole (as ZSL's ``tied`` counts it). None:
+    not known (lists written without them), and a tie group reaching the end of a list that does
+    not hold its whole space is then undecided (a miss, :func:`~imagenet_zsl.scoring.gzsl.
+    image_credit`)."""
 
     seen_scores: np.ndarray
     seen_ids: np.ndarray
     unseen_scores: np.ndarray
     unseen_ids: np.ndarray
     seen_offset: int = 0
+    seen_tail: np.ndarray | None = None
+    unseen_tail: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.seen_scores)
 
     def rows(self, start: int, stop: int) -> GZSLLists:
         """Images ``start:stop`` (views)."""
-        return GZSLLists(*(getattr(self, f)[start:stop] for f in LIST_FIELDS), self.seen_offset)
+        tails = (None if t is None else t[start:stop] for t in (self.seen_tail, self.unseen_tail))
+        return GZSLLists(*(getattr(self, f)[start:stop] for f in LIST_FIELDS), self.seen_offset, *tails)
 
     def joint_seen_ids(self) -> np.ndarray:
         """(n, m) int64 seen ids in the joint label space (-1 padding kept); a copy."""
@@ -164,6 +175,9 @@ class GZSLTopK:
         n = sum(len(p) for p in parts)
         widths = {getattr(p, f).shape[1:] for p in parts for f in LIST_FIELDS}
         rows_ok = all(getattr(p, f).shape[0] == len(p) for p in parts for f in LIST_FIELDS)
+        rows_ok &= all(
+            t is None or np.shape(t) == (len(p),) for p in parts for t in (p.seen_tail, p.unseen_tail)
+        )
         if not parts or len(widths) != 1 or len(next(iter(widths))) != 1 or not rows_ok:
             shapes = [[getattr(p, f).shape for f in LIST_FIELDS] for p in parts]
             raise ValueError(f"GZSL top-k lists must share one (N, m) shape with N={len(labels)}: {shapes}")
@@ -191,16 +205,52 @@ class GZSLTopK:
 
     def _derive_own_ranks(self) -> TieRanks:
         """:class:`TieRanks` of each true class within its own label space, judged from the lists
-        (one block of images at a time)."""
+        (one block of images at a time); a tie group reaching the end of its list is counted whole
+        where the list's tail is known (:meth:`tails`), else as far as the list shows it. A true
+        class outside its own list gets ``above`` = m (its score is not in the list: a miss, though
+        it may tie the list's last score): pass the search's exact ranks where that matters."""
         above = np.empty(len(self.labels), np.int32)
         tied = np.empty(len(self.labels), np.int32)
         for lo, hi, lists in self.blocks():
-            seen_img = self.seen_mask[self.labels[lo:hi]][:, None]
-            own_ids = np.where(seen_img, lists.joint_seen_ids(), lists.unseen_ids)
-            own_scores = np.where(seen_img, lists.seen_scores, lists.unseen_scores)
-            ranks = true_ranks(self.labels[lo:hi].astype(np.int64), topk_ids=own_ids, topk_scores=own_scores)
+            seen_img = self.seen_mask[self.labels[lo:hi]]
+            own_ids = np.where(seen_img[:, None], lists.joint_seen_ids(), lists.unseen_ids)
+            own_scores = np.where(seen_img[:, None], lists.seen_scores, lists.unseen_scores)
+            seen_tail, unseen_tail = self.tails(lists)
+            own_tail = None
+            if seen_tail is not None and unseen_tail is not None:
+                own_tail = np.where(seen_img, seen_tail, unseen_tail)
+            ranks = true_ranks(
+                self.labels[lo:hi].astype(np.int64),
+                topk_ids=own_ids,
+                topk_scores=own_scores,
+                tail_ties=own_tail,
+            )
             above[lo:hi], tied[lo:hi] = ranks.above, ranks.tied
         return TieRanks(above, tied)
+
+    def tails(self, lists: GZSLLists) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(seen, unseen) (n,) int64 tails of a block's lists (:class:`GZSLLists`): the stored
+        counts, 0 for a list that holds its whole space (m at least the space's classes), None
+        where neither tells."""
+        out = []
+        for tail, size in ((lists.seen_tail, self.seen_classes), (lists.unseen_tail, self.unseen_classes)):
+            if tail is not None:
+                out.append(np.asarray(tail).astype(np.int64, copy=False))
+            elif size <= self.m:
+                out.append(np.zeros(len(lists), np.int64))
+            else:
+                out.append(None)
+        return out[0], out[1]
+
+    @property
+    def seen_classes(self) -> int:
+        """Classes of the seen label space."""
+        return int(np.count_nonzero(self.seen_mask))
+
+    @property
+    def unseen_classes(self) -> int:
+        """Classes of the unseen label space."""
+        return len(self.seen_mask) - self.seen_classes
 
     def blocks(self, block: int | None = None) -> Iterator[tuple[int, int, GZSLLists]]:
         """(start, stop, lists of images start:stop) for consecutive blocks of at most ``block``

@@ -167,12 +167,26 @@ def gzsl_from_scores(scores: np.ndarray, labels: np.ndarray, seen_mask: np.ndarr
         )
     labels = check_labels(labels, len(scores), scores.shape[1])
     ranks = _own_space_ranks(scores, labels, seen_mask)
-    lists = []
+    lists, tails = [], []
     for mask in (seen_mask, ~seen_mask):
         columns = np.flatnonzero(mask)
-        top_scores, top = topk_from_scores(scores[:, columns], m)
+        space = scores[:, columns]
+        top_scores, top = topk_from_scores(space, m)
         lists += [top_scores, np.where(top >= 0, columns[np.maximum(top, 0)], -1)]
-    return GZSLTopK(*lists, labels=labels, seen_mask=seen_mask, own_ranks=ranks)
+        tails.append(tail_ties(space, top_scores))
+    parts = [GZSLLists(*lists, seen_tail=tails[0], unseen_tail=tails[1])]
+    return GZSLTopK.from_parts(parts, labels, seen_mask, ranks)
+
+
+def tail_ties(scores: np.ndarray, top_scores: np.ndarray) -> np.ndarray:
+    """(N,) int64: per row of a full (N, C) score matrix, the classes left out of its top-m list
+    ``top_scores`` (N, m) that score exactly the list's last score (0 for a list of every class).
+    What the search stores beside each list (:class:`~imagenet_zsl.scoring.GZSLLists`)."""
+    n, m = top_scores.shape
+    if scores.shape[1] <= m:
+        return np.zeros(n, np.int64)
+    last = top_scores[:, -1:]
+    return ((scores == last).sum(axis=1) - (top_scores == last).sum(axis=1)).astype(np.int64)
 
 
 def metrics_from_scores(

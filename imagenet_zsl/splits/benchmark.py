@@ -277,7 +277,8 @@ def _break_ties(problem: BenchmarkProblem, best: BenchmarkSolution, search: _Sea
             return
         wnids = sorted(problem.pool[i] for i in chosen)
         ratio = structural_ratio(problem.graph, wnids, problem.train)
-        if ratio >= best.ratio - 1e-9:
+        # exact fractions: two sets' float R may agree to 1e-9 while the exact sums differ
+        if exact_ratio_sum(problem.graph, wnids, problem.train) >= total:
             best.wnids, best.ratio = wnids, ratio
             best.branch_counts = branch_counts(wnids, problem.branch_of)
             best.tie_break = "min_positions"

@@ -14,6 +14,7 @@ calibration classes exist. ``evaluate``, ``run`` and ``predict`` all call it, so
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from imagenet_zsl.splits.io import read_wnid_list
 
 #: the named label spaces; anything else is a wnid list file
 NAMED_LABEL_SPACES = ("split", "all")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ def resolve_label_space(
     """The label space, sorted: ``split`` → the split's classes; ``all`` → the 21,842-class
     ImageNet universe (plus any split class outside it) less the seen classes; FILE → its wnids,
     which must include every split class (a test class outside the label space could never be
-    predicted). Seen classes are never part of a zero-shot label space."""
+    predicted). Seen classes are never part of a zero-shot label space: listed ones leave a FILE's
+    space with one warning line that counts them (never silently)."""
     seen = set(seen_wnids)
     if spec == "split":
         classes = set(split_wnids)
@@ -89,6 +93,14 @@ def resolve_label_space(
                 "a label space must hold every test class"
             )
         classes = set(listed) - seen
+        dropped = sorted(set(listed) & seen)
+        if dropped:
+            log.warning(
+                "%s: %d listed classes are training classes and leave the zero-shot label space: %s",
+                spec,
+                len(dropped),
+                preview(dropped),
+            )
     overlap = sorted(set(split_wnids) & seen)
     if overlap:
         raise UserInputError(

@@ -97,36 +97,44 @@ def test_gzsl_columns_are_per_image_as_chao_et_al_score_imagenet(tmp_path: Path)
     assert "(per class)" not in to_markdown([row]) and "AUSUC (per class)" in to_csv([row])
 
 
-def _topk(out: Path, record: dict, labels, above, tied, misses=None) -> None:
+def _topk(out: Path, record: dict, labels, above, tied, misses=None, classes: int = 3) -> None:
     """A cell's stored true-class ranks (what the bootstrap reads) and label space."""
     topk = out / record["run"] / "topk"
     topk.mkdir()
     for name, values in (("labels", labels), ("true_above", above), ("true_tied", tied)):
         np.save(topk / f"test.{name}.npy", np.asarray(values, dtype=np.int32))
-    classes = {"unseen": ["n0", "n1", "n2"], "count_as_miss": misses or {}}
-    (topk / "classes.json").write_text(json.dumps(classes))
+    space = {"unseen": [f"n{i}" for i in range(classes)], "count_as_miss": misses or {}}
+    (topk / "classes.json").write_text(json.dumps(space))
     metrics = json.loads((out / record["run"] / "metrics.json").read_text())
-    metrics["label_space"] = {"spec": "split", "classes_in_label_space": 3, "classes_with_test_images": 3}
+    metrics["label_space"] = {
+        "spec": "split",
+        "classes_in_label_space": classes,
+        "classes_with_test_images": classes,
+    }
     (out / record["run"] / "metrics.json").write_text(json.dumps(metrics))
 
 
 def test_bootstrap_interval_and_not_significant_pairs(tmp_path: Path):
-    labels = [0, 0, 1, 1, 2, 2]
-    right, wrong = [0] * 6, [5] * 6
+    # 12 classes of 2 images; good (and twin, the same scores) miss both images of class 11
+    labels = np.repeat(np.arange(12), 2).tolist()
+    good, wrong = [0] * 22 + [5, 5], [5] * 24
     records = [_cell(tmp_path, m, "hop1", None) for m in ("good", "twin", "bad")]
-    _topk(tmp_path, records[0], labels, right, [0] * 6)
-    _topk(tmp_path, records[1], labels, right, [0] * 6)  # the same scores as good
-    _topk(tmp_path, records[2], labels, wrong, [0] * 6)
+    _topk(tmp_path, records[0], labels, good, [0] * 24, classes=12)
+    _topk(tmp_path, records[1], labels, good, [0] * 24, classes=12)  # the same scores as good
+    _topk(tmp_path, records[2], labels, wrong, [0] * 24, classes=12)
     other = _cell(tmp_path, "good", "hop2", None)  # another split: never paired with hop1
-    _topk(tmp_path, other, labels, [0, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 0])
+    _topk(tmp_path, other, [0, 0, 1, 1, 2, 2], [0, 0, 0, 0, 0, 1], [0] * 6)
     rows = summary_rows(tmp_path, [*records, other], [1], gzsl=False)
-    assert [r["hit@1 95% CI"] for r in rows[:3]] == ["[100.00, 100.00]", "[100.00, 100.00]", "[0.00, 0.00]"]
-    assert [r["n.s. vs"] for r in rows] == ["twin", "good", "none", "none"]
-    assert rows[0]["label space"] == "split: 3 (3 with images)"
-    # hop2: one image of class 2 misses (5/6); a resample drawing class 2 three times scores 3/6
-    # (probability 1/27 > 2.5%), one without class 2 (8/27) scores 6/6
-    low, high = (float(v) for v in rows[3]["hit@1 95% CI"].strip("[]").split(", "))
-    assert 50.0 <= low < 100 * 5 / 6 < high == 100.0
+    # good: 22/24; a resample without class 11 scores 1 (probability (11/12)^12 = 0.35), one with
+    # it k times 1 - k/12 (BCa reaches into that long lower tail); bad misses every image: nothing
+    # varies, no (zero-width) interval
+    low, high = (float(v) for v in rows[0]["hit@1 95% CI"].strip("[]").split(", "))
+    assert 50.0 <= low < 100 * 22 / 24 < high == 100.0 and rows[1]["hit@1 95% CI"] == rows[0]["hit@1 95% CI"]
+    assert rows[2]["hit@1 95% CI"] == "[–, –]"
+    assert [r["n.s. vs"] for r in rows[:3]] == ["twin", "good", "none"]
+    assert rows[0]["label space"] == "split: 12 (12 with images)"
+    # hop2: 3 classes are too few to resample: no interval, no significant verdict against anyone
+    assert rows[3]["hit@1 95% CI"] == "[–, –]" and rows[3]["n.s. vs"] == "none"
     table = to_markdown(rows)
     assert "| hit@1 95% CI | n.s. vs | seen in pretraining | status |" in table
     assert "paired, class-clustered bootstrap (1000 resamples" in table
@@ -135,12 +143,12 @@ def test_bootstrap_interval_and_not_significant_pairs(tmp_path: Path):
 
 def test_count_as_miss_images_enter_the_bootstrap_without_credit(tmp_path: Path):
     record = _cell(tmp_path, "a", "hop1", None)
-    _topk(tmp_path, record, [0, 1, 2], [0, 0, 0], [0, 0, 0], misses={"n9": 3})
+    _topk(tmp_path, record, list(range(11)), [0] * 11, [0] * 11, misses={"n99": 3}, classes=11)
     row = summary_rows(tmp_path, [record], [1], gzsl=False)[0]
     low, high = (float(v) for v in row["hit@1 95% CI"].strip("[]").split(", "))
-    # 4 classes, each of 1 image (right) except n9 (3 images, wrong): from 0 (n9 drawn 4 times)
-    # to 100 (never drawn); the point estimate is 3/6
-    assert 0.0 <= low < 50.0 < high <= 100.0
+    # 12 classes, each of 1 image (right) except n99 (3 images, wrong): the point estimate is
+    # 11/14; without n99 every class would be right and nothing would vary (no interval)
+    assert 0.0 <= low < 100 * 11 / 14 < high <= 100.0
 
 
 def _plot_rows(splits: int, models: tuple[str, ...]) -> list[dict]:
@@ -190,5 +198,5 @@ def test_a_cell_without_usable_lists_gets_no_interval(tmp_path: Path):
     _topk(tmp_path, records[0], [0, 1, 2], [0, 0, 0], [0, 0, 0])
     _topk(tmp_path, records[1], [0, 1, 5], [0, 0, 0], [0, 0, 0])  # a label outside its space
     rows = summary_rows(tmp_path, records, [1], gzsl=False)  # c has no topk/ at all
-    assert [r["hit@1 95% CI"] for r in rows] == ["[100.00, 100.00]", "–", "–"]
+    assert [r["hit@1 95% CI"] for r in rows] == ["[–, –]", "–", "–"]  # 3 classes: too few to resample
     assert [r["n.s. vs"] for r in rows] == ["none", "–", "–"]

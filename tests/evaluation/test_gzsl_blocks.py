@@ -38,9 +38,12 @@ TIED_SEEN = np.array([False, False, True, True])
 
 
 def _in_parts(gz: GZSLTopK, cuts: list[int]) -> GZSLTopK:
-    """``gz`` as parts cut at ``cuts``, seen ids in the seen space plus an offset, int32 ids."""
+    """``gz`` as parts cut at ``cuts``, seen ids in the seen space plus an offset, int32 ids, the
+    lists' tails cut with them."""
     offset = int(np.flatnonzero(gz.seen_mask)[0])
     seen_ids = np.where(gz.seen_ids >= 0, gz.seen_ids - offset, -1).astype(np.int32)
+    seen_tail = np.concatenate([p.seen_tail for p in gz.parts]).astype(np.int32)
+    unseen_tail = np.concatenate([p.unseen_tail for p in gz.parts]).astype(np.int32)
     bounds = [0, *cuts, len(gz.labels)]
     parts = [
         GZSLLists(
@@ -49,6 +52,8 @@ def _in_parts(gz: GZSLTopK, cuts: list[int]) -> GZSLTopK:
             gz.unseen_scores[lo:hi],
             gz.unseen_ids[lo:hi].astype(np.int32),
             seen_offset=offset,
+            seen_tail=seen_tail[lo:hi],
+            unseen_tail=unseen_tail[lo:hi],
         )  # fmt: skip
         for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
     ]

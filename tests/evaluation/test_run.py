@@ -714,3 +714,67 @@ def test_label_space_file_adds_its_distractors(bench, tmp_path):
     expect_error(
         config(bench, tmp_path / "r2", label_space=str(tmp_path / "short.txt")), "lacks 1 of the split"
     )
+
+
+def test_held_out_seen_images_that_are_the_models_training_features_are_refused(bench, tmp_path, monkeypatch):
+    """Issue #45: ``evaluate --gzsl --seen-features DIR`` with DIR the features the model was fitted
+    on (its manifest records their sha256) measured GZSL S on training images. The rule that ``run``
+    applies (one function) refuses it, by content: the same directory, a copy at another path, and
+    features sharing image ids with the training features; unrelated held-out images pass."""
+    from imagenet_zsl.io import MANIFEST_NAME, file_record
+
+    monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
+    seen = bench["seen"]
+    fitted_on_seen = write_model_dir(tmp_path / "m1", inputs={"features": file_record(seen / MANIFEST_NAME)})
+    gz = dict(prototypes=None, gzsl=True, seen_features=seen, ks=[1])
+    expect_error(
+        config(bench, tmp_path / "r1", model=fitted_on_seen, **gz),
+        "held-out seen images are the training features",
+    )
+    copy = tmp_path / "copy"
+    shutil.copytree(seen, copy)
+    expect_error(
+        config(bench, tmp_path / "r2", model=fitted_on_seen, **{**gz, "seen_features": copy}),
+        "held-out seen images are the training features",
+    )
+    # training features holding the first 4 held-out images again (same ids, other features)
+    labels = np.repeat(np.arange(len(SEEN)) + CLASSES.index(SEEN[0]), 3)[:4]
+    train = write_feature_dir(tmp_path / "train", labels, 2 * one_hot(labels), shard_rows=4)
+    fitted = write_model_dir(tmp_path / "m2", inputs={"features": file_record(train / MANIFEST_NAME)})
+    expect_error(
+        config(bench, tmp_path / "r3", model=fitted, **gz), "4 held-out seen images are training images of"
+    )
+    # the test features as training features: no held-out seen image among them
+    other = write_model_dir(
+        tmp_path / "m3", inputs={"features": file_record(bench["features"] / MANIFEST_NAME)}
+    )
+    m = evaluate(config(bench, tmp_path / "r4", model=other, **gz), graph="none", progress=False)
+    assert m["gzsl"]["images"]["seen"] > 0
+
+
+def test_the_carved_gamma_maximises_flat_h_as_metrics_say(tmp_path, monkeypatch):
+    """Rule (``evaluation/run/calibrate.py``): the carved γ maximises flat (per-image) H@1, the
+    averaging metrics.json names (``h_averaging: flat``), not per-class H. By hand (the model's
+    scores are twice the features): validation classes n00000000 (one image, a hit iff γ > 2) and
+    n00000001 (four images, hits iff γ > 6); seen classes n00000002..4 (one image each, hits iff
+    γ < 8, 4, 4). Intervals (−inf, 2), (2, 4), (4, 6), (6, 8), (8, inf): S = 1, 1, 1/3, 1/3, 0;
+    flat U = 0, 1/5, 1/5, 1, 1 (flat H peaks at 1/2 in (6, 8): γ = 7); per-class U = 0, 1/2, 1/2,
+    1, 1 (per-class H peaks at 2/3 in (2, 4): γ = 3)."""
+    from imagenet_zsl.evaluation.run.calibrate import CarvedCalibration, choose_carved_gamma
+
+    monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
+    low = -5.0
+    rows = [[0, low, 1, low, low]] + [[low, 0, 3, low, low]] * 4
+    rows += [[0, low, 4, low, low], [0, low, low, 2, low], [0, low, low, low, 2]]
+    features = np.zeros((8, DIM), np.float32)
+    features[:, :5] = rows  # scores: 2 x features (ScaledModel), prototypes one-hot
+    fd = write_feature_dir(tmp_path / "held", np.array([0, 1, 1, 1, 1, 2, 3, 4]), features)
+    model = write_model_dir(tmp_path / "model")
+    setup = CarvedCalibration(fd, TEST[2:5], TEST[:2], fraction=1.0, seed=0, m=2)
+    chosen = choose_carved_gamma(model, setup)
+    assert (chosen["gamma"], chosen["validation_H"], chosen["h_averaging"]) == (7.0, 0.5, "flat")
+    assert chosen["validation_images"] == {"unseen": 5, "seen": 3}
+    per_class = choose_carved_gamma(
+        model, CarvedCalibration(fd, TEST[2:5], TEST[:2], 1.0, 0, 2, h_averaging="per_class")
+    )
+    assert (per_class["gamma"], per_class["validation_H"]) == (3.0, pytest.approx(2 / 3))

@@ -42,6 +42,26 @@ def test_file_label_space_must_hold_every_split_class(tmp_path: Path) -> None:
         resolve_label_space(str(path), SPLIT, SEEN)
 
 
+def test_training_classes_listed_in_a_label_space_file_leave_it_with_one_counted_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue #45: `--label-space FILE` drops its listed training classes, never without a word:
+    one warning line with their count."""
+    path = tmp_path / "space.txt"
+    path.write_text("n00000001\nn00000002\nn00000003\nn00000010\nn00000011\n")
+    with caplog.at_level("WARNING", logger="imagenet_zsl.splits.label_space"):
+        space = resolve_label_space(str(path), SPLIT, SEEN)
+    assert space == ["n00000001", "n00000002", "n00000003"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "\n" not in warnings[0]
+    assert f"{path}: 2 listed classes are training classes" in warnings[0]
+    caplog.clear()
+    path.write_text("n00000001\nn00000002\nn00000003\n")  # none listed: no warning
+    with caplog.at_level("WARNING", logger="imagenet_zsl.splits.label_space"):
+        resolve_label_space(str(path), SPLIT, SEEN)
+    assert not caplog.records
+
+
 def test_seen_classes_in_the_split_and_bad_specs_are_errors(tmp_path: Path) -> None:
     with pytest.raises(UserInputError, match="1 split classes are seen"):
         resolve_label_space("split", ["n00000010"], SEEN)

@@ -354,3 +354,85 @@ def test_the_tie_rule_target_is_the_exact_ratio_sum(seed):
     to_test = graph.nearest_other_distance(chosen.wnids)
     by_hand = sum((Fraction(int(a), int(b)) for a, b in zip(to_train, to_test, strict=True)), Fraction(0))
     assert total == by_hand and float(total) == pytest.approx(3 * chosen.ratio, abs=1e-12)
+
+
+def _two_chains() -> tuple[ClassGraph, list[str]]:
+    """root -> t (training), and two chains root -> p1 -> ... -> p20, root -> q1 -> ... -> q20.
+
+    A pair {p_i, q_j} has d(p_i, t) = i + 1, d(q_j, t) = j + 1 and d(p_i, q_j) = i + j, so
+    R = (i + j + 2) / (2 (i + j)) = 1/2 + 1/(i + j): {p16, q16} has R = 1/2 + 1/32 and {p16, q17}
+    R = 1/2 + 1/33, lower by 1/1056 < 1e-3.
+    """
+    edges = [("root", "t")]
+    for chain in "pq":
+        edges += [("root", f"{chain}1")] + [(f"{chain}{i}", f"{chain}{i + 1}") for i in range(1, 20)]
+    return ClassGraph.from_edges(edges), ["t"]
+
+
+def _tie_break(monkeypatch, proposed: list[str], chosen_ratio=None):
+    """Run the tie rule (``benchmark._break_ties``) on the certified optimum {p16, q16} of the
+    two-chain graph, the tie-break model proposing ``proposed``; ``chosen_ratio`` stands in for the
+    float R of every proposed set (float R of two sets agreeing while their exact sums differ)."""
+    from imagenet_zsl.splits import benchmark
+    from imagenet_zsl.splits.problem import BenchmarkProblem, BenchmarkSolution
+
+    graph, train = _two_chains()
+    pool = [w for w in graph.wnids if w not in ("root", "t")]
+    problem = BenchmarkProblem.create(graph, pool, train, 2)
+    best = BenchmarkSolution(["p16", "q16"], 0.5 + 1 / 32, "exact", "optimal", len(problem.pool), 0)
+    chosen = np.array([problem.pool.index(w) for w in proposed])
+    monkeypatch.setattr(benchmark, "prefer_low_positions", lambda model, total, size: chosen)
+    if chosen_ratio is not None:
+        monkeypatch.setattr(benchmark, "structural_ratio", lambda *args: chosen_ratio)
+    models = SimpleNamespace(class_levels={}, levels=2, anchor_levels={}, build=lambda short: "model")
+    solution = SimpleNamespace(model="model", members=np.arange(len(problem.pool)))
+    benchmark._break_ties(problem, best, SimpleNamespace(solution=solution, models=models))
+    return best
+
+
+def test_the_tie_rule_accepts_only_a_set_of_exactly_the_optimal_ratio(monkeypatch):
+    """Rule (``splits/benchmark.py``, the tie-break): the set the tie rule proposes replaces the
+    certified optimum only when its exact N R (a fraction of hop counts) equals R*'s; a set worse by
+    1/1056 (R 0.5303 against 0.53125) is refused and the optimum is kept (``solver_order``), as is a
+    set whose float R agrees with R* while its exact sum is lower."""
+    kept = _tie_break(monkeypatch, ["p16", "q17"])
+    assert kept.wnids == ["p16", "q16"] and kept.ratio == 0.5 + 1 / 32 and kept.tie_break == "solver_order"
+    # an equally good set (i + j = 32 again) is the rule's set
+    swapped = _tie_break(monkeypatch, ["p15", "q17"])
+    assert swapped.wnids == ["p15", "q17"] and swapped.tie_break == "min_positions"
+    # the float R of the proposed set reads as R* (as sums over 1,000 classes can), the exact sum
+    # does not: refused
+    same_float = _tie_break(monkeypatch, ["p16", "q17"], chosen_ratio=0.5 + 1 / 32)
+    assert same_float.wnids == ["p16", "q16"] and same_float.tie_break == "solver_order"
+
+
+def test_an_optimum_is_certified_only_at_a_gap_below_proven_gap():
+    """Rule (``splits/problem.py`` PROVEN_GAP = 1e-6): a solve whose bound exceeds R by 1e-4 is not
+    a certified optimum, one within 1e-7 is."""
+    from imagenet_zsl.splits.problem import BenchmarkSolution
+
+    def solution(gap: float) -> BenchmarkSolution:
+        return BenchmarkSolution(["a", "b"], 0.75, "exact", "optimal", 2, 0, upper_bound=0.75 + gap)
+
+    assert solution(1e-7).proven and solution(0.0).proven
+    assert not solution(1e-4).proven and not solution(5e-6).proven
+
+
+def test_a_solve_with_a_small_positive_gap_is_reported_as_a_gap(monkeypatch):
+    """The optimiser reports a set whose proven bound exceeds R by 1e-4 as ``gap``, not ``optimal``
+    (and applies no tie rule to it)."""
+    from imagenet_zsl.splits import benchmark
+
+    real_solve = benchmark.solve_exact
+
+    def loose_solve(*args, **kwargs):
+        solution = real_solve(*args, **kwargs)
+        solution.upper_total += 3 * 1e-4  # N = 3: the bound on R is 1e-4 above R
+        return solution
+
+    monkeypatch.setattr(benchmark, "solve_exact", loose_solve)
+    monkeypatch.setattr(benchmark, "refine_levels", lambda *args: 0)  # nothing left to refine
+    graph, candidates, train = _random_hierarchy(0)
+    result = select_max_ratio(graph, candidates, train, 3, solver=LEVELS_2)
+    assert result.status == "gap" and result.gap == pytest.approx(1e-4) and result.tie_break is None
+    assert not result.proven

@@ -81,6 +81,22 @@ def test_a_different_committed_file_with_a_published_name_is_an_error(tmp_path: 
         resolve_split("dgp-2hops", tmp_path, "w")
 
 
+def test_a_published_name_wins_only_over_a_file_of_the_same_classes(tmp_path: Path) -> None:
+    """Rule (``splits/named.py``): a published name wins over a committed file of that name only
+    when both hold the same classes (as sets): a user's own 1,549-class ``dgp-2hops.txt`` that
+    differs from DGP's in one class is an error, not silently replaced by the packaged list; the
+    same classes in another order, with a comment, resolve to the packaged file."""
+    published = read_published_split("dgp-2hops")
+    assert len(published) == 1549
+    swapped = [*published[1:], "n00005787"]  # one class replaced: still 1,549 classes
+    assert "n00005787" not in published and len(set(swapped)) == 1549
+    (tmp_path / "dgp-2hops.txt").write_text("".join(f"{w}\n" for w in sorted(swapped)))
+    with pytest.raises(UserInputError, match=r"split 'dgp-2hops' is ambiguous \(w\).*holds other classes"):
+        resolve_split("dgp-2hops", tmp_path, "w")
+    (tmp_path / "dgp-2hops.txt").write_text("# mine\n" + "".join(f"{w}\n" for w in reversed(published)))
+    assert resolve_split("dgp-2hops", tmp_path, "w") == PUBLISHED_SPLITS["dgp-2hops"].path
+
+
 def test_an_identical_committed_copy_resolves_to_the_packaged_list(tmp_path: Path) -> None:
     shutil.copy(PUBLISHED_SPLITS["dgp-2hops"].path, tmp_path / "dgp-2hops.txt")
     assert resolve_split("dgp-2hops", tmp_path, "w") == PUBLISHED_SPLITS["dgp-2hops"].path

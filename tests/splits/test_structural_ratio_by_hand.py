@@ -62,3 +62,24 @@ def test_a_class_with_no_other_test_class_reachable_counts_zero(disconnected: Cl
     np.testing.assert_array_equal(structural_ratios(disconnected, ["m", "p"], TOY_TRAIN), [0.0, math.nan])
     assert structural_ratio(disconnected, ["m", "p"], TOY_TRAIN) == 0.0
     assert structural_ratio(disconnected, ["a31"], TOY_TRAIN) == 0.0  # one class: R = 0, not NaN
+
+
+def test_exact_ratio_sum_keeps_a_lone_class_at_zero():
+    """Rule (``exact_ratio_sum``, the optimiser's tie rule): a test class with a training class
+    reachable but no other test class has r = d(c, C_tr) / inf = 0, kept in the mean
+    exactly as the float R keeps it. A third component r3 holds training class t3 and test class l.
+
+    d(l, t3) = 2, d(l, other test) = inf: r(l) = 0; a31, b11, m as above (3/4, 3/2, 3/2). N R =
+    (3/4 + 3/2 + 3/2 + 0) * 4/4 = 15/4 (leaving l out would give (15/4) * 4/3 = 5), R = 15/16.
+    """
+    from fractions import Fraction
+
+    from imagenet_zsl.splits.structure import exact_ratio_sum
+
+    graph = ClassGraph.from_edges([*EDGES, ("r3", "t3"), ("r3", "l")], nodes=["z"])
+    test, train = ["a31", "b11", "m", "l"], [*TOY_TRAIN, "t3"]
+    np.testing.assert_array_equal(structural_ratios(graph, test, train), [3 / 4, 3 / 2, 3 / 2, 0.0])
+    assert exact_ratio_sum(graph, test, train) == Fraction(15, 4)
+    assert structural_ratio(graph, test, train) == 15 / 16 == float(exact_ratio_sum(graph, test, train)) / 4
+    # with an unreachable class (p: no training class) beside it: left out, N R scaled by N / 4
+    assert exact_ratio_sum(graph, [*test, "p"], train) == Fraction(15, 4) * 5 / 4

@@ -25,8 +25,9 @@ from imagenet_zsl.io import atomic_write_bytes
 #: issue 33): results of version 2 have other bits or other lists; 4: row numbers relative to the
 #: shard (the set's offsets are added when the shards are joined, so a shard's entry never depends
 #: on the shards before it: issue 38, every torchrun rank scores its own test shards), and a
-#: scored shard keyed by its features' digests too (``unstored_sha256``)
-CACHE_VERSION = 4
+#: scored shard keyed by its features' digests too (``unstored_sha256``); 5: each space's lists
+#: carry their tails (``SPACE.tail``: unlisted classes tied with a list's last score, issue 45)
+CACHE_VERSION = 5
 
 
 class SearchCache:

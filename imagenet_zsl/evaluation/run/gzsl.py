@@ -63,7 +63,8 @@ def build_gzsl(
         labels[rows] += offset
         above[rows], tied[rows] = part.ranks.above, part.ranks.tied
         (s_scores, s_ids), (u_scores, u_ids) = part.lists["seen"], part.lists[unseen_space]
-        lists.append(M.GZSLLists(s_scores, s_ids, u_scores, u_ids, seen_offset=n_unseen))
+        tails = {"seen_tail": part.tails.get("seen"), "unseen_tail": part.tails.get(unseen_space)}
+        lists.append(M.GZSLLists(s_scores, s_ids, u_scores, u_ids, seen_offset=n_unseen, **tails))
         start = rows.stop
     seen_mask = np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)]
     return M.GZSLTopK.from_parts(lists, labels, seen_mask, M.TieRanks(above, tied))

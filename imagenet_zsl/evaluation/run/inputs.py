@@ -3,7 +3,9 @@ the frozen :class:`~imagenet_zsl.evaluation.run.checked_inputs.EvaluationInputs`
 
 from __future__ import annotations
 
+import functools
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +35,7 @@ from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.image_filter.filtered import kept_image_ids
-from imagenet_zsl.io import check_out_dir, regular_input_file
+from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, regular_input_file, sha256_file
 from imagenet_zsl.registry import load_target
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
 
@@ -106,6 +108,84 @@ def _validation_set(cfg: EvaluationConfig, split_wnids: list[str], seen_wnids: l
     elif not 0 < cfg.val_seen_fraction < 1:
         raise UserInputError("--val-seen-fraction must be between 0 and 1")
     return found
+
+
+@dataclass(frozen=True)
+class TrainingFeatures:
+    """The features a model was fitted on, as far as they are known: ``sha256`` of their
+    manifest (which lists every shard's sha256: the directory's content digest), the ``directory``
+    (None where it is not at hand) and ``named``, how an error names them."""
+
+    sha256: str | None
+    directory: Path | None
+    named: str
+
+    @classmethod
+    def of_directory(cls, directory: Path, named: str) -> TrainingFeatures:
+        """Training features given as a directory (``run``'s ``features.train``)."""
+        return cls(sha256_file(Path(directory) / MANIFEST_NAME), Path(directory), named)
+
+    @classmethod
+    def of_model(cls, manifest: dict[str, Any], named: str) -> TrainingFeatures | None:
+        """The training features a model manifest records (``inputs.features``: path and sha256 of
+        their manifest, as ``train`` writes it); None where it records none."""
+        inputs = manifest.get("inputs")
+        record = inputs.get("features") if isinstance(inputs, dict) else None
+        if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+            return None
+        path = Path(str(record.get("path", ""))).parent if record.get("path") else None
+        return cls(record["sha256"], path, named)
+
+
+def check_held_out_seen(seen: FeatureDir, training: TrainingFeatures, where: str) -> None:
+    """The one rule for GZSL's held-out seen images (``evaluate --seen-features``, ``run``'s
+    ``features.seen``): they are not the features the model was fitted on, compared by content
+    (the sha256 of the feature directory's manifest, so a copy or another path to the same
+    features is caught), and share no image id with them where that directory is at hand and
+    still holds what the model was fitted on. Why: GZSL S measured on training images is not a
+    held-out accuracy (it looks like a good model and a high H)."""
+    if training.sha256 is not None and sha256_file(seen.path / MANIFEST_NAME) == training.sha256:
+        raise UserInputError(
+            f"{seen.path}: the held-out seen images are the training features ({where}: the same "
+            f"content as {training.named}); give held-out images, e.g. ILSVRC-2012 validation features"
+        )
+    directory = training.directory
+    if directory is None or not (directory / MANIFEST_NAME).is_file():
+        return
+    train_sha = sha256_file(directory / MANIFEST_NAME)
+    if training.sha256 is not None and train_sha != training.sha256:
+        return  # changed since the model was fitted: not the images it saw
+    count, first = _shared_ids(
+        str(seen.path), sha256_file(seen.path / MANIFEST_NAME), str(directory), train_sha
+    )
+    if count:
+        raise UserInputError(
+            f"{seen.path}: {count} held-out seen images are training images of {directory} "
+            f"(e.g. image {first}) ({where}: {training.named}); give held-out images"
+        )
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_ids(seen: str, seen_sha256: str, train: str, train_sha256: str) -> tuple[int, str | None]:
+    """(how many, the first) image ids two feature directories share, keyed by their manifests'
+    sha256 too: ``run`` evaluates every cell against the same training features, whose 1.28M ids
+    are read once."""
+    shared = np.intersect1d(FeatureDir(train).ids(), FeatureDir(seen).ids())
+    return len(shared), (str(shared[0]) if len(shared) else None)
+
+
+def _check_seen_not_training(cfg: EvaluationConfig, source: QuerySource, sets: GZSLSets) -> None:
+    """``evaluate``: :func:`check_held_out_seen` against the training features the model's
+    manifest records (a prototype file records none)."""
+    manifest = getattr(source, "manifest", None)  # a model directory's verified manifest
+    if not isinstance(manifest, dict):
+        return
+    training = TrainingFeatures.of_model(manifest, f"model {cfg.model}'s training features")
+    if training is None:
+        return
+    for flag, fd in (("--seen-features", sets.seen_fd), ("--val-seen-features", sets.val_seen_fd)):
+        if fd is not None:
+            check_held_out_seen(fd, training, flag)
 
 
 #: the fitted-model query source, by target: imported (with the models and pydantic: 0.1 s of CPU)
@@ -244,6 +324,7 @@ def check_inputs(cfg: EvaluationConfig, graph: ClassGraph | None | str = None) -
     sets = GZSLSets(**found)
     dirs = _feature_dirs(fd, sets)
     source = _query_source(cfg, dirs)
+    _check_seen_not_training(cfg, source, sets)
     feature_checks = check_feature_identities(cfg, source, fd, sets)
     resolved_graph = resolve_graph(graph if graph is not None else cfg.graph)
     kept_ids = None

@@ -34,12 +34,16 @@ from imagenet_zsl.features.shard_files import FeatureBlock
 class SetResult:
     """Search results of one image set: labels index its class list; ``lists[space]`` =
     (scores (n, m) float32, ids (n, m) int64 into that space's class list); ``ranks``: the exact
-    :class:`~imagenet_zsl.scoring.TieRanks` of each true class in the set's own label space."""
+    :class:`~imagenet_zsl.scoring.TieRanks` of each true class in the set's own label space;
+    ``tails[space]`` (n,): the classes of that space left out of each list that score exactly its
+    last score (:meth:`~imagenet_zsl.evaluation.search.TopKSearcher.search_lists`; a space
+    without an entry: not known)."""
 
     labels: np.ndarray
     rows: np.ndarray
     lists: dict[str, tuple[np.ndarray, np.ndarray]]
     ranks: M.TieRanks
+    tails: dict[str, np.ndarray] = field(default_factory=dict)
 
     def take(self, keep: np.ndarray) -> SetResult:
         return SetResult(
@@ -47,6 +51,7 @@ class SetResult:
             self.rows[keep],
             {s: (a[keep], b[keep]) for s, (a, b) in self.lists.items()},
             self.ranks.take(keep),
+            {s: t[keep] for s, t in self.tails.items()},
         )
 
 
@@ -259,9 +264,13 @@ def _shared_files(
     return keys, {s: f"{shard['name']}.{s}.{keys[s][:16]}" for s in spaces}
 
 
+#: the arrays of each label space's search of a shard: its lists and their tails
+SPACE_FIELDS = ("scores", "ids", "tail")
+
+
 def _space_part(out: dict[str, np.ndarray], space: str, own: bool) -> dict[str, np.ndarray]:
     """The arrays of one space's search of a shard (the tie ranks only in the set's own space)."""
-    names = ["labels", "rows", f"{space}.scores", f"{space}.ids", *(["above", "tied"] if own else [])]
+    names = ["labels", "rows", *(f"{space}.{f}" for f in SPACE_FIELDS), *(["above", "tied"] if own else [])]
     return {f: out[f] for f in names}
 
 
@@ -272,7 +281,7 @@ def _merged(
     base = found[own]
     out = {"labels": base["labels"], "rows": base["rows"], "above": base["above"], "tied": base["tied"]}
     for s in spaces:
-        out[f"{s}.scores"], out[f"{s}.ids"] = found[s][f"{s}.scores"], found[s][f"{s}.ids"]
+        out.update({f"{s}.{f}": found[s][f"{s}.{f}"] for f in SPACE_FIELDS})
     return out
 
 
@@ -282,6 +291,7 @@ def _set_result(fields: dict[str, np.ndarray], spaces: dict[str, TopKSearcher]) 
         fields["rows"].astype(np.int64, copy=False),
         {s: (fields[f"{s}.scores"], fields[f"{s}.ids"]) for s in spaces},
         M.TieRanks(fields["above"].astype(np.int64, copy=False), fields["tied"].astype(np.int64, copy=False)),
+        {s: fields[f"{s}.tail"] for s in spaces},  # int32: 4 bytes per image and space
     )
 
 
@@ -295,6 +305,7 @@ def _field_specs(spaces: dict[str, TopKSearcher]) -> dict[str, tuple[tuple[int, 
     for s, sp in spaces.items():
         specs[f"{s}.scores"] = ((sp.k,), np.float32)
         specs[f"{s}.ids"] = ((sp.k,), np.int32)
+        specs[f"{s}.tail"] = ((), np.int32)
     return specs
 
 
@@ -310,12 +321,12 @@ def _joined_from_cache(
     name: str, spaces: dict[str, TopKSearcher], cache: SearchCache, done: list[_Part]
 ) -> SetResult:
     """The set's arrays filled shard by shard from the cache (row numbers shifted by each shard's
-    offset); the top-k lists as memory-mapped .npy files in the cache directory (so they need no
-    heap memory)."""
+    offset); the top-k lists and their tails as memory-mapped .npy files in the cache directory
+    (so they need no heap memory)."""
     total = sum(part.count for part in done)
     fields: dict[str, np.ndarray] = {}
     for f, (shape, dtype) in _field_specs(spaces).items():
-        if shape:
+        if shape or f.endswith(".tail"):
             path = cache.root / f"{name}.{f}.npy"
             fields[f] = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(total, *shape))
         else:
@@ -363,17 +374,19 @@ def search_shard(
     for s, sp in spaces.items():
         out[f"{s}.scores"] = np.empty((len(keep), sp.k), np.float32)
         out[f"{s}.ids"] = np.empty((len(keep), sp.k), np.int32)
+        out[f"{s}.tail"] = np.empty(len(keep), np.int32)
     start = 0
     for block in blocks:
         done = slice(start, start + len(block[0].ids))
         queries, norms = _queries(fd, shard_name, block, context.source, device)
         for s, sp in spaces.items():
             labels = target[keep[done]] if s == own_space else None
-            scores, ids, ranks = sp.search_ranked(
+            scores, ids, ranks, tail = sp.search_lists(
                 queries, labels, norms, row_offset=done.start, search=context.search
             )
             out[f"{s}.scores"][done] = scores
             out[f"{s}.ids"][done] = ids
+            out[f"{s}.tail"][done] = tail
             if ranks is not None:
                 out["above"][done], out["tied"][done] = ranks.above, ranks.tied
         start = done.stop

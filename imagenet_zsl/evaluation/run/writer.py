@@ -31,7 +31,9 @@ TOPK_ABOUT = (
     "seen/val_seen: seen); X.SPACE.ids.npy index SPACE's list; X.rows.npy are row "
     "numbers in the set's feature directory (shard order); -1/-inf pad short lists; "
     "X.true_above.npy / X.true_tied.npy: classes of the set's own space scoring strictly "
-    "above / exactly equal to the true class (over all classes, identical prototypes tied)"
+    "above / exactly equal to the true class (over all classes, identical prototypes tied); "
+    "X.SPACE.tail.npy: per image, SPACE's classes left out of its list that score exactly the "
+    "list's last score (a tie group reaching the end of a list is counted whole)"
 )
 
 
@@ -56,6 +58,8 @@ def _save_set(topk_dir: Path, name: str, result: SetResult | None) -> None:
     for space, (scores, ids) in result.lists.items():
         _save_list(topk_dir / f"{name}.{space}.scores.npy", scores, np.float32)
         _save_list(topk_dir / f"{name}.{space}.ids.npy", ids, np.int32)
+        if space in result.tails:
+            _save_list(topk_dir / f"{name}.{space}.tail.npy", result.tails[space], np.int32)
 
 
 def _save_list(path: Path, array: np.ndarray, dtype: type) -> None:
