@@ -227,7 +227,7 @@ def dropped_rows(plan: Plan, classes: ClassSets) -> list[dict[str, str]]:
         if policy in MISSES and set_name in plan.splits:
             action = "counted as miss"
         elif policy == "keep" and set_name.startswith(label_space_prefix("")):
-            action = "kept in the label space, never predicted"
+            action = "kept in the label space (never predicted)"
         for wnid in sorted(by_wnid):
             rows.append(
                 {

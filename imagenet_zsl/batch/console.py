@@ -19,9 +19,26 @@ from collections.abc import Callable, Iterator
 from tqdm import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-#: a line of the run's stages shown without ``-v``: a warning, an error, a failure, a cell whose
-#: files changed and is computed again
-_KEPT = re.compile(r"^(warning|error)\b|\bfailed\b|\bcomputing it again\b|\bnot scored\b", re.IGNORECASE)
+#: the lines of the run's stages shown without ``-v``: warnings, errors and failures, a cell whose
+#: files changed and is computed again, how many cells are left, which backbone runs, the test
+#: images being extracted, and (with ``--no-progress``, instead of the bar) one line per cell,
+#: a data-parallel cell's shards (under torchrun) included
+_KEPT = re.compile(
+    "|".join(
+        (
+            r"^(warning|error)\b",
+            r"\bfailed\b",
+            r"\bcomputing it again\b",
+            r"\bnot (scored|searched)\b",
+            r"^test images: ",
+            r"^\d+ cells: \d+ already done",
+            r"^backbone \S+:$",
+            r"^\s+\d+/\d+ \S+ \w+; ETA",
+            r": searched \d+ test shards",
+        )
+    ),
+    re.IGNORECASE,
+)
 #: how much of a warning identifies it once its numbers are blanked (the rest is its wnid list)
 _KEY_CHARS = 80
 

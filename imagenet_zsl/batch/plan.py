@@ -295,10 +295,14 @@ def write_classes(path: Path, wnids: list[str]) -> Path:
     return atomic_write_text(path, "".join(f"{w}\n" for w in wnids))
 
 
-def write_recipe(plan: Plan) -> Path:
+def write_recipe(plan: Plan) -> Path | None:
     """``OUT/recipe.yaml``: the recipe a run built from its flags, every key it set, so that
     ``imagenet-zsl run OUT/recipe.yaml --out OUT2`` runs it again (the same config, so the same
-    cells). Written atomically before any work; the run's manifest lists it."""
+    cells). Written atomically before any work; the run's manifest lists it. A run from a recipe
+    file removes the one an earlier run from flags left in ``OUT``: it no longer says what ran."""
+    if not plan.written:
+        (plan.out / RECIPE_FILE).unlink(missing_ok=True)
+        return None
     data = plan.recipe.model_dump(mode="json", exclude_unset=True)
     header = (
         "# written by 'imagenet-zsl run' from its flags (the run's manifest.json has the command line)\n"

@@ -173,8 +173,7 @@ def run(
         def prepare() -> tuple[Plan, list[_Prepared]]:
             plan = plan_run(recipe_path, out, allow_feature_mismatch, recipe)
             lock.enter_context(run_lock(plan.out))
-            if plan.written:
-                write_recipe(plan)
+            write_recipe(plan)
             plans = backbone_plans(plan)
             if len(plans) == 1:
                 return plan, [_prepare(plan)]

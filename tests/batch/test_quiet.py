@@ -38,7 +38,8 @@ def test_the_demo_size_run_prints_a_bar_the_warnings_and_the_table(demo_inputs, 
     assert any(line.startswith("warning: missing_semantics: drop: 20 classes") for line in others)
     assert sum("holds SIMULATED features" in line for line in others) == 1
     assert any("repeated warnings not shown; -v shows the whole log" in line for line in others)
-    for chatter in ("trained in", "cells: 0 already done", "INFO ", "files written:"):
+    assert "10 cells: 0 already done, 10 to evaluate" in done.stdout  # what is left, in one line
+    for chatter in ("trained in", "calibration copy fitted", "INFO ", "files written:"):
         assert chatter not in done.stdout + done.stderr
 
 
