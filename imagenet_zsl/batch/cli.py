@@ -65,7 +65,7 @@ def register(tree: CommandTree) -> None:
         "--splits",
         help="splits, comma-separated: published (dgp-2hops, dgp-3hops, dgp-all), committed or files",
     )
-    names.add_argument("--splits-dir", default="splits", help="where committed split names are found")
+    names.add_argument("--splits-dir", help="where committed split names are found (default: splits)")
     names.add_argument("--store", help="image store of the test images, scored while extracted")
     names.add_argument("--backbones", help="backbones extracting --store, comma-separated")
     names.add_argument("--weights", help="weights file (one backbone) or NAME=FILE,... (several)")

@@ -53,7 +53,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     given = names_given(args)
     if given and args.recipe is not None:
         raise UserInputError(
-            f"give a recipe file ({args.recipe}) or the names (--models, --splits, --store ...), not both"
+            f"give a recipe file ({args.recipe}) or the names ({', '.join(given)}), not both: the "
+            "recipe's keys say what the flags would"
         )
     if not given and args.recipe is None:
         raise UserInputError(

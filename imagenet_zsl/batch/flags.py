@@ -44,17 +44,21 @@ from imagenet_zsl.splits.named import PUBLISHED_SPLITS
 
 #: where a model name's config is looked for (relative to the working directory)
 MODEL_CONFIGS = Path("configs") / "models"
-#: the flags that build a recipe (any of them given: no recipe file)
-RECIPE_FLAGS = ("models", "splits", "backbones", "store", "features", "weights", "semantics")
+#: the flags that build a recipe (any of them given: no recipe file), by argparse dest
+RECIPE_FLAGS = ("models", "splits", "splits_dir", "store", "backbones", "weights", "features", "semantics")
+RECIPE_FLAGS += ("label_space", "missing_semantics", "per_class", "device", "batch_size", "workers")
+#: where committed split names are found without --splits-dir
+SPLITS_DIR = "splits"
 #: the keys of a model config that an inline recipe entry takes over as they are
 _INLINE_KEYS = ("params", "semantics", "graph", "select")
 #: the extraction settings a flag gives, by TestImages key
 _EXTRACT_FLAGS = ("per_class", "device", "workers", "batch_size")
 
 
-def names_given(args: Namespace) -> bool:
-    """Whether the command line builds its recipe from flags."""
-    return any(getattr(args, flag, None) not in (None, []) for flag in RECIPE_FLAGS)
+def names_given(args: Namespace) -> list[str]:
+    """The recipe-building flags the command line gives (``--models`` ...): none for a recipe file."""
+    given = [flag for flag in RECIPE_FLAGS if getattr(args, flag, None) is not None]
+    return ["--" + flag.replace("_", "-") for flag in given]
 
 
 def _items(text: str | None) -> list[str]:
@@ -201,7 +205,7 @@ def recipe_from_flags(args: Namespace) -> Recipe:
     for flag in ("models", "splits"):
         if not getattr(args, flag):
             raise UserInputError(f"without a recipe file, --{flag} is needed (e.g. --models conse,trivial)")
-    splits_dir = Path(args.splits_dir)
+    splits_dir = Path(args.splits_dir or SPLITS_DIR)
     data: dict[str, Any] = _features(args)
     models = expand(_items(args.models), MODELS.names(), "model", "--models")
     data["models"] = {name: _model_entry(name, args.semantics) for name in models}

@@ -6,6 +6,12 @@ Output directory (``--out DIR``)::
                                    input, its config and --allow-feature-mismatch as parameters, the
                                    status, classes and provenance of every cell, the legend's notes,
                                    and "files": size and sha256 of every other file under DIR
+    DIR/recipe.yaml                only for a run built from flags (``run --models ... --splits ...``,
+                                   :mod:`~imagenet_zsl.batch.flags`): the recipe it ran, which
+                                   ``run DIR/recipe.yaml --out OTHER`` runs again
+    DIR/head-only/                 only with test features alone (no ``features.train``): the
+                                   models' training directory, the test features' identity and
+                                   backbone head, no image (:mod:`~imagenet_zsl.batch.head_only`)
     DIR/features/                  only with ``features: {simulate: ...}``: the SIMULATED features
     DIR/features.key.json          their cache key: the simulation config and its class lists' sha256
     DIR/test-images/               only with ``features.test: {store: ..., backbone: ...}``: the test
@@ -27,8 +33,9 @@ Output directory (``--out DIR``)::
     DIR/classes_dropped.csv        wnid, set, action, models: the classes some model cannot represent
     DIR/cells/NAME__SPLIT/         one run directory per (model, split) (the model's own ``splits:``
                                    if it names some), exactly as ``evaluate`` writes
-    DIR/cells/NAME__SPLIT.json     the cell's record: status, error, classes, provenance, the key it
-                                   was computed with and the sha256 of its manifest
+    DIR/cells/NAME__SPLIT.json     the cell's record: status, error, classes, provenance, its
+                                   ``label_space`` (name, size, classes without a vector), the key
+                                   it was computed with and the sha256 of its manifest
     DIR/summary.{md,csv,tex}       models x splits table (:mod:`imagenet_zsl.batch.summary`)
     DIR/hit_at_k.png               hit@K per split, one line per model
     DIR/.search-cache/             while the run lasts: each model's searches of the held-out seen

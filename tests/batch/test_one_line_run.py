@@ -135,5 +135,6 @@ def test_a_bad_name_is_one_line_before_any_work(tmp_path, cli_error, flags, culp
 def test_a_recipe_file_and_names_together_are_refused(tmp_path, cli_error):
     recipe = tmp_path / "r.yaml"
     recipe.write_text("features: {test: x}\nmodels: {t: {model: trivial}}\nsplits: [hop1]\n")
-    cli_error(["run", recipe, "--models", "conse", "--out", tmp_path / "out"], "not both")
+    cli_error(["run", recipe, "--models", "conse", "--out", tmp_path / "out"], "(--models), not both")
+    cli_error(["run", recipe, "--label-space", "all", "--out", tmp_path / "out"], "(--label-space), not both")
     cli_error(["run", "--out", tmp_path / "out"], "nothing to run")

@@ -5,9 +5,11 @@ as before (every stage's line and the INFO records)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
-from pathlib import Path
+
+from imagenet_zsl.cli import main
 
 
 def _cli(*args: object) -> subprocess.CompletedProcess[str]:
@@ -43,13 +45,22 @@ def test_the_demo_size_run_prints_a_bar_the_warnings_and_the_table(demo_inputs, 
         assert chatter not in done.stdout + done.stderr
 
 
-def test_verbose_prints_the_log(demo_inputs, tmp_path):
+def test_verbose_prints_the_log(demo_inputs, tmp_path, capsys, caplog):
+    """In this process (pytest holds the log records): ``-v`` emits the stages' lines and the INFO
+    records; without it neither (the package's level is WARNING for the run, then restored)."""
     eszsl = demo_inputs.data["models"]["eszsl"]  # its select block logs each grid point (INFO)
     recipe = demo_inputs.write_recipe("verbose.yaml", models={"eszsl": eszsl}, splits=["hop1"], gzsl=False)
-    out = tmp_path / "run"
-    done = _cli("run", recipe, "--out", out, "-v", "--no-progress")
-    assert done.returncode == 0, done.stderr
-    assert "model eszsl: trained in" in done.stdout
-    assert "1 cells: 0 already done, 1 to evaluate" in done.stdout
-    assert "files written:" in done.stdout and f"{Path(out).resolve() / 'summary.md'}" in done.stdout
-    assert "INFO imagenet_zsl.models.selection: eszsl {'gamma': 1.0, 'lam': 0.1}: val top-1" in done.stderr
+    caplog.set_level(logging.INFO, logger="imagenet_zsl")
+    grid_point = "eszsl {'gamma': 1.0, 'lam': 0.1}: val top-1"
+    assert main(["run", str(recipe), "--out", str(tmp_path / "verbose"), "-v", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "model eszsl: trained in" in printed
+    assert "1 cells: 0 already done, 1 to evaluate" in printed
+    assert "files written:" in printed and str((tmp_path / "verbose" / "summary.md").resolve()) in printed
+    assert any(r.levelno == logging.INFO and grid_point in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    assert main(["run", str(recipe), "--out", str(tmp_path / "quiet"), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "model eszsl: trained in" not in printed and "files written:" not in printed
+    assert not [r for r in caplog.records if r.levelno < logging.WARNING]
+    assert logging.getLogger("imagenet_zsl").level == logging.INFO  # restored after the run
