@@ -64,7 +64,9 @@ def bar_echo(line: str) -> None:
 
 
 class _Once(logging.Filter):
-    """Drops a log record whose message, numbers blanked, was shown already (and counts it)."""
+    """On the console: drops the package's records below WARNING (a stage may lower the package's
+    level for its own log file, as extraction does) and a record whose message, numbers blanked,
+    was shown already (counted)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -72,6 +74,8 @@ class _Once(logging.Filter):
         self.dropped = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING and record.name.startswith("imagenet_zsl"):
+            return False
         key = (record.name, re.sub(r"\d+", "#", record.getMessage())[:_KEY_CHARS])
         if key in self.seen:
             self.dropped += 1
