@@ -1,7 +1,11 @@
 """The class policy (``missing_semantics``): every model of a split is scored on the same test
 classes, label space, seen classes and validation classes. A class some model cannot represent
-(no prototype) leaves the set for every model (``drop``), is counted as a miss (``count_as_miss``)
-or stops the run before any cell (``error``); the shared lists are written under ``OUT/classes``."""
+(no prototype) leaves the set for every model (``drop``), is counted as a miss (``count_as_miss``:
+a split class; a distractor leaves the label space), stays in the label space as a class the model
+never predicts, its test images misses (``keep``: the literature's full label space, e.g. All =
+20,842 with word vectors for 18,925) or stops the run before any cell (``error``); the shared lists
+are written under ``OUT/classes``. Each cell's record names its label space and its size
+(:func:`label_space_record`)."""
 
 from __future__ import annotations
 
@@ -17,10 +21,12 @@ from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run import present_classes
 from imagenet_zsl.evaluation.run.classes import missing_prototypes
 from imagenet_zsl.features.feature_dir import FeatureDir
-from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.io import atomic_write_json, atomic_write_text
 from imagenet_zsl.splits.label_space import resolve_label_space
 
 DROPPED_FILE = "classes_dropped.csv"
+#: the policies that keep a split class some model cannot represent (its images: misses)
+MISSES = ("count_as_miss", "keep")
 #: the class sets of a run besides its splits
 SEEN_SET, CALIBRATION_SET = "seen", "calibration"
 
@@ -46,6 +52,9 @@ class CellClasses:
     gamma: dict[str, Any] | None = None
     #: ``OUT/classes/training.txt``: the classes no label space of the run holds
     training_file: Path | None = None
+    #: the cell record's ``label_space``: name, size and classes without a vector
+    #: (:func:`label_space_record`)
+    space_record: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -59,6 +68,8 @@ class ClassSets:
     files: dict[str, Path] = field(default_factory=dict)
     #: (model, split) -> split classes counted as misses
     missed: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    #: split -> the size of its label space before the policy (``label_space`` all/FILE)
+    space_full: dict[str, int] = field(default_factory=dict)
 
 
 def class_sets(plan: Plan, features: Features, calibration: Calibration) -> dict[str, list[str]]:
@@ -121,8 +132,8 @@ def apply_policy(
     plan: Plan, sets: dict[str, list[str]], missing: dict[str, dict[str, list[str]]], carved: bool
 ) -> ClassSets:
     """The classes every model is scored on, by ``missing_semantics``: ``drop`` removes what any
-    model cannot represent from the set for every model; ``count_as_miss`` keeps split classes
-    (a model counts their images as misses) and drops seen and validation classes; ``error``
+    model cannot represent from the set for every model; ``count_as_miss`` and ``keep`` keep split
+    classes (a model counts their images as misses) and drop seen and validation classes; ``error``
     raises. The files written under ``OUT/classes`` are the ones every cell reads."""
     policy = plan.recipe.missing_semantics
     if policy == "error":
@@ -131,7 +142,7 @@ def apply_policy(
     for set_name, wnids in sets.items():
         gone = missing[set_name]
         is_split = set_name in plan.splits
-        if policy == "count_as_miss" and is_split:
+        if policy in MISSES and is_split:
             result.kept[set_name] = list(wnids)
             for wnid, models in gone.items():
                 for model in models:
@@ -180,7 +191,8 @@ def fix_label_spaces(
     :func:`~imagenet_zsl.batch.calibration.run_training_classes`: what any model was trained on,
     the training features' and the backbone head's classes, the GZSL seen classes), and a
     distractor any of the split's models has no prototype for leaves it for all of them (listed;
-    never an error: distractors are not test classes). The result is written to
+    never an error: distractors are not test classes), unless ``missing_semantics: keep`` (it stays:
+    a class the model never predicts). The result is written to
     ``OUT/classes/label_space.SPLIT.txt`` and passed to every cell as a FILE."""
     spec = plan.recipe.label_space
     if spec == "split":
@@ -198,7 +210,9 @@ def fix_label_spaces(
                 for wnid in missing_prototypes(sources[spec_model.name], distractors):
                     gone.setdefault(wnid, []).append(spec_model.name)
         classes.missing[label_space_prefix(split)] = gone
-        final = [w for w in space if w not in gone]
+        classes.space_full[split] = len(space)
+        keep = plan.recipe.missing_semantics == "keep"
+        final = [w for w in space if keep or w not in gone]
         classes.files[label_space_prefix(split)] = write_classes(
             plan.out / "classes" / f"label_space.{split}.txt", final
         )
@@ -207,14 +221,19 @@ def fix_label_spaces(
 def dropped_rows(plan: Plan, classes: ClassSets) -> list[dict[str, str]]:
     """One row per (class, set) some model cannot represent: what happened to it and which models."""
     rows = []
+    policy = plan.recipe.missing_semantics
     for set_name, by_wnid in classes.missing.items():
-        counted = plan.recipe.missing_semantics == "count_as_miss" and set_name in plan.splits
+        action = "dropped for every model"
+        if policy in MISSES and set_name in plan.splits:
+            action = "counted as miss"
+        elif policy == "keep" and set_name.startswith(label_space_prefix("")):
+            action = "kept in the label space (never predicted)"
         for wnid in sorted(by_wnid):
             rows.append(
                 {
                     "wnid": wnid,
                     "set": set_name,
-                    "action": "counted as miss" if counted else "dropped for every model",
+                    "action": action,
                     "models": ";".join(sorted(by_wnid[wnid])),
                     "why": "no prototype (no semantic vector)",
                 }
@@ -238,12 +257,12 @@ def policy_note(plan: Plan, rows: list[dict[str, str]]) -> str | None:
     models = sorted({m for row in rows for m in row["models"].split(";")})
     where = ", ".join(f"{name} {n}" for name, n in counts.items())
     policy = plan.recipe.missing_semantics
-    what = (
-        "are counted as misses for the models that cannot score them (seen and validation classes "
-        "left every model)"
-        if policy == "count_as_miss"
-        else "left the evaluation of every model"
-    )
+    what = {
+        "count_as_miss": "are counted as misses for the models that cannot score them (seen and "
+        "validation classes left every model)",
+        "keep": "stay in the label space, never predicted by the models that cannot score them, their "
+        "test images counted as misses (seen and validation classes left every model)",
+    }.get(policy, "left the evaluation of every model")
     return (
         f"missing_semantics: {policy}: {len(rows)} classes without a prototype in {', '.join(models)} "
         f"{what} ({where}); listed in {DROPPED_FILE}"
@@ -282,5 +301,47 @@ def cell_classes(
                 label_space=str(classes.files.get(label_space_prefix(split), plan.recipe.label_space)),
                 gamma=gammas.get(spec.name),
                 training_file=classes.files.get(TRAINING_FILE),
+                space_record=label_space_record(plan, classes, spec.name, split),
             )
     return out
+
+
+def label_space_record(plan: Plan, classes: ClassSets, model: str, split: str) -> dict[str, Any]:
+    """The cell record's ``label_space``: ``name`` (split, all, or the FILE's stem), ``full`` (the
+    classes of the space before the policy: All is 20,842 with ILSVRC-2012 training), ``size`` (the
+    classes each test image is ranked against, as a table names the space: ``full`` less those the
+    policy removed for every model), ``without_vector`` (classes of ``full`` some model, or with
+    ``count_as_miss``/``keep`` this model, has no prototype for: removed, counted as misses, or
+    kept and never predicted) and ``missing_semantics``. With ``drop`` and a word-vector model, All
+    is ``size`` 18,925 and ``without_vector`` 1,917; with ``keep`` ``size`` 20,842."""
+    spec, policy = plan.recipe.label_space, plan.recipe.missing_semantics
+    wnids = plan.split_wnids[split]
+    outside = classes.missing.get(label_space_prefix(split), {})
+    removed = set(wnids) - set(classes.kept[split])
+    if policy != "keep":
+        removed |= set(outside)
+    lacking = set(classes.missed.get((model, split), ()))
+    if policy in MISSES:
+        lacking |= {w for w, models in outside.items() if model in models and w not in removed}
+    full = classes.space_full.get(split, len(wnids))
+    name = spec if spec in ("split", "all") else Path(spec).stem
+    return {
+        "name": name,
+        "full": full,
+        "size": full - len(removed),
+        "without_vector": len(removed | lacking),
+        "missing_semantics": policy,
+    }
+
+
+def attach_label_spaces(
+    out: Path, records: dict[tuple[str, str], dict[str, Any]], cells: dict[str, dict[str, CellClasses]]
+) -> None:
+    """Each cell record gets its ``label_space`` (:func:`label_space_record`), in memory and in
+    ``cells/NAME__SPLIT.json`` (rewritten, atomically, only when it lacks it)."""
+    for (model, split), record in records.items():
+        cell = cells.get(model, {}).get(split)
+        if cell is None or record.get("label_space") == cell.space_record:
+            continue
+        record["label_space"] = cell.space_record
+        atomic_write_json(out / "cells" / f"{Path(record['run']).name}.json", record)

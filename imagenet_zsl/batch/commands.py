@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
+from imagenet_zsl.batch.console import bar_echo
+from imagenet_zsl.batch.flags import names_given, recipe_from_flags
+from imagenet_zsl.batch.plan import RunResult
 from imagenet_zsl.batch.ranks import PeerFailed
 from imagenet_zsl.batch.runner import run as run_recipe
+from imagenet_zsl.errors import UserInputError
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,19 +26,13 @@ def run(args: argparse.Namespace) -> int:
             args.out,
             progress=not args.no_progress,
             allow_feature_mismatch=args.allow_feature_mismatch,
+            **_options(args),
         )
     except PeerFailed:  # under torchrun: rank 0 printed the error
         return 2
     if not result.primary:  # under torchrun: rank 0 reports for every rank
         return 1 if result.failed else 0
-    print(
-        f"trained {len(result.trained)} models; evaluated {len(result.evaluated)} cells, "
-        f"skipped {len(result.skipped)} finished, {len(result.failed)} failed"
-    )
-    print("files written:")
-    for path in result.files:
-        print(f"  {path}")
-    print(f"  {result.out / 'cells'}/  (one evaluation run directory per model and split)")
+    _report(result, _verbose(args))
     if result.failed:
         first, cause = next(iter(result.errors.items()))
         print(
@@ -42,3 +41,45 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _verbose(args: argparse.Namespace) -> bool:
+    """``run -v`` (or the global ``imagenet-zsl -v``): the whole log."""
+    return bool(getattr(args, "run_verbose", False) or getattr(args, "verbose", False))
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """The recipe (a file, or built from the flags: never both), how much to print, and where."""
+    given = names_given(args)
+    if given and args.recipe is not None:
+        raise UserInputError(
+            f"give a recipe file ({args.recipe}) or the names ({', '.join(given)}), not both: the "
+            "recipe's keys say what the flags would"
+        )
+    if not given and args.recipe is None:
+        raise UserInputError(
+            "nothing to run: give a recipe YAML (e.g. configs/demo.yaml), or --models, --splits and "
+            "--store with --backbones (or --features)"
+        )
+    verbose = _verbose(args)
+    return {
+        "recipe": recipe_from_flags(args) if given else None,
+        "verbose": verbose,
+        "echo": print if verbose or args.no_progress else bar_echo,
+    }
+
+
+def _report(result: RunResult, verbose: bool) -> None:
+    """What was done and written: every file with ``-v``, else one line."""
+    counts = (
+        f"trained {len(result.trained)} models; evaluated {len(result.evaluated)} cells, "
+        f"skipped {len(result.skipped)} finished, {len(result.failed)} failed"
+    )
+    if not verbose:
+        print(f"{counts}; table, records and cells in {result.out}")
+        return
+    print(counts)
+    print("files written:")
+    for path in result.files:
+        print(f"  {path}")
+    print(f"  {result.out / 'cells'}/  (one evaluation run directory per model and split)")

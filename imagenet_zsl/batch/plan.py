@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import filelock
+import yaml
 
+from imagenet_zsl.batch.head_only import HEAD_ONLY_DIR, check_head_only, write_head_only
 from imagenet_zsl.batch.recipe import (
     RUN_TOOL,
     FeatureDirs,
@@ -45,6 +47,11 @@ from imagenet_zsl.io import (
 )
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
+
+#: the recipe a run built from the command line's flags, written into its directory
+RECIPE_FILE = "recipe.yaml"
+#: what errors name as the recipe's source when it was built from flags
+COMMAND_LINE = "command line"
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,9 @@ class Plan:
     #: the recipe's name of this plan's feature set (several backbones: one plan each, in
     #: ``OUT/backbones/NAME``); None for a recipe with one feature set
     backbone: str | None = None
+    #: the recipe was built from the command line's flags: the run writes it to ``recipe_path``
+    #: (``OUT/recipe.yaml``), from which ``imagenet-zsl run OUT/recipe.yaml`` runs it again
+    written: bool = False
 
 
 @dataclass
@@ -126,17 +136,31 @@ def cell_name(model: str, split: str) -> str:
 # ----------------------------------------------------------------------------- planning
 
 
-def plan_run(recipe_path: str | Path, out: str | Path, allow_feature_mismatch: bool = False) -> Plan:
-    """Validate the recipe and every name, file and class set it names; nothing is written."""
-    recipe_path = Path(recipe_path)
-    recipe = load_recipe(recipe_path)
-    where = str(recipe_path)
+def plan_run(
+    recipe_path: str | Path | None,
+    out: str | Path,
+    allow_feature_mismatch: bool = False,
+    recipe: Recipe | None = None,
+) -> Plan:
+    """Validate the recipe and every name, file and class set it names; nothing is written.
+
+    ``recipe``: a recipe built from the command line's flags (:mod:`~imagenet_zsl.batch.flags`)
+    instead of the file ``recipe_path``; errors then name the command line's keys, and the run
+    writes it to ``OUT/recipe.yaml`` (:data:`RECIPE_FILE`)."""
+    written = recipe is not None
+    if recipe is None:
+        assert recipe_path is not None
+        recipe_path = Path(recipe_path)
+        recipe, where = load_recipe(recipe_path), str(recipe_path)
+    else:
+        recipe_path, where = Path(out) / RECIPE_FILE, COMMAND_LINE
     splits = split_paths(recipe, where)
     models = model_specs(recipe, where)
     check_model_splits(models, splits, where)
     check_data_parallel(recipe, splits, where)
     check_resources(recipe, models, where)
     check_features(recipe, splits, where)
+    check_head_only(recipe, models, where)
     split_wnids = {}
     for name, path in splits.items():
         split_wnids[name] = read_wnid_list(path)
@@ -146,7 +170,10 @@ def plan_run(recipe_path: str | Path, out: str | Path, allow_feature_mismatch: b
     _check_label_space_file(recipe.label_space, split_wnids, where)
     plan = Plan(recipe, recipe_path, Path(out), splits, split_wnids, models, val_wnids)
     plan.allow_feature_mismatch = allow_feature_mismatch
-    plan.out = check_out_dir(out, RUN_TOOL, input_paths(recipe, recipe_path, splits, models))
+    inputs = input_paths(recipe, recipe_path, splits, models)
+    plan.out = check_out_dir(out, RUN_TOOL, inputs[1:] if written else inputs)
+    if written:
+        plan.recipe_path, plan.written = plan.out / RECIPE_FILE, True
     return plan
 
 
@@ -203,16 +230,19 @@ def run_lock(out: Path) -> Iterator[Path]:
 
 
 def resolve_features(plan: Plan) -> Features:
-    """The feature directories; SIMULATED ones are written to ``OUT/features`` once (cached)."""
+    """The feature directories; SIMULATED ones are written to ``OUT/features`` once (cached); with
+    test features only, the models' training directory is ``OUT/head-only`` (their head)."""
     features = plan.recipe.features
     if isinstance(features, FeatureDirs) and isinstance(features.test, TestImages):
         seen = Path(features.seen) if features.seen else None
         scored = _scored_test(plan, features.test)
-        return Features(Path(features.train), {s: scored.planned for s in plan.splits}, seen, scored)
+        train = _training_dir(plan, features, scored.planned)
+        return Features(train, {s: scored.planned for s in plan.splits}, seen, scored)
     if isinstance(features, FeatureDirs):
         test = features.test
         tests = {s: Path(test[s] if isinstance(test, dict) else test) for s in plan.splits}
-        return Features(Path(features.train), tests, Path(features.seen) if features.seen else None)
+        train = _training_dir(plan, features, tests[next(iter(plan.splits))])
+        return Features(train, tests, Path(features.seen) if features.seen else None)
     path = Path(features.simulate)
     config = load_simulation_config(path)
     target = plan.out / "features"
@@ -228,6 +258,14 @@ def resolve_features(plan: Plan) -> Features:
             f"gzsl needs held-out seen images ({path}: seen_test.images_per_class): set it above 0"
         )
     return Features(target / "train", {s: target / "test" for s in plan.splits}, seen)
+
+
+def _training_dir(plan: Plan, features: FeatureDirs, test: Path) -> Path:
+    """The recipe's training features, or (test features only) ``OUT/head-only``: the head and
+    identity of the test features ``test``, no image."""
+    if features.train is not None:
+        return Path(features.train)
+    return write_head_only(test, plan.out / HEAD_ONLY_DIR)
 
 
 def _scored_test(plan: Plan, spec: TestImages) -> ScoredTest:
@@ -255,3 +293,19 @@ def _simulation_key(config: Any, base_dir: Path) -> dict[str, Any]:
 def write_classes(path: Path, wnids: list[str]) -> Path:
     """A class list (one wnid a line) under ``OUT/classes``, written atomically."""
     return atomic_write_text(path, "".join(f"{w}\n" for w in wnids))
+
+
+def write_recipe(plan: Plan) -> Path | None:
+    """``OUT/recipe.yaml``: the recipe a run built from its flags, every key it set, so that
+    ``imagenet-zsl run OUT/recipe.yaml --out OUT2`` runs it again (the same config, so the same
+    cells). Written atomically before any work; the run's manifest lists it. A run from a recipe
+    file removes the one an earlier run from flags left in ``OUT``: it no longer says what ran."""
+    if not plan.written:
+        (plan.out / RECIPE_FILE).unlink(missing_ok=True)
+        return None
+    data = plan.recipe.model_dump(mode="json", exclude_unset=True)
+    header = (
+        "# written by 'imagenet-zsl run' from its flags (the run's manifest.json has the command line)\n"
+        f"# run it again: imagenet-zsl run {plan.recipe_path} --out OTHER_DIR\n"
+    )
+    return atomic_write_text(plan.recipe_path, header + yaml.safe_dump(data, sort_keys=False))

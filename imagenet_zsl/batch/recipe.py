@@ -3,7 +3,8 @@
 Example (``configs/demo.yaml`` is a complete one)::
 
     features:                       # seen-class training features and test features ...
-      train: feats/train
+      train: feats/train            # optional: without it the models fit on the backbone head
+                                    # stored with the test features (ConSE, trivial, GCNZ/SGCN/DGP)
       test: feats/test              # one directory, or {split name: directory}, or an image store
                                     # scored while extracted: {store: DIR, backbone: NAME, ...}
                                     # (batch.test_images: no test feature is stored)
@@ -23,7 +24,8 @@ Example (``configs/demo.yaml`` is a complete one)::
                                     # of a calibration copy of each model that chooses γ; the
                                     # models themselves fit every seen class ({fraction: 0.2,
                                     # seed: 0}); false: no calibration
-    missing_semantics: drop         # drop | count_as_miss | error: classes some model cannot represent
+    missing_semantics: drop         # drop | count_as_miss | keep | error: classes some model cannot
+                                    # represent (keep: in the label space, never predicted, a miss)
     label_space: split              # split | all | FILE: the classes each test image is ranked against
     data_parallel: [all]            # under torchrun: splits whose test shards every rank searches a
                                     # share of (one rank merges them exactly); ignored in one process
@@ -75,7 +77,9 @@ class FeatureDirs(Config):
     """Feature directories given by path (the test images may be a store and a backbone instead:
     :class:`~imagenet_zsl.batch.test_images.TestImages`)."""
 
-    train: str
+    #: seen-class training features; None: test features only (:mod:`~imagenet_zsl.batch.head_only`:
+    #: the models fit on the backbone head stored with them)
+    train: str | None = None
     test: Annotated[str | dict[str, str] | TestImages, Field(union_mode="left_to_right")]
     seen: str | None = None
 
@@ -104,7 +108,7 @@ def feature_sets(recipe: Recipe) -> dict[str | None, FeatureSet]:
     return dict(features) if isinstance(features, dict) else {None: features}
 
 
-def _features_key(name: str | None) -> str:
+def features_key(name: str | None) -> str:
     return "features" if name is None else f"features.{name}"
 
 
@@ -167,7 +171,7 @@ class Recipe(Config):
     gzsl: bool = False
     #: None: the default (carved validation classes when gzsl); false: no calibration
     calibration: Calibration | Literal[False] | None = None
-    missing_semantics: Literal["drop", "count_as_miss", "error"] = "drop"
+    missing_semantics: Literal["drop", "count_as_miss", "keep", "error"] = "drop"
     label_space: str = "split"
     graph: str = "auto"
     label_frequency: bool = True
@@ -422,7 +426,7 @@ def check_features(recipe: Recipe, splits: dict[str, Path], where: str) -> None:
     """Feature directories exist, a per-split mapping covers every split, GZSL has seen images
     (in every feature set)."""
     for name, features in feature_sets(recipe).items():
-        _check_feature_set(recipe, features, splits, f"{where}: {_features_key(name)}")
+        _check_feature_set(recipe, features, splits, f"{where}: {features_key(name)}")
 
 
 def _check_feature_set(recipe: Recipe, features: FeatureSet, splits: dict[str, Path], key: str) -> None:
@@ -441,6 +445,12 @@ def _check_feature_set(recipe: Recipe, features: FeatureSet, splits: dict[str, P
         in_test = bool(calibration and calibration.classes and not calibration.features)
         check_test_images(features.test, f"{key}.test", in_test)
     tests = _test_dirs(features)
+    if features.train is not None and any(Path(features.train).resolve() == Path(t).resolve() for t in tests):
+        raise UserInputError(
+            f"{features.train} is both the training and the test features ({key}.train): a zero-shot "
+            "test class is never a training class; for test features alone leave 'train' out (ConSE, "
+            "trivial, GCNZ/SGCN/DGP then fit on the backbone head stored with them, head.npz)"
+        )
     for part, value in (("train", features.train), *(("test", t) for t in tests), ("seen", features.seen)):
         if value is not None and not (Path(value) / MANIFEST_NAME).is_file():
             raise UserInputError(

@@ -6,6 +6,12 @@ Output directory (``--out DIR``)::
                                    input, its config and --allow-feature-mismatch as parameters, the
                                    status, classes and provenance of every cell, the legend's notes,
                                    and "files": size and sha256 of every other file under DIR
+    DIR/recipe.yaml                only for a run built from flags (``run --models ... --splits ...``,
+                                   :mod:`~imagenet_zsl.batch.flags`): the recipe it ran, which
+                                   ``run DIR/recipe.yaml --out OTHER`` runs again
+    DIR/head-only/                 only with test features alone (no ``features.train``): the
+                                   models' training directory, the test features' identity and
+                                   backbone head, no image (:mod:`~imagenet_zsl.batch.head_only`)
     DIR/features/                  only with ``features: {simulate: ...}``: the SIMULATED features
     DIR/features.key.json          their cache key: the simulation config and its class lists' sha256
     DIR/test-images/               only with ``features.test: {store: ..., backbone: ...}``: the test
@@ -27,8 +33,9 @@ Output directory (``--out DIR``)::
     DIR/classes_dropped.csv        wnid, set, action, models: the classes some model cannot represent
     DIR/cells/NAME__SPLIT/         one run directory per (model, split) (the model's own ``splits:``
                                    if it names some), exactly as ``evaluate`` writes
-    DIR/cells/NAME__SPLIT.json     the cell's record: status, error, classes, provenance, the key it
-                                   was computed with and the sha256 of its manifest
+    DIR/cells/NAME__SPLIT.json     the cell's record: status, error, classes, provenance, its
+                                   ``label_space`` (name, size, classes without a vector), the key
+                                   it was computed with and the sha256 of its manifest
     DIR/summary.{md,csv,tex}       models x splits table (:mod:`imagenet_zsl.batch.summary`)
     DIR/hit_at_k.png               hit@K per split, one line per model
     DIR/.search-cache/             while the run lasts: each model's searches of the held-out seen
@@ -103,6 +110,7 @@ from imagenet_zsl.batch.classes import (
     CellClasses,
     ClassSets,
     apply_policy,
+    attach_label_spaces,
     cell_classes,
     class_sets,
     dropped_rows,
@@ -112,6 +120,7 @@ from imagenet_zsl.batch.classes import (
     write_dropped,
     write_training_classes,
 )
+from imagenet_zsl.batch.console import quiet_echo, run_console
 from imagenet_zsl.batch.faults import one_line
 from imagenet_zsl.batch.fused import score_while_extracting
 from imagenet_zsl.batch.parallel import evaluate_data_parallel
@@ -124,9 +133,10 @@ from imagenet_zsl.batch.plan import (
     plan_run,
     resolve_features,
     run_lock,
+    write_recipe,
 )
 from imagenet_zsl.batch.ranks import Ranks, cell_phases, job_ranks, owner
-from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec
+from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec, Recipe
 from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
 from imagenet_zsl.batch.training import Trained, train_models
 from imagenet_zsl.errors import UserInputError
@@ -145,22 +155,32 @@ __all__ = ["RUN_FORMAT", "run"]
 
 
 def run(
-    recipe_path: str | Path,
+    recipe_path: str | Path | None,
     out: str | Path,
     progress: bool = True,
     echo: Callable[[str], None] = print,
     allow_feature_mismatch: bool = False,
+    *,
+    recipe: Recipe | None = None,
+    verbose: bool = True,
 ) -> RunResult:
     """Validate, then train, fix the classes, evaluate and summarise (see the module docstring).
+
+    ``recipe``: one built from the command line's flags instead of ``recipe_path`` (written to
+    ``OUT/recipe.yaml``). ``verbose``: every stage's line through ``echo``; else only warnings,
+    failures and the table (:mod:`~imagenet_zsl.batch.console`).
 
     Under torchrun (``WORLD_SIZE`` > 1) every process calls this: rank 0 checks, holds the lock
     and writes the shared files; models and cells are spread over the ranks
     (:mod:`imagenet_zsl.batch.ranks`)."""
-    with job_ranks() as ranks, contextlib.ExitStack() as lock:
+    with job_ranks() as ranks, contextlib.ExitStack() as lock, run_console(verbose):
+        shown = ranks.echo(echo)
+        say = Say(shown, shown if verbose else quiet_echo(shown))
 
         def prepare() -> tuple[Plan, list[_Prepared]]:
-            plan = plan_run(recipe_path, out, allow_feature_mismatch)
+            plan = plan_run(recipe_path, out, allow_feature_mismatch, recipe)
             lock.enter_context(run_lock(plan.out))
+            write_recipe(plan)
             plans = backbone_plans(plan)
             if len(plans) == 1:
                 return plan, [_prepare(plan)]
@@ -174,24 +194,31 @@ def run(
         top, prepared = ranks.first(prepare)
         show = progress and ranks.primary
         if len(prepared) == 1:
-            return _run_prepared(ranks, prepared[0], show, ranks.echo(echo))
-        return _run_backbones(ranks, top, prepared, show, ranks.echo(echo))
+            return _run_prepared(ranks, prepared[0], show, say)
+        return _run_backbones(ranks, top, prepared, show, say)
 
 
-def _run_backbones(
-    ranks: Ranks, top: Plan, prepared: list[_Prepared], progress: bool, echo: Callable[[str], None]
-) -> RunResult:
+@dataclass(frozen=True)
+class Say:
+    """How a run speaks: ``echo`` the table and warnings, ``info`` the stages' lines (``echo``
+    itself when verbose, else :func:`~imagenet_zsl.batch.console.quiet_echo` of it)."""
+
+    echo: Callable[[str], None]
+    info: Callable[[str], None]
+
+
+def _run_backbones(ranks: Ranks, top: Plan, prepared: list[_Prepared], progress: bool, say: Say) -> RunResult:
     """Each backbone's run (its own table kept in its directory), then one table over all of them
     in ``OUT`` (:mod:`~imagenet_zsl.batch.backbones`)."""
     results = []
     for part in prepared:
-        echo(f"backbone {part.plan.backbone}:")
-        results.append(_run_prepared(ranks, part, progress, echo, show_table=False))
+        say.info(f"backbone {part.plan.backbone}:")
+        results.append(_run_prepared(ranks, part, progress, say, show_table=False))
     plans = [part.plan for part in prepared]
     result = merged_result(top, plans, results, ranks.primary)
     if ranks.primary:
         records = merged_records(plans, results)
-        _summarise(top, records, result, echo, merged_notes(plans, results, records), extra=[])
+        _summarise(top, records, result, say.echo, merged_notes(plans, results, records), extra=[])
     return result
 
 
@@ -235,25 +262,26 @@ def _prepare(plan: Plan) -> _Prepared:
 
 
 def _run_prepared(
-    ranks: Ranks, prepared: _Prepared, progress: bool, echo: Callable[[str], None], show_table: bool = True
+    ranks: Ranks, prepared: _Prepared, progress: bool, say: Say, show_table: bool = True
 ) -> RunResult:
     plan, features = prepared.plan, prepared.features
     result = RunResult(plan.out, primary=ranks.primary)
-    done = _train(ranks, prepared, result, echo)
-    classes = ranks.first(lambda: _fix_classes(prepared, done, echo))
+    done = _train(ranks, prepared, result, say.info)
+    classes = ranks.first(lambda: _fix_classes(prepared, done, say))
     context = RunContext(plan, features, classes.cells, prepared.overrides)
-    cells = ranks.first(lambda: plan_cells(context, classes.trained, classes.errors, echo))
+    cells = ranks.first(lambda: plan_cells(context, classes.trained, classes.errors, say.info))
     result.skipped = list(cells.skipped)
-    _evaluate(ranks, context, cells, result, progress, echo)
+    _evaluate(ranks, context, cells, result, progress, say.info)
     record_failures(cells.cells, cells.records, result)
     if ranks.primary:
+        attach_label_spaces(plan.out, cells.records, classes.cells)
         shutil.rmtree(plan.out / SHARED_CACHE, ignore_errors=True)
         legend = prepared.calibration.legend.replace(COUNT, str(classes.n_val))
         legend = legend.replace(FIT, f"{classes.fits} calibration fits")
         records = [cells.records[c] for c in cells.cells]
         notes = [classes.note, legend, _label_space_note(plan, records), _override_note(prepared.overrides)]
         result.records, result.notes = records, [n for n in notes if n]
-        shown = echo if show_table else (lambda _: None)
+        shown = say.echo if show_table else (lambda _: None)
         _summarise(plan, records, result, shown, result.notes, extra=[classes.dropped])
     return result
 
@@ -280,7 +308,7 @@ def _train(ranks: Ranks, prepared: _Prepared, result: RunResult, echo: Callable[
     return done
 
 
-def _fix_classes(prepared: _Prepared, done: Trained, echo: Callable[[str], None]) -> _Classes:
+def _fix_classes(prepared: _Prepared, done: Trained, say: Say) -> _Classes:
     """The class policy: every model of a split gets the same classes (written under OUT/classes);
     then, with a carved calibration, the γ of every model (a model whose γ cannot be chosen fails
     like one that cannot be trained)."""
@@ -294,11 +322,11 @@ def _fix_classes(prepared: _Prepared, done: Trained, echo: Callable[[str], None]
     dropped = write_dropped(plan.out / DROPPED_FILE, rows)
     note = policy_note(plan, rows)
     if note:
-        echo(f"warning: {note}")
+        say.echo(f"warning: {note}")
     gammas: dict[str, dict[str, Any]] = {}
     if calibration.carved:
         copies = {n: done.calibration[n] for n in trained if n in done.calibration}
-        gammas = _carved_gammas(plan, features, calibration, classes, copies, errors, echo)
+        gammas = _carved_gammas(plan, features, calibration, classes, copies, errors, say.echo)
         trained = {n: trained[n] for n in trained if n in gammas}
     cells = cell_classes(plan, classes, calibration, trained, gammas)
     n_val = len(classes.kept.get(CALIBRATION_SET, ()))
@@ -346,7 +374,10 @@ def _evaluate(
         score_while_extracting(context, cells.pending, ranks, echo)
     with shared_search(context.plan.out / SHARED_CACHE):
         alone = [cell for cell in cells.pending if cell[1] not in parallel]
-        for phase in cell_phases(alone, models, ranks.world):
+        phases = cell_phases(alone, models, ranks.world)
+        if ranks.world == 1:  # one process: the phases in order, under one progress bar
+            phases = [[[cell for phase in phases for cell in phase[0]]]]
+        for phase in phases:
             records.update(evaluate_cells(context, phase[ranks.rank], result, progress, echo))
             ranks.barrier()
         together = [cell for cell in cells.pending if cell[1] in parallel]
@@ -421,6 +452,7 @@ def _write_manifest(plan: Plan, records: list[dict[str, Any]], notes: list[str] 
                 {k: r[k] for k in ("model", "split", "status", "error", "run")}
                 | {"classes": r["classes"], "provenance": r.get("provenance")}
                 | {"calibration": r.get("calibration"), "backbone": r.get("backbone")}
+                | {"label_space": r.get("label_space")}
                 for r in records
             ],
             "notes": notes or [],

@@ -19,6 +19,7 @@ from imagenet_zsl.evaluation.predict import excluded_classes
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import training_wnids
+from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import resolve_label_space
 
@@ -154,3 +155,53 @@ def test_a_split_holding_a_training_class_is_one_line(demo_inputs, tmp_path, cli
         ["run", str(recipe), "--out", str(tmp_path / "out")],
         f"{split}: split 'with_seen' holds 1 training classes, e.g. n01440764",
     )
+
+
+def test_keep_ranks_against_all_20842_classes_and_names_the_space_in_each_record(demo_inputs, tmp_path):
+    """#45 §2: with a word-vector model, ``drop`` leaves All at 18,925 classes for every model
+    (20,842 less the 1,917 without a GloVe vector); ``keep`` keeps them, never predicted by the
+    model without their vector, and the test images of hop1's 3 such classes are its misses. A
+    class without a prototype never outranks, so ConSE's hits are the same images under both:
+    hit@K(keep) x 45 images = hit@K(drop) x 36 (12 classes with vectors x 3 images)."""
+    trivial = {**demo_inputs.data["models"]["trivial"], "splits": ["hop1"]}
+    models = {"trivial": trivial, "conse": {"model": "conse"}}
+    outs = {}
+    for policy in ("keep", "drop"):
+        recipe = _recipe(demo_inputs, f"{policy}.yaml", models=models, gzsl=False, missing_semantics=policy)
+        outs[policy] = tmp_path / policy
+        assert run(recipe, outs[policy], progress=False, echo=print).failed == []
+
+    def cell(policy: str, model: str, name: str) -> dict:
+        return json.loads((outs[policy] / "cells" / f"{model}__hop1{name}").read_text())
+
+    # an independent count: the classes of the kept space (and hop1) that GloVe has no vector for
+    space = read_wnid_list(outs["keep"] / "classes" / "label_space.hop1.txt")
+    vectors = load_class_vectors("glove-6b-50d")
+    assert len(space) == ALL and sum(w not in vectors for w in space) == 1917
+    for model, without in (("trivial", 0), ("conse", 1917)):
+        assert cell("keep", model, ".json")["label_space"] == {
+            "name": "all",
+            "full": ALL,
+            "size": ALL,
+            "without_vector": without,
+            "missing_semantics": "keep",
+        }
+        assert cell("drop", model, ".json")["label_space"] == {
+            "name": "all",
+            "full": ALL,
+            "size": 18_925,
+            "without_vector": 1917,
+            "missing_semantics": "drop",
+        }
+    keep, drop = cell("keep", "conse", "/metrics.json"), cell("drop", "conse", "/metrics.json")
+    assert keep["count_as_miss"]["images"] == 9
+    assert keep["zsl"]["images"] == 45 and drop["zsl"]["images"] == 36
+    for k in ("1", "2", "5", "10", "20"):
+        assert keep["zsl"]["flat"][k] * 45 == pytest.approx(drop["zsl"]["flat"][k] * 36)
+    # the run's manifest carries the same record per cell; the dropped-classes list says what was kept
+    manifest = json.loads((outs["keep"] / "manifest.json").read_text())
+    assert [c["label_space"]["size"] for c in manifest["cells"]] == [ALL, ALL]
+    with (outs["keep"] / "classes_dropped.csv").open() as handle:
+        actions = {(r["set"], r["action"]) for r in csv.DictReader(handle)}
+    kept = ("label space of hop1", "kept in the label space (never predicted)")
+    assert actions == {("hop1", "counted as miss"), kept}
