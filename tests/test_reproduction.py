@@ -94,3 +94,16 @@ def test_shared_label_row_counts_any_lemma_as_hascoet() -> None:
     row = rows["label shared with another ImageNet class"]
     assert row.ours == "66.7%" and row.reason.startswith("the first lemma alone gives 0.0%")
     assert "does not state" not in row.reason
+
+
+def test_the_literature_counts_of_dgp_and_the_all_rule_are_stated() -> None:
+    """#45 §2: DGP's own list sizes sit beside Hascoet's and Chao et al.'s, counted from the packaged
+    lists; "all" is 21,841 fall11 synsets less the 999 ILSVRC-2012 classes among them (teddy bear is
+    not a fall11 synset), not "minus 1,000"."""
+    block = _block()
+    assert "1,549 (DGP's list, `dgp-2hops`)" in block and "7,860 (DGP's list, `dgp-3hops`)" in block
+    assert "minus the 1,000" not in block
+    universe, counts = universe_wnids(), fall11_counts()
+    fall11_training = [w for w in universe if w in counts and w not in candidate_wnids()]
+    assert (len(counts), len(fall11_training), "n04399382" in counts) == (21841, 999, False)
+    assert "21,841 fall11 synsets minus the 999 ILSVRC-2012 classes" in block
