@@ -4,24 +4,24 @@
 
 Both tables are CSV files a user may hand over or edit, so they are read as strict UTF-8 by the
 ``csv`` module in strict mode: a byte that is not UTF-8, an unbalanced quote, a row with another
-number of fields than the header, a malformed wnid or verdict, or a class listed twice is one
-line naming ``file:line``; a FIFO or device is refused before it is opened.
+number of fields than the header, a malformed verdict or class name (a wnid, or a class name of a
+toy feature directory: :func:`~imagenet_zsl.features.shard_checks.class_name_problem`) or a class
+listed twice is one line naming ``file:line``; a FIFO or device is refused before it is opened.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from imagenet_zsl.data import read_utf8
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.shard_checks import class_name_problem
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT
 from imagenet_zsl.io import read_manifest_verified, regular_input_file
 
-_WNID = re.compile(r"n[0-9]{8}")
 #: a value quoted in an error is cut here: a line of a binary file must not flood the terminal
 _SHOWN = 60
 
@@ -87,8 +87,9 @@ def class_verdicts(path: str | Path) -> dict[str, bool]:
     verdicts: dict[str, bool] = {}
     for line, row in rows:
         wnid, kept = row[at_wnid], row[at_kept]
-        if not _WNID.fullmatch(wnid):
-            raise UserInputError(f"{path}:{line}: {wnid!r:.{_SHOWN}} is not a wnid (n + 8 digits)")
+        problem = class_name_problem(wnid)  # the rule of the feature directories the filter read
+        if problem:
+            raise UserInputError(f"{path}:{line}: {problem}")
         if kept not in ("true", "false"):
             raise UserInputError(
                 f"{path}:{line}: {wnid}: 'kept' must be true or false, got {kept!r:.{_SHOWN}}"
