@@ -63,7 +63,11 @@ def test_classes_csv_mistakes_name_the_line(tmp_path: Path, content: bytes, culp
     assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize("reader", [class_verdicts, kept_image_ids], ids=["classes.csv", "kept.csv"])
+def _pool_filter(path: Path) -> list[str]:
+    return image_quality(["n02084071"], None, str(path))  # a recipe's {filter: image_quality, path: ...}
+
+
+@pytest.mark.parametrize("reader", [_pool_filter, kept_image_ids], ids=["image_quality path", "kept.csv"])
 def test_a_fifo_is_refused_without_blocking(tmp_path: Path, reader) -> None:
     fifo = tmp_path / "table.csv"
     os.mkfifo(fifo)
