@@ -25,7 +25,7 @@ from typing import NoReturn
 
 from imagenet_zsl import __version__
 from imagenet_zsl.cli_types import CommandTree, no_command
-from imagenet_zsl.errors import UserInputError, last_output, note_output
+from imagenet_zsl.errors import UserInputError, allow_overwrite, last_output, note_output
 from imagenet_zsl.registry import entry_points, load_target
 
 COMMAND_GROUP = "imagenet_zsl.commands"
@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         return no_command(parser)
     note_output(None)
+    allow_overwrite(getattr(args, "overwrite", False))  # the commands that replace a directory have it
     try:
         handler = load_target(args.func) if isinstance(args.func, str) else args.func
         return int(handler(args) or 0)
@@ -203,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
         return _internal_error(err)
+    finally:
+        allow_overwrite(False)
 
 
 def _internal_error(err: BaseException) -> int:

@@ -73,6 +73,19 @@ def int_at_least(low: int) -> Callable[[str], int]:
     return convert
 
 
+#: ``--overwrite``: the one definition, added by every command that replaces an --out directory
+OVERWRITE_HELP = (
+    "replace an existing --out written by this command even if a file its manifest lists was "
+    "edited since (the edit is lost); without it such an --out is refused, naming the file"
+)
+
+
+def overwrite_flag(parser: argparse.ArgumentParser) -> None:
+    """Add ``--overwrite`` to a command that writes its --out directory in one rename (``cli.main``
+    hands it to :func:`imagenet_zsl.errors.allow_overwrite`, which ``io.check_out_dir`` reads)."""
+    parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
+
+
 # --- lazy help and choices --------------------------------------------------------------------
 # ``imagenet-zsl --help`` must start in well under a second, so a stage's ``cli`` module imports
 # none of the stage at start-up. A flag whose help text, default or choices live in a heavy module

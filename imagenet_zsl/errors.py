@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -36,3 +37,32 @@ def note_output(path: Path | None) -> None:
     """Record the output being written (None: forget it, as a new command starts)."""
     global _last_output
     _last_output = path
+
+
+#: whether the running command was given ``--overwrite``: ``io.check_out_dir`` then replaces an --out
+#: whose listed files were edited since it was written (the edits are lost, as asked)
+_overwrite = False
+
+
+def allow_overwrite(allowed: bool) -> None:
+    """Record the running command's ``--overwrite`` (``cli.main`` sets it per command and clears it
+    after; a library caller may set it around a call)."""
+    global _overwrite
+    _overwrite = bool(allowed)
+
+
+def overwrite_allowed() -> bool:
+    """Whether an --out whose listed files were edited may be replaced (``--overwrite``)."""
+    return _overwrite
+
+
+@contextlib.contextmanager
+def overwriting() -> Iterator[None]:
+    """Allow replacing edited outputs inside the block (``run``'s own parts of its workspace, which
+    it recomputes when their files no longer match their manifests); the setting before is restored."""
+    before = _overwrite
+    allow_overwrite(True)
+    try:
+        yield
+    finally:
+        allow_overwrite(before)

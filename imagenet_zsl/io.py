@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from imagenet_zsl.errors import UserInputError, note_output
+from imagenet_zsl.errors import UserInputError, note_output, overwrite_allowed, preview
 
 MANIFEST_NAME = "manifest.json"
+#: seconds things took: never hashed by a manifest (the rest of an output is the same bytes each time)
+TIMINGS_NAME = "timings.json"
 CACHE_ENV = "IMAGENET_ZSL_CACHE"
 
 
@@ -53,13 +55,9 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 def current_umask() -> int:
     """The process umask, read without changing it where the system allows (Linux ``/proc``)."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError, StopIteration):
         with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+            return next(int(line.split()[1], 8) for line in handle if line.startswith("Umask:"))
     mask = os.umask(0o022)  # elsewhere: set and restore (not atomic, but only on other systems)
     os.umask(mask)
     return mask
@@ -81,11 +79,8 @@ def _temp_sibling(path: Path) -> Path:
 
 @contextlib.contextmanager
 def _atomic_file(path: Path) -> Iterator:
-    """Binary handle on a temp file beside ``path``; renamed over ``path`` only on success.
-
-    An OSError without a file name (ENOSPC, EFBIG from ``write``) gets ``path`` as its file name,
-    so the error the user sees says which file could not be written.
-    """
+    """Binary handle on a temp file beside ``path``; renamed over ``path`` only on success. An
+    OSError without a file name (ENOSPC, EFBIG from ``write``) gets ``path``'s, for the user."""
     tmp = _temp_sibling(path)
     try:
         with open(tmp, "wb") as handle:
@@ -118,16 +113,10 @@ def canonical_json(obj: Any) -> str:
 
 
 def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, Path):
-        return str(obj)
-    if isinstance(obj, set | frozenset):
-        return sorted(obj)
+    converters = ((np.integer, int), (np.floating, float), (np.ndarray, np.ndarray.tolist), (Path, str))
+    for kind, convert in (*converters, (set | frozenset, sorted)):
+        if isinstance(obj, kind):
+            return convert(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
@@ -195,13 +184,23 @@ def _inside(path: Path, other: Path) -> bool:
     return path == other or other in path.parents
 
 
+def _overlap(resolved: Path, inputs: Iterable[str | os.PathLike | None], either_way: bool) -> tuple | None:
+    """(given, resolved) of the first input that ``resolved`` is or lies inside (``either_way``:
+    or that lies inside ``resolved``), or None."""
+    for given in (g for g in inputs if g is not None):
+        source = resolve_path(given)
+        if _inside(resolved, source) or (either_way and _inside(source, resolved)):
+            return given, source
+    return None
+
+
 def foreign_files(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
     """What lies under ``directory`` that its manifest does not list (relative paths, sorted):
     files, links or empty folders the user put there, which replacing the directory would delete."""
     records = manifest.get("files") if isinstance(manifest.get("files"), list) else []
     listed = {MANIFEST_NAME} | {str(r.get("path")) for r in records if isinstance(r, dict)}
     folders = {str(parent) for path in listed for parent in Path(path).parents}
-    junk = {".DS_Store", "Thumbs.db", "desktop.ini", ".ipynb_checkpoints"}  # a file browser's or Jupyter's
+    junk = {".DS_Store", "Thumbs.db", "desktop.ini", ".ipynb_checkpoints", TIMINGS_NAME}  # a browser's, ours
     walk = os.walk(directory)
     paths = (
         Path(root, name).relative_to(directory).as_posix()
@@ -213,6 +212,20 @@ def foreign_files(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
     )
 
 
+def edited_files(directory: Path, manifest: Mapping[str, Any]) -> list[str]:
+    """The files ``manifest`` lists that are in ``directory`` with another size or sha256 than it
+    records: edited since the command wrote them (a missing one is not: nothing is left to lose)."""
+    records = manifest.get("files") if isinstance(manifest.get("files"), list) else []
+    listed = {r["path"]: r for r in records if isinstance(r, dict) and isinstance(r.get("path"), str)}
+    return [
+        path
+        for path, record in listed.items()
+        if _inside(resolve_path(directory / path), directory)
+        and (directory / path).is_file()
+        and _difference(directory / path, record)
+    ]
+
+
 def check_out_dir(
     final: str | os.PathLike,
     tool: str,
@@ -220,26 +233,25 @@ def check_out_dir(
     *,
     own_files: bool = False,
 ) -> Path:
-    """Refuse an ``--out`` that would destroy data; returns it resolved.
+    """Refuse an ``--out`` that would destroy data; returns it resolved (a symbolic link: the
+    directory it names, written through, the link kept).
 
     The rule for every command that writes a directory:
     - an ``--out`` that contains, or lies inside, one of the command's ``inputs`` is refused;
     - an existing ``--out`` is replaced only if it is empty or its manifest says ``tool`` wrote it,
       and (``own_files``: the directory will be replaced whole) every file in it is one its
-      manifest lists: a file the user added (``notes.txt``) is never deleted silently;
+      manifest lists: a file the user added (``notes.txt``) is never deleted silently; and every
+      listed file still has the sha256 the manifest records: a file edited since (``report.md``)
+      is refused, naming it, unless the command was given ``--overwrite`` (``errors.allow_overwrite``);
     - an ``--out`` that is a file, or whose parent is not a writable directory, is refused.
     """
     final = Path(final)
     resolved = resolve_path(final)
-    for given in inputs:
-        if given is None:
-            continue
-        source = resolve_path(given)
-        if _inside(resolved, source) or _inside(source, resolved):
-            raise UserInputError(
-                f"--out {final} overlaps the input {given}: writing there could destroy it; "
-                "choose an --out outside every input"
-            )
+    if clash := _overlap(resolved, inputs, either_way=True):
+        raise UserInputError(
+            f"--out {final} overlaps the input {clash[0]}: writing there could destroy it; "
+            "choose an --out outside every input"
+        )
     if resolved.exists() or resolved.is_symlink():
         if not resolved.is_dir():
             raise UserInputError(f"--out {final} exists and is not a directory; choose another path")
@@ -250,13 +262,20 @@ def check_out_dir(
             raise UserInputError(
                 f"--out {final} exists and is not an output of '{short}'; choose another path or remove it"
             )
-        foreign = foreign_files(resolved, manifest) if own_files and manifest else []
+        whole = own_files and bool(manifest)  # the directory will be replaced whole
+        foreign = foreign_files(resolved, manifest) if whole else []
         if foreign:
-            more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
             raise UserInputError(
-                f"--out {final} holds {foreign[0]}{more}, which '{short}' did not write (its manifest "
-                "does not list it); replacing the directory would delete it: move it out or choose "
-                "another --out"
+                f"--out {final} holds {preview(foreign, 1)}, which '{short}' did not write (its "
+                "manifest does not list it); replacing the directory would delete it: move it out or "
+                "choose another --out"
+            )
+        edited = edited_files(resolved, manifest) if whole and not overwrite_allowed() else []
+        if edited:
+            raise UserInputError(
+                f"--out {final}: {preview(edited, 1)} was edited since '{short}' wrote it (its "
+                "sha256 differs from the manifest); replacing the directory would lose the edit: move "
+                "it out, choose another --out, or pass --overwrite to replace it"
             )
     _check_writable_parent(final, resolved)
     note_output(resolved)
@@ -298,21 +317,14 @@ def check_out_file(
     if suffixes and out.suffix not in suffixes:
         raise UserInputError(f"--out {out}: must end in {' or '.join(suffixes)}")
     if out.is_dir():
-        raise UserInputError(
-            f"--out {out} is a directory; give a file name"
-            + (f" ending in {' or '.join(suffixes)}" if suffixes else "")
-        )
+        ending = f" ending in {' or '.join(suffixes)}" if suffixes else ""
+        raise UserInputError(f"--out {out} is a directory; give a file name{ending}")
     resolved = resolve_path(out)
-    for given in inputs:
-        if given is None:
-            continue
-        source = resolve_path(given)
-        if _inside(resolved, source):
-            relation = "is" if resolved == source else "lies inside"
-            raise UserInputError(
-                f"--out {out} {relation} the input {given}: writing there would destroy it; "
-                "choose an --out outside every input"
-            )
+    if clash := _overlap(resolved, inputs, either_way=False):
+        raise UserInputError(
+            f"--out {out} {'is' if resolved == clash[1] else 'lies inside'} the input {clash[0]}: writing "
+            "there would destroy it; choose an --out outside every input"
+        )
     if out.is_symlink() or resolved.exists():
         _check_replaceable(out, resolved, replaces, what)
     _check_writable_parent(out, resolved)
@@ -374,11 +386,11 @@ def atomic_directory(
 
     ``tool`` is the command writing the directory (``"imagenet-zsl evaluate"``): its manifest must
     carry it as ``"tool"``, and an existing ``final`` is only replaced if written by the same
-    tool (see :func:`check_out_dir`). On any exception the temp directory is removed, so a failed
-    run leaves no partial output and the previous output untouched.
+    tool, with no file added or edited since (see :func:`check_out_dir`). A ``final`` that is a
+    symbolic link is written through: the directory it names is replaced, the link stays. On any
+    exception the temp directory is removed: a failed run leaves the previous output untouched.
     """
-    final = Path(final)
-    check_out_dir(final, tool, inputs, own_files=True)
+    final = check_out_dir(final, tool, inputs, own_files=True)
     remove_stale_temps(final)
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
@@ -389,7 +401,7 @@ def atomic_directory(
         if written is not None and written.get("tool") != tool:
             raise ValueError(f"bug: manifest of {final} says tool {written.get('tool')!r}, not {tool!r}")
         if final.exists():
-            check_out_dir(final, tool, own_files=True)  # still ours: nothing was added meanwhile
+            check_out_dir(final, tool, own_files=True)  # still ours: nothing added or edited meanwhile
             backup = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old.tmp", dir=final.parent))
             os.replace(final, backup / "old")
             os.replace(tmp, final)
@@ -401,20 +413,9 @@ def atomic_directory(
         raise
 
 
-_VERSIONED_PACKAGES = (
-    "imagenet-zsl",
-    "numpy",
-    "scipy",
-    "networkx",
-    "nltk",
-    "pandas",
-    "gensim",
-    "wordfreq",
-    "torch",
-    "torchvision",
-    "timm",
-    "faiss-cpu",
-    "faiss-gpu-cu12",
+_VERSIONED_PACKAGES = tuple(
+    "imagenet-zsl numpy scipy networkx nltk pandas gensim wordfreq torch torchvision timm faiss-cpu "
+    "faiss-gpu-cu12".split()
 )
 
 
@@ -467,17 +468,15 @@ MANIFEST_KEYS = ("format", "tool", "command", "inputs", "parameters", "software"
 def directory_files(
     directory: str | os.PathLike, known_sha256: Mapping[str, str] | None = None
 ) -> list[dict[str, Any]]:
-    """{path, bytes, sha256} of every file under ``directory`` but its manifest, sorted by path.
-
-    ``known_sha256`` (relative path → digest) skips re-hashing files the caller has just written
-    and hashed (multi-GB feature shards); any other file is hashed here.
-    """
+    """{path, bytes, sha256} of every file under ``directory`` but its manifest and timings
+    (:data:`TIMINGS_NAME`), sorted by path. ``known_sha256`` (relative path → digest) skips
+    re-hashing files the caller has just written and hashed (multi-GB feature shards)."""
     root = Path(directory)
     known = known_sha256 or {}
     records = []
     for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
         rel = path.relative_to(root).as_posix()
-        if rel == MANIFEST_NAME:
+        if rel == MANIFEST_NAME or path.name == TIMINGS_NAME:
             continue
         digest = known.get(rel) or sha256_file(path)
         records.append({"path": rel, "bytes": path.stat().st_size, "sha256": digest})
@@ -508,8 +507,7 @@ def write_manifest(
         raise ValueError(f"bug: manifest format {format!r} is not 'imagenet-zsl/<kind>-v<N>'")
     if not tool.startswith("imagenet-zsl"):
         raise ValueError(f"bug: manifest tool {tool!r} does not name an imagenet-zsl command")
-    clash = set(fields or {}) & set(MANIFEST_KEYS)
-    if clash:
+    if clash := set(fields or {}) & set(MANIFEST_KEYS):
         raise ValueError(f"bug: manifest fields {sorted(clash)} shadow the standard keys")
     manifest: dict[str, Any] = {
         "format": format,
@@ -564,12 +562,9 @@ def read_manifest_verified(
         found = str(manifest.get("format"))[:80]
         raise _manifest_problem(path, f"format {found!r}, expected {' or '.join(sorted(accepted))}", rerun)
     files = manifest.get("files")
+    kinds = (("path", str), ("sha256", str), ("bytes", int))
     good = isinstance(files, list) and all(
-        isinstance(r, dict)
-        and isinstance(r.get("path"), str)
-        and isinstance(r.get("sha256"), str)
-        and isinstance(r.get("bytes"), int)
-        for r in files
+        isinstance(r, dict) and all(isinstance(r.get(k), t) for k, t in kinds) for r in files
     )
     if not good:
         raise _manifest_problem(path, "no valid 'files' list of {path, bytes, sha256} records", rerun)
@@ -589,12 +584,15 @@ def _verify_file(
         )
     if not target.is_file():
         raise _manifest_problem(target, "missing, though the manifest lists it", rerun)
-    if target.stat().st_size != record["bytes"]:
-        raise _manifest_problem(
-            target, "changed since it was written (size differs from the manifest)", rerun
-        )
     check = hash_files(record["path"]) if callable(hash_files) else hash_files
-    if check and sha256_file(target) != record["sha256"]:
+    if differs := _difference(target, record, hashed=check):
         raise _manifest_problem(
-            target, "changed since it was written (sha256 differs from the manifest)", rerun
+            target, f"changed since it was written ({differs} differs from the manifest)", rerun
         )
+
+
+def _difference(target: Path, record: Mapping[str, Any], hashed: bool = True) -> str | None:
+    """``size`` or ``sha256`` when the file ``target`` is not the one ``record`` describes, else None."""
+    if target.stat().st_size != record.get("bytes"):
+        return "size"
+    return "sha256" if hashed and sha256_file(target) != record.get("sha256") else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import LazyChoices, lazy_help, seed
+from imagenet_zsl.cli_types import LazyChoices, lazy_help, overwrite_flag, seed
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -46,6 +46,7 @@ def _add_ladder(group: argparse._SubParsersAction) -> None:
         "--labels", dest="labels_dir", help="--out of `imagenet-zsl labels build` (default: computed)"
     )
     ladder.add_argument("--out", help="output directory (default: RUN_DIR-ladder)")
+    overwrite_flag(ladder)
     ladder.add_argument(
         "--graph", default="wordnet", help="wordnet, imagenet or a parent<TAB>child edge file"
     )
@@ -83,6 +84,7 @@ def _add_factor_analysis(group: argparse._SubParsersAction) -> None:
         "--splits", dest="splits_dir", help="the factor-split directory (default: found)"
     )
     factor_plot.add_argument("--out", help="output directory (default: RUN_DIR-factor)")
+    overwrite_flag(factor_plot)
     factor_plot.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
     factor_plot.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
     factor_plot.add_argument("--seed", type=seed, default=0, help="bootstrap seed")
@@ -114,6 +116,7 @@ def _add_factor_splits(splits: argparse._SubParsersAction) -> None:
     factor.add_argument("--bins", type=int, default=5, help="number of splits (meaning: 2)")
     factor.add_argument("--size", type=int, default=100, help="classes per split")
     factor.add_argument("--out", required=True, help="output directory (replaced atomically)")
+    overwrite_flag(factor)
     factor.set_defaults(func="imagenet_zsl.analysis.commands:factor_splits")
 
 

@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import LazyChoices, seed
+from imagenet_zsl.cli_types import LazyChoices, overwrite_flag, seed
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -72,6 +72,7 @@ def _add_run(group: argparse._SubParsersAction) -> None:
         help="search these values instead of the model's grid",
     )
     run.add_argument("--out", required=True, type=Path)
+    overwrite_flag(run)
     run.set_defaults(func="imagenet_zsl.attributes.commands:run")
 
 
@@ -103,6 +104,7 @@ def _add_upper_bound(group: argparse._SubParsersAction) -> None:
     bound.add_argument("--reg", type=float, default=1e-4, help="L2 weight (standardised features)")
     bound.add_argument("--max-iter", type=int, default=200, help="L-BFGS iterations")
     bound.add_argument("--out", required=True, type=Path)
+    overwrite_flag(bound)
     bound.set_defaults(func="imagenet_zsl.attributes.commands:upper_bound")
 
 
@@ -110,6 +112,7 @@ def _add_table(group: argparse._SubParsersAction) -> None:
     table = group.add_parser("table", help="GBU-style table and ranking matrix of finished runs")
     table.add_argument("runs", nargs="+", type=Path, help="run directories (searched recursively)")
     table.add_argument("--out", type=Path, help="also write table.md, CSVs and ranking PNGs here")
+    overwrite_flag(table)
     table.set_defaults(func="imagenet_zsl.attributes.commands:table")
 
 
@@ -139,6 +142,7 @@ def _add_split(group: argparse._SubParsersAction) -> None:
     )
     split.add_argument("--seed", type=seed, default=0)
     split.add_argument("--out", required=True, type=Path)
+    overwrite_flag(split)
     split.set_defaults(func="imagenet_zsl.attributes.commands:split")
 
 
@@ -184,6 +188,7 @@ def _add_robustness(group: argparse._SubParsersAction) -> None:
     robust.add_argument("--seeds", type=int, default=5)
     robust.add_argument("--param", action="append", metavar="NAME=VALUE")
     robust.add_argument("--out", required=True, type=Path)
+    overwrite_flag(robust)
     robust.set_defaults(func="imagenet_zsl.attributes.commands:robustness")
 
 
@@ -197,6 +202,7 @@ def _add_info(group: argparse._SubParsersAction) -> None:
 def _add_demo(group: argparse._SubParsersAction) -> None:
     demo = group.add_parser("demo", help="GBU table on generated features (real class structure)")
     demo.add_argument("--out", required=True, type=Path)
+    overwrite_flag(demo)
     demo.add_argument(
         "--datasets", nargs="+", type=str.upper, choices=DATASET_CHOICES, default=["APY", "AWA2"]
     )

@@ -141,7 +141,7 @@ def plan_calibration(plan: Plan, features: Features) -> Calibration:
         "are those of a ZSL run, and γ is subtracted from the retrained model's seen-class scores "
         "(Le Cacheux et al.'s protocol: γ chosen with the carved model, applied to the retrained one); "
         f"GZSL S uses the other half of the held-out seen images; this costs one more fit per model "
-        f"({FIT}; seconds per model: calibration.fit_seconds of each cell record)"
+        f"({FIT}; their seconds: timings.json)"
     )
     return Calibration(val, features.seen, True, legend, seed)
 
@@ -226,12 +226,14 @@ def carved_gammas(
     features: Features,
     calibration: Calibration,
     seen: list[str],
-    copies: dict[str, tuple[Path, float]],
+    copies: dict[str, Path],
 ) -> dict[str, dict[str, Any]]:
-    """Per model, the γ its calibration copy chose (:func:`~imagenet_zsl.evaluation.run.calibrate.
-    choose_carved_gamma`) on the validation classes and the other ``seen`` classes the class policy
-    kept, with how it was chosen and the extra fit's seconds: the record every cell of the model
-    applies and shows. Cached in ``OUT/calibration/NAME.gamma.json`` under its inputs' digest."""
+    """Per model, the γ its calibration copy (``copies``: name -> directory) chose
+    (:func:`~imagenet_zsl.evaluation.run.calibrate.choose_carved_gamma`) on the validation classes
+    and the other ``seen`` classes the class policy kept, with how it was chosen: the record every
+    cell of the model applies and shows (no timing: the same inputs give the same bytes; the
+    extra fit's seconds are in ``OUT/timings.json``). Cached in ``OUT/calibration/NAME.gamma.json``
+    under its inputs' digest."""
     assert calibration.carved and features.seen is not None
     val = list(calibration.wnids or ())
     others = [w for w in seen if w not in set(val)]
@@ -239,7 +241,7 @@ def carved_gammas(
         features.seen, others, val, VAL_SEEN_FRACTION, calibration.seed, max(plan.recipe.ks) + 1
     )
     records: dict[str, dict[str, Any]] = {}
-    for name, (model_dir, seconds) in copies.items():
+    for name, model_dir in copies.items():
         key = digest(
             {
                 "model": sha256_file(model_dir / MANIFEST_NAME),
@@ -257,7 +259,6 @@ def carved_gammas(
             "chosen_with": f"{CALIBRATION_DIR}/{name}",
             "protocol": "Le Cacheux et al. 2019 §3.2: γ chosen with the model fitted without the "
             "validation classes, applied to the model retrained on all seen classes",
-            "fit_seconds": seconds,
             "seen_rows": {"fraction": VAL_SEEN_FRACTION, "seed": calibration.seed},
         }
     return records

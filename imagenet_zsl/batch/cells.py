@@ -19,6 +19,7 @@ from imagenet_zsl.batch.classes import CellClasses
 from imagenet_zsl.batch.faults import one_line, stop_on_fatal
 from imagenet_zsl.batch.plan import Features, Plan, RunResult, cell_name
 from imagenet_zsl.batch.records import cell_key, cell_record, class_vectors, finished_record
+from imagenet_zsl.errors import overwriting
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.evaluation.run.verify import METRICS_NAME
 from imagenet_zsl.features.feature_dir import FeatureDir
@@ -32,7 +33,7 @@ def cell_config(
 ) -> EvaluationConfig:
     """What ``evaluate`` gets for the cell (its run directory: ``cells/NAME__SPLIT``)."""
     recipe = plan.recipe
-    given = given_gamma(classes.gamma)
+    given = classes.gamma
     return EvaluationConfig(
         features=features.evaluated(split),
         split=classes.split_file,
@@ -65,12 +66,6 @@ def _listed_seed(calibration: Any) -> int:
     return int(calibration.seed) if calibration not in (None, False) else 0
 
 
-def given_gamma(record: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The carved calibration's γ record as the cell's evaluation gets it: without the fit's
-    seconds (a timing, which would make the same inputs give other bytes)."""
-    return None if record is None else {k: v for k, v in record.items() if k != "fit_seconds"}
-
-
 def label_space_counts(cell_dir: Path) -> dict[str, int | None]:
     """The cell's ``in_label_space`` (classes each test image is ranked against) and
     ``with_test_images`` (of them, the classes with test images), from its metrics.json."""
@@ -87,7 +82,8 @@ def label_space_counts(cell_dir: Path) -> dict[str, int | None]:
 def evaluate_cell(plan: Plan, features: Features, model: str, split: str, classes: CellClasses) -> Path:
     """Write the cell's run directory with ``evaluate`` (atomic: all or nothing); returns it."""
     cfg = cell_config(plan, features, model, split, classes)
-    evaluate(cfg, progress=False)
+    with overwriting():  # the run's own cell: recomputed when its files no longer match (records.py)
+        evaluate(cfg, progress=False)
     return Path(cfg.out)
 
 

@@ -4,14 +4,15 @@ the run's lock, and its feature directories (SIMULATED ones written once into ``
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import filelock
 import yaml
 
 from imagenet_zsl.batch.head_only import HEAD_ONLY_DIR, check_head_only, write_head_only
@@ -212,21 +213,54 @@ def _check_label_space_file(spec: str, split_wnids: dict[str, list[str]], where:
 
 @contextlib.contextmanager
 def run_lock(out: Path) -> Iterator[Path]:
-    """Hold ``.NAME.lock`` next to ``out`` for the whole run; a second ``run`` on it refuses."""
+    """Hold ``.NAME.lock`` next to ``out`` for the whole run; a second ``run`` on it refuses.
+
+    The lock file goes when the run ends, done or failed: it is unlinked while still locked, so a
+    process that opened it just before and locks it just after holds a lock on a removed file,
+    which :func:`_take_lock` sees (the name no longer gives its inode) and so takes the name's new
+    file instead (filelock keeps its Unix lock files because of that race). A run killed with
+    ``kill -9`` leaves the file unlocked: the next run takes it and removes it."""
     out.parent.mkdir(parents=True, exist_ok=True)
     path = out.parent / f".{out.name}.lock"
-    lock = filelock.FileLock(str(path), timeout=0)
-    try:
-        lock.acquire()
-    except filelock.Timeout:
+    fd = _take_lock(path)
+    if fd is None:
         raise UserInputError(
             f"{out} is being written by another 'imagenet-zsl run' (lock {path}): wait for it to "
             "finish, or give another --out"
-        ) from None
+        )
     try:
         yield path
     finally:
-        lock.release()
+        path.unlink(missing_ok=True)  # while still locked: see above
+        os.close(fd)  # releases the lock
+
+
+def _take_lock(path: Path, tries: int = 3) -> int | None:
+    """A descriptor of the file ``path`` names, holding its exclusive ``flock``; None when another
+    process holds it. A file removed between the open and the lock (by a run that just ended) is
+    not the lock any more: the name is opened again."""
+    for _ in range(tries):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if _names(path, fd):
+                return fd
+        except BlockingIOError:  # held by another process
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    return None
+
+
+def _names(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not removed or replaced since)."""
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(path))
+    except FileNotFoundError:
+        return False
 
 
 def resolve_features(plan: Plan) -> Features:

@@ -28,8 +28,11 @@ Output directory (``--out DIR``)::
                                    were carved out), training.txt (the run's training classes:
                                    never in a label space), label_space.SPLIT.txt (all/FILE)
     DIR/calibration/NAME/          carved GZSL calibration: each model's copy fitted without the
-                                   validation classes; NAME.key.json its key and fit seconds,
-                                   NAME.gamma.json the γ it chose (applied to the model NAME)
+                                   validation classes; NAME.key.json its key, NAME.gamma.json the
+                                   γ it chose (applied to the model NAME)
+    DIR/timings.json               the seconds of each fit ("fit_seconds": {"models/NAME",
+                                   "calibration/NAME"}); not hashed by the manifest, the one file
+                                   whose bytes differ between two runs of the same recipe
     DIR/classes_dropped.csv        wnid, set, action, models: the classes some model cannot represent
     DIR/cells/NAME__SPLIT/         one run directory per (model, split) (the model's own ``splits:``
                                    if it names some), exactly as ``evaluate`` writes
@@ -53,7 +56,8 @@ after a kill only does what is left (same bytes); a cell whose files were edited
 Failures are isolated: a model that fails to train, or a cell that fails to evaluate, is recorded
 with its error and shown as failed in the table; the other cells still run and the command exits 1.
 A full disk (or ``ulimit -f``) stops the run at once, naming the file. One ``run`` at a time writes
-an ``--out``: a lock file ``.NAME.lock`` next to it makes a second one refuse.
+an ``--out``: a lock file ``.NAME.lock`` next to it makes a second one refuse; it is removed when
+the run ends, done or failed (:func:`~imagenet_zsl.batch.plan.run_lock`).
 
 The run directory is a resumable workspace, so it is not replaced in one rename as other outputs
 are (a killed run would lose its finished cells): every part of it is atomic instead (each model
@@ -138,7 +142,7 @@ from imagenet_zsl.batch.plan import (
 from imagenet_zsl.batch.ranks import Ranks, cell_phases, job_ranks, owner
 from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec, Recipe
 from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
-from imagenet_zsl.batch.training import Trained, train_models
+from imagenet_zsl.batch.training import Trained, train_models, write_timings
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.run.cache import shared_search
 from imagenet_zsl.evaluation.run.verify import verify_run_directory
@@ -301,6 +305,9 @@ def _train(ranks: Ranks, prepared: _Prepared, result: RunResult, echo: Callable[
         done.errors.update(part.errors)
         done.calibration.update(part.calibration)
         done.fresh.extend(part.fresh)
+        done.fit_seconds.update(part.fit_seconds)
+    if ranks.primary:
+        write_timings(plan.out, done.fit_seconds)
     names = [spec.name for spec in plan.models]
     result.trained = [n for n in names if n in done.fresh]
     done.models = {n: done.models[n] for n in names if n in done.models}
@@ -338,7 +345,7 @@ def _carved_gammas(
     features: Features,
     calibration: Calibration,
     classes: ClassSets,
-    copies: dict[str, tuple[Path, float]],
+    copies: dict[str, Path],
     errors: dict[str, str],
     echo: Callable[[str], None],
 ) -> dict[str, dict[str, Any]]:

@@ -13,7 +13,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import positive_int, seed
+from imagenet_zsl.cli_types import overwrite_flag, positive_int, seed
 from imagenet_zsl.devices import DEVICE_HELP
 
 #: help of --label-space (the names are ``splits.label_space.NAMED_LABEL_SPACES``)
@@ -163,6 +163,7 @@ def register(tree: CommandTree) -> None:
     )
     ev.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     ev.add_argument("--out", type=Path, required=True, help="run directory to write")
+    overwrite_flag(ev)
     ev.set_defaults(func="imagenet_zsl.evaluation.commands:evaluate")
 
     rep = tree.command(

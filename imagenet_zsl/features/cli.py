@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import lazy_help, non_negative_int, positive_int, seed
+from imagenet_zsl.cli_types import lazy_help, non_negative_int, overwrite_flag, positive_int, seed
 from imagenet_zsl.devices import DETERMINISTIC_COST, DEVICE_HELP
 
 if TYPE_CHECKING:
@@ -191,6 +191,7 @@ def register(tree: CommandTree) -> None:
     )
     simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
     simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
+    overwrite_flag(simulate)
     simulate.add_argument("--seed", type=seed, default=None, help="override the config's seed")
     simulate.set_defaults(func="imagenet_zsl.features.commands:simulate")
 

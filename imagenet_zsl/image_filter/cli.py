@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import int_at_least, non_negative_int, positive_int, seed
+from imagenet_zsl.cli_types import int_at_least, non_negative_int, overwrite_flag, positive_int, seed
 from imagenet_zsl.devices import DEVICE_HELP
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
         help="feature directory written by 'imagenet-zsl extract' or 'simulate'",
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    overwrite_flag(parser)
     parser.add_argument("--folds", type=int_at_least(2), default=5, help="cross-fitting folds (per class)")
     parser.add_argument(
         "--seeds",

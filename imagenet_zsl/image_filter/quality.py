@@ -69,7 +69,8 @@ def _check_output_dir(out: Path, features_dir: Path) -> None:
             raise UserInputError(
                 f"--out {out}: exists and is not an earlier filter output; choose a new directory"
             )
-    check_out_dir(out, TOOL, [features_dir])  # the rest of io's rule: no overlap, a writable parent
+    # the rest of io's rule: no overlap, nothing added or edited since (unless --overwrite), a writable parent
+    check_out_dir(out, TOOL, [features_dir], own_files=True)
 
 
 def _summary(

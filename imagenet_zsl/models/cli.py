@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import seed
+from imagenet_zsl.cli_types import overwrite_flag, seed
 from imagenet_zsl.devices import DEVICE_HELP
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ def register(tree: CommandTree) -> None:
     train.add_argument("--config", required=True, type=Path, help="model YAML (configs/models/*.yaml)")
     train.add_argument("--features", required=True, type=Path, help="feature directory of the seen classes")
     train.add_argument("--out", required=True, type=Path, help="model directory to write (replaced)")
+    overwrite_flag(train)
     train.add_argument(
         "--set",
         action="append",
@@ -58,6 +59,7 @@ def register(tree: CommandTree) -> None:
     dgp.add_argument("--features", required=True, type=Path, help="the seen-class features it was trained on")
     dgp.add_argument("--images", required=True, type=Path, help="the image store of those features")
     dgp.add_argument("--out", required=True, type=Path, help="output directory (backbone.pt + manifest)")
+    overwrite_flag(dgp)
     dgp.add_argument("--backbone", help="default: the one the feature manifest records")
     dgp.add_argument("--weights", help="default: the ones the feature manifest records")
     dgp.add_argument("--finetune-epochs", type=int, default=3)

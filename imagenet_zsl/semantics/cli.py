@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import lazy_help
+from imagenet_zsl.cli_types import lazy_help, overwrite_flag
 from imagenet_zsl.devices import DEVICE_HELP
 
 if TYPE_CHECKING:
@@ -91,6 +91,7 @@ def register(tree: CommandTree) -> None:
     )
     build.add_argument("config", help="labels YAML (configs/labels.yaml)")
     build.add_argument("--out", required=True, type=Path, help="output folder (replaced atomically)")
+    overwrite_flag(build)
     build.add_argument(
         "--classes",
         type=Path,

@@ -35,7 +35,7 @@ TEMPLATE_SETS = {
     "simple-imagenet": "SIMPLE_IMAGENET_TEMPLATES",
 }
 MISSING_POLICIES = ("error", "templates")
-_WNID = re.compile(r"n\d{8}")
+_WNID = re.compile(r"n[0-9]{8}")
 
 
 def default_template_help() -> str:
@@ -116,16 +116,36 @@ def named_templates(name: str) -> tuple[str, ...]:
     return tuple(check_templates(templates))
 
 
+class _DuplicateKey(ValueError):
+    """A key given twice in one JSON object (json keeps the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """``object_pairs_hook``: a JSON object as a dict, refusing a key it holds twice."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(key for key, _ in pairs if key in seen or seen.add(key)))
+    return data
+
+
 def read_prompt_file(path: str | Path) -> dict[str, tuple[str, ...]]:
     """A CuPL-style prompt file: JSON ``{wnid: [prompt, ...]}``; one-line errors for bad JSON, a key
-    that is not a wnid, a value that is not a non-empty list of non-empty strings."""
+    given twice (json would keep the last one silently), a key that is not a wnid, a value that is
+    not a non-empty list of non-empty strings."""
     path = regular_input_file(path, "prompt file (JSON: wnid → list of prompts)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_unique_keys)
     except UnicodeDecodeError:
         raise UserInputError(f"{path}: not UTF-8 text; --prompts takes a JSON file") from None
     except json.JSONDecodeError as err:
         raise UserInputError(f"{path}: not JSON (line {err.lineno}, column {err.colno}: {err.msg})") from None
+    except _DuplicateKey as err:
+        raise UserInputError(
+            f"{path}: key {err.args[0]!r:.80} is given twice; give each class its prompts once"
+        ) from None
+    except ValueError as err:  # e.g. an integer of more digits than Python converts
+        raise UserInputError(f"{path}: not a prompt file {{wnid: [prompt, ...]}} ({err})") from None
     except RecursionError:  # json builds nested values recursively
         raise UserInputError(f"{path}: nested too deeply for a prompt file {{wnid: [prompt, ...]}}") from None
     if not isinstance(data, dict):
@@ -136,7 +156,7 @@ def read_prompt_file(path: str | Path) -> dict[str, tuple[str, ...]]:
     for key, value in data.items():
         if not _WNID.fullmatch(key):
             raise UserInputError(
-                f"{path}: key {key!r} is not a wnid (n + 8 digits); prompts are keyed by wnid"
+                f"{path}: key {key!r:.80} is not a wnid (n + 8 digits); prompts are keyed by wnid"
             )
         ok = isinstance(value, list) and value and all(isinstance(p, str) and p.strip() for p in value)
         if not ok:

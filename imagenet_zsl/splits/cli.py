@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import lazy_help
+from imagenet_zsl.cli_types import lazy_help, overwrite_flag
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -28,6 +28,7 @@ def register(tree: CommandTree) -> None:
     )
     build.add_argument("config", help="split config, e.g. configs/default.yaml")
     build.add_argument("--out", required=True, help="output directory (replaced atomically)")
+    overwrite_flag(build)
     build.add_argument("--no-progress", action="store_true", help="hide progress bars")
     build.set_defaults(func="imagenet_zsl.splits.commands:build")
 
@@ -70,6 +71,7 @@ def register(tree: CommandTree) -> None:
     )
     front.add_argument("config", help="split recipe, e.g. configs/default.yaml")
     front.add_argument("--out", required=True, help="output directory (replaced atomically)")
+    overwrite_flag(front)
     front.add_argument("--split", help="benchmark split of CONFIG (default: its first)")
     front.add_argument(
         "--shares",

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +14,8 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl.cli import main
+from imagenet_zsl.features.shard_files import shard_name, write_shard
+from imagenet_zsl.features.shard_files import write_manifest as write_features_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import CLASSES, DIM, SEEN, TEST, one_hot, write_feature_dir
 
@@ -351,3 +355,103 @@ def test_report_lists_a_run_given_twice_once(bench, tmp_path):
     rows = [line for line in out.read_text().splitlines() if line.startswith("| protos | split |")]
     assert len(rows) == 1
     assert len(pd.read_csv(tmp_path / "rep.csv")) == 1
+
+
+# -------------------------------------------------------------------- issue 44: the --kept-images file
+
+
+def _hangs_fail(seconds: int = 10):
+    """Turn a read that blocks (a FIFO opened for reading) into a test failure after ``seconds``."""
+
+    def alarm(*_):
+        raise AssertionError(f"blocked for {seconds} s: a FIFO was opened")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(seconds)
+    return previous
+
+
+def test_kept_images_fifo_is_refused_without_blocking(cli_error, bench, tmp_path):
+    fifo = tmp_path / "kept.csv"
+    os.mkfifo(fifo)
+    previous = _hangs_fail()
+    try:
+        line = check_line(cli_error, bench, tmp_path / "out", ("--kept-images", str(fifo)), "kept.csv")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert "FIFO" in line
+
+
+@pytest.mark.parametrize(
+    ("content", "culprit"),
+    [
+        (
+            "image_id,wnid\nn00000000/0.JPEG,n00000000\ncaf\xe9.JPEG,n00000000\n".encode("latin-1"),
+            "kept.csv:3",
+        ),
+        (b'image_id,wnid\nn00000000/0.JPEG,n00000000\n"n00000000/1.JPEG,n00000000\n', "kept.csv:3"),
+        (b"image_id,wnid\nn00000000/0.JPEG\n", "kept.csv:2"),
+        (b"image_id,wnid\n,n00000000\n", "kept.csv:2"),
+    ],
+    ids=["latin-1", "unbalanced-quote", "short-row", "empty-id"],
+)
+def test_kept_images_csv_mistakes_name_the_line(cli_error, bench, tmp_path, content, culprit):
+    kept = tmp_path / "kept.csv"
+    kept.write_bytes(content)
+    check(cli_error, bench, tmp_path / "out", ("--kept-images", str(kept)), culprit)
+
+
+def test_kept_images_csv_is_read_as_written(bench, tmp_path):
+    # quoted ids (a comma inside one), CRLF, a BOM and a blank last line: the ids the file says
+    kept = tmp_path / "kept.csv"
+    kept.write_bytes(
+        b'\xef\xbb\xbfimage_id,wnid\r\n"n00000000/0.JPEG",n00000000\r\nn00000001/3.JPEG,n00000001\r\n\r\n'
+    )
+    assert main(argv(bench, tmp_path / "out", "--kept-images", str(kept))) == 0
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["parameters"]["kept_images"]["n_kept_ids"] == 2
+    assert metrics["zsl"]["images"] == 2 and metrics["zsl"]["classes"] == 2
+
+
+# ------------------------------------------------------------ issue 44: a failed evaluate leaves nothing
+
+
+def _wrong_width_features(root: Path) -> Path:
+    """A feature directory whose second shard has one column more than its manifest's dim (each
+    shard's sha256 recorded, so only reading it finds the width)."""
+    labels = np.repeat(np.arange(6), 2)
+    root.mkdir(parents=True)
+    records = []
+    for index, rows in enumerate((slice(0, 6), slice(6, 12))):
+        features = one_hot(labels[rows])
+        if index == 1:
+            features = np.concatenate([features, np.zeros((6, 1), np.float32)], axis=1)
+        ids = [f"{CLASSES[lab]}/{rows.start + i}.JPEG" for i, lab in enumerate(labels[rows])]
+        records.append(write_shard(root, shard_name(0, index), features, labels[rows], ids))
+    write_features_manifest(root, {"classes": CLASSES, "dim": DIM, "shards": records})
+    return root
+
+
+@pytest.mark.parametrize("fault", ["nan", "inf", "wrong-width"])
+def test_a_failed_search_leaves_no_search_cache(cli_error, bench, tmp_path, fault):
+    if fault == "wrong-width":
+        bad = _wrong_width_features(bench["root"] / "bad")
+    else:
+        labels = np.repeat(np.arange(6), 2)
+        features = one_hot(labels)
+        features[7, 3] = np.nan if fault == "nan" else np.inf
+        bad = write_feature_dir(bench["root"] / "bad", labels, features, shard_rows=5)
+    out = tmp_path / "out"
+    culprit = "r000-s000001" if fault == "wrong-width" else "n00000003/7.JPEG"
+    cli_error(
+        argv(bench, out, features=bad),
+        culprit=culprit,
+        inputs=[bench["root"]],
+        not_created=[out, tmp_path / ".out.search-cache"],
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def check_line(cli_error, bench: dict, out: Path, extra: tuple[str, ...], culprit: str) -> str:
+    return cli_error(argv(bench, out, *extra), culprit=culprit, inputs=[bench["root"]], not_created=[out])

@@ -44,20 +44,20 @@ it builds lives in :mod:`.checked_inputs`),
 
 Resumable: each shard's search result is cached in ``.<out>.search-cache/`` next to ``--out``
 (keyed by the model/prototype digest, the shard's sha256 and k); re-running an interrupted
-command skips finished shards. The cache is deleted once the run is written. ``run`` also opens a
+command skips finished shards. The cache is deleted once the run is written or fails on its inputs
+(:func:`.cache.run_cache`). ``run`` also opens a
 shared cache (:func:`.cache.shared_search`) in which the held-out seen and validation images'
 searches are kept per label space and reused by the model's other splits.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from imagenet_zsl.evaluation.run.cache import SearchCache, run_cache_root
+from imagenet_zsl.evaluation.run.cache import run_cache
 from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
 from imagenet_zsl.evaluation.run.classes import present_classes, representable_classes
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_paths
@@ -123,11 +123,12 @@ def evaluate(cfg: EvaluationConfig, graph: ClassGraph | None | str = None, progr
     inp = check_inputs(cfg, graph)
     out = Path(cfg.out)
     warn_pretraining(inp)
-    cache = SearchCache(run_cache_root(out))
-    results = run_search(inp, SearchContext(inp.source, cache, cfg.block_rows, progress, search=cfg.search))
-    results = held_calibration_rows(inp, results)
-    outputs = compute_outputs(inp, results)
-    with atomic_directory(out, tool=TOOL, inputs=input_paths(cfg)) as tmp:
-        write_run(tmp, inp, results, outputs)
-    shutil.rmtree(cache.root, ignore_errors=True)
+    with run_cache(out) as cache:  # kept only for a resume: see run_cache
+        results = run_search(
+            inp, SearchContext(inp.source, cache, cfg.block_rows, progress, search=cfg.search)
+        )
+        results = held_calibration_rows(inp, results)
+        outputs = compute_outputs(inp, results)
+        with atomic_directory(out, tool=TOOL, inputs=input_paths(cfg)) as tmp:
+            write_run(tmp, inp, results, outputs)
     return outputs.metrics

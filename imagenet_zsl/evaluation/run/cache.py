@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import io
 import json
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,25 @@ class SearchCache:
 def run_cache_root(out: Path) -> Path:
     """The resumable search cache of the run written to ``out`` (``.<out>.search-cache`` beside it)."""
     return out.parent / f".{out.name}.search-cache"
+
+
+@contextlib.contextmanager
+def run_cache(out: Path) -> Iterator[SearchCache]:
+    """The search cache of ``evaluate --out OUT`` while the block runs (:func:`run_cache_root`).
+
+    It is this command's own temporary, so it goes when the block ends, written or failed (a NaN,
+    an inf, a shard of the wrong width: the same inputs fail again), except where resuming is what
+    it is for: an interrupted run (Ctrl-C, a kill) or one the system stopped (a full disk, out of
+    memory) keeps it, and re-running the command searches only the shards not finished."""
+    cache = SearchCache(run_cache_root(out))
+    try:
+        yield cache
+    except (OSError, MemoryError):  # the system's: resumable once space or memory is freed
+        raise
+    except Exception:
+        shutil.rmtree(run_cache_root(out), ignore_errors=True)
+        raise
+    shutil.rmtree(run_cache_root(out), ignore_errors=True)
 
 
 @dataclass(frozen=True)
