@@ -21,7 +21,7 @@ from sklearn.model_selection import GridSearchCV, GroupKFold
 from sklearn.utils import _safe_indexing
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
+from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, clone, create
 from imagenet_zsl.models.params import ModelParams
 from imagenet_zsl.models.selection import zsl_scorer
 from tests.models.problems import QUICK, Problem
@@ -81,6 +81,7 @@ def test_hyper_parameters_are_attributes_stored_unchanged():
     assert model.hidden is hidden and model.get_params()["hidden"] is hidden
     assert model.params["hidden"] == [8, 4]
     assert create("sgcn").hidden is not create("sgcn").hidden  # a mutable default is not shared
+    assert clone(model).hidden == hidden and clone(model).hidden is not hidden  # nor a cloned one
     assert repr(create("eszsl", gamma=2.0)) == "ESZSL(gamma=2.0)" and repr(create("eszsl")) == "ESZSL()"
 
 
