@@ -25,6 +25,7 @@ when a public name is first used (PEP 562), so the command line never pays for i
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,22 +136,29 @@ def load_model(directory: str | Path) -> ZSLModel:
     return load(directory)
 
 
+#: the arguments of :func:`evaluate` that are not keyword options
+_EVALUATE_FIXED = ("model", "features", "split", "out")
+
+
 def evaluate(
     model: str | Path, features: str | Path, split: str | Path, out: str | Path, **options: Any
 ) -> Path:
     """Evaluate a saved model on the test images of ``features`` (``imagenet-zsl evaluate``) and
     write the run directory ``out``; returns ``out``.
 
-    ``split``: a committed name or a wnid file. ``options``: the other fields of
+    ``split``: a committed name or a wnid file. The keyword options are the other fields of
     `imagenet_zsl.evaluation.run.EvaluationConfig` (``ks``, ``gzsl``, ``seen_features``,
-    ``label_space``, ``plots``, ``device``...), each the flag of that name. Nothing is printed."""
-    fixed = {"model", "features", "split", "out"}
-    known = {f.name for f in dataclasses.fields(EvaluationConfig)} - fixed
-    unknown = sorted(set(options) - known)
+    ``label_space``, ``plots``, ``device``...), each the flag of that name, with its type and
+    default in this function's signature; a path option also takes a str. Nothing is printed."""
+    known = _evaluate_options()
+    unknown = sorted(set(options) - set(known))
     if unknown:
         raise UserInputError(f"evaluate: unknown option {unknown[0]!r}; known: {', '.join(sorted(known))}")
-    path_keys = ("_features", "_split", "_images", "_classes", "prototypes")
-    paths = {k: Path(v) for k, v in options.items() if k.endswith(path_keys) and v is not None}
+    paths = {
+        k: Path(v)
+        for k, v in options.items()
+        if known[k].annotation.startswith("str | Path") and v is not None
+    }
     cfg = EvaluationConfig(
         features=Path(features),
         split=split_file(split),
@@ -160,6 +168,32 @@ def evaluate(
     )
     run_evaluation(cfg, progress=False)
     return Path(out)
+
+
+def _evaluate_options() -> dict[str, inspect.Parameter]:
+    """:func:`evaluate`'s keyword options: every field of ``EvaluationConfig`` but the fixed four,
+    keyword-only, with the field's type (a ``Path`` field also takes a str) and default."""
+    options = {}
+    for field in dataclasses.fields(EvaluationConfig):
+        if field.name in _EVALUATE_FIXED:
+            continue
+        annotation = str(field.type)
+        if annotation.startswith("Path"):
+            annotation = f"str | {annotation}"
+        options[field.name] = inspect.Parameter(
+            field.name, inspect.Parameter.KEYWORD_ONLY, default=field.default, annotation=annotation
+        )
+    return options
+
+
+# ``**options`` keeps evaluate at the toolkit's 8 arguments a function; its signature states
+# every option (help(), inspect.signature and tests/public_api.txt show them)
+evaluate.__signature__ = inspect.signature(evaluate).replace(  # type: ignore[attr-defined]
+    parameters=[
+        *(p for p in inspect.signature(evaluate).parameters.values() if p.name in _EVALUATE_FIXED),
+        *_evaluate_options().values(),
+    ]
+)
 
 
 def run_batch(recipe: str | Path, out: str | Path, progress: bool = False) -> Path:

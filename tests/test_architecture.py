@@ -106,6 +106,7 @@ DEFERRED = {
     "safetensors": "with torch: reading a checkpoint",
     "huggingface_hub": "heavy: only when weights are fetched",
     "matplotlib": "heavy: only when a plot is drawn",
+    "sklearn": "optional: only scikit-learn's own tools ask a model for its tags, having imported it",
     "pandas": "heavy: only where a table is built",
     "pyarrow": "heavy: only for parquet files",
     "h5py": "heavy: only for .mat v7.3 files",

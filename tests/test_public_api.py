@@ -159,6 +159,27 @@ def test_every_public_name_is_documented_and_typed():
         _ = imagenet_zsl.not_public
 
 
+def test_every_public_function_states_its_parameters_types_and_defaults():
+    """``help(zsl.evaluate)`` lists every option with its type and default: no public function
+    shows a bare ``*args`` or ``**options``; evaluate's options are ``EvaluationConfig``'s fields."""
+    import dataclasses
+
+    import imagenet_zsl as zsl
+    from imagenet_zsl.evaluation.run import EvaluationConfig
+
+    for name in zsl.__all__:
+        obj = getattr(zsl, name)
+        if inspect.isfunction(obj):
+            kinds = {p.kind for p in inspect.signature(obj).parameters.values()}
+            assert not kinds & {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}, name
+    parameters = inspect.signature(zsl.evaluate).parameters.values()
+    options = {p.name: p.default for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    fixed = {"model", "features", "split", "out"}
+    assert options == {f.name: f.default for f in dataclasses.fields(EvaluationConfig) if f.name not in fixed}
+    assert "plots: 'bool' = True" in str(inspect.signature(zsl.evaluate))
+    assert "seen_features: 'str | Path | None' = None" in str(inspect.signature(zsl.evaluate))
+
+
 def test_import_imagenet_zsl_stays_light():
     """The package is imported by every module and the CLI: its public names load on first use."""
     code = (

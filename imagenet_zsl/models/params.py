@@ -17,6 +17,8 @@ mini-batch trainers') are base classes that a model's ``Params`` extends::
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
 import types
 import typing
@@ -163,6 +165,20 @@ def _describe_type(annotation: Any, metadata: list[Any] | None = None) -> tuple[
         inner, bounds = _describe_type(typing.get_args(annotation)[0])
         return f"list[{inner}]", f"each {bounds}" if bounds else ""
     return getattr(annotation, "__name__", str(annotation)), _bounds(metadata)
+
+
+def plain_annotation(annotation: Any) -> Any:
+    """``annotation`` without its ``Annotated[...]`` constraints (``Annotated[float, Field(ge=0)]``
+    → ``float``, inside unions and lists too): the type a model's ``__init__`` signature shows
+    (:class:`~imagenet_zsl.models.base.ZSLModel`); the ranges stay in ``Params`` and its docstring."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return plain_annotation(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return functools.reduce(operator.or_, (plain_annotation(a) for a in typing.get_args(annotation)))
+    if origin is list:
+        return list[plain_annotation(typing.get_args(annotation)[0])]
+    return annotation
 
 
 def describe_params(params_class: type[ModelParams]) -> dict[str, dict[str, Any]]:

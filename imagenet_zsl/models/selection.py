@@ -276,6 +276,18 @@ def zsl_score(model: ZSLModel, split: ValidationSplit) -> float:
     )[1]
 
 
+def zsl_scorer(model: ZSLModel, data: SeenData, y: Any = None) -> float:
+    """A scikit-learn scorer (``scoring=zsl_scorer``): per-class hit@1 of ``model`` on the images
+    of ``data`` among ``data``'s classes only, ties counted against the model — the criterion of
+    the "zsl" mode. With ``GridSearchCV(..., cv=GroupKFold(k))`` and ``groups=data.labels`` the
+    classes of a test fold are the ones its model was not fitted on. ``y`` is ignored (the labels
+    are in ``data``)."""
+    labels = np.asarray(data.labels, dtype=np.int64)
+    scores = score_images(model, data.features, list(data.seen_wnids), logits=data.logits)
+    ranks = true_ranks(labels, scores=scores).strict
+    return float(hit_at_k(ranks, labels, [1], num_classes=len(data.seen_wnids), per_class=True)[1])
+
+
 def calibration(model: ZSLModel, split: ValidationSplit) -> tuple[float, float]:
     """(γ, H): the calibrated-stacking γ maximising per-class H@1 on every validation image."""
     scores = score_images(model, split.features, split.wnids, split.rows, split.logits)
