@@ -70,7 +70,7 @@ def coverage_of(
     return {
         "total": len(classes),
         "held": len(classes) - len(missing),
-        "images_held": sum(max(n, 0) for n in held.values()),
+        "images_held": sum(held.values()),
         "complete": not missing,
         "images_fall11": sum(reference.get(w, 0) for w in classes),
         "images_missing": sum(max(reference.get(w, 0) - held[w], 0) for w in classes),
@@ -181,7 +181,7 @@ def write_coverage(
             tool=COVERAGE_TOOL,
             inputs={
                 "store": {"root": str(store.root), "layout": store.layout, "index_key": store.key},
-                "splits": {r.name: str(r.path) for r in rows},
+                "split_files": [str(r.path) for r in rows if r.source == "file"],
             },
             parameters=parameters,
             fields={

@@ -55,8 +55,10 @@ def test_coverage_on_a_store_of_a_subset_of_classes_is_exact(tmp_path, capsys, l
     mine.write_text("n01322898\nn01323068\nn01440764\n")
     whole = tmp_path / "whole.txt"
     whole.write_text("n01439121\nn01322898\n")
-    argv = ["splits", "coverage", "--store", str(store), "--splits-dir", str(REPO / "splits")]
-    assert main([*argv, "dgp-2hops", "hop1", str(mine), str(whole)]) == 0
+    names = ["dgp-2hops", "hop1", str(mine), str(whole)]
+    assert (
+        main(["splits", "coverage", "--store", str(store), "--splits-dir", str(REPO / "splits"), *names]) == 0
+    )
     out, err = capsys.readouterr()
     rows = _rows(out)
     dgp = sum(fall11_counts()[w] for w in read_published_split("dgp-2hops"))
@@ -71,7 +73,7 @@ def test_coverage_on_a_store_of_a_subset_of_classes_is_exact(tmp_path, capsys, l
     assert "dgp-2hops: 1,546 of 1,549 classes missing:" in err and str(whole) + ":" not in err
     # the alias prints the same table
     alias = ["images", "coverage", "--store", str(store), "--splits-dir", str(REPO / "splits")]
-    assert main([*alias, "--split", "dgp-2hops", "hop1", str(mine), str(whole)]) == 0
+    assert main([*alias, "--split", *names]) == 0
     assert capsys.readouterr().out == out
 
 
