@@ -33,7 +33,7 @@ TESTED_BY = {
     "splits stats": "tests/splits/test_cli.py",
     "splits show": "tests/splits/test_named.py",
     "images count": "tests/images/test_store.py",
-    "images coverage": "tests/images/test_cli.py",
+    "splits coverage": "tests/images/test_split_coverage.py",
     "labels encode": "tests/semantics/test_encode.py",
     "extract": "tests/features/test_distributed.py",
     "train": "tests/test_pipeline_e2e.py",

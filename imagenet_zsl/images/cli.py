@@ -1,4 +1,4 @@
-"""``imagenet-zsl images count | coverage``: the flags; the handlers are
+"""``imagenet-zsl images count | coverage`` and ``splits coverage``: the flags; the handlers are
 :mod:`imagenet_zsl.images.commands`.
 
 ``imagenet-zsl images filter`` joins the same group from :mod:`imagenet_zsl.image_filter.cli`.
@@ -23,7 +23,7 @@ STORE_HELP = (
     ".tar shards, .parquet files, or ImageNet-21K-P (train/val/small_classes)"
 )
 
-#: ``--allow-incomplete`` (``images count``, ``images coverage``; ``extract`` says the same)
+#: ``--allow-incomplete`` (``images count``, ``splits coverage``; ``extract`` says the same)
 ALLOW_INCOMPLETE_HELP = (
     "read a store that lacks what it declares (a gap in a numbered shard series, fewer shards "
     "or images than its nshards.txt, _info.json or dataset card say): without it that is an "
@@ -35,7 +35,7 @@ def register(tree: CommandTree) -> None:
     """Add this stage's commands to the `imagenet-zsl` command line."""
     group = tree.group("images", GROUP_HELP)
     _register_count(group)
-    _register_coverage(group)
+    _register_coverage(group, tree.group("splits"))
 
 
 def _register_count(sub: argparse._SubParsersAction) -> None:
@@ -64,17 +64,52 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
     parser.set_defaults(func="imagenet_zsl.images.commands:count")
 
 
-def _register_coverage(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
+COVERAGE_DESCRIPTION = (
+    "How much of each split your image store holds (fall11, winter21, ImageNet-21K-P and partial "
+    "copies differ): per split, its classes, the classes the store holds (at least one image), the "
+    "store's images of them, the fall11 images expected and missing, and whether the split is "
+    "complete (every class held). A split is a published name (dgp-2hops, dgp-3hops, dgp-all), a "
+    "committed name (--splits-dir/NAME.txt) or a wnid file; by default the published lists and the "
+    "committed hop and benchmark lists. The table goes to stdout (TSV), the missing classes to "
+    "stderr; --out DIR also writes coverage.tsv, the store's counts, missing.tsv and a manifest. "
+    "Reads the store index (built and cached on first use), decodes nothing."
+)
+
+
+def _register_coverage(images: argparse._SubParsersAction, splits: argparse._SubParsersAction) -> None:
+    """``splits coverage`` (the name the docs use) and ``images coverage`` (its alias, the same
+    handler and table; splits given with ``--split``). Both are registered here, by the stage that
+    reads stores: the splits stage may not import images (``tree.group("splits")`` joins its group)."""
+    main = splits.add_parser(
         "coverage",
-        help="Per split: the classes and images of fall11 missing from your copy of ImageNet.",
-        description="Compare a store (e.g. the winter21 release, or a partial download) with the "
-        "fall11 release the committed splits were built from: for every --split file, the classes "
-        "the store lacks entirely, and the images missing (fall11 count minus the store's count, "
-        "per class). Reads the store index (built and cached on first use), decodes nothing.",
+        help="per split: the classes and images your image store holds, and whether it is complete",
+        description=COVERAGE_DESCRIPTION,
     )
+    main.add_argument(
+        "splits", nargs="*", metavar="SPLIT", help="split names or wnid files (default: see above)"
+    )
+    _coverage_flags(main)
+    alias = images.add_parser(
+        "coverage",
+        help="alias of 'splits coverage' (splits given with --split)",
+        description=COVERAGE_DESCRIPTION + " Alias of 'imagenet-zsl splits coverage'.",
+    )
+    alias.add_argument(
+        "--split", dest="splits", nargs="+", default=[], metavar="SPLIT", help="split names or wnid files"
+    )
+    _coverage_flags(alias)
+
+
+def _coverage_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", required=True, help=STORE_HELP)
-    parser.add_argument("--split", required=True, nargs="+", metavar="FILE", help="wnid list(s)")
+    parser.add_argument(
+        "--splits-dir", default="splits", help="where committed split names live (default: splits)"
+    )
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="also write coverage.tsv, store_counts.tsv, missing.tsv and manifest.json to DIR",
+    )
     parser.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES)
     parser.add_argument("--val-labels", help="labels of a flat store (see 'images count')")
     parser.add_argument("--allow-incomplete", action="store_true", help=ALLOW_INCOMPLETE_HELP)

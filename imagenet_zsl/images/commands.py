@@ -1,4 +1,5 @@
-"""The handlers of ``imagenet-zsl images count | coverage`` (flags in :mod:`imagenet_zsl.images.cli`).
+"""The handlers of ``imagenet-zsl images count | coverage`` and ``splits coverage`` (flags in
+:mod:`imagenet_zsl.images.cli`).
 
 Each takes the parsed ``argparse.Namespace`` and returns the exit status; imported only when one of
 these commands runs.
@@ -10,6 +11,18 @@ import argparse
 import sys
 
 from imagenet_zsl.data import fall11_counts
+from imagenet_zsl.images.coverage import (
+    COUNTS_NAME,
+    COVERAGE_TOOL,
+    MISSING_NAME,
+    TABLE_NAME,
+    SplitCoverage,
+    coverage_of,
+    coverage_table,
+    default_split_names,
+    missing_lines,
+    write_coverage,
+)
 from imagenet_zsl.images.store import (
     ImageStore,
     is_counts_tsv,
@@ -17,8 +30,9 @@ from imagenet_zsl.images.store import (
     skipped_file_count,
     write_counts_tsv,
 )
-from imagenet_zsl.io import check_out_file
+from imagenet_zsl.io import check_out_dir, check_out_file
 from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.splits.named import PUBLISHED_SPLITS, resolve_split
 
 
 def count(args: argparse.Namespace) -> int:
@@ -57,44 +71,33 @@ def count(args: argparse.Namespace) -> int:
     return 0
 
 
-def split_coverage(store_counts: dict[str, int], wnids: list[str], reference: dict[str, int]) -> dict:
-    """Coverage of one split: ``classes``/``images`` expected (fall11), held and missing;
-    ``missing_classes``: wnids with no image in the store; ``short_classes``: wnids with fewer."""
-    expected_images = sum(reference.get(w, 0) for w in wnids)
-    held = {w: min(store_counts.get(w, 0), reference.get(w, store_counts.get(w, 0))) for w in wnids}
-    missing_classes = [w for w in wnids if store_counts.get(w, 0) == 0]
-    short = [w for w in wnids if 0 < store_counts.get(w, 0) < reference.get(w, 0)]
-    return {
-        "classes": len(wnids),
-        "classes_missing": len(missing_classes),
-        "images_fall11": expected_images,
-        "images_held": sum(held.values()),
-        "images_missing": expected_images - sum(held.values()),
-        "missing_classes": missing_classes,
-        "short_classes": short,
-    }
-
-
 def coverage(args: argparse.Namespace) -> int:
-    """``images coverage``: per split, the fall11 classes and images the store lacks."""
-    splits = {path: read_wnid_list(path) for path in args.split}
+    """``splits coverage`` (alias ``images coverage``): per split, the classes and images the store
+    holds, what it lacks of fall11, and whether the split is complete on it."""
+    names = args.splits or default_split_names(args.splits_dir)
+    where = "splits coverage"
+    paths = {name: resolve_split(name, args.splits_dir, where) for name in names}  # before the scan
+    splits = {name: read_wnid_list(path) for name, path in paths.items()}
+    packaged = {PUBLISHED_SPLITS[n].path for n in names if n in PUBLISHED_SPLITS}
+    inputs = [args.store, args.val_labels, *(p for p in paths.values() if p not in packaged)]
+    if args.out is not None:
+        check_out_dir(args.out, COVERAGE_TOOL, inputs)  # a wrong --out fails before the scan
     store: ImageStore = open_store(
         args.store, args.layout, args.val_labels, allow_incomplete=args.allow_incomplete
     )
     counts, reference = store.counts(), fall11_counts()
-    print("split\tclasses\tclasses_missing\timages_fall11\timages_held\timages_missing\tshare_missing")
-    details = []
-    for path, wnids in splits.items():
-        c = split_coverage(counts, wnids, reference)
-        share = c["images_missing"] / c["images_fall11"] if c["images_fall11"] else 0.0
-        print(
-            f"{path}\t{c['classes']}\t{c['classes_missing']}\t{c['images_fall11']}\t"
-            f"{c['images_held']}\t{c['images_missing']}\t{share:.2%}"
-        )
-        if c["missing_classes"]:
-            shown = ", ".join(c["missing_classes"][: args.show])
-            more = len(c["missing_classes"]) - args.show
-            details.append(f"{path}: classes missing: {shown}{f' (+{more} more)' if more > 0 else ''}")
-    for line in details:
+    rows = [
+        SplitCoverage(name, paths[name], wnids, coverage_of(counts, wnids, reference))
+        for name, wnids in splits.items()
+    ]
+    sys.stdout.write(coverage_table(rows))
+    for line in missing_lines(rows, args.show):
         print(line, file=sys.stderr)
+    if args.out is not None:
+        parameters = {"splits": list(names), "layout": args.layout, "allow_incomplete": args.allow_incomplete}
+        write_coverage(args.out, rows, store, inputs, parameters)
+        print(
+            f"wrote {TABLE_NAME}, {COUNTS_NAME}, {MISSING_NAME} and manifest.json to {args.out}",
+            file=sys.stderr,
+        )
     return 0

@@ -57,13 +57,14 @@ from imagenet_zsl.splits.config import (
     PopulationSplit,
     SplitsConfig,
     SplitSpec,
+    StoreConfig,
     load_splits_config,
 )
 from imagenet_zsl.splits.hops import LITERATURE_NAMES, hop_split
 from imagenet_zsl.splits.io import check_noun_synsets, read_wnid_list, write_wnid_list
 from imagenet_zsl.splits.leakage import REPORT_LABEL_SETS, WINTER21_SET, absent_from, split_leakage
 from imagenet_zsl.splits.local_search import LocalSearchOptions
-from imagenet_zsl.splits.pool import PoolContext, PoolStep, run_pool
+from imagenet_zsl.splits.pool import PoolContext, PoolStep, run_pool, store_counts
 from imagenet_zsl.splits.population import population_split
 from imagenet_zsl.splits.problem import BenchmarkSolution, Constraints
 from imagenet_zsl.splits.report import write_report
@@ -108,12 +109,15 @@ def build_split(
     where: str,
     progress: bool = True,
     params: dict[str, Any] | None = None,
+    store: list[dict[str, Any]] | None = None,
 ) -> BuiltSplit:
     """One split from its validated config entry (pure: writes nothing).
 
     ``ctx`` holds the graph, training classes and counts; splits built with the same ``ctx``
     share their pool filters' work (benchmarks with the same pool compute it once).
     ``params`` is what the manifest records (the entry as written, less name and kind).
+    ``store``: pool steps (``held_by_store``) that restrict the candidates, and a list split's
+    classes, to the classes an image store holds: the same rule on the held classes.
     """
     graph, train, counts = ctx.graph, ctx.train, ctx.counts
     if params is None:
@@ -122,6 +126,9 @@ def build_split(
         }
     details: dict[str, Any] = {}
     steps: list[PoolStep] = []
+    if store:
+        candidates, steps = run_pool(candidates, store, ctx, where=f"{where}: store")
+        where = f"{where} (on the store's classes)"
     if isinstance(spec, HopsSplit):
         wnids = hop_split(graph, candidates, train, spec.k)
         if f"hop{spec.k}" in LITERATURE_NAMES:
@@ -132,8 +139,11 @@ def build_split(
         wnids = population_split(candidates, counts, spec.n, spec.most)
     elif isinstance(spec, ListSplit):
         wnids = sorted(read_wnid_list(spec.path))
+        if store:
+            wnids, steps = run_pool(wnids, store, ctx, where=where)
     else:
-        wnids, steps, details = _benchmark(spec, ctx, candidates, where, progress)
+        wnids, pool_steps, details = _benchmark(spec, ctx, candidates, where, progress)
+        steps += pool_steps
     if not wnids:
         raise UserInputError(f"{where}: split {spec.name!r} came out empty")
     return BuiltSplit(
@@ -148,6 +158,47 @@ def build_split(
         pool_steps=steps,
         details=details,
     )
+
+
+def store_steps(store: StoreConfig | None) -> list[dict[str, Any]] | None:
+    """The pool step restricting a recipe to the classes an image store holds (None: no store)."""
+    if store is None:
+        return None
+    return [{"filter": "held_by_store", "counts": store.counts, "min": store.min_images}]
+
+
+def build_on_store(
+    spec: SplitSpec,
+    ctx: PoolContext,
+    candidates: list[str],
+    where: str,
+    progress: bool,
+    params: dict[str, Any],
+    store: list[dict[str, Any]],
+) -> BuiltSplit:
+    """A split's structurally closest complete replacement on a store: the same rule on the held
+    classes (``store``: the ``held_by_store`` step). Returns the replacement; its ``details``
+    record the original (built on every candidate: classes, R, fall11 images, how many of its
+    classes the store holds) and the replacement's images on the store, classes dropped and added."""
+    original = build_split(spec, ctx, candidates, where, progress, params)
+    replacement = build_split(spec, ctx, candidates, where, progress, params, store)
+    held_of_original, _ = run_pool(original.wnids, store, ctx, where=f"{where}: store")
+    on_store = store_counts(ctx, store[0]["counts"])
+    before, after = set(original.wnids), set(replacement.wnids)
+    replacement.details["original"] = {
+        "n_classes": len(original.wnids),
+        "held": len(held_of_original),
+        "structural_ratio": round(original.ratio, 6),
+        "n_images_fall11": original.n_images,
+        "consistent": original.consistent,
+        "sha256": sha256_bytes("".join(f"{w}\n" for w in sorted(original.wnids)).encode()),
+    }
+    replacement.details["on_store"] = {
+        "images": sum(on_store.get(w, 0) for w in replacement.wnids),
+        "dropped": len(before - after),
+        "added": len(after - before),
+    }
+    return replacement
 
 
 def benchmark_pool(
@@ -261,14 +312,22 @@ def solution_details(solution: BenchmarkSolution) -> dict[str, Any]:
 
 
 def input_files(config: SplitsConfig) -> list[str]:
-    """Every file a recipe reads: training list, counts, list splits, include/exclude, pool lists."""
+    """Every file a recipe reads: training list, counts, the store's counts, list splits,
+    include/exclude, the files pool steps name (``path``, ``counts``)."""
     files = [spec for spec in (config.train, config.counts) if spec not in ("ilsvrc2012", "fall11")]
+    if config.store is not None:
+        files.append(config.store.counts)
     for spec in config.splits:
         if isinstance(spec, ListSplit):
             files.append(spec.path)
         if isinstance(spec, BenchmarkSplit):
             files += [p for p in (spec.include, spec.exclude) if p]
-            files += [str(step["path"]) for step in spec.pool if isinstance(step.get("path"), str)]
+            files += [
+                str(step[key])
+                for step in spec.pool
+                for key in ("path", "counts")
+                if isinstance(step.get(key), str)
+            ]
     return files
 
 
@@ -280,11 +339,22 @@ def _ratio_summary(ratios: np.ndarray) -> dict[str, float]:
     return {k: round(float(v), 6) for k, v in zip(("min", "q25", "median", "q75", "max"), q, strict=True)}
 
 
-def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = True) -> list[BuiltSplit]:
-    """Build all splits of a config into ``out_dir`` (atomic: all files appear at once or none)."""
+def build_splits(
+    config_path: str | Path,
+    out_dir: str | Path,
+    progress: bool = True,
+    store: StoreConfig | None = None,
+) -> list[BuiltSplit]:
+    """Build all splits of a config into ``out_dir`` (atomic: all files appear at once or none).
+
+    ``store`` (``--store-counts``) replaces the recipe's ``store:``: every split is then built on
+    the classes that store holds, its original's size and R beside it."""
     config_path = Path(config_path)
     config = load_splits_config(config_path)
     raw = read_yaml(config_path)  # the recipe as written: each split's parameters, the manifest's
+    if store is not None:
+        config = config.model_copy(update={"store": store})
+        raw = {**raw, "store": store.model_dump()}
     recipe_files = [Path(p) for p in input_files(config)]
     inputs = [config_path, *recipe_files]
     check_out_dir(out_dir, BUILD_TOOL, inputs)  # refuse a harmful --out before a minute of work
@@ -292,7 +362,7 @@ def build_splits(config_path: str | Path, out_dir: str | Path, progress: bool = 
     ctx, candidates = _recipe_context(config, config_path)
     built = _build_all(config, config_path, raw, ctx, candidates, progress)
     with atomic_directory(out_dir, tool=BUILD_TOOL, inputs=inputs) as tmp:
-        _write_build(tmp, (config_path, raw, recipe_files), built, ctx, candidates)
+        _write_build(tmp, (config_path, raw, recipe_files), built, ctx, candidates, config.store)
     log.info("built %d splits in %.1f s -> %s", len(built), time.perf_counter() - started, out_dir)
     return built
 
@@ -319,11 +389,15 @@ def _build_all(
 ) -> list[BuiltSplit]:
     """Every split of the recipe, in order; a split overlapping the training classes is an error."""
     train_set = set(ctx.train)
+    store = store_steps(config.store)
     built: list[BuiltSplit] = []
     for i, spec in enumerate(config.splits):
         where = f"{config_path}: splits[{i}]"
         params = {k: v for k, v in raw["splits"][i].items() if k not in ("name", "kind")}
-        split = build_split(spec, ctx, candidates, where, progress, params)
+        if store:
+            split = build_on_store(spec, ctx, candidates, where, progress, params, store)
+        else:
+            split = build_split(spec, ctx, candidates, where, progress, params)
         overlap = sorted(set(split.wnids) & train_set)
         if overlap:
             raise UserInputError(
@@ -364,9 +438,11 @@ def _write_build(
     built: list[BuiltSplit],
     ctx: PoolContext,
     candidates: list[str],
+    store: StoreConfig | None = None,
 ) -> None:
     """The split lists, report.md and its plot, then the manifest hashing all of them. ``recipe``:
-    the config file, its YAML as written and the files it names."""
+    the config file, its YAML as written and the files it names; ``store``: the store the splits
+    were built on (None: every fall11 candidate)."""
     config_path, raw, recipe_files = recipe
     graph, train = ctx.graph, ctx.train
     for split in built:
@@ -388,6 +464,13 @@ def _write_build(
         "n_candidates": len(candidates),
         "splits": {split.name: split_record(split, ctx.counts) for split in built},
     }
+    if store is not None:
+        held, _ = run_pool(candidates, store_steps(store) or [], ctx)
+        fields["store"] = {
+            "counts": store.counts,
+            "min_images": store.min_images,
+            "candidates_held": len(held),
+        }
     write_report(tmp, built, {"inputs": inputs, **fields})
     write_manifest(
         tmp,

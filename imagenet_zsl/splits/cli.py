@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import lazy_help, overwrite_flag
+from imagenet_zsl.cli_types import lazy_help, overwrite_flag, positive_int
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -30,6 +30,20 @@ def register(tree: CommandTree) -> None:
     build.add_argument("--out", required=True, help="output directory (replaced atomically)")
     overwrite_flag(build)
     build.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    build.add_argument(
+        "--store-counts",
+        metavar="FILE",
+        help="build every split on the classes your image store holds (FILE: the counts table of "
+        "'images count --out' or 'splits coverage --out'): the same rule restricted to the held "
+        "classes, each split's original size and R beside it (sets the recipe's store.counts)",
+    )
+    build.add_argument(
+        "--store-min-images",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="a class is held with at least N images (default 1; with --store-counts)",
+    )
     build.set_defaults(func="imagenet_zsl.splits.commands:build")
 
     stats = group.add_parser("stats", help="class/image counts, structural ratio and flaws of a wnid list")

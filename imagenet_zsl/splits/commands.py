@@ -9,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.splits.build import build_splits, resolve_counts, resolve_train
+from imagenet_zsl.splits.config import StoreConfig
 from imagenet_zsl.splits.frontier import DEFAULT_SHARES, frontier_table
 from imagenet_zsl.splits.frontier import frontier as solve_frontier
 from imagenet_zsl.splits.io import read_wnid_list
@@ -18,7 +20,7 @@ from imagenet_zsl.splits.leakage import split_leakage
 from imagenet_zsl.splits.named import PUBLISHED_SPLITS, resolve_split
 from imagenet_zsl.splits.pretraining import label_set
 from imagenet_zsl.splits.published_report import format_show, show_split
-from imagenet_zsl.splits.report import split_table
+from imagenet_zsl.splits.report import split_table, store_table
 from imagenet_zsl.splits.stats import default_pool_config, optimum_for_size, split_stats
 
 
@@ -54,8 +56,18 @@ def frontier(args: argparse.Namespace) -> int:
 
 def build(args: argparse.Namespace) -> int:
     """``splits build``: every split of a recipe, its manifest and report."""
-    built = build_splits(args.config, args.out, progress=not args.no_progress)
+    store = None
+    if args.store_counts is not None:
+        store = StoreConfig(counts=args.store_counts, min_images=args.store_min_images)
+    elif args.store_min_images != 1:
+        raise UserInputError("--store-min-images needs --store-counts FILE (the store's counts table)")
+    built = build_splits(args.config, args.out, progress=not args.no_progress, store=store)
     print(split_table(built))
+    on_store = store_table(built)
+    if on_store:
+        print(
+            f"\nbuilt on the store's classes; beside each, the split on every fall11 candidate:\n{on_store}"
+        )
     print(f"\nwrote {len(built)} splits, manifest.json and report.md to {args.out}")
     return 0
 

@@ -88,12 +88,23 @@ SplitSpec = Annotated[
 ]
 
 
+class StoreConfig(Config):
+    """The classes an image store holds (``counts``: its ``images count --out`` table; a class is
+    held with at least ``min_images`` images): every split is built again on them, the structurally
+    closest complete replacement (the same rule with the candidates restricted to the held
+    classes), and reported beside the split built on every fall11 candidate."""
+
+    counts: str
+    min_images: Count = 1
+
+
 class SplitsConfig(Config):
-    """A split recipe: graph, training classes, image counts and the splits to build."""
+    """A split recipe: graph, training classes, image counts, the store to build on, the splits."""
 
     graph: GraphConfig = GraphConfig()
     train: str = "ilsvrc2012"
     counts: str = "fall11"
+    store: StoreConfig | None = None
     splits: list[SplitSpec]
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.data import read_wnid_counts
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.registry import Registry
@@ -96,6 +97,26 @@ def not_training(candidates: list[str], ctx: PoolContext) -> list[str]:
 def min_images(candidates: list[str], ctx: PoolContext, min: int = 301) -> list[str]:  # noqa: A002
     """Keep classes with at least ``min`` images (fall11 counts, or the user's counts file)."""
     return [w for w in candidates if ctx.counts.get(w, 0) >= min]
+
+
+def store_counts(ctx: PoolContext, path: str) -> dict[str, int]:
+    """The per-class image counts of a store (its ``images count --out`` table), read once per
+    context."""
+    key = ("splits.store_counts", str(path))
+    if key not in ctx.cache:
+        ctx.cache[key] = read_wnid_counts(path)
+    return ctx.cache[key]
+
+
+@POOL_FILTERS.register
+def held_by_store(candidates: list[str], ctx: PoolContext, counts: str, min: int = 1) -> list[str]:  # noqa: A002
+    """Keep classes your image store holds with at least ``min`` images (``counts``: the table
+    ``imagenet-zsl images count --out`` or ``splits coverage --out`` writes), so a split built
+    from this pool is complete on that store (fall11, winter21 and ImageNet-21K-P copies differ)."""
+    if not isinstance(min, int) or isinstance(min, bool) or min < 1:
+        raise UserInputError(f"held_by_store: min must be an integer of at least 1, got {min!r}")
+    held = store_counts(ctx, counts)
+    return [w for w in candidates if held.get(w, 0) >= min]
 
 
 @POOL_FILTERS.register

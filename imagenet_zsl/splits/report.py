@@ -40,6 +40,47 @@ def split_table(splits: list[BuiltSplit]) -> str:
     return "\n".join(rows)
 
 
+def store_table(splits: list[BuiltSplit]) -> str:
+    """Markdown table of splits built on a store: each replacement beside its original (the same
+    rule on every fall11 candidate). Empty when the splits were not built on a store."""
+    rows = [
+        "| split | classes (all → store) | original classes held | R (all → store) "
+        "| images on store | dropped | added |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in splits:
+        original, on_store = s.details.get("original"), s.details.get("on_store")
+        if original is None or on_store is None:
+            continue
+        rows.append(
+            f"| {s.name} | {original['n_classes']:,} → {len(s.wnids):,} | "
+            f"{original['held']:,} of {original['n_classes']:,} | "
+            f"{_fmt(original['structural_ratio'])} → {_fmt(s.ratio)} | {on_store['images']:,} | "
+            f"{on_store['dropped']:,} | {on_store['added']:,} |"
+        )
+    return "\n".join(rows) if len(rows) > 2 else ""
+
+
+def _store_lines(splits: list[BuiltSplit], manifest: dict[str, Any]) -> list[str]:
+    """The report's section on the store the splits were built on (none without a store)."""
+    store = manifest.get("store")
+    table = store_table(splits)
+    if store is None or not table:
+        return []
+    return [
+        "",
+        "## On your image store",
+        "",
+        f"Every split above is built on the classes the store holds with at least "
+        f"{store['min_images']} image(s) (`{store['counts']}`: {store['candidates_held']:,} of the "
+        f"{manifest['n_candidates']:,} candidates): the same rule restricted to those classes, the "
+        "structurally closest split complete on the store. Beside it, the split the same rule "
+        "gives on every fall11 candidate (the original; a published list's numbers are on it).",
+        "",
+        table,
+    ]
+
+
 def plot_ratios(splits: list[BuiltSplit], path: Path) -> None:
     names = [s.name for s in splits]
     values = [0.0 if math.isnan(s.ratio) else s.ratio for s in splits]
@@ -75,6 +116,7 @@ def write_report(out_dir: Path, splits: list[BuiltSplit], manifest: dict[str, An
         "",
         f"![structural ratios]({PLOT_NAME})",
     ]
+    lines += _store_lines(splits, manifest)
     for s in splits:
         if s.kind != "benchmark":
             continue

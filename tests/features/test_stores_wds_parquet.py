@@ -205,7 +205,7 @@ def test_images_coverage_reads_a_webdataset_store(tmp_path, capsys):
     assert main(["images", "coverage", "--store", str(store.root), "--split", str(split)]) == 0
     out, err = capsys.readouterr()
     row = out.splitlines()[1].split("\t")
-    assert row[1:3] == ["3", "1"] and "classes missing: n01484850" in err
+    assert row[1:4] == ["3", "2", "no"] and "classes missing: n01484850" in err
 
 
 def _parquet(path: Path, paths: list[str | None], labels: list[int], names: list[str]) -> None:
