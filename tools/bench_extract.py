@@ -129,7 +129,8 @@ def toolkit_run(
         out=str(out),
         weights="random",
         device=run.device,
-        decode=run.decode,
+        decode=run.decode.removesuffix("-draft"),
+        jpeg_draft=run.decode.endswith("-draft"),  # "pil-draft": extract --jpeg-draft
         batch_size=args.batch_size,
         workers=args.workers,
         progress=False,
@@ -423,7 +424,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--devices", default=None, help="comma-separated, default: cpu, plus cuda when available"
     )
-    parser.add_argument("--decoders", default="pil", help="toolkit decoders to time: pil,torchvision")
+    parser.add_argument(
+        "--decoders",
+        default="pil",
+        help="toolkit decoders to time: pil,pil-draft,torchvision (pil-draft: extract --jpeg-draft)",
+    )
     parser.add_argument("--batch-size", type=int, help="toolkit batch size (default: its own)")
     parser.add_argument("--workers", type=int, help="toolkit decode workers (default: its own)")
     parser.add_argument(
