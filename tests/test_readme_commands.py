@@ -35,6 +35,7 @@ TESTED_BY = {
     "images coverage": "tests/images/test_cli.py",
     "labels encode": "tests/semantics/test_encode.py",
     "extract": "tests/features/test_distributed.py",
+    "validate": "tests/test_real_weights.py",
     "train": "tests/test_pipeline_e2e.py",
     "evaluate": "tests/test_pipeline_e2e.py",
     "predict": "tests/test_predict.py",

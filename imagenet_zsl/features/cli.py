@@ -1,7 +1,8 @@
-"""Command-line entry points of the `features` stage: ``extract``, ``simulate`` (simulated
-feature directories) and ``labels visual-prototypes`` (class vectors = mean feature per class,
-added to the semantics stage's ``labels`` group): the flags; the handlers are
-:mod:`imagenet_zsl.features.commands`, named by dotted target and imported only when a command runs
+"""Command-line entry points of the `features` stage: ``extract``, ``validate`` (the backbone's own
+ImageNet-1K top-1 beside its published figure), ``simulate`` (simulated feature directories) and
+``labels visual-prototypes`` (class vectors = mean feature per class, added to the semantics
+stage's ``labels`` group): the flags; the handlers are :mod:`imagenet_zsl.features.commands` and
+:mod:`imagenet_zsl.features.validate`, named by dotted target and imported only when a command runs
 (``extract --help`` lists the registered backbones through a dotted target as well)."""
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def register(tree: CommandTree) -> None:
         action="store_true",
         help="opt-in: decode JPEGs at least twice the resize at 1/2, 1/4 or 1/8 scale (libjpeg's "
         "DCT scaling, PIL draft) before the resize: 2-4x less decode work on large photos, but "
-        "not torchvision's pixels (a 2000-px photo's features: cosine 0.99 to the exact ones). "
+        "not torchvision's pixels (large photos' features: cosine 0.990-0.999 to the exact ones). "
         "Recorded in the manifest's preprocessing: drafted and exact features never compare equal",
     )
     mode = parser.add_mutually_exclusive_group()

@@ -37,7 +37,7 @@ class Preprocessing:
     std: tuple[float, float, float] = field(default=IMAGENET_STD)
     #: opt-in (``extract --jpeg-draft``): decode large JPEGs at reduced DCT scale before the resize
     #: (``decode_rgb(min_side=)``): 2-4x less decode work for large photos, but not torchvision's
-    #: pixels (a 2000-px photo's features: cosine 0.99 to the exact pipeline's). Off: exact.
+    #: pixels (large photos' features: cosine 0.990-0.999 to the exact pipeline's). Off: exact.
     jpeg_draft: bool = False
     #: resize filter (antialiased): "bilinear" (torchvision models) or "bicubic" (most timm/CLIP)
     interpolation: str = "bilinear"
