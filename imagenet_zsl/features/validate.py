@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import io
+import logging
 import os
 import re
 import tempfile
@@ -195,18 +197,24 @@ def link_store(pairs: list[tuple[Path, str]], root: Path) -> dict[str, Path]:
 @contextlib.contextmanager
 def _index_cache(folder: Path | None) -> Iterator[None]:
     """The store index of a throw-away store (``--images``) is cached in ``folder``, not in the
-    user's cache (``IMAGENET_ZSL_CACHE``); None: the user's."""
+    user's cache (``IMAGENET_ZSL_CACHE``), and not announced (its path is gone when the command
+    ends); None: the user's cache."""
+    if folder is None:
+        yield
+        return
     old = os.environ.get("IMAGENET_ZSL_CACHE")
-    if folder is not None:
-        os.environ["IMAGENET_ZSL_CACHE"] = str(folder)
+    store_log = logging.getLogger("imagenet_zsl.images.store")
+    level = store_log.level
+    os.environ["IMAGENET_ZSL_CACHE"] = str(folder)
+    store_log.setLevel(logging.WARNING)
     try:
         yield
     finally:
-        if folder is not None:
-            if old is None:
-                os.environ.pop("IMAGENET_ZSL_CACHE", None)
-            else:
-                os.environ["IMAGENET_ZSL_CACHE"] = old
+        store_log.setLevel(level)
+        if old is None:
+            os.environ.pop("IMAGENET_ZSL_CACHE", None)
+        else:
+            os.environ["IMAGENET_ZSL_CACHE"] = old
 
 
 def exact_interval(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -330,7 +338,7 @@ def summary(tally: Tally, manifest: dict[str, Any], left_out: int, skipped: int)
         "top1_hits": tally.top1,
         "top5_hits": tally.top5,
         "top1_interval_95": list(exact_interval(tally.top1, n)) if n else None,
-        "published": None if published is None else published.__dict__,
+        "published": None if published is None else dataclasses.asdict(published),
         "verdict": line,
         "p_value": p_value,
         "rule": f"one-sided exact binomial test of top-1 >= published - {MARGIN_POINTS:g} points at "
