@@ -273,6 +273,7 @@ def describe(row: dict, reference: float) -> str:
     line = f"toolkit ({row['pipeline'].removeprefix('imagenet-zsl extract (').removesuffix(')')}): "
     speed = row["images_per_s"]
     line += f"{speed:.1f} images/s end to end = {speed / reference:.2f}x reference"
+    line += f", {row['images_per_cpu_s']:.1f} images per CPU s"
     line += f" [OpenMP waits: {row['openmp_wait_policy']}, freed memory: {row['malloc']}]"
     if row["compile"]:
         line += (
@@ -515,11 +516,11 @@ def main(argv: list[str] | None = None) -> int:
         name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
         runs: dict[tuple[str, bool] | None, list[dict]] = {}
         for repeat in range(args.repeats):  # alternate, so that a slow spell hits both
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), _cpu_seconds()
             n = reference_loop(store.root, args.backbone, device)
-            reference = n / (time.perf_counter() - start)
+            reference, cpu = n / (time.perf_counter() - start), _cpu_seconds() - cpu_start
             runs.setdefault(None, []).append(reference_row(name, n, reference))
-            print(f"[{name}] reference: {reference:.1f} images/s", flush=True)
+            print(f"[{name}] reference: {reference:.1f} images/s, {n / cpu:.1f} images per CPU s", flush=True)
             for decode in args.decoders.split(","):
                 for compiled in compile_modes:
                     tag = f"{device.replace(':', '')}-{decode}{'-compile' if compiled else ''}-{repeat}"
