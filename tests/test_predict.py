@@ -133,10 +133,10 @@ def test_a_model_fitted_on_other_weights_is_refused_unless_allowed(trained, caps
     argv = _argv(trained, photo, extra=["--seed", "1", "--label-space", str(trained["space"])])
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: feature mismatch: model ") and "weights_sha256" in err
+    assert err.startswith("error: feature mismatch: model ") and "weights_tensors" in err
     assert "--allow-feature-mismatch" in err and "\n" not in err
     assert main([*argv, "--allow-feature-mismatch"]) == 0
-    assert "WARNING: feature mismatch allowed (weights_sha256 differ)" in capsys.readouterr().out
+    assert "WARNING: feature mismatch allowed (weights_tensors differ)" in capsys.readouterr().out
 
 
 def test_user_mistakes_are_one_error_line(trained, tmp_path, capsys):

@@ -36,6 +36,7 @@ TESTED_BY = {
     "splits coverage": "tests/images/test_split_coverage.py",
     "labels encode": "tests/semantics/test_encode.py",
     "extract": "tests/features/test_distributed.py",
+    "validate": "tests/test_real_weights.py",
     "train": "tests/test_pipeline_e2e.py",
     "evaluate": "tests/test_pipeline_e2e.py",
     "predict": "tests/test_predict.py",

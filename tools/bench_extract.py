@@ -129,7 +129,8 @@ def toolkit_run(
         out=str(out),
         weights="random",
         device=run.device,
-        decode=run.decode,
+        decode=run.decode.removesuffix("-draft"),
+        jpeg_draft=run.decode.endswith("-draft"),  # "pil-draft": extract --jpeg-draft
         batch_size=args.batch_size,
         workers=args.workers,
         progress=False,
@@ -272,6 +273,7 @@ def describe(row: dict, reference: float) -> str:
     line = f"toolkit ({row['pipeline'].removeprefix('imagenet-zsl extract (').removesuffix(')')}): "
     speed = row["images_per_s"]
     line += f"{speed:.1f} images/s end to end = {speed / reference:.2f}x reference"
+    line += f", {row['images_per_cpu_s']:.1f} images per CPU s"
     line += f" [OpenMP waits: {row['openmp_wait_policy']}, freed memory: {row['malloc']}]"
     if row["compile"]:
         line += (
@@ -423,7 +425,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--devices", default=None, help="comma-separated, default: cpu, plus cuda when available"
     )
-    parser.add_argument("--decoders", default="pil", help="toolkit decoders to time: pil,torchvision")
+    parser.add_argument(
+        "--decoders",
+        default="pil",
+        help="toolkit decoders to time: pil,pil-draft,torchvision (pil-draft: extract --jpeg-draft)",
+    )
     parser.add_argument("--batch-size", type=int, help="toolkit batch size (default: its own)")
     parser.add_argument("--workers", type=int, help="toolkit decode workers (default: its own)")
     parser.add_argument(
@@ -510,11 +516,11 @@ def main(argv: list[str] | None = None) -> int:
         name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
         runs: dict[tuple[str, bool] | None, list[dict]] = {}
         for repeat in range(args.repeats):  # alternate, so that a slow spell hits both
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), _cpu_seconds()
             n = reference_loop(store.root, args.backbone, device)
-            reference = n / (time.perf_counter() - start)
+            reference, cpu = n / (time.perf_counter() - start), _cpu_seconds() - cpu_start
             runs.setdefault(None, []).append(reference_row(name, n, reference))
-            print(f"[{name}] reference: {reference:.1f} images/s", flush=True)
+            print(f"[{name}] reference: {reference:.1f} images/s, {n / cpu:.1f} images per CPU s", flush=True)
             for decode in args.decoders.split(","):
                 for compiled in compile_modes:
                     tag = f"{device.replace(':', '')}-{decode}{'-compile' if compiled else ''}-{repeat}"

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import hashlib
 import logging
 import math
 import os
@@ -37,10 +36,12 @@ from imagenet_zsl.features.hub_weights import (
     WeightsInfo,
     fetch_hub_file,
     hub_weights,
+    state_digest,
+    tensor_digest,
     torch_hub_weights,
 )
 from imagenet_zsl.features.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
-from imagenet_zsl.io import sha256_file
+from imagenet_zsl.io import regular_input_file, sha256_file
 from imagenet_zsl.registry import Registry
 
 log = logging.getLogger(__name__)
@@ -192,7 +193,11 @@ def torchvision_preprocessing(arch: str, tag: str) -> Preprocessing:
 
 
 def backbone_preprocessing(
-    net: Any, resize: int | None = None, crop: int | None = None, ten_crop: bool = False
+    net: Any,
+    resize: int | None = None,
+    crop: int | None = None,
+    ten_crop: bool = False,
+    jpeg_draft: bool = False,
 ) -> Preprocessing:
     """The preprocessing ``net`` was trained with: torchvision nets their weights' own
     ``weights.transforms()`` (:func:`torchvision_preprocessing`), the builtin net the ImageNet
@@ -200,7 +205,8 @@ def backbone_preprocessing(
     (``timm.data.resolve_data_config``: input size, crop_pct, interpolation, mean/std); open_clip
     towers their ``preprocess_cfg`` (resize to the input size, centre crop, CLIP mean/std).
     ``resize``/``crop`` given explicitly override the backbone's own (a crop larger than the
-    resize is refused: it would be zero-padded); ``ten_crop``: average the ten crops."""
+    resize is refused: it would be zero-padded); ``ten_crop``: average the ten crops;
+    ``jpeg_draft``: decode large JPEGs at reduced DCT scale (opt-in: not the exact pipeline)."""
     kind = net.kind
     if kind == "timm":
         from timm.data import resolve_data_config  # deferred: only timm backbones need timm
@@ -231,7 +237,9 @@ def backbone_preprocessing(
         own = torchvision_preprocessing(net.spec.arch, net.spec.weights_tag)
     else:
         own = Preprocessing()
-    pre = dataclasses.replace(own, resize=resize or own.resize, crop=crop or own.crop, ten_crop=ten_crop)
+    pre = dataclasses.replace(
+        own, resize=resize or own.resize, crop=crop or own.crop, ten_crop=ten_crop, jpeg_draft=jpeg_draft
+    )
     if (resize or crop) and pre.crop > pre.resize:
         raise UserInputError(
             f"--crop {pre.crop} is larger than --resize {pre.resize} (the shorter side after "
@@ -497,17 +505,6 @@ def _load_weights(net: Any, spec: BackboneSpec, path: Path) -> None:
     _apply_state_dict(target, state, path, spec.name)
 
 
-def state_digest(module: Any) -> str:
-    """sha256 over a module's state (names, dtypes, shapes and bytes, in state_dict order): the
-    identity of seeded random weights, which have no file to hash."""
-    digest = hashlib.sha256()
-    for key, value in module.state_dict().items():
-        tensor = value.detach().cpu().contiguous()
-        digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)}\n".encode())
-        digest.update(tensor.numpy().tobytes() if tensor.numel() else b"")
-    return digest.hexdigest()
-
-
 def classifier_head(net: Any, dim: int) -> tuple[Any, Any] | None:
     """The backbone's ImageNet-1K classifier as numpy ``(weight (1000, dim) float32, bias (1000,)
     float32)``, or None when it has none: its outputs are in the sorted ILSVRC-2012 wnid order
@@ -535,8 +532,8 @@ def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tup
     import torch  # deferred: `extract --help` and training import this module without torch
 
     spec = get_spec(name)
-    if weights is not None and weights != RANDOM and not Path(weights).expanduser().is_file():
-        raise UserInputError(f"--weights {weights}: file not found")
+    if weights is not None and weights != RANDOM:  # before any build: a FIFO would block the reader
+        regular_input_file(Path(weights).expanduser(), "--weights file")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         net = _build_net(spec)
@@ -551,7 +548,7 @@ def create_backbone(name: str, weights: str | None = None, seed: int = 0) -> tup
     if info.path is not None:
         _load_weights(net, spec, Path(info.path))
     net.eval()
-    return net, info
+    return net, dataclasses.replace(info, tensors_sha256=tensor_digest(net))
 
 
 def last_block(net: Any) -> Any:

@@ -1,7 +1,8 @@
-"""Command-line entry points of the `features` stage: ``extract``, ``simulate`` (simulated
-feature directories) and ``labels visual-prototypes`` (class vectors = mean feature per class,
-added to the semantics stage's ``labels`` group): the flags; the handlers are
-:mod:`imagenet_zsl.features.commands`, named by dotted target and imported only when a command runs
+"""Command-line entry points of the `features` stage: ``extract``, ``validate`` (the backbone's own
+ImageNet-1K top-1 beside its published figure), ``simulate`` (simulated feature directories) and
+``labels visual-prototypes`` (class vectors = mean feature per class, added to the semantics
+stage's ``labels`` group): the flags; the handlers are :mod:`imagenet_zsl.features.commands` and
+:mod:`imagenet_zsl.features.validate`, named by dotted target and imported only when a command runs
 (``extract --help`` lists the registered backbones through a dotted target as well)."""
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ models) also leaves its head in DIR/head.npz (weight, bias, class order; sha256 
 with or without --logits: GCNZ/SGCN/DGP targets and ConSE then need no seen-class image.
 Preprocessing: the backbone's own (torchvision: its weights' transforms(), e.g. resize 256 or 232
 for ResNet-50 V2, centre crop 224, bilinear; timm: its pretrained config; open_clip: its preprocess
-config), with large JPEGs decoded at reduced DCT scale before the resize; --ten-crop averages the
-ten crops instead. Weights: --weights PATH, or by name from the Hugging Face hub cache (timm,
-open_clip; HF_HOME) or the torch hub cache (torchvision; TORCH_HOME), downloaded there when missing
-unless HF_HUB_OFFLINE=1 (then the error names the repository, file and `hf download` command).
+config), JPEGs decoded at full size (exactly torchvision's PIL pipeline; --jpeg-draft opts into
+the faster reduced-scale decode of large JPEGs); --ten-crop averages the ten crops instead.
+Weights: --weights PATH, or by name from the Hugging Face hub cache (timm, open_clip; HF_HOME) or
+the torch hub cache (torchvision; TORCH_HOME), downloaded there when missing unless
+HF_HUB_OFFLINE=1 or the hub cannot be reached (then the error names the repository, file and
+`hf download` command, at once).
 
   imagenet-zsl extract --backbone timm:vit_small_patch16_224.augreg_in21k ...
   imagenet-zsl extract --backbone timm:hf-hub:timm/resnet50.a1_in1k ...
@@ -110,10 +113,18 @@ def register(tree: CommandTree) -> None:
         default="auto",
         choices=["auto", "pil", "torchvision"],
         help="JPEG decoder: pil (decode and resize in worker processes, exactly torchvision's "
-        "PIL pipeline) or torchvision (io.decode_jpeg on the device, nvJPEG on CUDA, then a batched "
-        "tensor resize there: fewer CPU cores needed; features close to, not equal to, pil's; "
-        "JPEGs it cannot take go to PIL). auto (the default): torchvision with --fast on CUDA, "
-        "else pil. The decoder used is recorded in the manifest and must match to resume",
+        "PIL pipeline unless --jpeg-draft) or torchvision (io.decode_jpeg on the device, nvJPEG on "
+        "CUDA, then a batched tensor resize there: fewer CPU cores needed; features close to, not "
+        "equal to, pil's; JPEGs it cannot take go to PIL). auto (the default): torchvision with "
+        "--fast on CUDA, else pil. The decoder used is recorded in the manifest and must match to resume",
+    )
+    parser.add_argument(
+        "--jpeg-draft",
+        action="store_true",
+        help="opt-in: decode JPEGs at least twice the resize at 1/2, 1/4 or 1/8 scale (libjpeg's "
+        "DCT scaling, PIL draft) before the resize: 2-4x less decode work on large photos, but "
+        "not torchvision's pixels (large photos' features: cosine 0.990-0.999 to the exact ones). "
+        "Recorded in the manifest's preprocessing: drafted and exact features never compare equal",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
@@ -184,6 +195,7 @@ def register(tree: CommandTree) -> None:
         help="with --merge: trust the shards' records instead of re-hashing",
     )
     parser.set_defaults(func="imagenet_zsl.features.commands:extract")
+    _register_validate(tree)
     simulate = tree.command(
         "simulate",
         "write SIMULATED feature directories over the real WordNet graph (test bed)",
@@ -206,3 +218,72 @@ def register(tree: CommandTree) -> None:
     prototypes.add_argument("--features", required=True, type=Path, help="feature directory")
     prototypes.add_argument("--out", required=True, type=Path, help="class-vectors file to write (.npz)")
     prototypes.set_defaults(func="imagenet_zsl.features.commands:visual_prototypes")
+
+
+_VALIDATE_EPILOG = """\
+examples:
+  imagenet-zsl validate --store /data/ILSVRC2012_val --val-labels ILSVRC2012_validation_ground_truth.txt \\
+      --backbone timm:tf_efficientnet_lite0
+  imagenet-zsl validate --images photos.tsv --backbone resnet50 --out checks/resnet50
+
+The images go through extract itself (the backbone's own preprocessing, the same decoder), and the
+backbone's ImageNet-1K head predicts each one's class. Printed: images, top-1, top-5, the top-1 its
+weights publish (packaged with its source; "not published" where none is known) and a verdict:
+with a published top-1 P and at least 50 images, a one-sided exact binomial test of "top-1 >= P - 2
+points"; rejected at p < 0.001 is FAR BELOW (exit status 1): check the preprocessing, the weights
+and the labels before trusting any zero-shot number. Images of classes outside ImageNet-1K are left
+out and counted.
+"""
+
+
+def _register_validate(tree: CommandTree) -> None:
+    """``validate``: the backbone's own ImageNet-1K top-1 beside its published figure."""
+    parser = tree.command(
+        "validate",
+        "Check a backbone first: its own ImageNet-1K top-1 on labelled images beside the figure its "
+        "weights publish.",
+        epilog=_VALIDATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--store",
+        help="an image store extract reads (e.g. the ILSVRC-2012 val folder with --val-labels); only "
+        "images of ImageNet-1K classes count",
+    )
+    parser.add_argument(
+        "--images",
+        metavar="FILE",
+        help="instead of --store: 'path<TAB>wnid' lines (paths relative to FILE's folder), each "
+        "wnid an ImageNet-1K class",
+    )
+    lazy_help(
+        parser.add_argument("--backbone", default="resnet50"),
+        "%(backbones)s",
+        backbones="imagenet_zsl.features.backbones:describe_backbones",
+    )
+    parser.add_argument(
+        "--weights", help="weights file; default: by name from the Hugging Face / torch hub cache"
+    )
+    parser.add_argument("--per-class", type=positive_int, help="seeded sample of at most N images per class")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of --per-class (default 0)")
+    parser.add_argument(
+        "--layout", default="auto", choices=["auto", "tars", "tree", "flat", "wds", "parquet", "in21k-p"]
+    )
+    parser.add_argument(
+        "--val-labels",
+        help="labels of a flat store: devkit ground truth (ILSVRC2012_ID per line) or "
+        "'filename<TAB>wnid' lines",
+    )
+    parser.add_argument("--resize", type=positive_int, help="as extract's (default: the backbone's own)")
+    parser.add_argument("--crop", type=positive_int, help="as extract's (default: the backbone's own)")
+    parser.add_argument("--jpeg-draft", action="store_true", help="as extract's: reduced-scale JPEG decode")
+    parser.add_argument("--batch-size", type=positive_int, help="default 256 on CUDA, 32 on CPU")
+    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
+    parser.add_argument(
+        "--workers", type=non_negative_int, help="decode worker processes (default: from CPUs)"
+    )
+    parser.add_argument(
+        "--out", help="also write DIR/validate.json, validate.md and manifest.json (replaced)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func="imagenet_zsl.features.validate:validate")

@@ -23,7 +23,7 @@ from imagenet_zsl.semantics.vector_files import is_class_vector_output
 #: extraction flags that ``--merge`` (which only checks shards already written) cannot take
 _EXTRACTION_ONLY = (
     "store", "classes", "out", "weights", "per_class", "val_labels", "pretraining_classes", "resize",
-    "crop", "logits", "ten_crop", "compile", "allow_incomplete",
+    "crop", "logits", "ten_crop", "jpeg_draft", "compile", "allow_incomplete",
 )  # fmt: skip
 
 
@@ -79,6 +79,7 @@ def extract(args: argparse.Namespace) -> int:
         resize=args.resize,
         crop=args.crop,
         ten_crop=args.ten_crop,
+        jpeg_draft=args.jpeg_draft,
         progress=not args.no_progress,
         pretraining_classes=args.pretraining_classes,
     )

@@ -60,6 +60,7 @@ class ExtractConfig:
     pad_batches: bool | None = None  # pad short batches to batch_size (None: on CUDA, or with compile)
     compile: bool = False  # torch.compile (inductor, frozen weights) the backbone: one shape, padded
     ten_crop: bool = False  # the feature is the mean over torchvision's ten crops (issue 24)
+    jpeg_draft: bool = False  # opt-in: large JPEGs decoded at reduced DCT scale (not torchvision's pixels)
     mode: str = "deterministic"  # or "fast": see MODES and devices.torch_numerics
 
 
@@ -157,12 +158,12 @@ def default_workers(on_cuda: bool, ranks: dist.RankInfo) -> int:
 def load_backbone(cfg: ExtractConfig) -> tuple[Any, int, dict[str, Any], Preprocessing]:
     """(FeatureNet, feature dim, weights record, its preprocessing) of ``cfg.backbone``, exactly as
     ``extract`` builds them (``imagenet-zsl predict`` uses it to embed photos the same way); only
-    ``backbone``, ``weights``, ``seed``, ``resize``, ``crop``, ``ten_crop`` and ``logits`` of
-    ``cfg`` are read."""
+    ``backbone``, ``weights``, ``seed``, ``resize``, ``crop``, ``ten_crop``, ``jpeg_draft`` and
+    ``logits`` of ``cfg`` are read."""
     import torch  # deferred: importing extraction loads no torch (see the module docstring)
 
     net, weights = create_backbone(cfg.backbone, cfg.weights, seed=cfg.seed)
-    pre = backbone_preprocessing(net, cfg.resize, cfg.crop, cfg.ten_crop)
+    pre = backbone_preprocessing(net, cfg.resize, cfg.crop, cfg.ten_crop, cfg.jpeg_draft)
     net.want_logits = cfg.logits
     if cfg.logits and net.num_logits != 1000:
         raise UserInputError(

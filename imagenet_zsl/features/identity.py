@@ -9,9 +9,18 @@ the features they were fitted on, and every command that combines directories co
 The identity leaves out what may legitimately differ between the training and the test features
 of one protocol: the image store, the classes, the device, the batch size and the shard size.
 
-Exact, not by name: when both sides record their weights' sha256, the backbone is compared by its
+Weights are identified by their tensors, not their file: ``weights_tensors`` is the sha256 of the
+loaded network's tensors (name, dtype, shape and bytes of each, in sorted name order:
+:func:`~imagenet_zsl.features.hub_weights.tensor_digest`), so the same weights saved as ``.pth`` and
+as ``.safetensors`` are the same features. Manifests written before it record only the weights
+file's sha256 (``weights_sha256``, still recorded): when either side lacks the tensors' digest the
+file's sha256 is compared, as before, and a refusal says so.
+
+Exact, not by name: when both sides record their weights' digest, the backbone is compared by its
 architecture (the name less its pretrained tag), so ``timm:tf_efficientnet_lite0`` and
-``timm:tf_efficientnet_lite0.in1k`` with the same weights are the same features. The numerics of
+``timm:tf_efficientnet_lite0.in1k`` with the same weights are the same features. Random weights
+(``--weights random``) are flagged in the identity (``random_weights``) and in every table's label
+(:func:`describe_identity`), as SIMULATED features are. The numerics of
 an extraction (precision, decoder, mode: ``NUMERICS_KEYS``) are recorded beside the identity but
 not compared by it: bf16 or nvJPEG features are the same network's, a few ulps apart; a train/test
 difference in them is a warning, and tables show non-default numerics.
@@ -25,9 +34,18 @@ import logging
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features.hub_weights import RANDOM
 
-#: what an identity compares; ``describe_identity`` shows the first two
-IDENTITY_KEYS = ("backbone", "weights_sha256", "preprocessing", "feature_layer", "dim", "simulation")
+#: what an identity compares (of the two weights keys, ``weights_tensors`` when both sides record
+#: it, else ``weights_sha256``: :func:`_weights_key`); ``describe_identity`` shows the backbone and
+#: the weights
+IDENTITY_KEYS = (
+    "backbone", "weights_sha256", "weights_tensors", "preprocessing", "feature_layer", "dim", "simulation",
+)  # fmt: skip
+#: the two ways an identity records its weights: the tensors' digest, the file's sha256 (older)
+_WEIGHTS_KEYS = ("weights_tensors", "weights_sha256")
+#: the label's mark of a backbone with random weights (as ``SIMULATED`` marks simulated features)
+RANDOM_MARK = "(RANDOM weights)"
 #: the manifest key under which a model directory (``train``) records its features' identity
 MODEL_FEATURES_KEY = "feature_identity"
 #: the manifest key under which a model directory records its class vectors' identity
@@ -50,10 +68,12 @@ def _digest(obj: Any) -> str:
 def feature_identity(manifest: dict[str, Any]) -> dict[str, Any]:
     """The identity of the feature directory whose ``manifest.json`` is ``manifest``.
 
-    Extracted features: backbone name (its pretrained tag included), the sha256 of the weights
-    file, the preprocessing (resize, crop, interpolation, mean/std, ten-crop), the feature layer
-    and the dimension. SIMULATED features: the simulation's parameters (seed, dimension, noise,
-    semantics ...) less the per-part sizes, so the train/seen/test parts of one simulation agree.
+    Extracted features: backbone name (its pretrained tag included), the digest of the weights'
+    tensors (``weights_tensors``; absent from manifests written before it) and the sha256 of the
+    weights file, ``random_weights`` when they are random, the preprocessing (resize, crop,
+    interpolation, mean/std, ten-crop, JPEG draft), the feature layer and the dimension.
+    SIMULATED features: the simulation's parameters (seed, dimension, noise, semantics ...) less
+    the per-part sizes, so the train/seen/test parts of one simulation agree.
     """
     dim = manifest.get("dim")
     if manifest.get("simulated"):
@@ -81,6 +101,10 @@ def feature_identity(manifest: dict[str, Any]) -> dict[str, Any]:
         "dim": dim,
         "simulation": None,
     }
+    if isinstance(weights, dict) and weights.get("tensors_sha256"):
+        identity["weights_tensors"] = weights["tensors_sha256"]
+    if isinstance(weights, dict) and weights.get("source") == RANDOM:
+        identity["random_weights"] = True
     if identity["backbone"]:
         identity["architecture"] = architecture_of(str(identity["backbone"]))
     parameters = manifest.get("parameters")
@@ -121,33 +145,67 @@ def _numerics_label(identity: dict[str, Any]) -> str:
     return f" [{', '.join(shown)}]" if shown else ""
 
 
-def describe_identity(identity: dict[str, Any] | None) -> str:
-    """A short label for tables: ``tf_efficientnet_lite0 @3f2a9c1b`` (weights sha256 prefix),
-    ``SIMULATED @<config digest>``, or ``unknown`` for directories written before identities."""
+def describe_identity(identity: dict[str, Any] | None, weights_key: str | None = None) -> str:
+    """A short label for tables: ``tf_efficientnet_lite0 @3f2a9c1b`` (prefix of the weights'
+    tensors digest, else of the weights file's sha256; ``weights_key`` picks one),
+    ``resnet50 (RANDOM weights) @…``, ``SIMULATED @<config digest>``, or ``unknown`` for
+    directories written before identities. This is the one place a table's backbone label is made."""
     if not identity:
         return "unknown"
     name = str(identity.get("backbone") or "unknown")
-    tag = identity.get("weights_sha256") or identity.get("simulation")
+    if identity.get("random_weights"):
+        name = f"{name} {RANDOM_MARK}"
+    keys = (weights_key,) if weights_key else _WEIGHTS_KEYS
+    tag = next((identity[k] for k in keys if identity.get(k)), None) or identity.get("simulation")
     return (f"{name} @{str(tag)[:8]}" if tag else name) + _numerics_label(identity)
 
 
+def _weights_key(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """The weights record two identities are compared by: the tensors' digest when both have it,
+    else the weights file's sha256 (a manifest written before tensor digests)."""
+    return "weights_tensors" if a.get("weights_tensors") and b.get("weights_tensors") else "weights_sha256"
+
+
 def _same_backbone(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Names equal, or, when both weights' sha256 are known, architectures equal (the pretrained
-    tag of a name says which weights, and the sha256 already says that exactly)."""
+    """Names equal, or, when both weights' digests are known, architectures equal (the pretrained
+    tag of a name says which weights, and the digest already says that exactly)."""
     name_a, name_b = a.get("backbone"), b.get("backbone")
     if name_a == name_b:
         return True
-    if not (a.get("weights_sha256") and b.get("weights_sha256") and name_a and name_b):
+    key = _weights_key(a, b)
+    if not (a.get(key) and b.get(key) and name_a and name_b):
         return False
     return architecture_of(str(name_a)) == architecture_of(str(name_b))
 
 
 def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The identity keys on which ``a`` and ``b`` differ (empty: the same features); ``backbone``
-    differs only if the networks differ (:func:`_same_backbone`), not on a name's spelling."""
-    return [
-        k for k in IDENTITY_KEYS if (not _same_backbone(a, b) if k == "backbone" else a.get(k) != b.get(k))
-    ]
+    differs only if the networks differ (:func:`_same_backbone`), not on a name's spelling; the
+    weights by one of their two records (:func:`_weights_key`)."""
+    compared = _weights_key(a, b)
+    differ = []
+    for key in IDENTITY_KEYS:
+        if key == "backbone":
+            same = _same_backbone(a, b)
+        elif key in _WEIGHTS_KEYS:
+            same = key != compared or a.get(key) == b.get(key)
+        else:
+            same = a.get(key) == b.get(key)
+        if not same:
+            differ.append(key)
+    return differ
+
+
+def _by_file_note(a: dict[str, Any], b: dict[str, Any], what_a: str, what_b: str) -> str:
+    """Why weights were compared by file: the side(s) written before tensor digests."""
+    old = [what for what, side in ((what_a, a), (what_b, b)) if not side.get("weights_tensors")]
+    if _weights_key(a, b) != "weights_sha256" or len(old) != 1:
+        return ""
+    return (
+        f"; {old[0]} records only its weights file's sha256 (written before tensor digests), so the "
+        "files were compared, as before: the same tensors in another file format differ; re-extract "
+        "or re-train it to compare by tensors"
+    )
 
 
 def check_same_features(
@@ -170,16 +228,14 @@ def check_same_features(
     differ = identity_differences(a, b)
     if not differ:
         return None
+    key = _weights_key(a, b)
+    label_a, label_b = describe_identity(a, key), describe_identity(b, key)
     if allow_mismatch:
-        return {
-            "allowed": True,
-            "differ": differ,
-            what_a: describe_identity(a),
-            what_b: describe_identity(b),
-        }
+        return {"allowed": True, "differ": differ, what_a: label_a, what_b: label_b}
+    note = _by_file_note(a, b, what_a, what_b) if "weights_sha256" in differ else ""
     raise UserInputError(
-        f"feature mismatch: {what_a} has {describe_identity(a)} features but {what_b} has "
-        f"{describe_identity(b)} ({', '.join(differ)} differ); use features of the same backbone, "
+        f"feature mismatch: {what_a} has {label_a} features but {what_b} has {label_b} "
+        f"({', '.join(differ)} differ{note}); use features of the same backbone, "
         "or pass --allow-feature-mismatch to combine them anyway (recorded in every table)"
     )
 

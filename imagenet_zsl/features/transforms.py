@@ -1,10 +1,12 @@
 """The standard ImageNet evaluation preprocessing, stated once.
 
 Resize the shorter side to 256 (bilinear, antialiased: PIL's filter), centre-crop 224, scale to
-[0, 1], normalise with the ImageNet mean/std. Decode workers only do the geometric part and ship
-uint8 crops (4x less to copy than float); :meth:`Preprocessing.normalizer` runs on the model's device
-and is operation-for-operation ``ToTensor`` + ``Normalize``, so features equal those of the plain
-torchvision pipeline (:meth:`Preprocessing.reference_transform`) bit for bit on the PIL path.
+[0, 1], normalise with the ImageNet mean/std. JPEGs are decoded at full size unless ``jpeg_draft``
+(an opt-in recorded in the manifest, so drafted and exact features never compare equal). Decode
+workers only do the geometric part and ship uint8 crops (4x less to copy than float);
+:meth:`Preprocessing.normalizer` runs on the model's device and is operation-for-operation
+``ToTensor`` + ``Normalize``, so features equal those of the plain torchvision pipeline
+(:meth:`Preprocessing.reference_transform`) bit for bit on the PIL path.
 Workers resample only the crop's span of an axis wherever PIL then computes the very same pixels
 (:func:`resized_center_crop`), which saves about a tenth of the resize.
 """
@@ -33,8 +35,10 @@ class Preprocessing:
     crop: int = 224
     mean: tuple[float, float, float] = field(default=IMAGENET_MEAN)
     std: tuple[float, float, float] = field(default=IMAGENET_STD)
-    #: decode large JPEGs at reduced DCT scale before the resize (see ``decode_rgb(min_side=)``)
-    jpeg_draft: bool = True
+    #: opt-in (``extract --jpeg-draft``): decode large JPEGs at reduced DCT scale before the resize
+    #: (``decode_rgb(min_side=)``): 2-4x less decode work for large photos, but not torchvision's
+    #: pixels (large photos' features: cosine 0.990-0.999 to the exact pipeline's). Off: exact.
+    jpeg_draft: bool = False
     #: resize filter (antialiased): "bilinear" (torchvision models) or "bicubic" (most timm/CLIP)
     interpolation: str = "bilinear"
     #: ten crops instead of the centre one (torchvision ``TenCrop``: the 4 corners and the centre

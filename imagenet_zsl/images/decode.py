@@ -40,8 +40,9 @@ def decode_rgb(data: bytes, min_side: int | None = None) -> Image.Image:
     a JPEG may be decoded at 1/2, 1/4 or 1/8 scale in the DCT domain (libjpeg's scaled decode, PIL
     ``draft``) as long as its shorter side stays at least ``min_side``: 2-10x less decode work for
     large photos; the resized result differs by about one grey level on average (the scaled IDCT
-    is a different low-pass filter, see tests/images/test_decode.py). Other formats and
-    images under twice ``min_side`` decode at full size, unchanged.
+    is a different low-pass filter, see tests/images/test_decode.py), so it is an opt-in
+    (``extract --jpeg-draft``); None, the default, decodes exactly. Other formats and images
+    under twice ``min_side`` decode at full size, unchanged.
     """
     if not data:
         raise DecodeFailure("empty file (0 bytes)")

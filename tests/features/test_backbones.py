@@ -5,6 +5,7 @@ import torch
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import create_backbone, get_spec
+from imagenet_zsl.features.hub_weights import tensor_digest
 from imagenet_zsl.io import sha256_file
 
 
@@ -86,6 +87,8 @@ def test_weights_found_in_the_torch_hub_cache_are_loaded(torch_home):
     torch.save(state, path)
     net, info = create_backbone("resnet18")
     assert info.source == "torch-hub-cache" and info.sha256 == sha256_file(path)
+    # torchvision's own names (fc.) load into the FeatureNet (head.): the same tensors' digest
+    assert info.tensors_sha256 == tensor_digest(source)
     x = torch.rand(1, 3, 64, 64)
     for mine, theirs in zip(_outputs(net, x), _outputs(source, x), strict=True):
         assert torch.equal(mine, theirs)
@@ -96,7 +99,13 @@ def test_weights_file_roundtrip_and_mismatch(tmp_path):
     path = tmp_path / "tiny.pt"
     torch.save({"state_dict": {"module." + k: v for k, v in source.state_dict().items()}}, path)
     net, info = create_backbone("tiny-test", str(path))
-    assert info.describe() == {"source": "file", "path": str(path.resolve()), "sha256": sha256_file(path)}
+    record = info.describe()
+    assert record == {
+        "source": "file",
+        "path": str(path.resolve()),
+        "sha256": sha256_file(path),
+        "tensors_sha256": tensor_digest(source),  # the seeded weights' tensors, now from a file
+    }
     x = torch.rand(1, 3, 32, 32)
     assert torch.equal(_outputs(net, x)[0], _outputs(source, x)[0])
     with pytest.raises(UserInputError, match=r"tiny.pt: weights do not fit --backbone resnet18"):
@@ -106,6 +115,44 @@ def test_weights_file_roundtrip_and_mismatch(tmp_path):
         create_backbone("tiny-test", str(tmp_path / "junk.pt"))
     with pytest.raises(UserInputError, match="file not found"):
         create_backbone("tiny-test", str(tmp_path / "absent.pt"))
+
+
+def test_tensor_digest_by_hand_and_whatever_file_held_the_tensors(tmp_path):
+    """Issue 45 §1: the weights are identified by their tensors (sorted names, dtype, shape,
+    bytes), so .pth and .safetensors, another tensor order and a FeatureNet's own names give one
+    digest; a single changed value gives another."""
+    from safetensors.torch import save_file
+
+    source, info = create_backbone("tiny-test", "random", seed=3)
+    state = source.state_dict()
+    digest = hashlib.sha256()
+    for key in sorted(state):
+        value = state[key].contiguous()
+        digest.update(f"{key}\0{str(value.dtype).removeprefix('torch.')}\0{tuple(value.shape)}\n".encode())
+        digest.update(value.numpy().tobytes())
+    assert tensor_digest(source) == info.tensors_sha256 == digest.hexdigest()
+    pth, safe, reordered = tmp_path / "w.pth", tmp_path / "w.safetensors", tmp_path / "r.pth"
+    torch.save(state, pth)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(safe))
+    torch.save(dict(reversed(list(state.items()))), reordered)
+    infos = [create_backbone("tiny-test", str(path))[1] for path in (pth, safe, reordered)]
+    assert len({i.sha256 for i in infos}) == 3  # three files ...
+    assert {i.tensors_sha256 for i in infos} == {info.tensors_sha256}  # ... one set of tensors
+    changed = dict(state)
+    changed["head.bias"] = state["head.bias"].clone()
+    changed["head.bias"][0] += 1e-3
+    torch.save(changed, tmp_path / "changed.pth")
+    assert (
+        create_backbone("tiny-test", str(tmp_path / "changed.pth"))[1].tensors_sha256 != info.tensors_sha256
+    )
+
+
+def test_a_fifo_as_weights_is_refused_unopened(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "w.pth")
+    with pytest.raises(UserInputError, match=r"w.pth: the --weights file is a FIFO \(named pipe\)"):
+        create_backbone("tiny-test", str(tmp_path / "w.pth"))
 
 
 def test_unknown_backbones_name_the_choices():

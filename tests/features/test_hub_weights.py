@@ -18,9 +18,11 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features import hub_weights
 from imagenet_zsl.features.backbones import backbone_preprocessing, create_backbone, get_spec
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.hub_weights import hub_cache_dir, hub_offline
+from imagenet_zsl.features.identity import check_same_features, identity_differences
 from imagenet_zsl.features.synthetic_store import make_store
 from imagenet_zsl.io import sha256_file
 
@@ -91,7 +93,11 @@ def test_extract_loads_cached_hub_weights_by_name_offline(offline, lite0_state, 
     assert _extract(store, tmp_path / "by-file", "--weights", str(path)) == 0
     by_file = FeatureDir(tmp_path / "by-file")
     np.testing.assert_array_equal(by_name.load().features, by_file.load().features)
-    assert by_name.identity["weights_sha256"] != by_file.identity["weights_sha256"]  # two files
+    # two files (.safetensors, .pth), one set of tensors: the same features (issue 45 §1)
+    assert by_name.identity["weights_sha256"] != by_file.identity["weights_sha256"]
+    assert by_name.identity["weights_tensors"] == by_file.identity["weights_tensors"]
+    assert identity_differences(by_name.identity, by_file.identity) == []
+    assert check_same_features(by_name.identity, by_file.identity, "model", "--features") is None
 
 
 def test_missing_hub_weights_name_the_repository_file_and_command(offline, store, tmp_path, capsys):
@@ -187,6 +193,7 @@ def test_online_a_missing_file_is_downloaded_into_the_cache(tmp_path, monkeypatc
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # even where the suite runs offline
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(hub_weights, "unreachable", lambda url, timeout=None: None)  # "online"
     asked = []
 
     def fake_download(repo, filename, *, revision, cache_dir, local_files_only):
@@ -208,6 +215,7 @@ def test_online_a_missing_file_is_downloaded_into_the_cache(tmp_path, monkeypatc
 def test_online_torchvision_weights_are_downloaded_into_the_torch_hub(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # even where the suite runs offline
     monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch"))
+    monkeypatch.setattr(hub_weights, "unreachable", lambda url, timeout=None: None)  # "online"
     source, _ = create_backbone("resnet18", "random", seed=7)
     state = {k.removeprefix("model."): v for k, v in source.state_dict().items() if k.startswith("model.")}
     state.update({"fc." + k.removeprefix("head."): v for k, v in source.state_dict().items() if "head." in k})
@@ -250,3 +258,88 @@ def test_open_clip_hf_hub_name_builds_the_tower_from_the_cached_config(offline):
     assert torch.equal(net.model.conv1.weight, clip.visual.conv1.weight)
     pre = backbone_preprocessing(net)
     assert (pre.resize, pre.crop, pre.interpolation, pre.std) == (32, 32, "bilinear", (0.25,) * 3)
+
+
+@pytest.mark.parametrize("endpoint", ["https://hub.invalid", "http://127.0.0.1:9"])
+def test_an_unreachable_hub_is_one_line_at_once(endpoint, tmp_path, monkeypatch, capfd, store):
+    """Issue 47 §1: with an empty cache and no network, ``extract`` printed about 59 s of the hub
+    client's retry lines before its own error. Now: under 5 s, one line naming the repository,
+    the file, the hub and the download command (a name that does not resolve; a refused port)."""
+    import time
+
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # online allowed: the hub is asked, and cannot answer
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", endpoint)
+    start = time.perf_counter()
+    assert _extract(store, tmp_path / "out") == 2
+    assert time.perf_counter() - start < 5.0
+    out, err = capfd.readouterr()
+    lines = [line for line in (out + err).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: no pretrained weights for --backbone"), lines
+    assert f"{REPO}/model.safetensors is not in the Hugging Face cache" in lines[0]
+    assert f"the hub {endpoint} cannot be reached" in lines[0]
+    assert f"`hf download {REPO} model.safetensors`" in lines[0]
+
+
+def test_a_resolver_or_host_that_never_answers_costs_the_timeout_only(monkeypatch):
+    import socket
+    import time
+
+    def hang(address, timeout=None):
+        time.sleep(5)
+        raise OSError("too late")
+
+    monkeypatch.setattr(socket, "create_connection", hang)
+    start = time.perf_counter()
+    assert (
+        hub_weights.unreachable("https://example.org", timeout=0.2)
+        == "example.org:443: no answer within 0.2 s"
+    )
+    assert time.perf_counter() - start < 1.0
+
+
+def test_a_reachable_hub_s_retry_warnings_are_silenced(tmp_path, monkeypatch, capfd):
+    """The hub answers the connection but then fails: its retry warnings do not reach the terminal;
+    the outcome is the one error line."""
+    import huggingface_hub
+    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.utils import logging as hub_logging
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setattr(hub_weights, "unreachable", lambda url, timeout=None: None)
+
+    def flaky(repo, filename, **kwargs):
+        hub_logging.get_logger("huggingface_hub.utils._http").warning("Retrying in 1s [Retry 1/5].")
+        raise LocalEntryNotFoundError("the connection dropped")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", flaky)
+    with pytest.raises(UserInputError, match="cannot be reached"):
+        create_backbone("timm:tf_efficientnet_lite0")
+    out, err = capfd.readouterr()
+    assert "Retrying" not in out + err
+
+
+def test_a_cached_file_is_used_without_asking_the_hub(tmp_path, monkeypatch, lite0_state):
+    """Online too, a file in the cache is used as it is: no request, no wait for a hub that is not
+    there."""
+    import huggingface_hub
+    from safetensors.torch import save_file
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    cached = _snapshot(tmp_path / "hf") / "model.safetensors"
+    save_file({k: v.contiguous() for k, v in lite0_state.items()}, str(cached))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refuse)
+    monkeypatch.setattr(hub_weights, "unreachable", refuse)
+    _, info = create_backbone("timm:tf_efficientnet_lite0")
+    assert (info.path, info.filename) == (str(cached), "model.safetensors")

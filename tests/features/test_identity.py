@@ -146,3 +146,56 @@ def test_provenance_shows_both_sides_numerics_and_what_differs() -> None:
     }
     assert block["features"]["backbone"].endswith("[bf16]")
     assert "numerics" not in provenance_block(_inputs(feature_identity(_extracted()), None))
+
+
+def _with_tensors(sha: str, tensors: str | None, source: str = "file") -> dict:
+    manifest = _extracted(sha=sha)
+    weights = {"source": source, "sha256": sha}
+    if tensors is not None:
+        weights["tensors_sha256"] = tensors
+    manifest["backbone"]["weights"] = weights
+    return feature_identity(manifest)
+
+
+def test_weights_are_compared_by_their_tensors_not_their_file() -> None:
+    """Issue 45 §1: the same tensors in two files (.pth, .safetensors) are the same features; other
+    tensors in one file format are not. The label shows the tensors' digest."""
+    pth, safetensors = _with_tensors("ab" * 32, "11" * 32), _with_tensors("cd" * 32, "11" * 32)
+    assert identity_differences(pth, safetensors) == []
+    assert check_same_features(pth, safetensors, "model", "test features") is None
+    assert describe_identity(pth) == describe_identity(safetensors) == "timm:tf_efficientnet_lite0 @11111111"
+    other = _with_tensors("ab" * 32, "22" * 32)  # same file bytes recorded, other tensors: refused
+    assert identity_differences(pth, other) == ["weights_tensors"]
+    with pytest.raises(UserInputError, match=r"@11111111 features but test features has .*@22222222"):
+        check_same_features(pth, other, "model", "test features")
+
+
+def test_a_manifest_without_tensor_digest_is_compared_by_file_as_before_and_says_so() -> None:
+    old = feature_identity(_extracted(sha="ab" * 32))  # written before tensor digests
+    assert "weights_tensors" not in old
+    same_file = _with_tensors("ab" * 32, "11" * 32)
+    assert identity_differences(old, same_file) == []  # the same file: the same features
+    other_file = _with_tensors("cd" * 32, "11" * 32)
+    assert identity_differences(old, other_file) == ["weights_sha256"]
+    with pytest.raises(UserInputError) as caught:
+        check_same_features(old, other_file, "model m", "--features t")
+    text = str(caught.value)
+    assert "\n" not in text and "@abababab" in text and "@cdcdcdcd" in text  # both by file
+    assert "model m records only its weights file's sha256 (written before tensor digests)" in text
+    # two old manifests: the comparison and the message of before
+    with pytest.raises(UserInputError) as caught:
+        check_same_features(old, feature_identity(_extracted(sha="cd" * 32)), "model", "--features")
+    assert "tensor digests" not in str(caught.value)
+
+
+def test_random_weights_are_flagged_in_the_identity_and_the_label() -> None:
+    """Issue 47 §1: as SIMULATED features are, in the one label every table prints."""
+    random = _with_tensors("ab" * 32, "11" * 32, source="random")
+    assert random["random_weights"] is True
+    assert describe_identity(random) == "timm:tf_efficientnet_lite0 (RANDOM weights) @11111111"
+    pretrained = _with_tensors("ab" * 32, "11" * 32)
+    assert "random_weights" not in pretrained and "RANDOM" not in describe_identity(pretrained)
+    record = check_same_features(
+        random, _with_tensors("ab" * 32, "22" * 32), "model", "t", allow_mismatch=True
+    )
+    assert record["model"] == "timm:tf_efficientnet_lite0 (RANDOM weights) @11111111"

@@ -20,7 +20,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import create_backbone
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.head import HEAD_FILE
-from imagenet_zsl.features.identity import DEFAULT_LAYER
+from imagenet_zsl.features.identity import DEFAULT_LAYER, describe_identity, identity_differences
 from imagenet_zsl.features.synthetic_store import make_store
 
 CLASSES = {"n01440764": 5, "n01443537": 3}
@@ -45,11 +45,20 @@ def test_identity_is_stable_for_one_command_and_changes_with_the_weights(tmp_pat
     assert a.identity["backbone"] == "tiny-test" and a.identity["dim"] == 32
     assert a.identity["weights_sha256"] and a.identity["preprocessing"]
     assert seed1.identity["weights_sha256"] != a.identity["weights_sha256"]
-    assert [k for k in a.identity if a.identity[k] != seed1.identity[k]] == ["weights_sha256"]
-    # a weights file is identified by its bytes, whatever its features
+    differ = [k for k in a.identity if a.identity[k] != seed1.identity[k]]
+    assert differ == ["weights_sha256", "weights_tensors"]
+    assert identity_differences(a.identity, seed1.identity) == ["weights_tensors"]
+    # the file's sha256 is recorded, but the weights are identified by their tensors: the seed-0
+    # weights saved as a file are the same features as the seeded ones (issue 45 §1)
     sha = hashlib.sha256((tmp_path / "w.pth").read_bytes()).hexdigest()
     assert from_file.identity["weights_sha256"] == sha != a.identity["weights_sha256"]
+    assert from_file.identity["weights_tensors"] == a.identity["weights_tensors"]
+    assert identity_differences(from_file.identity, a.identity) == []
     np.testing.assert_array_equal(from_file.load().features, a.load().features)
+    # random weights are flagged in the identity and in every table's label; the file is not
+    assert a.identity["random_weights"] is True and "random_weights" not in from_file.identity
+    assert describe_identity(a.identity).startswith("tiny-test (RANDOM weights) @")
+    assert describe_identity(from_file.identity) == f"tiny-test @{a.identity['weights_tensors'][:8]}"
 
 
 def test_stored_head_reproduces_the_stored_logits_and_is_verified(tmp_path, store, fx):

@@ -185,3 +185,10 @@ def test_normalizer_is_totensor_normalize_and_leaves_its_input_alone():
     before = floats.clone()
     pre.normalizer("cpu")(floats)
     assert torch.equal(floats, before)
+
+
+def test_jpegs_are_decoded_at_full_size_unless_the_draft_is_asked_for():
+    """Issue 45 §1: the exact pipeline is the default; the draft is an opt-in the manifest records."""
+    exact, draft = Preprocessing(), Preprocessing(jpeg_draft=True)
+    assert exact.decode_min_side is None and draft.decode_min_side == 256
+    assert exact.describe()["jpeg_draft"] is False and draft.describe()["jpeg_draft"] is True
