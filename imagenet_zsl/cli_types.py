@@ -86,6 +86,21 @@ def overwrite_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
 
 
+#: ``--allow-incomplete``: the one definition, added by every command that reads an image store and
+#: writes a manifest (``extract``, the fine-tuners ``images filter --finetune-last-block`` and
+#: ``finetune-dgp``), handed to ``images.store.open_store(allow_incomplete=...)``
+ALLOW_INCOMPLETE_HELP = (
+    "read a store that lacks what it declares (a gap in a numbered shard series, fewer shards "
+    "or images than its nshards.txt, _info.json or dataset card say): without it that is an "
+    "error; with it, what is missing is printed and recorded in the manifest"
+)
+
+
+def allow_incomplete_flag(parser: argparse._ActionsContainer) -> None:
+    """Add ``--allow-incomplete`` to a command (or an argument group of one) that opens an image store."""
+    parser.add_argument("--allow-incomplete", action="store_true", help=ALLOW_INCOMPLETE_HELP)
+
+
 # --- lazy help and choices --------------------------------------------------------------------
 # ``imagenet-zsl --help`` must start in well under a second, so a stage's ``cli`` module imports
 # none of the stage at start-up. A flag whose help text, default or choices live in a heavy module

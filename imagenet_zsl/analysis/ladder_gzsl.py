@@ -9,9 +9,12 @@ top-m lists are merged into the joint top m and re-ranked as above: a prediction
 class's parent or child counts whether it is a test or a *seen* class (Hascoet's GZSL false
 negatives: "Cathartid" predicted as its seen parent "Vulture"), for a seen image its related
 test classes count, the drop steps remove test classes only (seen classes always stay), and a
-cross-space tie gets the expected credit like any tie. Where the other space's list ends at or
-above the true class's score, the joint ranks are only lower bounds and that image gets
-bounds, not an exact credit.
+cross-space tie gets the expected credit like any tie. Each stored list's tail (the classes left
+off it that score exactly its last score, ``topk/X.SPACE.tail.npy``) counts a tie group running
+past the list whole, in the evaluated rung (so it equals metrics.json) and in the joint ranks.
+Where the other space's list ends above the true class's score (or at it, in a run stored
+without tails), the joint ranks are only lower bounds and that image gets bounds, not an exact
+credit.
 
 The steps, tie rules and bounds are those of :mod:`imagenet_zsl.analysis.ladder_steps`.
 """
@@ -55,10 +58,13 @@ def _other_space_ranks(
     other_ids: np.ndarray,
     other_scores: np.ndarray,
     other_size: int,
+    other_tail: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Classes of the *other* space scoring above / equal to the true class, from its list, and
     whether those counts are exact (the true class is listed in its own space, and the other
-    list is complete or ends below the true score). (n,) int64, int64, bool."""
+    list is complete, ends below the true score, or ends at it with its tail known: ``other_tail``
+    (n,), the unlisted classes tied with the list's last score, None where not stored).
+    (n,) int64, int64, bool."""
     is_true = (own_ids == labels[:, None]) & (own_ids >= 0)
     listed = is_true.any(axis=1)
     true_score = np.where(is_true, own_scores.astype(np.float64), -np.inf).max(axis=1)
@@ -69,6 +75,10 @@ def _other_space_ranks(
     last = np.where(valid, scores, np.inf).min(axis=1)
     complete = (valid.sum(axis=1) >= other_size) | ~valid[:, -1]
     exact = listed & (complete | (last < true_score))
+    if other_tail is not None:  # a tie group running past the list: counted whole
+        at_last = listed & ~complete & (last == true_score)
+        tied = tied + np.where(at_last, other_tail, 0)
+        exact |= at_last
     return above.astype(np.int64), tied.astype(np.int64), exact
 
 
@@ -84,8 +94,9 @@ def joint_cells(cell: RunCell) -> tuple[RunCell, np.ndarray, RunCell, np.ndarray
     ids, scores = _merged_lists(cell.ids, cell.scores, seen_joint, g.test_seen_scores, m)
     own = cell.tie_ranks()
     above, tied, exact = _other_space_ranks(
-        cell.ids, cell.scores, cell.labels, g.test_seen_ids, g.test_seen_scores, len(g.seen_classes)
-    )
+        cell.ids, cell.scores, cell.labels, g.test_seen_ids, g.test_seen_scores, len(g.seen_classes),
+        g.test_seen_tail,
+    )  # fmt: skip
     test = RunCell(
         cell.path, cell.metrics, classes, cell.labels, ids, scores, cell.rows,
         own.above + above, own.tied + tied,
@@ -93,7 +104,7 @@ def joint_cells(cell: RunCell) -> tuple[RunCell, np.ndarray, RunCell, np.ndarray
     seen_own = np.where(g.seen_ids >= 0, g.seen_ids + n_unseen, -1)
     ids, scores = _merged_lists(seen_own, g.seen_scores, g.unseen_ids, g.unseen_scores, m)
     above, tied, exact_seen = _other_space_ranks(
-        g.seen_ids, g.seen_scores, g.labels, g.unseen_ids, g.unseen_scores, n_unseen
+        g.seen_ids, g.seen_scores, g.labels, g.unseen_ids, g.unseen_scores, n_unseen, g.unseen_tail
     )
     seen = RunCell(
         cell.path, cell.metrics, classes, g.labels + n_unseen, ids, scores, np.arange(len(g.labels)),
@@ -103,24 +114,26 @@ def joint_cells(cell: RunCell) -> tuple[RunCell, np.ndarray, RunCell, np.ndarray
 
 
 def gzsl_topk(cell: RunCell) -> M.GZSLTopK:
-    """The evaluation's own GZSL lists (``evaluate``'s ``build_gzsl``): for the evaluated rung."""
+    """The evaluation's own GZSL lists (``evaluate``'s ``build_gzsl``): for the evaluated rung.
+
+    Each list carries its stored tail (:class:`~imagenet_zsl.scoring.GZSLLists`), so a tie group
+    running past a list gets the credit metrics.json gives it; a run stored without tails keeps
+    the rule it was evaluated with (such an image is a miss)."""
     g = cell.gzsl
     assert g is not None
     n_unseen, n_seen = len(cell.classes), len(g.seen_classes)
     seen_mask = np.r_[np.zeros(n_unseen, bool), np.ones(n_seen, bool)]
-
-    def shift(ids: np.ndarray) -> np.ndarray:
-        return np.where(ids >= 0, ids + n_unseen, -1)
-
-    test = M.GZSLTopK(
-        g.test_seen_scores, shift(g.test_seen_ids), cell.scores, cell.ids, cell.labels, seen_mask,
-        cell.tie_ranks(),
+    test = M.GZSLLists(
+        g.test_seen_scores, g.test_seen_ids, cell.scores, cell.ids, n_unseen,
+        g.test_seen_tail, g.test_unseen_tail,
     )  # fmt: skip
-    seen = M.GZSLTopK(
-        g.seen_scores, shift(g.seen_ids), g.unseen_scores, g.unseen_ids, g.labels + n_unseen, seen_mask,
-        M.TieRanks(g.above, g.tied),
-    )  # fmt: skip
-    return M.GZSLTopK.concat([test, seen])
+    seen = M.GZSLLists(
+        g.seen_scores, g.seen_ids, g.unseen_scores, g.unseen_ids, n_unseen, g.seen_tail, g.unseen_tail
+    )
+    own = cell.tie_ranks()
+    ranks = M.TieRanks(np.concatenate([own.above, g.above]), np.concatenate([own.tied, g.tied]))
+    labels = np.concatenate([cell.labels, g.labels + n_unseen])
+    return M.GZSLTopK.from_parts([test, seen], labels, seen_mask, ranks)
 
 
 def _gzsl_evaluated(cell: RunCell, ks: Sequence[int]) -> dict:

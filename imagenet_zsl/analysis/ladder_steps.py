@@ -191,6 +191,9 @@ def corrected_bounds(
     u_correct = n_correct - correct.sum(axis=1) - true_unlisted  # unlisted correct, true excluded
     u_wrong = int(active.sum()) - n_correct - wrong.sum(axis=1)
     u_dropped = (n_classes - n_valid) - true_unlisted - u_correct - u_wrong
+    # the unlisted correct classes that may tie the last listed score in the best case: with
+    # untrusted ranks (GZSL joint space) an unlisted true class may be one of them too
+    u_correct_best = u_correct + (true_unlisted & ~trusted)
 
     has_star = correct.any(axis=1) | (true_unlisted & true_at_last)
     star = np.where(correct.any(axis=1), np.where(correct, scores, -np.inf).max(axis=1), s_last)
@@ -204,7 +207,7 @@ def corrected_bounds(
     u = unlisted_tied
     c_worst = c + np.where(known, np.maximum(u - u_wrong - u_dropped, 0), 0)
     w_worst = w + np.where(known, np.minimum(u, u_wrong), np.where(unknown, u_wrong, 0))
-    extra_correct = np.where(known, np.minimum(u, u_correct), np.where(unknown, u_correct, 0))
+    extra_correct = np.where(known, np.minimum(u, u_correct), np.where(unknown, u_correct_best, 0))
     rest = np.where(known, u - extra_correct, 0)
     c_best = c + extra_correct
     w_best = w + rest - np.minimum(rest, u_dropped)
@@ -215,12 +218,12 @@ def corrected_bounds(
     r_worst = np.where(none, n_listed + u_wrong, r)
     one = np.ones_like(r)
     worst = (r_worst, np.where(none, one, c_worst), np.where(none, 0, w_worst))
-    at_last = none & ~complete & (u_correct > 0)
+    at_last = none & ~complete & (u_correct_best > 0)
     gt_last = (wrong & (scores > s_last[:, None])).sum(axis=1)
     eq_last = (wrong & (scores == s_last[:, None])).sum(axis=1)
     best = (
         np.where(at_last, gt_last, np.where(none, n_listed, r)),
-        np.where(at_last, u_correct, np.where(none, one, c_best)),
+        np.where(at_last, u_correct_best, np.where(none, one, c_best)),
         np.where(at_last, eq_last, np.where(none, 0, w_best)),
     )
     # ... and the true class itself can have at most this many active classes above / tied

@@ -7,7 +7,9 @@ each laid out exactly as ``evaluate`` writes it (``imagenet_zsl.evaluation.run.w
 ``test.unseen.scores.npy`` (n, m) top-m lists among the split's classes, ``test.rows.npy``
 (n,) row numbers in the feature directory and ``test.true_above.npy`` / ``test.true_tied.npy``
 (n,) the true class's exact tie ranks over all split classes (runs written before the tie-fair
-metrics lack them; their ranks are then derived from the lists). The analyses only read these
+metrics lack them; their ranks are then derived from the lists); a ``--gzsl`` cell adds the seen
+lists and each list's tail ``X.SPACE.tail.npy`` (runs written before issue 45 lack the tails: a
+tie group running past a list is then a miss, as they were evaluated). The analyses only read these
 files, and only after :func:`~imagenet_zsl.evaluation.run.verify.verify_run_directory` (the one
 run-directory verifier) has checked every one of them against the size and sha256 that ``evaluate``
 recorded in the cell's ``manifest.json``: an edited list or table is refused, never silently
@@ -17,6 +19,7 @@ analysed.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,13 +27,17 @@ from typing import Any
 import numpy as np
 
 from imagenet_zsl import scoring as M
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.run.verify import METRICS_NAME, verify_run_directory
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import check_same_features, describe_identity
 from imagenet_zsl.io import MANIFEST_NAME
 
+log = logging.getLogger(__name__)
+
 CELLS_DIR = "cells"
+#: the GZSL lists' tail files (``topk/X.SPACE.tail.npy``), in :class:`GZSLLists`' field order
+TAIL_NAMES = ("test.seen", "test.unseen", "seen.seen", "seen.unseen")
 
 
 @dataclass
@@ -42,7 +49,10 @@ class GZSLLists:
     ``labels`` (n_s,) index ``seen_classes`` for the held-out seen images; ``seen_ids`` /
     ``seen_scores`` and ``unseen_ids`` / ``unseen_scores`` (n_s, m) their top-m among the seen and
     the test classes; ``above`` / ``tied`` (n_s,) their true class's tie ranks among the seen
-    classes."""
+    classes. The ``*_tail`` (n,) / (n_s,) int64: per image, the classes of that space left off its
+    list that score exactly the list's last score (``topk/X.SPACE.tail.npy``; ``test_unseen_tail``
+    belongs to the cell's own ZSL lists), so a tie group running past a list is counted whole;
+    None where the run directory predates them (such an image is then a miss, as before)."""
 
     seen_classes: list[str]
     test_seen_ids: np.ndarray
@@ -54,6 +64,16 @@ class GZSLLists:
     unseen_scores: np.ndarray
     above: np.ndarray
     tied: np.ndarray
+    test_seen_tail: np.ndarray | None = None
+    test_unseen_tail: np.ndarray | None = None
+    seen_tail: np.ndarray | None = None
+    unseen_tail: np.ndarray | None = None
+
+    @property
+    def has_tails(self) -> bool:
+        """Whether every list's tail was stored (runs written before issue #45's tails: False)."""
+        tails = (self.test_seen_tail, self.test_unseen_tail, self.seen_tail, self.unseen_tail)
+        return all(t is not None for t in tails)
 
 
 @dataclass
@@ -247,7 +267,19 @@ def _gzsl_lists(topk: Path, cell: RunCell) -> GZSLLists | None:
         arrays["seen.unseen.scores"].astype(np.float32),
         arrays["seen.true_above"].astype(np.int64),
         arrays["seen.true_tied"].astype(np.int64),
+        *(_tail(topk, name, n if name.startswith("test.") else n_seen) for name in TAIL_NAMES),
     )
+
+
+def _tail(topk: Path, name: str, n: int) -> np.ndarray | None:
+    """``topk/NAME.tail.npy`` as (n,) int64 non-negative counts; None when the run has none."""
+    path = topk / f"{name}.tail.npy"
+    if not path.is_file():
+        return None
+    tail = _load_array(path)
+    if tail.shape != (n,) or tail.dtype.kind not in "iu" or tail.min(initial=0) < 0:
+        raise UserInputError(f"{path}: shape {tail.shape} {tail.dtype}, expected ({n},) non-negative counts")
+    return tail.astype(np.int64)
 
 
 def _tie_counts(topk: Path, n: int) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -270,7 +302,7 @@ def read_cells(run_dir: str | Path) -> list[RunCell]:
     if not run_dir.is_dir():
         raise UserInputError(f"{run_dir}: run directory not found")
     if (run_dir / METRICS_NAME).is_file():
-        return [read_cell(run_dir)]
+        return _note_missing_tails([read_cell(run_dir)])
     cells_dir = run_dir / CELLS_DIR
     found = (
         sorted(p for p in cells_dir.glob("*") if (p / METRICS_NAME).is_file()) if cells_dir.is_dir() else []
@@ -280,7 +312,23 @@ def read_cells(run_dir: str | Path) -> list[RunCell]:
             f"{run_dir}: no evaluated run here (neither {METRICS_NAME} nor {CELLS_DIR}/*/{METRICS_NAME}); "
             "give the --out of `imagenet-zsl run` or `imagenet-zsl evaluate`"
         )
-    return [read_cell(p) for p in found]
+    return _note_missing_tails([read_cell(p) for p in found])
+
+
+def _note_missing_tails(cells: list[RunCell]) -> list[RunCell]:
+    """Say once (one log line for all cells) which GZSL cells predate the lists' tails: their
+    credit keeps the rule they were evaluated with (a tie group running past a stored list is a
+    miss), so their figures stay those of their metrics.json, not of a re-evaluation."""
+    old = [str(c.path) for c in cells if c.gzsl is not None and not c.gzsl.has_tails]
+    if old:
+        log.warning(
+            "%d GZSL cell(s) have no stored list tails (topk/*.tail.npy, written since issue 45): %s; "
+            "a tie group running past a stored list counts as a miss there, as when they were "
+            "evaluated (re-run `imagenet-zsl evaluate` for the exact tie-fair credit)",
+            len(old),
+            preview(old),
+        )
+    return cells
 
 
 def check_cell_features(cells: list[RunCell], allow_mismatch: bool = False) -> list[dict[str, Any]]:

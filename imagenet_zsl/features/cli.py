@@ -11,7 +11,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import lazy_help, non_negative_int, overwrite_flag, positive_int, seed
+from imagenet_zsl.cli_types import (
+    allow_incomplete_flag,
+    lazy_help,
+    non_negative_int,
+    overwrite_flag,
+    positive_int,
+    seed,
+)
 from imagenet_zsl.devices import DETERMINISTIC_COST, DEVICE_HELP
 
 if TYPE_CHECKING:
@@ -100,14 +107,7 @@ def register(tree: CommandTree) -> None:
         help="labels of a flat store: devkit ground truth "
         "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines",
     )
-    parser.add_argument(
-        "--allow-incomplete",
-        action="store_true",
-        help="read a store that lacks what it declares (a gap in a numbered shard series, fewer shards "
-        "or images than its nshards.txt, _info.json or dataset card say): without it that is an "
-        "error; with it, what is missing is printed and recorded"
-        " in the manifest",
-    )
+    allow_incomplete_flag(parser)
     parser.add_argument(
         "--decode",
         default="auto",

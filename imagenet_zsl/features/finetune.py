@@ -56,7 +56,8 @@ class FinetuneParams:
 
     ``images``: the image store the features were extracted from. ``backbone`` / ``weights``:
     None = as recorded in the feature directory's manifest. ``workers``: DataLoader decode
-    processes (None: 0 on CPU, up to 8 on CUDA).
+    processes (None: 0 on CPU, up to 8 on CUDA). ``allow_incomplete``: read a store that lacks
+    what it declares (``--allow-incomplete``, as extract), its findings recorded (:meth:`describe`).
     """
 
     images: str
@@ -68,6 +69,7 @@ class FinetuneParams:
     weight_decay: float = 1e-4
     min_steps: int = 0
     workers: int | None = None
+    allow_incomplete: bool = False
 
     def validate(self) -> FinetuneParams:
         """``self`` if every value is usable; a UserInputError naming the flag otherwise."""
@@ -149,7 +151,14 @@ class LastBlockFinetuner:
                 f"--images {params.images}: the features come from a flat (val) store and its "
                 f"labels file {val_labels} is gone; restore it"
             )
-        store = open_store(params.images, layout, val_labels if layout == "flat" else None, progress=progress)
+        store = open_store(
+            params.images,
+            layout,
+            val_labels if layout == "flat" else None,
+            progress=progress,
+            allow_incomplete=params.allow_incomplete,
+        )
+        self.store_ledger = store.ledger_record()  # recorded as extract records it
         rows = _store_rows(store.image_ids(), data.ids, params.images)
         self.work = WorkList.from_store_rows(store, rows, data.classes, data.labels)
         self.reader = store.reader()
@@ -171,6 +180,7 @@ class LastBlockFinetuner:
             "weights": self.weights_info.describe(),
             "preprocessing": self.pre.describe(),
             "block_lr_scale": BLOCK_LR_SCALE,
+            "store_ledger": self.store_ledger,
         }
 
     # -- data ---------------------------------------------------------------------------------

@@ -11,7 +11,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import int_at_least, non_negative_int, overwrite_flag, positive_int, seed
+from imagenet_zsl.cli_types import (
+    allow_incomplete_flag,
+    int_at_least,
+    non_negative_int,
+    overwrite_flag,
+    positive_int,
+    seed,
+)
 from imagenet_zsl.devices import DEVICE_HELP
 
 if TYPE_CHECKING:
@@ -115,6 +122,7 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     )
     tune.add_argument("--finetune-batch-size", type=positive_int, default=64, help="images per step")
     tune.add_argument("--finetune-lr", type=float, default=1e-3, help="AdamW learning rate of the head")
+    allow_incomplete_flag(tune)
     tune.add_argument(
         "--workers",
         type=non_negative_int,

@@ -34,6 +34,7 @@ def filter_images(args: argparse.Namespace) -> int:
             batch_size=args.finetune_batch_size,
             lr=args.finetune_lr,
             workers=args.workers,
+            allow_incomplete=args.allow_incomplete,
         ).validate()
     else:
         given = [
@@ -42,6 +43,7 @@ def filter_images(args: argparse.Namespace) -> int:
                 ("--images", args.images),
                 ("--backbone", args.backbone),
                 ("--weights", args.weights),
+                ("--allow-incomplete", args.allow_incomplete or None),
             )
             if value is not None
         ]

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import overwrite_flag, seed
+from imagenet_zsl.cli_types import allow_incomplete_flag, overwrite_flag, seed
 from imagenet_zsl.devices import DEVICE_HELP
 
 if TYPE_CHECKING:
@@ -68,6 +68,7 @@ def register(tree: CommandTree) -> None:
     dgp.add_argument("--weight-decay", type=float, default=0.0)
     dgp.add_argument("--min-steps", type=int, default=0)
     dgp.add_argument("--workers", type=int, default=None)
+    allow_incomplete_flag(dgp)
     dgp.add_argument(
         "--scope",
         choices=("last_block", "backbone"),

@@ -80,6 +80,7 @@ def finetune_dgp(args: argparse.Namespace) -> int:
         weight_decay=args.weight_decay,
         min_steps=args.min_steps,
         workers=args.workers,
+        allow_incomplete=args.allow_incomplete,
     ).validate()
     manifest = run_finetune_dgp(
         args.model, args.features, args.out, params, seed=args.seed, device=args.device, scope=args.scope

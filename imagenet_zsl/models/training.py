@@ -339,7 +339,7 @@ def train(
     select = config.selection(where)
     check_select_grid(cls.name, select, params, where)
     inputs = _inputs(features_dir, config.semantics, config_path)
-    check_out_dir(Path(out_dir), TOOL, inputs)  # fail before loading anything
+    check_out_dir(Path(out_dir), TOOL, inputs, own_files=True)  # fail before loading anything
     seen = _read_seen_list(config)
     features = FeatureDir(features_dir)
     stored = _usable_head(cls, params, features)

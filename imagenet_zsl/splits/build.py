@@ -357,7 +357,7 @@ def build_splits(
         raw = {**raw, "store": store.model_dump()}
     recipe_files = [Path(p) for p in input_files(config)]
     inputs = [config_path, *recipe_files]
-    check_out_dir(out_dir, BUILD_TOOL, inputs)  # refuse a harmful --out before a minute of work
+    check_out_dir(out_dir, BUILD_TOOL, inputs, own_files=True)  # refuse a harmful --out before any work
     started = time.perf_counter()
     ctx, candidates = _recipe_context(config, config_path)
     built = _build_all(config, config_path, raw, ctx, candidates, progress)

@@ -18,6 +18,7 @@ import pytest
 import torch
 from PIL import Image
 
+from imagenet_zsl.cli import build_parser
 from imagenet_zsl.cli_types import CommandTree
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import finetune as module
@@ -26,10 +27,12 @@ from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.features.in_memory import load_features
+from imagenet_zsl.features.synthetic_store import make_store
 from imagenet_zsl.image_filter import cli as filter_cli
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
 from imagenet_zsl.images import cli as images_cli
+from imagenet_zsl.models import commands as model_commands
 from imagenet_zsl.registry import load_target
 
 CLASSES = ["n01440764", "n01443537", "n01484850", "n01491361"]
@@ -237,6 +240,7 @@ def test_bad_input_gives_one_clear_line(dataset, tmp_path):
     assert "only used with --finetune-last-block" in cli_error(
         dataset, tmp_path, "--images", str(dataset["store"])
     )
+    assert "--allow-incomplete: only used with" in cli_error(dataset, tmp_path, "--allow-incomplete")
     assert "--backbone 'nope' is unknown" in cli_error(
         dataset, tmp_path, "--finetune-last-block", "--images", str(dataset["store"]), "--backbone", "nope"
     )
@@ -280,3 +284,71 @@ def test_finetune_reads_ids_and_labels_but_never_the_feature_array(dataset, tmp_
         mp.undo()
     assert "features" not in kinds
     assert summary["images_after"] == len(CLASSES) * PER_CLASS  # the planted image still goes
+
+
+@pytest.fixture
+def gapped_wds(tmp_path, monkeypatch) -> dict[str, Path]:
+    """A webdataset store missing the middle of its numbered series (-0000, -0002: -0001 never
+    arrived), and the features extract read from it with --allow-incomplete."""
+    monkeypatch.setenv("IMAGENET_ZSL_CACHE", str(tmp_path / "index-cache"))
+    store = make_store(tmp_path / "wds", "wds", dict.fromkeys(CLASSES, 4), size=(40, 32), oddities=False)
+    (store.root / "imagenet22k-train-0001.tar").rename(store.root / "imagenet22k-train-0002.tar")
+    (tmp_path / "classes.txt").write_text("".join(f"{w}\n" for w in CLASSES))
+    config = {
+        "store": str(store.root),
+        "classes_file": str(tmp_path / "classes.txt"),
+        "backbone": "tiny-test",
+    }
+    config.update(weights="random", batch_size=8, workers=0, device="cpu", progress=False, resize=40, crop=32)
+    run_extraction(ExtractConfig(**config, out=str(tmp_path / "features"), allow_incomplete=True))
+    return {"store": store.root, "features": tmp_path / "features"}
+
+
+def test_finetune_takes_allow_incomplete_as_extract_does(gapped_wds, tmp_path):
+    """Issue 44 §1 follow-up: the fine-tuner opens the store itself; an incomplete one is one line
+    naming the gap and the flag, which the command now has: with it the store is read as it is and
+    the manifest records it as extract's does (``store_ledger``'s ``incomplete``)."""
+    argv = ["images", "filter", "--features", gapped_wds["features"], "--out", tmp_path / "out", "--device"]
+    argv += ["cpu", "--folds", "2", "--finetune-last-block", "--images", gapped_wds["store"], "--backbone"]
+    argv += ["tiny-test", "--weights", "random", "--finetune-epochs", "1", "--finetune-batch-size", "8"]
+    argv += ["--no-progress", "--threads", "1"]
+    args = parser().parse_args([str(a) for a in argv])
+    with pytest.raises(UserInputError) as caught:
+        load_target(args.func)(args)
+    message = str(caught.value)
+    assert "imagenet22k-train-0001.tar is missing" in message and "--allow-incomplete" in message
+    assert not (tmp_path / "out").exists()
+    args = parser().parse_args([str(a) for a in [*argv, "--allow-incomplete"]])
+    assert load_target(args.func)(args) == 0
+    finetune = json.loads((tmp_path / "out" / "manifest.json").read_text())["parameters"]["finetune"]
+    assert finetune["allow_incomplete"] is True
+    (missing,) = finetune["store_ledger"]["incomplete"]
+    assert "imagenet22k-train-0001.tar is missing" in missing["detail"]
+    extracted = json.loads((gapped_wds["features"] / "manifest.json").read_text())["store_ledger"]
+    assert finetune["store_ledger"]["incomplete"] == extracted["incomplete"]
+
+
+def test_allow_incomplete_is_one_flag_for_extract_and_both_finetune_commands(monkeypatch, tmp_path):
+    """One definition (``cli_types.allow_incomplete_flag``): the same help on ``extract``, ``images
+    filter`` and ``finetune-dgp``; finetune-dgp hands it to the fine-tuner."""
+
+    def subcommand(*names: str) -> argparse.ArgumentParser:
+        found = build_parser()
+        for name in names:
+            found = next(a for a in found._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+        return found
+
+    helps = set()
+    for names in (("extract",), ("images", "filter"), ("finetune-dgp",)):
+        (action,) = [a for a in subcommand(*names)._actions if "--allow-incomplete" in a.option_strings]
+        helps.add(action.help)
+    assert len(helps) == 1
+    seen = []
+    monkeypatch.setattr(model_commands.devices, "tune_process_for_image_pipeline", lambda: None)
+    monkeypatch.setattr(model_commands, "run_finetune_dgp", lambda *a, **k: seen.append(a[3]) or {})
+    argv = ["finetune-dgp", "m", "--features", "f", "--images", "s", "--out", str(tmp_path / "o")]
+    for extra, want in (([], False), (["--allow-incomplete"], True)):
+        args = build_parser().parse_args([*argv, *extra])
+        with pytest.raises(KeyError):  # the stand-in returns no manifest: stop after the call
+            load_target(args.func)(args)
+        assert seen.pop().allow_incomplete is want
