@@ -4,18 +4,26 @@ user mistake is one ``error:`` line."""
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation import predict as predict_module
 from imagenet_zsl.evaluation.model_source import ModelDirectory
-from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+from imagenet_zsl.evaluation.predict import embed_photos, recorded_decode
+from imagenet_zsl.features.extract import ExtractConfig, load_backbone, run_extraction
 from imagenet_zsl.features.feature_dir import FeatureDir
+from imagenet_zsl.features.finetune import _recorded_preprocessing
+from imagenet_zsl.features.identity import feature_identity
 from imagenet_zsl.features.synthetic_store import make_store
+from imagenet_zsl.features.transforms import Preprocessing
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.images.decode import decode_rgb
 from imagenet_zsl.splits.io import read_wnid_list
 
 CLASSES = {"n01440764": 3, "n01443537": 2}
@@ -23,11 +31,10 @@ CLASSES = {"n01440764": 3, "n01443537": 2}
 SPACE = 30
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """tiny-test (random weights, seed 0) features of a small JPEG store, and ConSE on their head."""
-    root = tmp_path_factory.mktemp("predict")
-    store = make_store(root / "store", "tree", CLASSES)
+def _extract_and_train(root, size=(96, 72), jpeg_draft=False):
+    """tiny-test (random weights, seed 0) features of a small JPEG store of photos about ``size``
+    (``extract --jpeg-draft`` when ``jpeg_draft``), and ConSE on their head."""
+    store = make_store(root / "store", "tree", CLASSES, size=size)
     classes = root / "classes.txt"
     classes.write_text("".join(f"{w}\n" for w in CLASSES))
     config = ExtractConfig(
@@ -41,6 +48,7 @@ def trained(tmp_path_factory):
         device="cpu",
         resize=64,
         crop=56,
+        jpeg_draft=jpeg_draft,
         progress=False,
     )
     run_extraction(config)
@@ -52,6 +60,19 @@ def trained(tmp_path_factory):
     space = root / "space.txt"
     space.write_text("".join(f"{w}\n" for w in read_wnid_list("splits/hop1.txt")[:SPACE]))
     return {"root": root, "store": store, "model": model, "space": space, "features": root / "features"}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Exact features (JPEGs decoded at full size, the default) and ConSE on their head."""
+    return _extract_and_train(tmp_path_factory.mktemp("predict"))
+
+
+@pytest.fixture(scope="module")
+def drafted(tmp_path_factory):
+    """``extract --jpeg-draft`` features of photos large enough to be drafted (shorter side
+    180-300 px, at least twice --resize 64: decoded at 1/2 or 1/4 scale), and ConSE on them."""
+    return _extract_and_train(tmp_path_factory.mktemp("predict-draft"), size=(320, 240), jpeg_draft=True)
 
 
 def _argv(trained, *photos, extra=()):
@@ -71,6 +92,34 @@ def _rows(text: str) -> list[tuple[str, str, float]]:
     return rows
 
 
+def _by_hand(model, features, ids, photos, space_file, k):
+    """(kept classes, expected (photo, wnid, score) rows): the extracted (fp16) features of the
+    same images, the model's embedding and prototypes, dot product, top ``k`` of the label-space
+    classes that have a prototype."""
+    source = ModelDirectory(model)
+    block = FeatureDir(features).load(with_logits=False)
+    rows = [list(block.ids).index(i) for i in ids]
+    queries = source.encode(block.features[rows])
+    kept = []
+    for wnid in sorted(read_wnid_list(space_file)):
+        try:
+            source.prototypes([wnid])
+            kept.append(wnid)
+        except UserInputError:
+            pass
+    scores = queries @ source.prototypes(kept).T
+    expected = []
+    for photo, row in zip(photos, scores, strict=True):
+        for j in np.argsort(-row, kind="stable")[:k]:
+            expected.append((str(photo), kept[j], round(float(row[j]), 4)))
+    return kept, expected
+
+
+def _assert_rows(got, expected):
+    assert [(p, w) for p, w, _ in got] == [(p, w) for p, w, _ in expected]
+    np.testing.assert_allclose([s for *_, s in got], [s for *_, s in expected], atol=1.5e-4)
+
+
 def test_predict_ranks_photos_exactly_as_their_extracted_features(trained, capsys):
     store = trained["store"]
     ids = sorted(store.good_ids)[:3]
@@ -78,31 +127,12 @@ def test_predict_ranks_photos_exactly_as_their_extracted_features(trained, capsy
     capsys.readouterr()
     assert main(_argv(trained, *photos, extra=["--label-space", str(trained["space"]), "-k", "4"])) == 0
     out = capsys.readouterr().out
-    # by hand: the extracted (fp16) features of the same images, the model's embedding and
-    # prototypes, dot product, top 4 of the label-space classes that have a prototype
-    source = ModelDirectory(trained["model"])
-    block = FeatureDir(trained["features"]).load(with_logits=False)
-    rows = [list(block.ids).index(i) for i in ids]
-    queries = source.encode(block.features[rows])
-    space = sorted(read_wnid_list(trained["space"]))
-    kept = []
-    for wnid in space:
-        try:
-            source.prototypes([wnid])
-            kept.append(wnid)
-        except UserInputError:
-            pass
+    kept, expected = _by_hand(trained["model"], trained["features"], ids, photos, trained["space"], 4)
     assert 0 < len(kept) < SPACE  # a few hop-1 classes have no GloVe vector: left out, and said so
     assert f"label space {trained['space']}: {len(kept)} classes" in out
     assert f"{SPACE - len(kept)} more left out, without a prototype" in out
-    scores = queries @ source.prototypes(kept).T
-    expected = []
-    for photo, row in zip(photos, scores, strict=True):
-        for j in np.argsort(-row, kind="stable")[:4]:
-            expected.append((str(photo), kept[j], round(float(row[j]), 4)))
     got = _rows(out)
-    assert [(p, w) for p, w, _ in got] == [(p, w) for p, w, _ in expected]
-    np.testing.assert_allclose([s for *_, s in got], [s for *_, s in expected], atol=1.5e-4)
+    _assert_rows(got, expected)
     # each row names the first lemma and the WordNet gloss of its class
     nouns = load_wordnet_nouns()
     first = got[0][1]
@@ -194,3 +224,85 @@ def test_split_names_resolve_as_in_evaluate_and_run(trained, capsys):
             )
         )
         assert len(wnids) == 3 and set(wnids) <= listed
+
+
+def _decode_spy(monkeypatch):
+    """The ``min_side`` of every photo ``predict`` decodes (None: full size, N: drafted to ≥ N)."""
+    calls = []
+
+    def spy(data, min_side=None):
+        calls.append(min_side)
+        return decode_rgb(data, min_side)
+
+    monkeypatch.setattr(predict_module, "decode_rgb", spy)
+    return calls
+
+
+def test_a_model_on_drafted_features_predicts_with_the_draft_decoder(drafted, monkeypatch, capsys):
+    """Features recorded with ``jpeg_draft: true`` (issue 45 §1's opt-in): predict decodes the
+    photos as they were decoded for the model (drafted), with no flag, and does not refuse it."""
+    store = drafted["store"]
+    ids = sorted(store.good_ids)[:3]
+    photos = [store.root / image_id for image_id in ids]
+    calls = _decode_spy(monkeypatch)
+    capsys.readouterr()
+    assert main(_argv(drafted, *photos, extra=["--label-space", str(drafted["space"]), "-k", "4"])) == 0
+    out = capsys.readouterr().out
+    assert calls == [64, 64, 64] and "WARNING" not in out
+    _, expected = _by_hand(drafted["model"], drafted["features"], ids, photos, drafted["space"], 4)
+    _assert_rows(_rows(out), expected)
+    # the draft matters for these photos: drafted, their features are the stored ones to the bit;
+    # at full size they are others (by > 1e-3, 30 fp16 ulps at these features' size < 0.125)
+    cfg = ExtractConfig("", "", "tiny-test", "", weights="random", resize=64, crop=56)
+    net, _, _, pre = load_backbone(cfg)
+    stored = FeatureDir(drafted["features"]).load(with_logits=False)
+    stored = stored.features[[list(stored.ids).index(i) for i in ids]]
+    assert not pre.jpeg_draft and stored.max() < 0.125
+    np.testing.assert_array_equal(embed_photos(net, replace(pre, jpeg_draft=True), photos)[0], stored)
+    assert np.abs(embed_photos(net, pre, photos)[0] - stored).max() > 1e-3
+
+
+def test_a_model_on_exact_features_predicts_with_the_exact_decoder(trained, monkeypatch, capsys):
+    photo = trained["store"].root / sorted(trained["store"].good_ids)[0]
+    calls = _decode_spy(monkeypatch)
+    assert main(_argv(trained, photo, extra=["--label-space", str(trained["space"]), "-k", "2"])) == 0
+    assert calls == [None] and "WARNING" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "pre",
+    [
+        Preprocessing(),
+        Preprocessing(64, 56, jpeg_draft=True),
+        Preprocessing(288, 256, (0.5, 0.5, 0.5), (0.25, 0.25, 0.25), interpolation="bicubic", ten_crop=True),
+    ],
+)
+def test_a_recorded_preprocessing_reads_back_as_itself(pre):
+    assert Preprocessing.from_record(pre.describe()) == pre
+    assert Preprocessing.from_record(json.loads(json.dumps(pre.describe()))) == pre  # as a manifest holds it
+
+
+def test_a_record_without_jpeg_draft_is_the_exact_decode_for_predict_and_finetune():
+    """Records written before the draft decoder existed have no ``jpeg_draft`` and decoded JPEGs at
+    full size (every record since states the key: ``true`` while drafting was the default). predict
+    finds such a model's preprocessing and decodes exactly; finetune reads the record the same way."""
+    exact = Preprocessing(64, 56)
+    legacy = {k: v for k, v in exact.describe().items() if k != "jpeg_draft"}
+    weights = {"source": "file", "path": "w.pth", "sha256": "ab" * 32}
+    provenance = {"dim": 8, "backbone": {"name": "tiny-test", "dim": 8, "weights": weights}}
+    cases = [(legacy, False), (exact.describe(), False), (replace(exact, jpeg_draft=True).describe(), True)]
+    for record, draft in cases:
+        recorded = feature_identity({**provenance, "preprocessing": record})
+        for given in (exact, replace(exact, jpeg_draft=True)):  # whatever load_backbone gave
+            pre, identity = recorded_decode(
+                given, {**provenance, "preprocessing": given.describe()}, recorded
+            )
+            assert pre == replace(exact, jpeg_draft=draft) and identity == recorded
+        assert _recorded_preprocessing({"preprocessing": record}) == replace(exact, jpeg_draft=draft)
+    # another geometry matches no record: the exact pipeline, whose identity is then refused
+    other = feature_identity({**provenance, "preprocessing": Preprocessing(72, 56).describe()})
+    pre, identity = recorded_decode(exact, {**provenance, "preprocessing": exact.describe()}, other)
+    assert pre == exact and identity["preprocessing"] != other["preprocessing"]
+    # ten crops recorded: finetune still trains on one centre crop
+    tens = replace(exact, ten_crop=True).describe()
+    assert _recorded_preprocessing({"preprocessing": tens}) == exact

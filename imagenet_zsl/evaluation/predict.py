@@ -2,11 +2,13 @@
 
 Why: it is the sanity check every user wants (does the model put coffee-like classes first on a
 photo of a coffee cup?), and the one way to score a photo against the ~21K ImageNet classes
-without writing Python. Each photo is decoded and preprocessed exactly as ``extract`` does it
-(:func:`~imagenet_zsl.features.extract.load_backbone`: the backbone's own preprocessing, JPEG draft
-decode, fp16 features), embedded by the model, and ranked by dot product against the prototypes of
-the label space (:func:`~imagenet_zsl.splits.label_space.resolve_label_space`). The model's
-recorded feature identity must match the backbone and weights given, as for ``evaluate``.
+without writing Python. Each photo is decoded and preprocessed exactly as ``extract`` did it for
+the model's features (:func:`~imagenet_zsl.features.extract.load_backbone`: the backbone's own
+preprocessing, fp16 features; JPEGs decoded at full size, or drafted where the features recorded
+``jpeg_draft``: :func:`recorded_decode`), embedded by the model, and ranked by dot product against
+the prototypes of the label space (:func:`~imagenet_zsl.splits.label_space.resolve_label_space`).
+The model's recorded feature identity must match the backbone and weights given, as for
+``evaluate``.
 
 The flags are registered by :mod:`imagenet_zsl.evaluation.cli`; this module, the handler
 (:func:`predict_command`), is imported only when ``predict`` runs.
@@ -26,6 +28,7 @@ from imagenet_zsl.evaluation.run import representable_classes
 from imagenet_zsl.features.backbones import classifier_head
 from imagenet_zsl.features.extract import ExtractConfig, load_backbone, provenance_fields
 from imagenet_zsl.features.identity import check_same_features, feature_identity
+from imagenet_zsl.features.transforms import Preprocessing
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import training_wnids
 from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
@@ -42,8 +45,6 @@ from imagenet_zsl.splits.named import resolve_split
 
 if TYPE_CHECKING:
     import numpy as np
-
-    from imagenet_zsl.features.transforms import Preprocessing
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,25 @@ def excluded_classes(model_seen: list[str] | None, has_head: bool, spec: str) ->
         ),
     ]
     return training_classes(parts)
+
+
+def recorded_decode(
+    pre: Preprocessing, provenance: dict[str, Any], recorded: dict[str, Any] | None
+) -> tuple[Preprocessing, dict[str, Any]]:
+    """(the preprocessing to embed photos with, the feature identity it gives): ``pre`` with the
+    JPEG decode the model's features recorded (``recorded``, the model's ``feature_identity``,
+    which holds a digest of the preprocessing record), found among the records ``pre``'s geometry
+    can carry (:meth:`~imagenet_zsl.features.transforms.Preprocessing.decode_records`: exact,
+    drafted, exact before the key) and read as ``finetune`` reads one
+    (:meth:`~imagenet_zsl.features.transforms.Preprocessing.from_record`). None matching (another
+    resize, crop or interpolation; a model without identity): ``pre`` itself, exact, whose
+    identity :func:`~imagenet_zsl.features.identity.check_same_features` then compares."""
+    digest = (recorded or {}).get("preprocessing")
+    for record in pre.decode_records() if digest else []:
+        identity = feature_identity({**provenance, "preprocessing": record})
+        if identity["preprocessing"] == digest:
+            return Preprocessing.from_record(record), identity
+    return pre, feature_identity(provenance)
 
 
 def embed_photos(
@@ -147,7 +167,9 @@ def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]
     )
     net, dim, weights, pre = load_backbone(cfg)
     net.want_logits = net.num_logits is not None
-    identity = feature_identity(provenance_fields(args.backbone, dim, weights, pre))
+    pre, identity = recorded_decode(
+        pre, provenance_fields(args.backbone, dim, weights, pre), source.feature_identity
+    )
     given = f"--backbone {args.backbone}" + (f" --weights {args.weights}" if args.weights else "")
     override = check_same_features(
         source.feature_identity, identity, f"model {args.model}", given, args.allow_feature_mismatch

@@ -28,7 +28,7 @@ import contextlib
 import copy
 import logging
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,18 +102,10 @@ def _recorded_backbone(manifest: dict[str, Any]) -> tuple[str | None, str | None
 
 
 def _recorded_preprocessing(manifest: dict[str, Any]) -> Preprocessing:
-    """The preprocessing the feature manifest records (the standard one when it records none)."""
-    recorded = manifest.get("preprocessing")
-    if not isinstance(recorded, dict):
-        return Preprocessing()
-    default = Preprocessing()
-    return Preprocessing(
-        int(recorded.get("resize", default.resize)),
-        int(recorded.get("crop", default.crop)),
-        tuple(recorded.get("mean", default.mean)),
-        tuple(recorded.get("std", default.std)),
-        jpeg_draft=bool(recorded.get("jpeg_draft", False)),  # manifests before it: full-size decode
-    )
+    """The preprocessing the feature manifest records (:meth:`Preprocessing.from_record`: the
+    standard one when it records none), one centre crop per image: the fine-tuned block trains on
+    single crops, also of features averaged over ten."""
+    return replace(Preprocessing.from_record(manifest.get("preprocessing")), ten_crop=False)
 
 
 class LastBlockFinetuner:

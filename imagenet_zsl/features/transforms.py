@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
@@ -84,6 +84,37 @@ class Preprocessing:
                 "flip: torchvision TenCrop), /255, (x - mean) / std; feature = mean over the 10 crops"
             )
         return record
+
+    @classmethod
+    def from_record(cls, record: Any) -> Preprocessing:
+        """The preprocessing a manifest's ``preprocessing`` record (:meth:`describe`) states; the
+        standard one when there is none. The one reading of a record (``finetune`` and ``predict``
+        use it). A record without ``jpeg_draft`` decoded JPEGs at full size: the key came with the
+        draft decoder, and every record since has it (``true`` while drafting was the default, so
+        its absence never meant a draft); only records written before the draft existed lack it."""
+        if not isinstance(record, dict):
+            return cls()
+        default = cls()
+        interpolation = str(record.get("interpolation", default.interpolation))
+        return cls(
+            int(record.get("resize", default.resize)),
+            int(record.get("crop", default.crop)),
+            tuple(record.get("mean", default.mean)),
+            tuple(record.get("std", default.std)),
+            jpeg_draft=bool(record.get("jpeg_draft", False)),
+            interpolation=interpolation.removesuffix(" (antialiased)"),
+            ten_crop=bool(record.get("ten_crop", False)),
+        )
+
+    def decode_records(self) -> list[dict[str, Any]]:
+        """The records (:meth:`describe`) features of this preprocessing's geometry carry, one per
+        JPEG decode: exact, drafted, and exact as written before ``jpeg_draft`` was recorded (the
+        key left out; :meth:`from_record` reads it as exact). ``predict`` finds the one a model's
+        features recorded among them."""
+        exact = replace(self, jpeg_draft=False).describe()
+        drafted = replace(self, jpeg_draft=True).describe()
+        before_key = {k: v for k, v in exact.items() if k != "jpeg_draft"}
+        return [exact, drafted, before_key]
 
     def crop_pil(self, image: Any) -> np.ndarray:
         """PIL RGB image → uint8 array (3, crop, crop): torchvision's Resize + CenterCrop on PIL,
