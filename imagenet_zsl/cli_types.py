@@ -86,13 +86,14 @@ def overwrite_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
 
 
-#: ``--allow-incomplete``: the one definition, added by every command that reads an image store and
-#: writes a manifest (``extract``, the fine-tuners ``images filter --finetune-last-block`` and
-#: ``finetune-dgp``), handed to ``images.store.open_store(allow_incomplete=...)``
+#: ``--allow-incomplete``: the one definition, added by every command that reads an image store
+#: (``images count``, ``splits coverage``, ``extract``, ``validate``, the fine-tuners ``images filter
+#: --finetune-last-block`` and ``finetune-dgp``), handed to ``images.store.open_store(allow_incomplete=...)``
 ALLOW_INCOMPLETE_HELP = (
     "read a store that lacks what it declares (a gap in a numbered shard series, fewer shards "
     "or images than its nshards.txt, _info.json or dataset card say): without it that is an "
-    "error; with it, what is missing is printed and recorded in the manifest"
+    "error; with it, what is missing is printed (and recorded in the manifest of a command that "
+    "writes one)"
 )
 
 

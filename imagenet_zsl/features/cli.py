@@ -277,6 +277,7 @@ def _register_validate(tree: CommandTree) -> None:
     parser.add_argument("--resize", type=positive_int, help="as extract's (default: the backbone's own)")
     parser.add_argument("--crop", type=positive_int, help="as extract's (default: the backbone's own)")
     parser.add_argument("--jpeg-draft", action="store_true", help="as extract's: reduced-scale JPEG decode")
+    allow_incomplete_flag(parser)
     parser.add_argument("--batch-size", type=positive_int, help="default 256 on CUDA, 32 on CPU")
     parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     parser.add_argument(

@@ -254,7 +254,13 @@ def verdict(hits: int, n: int, published: Published | None) -> tuple[str, float 
 
 def _store_classes(args: argparse.Namespace, store: str) -> tuple[list[str], int]:
     """(the store's ILSVRC-2012 classes, sorted; images of other classes, left out)."""
-    index = open_store(store, args.layout, args.val_labels, progress=not args.no_progress)
+    index = open_store(
+        store,
+        args.layout,
+        args.val_labels,
+        progress=not args.no_progress,
+        allow_incomplete=args.allow_incomplete,
+    )
     known = set(ilsvrc2012_wnids())
     classes = sorted(w for w in index.classes if w in known)
     counts = np.bincount(index.class_index, minlength=len(index.classes))
@@ -285,6 +291,7 @@ def _extract_config(args: argparse.Namespace, store: str, classes_file: Path, wo
         resize=args.resize,
         crop=args.crop,
         jpeg_draft=args.jpeg_draft,
+        allow_incomplete=args.allow_incomplete,
         progress=not args.no_progress,
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import non_negative_int
+from imagenet_zsl.cli_types import allow_incomplete_flag, non_negative_int
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -21,13 +21,6 @@ LAYOUT_CHOICES = ["auto", "tars", "tree", "flat", "wds", "parquet", "in21k-p"]
 STORE_HELP = (
     "the image store: fall11 <wnid>.tar folder, <wnid>/ folder tree, flat val folder/tar, webdataset "
     ".tar shards, .parquet files, or ImageNet-21K-P (train/val/small_classes)"
-)
-
-#: ``--allow-incomplete`` (``images count``, ``splits coverage``; ``extract`` says the same)
-ALLOW_INCOMPLETE_HELP = (
-    "read a store that lacks what it declares (a gap in a numbered shard series, fewer shards "
-    "or images than its nshards.txt, _info.json or dataset card say): without it that is an "
-    "error; with it, what is missing is printed and recorded"
 )
 
 
@@ -60,7 +53,7 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
         "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines",
     )
     parser.add_argument("--rebuild-index", action="store_true", help="ignore the cached index")
-    parser.add_argument("--allow-incomplete", action="store_true", help=ALLOW_INCOMPLETE_HELP)
+    allow_incomplete_flag(parser)
     parser.set_defaults(func="imagenet_zsl.images.commands:count")
 
 
@@ -112,7 +105,7 @@ def _coverage_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES)
     parser.add_argument("--val-labels", help="labels of a flat store (see 'images count')")
-    parser.add_argument("--allow-incomplete", action="store_true", help=ALLOW_INCOMPLETE_HELP)
+    allow_incomplete_flag(parser)
     parser.add_argument(
         "--show", type=non_negative_int, default=10, help="missing classes listed per split (default 10)"
     )

@@ -34,6 +34,7 @@ from imagenet_zsl.image_filter.quality import filter_feature_dir
 from imagenet_zsl.images import cli as images_cli
 from imagenet_zsl.models import commands as model_commands
 from imagenet_zsl.registry import load_target
+from imagenet_zsl.splits import cli as splits_cli
 
 CLASSES = ["n01440764", "n01443537", "n01484850", "n01491361"]
 COLOURS = [(220, 30, 30), (30, 200, 40), (40, 50, 220), (230, 220, 40)]
@@ -173,6 +174,7 @@ def test_same_seed_same_bytes_and_resume(dataset, tmp_path):
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="imagenet-zsl")
     tree = CommandTree(top)
+    splits_cli.register(tree)  # the stages register in flow order: images joins the 'splits' group
     images_cli.register(tree)  # the stage that owns the 'images' group creates it first
     filter_cli.register(tree)
     return top
