@@ -213,7 +213,17 @@ def _hp_lines(hp: dict | None) -> list[str]:
     rows = [["hP@K", *[pct(hp["flat"][str(k)]) for k in ks]]]
     rows.append(["mean |H_K|", *[f"{hp['mean_correct_set_size'][str(k)]:.1f}" for k in ks]])
     head = ["", *[f"K={k}" for k in ks]]
-    return ["## Hierarchical precision@K", "", f"{hp['definition']}.", "", md_table(head, rows), ""]
+    left = hp.get("not_in_graph")
+    note = (
+        [
+            f"{left['classes']} test classes ({left['images']} images) are not nodes of the graph and "
+            f"are left out of hP@K: {preview(left['wnids'])}.",
+            "",
+        ]
+        if left
+        else []
+    )
+    return ["## Hierarchical precision@K", "", f"{hp['definition']}.", "", md_table(head, rows), "", *note]
 
 
 def _property_lines(props: dict | None) -> list[str]:
