@@ -163,9 +163,11 @@ def correct_sets(
     keys, hops = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
     block = max(1, VISITED_ELEMENTS // max(len(graph), 1))
     visited = np.zeros((min(block, len(wanted)), len(graph)), dtype=bool)
+    # hops between space classes never leave the part of the graph that joins them
+    neighbours = graph.neighbours_between(nodes[nodes >= 0])
     for lo in range(0, len(wanted), block):
         cls = wanted[lo : lo + block]
-        rings = _block_rings(graph.neighbours, nodes[cls], space_of, ks[-1], visited)
+        rings = _block_rings(neighbours, nodes[cls], space_of, ks[-1], visited)
         cum = np.cumsum(rings.counts, axis=0)
         for k in ks:
             reach = cum >= k
