@@ -75,14 +75,22 @@ class CorrectSets:
 
     def member(self, labels: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
         """(B, m) bool: ``ids[i, j]`` is in ``H_k(labels[i])`` (padding -1 never is)."""
+        return self.within(self.hop_of(labels, ids), labels, k)
+
+    def hop_of(self, labels: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """(B, m) int64 hops from ``labels[i]`` to ``ids[i, j]`` where that pair is in the largest
+        K's correct set, else -1 (one binary search per listed class, whatever the number of K)."""
         labels = np.asarray(labels, dtype=np.int64)
         ids = np.asarray(ids, dtype=np.int64)
-        query = labels[:, None] * self.n_space + ids
         if len(self.keys) == 0:
-            return np.zeros(ids.shape, bool)
-        pos = np.clip(np.searchsorted(self.keys, query), 0, len(self.keys) - 1)
-        found = (self.keys[pos] == query) & (ids >= 0)
-        return found & (self.hops[pos] <= self.radius[k][labels][:, None])
+            return np.full(ids.shape, -1, np.int64)
+        query = labels[:, None] * self.n_space + ids
+        pos = np.minimum(np.searchsorted(self.keys, query), len(self.keys) - 1)
+        return np.where((self.keys[pos] == query) & (ids >= 0), self.hops[pos], -1)
+
+    def within(self, hops: np.ndarray, labels: np.ndarray, k: int) -> np.ndarray:
+        """(B, m) bool: a pair :meth:`hop_of` found lies within ``H_k``'s radius."""
+        return (hops >= 0) & (hops <= self.radius[k][np.asarray(labels, dtype=np.int64)][:, None])
 
 
 @dataclass
@@ -206,8 +214,9 @@ def hierarchical_precision(
         rows = slice(lo, lo + block)
         part = None if ranks is None else TieRanks(ranks.above[rows], ranks.tied[rows])
         b_ids, b_scores, b_labels = np.asarray(ids[rows]), np.asarray(scores[rows]), labels[rows]
+        hops = sets.hop_of(b_labels, b_ids)
         for k in ks:
-            member = sets.member(b_labels, b_ids, k)
+            member = sets.within(hops, b_labels, k)
             credit = hp_credit(b_ids, b_scores, member, b_labels, k, ranks=part, complete=complete)
             credits[k][rows] = credit
         release_pages(ids, scores)  # read once: not kept resident

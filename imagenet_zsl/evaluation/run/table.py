@@ -101,7 +101,7 @@ def _spearman(columns: dict[str, Any], ks: list[int]) -> dict[str, dict[str, Any
         values = np.asarray(columns[prop], dtype=np.float64)[unseen]
         keep = np.isfinite(hits) & np.isfinite(values)  # inf counts as missing, as NaN
         x, y = hits[keep], values[keep]
-        if len(x) >= 3 and len(np.unique(y)) > 1 and len(np.unique(x)) > 1:
+        if len(x) >= 3 and (y != y[0]).any() and (x != x[0]).any():
             rho = pearson(average_ranks(x), average_ranks(y))
             spearman[prop] = {"rho": rho, "classes": int(len(x))}
     return spearman
