@@ -12,6 +12,7 @@ import functools
 import hashlib
 import io
 import logging
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +117,7 @@ def _read_graph(path: Path, key: str, name: str) -> ClassGraph | None:
             if str(data["key"]) != key:
                 return None
             return ClassGraph(data["wnids"].tolist(), data["parents"], data["children"], source=name)
-    except (OSError, KeyError, ValueError, EOFError) as err:
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
         log.warning("ignoring unreadable class-graph cache %s (%s): rebuilding it", path, err)
         return None
 

@@ -20,6 +20,7 @@ import functools
 import io
 import logging
 import math
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -214,7 +215,7 @@ def universe_label_frequencies() -> dict[str, float]:
             with np.load(path, allow_pickle=False) as data:
                 if str(data["key"]) == key:
                     return dict(zip(data["wnids"].tolist(), data["zipf"].tolist(), strict=True))
-        except (OSError, KeyError, ValueError, EOFError) as err:
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
             log.warning("ignoring unreadable label-frequency cache %s (%s): rebuilding it", path, err)
     wnids = universe_wnids()
     values = first_lemma_frequencies(wnids)
