@@ -106,8 +106,17 @@ def load_class_graph(source: str = "wordnet", include_instances: bool = False) -
             parents=graph.edge_parents.astype(np.int32),
             children=graph.edge_children.astype(np.int32),
         )
-        atomic_write_bytes(path, buffer.getvalue())
+        write_cache(path, buffer.getvalue())
     return graph
+
+
+def write_cache(path: Path, data: bytes) -> None:
+    """Write a derived cache file atomically; a cache directory that cannot be written costs the
+    next run the rebuild (a warning), never this run its result."""
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as err:
+        log.warning("cache file %s not written (%s): it is rebuilt next time", path, err)
 
 
 def _read_graph(path: Path, key: str, name: str) -> ClassGraph | None:

@@ -30,8 +30,8 @@ import numpy as np
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-from imagenet_zsl.hierarchy.universe import derived_key, universe_wnids
-from imagenet_zsl.io import atomic_write_bytes, cache_dir, regular_input_file, software_versions
+from imagenet_zsl.hierarchy.universe import derived_key, universe_wnids, write_cache
+from imagenet_zsl.io import cache_dir, regular_input_file, software_versions
 
 log = logging.getLogger(__name__)
 
@@ -221,7 +221,7 @@ def universe_label_frequencies() -> dict[str, float]:
     values = first_lemma_frequencies(wnids)
     buffer = io.BytesIO()
     np.savez(buffer, key=np.asarray(key), wnids=np.asarray(wnids), zipf=values)
-    atomic_write_bytes(path, buffer.getvalue())
+    write_cache(path, buffer.getvalue())
     return dict(zip(wnids, values.tolist(), strict=True))
 
 

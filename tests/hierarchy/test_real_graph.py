@@ -59,7 +59,8 @@ def test_the_cached_class_graph_is_the_built_one_and_a_bad_cache_is_rebuilt(
     """Issue 46: evaluate reads the graph from a cache file instead of the WordNet noun table. The
     file gives back the graph built from WordNet (same nodes, same edges, same answers); it is
     found again by its key; a truncated file is rebuilt with a warning; other WordNet files are
-    another key (another file), never the stale graph."""
+    another key (another file), never the stale graph; a cache directory that cannot be written
+    costs a warning, not the run."""
     import logging
 
     from imagenet_zsl.hierarchy import universe
@@ -87,5 +88,15 @@ def test_the_cached_class_graph_is_the_built_one_and_a_bad_cache_is_rebuilt(
         universe.load_class_graph.cache_clear()
         universe.load_class_graph()
         assert len(builds) == 3 and len(list(tmp_path.glob("class-graph-wordnet-v*.npz"))) == 2
+
+        def read_only(path, data):
+            raise PermissionError(13, "Permission denied", str(path))
+
+        monkeypatch.setattr(universe, "atomic_write_bytes", read_only)
+        monkeypatch.setattr(universe, "wordnet_key", lambda: "a third wordnet")
+        universe.load_class_graph.cache_clear()
+        with caplog.at_level(logging.WARNING):
+            assert universe.load_class_graph().wnids == built.wnids  # a cache it cannot write
+        assert "not written" in caplog.text
     finally:
         universe.load_class_graph.cache_clear()
