@@ -5,7 +5,7 @@ run 0.5-0.8 s of CPU, more than everything else ``evaluate`` adds to the search 
 1,000 classes (issue 46), for three simple charts. These are a few kilobytes of vector graphics,
 drawn in about a millisecond, deterministic (the same data gives the same bytes), shown by any
 browser, by GitHub and mkdocs in ``report.md``, and convertible to PDF for a paper. (``run``'s
-summary, ``report`` and the analyses still draw their figures with matplotlib: :mod:`imagenet_zsl.plotting`.)
+summary, the splits' and the analyses' figures are still matplotlib PNGs: :mod:`imagenet_zsl.plotting`.)
 """
 
 from __future__ import annotations
