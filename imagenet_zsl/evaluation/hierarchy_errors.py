@@ -29,8 +29,9 @@ search's ``TieRanks``) still give its exact share ``1/(t + 1)``; the remaining s
 over the listed wrong members of the group, i.e. the unlisted members are assumed to fall in the
 categories of the listed ones in the same proportions (an approximation, not a bound).
 
-All lookups are sparse-matrix fancy indexing over a block of images at once (no Python per
-image). :func:`expected_error_breakdown` (ZSL) and :func:`gzsl_error_breakdowns` (calibrated merge
+All lookups are binary searches in sorted pair keys (the graph's edges, the ancestor sets of the
+label space's classes), over a block of images at once (no Python per image, no sparse matrix).
+:func:`expected_error_breakdown` (ZSL) and :func:`gzsl_error_breakdowns` (calibrated merge
 of the seen and unseen lists, then the top-1 categories) run one block of images at a time:
 O(block · m) memory over their inputs whatever the number of images, with the counts of one pass
 over all images bit for bit.
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -121,21 +122,30 @@ class ErrorBreakdown:
         }
 
 
-def _lookup(matrix: Any, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    """matrix[rows[i], cols[i]] for all i as a bool array (vectorised sparse lookup)."""
-    if len(rows) == 0:
-        return np.zeros(0, bool)
-    return np.asarray(matrix[rows, cols]).ravel().astype(bool)
+def _member(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """(len(keys),) bool: each int64 key is in ``sorted_keys`` (one vectorised binary search)."""
+    if len(sorted_keys) == 0 or len(keys) == 0:
+        return np.zeros(len(keys), bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, keys), len(sorted_keys) - 1)
+    return sorted_keys[pos] == keys
 
 
 class _Relations:
     """The graph lookups of :func:`_categories`, built once per label space: ``node`` (C,) graph
-    node of each class (-1: not in the graph), the parent and ancestor matrices."""
+    node of each class (-1: not in the graph); the sorted ``child * n + parent`` keys of the edges
+    and ``node * n + ancestor`` keys of the ancestor sets of the label space's classes only (what
+    a (true, predicted) pair can ask), numpy arrays queried by binary search: no sparse matrix
+    and no closure of the whole graph."""
 
     def __init__(self, graph: ClassGraph, classes: Sequence[str]) -> None:
+        self.n = len(graph)
         self.node = np.array([graph.index.get(w, -1) for w in classes], dtype=np.int64)
-        self.parent = graph.child_to_parent.astype(bool)
-        self.ancestor = graph.ancestor_matrix
+        self.parent = graph.edge_keys
+        self.ancestor = graph.ancestor_keys(self.node[self.node >= 0])
+
+    def _related(self, keys: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """(P,) bool: ``cols[i]`` is a parent (``keys`` the edges) or an ancestor of ``rows[i]``."""
+        return _member(keys, rows * self.n + cols)
 
     def categories(self, labels: np.ndarray, predictions: np.ndarray) -> np.ndarray:
         """(P,) int8 category (index into CATEGORIES) of each (true, predicted) pair of indices."""
@@ -151,10 +161,10 @@ class _Relations:
         t, p = true_node[wrong], pred_node[wrong]
         sub = np.full(len(t), CATEGORIES.index("unrelated"), dtype=np.int8)
         # assign from the weakest to the strongest relation, so the most specific one wins
-        sub[_lookup(self.ancestor, p, t)] = CATEGORIES.index("descendant")
-        sub[_lookup(self.ancestor, t, p)] = CATEGORIES.index("ancestor")
-        sub[_lookup(self.parent, p, t)] = CATEGORIES.index("child")
-        sub[_lookup(self.parent, t, p)] = CATEGORIES.index("parent")
+        sub[self._related(self.ancestor, p, t)] = CATEGORIES.index("descendant")
+        sub[self._related(self.ancestor, t, p)] = CATEGORIES.index("ancestor")
+        sub[self._related(self.parent, p, t)] = CATEGORIES.index("child")
+        sub[self._related(self.parent, t, p)] = CATEGORIES.index("parent")
         category[wrong] = sub
         return category
 

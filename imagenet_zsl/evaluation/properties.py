@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from imagenet_zsl.data import fall11_counts
-from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.semantics.frequency import class_label_frequencies
 from imagenet_zsl.splits.structure import structural_ratios
 
 if TYPE_CHECKING:
@@ -58,22 +58,14 @@ def structural_ratio_column(
 
 
 def label_frequencies(wnids: Sequence[str]) -> np.ndarray:
-    """wordfreq Zipf frequency of each class's first WordNet lemma; NaN without WordNet."""
+    """wordfreq Zipf frequency of each class's first WordNet lemma; NaN without WordNet or wordfreq
+    (:func:`~imagenet_zsl.semantics.frequency.class_label_frequencies`: cached for the ImageNet
+    classes)."""
     try:
-        # deferred: a large data package, loaded only when label frequencies are asked for
-        # (--no-label-frequency never pays for it) and optional here (NaN without it)
-        from wordfreq import zipf_frequency
-
-        nouns = load_wordnet_nouns()
+        return class_label_frequencies(list(wnids))
     except Exception as err:  # WordNet not installed, or wordfreq missing
         log.warning("label frequency left NaN (%s)", str(err).splitlines()[0] if str(err) else err)
         return np.full(len(wnids), np.nan)
-    out = np.full(len(wnids), np.nan)
-    for i, wnid in enumerate(wnids):
-        row = nouns.index.get(wnid)
-        if row is not None and nouns.lemmas[row]:
-            out[i] = zipf_frequency(nouns.lemmas[row][0].replace("_", " "), "en")
-    return out
 
 
 def property_columns(

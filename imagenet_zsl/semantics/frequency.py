@@ -16,7 +16,11 @@ give ``min_zipf`` directly.
 
 from __future__ import annotations
 
+import functools
+import io
+import logging
 import math
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -25,7 +29,11 @@ from pathlib import Path
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
+from imagenet_zsl.hierarchy.universe import derived_key, universe_wnids, write_cache
+from imagenet_zsl.io import cache_dir, regular_input_file, software_versions
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MIN_COUNT = 50
 #: words in English Wikipedia, the corpus Hascoet et al. counted label occurrences in
@@ -172,3 +180,58 @@ def rare_threshold(
     if tokens <= 0:
         raise UserInputError(f"frequency.reference_tokens must be positive, got {tokens}")
     return zipf_from_count(float(min_count), float(tokens))
+
+
+#: the layout of the label-frequency cache file; a new one is a new file name
+LABEL_FREQUENCY_CACHE_VERSION = 1
+
+
+def first_lemma_frequencies(wnids: Sequence[str]) -> np.ndarray:
+    """(len(wnids),) wordfreq English Zipf frequency of each class's first WordNet lemma
+    (underscores read as spaces); NaN for a wnid that is not a WordNet noun. Loads the WordNet
+    noun table and wordfreq."""
+    nouns = load_wordnet_nouns()
+    rows = [nouns.index.get(w) for w in wnids]
+    lemmas = [nouns.lemmas[r][0] if r is not None and nouns.lemmas[r] else None for r in rows]
+    known = [i for i, lemma in enumerate(lemmas) if lemma is not None]
+    out = np.full(len(wnids), np.nan)
+    out[known] = WordfreqFrequencies("en").zipf([lemmas[i] for i in known])
+    return out
+
+
+@functools.cache
+def universe_label_frequencies() -> dict[str, float]:
+    """wnid -> :func:`first_lemma_frequencies` of the 21,842 ImageNet classes, computed once (2 s:
+    the WordNet noun table and 21,842 wordfreq look-ups) and then read from a cache file keyed by
+    the WordNet files, the packaged class lists and wordfreq's version. Raises ImportError
+    without wordfreq."""
+    version = software_versions().get("wordfreq")
+    if version is None:
+        raise ImportError("wordfreq is not installed")
+    key = derived_key(f"label-frequency-v{LABEL_FREQUENCY_CACHE_VERSION}", f"wordfreq {version} en")
+    path = cache_dir() / f"label-frequency-v{LABEL_FREQUENCY_CACHE_VERSION}-{key[:16]}.npz"
+    if path.exists():
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                if str(data["key"]) == key:
+                    return dict(zip(data["wnids"].tolist(), data["zipf"].tolist(), strict=True))
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as err:
+            log.warning("ignoring unreadable label-frequency cache %s (%s): rebuilding it", path, err)
+    wnids = universe_wnids()
+    values = first_lemma_frequencies(wnids)
+    buffer = io.BytesIO()
+    np.savez(buffer, key=np.asarray(key), wnids=np.asarray(wnids), zipf=values)
+    write_cache(path, buffer.getvalue())
+    return dict(zip(wnids, values.tolist(), strict=True))
+
+
+def class_label_frequencies(wnids: Sequence[str]) -> np.ndarray:
+    """(len(wnids),) :func:`first_lemma_frequencies` of any classes: the ImageNet ones from
+    :func:`universe_label_frequencies` (no WordNet or wordfreq load once cached), the others
+    looked up."""
+    table = universe_label_frequencies()
+    out = np.array([table.get(w, np.nan) for w in wnids], dtype=np.float64)
+    other = [i for i, w in enumerate(wnids) if w not in table]
+    if other:
+        out[other] = first_lemma_frequencies([wnids[i] for i in other])
+    return out

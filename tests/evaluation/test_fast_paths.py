@@ -256,3 +256,28 @@ def test_cpu_blocks_and_tiles_are_bounded_and_change_no_byte(tmp_path, monkeypat
     assert TopKSearcher(np.eye(40, 6, dtype=np.float32), 2, device="cpu").backend.tile_rows() == 6
     assert run("cut") == whole and "topk/test.unseen.ids.npy" in whole
     assert set(asked) == {25}
+
+
+def test_label_frequencies_from_the_cache_are_wordfreq_of_the_first_lemma(tmp_path, monkeypatch):
+    """Issue 46: the label-frequency column of the ImageNet classes comes from a cache file; its
+    values are wordfreq's Zipf frequency of each class's first WordNet lemma, looked up directly
+    (two ImageNet classes, a WordNet noun outside ImageNet, a wnid WordNet lacks: NaN)."""
+    import wordfreq
+
+    from imagenet_zsl.evaluation.properties import label_frequencies
+    from imagenet_zsl.semantics import frequency
+
+    monkeypatch.setattr(frequency, "cache_dir", lambda: tmp_path)  # the WordNet table's stays warm
+    frequency.universe_label_frequencies.cache_clear()
+    try:
+        wnids = ["n02084071", "n02121808", "n00001740", "n99999999"]  # dog, domestic cat, entity
+        got = label_frequencies(wnids)
+        expected = [wordfreq.zipf_frequency(w, "en") for w in ("dog", "domestic cat", "entity")]
+        assert got[:3].tolist() == expected and np.isnan(got[3])
+        assert "n00001740" not in frequency.universe_label_frequencies()  # looked up, not cached
+        (path,) = tmp_path.glob("label-frequency-v*.npz")
+        with np.load(path) as data:
+            cached = dict(zip(data["wnids"].tolist(), data["zipf"].tolist(), strict=True))
+        assert len(cached) == 21_842 and cached["n02084071"] == got[0]
+    finally:
+        frequency.universe_label_frequencies.cache_clear()

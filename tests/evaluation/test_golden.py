@@ -18,9 +18,9 @@ from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from tests.evaluation.evaluation_fixtures import one_hot, write_feature_dir
 
 EXPECTED = {
-    "metrics.json": "7f6ac45cb828e0551158641633d286c2ae517bda60030b8c3ee5b0ddef583a05",
-    "per_class.csv": "c346356ba8446bd71987f406abffc1706bd9c84629bf954a2ac1ccea20e5e567",
-    "report.md": "ce5135d42ab59b73cc8a7bdc7d634116146bd09eafdb2957b97c9d1ba7bc67d9",
+    "metrics.json": "ca508e709529b2a3dea67647fb79a7951f7a8b1d8eab7dc5389b94ff2eb1431e",
+    "per_class.csv": "837ba24dcc1a5dfe31d5ecd4f52c63a0e9c093bd05671dac643e337ab106c97a",
+    "report.md": "1a2289e5b85182ff8cc2d316af0b650d144b8db81ca4ed218c00241b84ddcd84",
     "topk/classes.json": "311374413531316eaaada7bdac49e4359c10f2de805013af46ec6b3053d87964",
     "topk/seen.labels.npy": "5a586cf213c55fdcbd8c4015629886bcf96d6fdac8189eabacf498b5929c6922",
     "topk/seen.rows.npy": "a07a32cc3d591440b62745afe80564ec59edc7856bbda06e1fb60db5f8c1be1e",

@@ -43,8 +43,11 @@ def test_correct_sets_grow_by_undirected_hops(tree):
 
 def test_class_outside_the_graph_and_a_small_space(tree):
     sets = correct_sets(tree, [*SPACE, "zz"], [6, A1], [2, 20])
-    assert sets.size[2][6] == 1 and sets.size[20][6] == 1  # only itself
-    assert sets.size[20][A1] == 6  # the whole connected label space, fewer than K
+    # a class that is not a node has no correct set (not {itself}): hierarchical_precision
+    # leaves its images out (tests/robustness/test_hierarchy_metrics.py)
+    assert not sets.in_graph[6] and sets.size[2][6] == 0 and sets.size[20][6] == 0
+    assert not sets.member(np.array([6]), np.array([[6, A1]]), 20).any()
+    assert sets.in_graph[A1] and sets.size[20][A1] == 6  # the whole connected label space, fewer than K
 
 
 def test_hand_computed_precision_without_ties(tree):
@@ -152,3 +155,48 @@ def test_a_label_space_smaller_than_k_is_precision_over_its_classes(tree):
     got = hierarchical_precision(tree, space, np.array([0]), (scores, ids), [1, 2, 5])["flat"]
     # H2(a1) = {a1, a}: top-2 {b1, a1} → 1/2
     assert got == pytest.approx({"1": 0.0, "2": 0.5, "5": 1.0})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_correct_sets_match_a_breadth_first_search_per_class(seed):
+    """The vectorised rings (all test classes a step at a time, in blocks) against networkx's
+    distances from each class on its own, on random DAGs with hubs and label spaces of every
+    density: the radius and size of H_K for each K, and membership of every space class."""
+    import networkx as nx
+
+    from imagenet_zsl.evaluation import hierarchical_precision as hp
+
+    rng = np.random.default_rng(seed)
+    n = 80
+    edges = [
+        (f"v{p}", f"v{c}") for c in range(1, n) for p in rng.choice(c, min(c, rng.integers(1, 3)), False)
+    ]
+    edges += [("v0", f"v{c}") for c in range(40, 60)]  # a hub of many children
+    graph = ClassGraph.from_edges(edges, nodes=[f"v{i}" for i in range(n)] + ["lone"])
+    undirected = nx.Graph(edges)
+    undirected.add_node("lone")
+    space = sorted(rng.choice(graph.wnids, [5, 30, 81][seed], replace=False).tolist())
+    ks = [1, 2, 5, 10]
+    classes = np.arange(len(space))
+    old_block = hp.VISITED_ELEMENTS
+    hp.VISITED_ELEMENTS = 3 * len(graph)  # blocks of 3 sources
+    try:
+        sets = correct_sets(graph, space, classes, ks)
+    finally:
+        hp.VISITED_ELEMENTS = old_block
+    for c, wnid in enumerate(space):
+        dist = nx.single_source_shortest_path_length(undirected, wnid)
+        hops = np.array(sorted(dist[w] for w in space if w in dist))
+        for k in ks:
+            # R grown from 0 until H holds at least K classes (or the component is exhausted:
+            # then every space class it holds, whatever R beyond the farthest)
+            radius = next((r for r in range(n + 1) if (hops <= r).sum() >= k), None)
+            if radius is None:
+                radius = hops.max()
+                assert sets.radius[k][c] >= radius
+            else:
+                assert sets.radius[k][c] == radius
+            assert sets.size[k][c] == (hops <= radius).sum()
+            inside = [j for j, w in enumerate(space) if dist.get(w, n + 1) <= radius]
+            got = sets.member(np.full(1, c), classes[None], k)[0]
+            assert np.flatnonzero(got).tolist() == inside

@@ -103,13 +103,29 @@ def test_report_rejects_a_directory_without_metrics(tmp_path, capsys):
 
 
 def test_plots_render(tmp_path):
+    """The run's figures are SVG documents drawn from the numbers: each point and bar where its
+    value puts it, every label written, the same bytes for the same data."""
+    import xml.etree.ElementTree as ET
+
+    svg = "{http://www.w3.org/2000/svg}"
     zsl = {"flat": {"1": 0.2, "2": 0.3, "5": 0.5}, "per_class": {"1": 0.1, "2": 0.3, "5": 0.4}}
-    plots.plot_hit_curve(zsl, tmp_path / "hit.png")
+    plots.plot_hit_curve(zsl, tmp_path / "hit.svg", "model & <split>")
+    hit = ET.parse(tmp_path / "hit.svg").getroot()
+    texts = [t.text for t in hit.iter(f"{svg}text")]
+    assert "model & <split>" in texts and {"1", "2", "5", "flat (per image)", "per-class mean"} <= set(texts)
+    flat, per_class = (line.get("points").split() for line in hit.iter(f"{svg}polyline"))
+    ys = [float(p.split(",")[1]) for p in flat]
+    # y pixels are linear in hit@K: 20 % -> 30 % -> 50 % rise by 10 then 20 units
+    assert ys[0] > ys[1] > ys[2] and (ys[1] - ys[2]) == pytest.approx(2 * (ys[0] - ys[1]), abs=0.02)
+    assert float(per_class[1].split(",")[1]) == pytest.approx(ys[1], abs=0.01)  # both 30 % at K=2
     scores = np.random.default_rng(0).random((50, 6)).astype(np.float32)
     labels = np.r_[np.arange(25) % 3, 3 + np.arange(25) % 3]
     gz = gzsl_from_scores(scores, labels, np.arange(6) >= 3, m=3)
     curve = seen_unseen_curve(gz, 1)
-    plots.plot_suc({"hit@1": curve}, tmp_path / "suc.png", {"hit@1": curve.at(0.0)}, {"hit@1": curve.at(0.1)})
+    plots.plot_suc({"hit@1": curve}, tmp_path / "suc.svg", {"hit@1": curve.at(0.0)}, {"hit@1": curve.at(0.1)})
+    suc = ET.parse(tmp_path / "suc.svg").getroot()
+    assert f"hit@1 (AUSUC {100 * curve.ausuc:.1f})" in [t.text for t in suc.iter(f"{svg}text")]
+    assert len(next(suc.iter(f"{svg}polyline")).get("points").split()) == len(curve.unseen) + 1
     breakdown = {
         "counts": {"correct": 3, "parent": 1, "unrelated": 2, "not_in_graph": 0},
         "shares": {"correct": 0.5, "parent": 1 / 6, "unrelated": 1 / 3, "not_in_graph": 0.0},
@@ -117,10 +133,18 @@ def test_plots_render(tmp_path):
         "semantic_lower_bound": 2 / 3,
         "semantic_upper_bound": 2 / 3,
     }
-    plots.plot_error_breakdown(breakdown, tmp_path / "err.png")
-    for name in ("hit.png", "suc.png", "err.png"):
-        data = (tmp_path / name).read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    first = plots.plot_error_breakdown(breakdown, tmp_path / "err.svg").read_bytes()
+    err = ET.parse(tmp_path / "err.svg").getroot()
+    bars = [
+        r for r in err.iter(f"{svg}rect") if r.get("fill", "").startswith("#") and r.get("fill") != "#fff"
+    ]
+    heights = [float(r.get("height")) for r in bars]
+    assert len(heights) == 3 and heights[0] == pytest.approx(3 * heights[1], abs=0.02)  # 50 % vs 1/6
+    assert {"50.0", "16.7", "33.3", "correct", "parent", "unrelated"} <= {
+        t.text for t in err.iter(f"{svg}text")
+    }
+    assert "not_in_graph" not in {t.text for t in err.iter(f"{svg}text")}  # an empty category is not drawn
+    assert plots.plot_error_breakdown(breakdown, tmp_path / "again.svg").read_bytes() == first
 
 
 def test_report_replaces_only_its_own_tables(tmp_path: Path) -> None:

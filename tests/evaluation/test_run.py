@@ -111,13 +111,13 @@ def test_zsl_gzsl_calibration_and_breakdown_end_to_end(bench, graph, tmp_path):
         "per_class.csv",
         "report.md",
         "manifest.json",
-        "hit_at_k.png",
-        "suc_curve.png",
-        "error_breakdown.png",
+        "hit_at_k.svg",
+        "suc_curve.svg",
+        "error_breakdown.svg",
         "topk",
     } <= files
-    for png in ("hit_at_k.png", "suc_curve.png", "error_breakdown.png"):
-        assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for svg in ("hit_at_k.svg", "suc_curve.svg", "error_breakdown.svg"):
+        assert (out / svg).read_bytes().startswith(b'<svg xmlns="http://www.w3.org/2000/svg"')
     report = (out / "report.md").read_text()
     assert "γ = 0.75" in report and "| per-class | hit@1 |" in report
     manifest = json.loads((out / "manifest.json").read_text())
@@ -148,7 +148,7 @@ def test_same_inputs_same_bytes(bench, graph, tmp_path):
     a = evaluate(config(bench, tmp_path / "a"), graph=graph, progress=False)
     b = evaluate(config(bench, tmp_path / "b"), graph=graph, progress=False)
     assert a == b
-    for name in ("metrics.json", "per_class.csv", "report.md", "hit_at_k.png"):
+    for name in ("metrics.json", "per_class.csv", "report.md", "hit_at_k.svg"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 

@@ -205,10 +205,10 @@ def _bench_search_module():
 
 
 def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
-    """tools/bench_search.py --mode evaluate, its processes faked: per size, the ratio of the
-    medians of the repeats (CPU and peak memory) for the command as given and with --no-plots; per
-    class count measured at two image counts, the fixed cost and cost per image of the line
-    through them."""
+    """tools/bench_search.py --mode evaluate, its processes faked: the command as the docs show it
+    (no flag but its inputs and --out) and the old flags' extra line, interleaved with the floor;
+    per size, the ratio of the medians of the repeats (CPU and peak memory); per class count
+    measured at two image counts, the fixed cost and cost per image of the line through them."""
     import json
     from pathlib import Path
 
@@ -218,32 +218,36 @@ def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
         ("floor", 10): [4.5, 4.0, 3.0],
         ("evaluate", 40): [13.0, 16.0, 20.0],
         ("evaluate", 10): [6.0, 5.0, 7.0],
-        ("no_plots", 40): [11.0, 12.0, 10.0],
-        ("no_plots", 10): [4.0, 5.0, 4.5],
+        ("bench_flags", 40): [11.0, 12.0, 10.0],
+        ("bench_flags", 10): [4.0, 5.0, 4.5],
     }
-    seen = []
+    seen, argvs = [], {}
 
     def fake(script, args, timing):
-        who = "floor" if script == module.FLOOR_SCRIPT else "no_plots" if "--no-plots" in args else "evaluate"
+        flags = "--no-plots" in args
+        who = "floor" if script == module.FLOOR_SCRIPT else "bench_flags" if flags else "evaluate"
         features = args[0] if who == "floor" else args[args.index("--features") + 1]
         images = sum(len(np.load(f)) for f in Path(features).glob("*.labels.npy"))
         seen.append((who, images))
+        argvs[who] = args
         value = cpu[who, images][sum(1 for s in seen if s == (who, images)) - 1]
         return {"wall": value / 2, "cpu": value, "peak_mb": 100.0 if who == "floor" else 110.0}
 
     monkeypatch.setattr(module, "fresh_process", fake)
+    monkeypatch.setattr(module, "_check_same_hits", lambda run_dir, floor: None)
     argv = ["--mode", "evaluate", "--sizes", "10x6,40x6", "--dim", "4", "--repeats", "3"]
     assert module.main([*argv, "--json", str(tmp_path / "r.json")]) == 0
-    assert (
-        seen
-        == [("floor", 10), ("evaluate", 10), ("no_plots", 10)] * 3
-        + [
-            ("floor", 40),
-            ("evaluate", 40),
-            ("no_plots", 40),
-        ]
-        * 3
-    )
+    per_size = [("floor", 10), ("evaluate", 10), ("bench_flags", 10)] * 3
+    assert seen == per_size + [(who, 40) for who, _ in per_size]
+    typed = argvs["evaluate"][1:]  # after the timing file: exactly the documented command
+    assert typed[0] == "evaluate" and [a for a in typed if a.startswith("--")] == [
+        "--features",
+        "--split",
+        "--prototypes",
+        "--out",
+    ]
+    assert argvs["bench_flags"][-len(module.BENCH_FLAGS) :] == list(module.BENCH_FLAGS)
+    assert argvs["floor"][-1] == "1,2,5,10,20" and argvs["floor"][2] == "21"  # K, and the top-21
     result = json.loads((tmp_path / "r.json").read_text())["evaluate"]
     small, large = result["sizes"]
     assert (small["floor"]["cpu"], small["evaluate"]["cpu"]) == (4.0, 6.0)
@@ -251,22 +255,29 @@ def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
     assert (small["cpu_ratio"], large["cpu_ratio"]) == (1.5, 1.6)
     assert large["memory_ratio"] == pytest.approx(1.1)
     assert result["worst_cpu_ratio"] == 1.6
-    assert (small["no_plots_cpu_ratio"], large["no_plots_cpu_ratio"]) == (4.5 / 4, 1.1)
-    assert result["worst_no_plots_cpu_ratio"] == 1.125
+    assert (small["bench_flags_cpu_ratio"], large["bench_flags_cpu_ratio"]) == (4.5 / 4, 1.1)
+    assert result["worst_bench_flags_cpu_ratio"] == 1.125
     (line,) = result["lines"]  # floor: 6 s over 30 images from 4 s; evaluate: 10 s from 6 s
     assert line["floor"]["cpu_per_image"] == pytest.approx(0.2)
     assert line["floor"]["fixed_cpu"] == pytest.approx(2.0)
     assert line["evaluate"]["fixed_cpu"] == pytest.approx(6.0 - 10 * 10 / 30)
     assert line["per_image_ratio"] == pytest.approx(10 / 6)
+    assert line["fixed_over_floor"] == pytest.approx(6.0 - 10 * 10 / 30 - 2.0)
 
 
-def test_the_bench_floor_reads_every_row_and_counts_ties_in_a_fresh_process(tmp_path):
-    """The floor script (np.load, fp32, blocked BLAS, argpartition, exact tie counts) over every
-    shard of a directory, numpy only: its count of images ranked first is the brute force's."""
+def test_the_bench_floor_computes_what_evaluate_reports_in_a_fresh_process(tmp_path):
+    """The floor script (np.load of the float16 shards, float32 tiles, BLAS, argpartition, exact
+    tie counts, tie-fair hit@K), numpy only, over every shard of a directory of real wnids: its
+    counts and its flat and per-class hit@K are the brute force's, with ties planted."""
     module = _bench_search_module()
     paths = module.write_bench_inputs(tmp_path, 25, 4, 3, seed=0)
+    assert all(w.startswith("n") and len(w) == 9 for w in paths["split"].read_text().split())
+    with np.load(paths["prototypes"]) as data:
+        matrix, wnids = data["matrix"].copy(), data["wnids"].copy()
+    matrix[2] = matrix[1]  # two identical prototypes: their images tie
+    np.savez(paths["prototypes"], matrix=matrix, wnids=wnids)
     timing = tmp_path / "t.json"
-    args = [str(paths["features"]), str(paths["prototypes"]), "3", str(timing)]
+    args = [str(paths["features"]), str(paths["prototypes"]), "3", str(timing), "1,2"]
     result = module.fresh_process(module.FLOOR_SCRIPT, args, timing)
     assert result["rows"] == 25
     assert 0 < result["imports"] < result["wall"] and result["work"] > 0 and result["cpu"] > 0
@@ -274,10 +285,56 @@ def test_the_bench_floor_reads_every_row_and_counts_ties_in_a_fresh_process(tmp_
     files = sorted(paths["features"].glob("*.features.npy"))
     features = np.vstack([np.load(f).astype(np.float32) for f in files])
     labels = np.concatenate([np.load(str(f).replace(".features.npy", ".labels.npy")) for f in files])
-    with np.load(paths["prototypes"]) as data:
-        scores = features @ data["matrix"].T
-    first = (scores > scores[np.arange(25), labels][:, None]).sum(axis=1) == 0
-    assert result["hits"] == int(first.sum())
+    scores = features @ matrix.T
+    true = scores[np.arange(25), labels][:, None]
+    above, tied = (scores > true).sum(axis=1), (scores == true).sum(axis=1) - 1
+    assert result["hits"] == int((above == 0).sum()) and tied.max() == 1
+    for k in (1, 2):
+        hit = np.clip((k - above) / (tied + 1), 0, 1)  # expected hit@k under random tie-breaking
+        assert result["flat"][str(k)] == pytest.approx(hit.mean())
+        per_class = [hit[labels == c].mean() for c in np.unique(labels)]
+        assert result["per_class"][str(k)] == pytest.approx(np.mean(per_class))
+
+
+def test_evaluate_as_typed_loads_no_scipy_pandas_matplotlib_nor_wordnet(tmp_path):
+    """Issue 46: ``evaluate`` as the docs show it (the WordNet graph's breakdown and hP@K, label
+    frequencies, class properties, plots) on real wnids, caches warm, imports none of scipy (the
+    graph's queries are numpy), pandas (the Spearman ρ), matplotlib (the figures are SVG), nltk
+    or wordfreq (the graph and the label frequencies are cached), nor torch; and writes them all."""
+    import json
+    import subprocess
+    import sys
+
+    from imagenet_zsl.hierarchy.universe import load_class_graph
+    from imagenet_zsl.semantics.frequency import universe_label_frequencies
+
+    load_class_graph(), universe_label_frequencies()  # the caches a first run fills
+    paths = _bench_search_module().write_bench_inputs(tmp_path, 40, 6, 4, seed=0)
+    argv = [
+        *("evaluate", "--features", str(paths["features"]), "--split", str(paths["split"])),
+        *("--prototypes", str(paths["prototypes"]), "--out", str(tmp_path / "run")),
+    ]
+    code = (
+        "import json, sys\n"
+        "from imagenet_zsl.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print(json.dumps([code, sorted(sys.modules)]))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-1500:]
+    code, modules = json.loads(done.stdout.strip().splitlines()[-1])
+    heavy = ("scipy", "pandas", "pyarrow", "matplotlib", "nltk", "wordfreq", "torch")
+    assert code == 0 and [m for m in modules if m.split(".")[0] in heavy] == []
+    run = tmp_path / "run"
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert (
+        metrics["hierarchy"]["counts"]["not_in_graph"] == 0
+        and metrics["hierarchical_precision"]["images"] == 40
+    )
+    assert "population" in metrics["class_properties"]["spearman_hit1"]  # populations vary: a ρ
+    table = (run / "per_class.csv").read_text().splitlines()
+    assert len(table) == 7 and all(cell for cell in table[1].split(",")[-4:])  # every property known
+    assert (run / "hit_at_k.svg").is_file() and (run / "error_breakdown.svg").is_file()
 
 
 def test_the_device_is_resolved_once_with_one_line_errors():

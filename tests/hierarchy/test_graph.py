@@ -108,3 +108,26 @@ def test_matches_networkx_on_random_dags(seed):
         assert pairwise[i, j] == lengths[a][b]
     limited = graph.pairwise_distances(members, limit=2)
     assert ((limited == 255) == (pairwise > 2)).all()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_neighbours_between_keeps_every_distance_among_the_kept_nodes(seed):
+    """The graph stripped of the branches that join no two kept nodes: the same hop distances
+    between kept nodes (networkx on the whole graph), and no node left that is a leaf outside the
+    kept set."""
+    from imagenet_zsl.hierarchy.graph import _bfs
+
+    edges = _random_dag(seed, n=80)
+    graph = ClassGraph.from_edges(edges)
+    rng = np.random.default_rng(seed)
+    keep = np.sort(rng.choice(len(graph), 6, replace=False))
+    indptr, indices = graph.neighbours_between(keep)
+    degree = np.diff(indptr)
+    alive = np.flatnonzero(degree > 0)
+    assert len(alive) < len(graph)
+    assert all(degree[node] >= 2 for node in alive if node not in keep)
+    lengths = dict(nx.all_pairs_shortest_path_length(nx.Graph(edges)))
+    for source in keep:
+        dist = _bfs(indptr, indices, np.array([source]))[0]
+        expected = [lengths[graph.wnids[source]].get(graph.wnids[t], -1) for t in keep]
+        assert dist[keep].tolist() == expected

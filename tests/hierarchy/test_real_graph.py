@@ -51,3 +51,52 @@ def test_imagenet_released_hierarchy_is_connected():
     graph = load_class_graph("imagenet")
     assert graph.roots == ["fall11"]
     assert all(w in graph for w in universe_wnids())
+
+
+def test_the_cached_class_graph_is_the_built_one_and_a_bad_cache_is_rebuilt(
+    real_graph, tmp_path, monkeypatch, caplog
+):
+    """Issue 46: evaluate reads the graph from a cache file instead of the WordNet noun table. The
+    file gives back the graph built from WordNet (same nodes, same edges, same answers); it is
+    found again by its key; a truncated file is rebuilt with a warning; other WordNet files are
+    another key (another file), never the stale graph; a cache directory that cannot be written
+    costs a warning, not the run."""
+    import logging
+
+    from imagenet_zsl.hierarchy import universe
+
+    built = universe.build_class_graph("wordnet")
+    assert built.wnids == real_graph.wnids and np.array_equal(built.edge_keys, real_graph.edge_keys)
+    monkeypatch.setenv("IMAGENET_ZSL_CACHE", str(tmp_path))
+    builds = []
+    monkeypatch.setattr(universe, "build_class_graph", lambda *a: builds.append(a) or built)
+    universe.load_class_graph.cache_clear()
+    try:
+        first = universe.load_class_graph()
+        (path,) = tmp_path.glob("class-graph-wordnet-v*.npz")
+        universe.load_class_graph.cache_clear()
+        again = universe.load_class_graph()
+        assert len(builds) == 1 and again is not first  # read from the file, not rebuilt
+        assert again.wnids == built.wnids and np.array_equal(again.edge_keys, built.edge_keys)
+        assert again.distance("n02084071", "n02121808") == built.distance("n02084071", "n02121808")
+        path.write_bytes(path.read_bytes()[:1000])
+        universe.load_class_graph.cache_clear()
+        with caplog.at_level(logging.WARNING):
+            assert universe.load_class_graph().wnids == built.wnids
+        assert len(builds) == 2 and "unreadable class-graph cache" in caplog.text
+        monkeypatch.setattr(universe, "wordnet_key", lambda: "another wordnet")
+        universe.load_class_graph.cache_clear()
+        universe.load_class_graph()
+        assert len(builds) == 3 and len(list(tmp_path.glob("class-graph-wordnet-v*.npz"))) == 2
+
+        def read_only(path, data):
+            raise PermissionError(13, "Permission denied", str(path))
+
+        monkeypatch.setattr(universe, "atomic_write_bytes", read_only)
+        monkeypatch.setattr(universe, "wordnet_key", lambda: "a third wordnet")
+        universe.load_class_graph.cache_clear()
+        with caplog.at_level(logging.WARNING):
+            assert universe.load_class_graph().wnids == built.wnids  # a cache it cannot write
+        assert "not written" in caplog.text
+    finally:
+        universe.load_class_graph.cache_clear()

@@ -118,7 +118,7 @@ def _zsl_lines(zsl: dict) -> list[str]:
         modes += [("flat, strict ties", "flat_strict"), ("per-class, strict ties", "per_class_strict")]
     rows = [[name, *[pct(zsl[key][str(k)]) for k in ks]] for name, key in modes]
     table = md_table(["", *[f"hit@{k}" for k in ks]], rows)
-    return ["## ZSL (test classes only)", "", table, "", "![hit@K](hit_at_k.png)", ""]
+    return ["## ZSL (test classes only)", "", table, "", "![hit@K](hit_at_k.svg)", ""]
 
 
 def _gzsl_lines(gzsl: dict | None) -> list[str]:
@@ -141,7 +141,7 @@ def _gzsl_lines(gzsl: dict | None) -> list[str]:
         md_table(["", "K", "seen", "unseen", "H", "AUSUC"], rows),
         *_calibration_lines(gzsl.get("calibration")),
         "",
-        "![SUC](suc_curve.png)",
+        "![SUC](suc_curve.svg)",
         "",
     ]
 
@@ -200,7 +200,7 @@ def _hierarchy_lines(hier: dict | None) -> list[str]:
         f"{pct(hier['semantic_lower_bound'])}% (prediction is the class or one of its "
         f"ancestors) and {pct(hier['semantic_upper_bound'])}% (also descendants).",
         "",
-        "![errors](error_breakdown.png)",
+        "![errors](error_breakdown.svg)",
         "",
     ]
 
@@ -213,7 +213,17 @@ def _hp_lines(hp: dict | None) -> list[str]:
     rows = [["hP@K", *[pct(hp["flat"][str(k)]) for k in ks]]]
     rows.append(["mean |H_K|", *[f"{hp['mean_correct_set_size'][str(k)]:.1f}" for k in ks]])
     head = ["", *[f"K={k}" for k in ks]]
-    return ["## Hierarchical precision@K", "", f"{hp['definition']}.", "", md_table(head, rows), ""]
+    left = hp.get("not_in_graph")
+    note = (
+        [
+            f"{left['classes']} test classes ({left['images']} images) are not nodes of the graph and "
+            f"are left out of hP@K: {preview(left['wnids'])}.",
+            "",
+        ]
+        if left
+        else []
+    )
+    return ["## Hierarchical precision@K", "", f"{hp['definition']}.", "", md_table(head, rows), "", *note]
 
 
 def _property_lines(props: dict | None) -> list[str]:

@@ -2,9 +2,10 @@
 function of the inputs and the ZSL/GZSL results.
 
 The table is a :class:`ClassTable` (named numpy columns), written by :meth:`ClassTable.to_csv`
-with the bytes pandas' ``DataFrame.to_csv(index=False, float_format="%.6g")`` writes: importing
-pandas and formatting through it cost ``evaluate`` about 0.2 s of start-up and 17 us per class.
-pandas is imported only to correlate a property that varies (:func:`_spearman`).
+with the bytes pandas' ``DataFrame.to_csv(index=False, float_format="%.6g")`` writes, and the
+Spearman ρ of metrics.json are pandas' ``Series.rank().corr()`` to the bit (:func:`_spearman`),
+both in numpy: importing pandas (and the pyarrow it loads) cost ``evaluate`` 0.5-1 s of start-up
+for one rank correlation.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from imagenet_zsl.evaluation.properties import PROPERTY_COLUMNS, property_columns
 from imagenet_zsl.hierarchy.universe import training_wnids
+from imagenet_zsl.splits.io import read_wnid_list
 
 if TYPE_CHECKING:
     from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
@@ -57,9 +59,41 @@ class ClassTable:
         return buffer.getvalue()
 
 
+def average_ranks(values: np.ndarray) -> np.ndarray:
+    """(N,) float64 1-based ranks, tied values sharing the average of their ranks (pandas'
+    ``Series.rank()``, scipy's ``rankdata``): exact half-integers."""
+    values = np.asarray(values, dtype=np.float64)
+    order = np.argsort(values, kind="mergesort")
+    ordered = values[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.r_[starts[1:], len(values)]
+    ranks = np.empty(len(values))
+    ranks[order] = np.repeat((starts + 1 + ends) / 2.0, ends - starts)
+    return ranks
+
+
+def pearson(a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson's r as pandas' ``Series.corr`` computes it (centred, scaled by the largest
+    magnitude, clipped to [-1, 1]), so a ρ is pandas' to the bit; NaN when either is constant."""
+    if len(a) < 2:
+        return float("nan")
+    a = a - a.mean()
+    b = b - b.mean()
+    a_scale, b_scale = np.max(np.abs(a)), np.max(np.abs(b))
+    if a_scale == 0 or b_scale == 0:
+        return float("nan")
+    a, b = a / a_scale, b / b_scale
+    fact = len(a) - 1
+    a_norm, b_norm = np.sqrt(np.dot(a, a) / fact), np.sqrt(np.dot(b, b) / fact)
+    if a_norm == 0 or b_norm == 0:
+        return float("nan")
+    return float(np.clip(np.dot(a, b) / fact / a_norm / b_norm, -1.0, 1.0))
+
+
 def _spearman(columns: dict[str, Any], ks: list[int]) -> dict[str, dict[str, Any]]:
     """Spearman ρ between unseen classes' hit@1 (or the smallest K) and each class property, over
-    the classes where both are finite, when there are at least 3 and both vary."""
+    the classes where both are finite, when there are at least 3 and both vary: the Pearson r of
+    their average ranks."""
     spearman = {}
     unseen = np.asarray(columns["role"]) == "unseen"
     hits = np.asarray(columns["hit@1" if 1 in ks else f"hit@{ks[0]}"], dtype=np.float64)[unseen]
@@ -67,23 +101,29 @@ def _spearman(columns: dict[str, Any], ks: list[int]) -> dict[str, dict[str, Any
         values = np.asarray(columns[prop], dtype=np.float64)[unseen]
         keep = np.isfinite(hits) & np.isfinite(values)  # inf counts as missing, as NaN
         x, y = hits[keep], values[keep]
-        if len(x) >= 3 and len(np.unique(y)) > 1 and len(np.unique(x)) > 1:
-            # deferred: only a property that varies over >= 3 classes is correlated, as pandas
-            # computes it (rank, then Pearson); predict and a small evaluate never load pandas
-            import pandas as pd
-
-            rho = pd.Series(x).rank().corr(pd.Series(y).rank())
-            spearman[prop] = {"rho": float(rho), "classes": int(len(x))}
+        if len(x) >= 3 and (y != y[0]).any() and (x != x[0]).any():
+            rho = pearson(average_ranks(x), average_ranks(y))
+            spearman[prop] = {"rho": rho, "classes": int(len(x))}
     return spearman
 
 
 def _training_wnids(inp: EvaluationInputs) -> list[str] | None:
-    """The seen classes for the class properties: the GZSL ones, else ILSVRC-2012's when the graph
-    holds them all."""
-    if inp.seen_wnids is not None or inp.graph is None:
-        return inp.seen_wnids
+    """The training set of the structural ratio column: the one the split's R is defined against,
+    whatever ``--gzsl`` (turning GZSL on never changes a ZSL column): ILSVRC-2012's 1,000 classes
+    when the graph holds them all (as ``splits build`` computes R), else the model's recorded
+    training classes, else the run's (``training_classes``); never the GZSL seen classes (a
+    different set: e.g. without the classes that lack a word vector)."""
+    if inp.graph is None:
+        return None
     candidates = training_wnids()
-    return candidates if all(w in inp.graph for w in candidates) else None
+    if all(w in inp.graph for w in candidates):
+        return candidates
+    recorded = inp.source.seen_wnids()
+    if recorded:
+        return list(recorded)
+    if inp.cfg.training_classes is not None:
+        return read_wnid_list(inp.cfg.training_classes)
+    return None
 
 
 def class_table(

@@ -96,12 +96,12 @@ def _write_topk(tmp: Path, inp: EvaluationInputs, results: SearchResults, metric
 def _write_plots(tmp: Path, outputs: RunOutputs) -> None:
     metrics = outputs.metrics
     title = f"{metrics['model']['name']} on {metrics['inputs']['split']['name']}"
-    plots.plot_hit_curve(metrics["zsl"], tmp / "hit_at_k.png", title)
+    plots.plot_hit_curve(metrics["zsl"], tmp / "hit_at_k.svg", title)
     gzsl = outputs.gzsl
     if gzsl is not None and gzsl.curves:
-        plots.plot_suc(gzsl.curves, tmp / "suc_curve.png", gzsl.direct_points, gzsl.calibrated_points, title)
+        plots.plot_suc(gzsl.curves, tmp / "suc_curve.svg", gzsl.direct_points, gzsl.calibrated_points, title)
     if outputs.zsl.breakdown is not None:
-        plots.plot_error_breakdown(metrics["hierarchy"], tmp / "error_breakdown.png")
+        plots.plot_error_breakdown(metrics["hierarchy"], tmp / "error_breakdown.svg")
 
 
 def config_record(cfg: EvaluationConfig) -> dict[str, Any]:
