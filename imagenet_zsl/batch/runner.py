@@ -143,7 +143,6 @@ from imagenet_zsl.batch.ranks import Ranks, cell_phases, job_ranks, owner
 from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec, Recipe
 from imagenet_zsl.batch.summary import (
     SUMMARY_FILES,
-    pretraining_warnings,
     summary_tables,
     write_results,
     write_summary,
@@ -451,9 +450,7 @@ def _summarise(
     paths += write_results(plan.out, records, results)
     _write_manifest(plan, records, notes)
     result.files = [plan.out / MANIFEST_NAME, *paths, *extra]
-    echo(result.table)
-    for line in pretraining_warnings(rows):
-        echo(f"warning: {line}")
+    echo(result.table)  # its notes say which cells are not zero-shot (pretraining labels)
 
 
 def _write_manifest(plan: Plan, records: list[dict[str, Any]], notes: list[str] | None = None) -> None:

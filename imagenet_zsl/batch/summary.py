@@ -16,6 +16,8 @@ how γ was chosen, the label space, any feature override, the intervals' caveats
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import shutil
@@ -32,6 +34,7 @@ from imagenet_zsl.evaluation.columns import (
 )
 from imagenet_zsl.evaluation.intervals import row_intervals
 from imagenet_zsl.evaluation.report import (
+    leakage_notes,
     record_row,
     table_columns,
     table_note,
@@ -119,6 +122,8 @@ def summary_tables(
         results.append(result)
         row = record_row(result)
         rows.append({c: row.get(c) for c in all_columns(ks, gzsl)})
+    for row, record in zip(rows, records, strict=True):
+        row[SERIES] = _row_name(record)
     runs = [out / r["run"] if r["status"] == "ok" else None for r in records]
     intervals, notes = row_intervals([r["split"] for r in records], runs, [_row_name(r) for r in records])
     for row, result, interval in zip(rows, results, intervals, strict=True):
@@ -127,7 +132,7 @@ def summary_tables(
         row[CI_COLUMN], row[NS_COLUMN] = interval.text, interval.not_significant
         set_interval(result, interval.low, interval.high, interval.text, interval.peers)
     notes += [f"{r['model']} on {r['split']} failed: {r['error']}" for r in records if r["status"] != "ok"]
-    return rows, results, notes
+    return rows, results, notes + pretraining_warnings(rows)
 
 
 def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bool) -> list[dict[str, Any]]:
@@ -135,29 +140,26 @@ def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bo
     return summary_tables(out, records, ks, gzsl)[0]
 
 
+#: a row's key (never a column) naming its line in the plot
+SERIES = "_series"
+
+
 def _series(row: dict) -> str:
-    """A row's line in the plot: its model, ``NAME/model`` in a run over several feature sets
-    (whose rows' backbone reads ``NAME: identity``)."""
-    name, sep, _ = str(row.get("backbone") or "").partition(": ")
-    return f"{name}/{row['model']}" if sep else row["model"]
+    """A row's line in the plot: its model, ``NAME/model`` in a run over several feature sets."""
+    return str(row.get(SERIES) or row["model"])
+
+
+def seen_in_pretraining(metrics: dict) -> str:
+    """A run's count of test classes seen in pretraining, as text ("unknown" when not recorded)."""
+    count = (metrics.get("pretraining") or {}).get("test_classes_seen")
+    return "unknown" if count is None else str(count)
 
 
 def pretraining_warnings(rows: Sequence[dict]) -> list[str]:
     """One line per cell whose test classes include pretraining labels (not zero-shot there), or
     whose backbone's pretraining is known to be unknowable (web data); silent for features that
-    record nothing (e.g. SIMULATED ones) and for failed cells."""
-    lines = []
-    for row in rows:
-        seen = str(row.get(SEEN_COLUMN, "–"))
-        where = f"{row['model']} on {row['split']}"
-        if seen.isdigit() and int(seen) > 0:
-            lines.append(
-                f"{where}: {seen} test classes were labels of the backbone's pretraining; "
-                "results on them are not zero-shot"
-            )
-        elif seen not in ("0", "unknown", "–") and not seen.isdigit():
-            lines.append(f"{where}: test classes seen in pretraining: {seen}")
-    return lines
+    record nothing (e.g. SIMULATED ones) and for failed cells (under the table, as ``report``'s)."""
+    return leakage_notes(rows)
 
 
 def render_summary(
@@ -172,6 +174,33 @@ def render_summary(
         to_csv(rows, every),
         to_latex(rows, printed, note, mark=TEX_MARK),
     )
+
+
+#: the markers of the README's generated demo excerpt (:func:`demo_excerpt`)
+DEMO_START, DEMO_END = "<!-- demo:start -->", "<!-- demo:end -->"
+
+
+def demo_excerpt(summary_csv: str) -> str:
+    """The README's excerpt of a demo run's table, from its summary.csv: flat hit@1 in % with
+    strict hit@1 in brackets, one row per model, one column per split headed by its label space
+    (as the table prints them: 2 decimals); '—' where a model does not run on a split."""
+    rows = list(csv.DictReader(io.StringIO(summary_csv)))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    splits = list(dict.fromkeys(r["split"] for r in rows))
+    space = {r["split"]: r["label space"] for r in reversed(rows)}
+    cell = {(r["model"], r["split"]): r for r in rows}
+
+    def text(row: dict | None) -> str:
+        if row is None or not row["hit@1"]:
+            return "—"
+        return f"{float(row['hit@1']):.2f} ({float(row['strict hit@1']):.2f})"
+
+    lines = [
+        "| model | " + " | ".join(f"{s} ({space[s]})" for s in splits) + " |",
+        "|---|" + "---:|" * len(splits),
+    ]
+    lines += [f"| {m} | " + " | ".join(text(cell.get((m, s))) for s in splits) + " |" for m in models]
+    return "\n".join(lines) + "\n"
 
 
 def _pct(value: float | None) -> float:

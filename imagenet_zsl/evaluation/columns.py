@@ -106,7 +106,7 @@ def _group(name: str, rows: Sequence[dict], ks: Sequence[int], gzsl: bool) -> li
         return all_columns(ks, gzsl)
     if name == "strict":
         strict = [f"strict hit@{k}" for k in ks]
-        return strict + ([c for c in gzsl_columns() if c.startswith("strict ")] if gzsl else [])
+        return strict + ([name for name, mode, _ in _GZSL_PRINTED if mode == "flat_strict"] if gzsl else [])
     if name == "gzsl":
         return gzsl_columns() if gzsl else []
     return None
@@ -200,7 +200,7 @@ _LEGEND: tuple[tuple[Any, str], ...] = (
     (
         lambda c: c == "label space",
         "label space: the classes each test image is ranked against, and how many (−vec: less "
-        "the classes without a class vector, missing_semantics: drop)",
+        "the classes some model has no class vector for, dropped for every model)",
     ),
     (
         _is_hit,

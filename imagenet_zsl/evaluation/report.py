@@ -209,7 +209,25 @@ def report_rows(paths: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list
         record_row(r, interval if run is not None else None, ks, gzsl)
         for r, run, interval in zip(records, runs, intervals, strict=True)
     ]
-    return rows, notes + interval_notes
+    return rows, notes + interval_notes + leakage_notes(rows)
+
+
+def leakage_notes(rows: Sequence[dict]) -> list[str]:
+    """One line per row whose test classes include labels of the backbone's pretraining (its
+    numbers are not zero-shot there), or whose pretraining cannot be known (web data); none for
+    features that record nothing (e.g. SIMULATED ones)."""
+    lines = []
+    for row in rows:
+        seen = str(row.get(SEEN_COLUMN, "–"))
+        where = f"{row['model']} on {row['split']}"
+        if seen.isdigit() and int(seen) > 0:
+            lines.append(
+                f"{where}: {seen} test classes were labels of the backbone's pretraining; "
+                "results on them are not zero-shot"
+            )
+        elif seen not in ("0", "unknown", "–") and not seen.isdigit():
+            lines.append(f"{where}: test classes seen in pretraining: {seen}")
+    return lines
 
 
 def aggregate_runs(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
@@ -390,7 +408,8 @@ def _lead_width(columns: Sequence[str], lead: Sequence[str]) -> int:
 
 
 def to_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
-    """Every column as CSV, values in % (4 decimals), empty where missing."""
+    """Every column as CSV, values in % (6 decimals: a value rounded to the tables' 2 decimals from
+    the CSV is the tables' value), empty where missing."""
     if not rows:
         return ""
     buffer = io.StringIO()
@@ -402,7 +421,7 @@ def to_csv(rows: Sequence[dict], columns: Sequence[str]) -> str:
             value = row.get(column)
             if _is_value(column):
                 number = _number(value)
-                values.append("" if number is None else round(100 * number, 4))
+                values.append("" if number is None else round(100 * number, 6))
             else:
                 values.append("" if value is None else value)
         writer.writerow(values)

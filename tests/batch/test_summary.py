@@ -3,6 +3,7 @@ CSV), the "seen in pretraining" column and its warning, the hit@1 intervals and 
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -194,7 +195,7 @@ def test_bootstrap_interval_and_not_significant_pairs(tmp_path: Path):
     assert f"hit@1 95% CI: {bootstrap.INTERVAL_TEXT}" in table and "percentile" not in table
     paper = to_markdown(rows, notes, columns=None)  # hit@1 from metrics.json (0.25 in every cell)
     assert "| good | hop1 | split 12 | **25.00** [" in paper
-    assert "| bad | hop1 | split 12 | **25.00** n/a (no spread) |" in paper
+    assert "| bad | hop1 | split 12 | **25.00** |" in paper  # no interval: the value alone, the note says why
     assert r"hit@1 95\% CI & per-class hit@1" in to_latex(rows)
 
 
@@ -257,3 +258,51 @@ def test_a_cell_without_usable_lists_gets_no_interval(tmp_path: Path):
     rows = summary_rows(tmp_path, records, [1], gzsl=False)  # c has no topk/ at all
     assert [r["hit@1 95% CI"] for r in rows] == ["n/a (3 classes)", "–", "–"]  # too few to resample
     assert [r["n.s. vs"] for r in rows] == ["–", "–", "–"]  # a is alone in its group: no pair at all
+
+
+def test_the_run_writes_one_result_record_per_cell_and_report_merges_them(demo_run, tmp_path):
+    """#47 §2: ``results/BACKBONE__MODEL__SPLIT.json`` per finished cell, with the protocol in it,
+    listed in the run's manifest; ``report`` on the run directory gives the run's own rows."""
+    manifest = json.loads((demo_run / "manifest.json").read_text())
+    files = sorted((demo_run / "results").glob("*.json"))
+    assert len(files) == len(manifest["cells"]) == 10
+    listed = {entry["path"] for entry in manifest["files"]}
+    assert {f"results/{f.name}" for f in files} <= listed
+    backbone = manifest["cells"][0]["provenance"]["backbone"]  # SIMULATED @<digest>
+    name = backbone.replace(" @", "-")
+    record = json.loads((demo_run / "results" / f"{name}__eszsl__hop1.json").read_text())
+    protocol = record["protocol"]
+    # hop1's 15 classes, 3 of them without a GloVe vector: dropped for every model (conftest)
+    assert protocol["label_space"] == {
+        "name": "split",
+        "size": 12,
+        "full": 15,
+        "without_vector": 3,
+        "missing_semantics": "drop",
+        "text": "split−vec 12",
+    }
+    assert protocol["ks"] == [1, 2, 5, 10, 20] and protocol["images"] == 36  # 12 classes x 3 images
+    assert protocol["classes"] == {
+        "in_split": 15,
+        "evaluated": 12,
+        "with_test_images": 12,
+        "count_as_miss": 0,
+    }
+    assert protocol["features"]["simulated"] and protocol["features"]["weights_sha256"] is None
+    assert len(protocol["features"]["identity_sha256"]) == 64 and protocol["software"]["imagenet-zsl"]
+    assert protocol["gzsl"]["calibration"]["seed"] == 0 and protocol["seed"] == {"bootstrap": 0}
+    cell = json.loads((demo_run / "cells" / "eszsl__hop1" / "metrics.json").read_text())
+    assert record["metrics"]["hit@1"] == cell["zsl"]["flat"]["1"]
+    assert record["metrics"]["validation H"] == cell["gzsl"]["calibration"]["validation_H"]
+    assert record["interval"]["method"] == bootstrap.INTERVAL_TEXT and record["interval"]["low"] is not None
+    # report reads the run's records: the run's own rows, intervals and verdicts
+    from imagenet_zsl.cli import main
+
+    assert main(["report", str(demo_run), "--out", str(tmp_path / "t.md"), "--columns", "all"]) == 0
+    with (tmp_path / "t.csv").open() as handle, (demo_run / "summary.csv").open() as run_handle:
+        ours, runs = list(csv.DictReader(handle)), list(csv.DictReader(run_handle))
+    assert sorted(ours, key=_cell_key) == sorted(runs, key=_cell_key)  # report sorts by split, run by model
+
+
+def _cell_key(row: dict) -> tuple[str, str]:
+    return row["split"], row["model"]
