@@ -130,7 +130,7 @@ def summary_tables(
         if result is None:
             continue
         row[CI_COLUMN], row[NS_COLUMN] = interval.text, interval.not_significant
-        set_interval(result, interval.low, interval.high, interval.text, interval.peers)
+        set_interval(result, interval)
     notes += [f"{r['model']} on {r['split']} failed: {r['error']}" for r in records if r["status"] != "ok"]
     return rows, results, notes + pretraining_warnings(rows)
 

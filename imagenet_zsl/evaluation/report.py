@@ -84,7 +84,7 @@ def record_row(
     classes = protocol.get("classes") or {}
     missed = classes.get("count_as_miss") or 0
     backbone = str(record["backbone"])
-    if protocol.get("features", {}).get("feature_mismatch") and MISMATCH_MARK not in backbone:
+    if protocol.get("features", {}).get("feature_mismatch") and "MISMATCH" not in backbone.upper():
         backbone += MISMATCH_MARK
     row: dict[str, Any] = {
         "backbone": backbone,
@@ -104,8 +104,7 @@ def record_row(
         row[CI_COLUMN], row[NS_COLUMN] = interval.text, interval.not_significant
     else:
         row[CI_COLUMN] = stored.get("text", "–")
-        peers = stored.get("not_significant")
-        row[NS_COLUMN] = "–" if peers is None else (", ".join(peers) or "none")
+        row[NS_COLUMN] = stored.get("not_significant_text", "–")
     seen = (protocol.get("pretraining") or {}).get("test_classes_seen")
     row[SEEN_COLUMN] = "unknown" if seen is None else str(seen)
     row[STATUS_COLUMN] = "ok"

@@ -156,19 +156,19 @@ def result_record(
     }
 
 
-def set_interval(
-    record: dict, low: float | None, high: float | None, text: str, peers: Sequence[str]
-) -> None:
-    """Record the hit@1 interval its run computed (:mod:`imagenet_zsl.evaluation.intervals`) and
-    the rows of that run it is not significantly different from."""
+def set_interval(record: dict, interval: Any) -> None:
+    """Record the hit@1 interval its run computed (an
+    :class:`~imagenet_zsl.evaluation.intervals.RowInterval`) and the rows of that run it is not
+    significantly different from."""
     record["interval"] = {
         "metric": "hit@1",
         "method": bootstrap.INTERVAL_TEXT,
         "level": bootstrap.LEVEL,
-        "low": low,
-        "high": high,
-        "text": text,
-        "not_significant": list(peers),
+        "low": interval.low,
+        "high": interval.high,
+        "text": interval.text,
+        "not_significant": list(interval.peers),
+        "not_significant_text": interval.not_significant,
     }
 
 

@@ -301,7 +301,8 @@ def test_the_run_writes_one_result_record_per_cell_and_report_merges_them(demo_r
     assert main(["report", str(demo_run), "--out", str(tmp_path / "t.md"), "--columns", "all"]) == 0
     with (tmp_path / "t.csv").open() as handle, (demo_run / "summary.csv").open() as run_handle:
         ours, runs = list(csv.DictReader(handle)), list(csv.DictReader(run_handle))
-    assert sorted(ours, key=_cell_key) == sorted(runs, key=_cell_key)  # report sorts by split, run by model
+    for a, b in zip(sorted(ours, key=_cell_key), sorted(runs, key=_cell_key), strict=True):
+        assert a == b, {k: (a[k], b[k]) for k in a if a[k] != b[k]}  # report sorts by split, run by model
 
 
 def _cell_key(row: dict) -> tuple[str, str]:
