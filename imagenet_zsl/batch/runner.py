@@ -149,6 +149,7 @@ from imagenet_zsl.batch.summary import (
 )
 from imagenet_zsl.batch.training import Trained, train_models, write_timings
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.columns import select_columns
 from imagenet_zsl.evaluation.run.cache import shared_search
 from imagenet_zsl.evaluation.run.verify import verify_run_directory
 from imagenet_zsl.io import MANIFEST_NAME, file_record, read_manifest, write_manifest
@@ -190,6 +191,7 @@ def run(
 
         def prepare() -> tuple[Plan, list[_Prepared]]:
             plan = plan_run(recipe_path, out, allow_feature_mismatch, recipe)
+            select_columns(columns, [], plan.recipe.ks, plan.recipe.gzsl)  # a typo: one line, before any work
             plan.columns = columns
             lock.enter_context(run_lock(plan.out))
             write_recipe(plan)

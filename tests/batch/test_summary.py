@@ -307,3 +307,29 @@ def test_the_run_writes_one_result_record_per_cell_and_report_merges_them(demo_r
 
 def _cell_key(row: dict) -> tuple[str, str]:
     return row["split"], row["model"]
+
+
+def test_run_prints_the_columns_asked_for_and_refuses_a_typo_before_any_work(
+    demo_inputs, demo_run, tmp_path, capsys
+):
+    import shutil
+
+    from imagenet_zsl.cli import main
+
+    out = tmp_path / "run"
+    shutil.copytree(demo_run, out)  # every cell finished: only the summary is written again
+    capsys.readouterr()
+    argv = ["run", str(demo_inputs.recipe), "--out", str(out), "--no-progress"]
+    assert main([*argv, "--columns", "paper,strict"]) == 0
+    printed = capsys.readouterr().out
+    header = (
+        "| model | split | label space | hit@1 [95% CI] | hit@2 | hit@5 | hit@10 | hit@20 | strict hit@1 |"
+    )
+    assert header in printed and header in (out / "summary.md").read_text()
+    assert "| GZSL H | strict GZSL U | strict GZSL S | strict GZSL H |" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["parameters"]["columns"] == "paper,strict"
+    assert (out / "summary.csv").read_text() == (demo_run / "summary.csv").read_text()  # every column
+    typo = tmp_path / "typo"
+    assert main(["run", str(demo_inputs.recipe), "--out", str(typo), "--columns", "strict hit1"]) == 2
+    assert "did you mean 'strict hit@1'" in capsys.readouterr().err and not typo.exists()

@@ -110,3 +110,19 @@ def test_a_file_that_is_not_a_record_is_one_line(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "t.md")]) == 2
     assert "no metrics.json and no result records" in capsys.readouterr().err
+
+
+def test_the_label_space_of_an_evaluate_run_is_named_with_its_size():
+    """evaluate --label-space all with a word-vector model: the classes without a vector left the
+    space (metrics.json's ``without_prototype``): All 20,842 less 1,917 is printed All−vec 18,925."""
+    from imagenet_zsl.evaluation.result_records import label_space_of
+
+    block = {"spec": "all", "classes_in_label_space": 18925, "without_prototype": {"classes": 1917}}
+    space = label_space_of({"label_space": block})
+    assert (space["full"], space["size"], space["text"]) == (20842, 18925, "All−vec 18,925")
+    kept = label_space_of({"label_space": {**block, "without_prototype": {"classes": 0}}})
+    assert kept["text"] == "All 18,925"
+    listed = label_space_of({"label_space": {"spec": "/x/my_space.txt", "classes_in_label_space": 1200}})
+    assert listed["text"] == "my_space 1,200"
+    given = {"name": "all", "full": 20842, "size": 20842, "without_vector": 1917, "missing_semantics": "keep"}
+    assert label_space_of({}, given)["text"] == "All 20,842"  # run's keep: the literature's 20,842
