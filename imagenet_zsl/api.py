@@ -209,9 +209,11 @@ def run_batch(recipe: str | Path, out: str | Path, progress: bool = False) -> Pa
 
 
 def hit_at_k_table(runs: str | Path | Sequence[str | Path]) -> pd.DataFrame:
-    """One row per run (``imagenet-zsl report``'s table): split, model, features, backbone, class
-    vectors, label space, ``hit@K`` (flat hit@K, fractions in [0, 1], expected value under random
-    tie-breaking), per-class hit@1, strict hit@K, hP@K, GZSL U/S/H/AUSUC per image (NaN without GZSL).
+    """One row per run (every column of ``imagenet-zsl report``'s CSV, in its order): backbone, model,
+    split, class vectors, label space (its name and size), classes, ``hit@K`` (flat hit@K, fractions
+    in [0, 1], expected value under random tie-breaking), the hit@1 interval, per-class hit@1,
+    strict hit@K, hP@K, GZSL U/S/H (both tie rules), AUSUC, calibrated and validation H (NaN
+    without GZSL), the models not significantly different and the classes seen in pretraining.
 
     ``runs``: run directories (``evaluate``), or a ``run`` batch directory (its ``cells/``, or
     ``backbones/NAME/cells/`` of a recipe over several feature sets: one row per backbone, model

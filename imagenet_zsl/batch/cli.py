@@ -44,6 +44,14 @@ def register(tree: CommandTree) -> None:
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (one line per cell)")
     parser.add_argument(
+        "--columns",
+        metavar="NAME,...",
+        help="the columns of summary.md and summary.tex (and the printed table), comma-separated: names "
+        "(e.g. 'strict hit@1', 'validation H') or groups: paper (default: model, split, label space, "
+        "hit@1 [95%% CI], hit@2/5/10/20, GZSL U/S/H; at most 12 columns), strict, gzsl, all; "
+        "summary.csv always has every column",
+    )
+    parser.add_argument(
         "-v",
         "--verbose",
         dest="run_verbose",

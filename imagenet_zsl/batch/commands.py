@@ -26,6 +26,7 @@ def run(args: argparse.Namespace) -> int:
             args.out,
             progress=not args.no_progress,
             allow_feature_mismatch=args.allow_feature_mismatch,
+            columns=getattr(args, "columns", None),
             **_options(args),
         )
     except PeerFailed:  # under torchrun: rank 0 printed the error

@@ -97,6 +97,8 @@ class Plan:
     #: the recipe's listed validation classes (None: none listed)
     val_wnids: list[str] | None = None
     allow_feature_mismatch: bool = False
+    #: ``--columns``: the summary's printed columns (None: the paper table; every column in the CSV)
+    columns: str | None = None
     #: the recipe's name of this plan's feature set (several backbones: one plan each, in
     #: ``OUT/backbones/NAME``); None for a recipe with one feature set
     backbone: str | None = None

@@ -141,9 +141,15 @@ from imagenet_zsl.batch.plan import (
 )
 from imagenet_zsl.batch.ranks import Ranks, cell_phases, job_ranks, owner
 from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec, Recipe
-from imagenet_zsl.batch.summary import SUMMARY_FILES, pretraining_warnings, summary_rows, write_summary
+from imagenet_zsl.batch.summary import (
+    SUMMARY_FILES,
+    summary_tables,
+    write_results,
+    write_summary,
+)
 from imagenet_zsl.batch.training import Trained, train_models, write_timings
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.columns import select_columns
 from imagenet_zsl.evaluation.run.cache import shared_search
 from imagenet_zsl.evaluation.run.verify import verify_run_directory
 from imagenet_zsl.io import MANIFEST_NAME, file_record, read_manifest, write_manifest
@@ -167,12 +173,14 @@ def run(
     *,
     recipe: Recipe | None = None,
     verbose: bool = True,
+    columns: str | None = None,
 ) -> RunResult:
     """Validate, then train, fix the classes, evaluate and summarise (see the module docstring).
 
     ``recipe``: one built from the command line's flags instead of ``recipe_path`` (written to
     ``OUT/recipe.yaml``). ``verbose``: every stage's line through ``echo``; else only warnings,
-    failures and the table (:mod:`~imagenet_zsl.batch.console`).
+    failures and the table (:mod:`~imagenet_zsl.batch.console`). ``columns``: the summary's printed
+    columns (``--columns``; None: the paper table, :mod:`imagenet_zsl.evaluation.columns`).
 
     Under torchrun (``WORLD_SIZE`` > 1) every process calls this: rank 0 checks, holds the lock
     and writes the shared files; models and cells are spread over the ranks
@@ -183,6 +191,8 @@ def run(
 
         def prepare() -> tuple[Plan, list[_Prepared]]:
             plan = plan_run(recipe_path, out, allow_feature_mismatch, recipe)
+            select_columns(columns, [], plan.recipe.ks, plan.recipe.gzsl)  # a typo: one line, before any work
+            plan.columns = columns
             lock.enter_context(run_lock(plan.out))
             write_recipe(plan)
             plans = backbone_plans(plan)
@@ -436,13 +446,13 @@ def _summarise(
     notes: list[str],
     extra: list[Path],
 ) -> None:
-    rows = summary_rows(plan.out, records, plan.recipe.ks, plan.recipe.gzsl)
-    result.table, paths = write_summary(rows, plan.out, plan.recipe.ks, notes)
+    rows, results, table_notes = summary_tables(plan.out, records, plan.recipe.ks, plan.recipe.gzsl)
+    notes = [*notes, *table_notes]
+    result.table, paths = write_summary(rows, plan.out, plan.recipe.ks, notes, plan.columns)
+    paths += write_results(plan.out, records, results)
     _write_manifest(plan, records, notes)
     result.files = [plan.out / MANIFEST_NAME, *paths, *extra]
-    echo(result.table)
-    for line in pretraining_warnings(rows):
-        echo(f"warning: {line}")
+    echo(result.table)  # its notes say which cells are not zero-shot (pretraining labels)
 
 
 def _write_manifest(plan: Plan, records: list[dict[str, Any]], notes: list[str] | None = None) -> None:
@@ -453,7 +463,11 @@ def _write_manifest(plan: Plan, records: list[dict[str, Any]], notes: list[str] 
         format=RUN_FORMAT,
         tool=RUN_TOOL,
         inputs={"recipe": file_record(plan.recipe_path)},
-        parameters={"config": plan.recipe.as_dict(), "allow_feature_mismatch": plan.allow_feature_mismatch},
+        parameters={
+            "config": plan.recipe.as_dict(),
+            "allow_feature_mismatch": plan.allow_feature_mismatch,
+            "columns": plan.columns,
+        },
         fields={
             "cells": [
                 {k: r[k] for k in ("model", "split", "status", "error", "run")}

@@ -1,21 +1,17 @@
-"""The summary of ``imagenet-zsl run``: models x splits x flat hit@K, as Markdown, CSV and LaTeX,
-and one plot of hit@K per split.
+"""The summary of ``imagenet-zsl run``: one row per (model, split), as Markdown, CSV and LaTeX, one
+result record per row (``results/``), and one plot of hit@K per split.
 
-Columns: the backbone of the test features
-(:func:`~imagenet_zsl.features.identity.describe_identity`; "MISMATCH ALLOWED" when
-``--allow-feature-mismatch`` let a model fitted on other features through), the model's
-class-vector source, classes evaluated / classes in the split (the same for every model of a split:
-``missing_semantics``; "+N missed" with ``count_as_miss``), the label space (classes ranked against,
-and those with test images, from metrics.json's ``label_space``), then the metric columns of
-:mod:`imagenet_zsl.evaluation.columns`, named and ordered as in ``imagenet-zsl report`` (hit@K,
-per-class hit@1, strict hit@K, hP@K, GZSL per image as Chao et al. score ImageNet; the CSV also
-carries strict hit@K for every K and the per-class GZSL twins), the hit@1 95% interval of a paired,
-class-clustered bootstrap and the models of the split not significantly different
-(:mod:`imagenet_zsl.scoring.bootstrap`, from each cell's stored true-class ranks), and the number of
-test classes seen in the backbone's pretraining (``pretraining.test_classes_seen``; "unknown" when
-the features do not record it). A failed cell keeps its row, with its error. The legend under the
-Markdown table carries the column legend and the run's notes: which classes left and why, how γ was
-chosen, the label space, any feature override.
+The table is ``report``'s (:mod:`imagenet_zsl.evaluation.report`): the same columns in the same
+order (:mod:`imagenet_zsl.evaluation.columns`), the paper table by default and ``--columns`` for
+the rest, every column in summary.csv. A row of ``run`` knows more than a run directory alone: the
+backbone ("MISMATCH ALLOWED" when ``--allow-feature-mismatch`` let a model fitted on other features
+through; ``NAME: identity`` in a run over several feature sets), the classes evaluated / in the
+split (the same for every model of a split: ``missing_semantics``; "+N missed" with
+``count_as_miss``), and the label space the run fixed (its name and size, ``All−vec 18,925``). The
+hit@1 interval and the models not significantly different come from one paired bootstrap per split
+(:mod:`imagenet_zsl.evaluation.intervals`). A failed cell keeps its row, with its error. The legend
+under the Markdown table carries the column legend and the run's notes: which classes left and why,
+how γ was chosen, the label space, any feature override, the intervals' caveats.
 """
 
 from __future__ import annotations
@@ -24,145 +20,137 @@ import csv
 import io
 import json
 import math
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from imagenet_zsl.evaluation.columns import COLUMN_LEGEND, csv_only, metric_columns
-from imagenet_zsl.evaluation.report import label_space_cell, tex_escape
-from imagenet_zsl.evaluation.run.run_report import md_table, pct
-from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.evaluation.columns import (
+    CI_COLUMN,
+    NS_COLUMN,
+    SEEN_COLUMN,
+    STATUS_COLUMN,
+    all_columns,
+)
+from imagenet_zsl.evaluation.intervals import row_intervals
+from imagenet_zsl.evaluation.report import (
+    leakage_notes,
+    record_row,
+    table_columns,
+    table_note,
+    to_csv,
+    to_latex,
+    to_markdown,
+)
+from imagenet_zsl.evaluation.result_records import (
+    RESULT_FORMAT,
+    RESULTS_DIR,
+    result_file_name,
+    result_record,
+    set_interval,
+)
+from imagenet_zsl.io import atomic_write_json, atomic_write_text
 from imagenet_zsl.plotting import colormap, line_handle, save_figure, subplots
-from imagenet_zsl.scoring import TieRanks
-from imagenet_zsl.scoring.bootstrap import LEVEL, RESAMPLES, SEED, paired_bootstrap
 
 SUMMARY_FILES = ("summary.md", "summary.csv", "summary.tex", "hit_at_k.png")
-SEEN_COLUMN = "seen in pretraining"
-CI_COLUMN = "hit@1 95% CI"
-NS_COLUMN = "n.s. vs"
-#: the columns before the values, in order
-LEAD_COLUMNS = ("model", "split", "backbone", "class vectors", "classes", "label space")
-#: the text columns after the values, in order
-TRAIL_COLUMNS = (CI_COLUMN, NS_COLUMN, SEEN_COLUMN, "status")
-#: columns printed as text (the others are fractions, printed in %)
-TEXT_COLUMNS = (*LEAD_COLUMNS, *TRAIL_COLUMNS)
-BOOTSTRAP_NOTE = (
-    f"hit@1 95% CI: percentile interval of a paired, class-clustered bootstrap ({RESAMPLES} "
-    f"resamples of the split's test classes with replacement, seed {SEED}; each resample's flat "
-    "hit@1 is its images' expected credit over its images, count-as-miss images included); "
-    "n.s. vs: the models of the same split whose hit@1 differs from this row's by an amount whose "
-    f"{LEVEL:.0%} paired interval (the same resamples for both) contains 0, i.e. not significantly "
-    "different (none: every difference is significant)"
-)
+TEX_MARK = "% imagenet-zsl run summary"
+
+
+def _backbone(record: dict) -> str:
+    """The row's backbone: the test features' identity, the override, the recipe's name."""
+    origin = record.get("provenance") or {}
+    backbone = str(origin.get("backbone") or "unknown")
+    override = origin.get("feature_override")
+    if override:
+        fitted_on = override.get(f"model {record['model']}", "?")
+        backbone += f" (MISMATCH ALLOWED: model fitted on {fitted_on})"
+    if "backbone" in record:  # a run over several feature sets: the recipe's name first
+        backbone = f"{record['backbone']}: {backbone}"
+    return backbone
+
+
+def _failed_row(record: dict, ks: Sequence[int], gzsl: bool) -> dict[str, Any]:
+    """The row of a cell without results: its names, no values, its error."""
+    classes = record["classes"]
+    evaluated = classes.get("evaluated")
+    missed = len(classes.get("missed") or ())
+    row: dict[str, Any] = dict.fromkeys(all_columns(ks, gzsl))
+    row |= {
+        "backbone": _backbone(record),
+        "model": record["model"],
+        "split": record["split"],
+        "class vectors": str((record.get("provenance") or {}).get("class_vectors") or "–"),
+        "label space": "–",
+        "classes": f"{evaluated if evaluated is not None else '–'}/{classes['in_split']}"
+        + (f" +{missed} missed" if missed else ""),
+        CI_COLUMN: "–",
+        NS_COLUMN: "–",
+        SEEN_COLUMN: "–",
+        STATUS_COLUMN: f"failed: {record['error']}",
+    }
+    return row
+
+
+def _row_name(record: dict) -> str:
+    """A row's model, with its backbone in a run over several feature sets (``vit/eszsl``)."""
+    return f"{record['backbone']}/{record['model']}" if "backbone" in record else str(record["model"])
+
+
+def summary_tables(
+    out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bool
+) -> tuple[list[dict[str, Any]], list[dict | None], list[str]]:
+    """(one row per cell record, the result record of each finished cell (None: failed), the
+    legend's notes: the intervals' caveats and the failed cells)."""
+    rows: list[dict[str, Any]] = []
+    results: list[dict | None] = []
+    for record in records:
+        if record["status"] != "ok":
+            rows.append(_failed_row(record, ks, gzsl))
+            results.append(None)
+            continue
+        metrics = json.loads((out / record["run"] / "metrics.json").read_text())
+        result = result_record(
+            metrics,
+            label_space=record.get("label_space"),
+            classes=record["classes"],
+            backbone=_backbone(record),
+            source=record["run"],
+        )
+        # the run's names of the row (a run over several feature sets: the same model per backbone)
+        result.update(model=record["model"], split=record["split"])
+        result["protocol"]["class_vectors"] = (record.get("provenance") or {}).get("class_vectors") or "–"
+        results.append(result)
+        row = record_row(result)
+        rows.append({c: row.get(c) for c in all_columns(ks, gzsl)})
+    for row, record in zip(rows, records, strict=True):
+        row[SERIES] = _row_name(record)
+    runs = [out / r["run"] if r["status"] == "ok" else None for r in records]
+    intervals, notes = row_intervals([r["split"] for r in records], runs, [_row_name(r) for r in records])
+    for row, result, interval in zip(rows, results, intervals, strict=True):
+        if result is None:
+            continue
+        row[CI_COLUMN], row[NS_COLUMN] = interval.text, interval.not_significant
+        set_interval(result, interval)
+    notes += [f"{r['model']} on {r['split']} failed: {r['error']}" for r in records if r["status"] != "ok"]
+    return rows, results, notes + pretraining_warnings(rows)
 
 
 def summary_rows(out: Path, records: Sequence[dict], ks: Sequence[int], gzsl: bool) -> list[dict[str, Any]]:
     """One row per cell record (values are fractions, None where missing)."""
-    rows = []
-    for record in records:
-        classes = record["classes"]
-        evaluated = classes.get("evaluated")
-        missed = len(classes.get("missed") or ())
-        origin = record.get("provenance") or {}
-        backbone = str(origin.get("backbone") or "unknown")
-        override = origin.get("feature_override")
-        if override:
-            fitted_on = override.get(f"model {record['model']}", "?")
-            backbone += f" (MISMATCH ALLOWED: model fitted on {fitted_on})"
-        row: dict[str, Any] = {}
-        if "backbone" in record:  # a run over several feature sets: the backbone column comes first
-            row["backbone"] = f"{record['backbone']}: {backbone}"
-        row |= {
-            "model": record["model"],
-            "split": record["split"],
-            "backbone": row.get("backbone", backbone),
-            "class vectors": str(origin.get("class_vectors") or "–"),
-            "classes": f"{evaluated if evaluated is not None else '–'}/{classes['in_split']}"
-            + (f" +{missed} missed" if missed else ""),
-        }
-        metrics: dict = {}
-        if record["status"] == "ok":
-            metrics = json.loads((out / record["run"] / "metrics.json").read_text())
-        row["label space"] = label_space_cell(metrics) if "label_space" in metrics else "–"
-        row.update(metric_columns(metrics, ks, gzsl))
-        row[CI_COLUMN] = row[NS_COLUMN] = "–"
-        row[SEEN_COLUMN] = seen_in_pretraining(metrics) if record["status"] == "ok" else "–"
-        row["status"] = "ok" if record["status"] == "ok" else f"failed: {record['error']}"
-        rows.append(row)
-    add_intervals(out, records, rows)
-    return rows
+    return summary_tables(out, records, ks, gzsl)[0]
 
 
-def class_credit(run_dir: Path) -> dict[str, tuple[float, int]] | None:
-    """One cell's hit@1 credit (expected tie rule) summed per test class and its test images, by
-    wnid, from the run's true-class ranks (count-as-miss classes: no credit); None when the run
-    has no top-k lists or they do not fit together (the row then shows no interval)."""
-    topk = run_dir / "topk"
-    try:
-        labels = np.load(topk / "test.labels.npy").astype(np.int64)
-        ranks = TieRanks(*(np.load(topk / f"test.true_{f}.npy").astype(np.int64) for f in ("above", "tied")))
-        classes = json.loads((topk / "classes.json").read_text())
-    except (OSError, ValueError):
-        return None
-    space = classes.get("unseen") if isinstance(classes, dict) else None
-    if not isinstance(space, list) or not len(labels) == len(ranks.above) == len(ranks.tied):
-        return None
-    if len(labels) and (labels.min() < 0 or labels.max() >= len(space)):
-        return None
-    sums = np.bincount(labels, weights=ranks.credit(1), minlength=len(space))
-    counts = np.bincount(labels, minlength=len(space))
-    credit = {w: (float(s), int(n)) for w, s, n in zip(space, sums, counts, strict=True) if n}
-    credit.update({w: (0.0, int(n)) for w, n in (classes.get("count_as_miss") or {}).items() if n})
-    return credit
-
-
-def add_intervals(out: Path, records: Sequence[dict], rows: Sequence[dict]) -> None:
-    """Fill each row's hit@1 interval and the models it is not significantly different from
-    (:data:`BOOTSTRAP_NOTE`): one paired bootstrap per split over the cells scored on the same
-    classes and images."""
-    groups: dict[tuple, list[tuple[int, list[float]]]] = {}
-    for i, record in enumerate(records):
-        credit = class_credit(out / record["run"]) if record["status"] == "ok" else None
-        if not credit:
-            continue
-        wnids = sorted(credit)
-        key = (record["split"], tuple(wnids), tuple(credit[w][1] for w in wnids))
-        groups.setdefault(key, []).append((i, [credit[w][0] for w in wnids]))
-    for (_, _, counts), members in groups.items():
-        boot = paired_bootstrap(np.array([c for _, c in members]), np.array(counts))
-        for a, (i, _) in enumerate(members):
-            rows[i][CI_COLUMN] = f"[{pct(boot.low[a])}, {pct(boot.high[a])}]"
-            same = [
-                _row_name(rows[j], records[j])
-                for b, (j, _) in enumerate(members)
-                if b != a and boot.not_significant(a, b)
-            ]
-            rows[i][NS_COLUMN] = ", ".join(same) if same else "none"
-
-
-def _row_name(row: dict, record: dict) -> str:
-    """A row's model, with its backbone in a run over several feature sets (``vit/eszsl``)."""
-    return f"{record['backbone']}/{row['model']}" if "backbone" in record else row["model"]
+#: a row's key (never a column) naming its line in the plot
+SERIES = "_series"
 
 
 def _series(row: dict) -> str:
-    """A row's line in the plot: its model, ``NAME/model`` in a run over several feature sets
-    (whose rows lead with ``backbone`` = ``NAME: identity``)."""
-    if next(iter(row)) == "backbone":
-        return f"{row['backbone'].split(': ', 1)[0]}/{row['model']}"
-    return row["model"]
-
-
-def lead_columns(rows: Sequence[dict]) -> list[str]:
-    """The text columns before the values, in the rows' order: :data:`LEAD_COLUMNS`, with the
-    backbone first in a run over several feature sets."""
-    return [c for c in (rows[0] if rows else LEAD_COLUMNS) if c in LEAD_COLUMNS]
+    """A row's line in the plot: its model, ``NAME/model`` in a run over several feature sets."""
+    return str(row.get(SERIES) or row["model"])
 
 
 def seen_in_pretraining(metrics: dict) -> str:
-    """The cell's count of test classes seen in pretraining, as text ("unknown" when not recorded)."""
+    """A run's count of test classes seen in pretraining, as text ("unknown" when not recorded)."""
     count = (metrics.get("pretraining") or {}).get("test_classes_seen")
     return "unknown" if count is None else str(count)
 
@@ -170,89 +158,53 @@ def seen_in_pretraining(metrics: dict) -> str:
 def pretraining_warnings(rows: Sequence[dict]) -> list[str]:
     """One line per cell whose test classes include pretraining labels (not zero-shot there), or
     whose backbone's pretraining is known to be unknowable (web data); silent for features that
-    record nothing (e.g. SIMULATED ones) and for failed cells."""
-    lines = []
-    for row in rows:
-        seen = str(row.get(SEEN_COLUMN, "–"))
-        where = f"{row['model']} on {row['split']}"
-        if seen.isdigit() and int(seen) > 0:
-            lines.append(
-                f"{where}: {seen} test classes were labels of the backbone's pretraining; "
-                "results on them are not zero-shot"
-            )
-        elif seen not in ("0", "unknown", "–") and not seen.isdigit():
-            lines.append(f"{where}: test classes seen in pretraining: {seen}")
-    return lines
+    record nothing (e.g. SIMULATED ones) and for failed cells (under the table, as ``report``'s)."""
+    return leakage_notes(rows)
 
 
-def _value_columns(rows: Sequence[dict], printed: bool = True) -> list[str]:
-    """The value columns; ``printed``: only those of the Markdown and LaTeX tables."""
-    columns = [c for c in rows[0] if c not in TEXT_COLUMNS] if rows else []
-    return [c for c in columns if not (printed and csv_only(c))]
-
-
-def _pct(value: float | None) -> str:
-    return pct(None if value is not None and math.isnan(value) else value)
-
-
-def to_markdown(rows: Sequence[dict], notes: Sequence[str] = ()) -> str:
-    """The table in Markdown, values in %, with a legend: the tie rules and the run's ``notes``."""
-    if not rows:
-        return "(no cells)\n"
-    values = _value_columns(rows)
-    columns = [*lead_columns(rows), *values, *TRAIL_COLUMNS]
-    table = [
-        [(_pct(row[c]) if c in values else str(row[c])).replace("|", "/") for c in columns] for row in rows
-    ]
-    note = (
-        f"\nValues in %. {COLUMN_LEGEND}; backbone: the identity of the test features; class "
-        "vectors: the model's class semantics; classes: evaluated / in the split, the same for every "
-        "model of a split (+N missed: classes the model cannot score, counted as misses); seen in "
-        "pretraining: test classes that were labels of the backbone's pretraining (unknown: the "
-        f"features do not record it); label space: classes ranked against (with test images); "
-        f"{BOOTSTRAP_NOTE}.\n"
+def render_summary(
+    rows: Sequence[dict], notes: Sequence[str] = (), columns: str | None = None
+) -> tuple[str, str, str]:
+    """(summary.md, summary.csv, summary.tex) of ``rows``: ``columns`` (``--columns``; None: the
+    paper table) printed, every column in the CSV, the legend and ``notes`` under the table."""
+    printed, every = table_columns(rows, columns)
+    note = table_note(rows, printed, every)
+    return (
+        to_markdown(rows, printed, note, notes),
+        to_csv(rows, every),
+        to_latex(rows, printed, note, mark=TEX_MARK),
     )
-    legend = "".join(f"\n- {line}" for line in notes)
-    return md_table(columns, table) + "\n" + note + (legend + "\n" if legend else "")
 
 
-def to_csv(rows: Sequence[dict]) -> str:
-    """The table as CSV, values in % (4 decimals), empty where missing."""
-    if not rows:
-        return ""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
-    values = _value_columns(rows, printed=False)
-    for row in rows:
-        writer.writerow(
-            {c: ("" if row[c] is None else round(100 * row[c], 4)) if c in values else row[c] for c in row}
-        )
-    return buffer.getvalue()
+#: the markers of the README's generated demo excerpt (:func:`demo_excerpt`)
+DEMO_START, DEMO_END = "<!-- demo:start -->", "<!-- demo:end -->"
 
 
-def to_latex(rows: Sequence[dict]) -> str:
-    """The table as a LaTeX tabular (booktabs), values in %; a failed cell reads 'failed'."""
-    values = _value_columns(rows)
-    lead = lead_columns(rows)
-    trail = [c for c in TRAIL_COLUMNS if c != "status" and c in (rows[0] if rows else {})]
+def demo_excerpt(summary_csv: str) -> str:
+    """The README's excerpt of a demo run's table, from its summary.csv: flat hit@1 in % with
+    strict hit@1 in brackets, one row per model, one column per split headed by its label space
+    (as the table prints them: 2 decimals); '—' where a model does not run on a split."""
+    rows = list(csv.DictReader(io.StringIO(summary_csv)))
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    splits = list(dict.fromkeys(r["split"] for r in rows))
+    space = {r["split"]: r["label space"] for r in reversed(rows)}
+    cell = {(r["model"], r["split"]): r for r in rows}
+
+    def text(row: dict | None) -> str:
+        if row is None or not row["hit@1"]:
+            return "—"
+        return f"{float(row['hit@1']):.2f} ({float(row['strict hit@1']):.2f})"
+
     lines = [
-        r"\begin{tabular}{" + "l" * len(lead) + "r" * (len(values) + len(trail)) + "}",
-        r"\toprule",
-        " & ".join([*(tex_escape(c.capitalize()) for c in lead), *(tex_escape(c) for c in (*values, *trail))])
-        + r" \\",
-        r"\midrule",
+        "| model | " + " | ".join(f"{s} ({space[s]})" for s in splits) + " |",
+        "|---|" + "---:|" * len(splits),
     ]
-    for row in rows:
-        cells = [tex_escape(str(row[c])) for c in lead]
-        if row["status"] == "ok":
-            cells += [_pct(row[c]).replace("–", "--") for c in values]
-            cells += [tex_escape(str(row.get(c, "unknown"))).replace("–", "--") for c in trail]
-        else:
-            cells += [r"\multicolumn{" + str(len(values) + len(trail)) + "}{c}{failed}"]
-        lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
+    lines += [f"| {m} | " + " | ".join(text(cell.get((m, s))) for s in splits) + " |" for m in models]
     return "\n".join(lines) + "\n"
+
+
+def _pct(value: float | None) -> float:
+    return math.nan if value is None else 100 * value
 
 
 #: markers cycled with the colours, so that more than 10 models (and a greyscale print) stay apart
@@ -289,7 +241,7 @@ def hit_at_k_figure(rows: Sequence[dict], ks: Sequence[int]) -> Any:
             ax.set_visible(False)
             continue
         for row in (r for r in rows if r["split"] == splits[i] and r["status"] == "ok"):
-            values = [100 * row[f"hit@{k}"] if row.get(f"hit@{k}") is not None else math.nan for k in ks]
+            values = [_pct(row.get(f"hit@{k}")) for k in ks]
             ax.plot(ks, values, linestyle="-", markersize=4, **styles[_series(row)])
         ax.set_xscale("log")
         ax.set_xticks(ks, [str(k) for k in ks])
@@ -307,15 +259,45 @@ def hit_at_k_figure(rows: Sequence[dict], ks: Sequence[int]) -> Any:
     return fig
 
 
+def write_results(out: Path, records: Sequence[dict], results: Sequence[dict | None]) -> list[Path]:
+    """``OUT/results/BACKBONE__MODEL__SPLIT.json``, one result record per finished cell (a run over
+    several feature sets names the backbone by its recipe name); records of cells no longer
+    finished are removed."""
+    folder = out / RESULTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for record, result in zip(records, results, strict=True):
+        if result is not None:
+            name = result_file_name(result, record.get("backbone"))
+            written.append(atomic_write_json(folder / name, result))
+    for stale in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if stale not in written and _is_result(stale):
+            stale.unlink()
+    if folder.is_dir() and not any(folder.iterdir()):
+        shutil.rmtree(folder)
+    return written
+
+
+def _is_result(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("format") == RESULT_FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def write_summary(
-    rows: Sequence[dict], out: Path, ks: Sequence[int], notes: Sequence[str] = ()
+    rows: Sequence[dict],
+    out: Path,
+    ks: Sequence[int],
+    notes: Sequence[str] = (),
+    columns: str | None = None,
 ) -> tuple[str, list[Path]]:
     """Write summary.md/.csv/.tex and hit_at_k.png into ``out``; returns (Markdown, paths)."""
-    markdown = to_markdown(rows, notes)
+    markdown, table_csv, tex = render_summary(rows, notes, columns)
     paths = [
         atomic_write_text(out / "summary.md", markdown),
-        atomic_write_text(out / "summary.csv", to_csv(rows)),
-        atomic_write_text(out / "summary.tex", to_latex(rows)),
+        atomic_write_text(out / "summary.csv", table_csv),
+        atomic_write_text(out / "summary.tex", tex),
         plot_hit_at_k(rows, ks, out / "hit_at_k.png"),
     ]
     return markdown, paths

@@ -65,6 +65,14 @@ def open_fraction(text: str) -> float:
     return value
 
 
+#: ``--columns`` of ``report`` (``run`` has the same words: each stage's cli imports no other)
+COLUMNS_HELP = (
+    "the columns of the Markdown and LaTeX tables, comma-separated: names (e.g. 'strict hit@1', "
+    "'validation H') or groups: paper (default: model, split, label space, hit@1 [95%% CI], hit@2/5/"
+    "10/20, GZSL U/S/H; at most 12 columns), strict, gzsl, all; the CSV always has every column"
+)
+
+
 def register(tree: CommandTree) -> None:
     """Add this stage's commands to the `imagenet-zsl` command line."""
     ev = tree.command(
@@ -169,20 +177,23 @@ def register(tree: CommandTree) -> None:
     rep = tree.command(
         "report",
         "Aggregate evaluation runs into one table (Markdown, CSV and LaTeX): models x splits "
-        "x hit@K, ZSL and GZSL.",
+        "x hit@K, ZSL and GZSL; results of many runs and machines merge into one table.",
     )
     rep.add_argument(
         "runs",
         nargs="+",
         type=Path,
-        metavar="RUN_DIR",
-        help="run directories of 'imagenet-zsl evaluate' (a directory given twice is reported once)",
+        metavar="RUN",
+        help="run directories of 'imagenet-zsl evaluate', result records (results/*.json) of "
+        "'imagenet-zsl run', or directories of them (a run directory: its results/); a row given "
+        "twice is reported once (refused if its numbers differ)",
     )
+    rep.add_argument("--columns", metavar="NAME,...", help=COLUMNS_HELP)
     rep.add_argument(
         "--out",
         type=Path,
         required=True,
-        help="output path, outside every RUN_DIR; .md, .csv and .tex files are written beside it",
+        help="output path, outside every RUN; .md, .csv and .tex files are written beside it",
     )
     rep.set_defaults(func="imagenet_zsl.evaluation.commands:report")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from imagenet_zsl.evaluation.report import aggregate_runs, check_report_out, write_report_tables
+from imagenet_zsl.evaluation.report import check_report_out, report_rows, write_report_tables
 from imagenet_zsl.evaluation.run import EvaluationConfig
 from imagenet_zsl.evaluation.run import evaluate as run_evaluation
 from imagenet_zsl.scoring import DEFAULT_KS
@@ -82,9 +82,9 @@ def _gzsl_line(gzsl: dict) -> str:
 
 
 def report(args: argparse.Namespace) -> int:
-    """``report``: the cross-run table of run directories (Markdown, CSV, LaTeX)."""
+    """``report``: the cross-run table of run directories and result records (Markdown, CSV, LaTeX)."""
     check_report_out(args.out, args.runs)
-    table = aggregate_runs(args.runs)
-    for path in write_report_tables(table, args.out):
+    rows, notes = report_rows(args.runs)
+    for path in write_report_tables(rows, args.out, args.columns, notes):
         print(f"wrote {path}")
     return 0

@@ -78,21 +78,27 @@ def test_backbones_holding_other_test_images_are_refused(demo_inputs, demo_run, 
 
 
 def test_a_run_over_several_backbones_leads_with_the_backbone(demo_inputs, tmp_path):
-    """The summary's first column is the backbone (its recipe name and identity); the plot and the
-    'n.s. vs' column name a row by backbone and model, since a model appears once per backbone."""
-    from imagenet_zsl.batch.summary import _series, lead_columns, to_markdown
+    """The summary's first column is the backbone (its recipe name and identity) when the rows have
+    several (one is said in the legend); the plot and the 'n.s. vs' column name a row by backbone
+    and model, since a model appears once per backbone."""
+    from imagenet_zsl.batch.summary import _row_name, _series, render_summary
 
+    records = [{"backbone": name, "model": "eszsl"} for name in ("resnet", "vit")]
+    assert [_row_name(r) for r in records] == ["resnet/eszsl", "vit/eszsl"]
     rows = [
-        {"backbone": "resnet: SIMULATED @aa", "model": "eszsl", "split": "hop1", "class vectors": "g"},
-        {"backbone": "vit: SIMULATED @bb", "model": "eszsl", "split": "hop1", "class vectors": "g"},
+        {
+            "backbone": f"{r['backbone']}: SIMULATED @aa (MISMATCH ALLOWED: model fitted on x)",
+            "model": "eszsl",
+        }
+        | {"split": "hop1", "hit@1": 0.5, "status": "ok", "_series": _row_name(r)}
+        for r in records
     ]
-    assert lead_columns(rows) == ["backbone", "model", "split", "class vectors"]
     assert [_series(r) for r in rows] == ["resnet/eszsl", "vit/eszsl"]
-    single = [{"model": "eszsl", "split": "hop1", "backbone": "SIMULATED @aa"}]
-    assert lead_columns(single) == ["model", "split", "backbone"] and _series(single[0]) == "eszsl"
-    trail = {"hit@1": 0.5, "hit@1 95% CI": "–", "n.s. vs": "–", "seen in pretraining": "–", "status": "ok"}
-    header = to_markdown([{**r, **trail} for r in rows]).splitlines()[0]
-    assert header.startswith("| backbone | model | split |")
+    assert _series({"model": "eszsl", "split": "hop1", "backbone": "SIMULATED @aa"}) == "eszsl"
+    assert render_summary(rows)[0].startswith("| backbone | model | split | label space | hit@1 [95% CI] |")
+    single = render_summary(rows[:1])[0]
+    assert single.startswith("| model | split | label space | hit@1 [95% CI] |")
+    assert "backbone (every row): resnet: SIMULATED @aa (MISMATCH ALLOWED: model fitted on x)" in single
 
 
 def test_the_python_api_and_report_read_a_run_over_several_backbones(demo_inputs, tmp_path):

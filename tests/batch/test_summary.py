@@ -1,13 +1,28 @@
-"""The run summary: the "seen in pretraining" column and its warning, on hand-made cells."""
+"""The run summary on hand-made cells: its columns (the paper table by default, every column in the
+CSV), the "seen in pretraining" column and its warning, the hit@1 intervals and their notes."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
 import numpy as np
 
-from imagenet_zsl.batch.summary import pretraining_warnings, summary_rows, to_csv, to_latex, to_markdown
+from imagenet_zsl.batch.summary import pretraining_warnings, render_summary, summary_rows, summary_tables
+from imagenet_zsl.scoring import bootstrap
+
+
+def to_markdown(rows, notes=(), columns="all") -> str:
+    return render_summary(rows, notes, columns)[0]
+
+
+def to_csv(rows) -> str:
+    return render_summary(rows)[1]
+
+
+def to_latex(rows, columns="all") -> str:
+    return render_summary(rows, (), columns)[2]
 
 
 def _cell(out: Path, model: str, split: str, pretraining: dict | None) -> dict:
@@ -32,13 +47,21 @@ def test_seen_in_pretraining_column_and_warning(tmp_path: Path):
     rows = summary_rows(tmp_path, records, [1], gzsl=False)
     assert [r["seen in pretraining"] for r in rows] == ["3", "0", "unknown", "unknown (web data)", "–"]
     table = to_markdown(rows)
-    assert "| a | hop1 | unknown | – | 4/4 | – | 25.00 | 20.00 | 10.00 | – | – | 3 | ok |" in table
-    assert "| b | hop1 | unknown | – | 4/4 | – | 25.00 | 20.00 | 10.00 | – | – | unknown | ok |" in table
+    # a, b and c tie on hop1: each value is the split's best (bold); a failed row is never the best
+    assert (
+        "| unknown | a | hop1 | – | – | 4/4 | **25.00** | – | **20.00** | **10.00** | – | 3 | ok |" in table
+    )
+    assert (
+        "| unknown | b | hop1 | – | – | 4/4 | **25.00** | – | **20.00** | **10.00** | – | unknown | ok |"
+        in table
+    )
+    assert "| unknown | d | hop1 | – | – | 4/4 | – | – | – | – | – | – | failed: boom |" in table
     warning, web = pretraining_warnings(rows)  # none for 0, for unrecorded, for a failed cell
     assert warning.startswith("a on hop1: 3 test classes were labels of the backbone's pretraining")
     assert web == "c on hop1: test classes seen in pretraining: unknown (web data)"
     assert "seen in pretraining" in to_csv(rows).splitlines()[0]
-    assert r"seen in pretraining \\" in to_latex(rows) and r"{c}{failed}" in to_latex(rows)
+    assert r"seen in pretraining & status \\" in to_latex(rows) and r"{c}{failed}" in to_latex(rows)
+    # the paper table (the default) has no such column: the warning says it
 
 
 def test_provenance_columns_count_as_miss_and_the_legend(tmp_path: Path):
@@ -54,8 +77,9 @@ def test_provenance_columns_count_as_miss_and_the_legend(tmp_path: Path):
     assert rows[0]["class vectors"] == "glove-6b-50d" and rows[0]["classes"] == "4/4 +2 missed"
     table = to_markdown(rows, ["first note", "second note"])
     assert table.endswith("\n- first note\n- second note\n")
-    assert "| a | hop1 | resnet50 @1a2b3c4d (MISMATCH ALLOWED" in table
-    assert to_latex(rows).splitlines()[2].startswith("Model & Split & Backbone & Class vectors & Classes")
+    assert "| resnet50 @1a2b3c4d (MISMATCH ALLOWED: model fitted on vit @99999999) | a | hop1 |" in table
+    header = [line for line in to_latex(rows).splitlines() if not line.startswith(("%", "\\"))][0]
+    assert header.startswith("Backbone & Model & Split & Class vectors & Label space & Classes & hit@1")
 
 
 def test_strict_hit_at_every_k_in_the_csv_and_hp_columns(tmp_path: Path):
@@ -71,11 +95,31 @@ def test_strict_hit_at_every_k_in_the_csv_and_hp_columns(tmp_path: Path):
     (tmp_path / record["run"] / "metrics.json").write_text(json.dumps(metrics))
     rows = summary_rows(tmp_path, [record], [1, 2], gzsl=False)
     header = to_csv(rows).splitlines()[0].split(",")
-    assert header[6:12] == ["hit@1", "hit@2", "per-class hit@1", "strict hit@1", "strict hit@2", "hP@2"]
-    assert to_csv(rows).splitlines()[1].split(",")[6:12] == ["50.0", "75.0", "40.0", "25.0", "50.0", "62.5"]
-    table = to_markdown(rows)
-    assert "| hit@1 | hit@2 | per-class hit@1 | strict hit@1 | hP@2 |" in table  # strict@2: CSV only
-    assert "strict hit@2" not in to_latex(rows)
+    assert header[6:13] == [
+        "hit@1",
+        "hit@2",
+        "hit@1 95% CI",
+        "per-class hit@1",
+        "strict hit@1",
+        "strict hit@2",
+        "hP@2",
+    ]
+    assert to_csv(rows).splitlines()[1].split(",")[6:13] == [
+        "50.0",
+        "75.0",
+        "–",
+        "40.0",
+        "25.0",
+        "50.0",
+        "62.5",
+    ]
+    paper = to_markdown(rows, columns=None)  # the paper table: no strict or hP column
+    assert paper.startswith("| model | split | label space | hit@1 [95% CI] | hit@2 |\n")
+    assert "strict hit@" not in to_latex(rows, columns=None).split("\\begin{tabular}")[1]
+    strict = to_markdown(rows, columns="paper,strict")
+    assert strict.startswith(
+        "| model | split | label space | hit@1 [95% CI] | hit@2 | strict hit@1 | strict hit@2 |"
+    )
 
 
 def test_gzsl_columns_are_per_image_as_chao_et_al_score_imagenet(tmp_path: Path):
@@ -94,7 +138,10 @@ def test_gzsl_columns_are_per_image_as_chao_et_al_score_imagenet(tmp_path: Path)
     assert (row["GZSL U"], row["GZSL S"], row["GZSL H"], row["AUSUC (per image)"]) == (0.2, 0.8, 0.32, 0.1)
     assert row["calibrated H"] == 0.5 and row["calibrated H (per class)"] == 0.45
     assert (row["GZSL U (per class)"], row["AUSUC (per class)"]) == (0.4, 0.2)
-    assert "(per class)" not in to_markdown([row]) and "AUSUC (per class)" in to_csv([row])
+    paper = to_markdown([row], columns=None)
+    assert paper.startswith("| model | split | label space | hit@1 [95% CI] | GZSL U | GZSL S | GZSL H |\n")
+    assert "| a | hop1 | – | 50.00 | 20.00 | 80.00 | 32.00 |" in paper
+    assert "(per class)" not in paper.splitlines()[0] and "AUSUC (per class)" in to_csv([row])
 
 
 def _topk(out: Path, record: dict, labels, above, tied, misses=None, classes: int = 3) -> None:
@@ -128,17 +175,28 @@ def test_bootstrap_interval_and_not_significant_pairs(tmp_path: Path):
     # good: 22/24; a resample without class 11 scores 1 (probability (11/12)^12 = 0.35), one with
     # it k times 1 - k/12 (BCa reaches into that long lower tail); bad misses every image: nothing
     # varies, no (zero-width) interval
+    rows, _, notes = summary_tables(tmp_path, [*records, other], [1], gzsl=False)
     low, high = (float(v) for v in rows[0]["hit@1 95% CI"].strip("[]").split(", "))
     assert 50.0 <= low < 100 * 22 / 24 < high == 100.0 and rows[1]["hit@1 95% CI"] == rows[0]["hit@1 95% CI"]
-    assert rows[2]["hit@1 95% CI"] == "[–, –]"
+    assert rows[2]["hit@1 95% CI"] == "n/a (no spread)"  # bad misses every image: nothing varies
     assert [r["n.s. vs"] for r in rows[:3]] == ["twin", "good", "none"]
-    assert rows[0]["label space"] == "split: 12 (12 with images)"
-    # hop2: 3 classes are too few to resample: no interval, no significant verdict against anyone
-    assert rows[3]["hit@1 95% CI"] == "[–, –]" and rows[3]["n.s. vs"] == "none"
-    table = to_markdown(rows)
-    assert "| hit@1 95% CI | n.s. vs | seen in pretraining | status |" in table
-    assert "paired, class-clustered bootstrap (1000 resamples" in table
-    assert r"hit@1 95\% CI & n.s. vs & seen in pretraining" in to_latex(rows)
+    assert rows[0]["label space"] == "split 12"
+    # hop2: 3 classes are too few to resample: no interval (and no other model to compare with)
+    assert rows[3]["hit@1 95% CI"] == "n/a (3 classes)" and rows[3]["n.s. vs"] == "–"
+    assert notes[0].startswith("hop1, bad: no hit@1 interval: every resample scores 0.0000")
+    assert notes[1].startswith("hop2: no hit@1 interval: 3 test classes (6 images): too few to resample")
+    # fewer than 100 classes (hop1's 12; hop2 has no interval at all): the bootstrap's caveat, once
+    assert notes[2:] == ["hop1: " + bootstrap.FEW_CLASSES_NOTE]
+    table = to_markdown(rows, notes)
+    assert (
+        "| hit@1 95% CI | per-class hit@1 |" in table
+        and "| n.s. vs | seen in pretraining | status |" in table
+    )
+    assert f"hit@1 95% CI: {bootstrap.INTERVAL_TEXT}" in table and "percentile" not in table
+    paper = to_markdown(rows, notes, columns=None)  # hit@1 from metrics.json (0.25 in every cell)
+    assert "| good | hop1 | split 12 | **25.00** [" in paper
+    assert "| bad | hop1 | split 12 | **25.00** |" in paper  # no interval: the value alone, the note says why
+    assert r"hit@1 95\% CI & per-class hit@1" in to_latex(rows)
 
 
 def test_count_as_miss_images_enter_the_bootstrap_without_credit(tmp_path: Path):
@@ -198,5 +256,80 @@ def test_a_cell_without_usable_lists_gets_no_interval(tmp_path: Path):
     _topk(tmp_path, records[0], [0, 1, 2], [0, 0, 0], [0, 0, 0])
     _topk(tmp_path, records[1], [0, 1, 5], [0, 0, 0], [0, 0, 0])  # a label outside its space
     rows = summary_rows(tmp_path, records, [1], gzsl=False)  # c has no topk/ at all
-    assert [r["hit@1 95% CI"] for r in rows] == ["[–, –]", "–", "–"]  # 3 classes: too few to resample
-    assert [r["n.s. vs"] for r in rows] == ["none", "–", "–"]
+    assert [r["hit@1 95% CI"] for r in rows] == ["n/a (3 classes)", "–", "–"]  # too few to resample
+    assert [r["n.s. vs"] for r in rows] == ["–", "–", "–"]  # a is alone in its group: no pair at all
+
+
+def test_the_run_writes_one_result_record_per_cell_and_report_merges_them(demo_run, tmp_path):
+    """#47 §2: ``results/BACKBONE__MODEL__SPLIT.json`` per finished cell, with the protocol in it,
+    listed in the run's manifest; ``report`` on the run directory gives the run's own rows."""
+    manifest = json.loads((demo_run / "manifest.json").read_text())
+    files = sorted((demo_run / "results").glob("*.json"))
+    assert len(files) == len(manifest["cells"]) == 10
+    listed = {entry["path"] for entry in manifest["files"]}
+    assert {f"results/{f.name}" for f in files} <= listed
+    backbone = manifest["cells"][0]["provenance"]["backbone"]  # SIMULATED @<digest>
+    name = backbone.replace(" @", "-")
+    record = json.loads((demo_run / "results" / f"{name}__eszsl__hop1.json").read_text())
+    protocol = record["protocol"]
+    # hop1's 15 classes, 3 of them without a GloVe vector: dropped for every model (conftest)
+    assert protocol["label_space"] == {
+        "name": "split",
+        "size": 12,
+        "full": 15,
+        "without_vector": 3,
+        "missing_semantics": "drop",
+        "text": "split−vec 12",
+    }
+    assert protocol["ks"] == [1, 2, 5, 10, 20] and protocol["images"] == 36  # 12 classes x 3 images
+    assert protocol["classes"] == {
+        "in_split": 15,
+        "evaluated": 12,
+        "with_test_images": 12,
+        "count_as_miss": 0,
+    }
+    assert protocol["features"]["simulated"] and protocol["features"]["weights_sha256"] is None
+    assert len(protocol["features"]["identity_sha256"]) == 64 and protocol["software"]["imagenet-zsl"]
+    assert protocol["gzsl"]["calibration"]["seed"] == 0 and protocol["seed"] == {"bootstrap": 0}
+    cell = json.loads((demo_run / "cells" / "eszsl__hop1" / "metrics.json").read_text())
+    assert record["metrics"]["hit@1"] == cell["zsl"]["flat"]["1"]
+    assert record["metrics"]["validation H"] == cell["gzsl"]["calibration"]["validation_H"]
+    assert record["interval"]["method"] == bootstrap.INTERVAL_TEXT and record["interval"]["low"] is not None
+    # report reads the run's records: the run's own rows, intervals and verdicts
+    from imagenet_zsl.cli import main
+
+    assert main(["report", str(demo_run), "--out", str(tmp_path / "t.md"), "--columns", "all"]) == 0
+    with (tmp_path / "t.csv").open() as handle, (demo_run / "summary.csv").open() as run_handle:
+        ours, runs = list(csv.DictReader(handle)), list(csv.DictReader(run_handle))
+    for a, b in zip(sorted(ours, key=_cell_key), sorted(runs, key=_cell_key), strict=True):
+        assert a == b, {k: (a[k], b[k]) for k in a if a[k] != b[k]}  # report sorts by split, run by model
+
+
+def _cell_key(row: dict) -> tuple[str, str]:
+    return row["split"], row["model"]
+
+
+def test_run_prints_the_columns_asked_for_and_refuses_a_typo_before_any_work(
+    demo_inputs, demo_run, tmp_path, capsys
+):
+    import shutil
+
+    from imagenet_zsl.cli import main
+
+    out = tmp_path / "run"
+    shutil.copytree(demo_run, out)  # every cell finished: only the summary is written again
+    capsys.readouterr()
+    argv = ["run", str(demo_inputs.recipe), "--out", str(out), "--no-progress"]
+    assert main([*argv, "--columns", "paper,strict"]) == 0
+    printed = capsys.readouterr().out
+    header = (
+        "| model | split | label space | hit@1 [95% CI] | hit@2 | hit@5 | hit@10 | hit@20 | strict hit@1 |"
+    )
+    assert header in printed and header in (out / "summary.md").read_text()
+    assert "| GZSL H | strict GZSL U | strict GZSL S | strict GZSL H |" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["parameters"]["columns"] == "paper,strict"
+    assert (out / "summary.csv").read_text() == (demo_run / "summary.csv").read_text()  # every column
+    typo = tmp_path / "typo"
+    assert main(["run", str(demo_inputs.recipe), "--out", str(typo), "--columns", "strict hit1"]) == 2
+    assert "did you mean 'strict hit@1'" in capsys.readouterr().err and not typo.exists()

@@ -8,7 +8,8 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation import plots
-from imagenet_zsl.evaluation.report import _row_of, aggregate_runs
+from imagenet_zsl.evaluation.report import aggregate_runs, record_row
+from imagenet_zsl.evaluation.result_records import result_record
 from imagenet_zsl.scoring import gzsl_from_scores, seen_unseen_curve
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import CLASSES, DIM
@@ -56,10 +57,19 @@ def test_report_aggregates_runs_into_md_csv_tex(bench, tmp_path):
         == 0
     )
     md = (tmp_path / "table.md").read_text()
-    assert "| protos | split | unknown | protos.npz | split: 6 (6 with images) | features | **94.44** |" in md
-    assert "| swapped | split | unknown | swapped.npz | split: 6 (6 with images) | features | 61.11 |" in md
+    # the paper table; 6 test classes are too few for an interval (the note says so); the best of
+    # the split in bold; the run without GZSL has none
+    assert (
+        md.splitlines()[1]
+        == "| model | split | label space | hit@1 [95% CI] | hit@2 | GZSL U | GZSL S | GZSL H |"
+    )
+    assert "| protos | split | split 6 | **94.44** | **95.56** | **94.44** | **100.00** | **97.14** |" in md
+    assert "| swapped | split | split 6 | 61.11 | 68.89 | – | – | – |" in md
+    assert "- split: no hit@1 interval: 6 test classes (18 images): too few to resample" in md
+    assert "backbone (every row): unknown; class vectors: protos.npz (protos); swapped.npz (swapped)" in md
     csv = pd.read_csv(tmp_path / "table.csv")
     assert csv["hit@1"].tolist() == pytest.approx([94.4444, 61.1111])
+    assert csv["hit@1 95% CI"].tolist() == ["n/a (6 classes)"] * 2 and "strict GZSL H" in csv.columns
     tex = (tmp_path / "table.tex").read_text()
     assert r"\toprule" in tex and r"\textbf{94.44}" in tex and "hit@2" in tex
 
@@ -87,11 +97,12 @@ def test_report_merges_runs_of_different_backbones_each_row_naming_its_own(bench
     argv = ["report", str(tmp_path / "resnet"), str(tmp_path / "vit"), str(tmp_path / "vit2")]
     assert main([*argv, "--out", str(out)]) == 0
     md = out.read_text()
+    assert md.splitlines()[1].startswith("| backbone | model | split | label space |")  # several: a column
     assert "| resnet50 @aa11bb22 |" in md and "| vit_b_16 @ff00ee11 |" in md and "[mismatch]" not in md
     metrics_path = tmp_path / "vit2" / "metrics.json"  # as evaluate --allow-feature-mismatch records it
     metrics = json.loads(metrics_path.read_text())
     metrics["provenance"]["feature_mismatch"] = [{"allowed": True, "differ": ["backbone"]}]
-    row = _row_of(tmp_path / "vit2", metrics)
+    row = record_row(result_record(metrics))
     assert row["backbone"] == "vit_b_16 @ff00ee11 [mismatch]"
 
 
@@ -151,10 +162,13 @@ def test_report_replaces_only_its_own_tables(tmp_path: Path) -> None:
     from imagenet_zsl.evaluation.report import is_report_output
 
     own = [
-        (".md", "| model | split | backbone | class vectors | label space | features | hit@1 |\n"),
+        (".md", "<!-- imagenet-zsl report -->\n"),
+        (".md", "| model | split | backbone | class vectors | label space | features | hit@1 |\n"),  # before
         (".md", "| split | model | backbone |\n"),  # written before the run's column order
+        (".csv", "backbone,model,split,class vectors,label space,classes,hit@1\n"),
         (".csv", "model,split,backbone,class vectors,label space,features,hit@1\n"),
         (".csv", "split,model,backbone\n"),
+        (".tex", "% imagenet-zsl report table: needs \\usepackage{booktabs}\n"),
         (".tex", "\\begin{tabular}{ll}\n"),
     ]
     for suffix, first in own:
@@ -167,37 +181,8 @@ def test_report_replaces_only_its_own_tables(tmp_path: Path) -> None:
     other.write_text("| split | model |\n")
     assert not is_report_output(other)  # not a suffix report writes
     summary = tmp_path / "summary.md"  # run's summary is not report's table
-    summary.write_text("| model | split | backbone | class vectors | classes | label space | hit@1 |\n")
+    summary.write_text("| model | split | label space | hit@1 [95% CI] |\n")
     assert not is_report_output(summary)
-
-
-def test_report_and_run_print_the_same_columns_in_the_same_order(tmp_path):
-    from imagenet_zsl.batch.summary import LEAD_COLUMNS, summary_rows
-    from imagenet_zsl.evaluation.report import TEXT_COLUMNS, run_row
-
-    point = {"seen": 0.5, "unseen": 0.25, "H": 1 / 3, "ausuc": 0.2}
-    metrics = {
-        "inputs": {"split": {"name": "hop1"}, "features": {"path": "/f/test"}},
-        "model": {"name": "eszsl"},
-        "label_space": {"spec": "split", "classes_in_label_space": 4, "classes_with_test_images": 3},
-        "zsl": {"flat": {"1": 0.5, "5": 0.9}, "per_class": {"1": 0.4}, "flat_strict": {"1": 0.3, "5": 0.8}},
-        "hierarchical_precision": {"flat": {"1": 0.5, "5": 0.6}},
-        "gzsl": {"flat": {"1": point}, "per_class": {"1": point}},
-    }
-    (tmp_path / "cell").mkdir()
-    (tmp_path / "cell" / "metrics.json").write_text(json.dumps(metrics))
-    record = {"model": "eszsl", "split": "hop1", "run": "cell", "status": "ok", "error": None}
-    record["classes"] = {"in_split": 4, "evaluated": 4}
-    run = summary_rows(tmp_path, [record], [1, 5], gzsl=True)[0]
-    report = run_row(metrics)
-    shared = [c for c in TEXT_COLUMNS if c in LEAD_COLUMNS]
-    assert shared == [c for c in LEAD_COLUMNS if c in TEXT_COLUMNS]  # model, split, backbone, ...
-    values = [c for c in report if c not in TEXT_COLUMNS and c != "seen in pretraining"]
-    assert values == [
-        c
-        for c in run
-        if c not in LEAD_COLUMNS and c not in ("hit@1 95% CI", "n.s. vs", "seen in pretraining", "status")
-    ]
-    assert values[:6] == ["hit@1", "hit@5", "per-class hit@1", "strict hit@1", "strict hit@5", "hP@5"]
-    assert report["AUSUC (per image)"] == run["AUSUC (per image)"] == 0.2
-    assert report["label space"] == run["label space"] == "split: 4 (3 with images)"
+    summary_tex = tmp_path / "summary.tex"
+    summary_tex.write_text("% imagenet-zsl run summary: needs \\usepackage{booktabs}\n")
+    assert not is_report_output(summary_tex)

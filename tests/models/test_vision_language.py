@@ -3,6 +3,7 @@ image features and the class text embeddings, and its leakage column says "unkno
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -139,12 +140,11 @@ def test_usable_in_a_run_recipe_beside_a_classic_baseline(tmp_path):
         "ks: [1]\ngzsl: false\ngraph: none\nplots: false\nlabel_frequency: false\n"
     )
     assert main(["run", str(tmp_path / "recipe.yaml"), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
-    rows = {
-        line.split("|")[1].strip(): line
-        for line in (tmp_path / "out" / "summary.md").read_text().splitlines()
-        if line.startswith("| ")
-    }
-    assert "unknown (web data)" in rows["vlm"] and "unknown (web data)" in rows["ridge"]
+    with (tmp_path / "out" / "summary.csv").open() as handle:
+        rows = {row["model"]: row for row in csv.DictReader(handle)}
+    assert rows["vlm"]["seen in pretraining"] == rows["ridge"]["seen in pretraining"] == "unknown (web data)"
+    legend = (tmp_path / "out" / "summary.md").read_text()  # the paper table says it below
+    assert "- vlm on split: test classes seen in pretraining: unknown (web data)" in legend
     metrics = json.loads((tmp_path / "out" / "cells" / "vlm__split" / "metrics.json").read_text())
     assert metrics["pretraining"]["test_classes_seen"] == "unknown (web data)"
 
