@@ -21,8 +21,11 @@ from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
 CELL_FORMAT = "imagenet-zsl/run-cell-v1"
 #: bump when a cell's outputs change for the same inputs, so old cells are recomputed
 #: (3: evaluation manifests list "files", format imagenet-zsl/evaluation-v2; 4: the carved GZSL
-#: γ is chosen by a calibration copy and applied to the model retrained on every seen class)
-CELL_VERSION = 4
+#: γ is chosen by a calibration copy and applied to the model retrained on every seen class; 5: GZSL
+#: lists store their tails (topk/*.tail.npy) and the tie-fair credit counts a tie group running past
+#: a list, the structural-ratio column takes the training classes whatever --gzsl, hP@K counts the
+#: classes outside the graph)
+CELL_VERSION = 5
 
 
 def _file_key(path: Path | None) -> str | None:

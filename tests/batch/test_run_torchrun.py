@@ -168,7 +168,7 @@ def test_seen_and_validation_images_are_searched_once_per_model(
     for cell in CELLS:
         assert _metrics(out, cell) == _metrics(alone, cell)
         files = sorted(p.relative_to(out / "cells" / cell) for p in (out / "cells" / cell).rglob("*.npy"))
-        assert len(files) == 16  # test 8, seen 8 (labels, rows, ranks, 2 lists); γ is given
+        assert len(files) == 20  # test 10, seen 10 (labels, rows, ranks, 2 lists, 2 tails); γ is given
         for name in [*files, "per_class.csv"]:
             assert filecmp.cmp(out / "cells" / cell / name, alone / "cells" / cell / name, shallow=False), (
                 name
