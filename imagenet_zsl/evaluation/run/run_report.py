@@ -67,9 +67,10 @@ def _label_space_lines(metrics: dict) -> list[str]:
     ]
     missing = space.get("without_prototype") or {}
     if missing.get("classes"):
+        kept = missing.get("kept_never_predicted")
+        what = "stayed in the label space, never predicted" if kept else "left the label space"
         lines.append(
-            f"- left the label space (no prototype): {missing['classes']} classes "
-            f"({preview(missing['wnids'])})"
+            f"- {what} (no prototype): {missing['classes']} classes ({preview(missing['wnids'])})"
         )
     miss = metrics.get("count_as_miss") or {}
     if miss.get("classes"):
