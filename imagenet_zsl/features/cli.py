@@ -286,5 +286,6 @@ def _register_validate(tree: CommandTree) -> None:
     parser.add_argument(
         "--out", help="also write DIR/validate.json, validate.md and manifest.json (replaced)"
     )
+    overwrite_flag(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func="imagenet_zsl.features.validate:validate")
