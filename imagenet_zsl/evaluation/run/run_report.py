@@ -69,9 +69,7 @@ def _label_space_lines(metrics: dict) -> list[str]:
     if missing.get("classes"):
         kept = missing.get("kept_never_predicted")
         what = "stayed in the label space, never predicted" if kept else "left the label space"
-        lines.append(
-            f"- {what} (no prototype): {missing['classes']} classes ({preview(missing['wnids'])})"
-        )
+        lines.append(f"- {what} (no prototype): {missing['classes']} classes ({preview(missing['wnids'])})")
     miss = metrics.get("count_as_miss") or {}
     if miss.get("classes"):
         lines.append(
