@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import functools
-import hashlib
 import json
 import os
 import platform
@@ -21,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.checksums import listed_sha256, sha256_file
+from imagenet_zsl.checksums import sha256_bytes as sha256_bytes  # re-exported: the stages import it here
 from imagenet_zsl.errors import UserInputError, note_output, overwrite_allowed, preview
 
 MANIFEST_NAME = "manifest.json"
@@ -38,19 +39,6 @@ def cache_dir() -> Path:
         root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "imagenet-zsl"
     root.mkdir(parents=True, exist_ok=True)
     return root
-
-
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    """Streaming sha256 of a file (constant memory for multi-GB shards)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def current_umask() -> int:
@@ -595,4 +583,4 @@ def _difference(target: Path, record: Mapping[str, Any], hashed: bool = True) ->
     """``size`` or ``sha256`` when the file ``target`` is not the one ``record`` describes, else None."""
     if target.stat().st_size != record.get("bytes"):
         return "size"
-    return "sha256" if hashed and sha256_file(target) != record.get("sha256") else None
+    return "sha256" if hashed and listed_sha256(target) != record.get("sha256") else None

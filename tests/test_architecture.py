@@ -73,6 +73,7 @@ BOTTOM = {
     "__init__",
     "errors",
     "io",
+    "checksums",
     "config",
     "registry",
     "plotting",

@@ -50,6 +50,7 @@ def cell_config(
         plots=recipe.plots,
         label_space=classes.label_space,
         count_as_miss=list(classes.missed),
+        keep_without_prototype=recipe.missing_semantics == "keep",
         training_classes=classes.training_file,
         allow_feature_mismatch=plan.allow_feature_mismatch,
         gamma=None if given is None else given["gamma"],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import non_negative_int, positive_int
+from imagenet_zsl.cli_types import allow_incomplete_flag, non_negative_int, positive_int
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -90,4 +90,5 @@ def register(tree: CommandTree) -> None:
     names.add_argument("--device", help="extraction device (default auto)")
     names.add_argument("--batch-size", type=positive_int, help="extraction batch size")
     names.add_argument("--workers", type=non_negative_int, help="extraction data-loading workers")
+    allow_incomplete_flag(names)  # --store's: a recipe gives it as features.test.allow_incomplete
     parser.set_defaults(func="imagenet_zsl.batch.commands:run")

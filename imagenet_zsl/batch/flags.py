@@ -19,9 +19,12 @@ registry's defaults (``imagenet-zsl models``) with the GloVe 6B-50d class vector
 graph; either way its content is written into ``OUT/recipe.yaml`` (a later edit of the config
 does not change the recorded run). ``--semantics`` overrides every model's class vectors. The test
 images are a store scored while extracted (``--store`` with ``--backbones``, nothing stored) or
-extracted test features (``--features``). Seen-class training features are not a flag: the models
-fit on the backbone's own head stored with the test features (ConSE, trivial, GCNZ/SGCN/DGP), and a
-model that learns from seen-class images is refused before any work: give it a recipe with
+extracted test features (``--features``); ``--allow-incomplete`` reads a ``--store`` that lacks
+what it declares (the recipe key ``features.test.allow_incomplete``). Path flags are written
+absolute (``--semantics`` when it names a file; ``--weights random`` stays a name), and an empty
+``NAME=`` path is one line. Seen-class training features are not a flag: the models fit on the
+backbone's own head stored with the test features (ConSE, trivial, GCNZ/SGCN/DGP), and a model
+that learns from seen-class images is refused before any work: give it a recipe with
 ``features.train``.
 """
 
@@ -38,6 +41,7 @@ from imagenet_zsl.batch.recipe import NAME_PATTERN, Recipe
 from imagenet_zsl.config import read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import BACKBONES, get_spec
+from imagenet_zsl.features.hub_weights import RANDOM
 from imagenet_zsl.models.base import MODELS
 from imagenet_zsl.models.training import load_train_config
 from imagenet_zsl.splits.named import PUBLISHED_SPLITS
@@ -47,18 +51,24 @@ MODEL_CONFIGS = Path("configs") / "models"
 #: the flags that build a recipe (any of them given: no recipe file), by argparse dest
 RECIPE_FLAGS = ("models", "splits", "splits_dir", "store", "backbones", "weights", "features", "semantics")
 RECIPE_FLAGS += ("label_space", "missing_semantics", "per_class", "device", "batch_size", "workers")
+RECIPE_FLAGS += ("allow_incomplete",)
 #: where committed split names are found without --splits-dir
 SPLITS_DIR = "splits"
 #: the keys of a model config that an inline recipe entry takes over as they are
 _INLINE_KEYS = ("params", "semantics", "graph", "select")
-#: the extraction settings a flag gives, by TestImages key
-_EXTRACT_FLAGS = ("per_class", "device", "workers", "batch_size")
+#: the extraction settings a flag gives, by TestImages key (a store_true flag: only when given)
+_EXTRACT_FLAGS = ("per_class", "device", "workers", "batch_size", "allow_incomplete")
 
 
 def names_given(args: Namespace) -> list[str]:
     """The recipe-building flags the command line gives (``--models`` ...): none for a recipe file."""
-    given = [flag for flag in RECIPE_FLAGS if getattr(args, flag, None) is not None]
+    given = [flag for flag in RECIPE_FLAGS if _given(getattr(args, flag, None))]
     return ["--" + flag.replace("_", "-") for flag in given]
+
+
+def _given(value: Any) -> bool:
+    """A flag's value was given: not its default None, nor False (a store_true flag left out)."""
+    return value is not None and value is not False
 
 
 def _items(text: str | None) -> list[str]:
@@ -137,7 +147,7 @@ def _weights(args: Namespace, backbones: list[str]) -> dict[str, str]:
                 f"--weights {items[0]}: {len(backbones)} backbones are given; name each one's: "
                 "--weights NAME=FILE,..."
             )
-        return {backbones[0]: str(Path(items[0]).resolve())}
+        return {backbones[0]: _weights_value(items[0])}
     out = {}
     for item in items:
         name, sep, file = item.partition("=")
@@ -145,7 +155,7 @@ def _weights(args: Namespace, backbones: list[str]) -> dict[str, str]:
             raise UserInputError(
                 f"--weights {item}: give NAME=FILE with NAME one of the backbones ({', '.join(backbones)})"
             )
-        out[name] = str(Path(file).resolve())
+        out[name] = _weights_value(_given_path(file, f"--weights {item}", "FILE", resolve=False))
     return out
 
 
@@ -161,7 +171,7 @@ def _store_features(args: Namespace) -> dict[str, Any]:
             get_spec(spec)  # an unknown name is one line before any work
             backbones.append(spec)
     weights = _weights(args, backbones)
-    settings = {key: getattr(args, key) for key in _EXTRACT_FLAGS if getattr(args, key, None) is not None}
+    settings = {key: getattr(args, key) for key in _EXTRACT_FLAGS if _given(getattr(args, key, None))}
     sets = {}
     for backbone in backbones:
         test = {"store": str(Path(args.store).resolve()), "backbone": backbone, **settings}
@@ -173,8 +183,11 @@ def _store_features(args: Namespace) -> dict[str, Any]:
 
 def _stored_features(args: Namespace) -> dict[str, Any]:
     """``--features DIR`` or ``--features NAME=DIR,...``: extracted test features."""
-    if args.backbones or args.weights:
-        raise UserInputError("--features gives extracted features: --backbones and --weights go with --store")
+    if args.backbones or args.weights or getattr(args, "allow_incomplete", False):
+        raise UserInputError(
+            "--features gives extracted features: --backbones, --weights and --allow-incomplete go "
+            "with --store"
+        )
     items = _items(args.features)
     if len(items) == 1 and "=" not in items[0]:
         return {"features": {"test": str(Path(items[0]).resolve())}}
@@ -183,8 +196,31 @@ def _stored_features(args: Namespace) -> dict[str, Any]:
         name, sep, path = item.partition("=")
         if not sep or not re.match(NAME_PATTERN, name):
             raise UserInputError(f"--features {item}: give DIR, or NAME=DIR,... for several backbones")
-        sets[name] = {"test": str(Path(path).resolve())}
+        sets[name] = {"test": _given_path(path, f"--features {item}", "DIR")}
     return {"features": sets}
+
+
+def _given_path(text: str, where: str, what: str, resolve: bool = True) -> str:
+    """``NAME=PATH``'s path, absolute (the written recipe runs from anywhere) unless not
+    ``resolve``; an empty one is one line naming the flag (it would otherwise be the working
+    directory)."""
+    if not text.strip():
+        raise UserInputError(f"{where}: no path after '='; give NAME={what}")
+    return str(Path(text).resolve()) if resolve else text
+
+
+def _weights_value(text: str) -> str:
+    """A ``--weights`` value: ``random`` (extract's seeded initialisation) as it is, a file
+    absolute."""
+    return text if text == RANDOM else str(Path(text).resolve())
+
+
+def _semantics(spec: str | None) -> str | None:
+    """``--semantics``: a vector-set name as it is; an existing file absolute, as the other path
+    flags are (the written ``OUT/recipe.yaml`` then runs from any directory)."""
+    if spec is not None and Path(spec).is_file():
+        return str(Path(spec).resolve())
+    return spec
 
 
 def _features(args: Namespace) -> dict[str, Any]:
@@ -208,7 +244,8 @@ def recipe_from_flags(args: Namespace) -> Recipe:
     splits_dir = Path(args.splits_dir or SPLITS_DIR)
     data: dict[str, Any] = _features(args)
     models = expand(_items(args.models), MODELS.names(), "model", "--models")
-    data["models"] = {name: _model_entry(name, args.semantics) for name in models}
+    semantics = _semantics(args.semantics)
+    data["models"] = {name: _model_entry(name, semantics) for name in models}
     data["splits"] = split_specs(_items(args.splits), splits_dir)
     data["splits_dir"] = str(splits_dir.resolve())
     for key in ("label_space", "missing_semantics"):

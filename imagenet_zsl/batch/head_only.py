@@ -29,7 +29,7 @@ from imagenet_zsl.batch.recipe import (
     features_key,
 )
 from imagenet_zsl.batch.test_images import TestImages
-from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.errors import UserInputError, overwriting
 from imagenet_zsl.features.head import HEAD_FILE
 from imagenet_zsl.features.shard_files import write_manifest
 from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, file_record, read_manifest
@@ -149,7 +149,7 @@ def write_head_only(source: Path, target: Path) -> Path:
         )
     fields = {k: v for k, v in manifest.items() if k not in _NOT_COPIED}
     fields |= {"classes": [], "shards": [], "head_only": f"the head of {source}: no image"}
-    with atomic_directory(target, tool=RUN_TOOL) as tmp:
+    with overwriting(), atomic_directory(target, tool=RUN_TOOL) as tmp:  # the run's own: written anew
         shutil.copyfile(source / HEAD_FILE, tmp / HEAD_FILE)
         write_manifest(tmp, {**fields, "tool": RUN_TOOL, "inputs": {"head_of": record}})
     return target

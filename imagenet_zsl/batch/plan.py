@@ -32,7 +32,7 @@ from imagenet_zsl.batch.recipe import (
     split_paths,
 )
 from imagenet_zsl.batch.test_images import TEST_IMAGES_DIR, TestImages
-from imagenet_zsl.errors import UserInputError, preview
+from imagenet_zsl.errors import UserInputError, overwriting, preview
 from imagenet_zsl.features.extract import begin_extraction
 from imagenet_zsl.features.extract_setup import ExtractConfig
 from imagenet_zsl.features.scored_dir import write_planned
@@ -286,7 +286,8 @@ def resolve_features(plan: Plan) -> Features:
     key = _simulation_key(config, path.parent)
     if read_manifest(target) is None or not key_path.is_file() or json.loads(key_path.read_text()) != key:
         key_path.unlink(missing_ok=True)
-        simulate(config, target, base_dir=path.parent)
+        with overwriting():  # the run's own features, simulated again since their key changed
+            simulate(config, target, base_dir=path.parent)
         atomic_write_json(key_path, key)
     seen = target / "seen_test"
     if plan.recipe.gzsl and not (seen / MANIFEST_NAME).is_file():

@@ -49,6 +49,8 @@ class TestImages(Config):
     ten_crop: bool = False
     mode: Literal["deterministic", "fast"] = "deterministic"
     pretraining_classes: str | None = None
+    #: read a store that lacks what it declares (``extract --allow-incomplete``; recorded)
+    allow_incomplete: bool = False
 
     def extract_config(self, classes_file: Path, out: Path, progress: bool = False) -> ExtractConfig:
         """The extraction of the test images of ``classes_file`` into ``out`` (the scored directory)."""

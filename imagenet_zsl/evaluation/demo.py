@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from imagenet_zsl.cli_types import overwrite_flag
 from imagenet_zsl.cli_types import seed as seed_type
+from imagenet_zsl.errors import allow_overwrite
 from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
 from imagenet_zsl.io import atomic_directory, atomic_write_text
@@ -127,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--test-classes", type=int, default=300)
     parser.add_argument("--seed", type=seed_type, default=0)
+    overwrite_flag(parser)
     args = parser.parse_args(argv)
+    allow_overwrite(args.overwrite)
     write_demo(args.out, DemoSizes(n_test=args.test_classes), seed=args.seed)
     print(f"wrote {args.out}")
     return 0

@@ -83,11 +83,6 @@ def register(tree: CommandTree) -> None:
         default=0,
         help="seed of --per-class sampling and of --weights random (default 0)",
     )
-    parser.add_argument("--batch-size", type=positive_int, help="default 256 on CUDA, 32 on CPU")
-    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
-    parser.add_argument(
-        "--workers", type=non_negative_int, help="decode worker processes (default: from CPUs)"
-    )
     parser.add_argument(
         "--logits",
         action="store_true",
@@ -108,6 +103,58 @@ def register(tree: CommandTree) -> None:
         "(ILSVRC2012_ID per line) or 'filename<TAB>wnid' lines",
     )
     allow_incomplete_flag(parser)
+    pipeline_flags(parser)
+    parser.add_argument(
+        "--pretraining-classes",
+        metavar="FILE",
+        help="wnid list the backbone was pretrained on, recorded in the manifest (default: from "
+        "the model name's pretrained tag, e.g. .in21k, .in12k, .in22k_ft_in1k)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--merge", metavar="DIR", help="instead of extracting: check DIR's shards and write its manifest"
+    )
+    parser.add_argument(
+        "--no-verify",
+        action="store_true",
+        help="with --merge: trust the shards' records instead of re-hashing",
+    )
+    parser.set_defaults(func="imagenet_zsl.features.commands:extract")
+    _register_validate(tree)
+    simulate = tree.command(
+        "simulate",
+        "write SIMULATED feature directories over the real WordNet graph (test bed)",
+        epilog="example: imagenet-zsl simulate configs/simulate.yaml --out sim",
+    )
+    simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
+    simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
+    overwrite_flag(simulate)
+    simulate.add_argument("--seed", type=seed, default=None, help="override the config's seed")
+    simulate.set_defaults(func="imagenet_zsl.features.commands:simulate")
+
+    labels = tree.group("labels")
+    prototypes = labels.add_parser(
+        "visual-prototypes",
+        help="class vectors = mean visual feature per class (Chao et al.'s idealised semantics)",
+        description="write a class-vectors .npz whose vector for each class is the mean of its "
+        "features (Chao et al. 2016, Sec. 6): use it as 'semantics:' to bound what better semantics "
+        "could give a model",
+    )
+    prototypes.add_argument("--features", required=True, type=Path, help="feature directory")
+    prototypes.add_argument("--out", required=True, type=Path, help="class-vectors file to write (.npz)")
+    prototypes.set_defaults(func="imagenet_zsl.features.commands:visual_prototypes")
+
+
+def pipeline_flags(parser: argparse.ArgumentParser) -> None:
+    """Add the flags that define how images become features (decoder, numerics, preprocessing)
+    and how they are loaded to ``extract`` and ``validate``: one definition, so that ``validate``
+    checks exactly the pipeline an extraction runs (``features.extract_setup.pipeline_settings``
+    reads them back, :data:`~imagenet_zsl.features.extract_setup.PIPELINE_FIELDS`)."""
+    parser.add_argument("--batch-size", type=positive_int, help="default 256 on CUDA, 32 on CPU")
+    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
+    parser.add_argument(
+        "--workers", type=non_negative_int, help="decode worker processes (default: from CPUs)"
+    )
     parser.add_argument(
         "--decode",
         default="auto",
@@ -179,45 +226,6 @@ def register(tree: CommandTree) -> None:
         "centre of the resized image and of its horizontal flip (torchvision TenCrop), as in "
         "Le Cacheux et al.; 10x the forward passes. Recorded in the manifest's preprocessing",
     )
-    parser.add_argument(
-        "--pretraining-classes",
-        metavar="FILE",
-        help="wnid list the backbone was pretrained on, recorded in the manifest (default: from "
-        "the model name's pretrained tag, e.g. .in21k, .in12k, .in22k_ft_in1k)",
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument(
-        "--merge", metavar="DIR", help="instead of extracting: check DIR's shards and write its manifest"
-    )
-    parser.add_argument(
-        "--no-verify",
-        action="store_true",
-        help="with --merge: trust the shards' records instead of re-hashing",
-    )
-    parser.set_defaults(func="imagenet_zsl.features.commands:extract")
-    _register_validate(tree)
-    simulate = tree.command(
-        "simulate",
-        "write SIMULATED feature directories over the real WordNet graph (test bed)",
-        epilog="example: imagenet-zsl simulate configs/simulate.yaml --out sim",
-    )
-    simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
-    simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
-    overwrite_flag(simulate)
-    simulate.add_argument("--seed", type=seed, default=None, help="override the config's seed")
-    simulate.set_defaults(func="imagenet_zsl.features.commands:simulate")
-
-    labels = tree.group("labels")
-    prototypes = labels.add_parser(
-        "visual-prototypes",
-        help="class vectors = mean visual feature per class (Chao et al.'s idealised semantics)",
-        description="write a class-vectors .npz whose vector for each class is the mean of its "
-        "features (Chao et al. 2016, Sec. 6): use it as 'semantics:' to bound what better semantics "
-        "could give a model",
-    )
-    prototypes.add_argument("--features", required=True, type=Path, help="feature directory")
-    prototypes.add_argument("--out", required=True, type=Path, help="class-vectors file to write (.npz)")
-    prototypes.set_defaults(func="imagenet_zsl.features.commands:visual_prototypes")
 
 
 _VALIDATE_EPILOG = """\
@@ -274,17 +282,11 @@ def _register_validate(tree: CommandTree) -> None:
         help="labels of a flat store: devkit ground truth (ILSVRC2012_ID per line) or "
         "'filename<TAB>wnid' lines",
     )
-    parser.add_argument("--resize", type=positive_int, help="as extract's (default: the backbone's own)")
-    parser.add_argument("--crop", type=positive_int, help="as extract's (default: the backbone's own)")
-    parser.add_argument("--jpeg-draft", action="store_true", help="as extract's: reduced-scale JPEG decode")
     allow_incomplete_flag(parser)
-    parser.add_argument("--batch-size", type=positive_int, help="default 256 on CUDA, 32 on CPU")
-    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
-    parser.add_argument(
-        "--workers", type=non_negative_int, help="decode worker processes (default: from CPUs)"
-    )
+    pipeline_flags(parser)
     parser.add_argument(
         "--out", help="also write DIR/validate.json, validate.md and manifest.json (replaced)"
     )
+    overwrite_flag(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(func="imagenet_zsl.features.validate:validate")

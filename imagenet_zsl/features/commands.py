@@ -13,7 +13,7 @@ import argparse
 from imagenet_zsl.devices import tune_process_for_image_pipeline
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.extract import ExtractConfig, merge_run, run_extraction
-from imagenet_zsl.features.extract_setup import check_out_outside_store
+from imagenet_zsl.features.extract_setup import check_out_outside_store, pipeline_settings
 from imagenet_zsl.features.prototypes import visual_prototypes as class_prototypes
 from imagenet_zsl.features.simulate import SIMULATION_FORMAT, WARNING, load_simulation_config
 from imagenet_zsl.features.simulate import simulate as simulate_features
@@ -64,24 +64,14 @@ def extract(args: argparse.Namespace) -> int:
         weights=args.weights,
         per_class=args.per_class,
         seed=args.seed,
-        batch_size=args.batch_size,
-        device=args.device,
-        workers=args.workers,
         shard_size=args.shard_size,
         logits=args.logits,
         layout=args.layout,
         val_labels=args.val_labels,
         allow_incomplete=args.allow_incomplete,
-        decode=args.decode,
-        precision=args.precision,
-        mode=args.mode,
-        compile=args.compile,
-        resize=args.resize,
-        crop=args.crop,
-        ten_crop=args.ten_crop,
-        jpeg_draft=args.jpeg_draft,
         progress=not args.no_progress,
         pretraining_classes=args.pretraining_classes,
+        **pipeline_settings(args),
     )
     run_extraction(config)
     return 0

@@ -30,6 +30,19 @@ DECODERS = ("auto", "pil", "torchvision")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 #: extraction modes (``--deterministic`` / ``--fast``), recorded as ``parameters.mode``
 MODES = ("deterministic", "fast")
+#: the :class:`ExtractConfig` fields that ``features.cli.pipeline_flags`` gives ``extract`` and
+#: ``validate`` alike: how images become features (decoder, numerics, preprocessing), and how they
+#: are loaded
+PIPELINE_FIELDS = (
+    "batch_size", "device", "workers", "decode", "jpeg_draft", "mode", "precision", "compile", "resize",
+    "crop", "ten_crop",
+)  # fmt: skip
+
+
+def pipeline_settings(args: Any) -> dict[str, Any]:
+    """The :data:`PIPELINE_FIELDS` of a parsed ``extract`` or ``validate`` command line (an
+    ``argparse.Namespace``): the one reading both commands build their extraction from."""
+    return {name: getattr(args, name) for name in PIPELINE_FIELDS}
 
 
 @dataclass

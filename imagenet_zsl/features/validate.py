@@ -8,8 +8,11 @@ at once: on ILSVRC-2012 validation images its top-1 must be close to the figure 
 publish.
 
 The images are run through ``extract`` itself (:func:`~imagenet_zsl.features.extract.run_extraction`
-with ``--logits``, the features scored as they leave the network and never stored), so what is
-checked is exactly the pipeline the features come from. Only images of the 1,000 ILSVRC-2012
+with ``--logits``, the features scored as they leave the network and never stored), built from
+the same pipeline flags (``--decode``, ``--jpeg-draft``, ``--deterministic``/``--fast``,
+``--precision``, ``--compile``, ``--resize``, ``--crop``, ``--ten-crop``: one definition,
+:func:`imagenet_zsl.features.cli.pipeline_flags`), so what is checked is exactly the pipeline the
+features come from. Only images of the 1,000 ILSVRC-2012
 classes count (the head predicts no other); images of other classes are left out and counted.
 
 Images: any store ``extract`` reads (e.g. the ILSVRC-2012 val folder with ``--val-labels``), or
@@ -43,6 +46,7 @@ from imagenet_zsl.data import data_path, ilsvrc2012_wnids, read_utf8
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import get_spec
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
+from imagenet_zsl.features.extract_setup import pipeline_settings
 from imagenet_zsl.features.hub_weights import split_revision
 from imagenet_zsl.features.identity import describe_identity, feature_identity
 from imagenet_zsl.features.scored_shards import ShardOutputs
@@ -274,6 +278,8 @@ def _store_classes(args: argparse.Namespace, store: str) -> tuple[list[str], int
 
 
 def _extract_config(args: argparse.Namespace, store: str, classes_file: Path, work: Path) -> ExtractConfig:
+    """The extraction ``validate`` runs: extract's own, its pipeline from the same flags
+    (:func:`~imagenet_zsl.features.extract_setup.pipeline_settings`), with the logits the head predicts."""
     return ExtractConfig(
         store=store,
         classes_file=str(classes_file),
@@ -282,17 +288,12 @@ def _extract_config(args: argparse.Namespace, store: str, classes_file: Path, wo
         weights=args.weights,
         per_class=args.per_class,
         seed=args.seed,
-        batch_size=args.batch_size,
-        device=args.device,
-        workers=args.workers,
         logits=True,
         layout=args.layout,
         val_labels=args.val_labels,
-        resize=args.resize,
-        crop=args.crop,
-        jpeg_draft=args.jpeg_draft,
         allow_incomplete=args.allow_incomplete,
         progress=not args.no_progress,
+        **pipeline_settings(args),
     )
 
 
@@ -399,7 +400,10 @@ def _inputs_checked(args: argparse.Namespace) -> None:
 def _write_out(args: argparse.Namespace, record: dict[str, Any], lines: list[str]) -> None:
     inputs = {"images": file_record(args.images)} if args.images else {"store": str(args.store)}
     parameters = {k: getattr(args, k) for k in ("backbone", "weights", "per_class", "seed", "resize", "crop")}
-    parameters["jpeg_draft"] = args.jpeg_draft
+    # the pipeline flags that change a prediction (not where or how fast it runs)
+    parameters |= {
+        k: getattr(args, k) for k in ("jpeg_draft", "decode", "mode", "precision", "ten_crop", "compile")
+    }
     with atomic_directory(args.out, tool=TOOL, inputs=[args.store, args.images]) as tmp:
         atomic_write_json(tmp / "validate.json", record)
         atomic_write_text(tmp / "validate.md", "# Backbone check\n\n" + "".join(f"    {x}\n" for x in lines))

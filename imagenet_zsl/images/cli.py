@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from imagenet_zsl.cli_types import allow_incomplete_flag, non_negative_int
+from imagenet_zsl.cli_types import allow_incomplete_flag, non_negative_int, overwrite_flag
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
@@ -103,6 +103,7 @@ def _coverage_flags(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="also write coverage.tsv, store_counts.tsv, missing.tsv and manifest.json to DIR",
     )
+    overwrite_flag(parser)
     parser.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES)
     parser.add_argument("--val-labels", help="labels of a flat store (see 'images count')")
     allow_incomplete_flag(parser)

@@ -81,7 +81,8 @@ def coverage(args: argparse.Namespace) -> int:
     packaged = {PUBLISHED_SPLITS[n].path for n in names if n in PUBLISHED_SPLITS}
     inputs = [args.store, args.val_labels, *(p for p in paths.values() if p not in packaged)]
     if args.out is not None:
-        check_out_dir(args.out, COVERAGE_TOOL, inputs)  # a wrong --out fails before the scan
+        # a wrong --out (an input, another tool's, a file the user added or edited) fails before the scan
+        check_out_dir(args.out, COVERAGE_TOOL, inputs, own_files=True)
     store: ImageStore = open_store(
         args.store, args.layout, args.val_labels, allow_incomplete=args.allow_incomplete
     )

@@ -302,7 +302,8 @@ def _check_complete(store: ImageStore, allow_incomplete: bool) -> None:
         more = f" (+{len(findings) - 1} more)" if len(findings) > 1 else ""
         raise UserInputError(
             f"{store.root}: the store is incomplete: {findings[0]['detail']}{more}; complete the "
-            "download, or pass --allow-incomplete to read it as it is (recorded in the manifest)"
+            "download, or pass --allow-incomplete to read it as it is (recorded in the manifest; a run "
+            "recipe: allow_incomplete: true under features.test)"
         )
     store.incomplete = findings
     damaged = findings or any(entry["damage"] for entry in store.ledger)

@@ -6,6 +6,8 @@ A model directory::
     DIR/config.json     {"model": name, "params": {...}}
     DIR/state.json      the fitted state that is not an array (numbers, strings, nesting)
     DIR/weights.npz     every fitted array, keyed by its attribute path
+    DIR/training_image_ids.json.gz   (``train``) the image ids of the features it was fitted on
+                        (:mod:`imagenet_zsl.features.image_ids`), for GZSL's held-out seen check
     DIR/manifest.json   the one manifest (:func:`imagenet_zsl.io.write_manifest`, format
                         ``imagenet-zsl/model-v2``): format, tool, command, inputs, parameters (the
                         hyper-parameters), software, files (sha256 of each), and the model's own
@@ -26,7 +28,7 @@ import io
 import json
 import logging
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -164,9 +166,11 @@ def save_model(
     directory: str | Path,
     extra: dict[str, Any] | None = None,
     inputs: Sequence[str | Path] = (),
+    files: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write a fitted model to ``directory`` atomically; ``extra`` goes into the manifest (its
-    ``inputs``: the manifest's inputs record; every other key a field beside the model's). An
+    ``inputs``: the manifest's inputs record; every other key a field beside the model's);
+    ``files``: more files of the directory, {name: bytes} (``train``'s training image ids). An
     existing ``directory`` is replaced only if an earlier ``imagenet-zsl train`` wrote it, and never
     when it holds or lies inside one of ``inputs`` (the paths the caller read). Returns the
     directory."""
@@ -181,6 +185,8 @@ def save_model(
         (tmp / "weights.npz").write_bytes(_npz_bytes(arrays))
         (tmp / "state.json").write_text(canonical_json(state))
         (tmp / "config.json").write_text(canonical_json({"model": model.name, "params": model.params}))
+        for name, data in (files or {}).items():
+            (tmp / name).write_bytes(data)
         write_manifest(
             tmp,
             format=MODEL_FORMAT,

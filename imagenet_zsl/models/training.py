@@ -37,7 +37,10 @@ from images: a feature directory without images of at least two seen classes is 
 one-line error. The vision-language zero-shot model (``vlm_zero_shot``) learns nothing and reads
 no image.
 
-The model directory's manifest records the config, the input manifests' sha256, the identity of
+The model directory keeps the image ids of its training features
+(``training_image_ids.json.gz``): GZSL's held-out seen images are checked against them at
+evaluation, whatever the training directory holds by then. Its manifest records the config, the
+input manifests' sha256 (the training features' by absolute path), the identity of
 the features (``feature_identity``: backbone, weights sha256, preprocessing, layer, dim) and of
 the class vectors (``semantics_identity``: source, and the file's sha256) it was fitted on, the
 selection grid with every validation score, and the fit summary.
@@ -46,6 +49,7 @@ selection grid with every validation score, and the fit summary.
 from __future__ import annotations
 
 import difflib
+import functools
 import logging
 from pathlib import Path
 from typing import Any, Literal
@@ -58,6 +62,7 @@ from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
+from imagenet_zsl.features.image_ids import TRAINING_IDS_FILE, id_set_bytes
 from imagenet_zsl.features.simulate import resolve_class_vectors
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import resolve_graph
@@ -360,7 +365,7 @@ def train(
         "command": command_line(),
         "train_config": config.as_dict(),
         "inputs": {
-            "features": file_record(Path(features_dir) / MANIFEST_NAME),
+            "features": _features_record(features),
             "semantics": None if semantics is None else semantics.source,
             "graph": None if graph is None else graph.source,
             "backbone_head": _head_record(features) if head else None,
@@ -379,7 +384,26 @@ def train(
             )
         model = create(cls.name, **params).fit(data, semantics, graph)
     model.check_inputs(features.identity, semantics)  # after fit: its dimension checks come first
-    return save_model(model, out_dir, extra, inputs=inputs)
+    ids = _training_ids(str(features.path), extra["inputs"]["features"]["sha256"])[0]
+    return save_model(model, out_dir, extra, inputs=inputs, files={TRAINING_IDS_FILE: ids})
+
+
+def _features_record(features: FeatureDir) -> dict[str, Any]:
+    """The manifest's ``inputs.features``: the training features' manifest (absolute path, size,
+    sha256) and where the model directory keeps their image ids (``image_ids``: file and count),
+    which GZSL's held-out seen check reads whatever the directory holds later."""
+    record = file_record(features.path.absolute() / MANIFEST_NAME)
+    count = _training_ids(str(features.path), record["sha256"])[1]
+    record["image_ids"] = {"file": TRAINING_IDS_FILE, "count": count}
+    return record
+
+
+@functools.lru_cache(maxsize=4)
+def _training_ids(directory: str, manifest_sha256: str) -> tuple[bytes, int]:
+    """(the :data:`TRAINING_IDS_FILE` bytes, the number of distinct ids) of a feature directory,
+    keyed by its manifest's sha256: ``run`` fits every model on the same features, whose ids are
+    read and packed once."""
+    return id_set_bytes(FeatureDir(directory).ids())
 
 
 def _restrict_seen(

@@ -205,3 +205,23 @@ def test_keep_ranks_against_all_20842_classes_and_names_the_space_in_each_record
         actions = {(r["set"], r["action"]) for r in csv.DictReader(handle)}
     kept = ("label space of hop1", "kept in the label space (never predicted)")
     assert actions == {("hop1", "counted as miss"), kept}
+    # every model ranks against the label space its record names (review of #45 §2: ConSE's
+    # metrics.json and the summary said 18,925 under keep): metrics.json, the cell record's
+    # counts and the summary's label-space cell agree with the record's size, for every model
+    with (outs["keep"] / "summary.csv").open() as handle:
+        shown = {row["model"]: row["label space"] for row in csv.DictReader(handle)}
+    for policy, size in (("keep", ALL), ("drop", 18_925)):
+        for model in ("trivial", "conse"):
+            record, metrics = cell(policy, model, ".json"), cell(policy, model, "/metrics.json")
+            assert record["label_space"]["size"] == size
+            assert metrics["label_space"]["classes_in_label_space"] == size
+            assert metrics["zsl"]["classes_in_label_space"] == size
+            assert record["classes"]["in_label_space"] == size
+            if policy == "keep":
+                assert str(size) in shown[model] or f"{size:,}" in shown[model], shown[model]
+    # ConSE keeps its 1,914 distractors without a vector (and hop1's 3 misses) in the space, never
+    # predicted: its top-k lists hold only classes it has a vector for
+    never = keep["label_space"]["without_prototype"]
+    assert never["classes"] == 1914 and never["kept_never_predicted"] is True
+    topk = json.loads((outs["keep"] / "cells" / "conse__hop1" / "topk" / "classes.json").read_text())
+    assert len(topk["unseen"]) == ALL - 1917 and not set(topk["unseen"]) & set(never["wnids"])

@@ -155,6 +155,18 @@ class LabelSpace:
     seen_source: str = "none"
     seen_count: int = 0
     without_prototype: list[str] = field(default_factory=list)
+    kept_without_prototype: bool = False
+
+    @property
+    def size(self) -> int:
+        """The classes each test image is ranked against (metrics.json's
+        ``classes_in_label_space``): the searched classes, and with ``kept_without_prototype`` the
+        classes the model never predicts too (the count-as-miss split classes and the distractors
+        without a prototype: ranked below every class, so searching without them gives the same
+        ranks and hit@K)."""
+        if not self.kept_without_prototype:
+            return len(self.wnids)
+        return len(self.wnids) + len(self.miss) + len(self.without_prototype)
 
     @property
     def scored(self) -> list[str]:
@@ -248,7 +260,8 @@ def resolve_space(
 ) -> LabelSpace:
     """The run's label space: resolved by :func:`resolve_label_space` without the count-as-miss
     classes; a split class without a prototype is an error (count it as a miss or drop it), a
-    distractor without one leaves with a warning."""
+    distractor without one leaves with a warning (with ``cfg.keep_without_prototype`` it stays,
+    never predicted: it is not searched, and :attr:`LabelSpace.size` counts it)."""
     seen = _seen_for_label_space(cfg, source, seen_wnids, head)
     scored = LabelSpace(cfg.label_space, [], split_wnids, miss).scored
     excluded = set(miss)
@@ -264,16 +277,26 @@ def resolve_space(
         )
     if missing:
         log.warning(
-            "%d classes of the label space %r have no prototype and leave it: %s",
+            "%d classes of the label space %r have no prototype and %s: %s",
             len(missing),
             cfg.label_space,
+            "stay in it, never predicted" if cfg.keep_without_prototype else "leave it",
             preview(missing),
         )
     gone = set(missing)
     kept = [w for w in wnids if w not in gone]
     if not kept:
         raise UserInputError(f"--label-space {cfg.label_space}: no class is left in the label space")
-    return LabelSpace(cfg.label_space, kept, split_wnids, miss, seen.source, len(seen), sorted(missing))
+    return LabelSpace(
+        cfg.label_space,
+        kept,
+        split_wnids,
+        miss,
+        seen.source,
+        len(seen),
+        sorted(missing),
+        bool(cfg.keep_without_prototype),
+    )
 
 
 def class_vectors_label(record: Any) -> str:

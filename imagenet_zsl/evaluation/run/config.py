@@ -69,6 +69,11 @@ class EvaluationConfig:
     #: split classes the model has no prototype for: they leave the label space, and their test
     #: images count as misses in every denominator (the ``count_as_miss`` policy of ``run``)
     count_as_miss: Sequence[str] = ()
+    #: label-space classes without a prototype stay in the label space as classes the model never
+    #: predicts (``run``'s ``missing_semantics: keep``): a distractor without one is not searched
+    #: (it would rank below every class: the same ranks and hit@K) but counts in
+    #: ``classes_in_label_space``, as do the ``count_as_miss`` classes
+    keep_without_prototype: bool = False
     #: evaluate features whose identity differs from the model's training features (or from
     #: each other); the override is recorded in metrics.json and the manifest
     allow_feature_mismatch: bool = False

@@ -33,6 +33,7 @@ from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_pat
 from imagenet_zsl.evaluation.run.provenance import check_feature_identities, pretraining_overlap
 from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features.feature_dir import FeatureDir
+from imagenet_zsl.features.image_ids import read_id_set, shared_ids
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.image_filter.filtered import kept_image_ids
 from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, regular_input_file, sha256_file
@@ -114,11 +115,14 @@ def _validation_set(cfg: EvaluationConfig, split_wnids: list[str], seen_wnids: l
 class TrainingFeatures:
     """The features a model was fitted on, as far as they are known: ``sha256`` of their
     manifest (which lists every shard's sha256: the directory's content digest), the ``directory``
-    (None where it is not at hand) and ``named``, how an error names them."""
+    (None where it is not at hand), ``named``, how an error names them, and ``ids_file``, the
+    image ids ``train`` kept in the model directory (None for a model trained before it did, and
+    for ``run``'s training features, whose directory is what the models are fitted on now)."""
 
     sha256: str | None
     directory: Path | None
     named: str
+    ids_file: Path | None = None
 
     @classmethod
     def of_directory(cls, directory: Path, named: str) -> TrainingFeatures:
@@ -126,43 +130,76 @@ class TrainingFeatures:
         return cls(sha256_file(Path(directory) / MANIFEST_NAME), Path(directory), named)
 
     @classmethod
-    def of_model(cls, manifest: dict[str, Any], named: str) -> TrainingFeatures | None:
+    def of_model(
+        cls, manifest: dict[str, Any], named: str, model_dir: Path | None = None
+    ) -> TrainingFeatures | None:
         """The training features a model manifest records (``inputs.features``: path and sha256 of
-        their manifest, as ``train`` writes it); None where it records none."""
+        their manifest, and ``image_ids``, the file of ``model_dir`` that keeps their ids, as
+        ``train`` writes it); None where it records none."""
         inputs = manifest.get("inputs")
         record = inputs.get("features") if isinstance(inputs, dict) else None
         if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
             return None
         path = Path(str(record.get("path", ""))).parent if record.get("path") else None
-        return cls(record["sha256"], path, named)
+        kept = record.get("image_ids")
+        ids_file = None
+        if model_dir is not None and isinstance(kept, dict) and isinstance(kept.get("file"), str):
+            ids_file = Path(model_dir) / Path(kept["file"]).name
+        return cls(record["sha256"], path, named, ids_file)
 
 
 def check_held_out_seen(seen: FeatureDir, training: TrainingFeatures, where: str) -> None:
     """The one rule for GZSL's held-out seen images (``evaluate --seen-features``, ``run``'s
     ``features.seen``): they are not the features the model was fitted on, compared by content
     (the sha256 of the feature directory's manifest, so a copy or another path to the same
-    features is caught), and share no image id with them where that directory is at hand and
-    still holds what the model was fitted on. Why: GZSL S measured on training images is not a
+    features is caught), and share no image id with them: the ids ``train`` kept in the model
+    directory (whatever the training directory holds now: re-extracted, moved or gone), else, for
+    a model trained before they were kept, the training directory's where it is at hand and still
+    holds what the model was fitted on. Why: GZSL S measured on training images is not a
     held-out accuracy (it looks like a good model and a high H)."""
-    if training.sha256 is not None and sha256_file(seen.path / MANIFEST_NAME) == training.sha256:
+    seen_sha = sha256_file(seen.path / MANIFEST_NAME)
+    if training.sha256 is not None and seen_sha == training.sha256:
         raise UserInputError(
             f"{seen.path}: the held-out seen images are the training features ({where}: the same "
             f"content as {training.named}); give held-out images, e.g. ILSVRC-2012 validation features"
         )
-    directory = training.directory
-    if directory is None or not (directory / MANIFEST_NAME).is_file():
-        return
-    train_sha = sha256_file(directory / MANIFEST_NAME)
-    if training.sha256 is not None and train_sha != training.sha256:
-        return  # changed since the model was fitted: not the images it saw
-    count, first = _shared_ids(
-        str(seen.path), sha256_file(seen.path / MANIFEST_NAME), str(directory), train_sha
-    )
+    if training.ids_file is not None:
+        count, first = _shared_with_kept(str(seen.path), seen_sha, str(training.ids_file))
+        source = f"{training.directory or 'the model'} (image ids kept in {training.ids_file})"
+    else:
+        directory = _training_directory(training)
+        if directory is None:
+            return
+        count, first = _shared_ids(
+            str(seen.path), seen_sha, str(directory), sha256_file(directory / MANIFEST_NAME)
+        )
+        source = str(directory)
     if count:
         raise UserInputError(
-            f"{seen.path}: {count} held-out seen images are training images of {directory} "
+            f"{seen.path}: {count} held-out seen images are training images of {source} "
             f"(e.g. image {first}) ({where}: {training.named}); give held-out images"
         )
+
+
+def _training_directory(training: TrainingFeatures) -> Path | None:
+    """The training directory whose ids stand for the model's (no ids kept: a model trained
+    before ``train`` kept them, or ``run``'s features): None, with one log line saying the id check
+    could not run, where it is not at hand or has changed since the model was fitted."""
+    directory = training.directory
+    if directory is None or not (directory / MANIFEST_NAME).is_file():
+        why = "is not at hand" if directory is None else f"{directory} is not found"
+    elif training.sha256 is not None and sha256_file(directory / MANIFEST_NAME) != training.sha256:
+        why = f"{directory} has changed since the model was fitted"
+    else:
+        return directory
+    log.warning(
+        "the held-out seen images' ids could not be checked against %s: the model keeps no "
+        "training image ids (trained by an older version) and its training directory %s; "
+        "retrain the model to have them checked",
+        training.named,
+        why,
+    )
+    return None
 
 
 @functools.lru_cache(maxsize=16)
@@ -174,13 +211,32 @@ def _shared_ids(seen: str, seen_sha256: str, train: str, train_sha256: str) -> t
     return len(shared), (str(shared[0]) if len(shared) else None)
 
 
+def _shared_with_kept(seen: str, seen_sha256: str, ids_file: str) -> tuple[int, str | None]:
+    """(how many, the first) image ids of the feature directory ``seen`` that a model's kept
+    training ids hold; cached by the seen manifest's and the id file's sha256 (``run``'s models
+    keep the same ids: read once)."""
+    key = (seen_sha256, sha256_file(ids_file))
+    if key not in _KEPT_SHARED:
+        shared = shared_ids(read_id_set(ids_file), FeatureDir(seen).ids())
+        if len(_KEPT_SHARED) >= 16:
+            _KEPT_SHARED.clear()
+        _KEPT_SHARED[key] = (len(shared), str(shared[0]) if len(shared) else None)
+    return _KEPT_SHARED[key]
+
+
+#: :func:`_shared_with_kept`'s results, by (seen manifest sha256, id file sha256)
+_KEPT_SHARED: dict[tuple[str, str], tuple[int, str | None]] = {}
+
+
 def _check_seen_not_training(cfg: EvaluationConfig, source: QuerySource, sets: GZSLSets) -> None:
     """``evaluate``: :func:`check_held_out_seen` against the training features the model's
     manifest records (a prototype file records none)."""
     manifest = getattr(source, "manifest", None)  # a model directory's verified manifest
     if not isinstance(manifest, dict):
         return
-    training = TrainingFeatures.of_model(manifest, f"model {cfg.model}'s training features")
+    model_dir = getattr(source, "path", None)
+    named = f"model {cfg.model}'s training features"
+    training = TrainingFeatures.of_model(manifest, named, model_dir)
     if training is None:
         return
     for flag, fd in (("--seen-features", sets.seen_fd), ("--val-seen-features", sets.val_seen_fd)):

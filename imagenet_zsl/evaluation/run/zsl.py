@@ -44,16 +44,19 @@ def label_space_block(inp: EvaluationInputs, counts: np.ndarray) -> dict[str, An
     space = inp.space
     n_space = len(space.wnids)
     spec = str(space.spec)
+    never = len(space.without_prototype) if space.kept_without_prototype else 0
     block: dict[str, Any] = {
         "spec": spec,
-        "classes_in_label_space": n_space,
+        "classes_in_label_space": space.size,
         "classes_with_test_images": int(np.count_nonzero(counts)),
         "split_classes": len(space.split),
         "split_classes_without_test_images": int(np.count_nonzero(inp.class_counts_all == 0)),
-        "distractors_without_test_images": int(np.count_nonzero(counts[:n_space] == 0)),
+        "distractors_without_test_images": int(np.count_nonzero(counts[:n_space] == 0)) + never,
         "seen_classes_left_out": {"source": space.seen_source, "classes": space.seen_count},
         "without_prototype": {"classes": len(space.without_prototype), "wnids": space.without_prototype},
     }
+    if space.kept_without_prototype:  # they stay in the space: classes the model never predicts
+        block["without_prototype"]["kept_never_predicted"] = True
     if spec not in ("split", "all"):
         block["file"] = {"path": spec, "sha256": sha256_file(spec)}
     return block
@@ -92,7 +95,7 @@ def zsl_metrics(inp: EvaluationInputs, results: SearchResults) -> ZSLResult:
     zsl: dict[str, Any] = {
         "images": int(len(labels)),
         "classes": int(np.count_nonzero(counts)),
-        "classes_in_label_space": len(inp.space_wnids),
+        "classes_in_label_space": inp.space.size,
         "classes_with_test_images": int(np.count_nonzero(counts)),
         "label_space": str(inp.space.spec),
         "miss_images": misses["images"],
