@@ -217,12 +217,11 @@ def test_the_grid_search_example_of_the_models_guide_runs(problem):
     text = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "models.md").read_text()
     section = text.split("### Grid search with scikit-learn", 1)[1]
     code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
-    data = problem.seen_data()
-    namespace = {"data": data, "semantics": problem.semantics}
-    exec(compile(code, "docs/guides/models.md", "exec"), namespace)
-    search, model = namespace["search"], namespace["model"]
+    namespace: dict = {}
+    exec(compile(code, "docs/guides/models.md", "exec"), namespace)  # self-contained, as a reader runs it
+    search, model, data = namespace["search"], namespace["model"], namespace["data"]
     assert len(search.cv_results_["params"]) == 3 and search.best_params_["gamma"] in (0.1, 1.0, 10.0)
     assert model.gamma == search.best_params_["gamma"] and model.fitted_attributes()
     # the refit model is the one a plain fit with the best parameters gives
-    plain = create("eszsl", **search.best_params_).fit(data, problem.semantics)
+    plain = create("eszsl", **search.best_params_).fit(data, namespace["semantics"])
     np.testing.assert_array_equal(model.map_, plain.map_)
