@@ -164,6 +164,7 @@ def test_imagenet_zsl_extract_runs_its_network_with_sleeping_threads(tmp_path, m
                 "weight_decay": 0.0,
                 "min_steps": 1,
                 "workers": 0,
+                "allow_incomplete": False,
             },
         ),
     ],
