@@ -7,7 +7,8 @@ one per ``--counts`` entry, whose classes are real fall11 wnids outside ILSVRC-2
 ``--classes`` of ``splits/hop1.txt`` with a GloVe vector), and a training feature directory
 (``imagenet-zsl extract`` of a few ILSVRC-2012 classes, the same backbone); the store indexes and
 the class vectors are built once, into the bench's own cache (``$IMAGENET_ZSL_CACHE``), as a
-user's second command finds them. Then, for every count, ``--repeats`` times, interleaved, each in
+user's second command finds them, and the package's modules are byte-compiled, as an installed
+package's are. Then, for every count, ``--repeats`` times, interleaved, each in
 a fresh process started exactly as the docs show the command (docs/guides/features.md,
 docs/guides/run.md)::
 
@@ -98,10 +99,15 @@ def spread(total: int, wnids: list[str]) -> dict[str, int]:
 
 def prepare(args: argparse.Namespace, work: Path, env: dict[str, str]) -> dict:
     """The stores, the class list, the training features and the warm cache (nothing timed)."""
+    import imagenet_zsl
     from imagenet_zsl.data import ilsvrc2012_wnids
     from imagenet_zsl.features.synthetic_store import make_store
     from imagenet_zsl.images.store import open_store
 
+    # the package's bytecode, as an installed package has it (an environment with
+    # PYTHONDONTWRITEBYTECODE would otherwise have every command compile its modules anew)
+    package = str(Path(imagenet_zsl.__file__).parent)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", package], check=True, env=env)
     size = (args.width, args.height)
     wnids = test_classes(args.classes)
     classes = work / "test_classes.txt"
@@ -171,6 +177,17 @@ def fit(counts: list[int], cpu: dict[int, float]) -> tuple[float, float]:
     return slope, my - slope * mx
 
 
+def paired_ratios(counts: list[int], runs: dict[str, dict[int, list[dict]]]) -> list[float]:
+    """Per repeat, the fused run's slope over the sum of the stored path's, each fitted on that
+    repeat's runs alone (run close together in time, so a slow spell of the machine falls on all
+    three): the spread of these says how far the medians' ratio can be trusted."""
+    ratios = []
+    for repeat in range(min(len(runs[kind][n]) for kind in KINDS for n in counts)):
+        slope = {kind: fit(counts, {n: runs[kind][n][repeat]["cpu_s"] for n in counts})[0] for kind in KINDS}
+        ratios.append(slope["fused run"] / (slope["extract"] + slope["stored run"]))
+    return ratios
+
+
 def summarise(args: argparse.Namespace, runs: dict[str, dict[int, list[dict]]]) -> dict:
     """Medians per kind and count, the per-image slopes and intercepts, and the ratios."""
     counts, top = args.counts, max(args.counts)
@@ -192,6 +209,7 @@ def summarise(args: argparse.Namespace, runs: dict[str, dict[int, list[dict]]]) 
     return {
         "kinds": table,
         "ratio_per_image": table["fused run"]["cpu_ms_per_image"] / stored,
+        "ratio_per_image_by_repeat": paired_ratios(counts, runs),
         "ratio_fixed": table["fused run"]["fixed_cpu_s"] / fixed,
         "ratio_at_largest": statistics.median(r["cpu_s"] for r in runs["fused run"][top])
         / (table["extract"]["cpu_s_median"][str(top)] + table["stored run"]["cpu_s_median"][str(top)]),
@@ -216,7 +234,8 @@ def report(args: argparse.Namespace, result: dict, load: tuple[float, float, flo
     print(
         f"\nfused run / (extract + stored run): {result['ratio_per_image']:.3f}x CPU per image, "
         f"{result['ratio_fixed']:.3f}x fixed CPU, {result['ratio_at_largest']:.3f}x CPU at "
-        f"{max(args.counts)} images"
+        f"{max(args.counts)} images; per image, repeat by repeat: "
+        + ", ".join(f"{r:.3f}x" for r in result["ratio_per_image_by_repeat"])
     )
 
 
