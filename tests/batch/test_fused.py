@@ -143,14 +143,24 @@ def _no_test_features(out: Path) -> None:
 
 
 @needs_scored_probe
-def test_fused_run_equals_extract_then_run_and_stores_no_test_feature(tmp_path, inputs):
+def test_fused_run_equals_extract_then_run_and_stores_no_test_feature(tmp_path, inputs, monkeypatch):
+    """The cells of extract-then-run, no test feature on disk, the backbone built once (planning
+    begins the extraction, the fused pass goes on from it) and the head written once (the scored
+    directory's is the planned one's file)."""
     root, train, test_store, recipe = inputs
     test_dir = _extract(test_store, sorted({w for ws in SPLITS.values() for w in ws}), tmp_path / "test")
     stored = run(_recipe(root, recipe, "stored", str(test_dir), train), tmp_path / "stored", progress=False)
+    built, load_backbone = [], extract.load_backbone
+    monkeypatch.setattr(
+        extract, "load_backbone", lambda cfg: built.append(cfg.backbone) or load_backbone(cfg)
+    )
     result = run(
         _recipe(root, recipe, "fused", _store_spec(test_store), train), tmp_path / "fused", progress=False
     )
     assert result.failed == [] and stored.failed == [] and len(result.evaluated) == 4
+    assert built == ["tiny-test"]
+    images = tmp_path / "fused" / "test-images"
+    assert os.path.samefile(images / "planned" / "head.npz", images / "scored" / "head.npz")
     _same_cells(tmp_path / "fused", scored_path(tmp_path / "fused"), tmp_path / "stored", test_dir)
     _no_test_features(tmp_path / "fused")
     scored = FeatureDir(scored_path(tmp_path / "fused"))
@@ -165,6 +175,7 @@ def test_fused_run_equals_extract_then_run_and_stores_no_test_feature(tmp_path, 
         _recipe(root, recipe, "fused", _store_spec(test_store), train), tmp_path / "fused", progress=False
     )
     assert again.evaluated == [] and len(again.skipped) == 4
+    assert built == ["tiny-test"] * 2  # planned again; nothing extracted
     _same_cells(tmp_path / "fused", scored_path(tmp_path / "fused"), tmp_path / "stored", test_dir)
 
 
@@ -300,23 +311,6 @@ def test_a_typo_under_the_test_store_is_one_line(tmp_path, inputs):
     missing = {**_store_spec(test_store), "store": str(tmp_path / "nowhere")}
     with pytest.raises(UserInputError, match="no such image store"):
         run(_recipe(root, recipe, "missing", missing, train), tmp_path / "missing", progress=False)
-
-
-@needs_scored_probe
-def test_a_fused_run_builds_its_backbone_once_and_writes_its_head_once(tmp_path, inputs, monkeypatch):
-    """Planning begins the extraction (identity, planned directory); the fused pass goes on from
-    it: one backbone built, and the scored directory's head is the planned one's file."""
-    root, train, test_store, recipe = inputs
-    built, real = [], extract.load_backbone
-    monkeypatch.setattr(extract, "load_backbone", lambda cfg: built.append(cfg.backbone) or real(cfg))
-    path = _recipe(root, recipe, "fused", _store_spec(test_store), train)
-    assert not run(path, tmp_path / "fused", progress=False).failed
-    assert built == ["tiny-test"]
-    images = tmp_path / "fused" / "test-images"
-    assert os.path.samefile(images / "planned" / "head.npz", images / "scored" / "head.npz")
-    # a second run, planning again, finds every shard scored: one more build, nothing extracted
-    assert run(path, tmp_path / "fused", progress=False).evaluated == []
-    assert built == ["tiny-test"] * 2
 
 
 def test_run_tunes_the_process_only_when_its_recipe_extracts(tmp_path, inputs, monkeypatch):
