@@ -23,13 +23,12 @@ from the wall clock): the speed a long run approaches.
     python tools/bench_extract.py --compile both           # toolkit eager and compiled
     python tools/bench_extract.py --devices cpu,cuda --images 8192 --decoders pil,torchvision
     python tools/bench_extract.py --device-resize --images 256     # nvJPEG path's resize, per image
-    python tools/bench_extract.py --fused --repeats 3      # extract alone vs scored while extracted
+    python tools/bench_extract.py --fused --counts 32,128 --repeats 3   # run's fused path: see bench_fused.py
 
-``--fused`` (issue 38 §1) times, in alternating fresh processes, ``extract`` alone against the same
-extraction handing each shard to a scorer instead of writing its features (``run``'s fused path:
-an exact top-k search of the shard's float16 rows, as stored, against ``--fused-classes`` class
-prototypes with the true classes' tie counts, its lists written as the run's search cache writes
-them), and reports images/s of both, their ratio and the bytes written per image.
+``--fused`` (issues 38 §1, 46) runs ``tools/bench_fused.py`` (its flags: ``--counts``,
+``--classes``, ``--repeats``, ...): the real ``imagenet-zsl run`` with ``features.test: {store,
+backbone}`` against ``imagenet-zsl extract`` plus the run on the stored features, each command in
+a fresh process as the docs show it, CPU per image as the slope over image counts.
 """
 
 from __future__ import annotations
@@ -111,15 +110,10 @@ class ToolkitRun:
     decode: str
     compiled: bool
     tag: str
-    #: > 0: scored while extracted against this many class prototypes (``--fused``)
-    fused_classes: int = 0
 
 
-def toolkit_run(
-    store_root: Path, classes: Path, out: Path, args: argparse.Namespace, run: ToolkitRun, sink=None
-):
-    """(images extracted, seconds spent compiling) of one ``imagenet-zsl extract`` run (``sink``:
-    scored while extracted, ``--fused``)."""
+def toolkit_run(store_root: Path, classes: Path, out: Path, args: argparse.Namespace, run: ToolkitRun):
+    """(images extracted, seconds spent compiling) of one ``imagenet-zsl extract`` run."""
     from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 
     config = ExtractConfig(
@@ -137,33 +131,8 @@ def toolkit_run(
         compile=run.compiled,
         mode="fast",  # the speed setting (bf16 + cuDNN autotuning on CUDA; the same fp32 on CPU)
     )
-    result = run_extraction(config, sink)
+    result = run_extraction(config)
     return result.images, result.compile_seconds
-
-
-def fused_sink(out: Path, classes: int, k: int, dim: int):
-    """What ``run``'s fused path does with each shard, for one label space of ``classes`` random
-    ``dim``-d prototypes: the exact top-``k`` (+1) of the shard's float16 rows read as float32 and
-    the true classes' tie counts, written as one ``.npz`` per shard (the search cache's entry).
-    The prototypes and the searcher are made here, before the timer (a run makes them before it
-    extracts)."""
-    import numpy as np
-
-    from imagenet_zsl.evaluation.search import TopKSearcher
-
-    prototypes = np.random.default_rng(0).standard_normal((classes, dim), dtype=np.float32)
-    searcher = TopKSearcher(prototypes, k + 1, device="cpu")
-    out.mkdir(parents=True, exist_ok=True)
-
-    def score(outputs) -> None:
-        rows = np.asarray(outputs.features, dtype=np.float32)
-        labels = outputs.labels.astype(np.int64) % classes
-        scores, ids, ranks = searcher.search_ranked(rows, labels)
-        np.savez(
-            out / f".{outputs.name}.topk.npz", scores=scores, ids=ids, above=ranks.above, tied=ranks.tied
-        )
-
-    return score
 
 
 def time_toolkit(
@@ -175,27 +144,16 @@ def time_toolkit(
     run pays what a first run on a new store pays.
     """
     os.environ["IMAGENET_ZSL_CACHE"] = str(work / f"index-cache-{run.tag}")
-    sink = None
-    if run.fused_classes:
-        from imagenet_zsl.features.backbones import get_spec
-
-        dim = get_spec(args.backbone).dim
-        if dim is None:
-            raise SystemExit(f"--fused: the width of backbone {args.backbone} is not registered")
-        sink = fused_sink(work / f"out-{run.tag}", run.fused_classes, args.fused_k, dim)
     start, cpu_start = time.perf_counter(), _cpu_seconds()
-    n, compile_s = toolkit_run(store_root, classes, work / f"out-{run.tag}", args, run, sink)
+    n, compile_s = toolkit_run(store_root, classes, work / f"out-{run.tag}", args, run)
     seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu_start
     files = [p for p in (work / f"out-{run.tag}").rglob("*") if p.is_file()]
-    # per image: the shards' files (and the fused path's top-k lists); the rest (head, manifest,
-    # run record, log) is written once per run
+    # per image: the shards' files; the rest (head, manifest, run record, log) is written once per run
     written = sum(p.stat().st_size for p in files if p.name.startswith(("r", ".r")))
     fixed = sum(p.stat().st_size for p in files) - written
-    fused = f", scored against {run.fused_classes} classes" if run.fused_classes else ""
     return {
         "device": run.device_name,
-        "pipeline": f"imagenet-zsl extract (decode {run.decode}"
-        f"{', --compile' if run.compiled else ''}{fused})",
+        "pipeline": f"imagenet-zsl extract (decode {run.decode}{', --compile' if run.compiled else ''})",
         "bytes_per_image": written / max(n, 1),
         "bytes_per_run": fixed,
         "cpu_s": cpu,
@@ -374,48 +332,11 @@ def bench_device_resize(args: argparse.Namespace, devices: list[str]) -> list[di
     return rows
 
 
-def bench_fused(args: argparse.Namespace, store_root: Path, classes: Path, work: Path) -> list[dict]:
-    """Extract alone vs scored while extracted, alternating fresh processes on the CPU (pil
-    decoding), ``--repeats`` times; prints each run and a table of the best of each."""
-    runs: dict[str, list[dict]] = {"extract": [], "fused": []}
-    for repeat in range(args.repeats):
-        for kind, fused_classes in (("extract", 0), ("fused", args.fused_classes)):
-            run = ToolkitRun("cpu", "cpu", "pil", False, f"{kind}-{repeat}", fused_classes)
-            row = time_toolkit_fresh(store_root, classes, work, args, run)
-            runs[kind].append(row)
-            print(
-                f"[cpu] {kind}: {row['images_per_s']:.2f} images/s, {row['images_per_cpu_s']:.2f} images "
-                f"per CPU s, {row['bytes_per_image']:.0f} bytes/image",
-                flush=True,
-            )
-    best = {kind: max(rows, key=lambda r: r["images_per_s"]) for kind, rows in runs.items()}
-    ratio = best["fused"]["images_per_s"] / best["extract"]["images_per_s"]
-    cpu = {kind: max(r["images_per_cpu_s"] for r in rows) for kind, rows in runs.items()}
-    cpu_ratio = cpu["fused"] / cpu["extract"]
-    load = os.getloadavg()
-    print(
-        f"\n{args.backbone}, {best['extract']['images']} images, "
-        f"best of {args.repeats} alternating runs each; "
-        f"nproc {len(os.sched_getaffinity(0))}, load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}:\n"
-    )
-    print("| pipeline | images/s | runs | images / CPU s | bytes written / image | bytes once per run |")
-    print("|---|---:|---|---:|---:|---:|")
-    for kind, row in best.items():
-        speeds = ", ".join(f"{r['images_per_s']:.2f}" for r in runs[kind])
-        print(
-            f"| {row['pipeline']} | {row['images_per_s']:.2f} | {speeds} | {cpu[kind]:.2f} | "
-            f"{row['bytes_per_image']:.0f} | {row['bytes_per_run']} |"
-        )
-    print(
-        f"\nfused / extract alone: {ratio:.3f}x images/s (wall clock), {cpu_ratio:.3f}x images per CPU second"
-    )
-    return [
-        {**row, "kind": kind, "runs_images_per_s": [r["images_per_s"] for r in runs[kind]], "ratio": ratio}
-        for kind, row in best.items()
-    ]
-
-
 def main(argv: list[str] | None = None) -> int:
+    if "--fused" in (sys.argv[1:] if argv is None else argv):
+        from tools import bench_fused  # its own flags
+
+        return bench_fused.main(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=128, help="images to generate (default 128)")
     parser.add_argument("--classes", type=int, default=8, help="synsets (tars) to spread them over")
@@ -465,10 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--fused",
         action="store_true",
-        help="instead: extract alone vs scored while extracted (run's fused path): images/s, bytes/image",
+        help="instead: tools/bench_fused.py (run's fused path against extract + the stored run; its flags)",
     )
-    parser.add_argument("--fused-classes", type=int, default=21842, help="with --fused: label-space size")
-    parser.add_argument("--fused-k", type=int, default=20, help="with --fused: the largest K")
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--keep", help="generate the store into this folder and keep it")
     args = parser.parse_args(argv)
@@ -503,13 +422,6 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    if args.fused:
-        rows = bench_fused(args, store.root, classes, work)
-        if args.json:
-            Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
-        if not args.keep:
-            shutil.rmtree(work, ignore_errors=True)
-        return 0
     compile_modes = {"off": [False], "on": [True], "both": [False, True]}[args.compile]
     rows = []
     for device in devices:

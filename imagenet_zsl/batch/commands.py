@@ -1,7 +1,8 @@
 """The handler of ``imagenet-zsl run`` (flags in :mod:`imagenet_zsl.batch.cli`).
 
 It takes the parsed ``argparse.Namespace`` and returns the exit status; imported only when the
-command runs.
+command runs. Nothing imported here loads torch, so a recipe that extracts its test images tunes
+the process (:func:`imagenet_zsl.devices.tune_process_for_image_pipeline`) before torch loads.
 """
 
 from __future__ import annotations
@@ -10,16 +11,22 @@ import argparse
 import sys
 from typing import Any
 
+from imagenet_zsl import devices
 from imagenet_zsl.batch.console import bar_echo
 from imagenet_zsl.batch.flags import names_given, recipe_from_flags
 from imagenet_zsl.batch.plan import RunResult
 from imagenet_zsl.batch.ranks import PeerFailed
 from imagenet_zsl.batch.runner import run as run_recipe
+from imagenet_zsl.batch.test_images import recipe_extracts
 from imagenet_zsl.errors import UserInputError
 
 
 def run(args: argparse.Namespace) -> int:
     """``run``: train and evaluate every cell of a recipe, then print what was written (rank 0)."""
+    if getattr(args, "store", None) if args.recipe is None else recipe_extracts(args.recipe):
+        # test images decoded in workers beside the backbone: tuned as `extract` is, before torch
+        # loads (scheduling and memory reuse only; looked up on the module: tests patch it)
+        devices.tune_process_for_image_pipeline()
     try:
         result = run_recipe(
             args.recipe,

@@ -86,10 +86,31 @@ def score_while_extracting(
 ) -> int:
     """Extract the run's test images and search each shard for every cell of ``todo``, this rank
     its share of the shards (see the module docstring); returns the number of cells searched for
-    (0: nothing to do). Every rank calls it; it returns on each once every shard is scored."""
+    (0: nothing to do). Every rank calls it; it returns on each once every shard is scored. The
+    extraction goes on from the one planning began in this process (its backbone built once)."""
     scored = context.features.scored
-    if scored is None or not todo:
+    if scored is None:
         return 0
+    try:
+        cells = _fused_cells(context, todo, echo)
+        if not cells:
+            return 0
+        if not ranks.first(lambda: _to_extract(scored.scored, cells, echo)):
+            return len(cells)
+        names = ", ".join(c.name for c in cells)
+        echo(f"test images: extracting and scoring for {len(cells)} cells ({names})")
+        run_extraction(scored.config, _sink(scored.scored, cells), scored.held)
+    finally:
+        scored.held.take()  # planning's backbone, used or not, is let go
+    ranks.barrier()  # every rank's shards scored, the manifest written by the last to finish
+    return len(cells)
+
+
+def _fused_cells(
+    context: RunContext, todo: list[PendingCell], echo: Callable[[str], None]
+) -> list[FusedCell]:
+    """The search of every cell of ``todo`` that can be built (a cell that cannot is said and
+    left to its ``evaluate``, which meets the same error and records it)."""
     cells = []
     for model, split, _, _ in todo:
         try:
@@ -97,14 +118,7 @@ def score_while_extracting(
         except Exception as err:  # isolated: the cell's evaluate meets the same error and records it
             stop_on_fatal(err, context.plan.out / "cells" / cell_name(model, split))
             echo(f"cell {cell_name(model, split)}: not scored while extracting: {one_line(err)}")
-    if not cells:
-        return 0
-    if not ranks.first(lambda: _to_extract(scored.scored, cells, echo)):
-        return len(cells)
-    echo(f"test images: extracting and scoring for {len(cells)} cells ({', '.join(c.name for c in cells)})")
-    run_extraction(scored.config, _sink(scored.scored, cells))
-    ranks.barrier()  # every rank's shards scored, the manifest written by the last to finish
-    return len(cells)
+    return cells
 
 
 def _to_extract(scored: Path, cells: list[FusedCell], echo: Callable[[str], None]) -> bool:

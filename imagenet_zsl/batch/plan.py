@@ -33,8 +33,9 @@ from imagenet_zsl.batch.recipe import (
 )
 from imagenet_zsl.batch.test_images import TEST_IMAGES_DIR, TestImages
 from imagenet_zsl.errors import UserInputError, overwriting, preview
-from imagenet_zsl.features.extract import begin_extraction
+from imagenet_zsl.features.extract import HeldBegun, begin_extraction
 from imagenet_zsl.features.extract_setup import ExtractConfig
+from imagenet_zsl.features.head import HEAD_FILE
 from imagenet_zsl.features.scored_dir import write_planned
 from imagenet_zsl.features.simulate import load_simulation_config, simulate
 from imagenet_zsl.io import (
@@ -67,6 +68,8 @@ class ScoredTest:
     scored: Path
     #: the extraction's run record digest: the cells' key for their test images
     key: str
+    #: the extraction as planning began it (this process only), for the fused pass to go on from
+    held: HeldBegun = field(default_factory=HeldBegun, compare=False, repr=False)
 
 
 @dataclass
@@ -315,7 +318,10 @@ def _scored_test(plan: Plan, spec: TestImages) -> ScoredTest:
     config = spec.extract_config(classes, root / "scored")
     begun = begin_extraction(config, replace_other=True)
     planned = write_planned(begun, root / "planned")
-    return ScoredTest(spec, config, planned, root / "scored", digest(begun.record))
+    # the backbone built once: kept until the fused pass extracts (with several backbones, built
+    # again then, so that the run does not hold every backbone through its training)
+    held = HeldBegun(begun, planned / HEAD_FILE) if plan.backbone is None else HeldBegun()
+    return ScoredTest(spec, config, planned, root / "scored", digest(begun.record), held)
 
 
 def _simulation_key(config: Any, base_dir: Path) -> dict[str, Any]:

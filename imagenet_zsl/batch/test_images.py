@@ -14,12 +14,13 @@ tie counts and the per-image labels and ids are kept, never the features. The ke
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
 
-from imagenet_zsl.config import Config
+from imagenet_zsl.config import Config, read_yaml
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.extract_setup import ExtractConfig
 
@@ -74,3 +75,20 @@ def check_test_images(spec: TestImages, key: str, calibration_in_test: bool) -> 
             f"calibration classes without calibration.features would take their images from the test "
             f"images, which are scored, not stored ({key}): give calibration.features (a feature directory)"
         )
+
+
+def recipe_extracts(path: str | Path) -> bool:
+    """Whether the recipe at ``path`` gives test images as a store (``features.test: {store:
+    ...}``, or under a backbone's name): ``run`` then decodes images in worker processes while the
+    backbone runs, and tunes the process for that before torch loads, as ``extract`` does. A
+    recipe that cannot be read is False here (the run reports it in its one line)."""
+    try:
+        data = read_yaml(path)
+    except (UserInputError, OSError):
+        return False
+    features = data.get("features") if isinstance(data, Mapping) else None
+    if not isinstance(features, Mapping):
+        return False
+    sets = [features] if "test" in features else list(features.values())
+    tests = [entry.get("test") for entry in sets if isinstance(entry, Mapping)]
+    return any(isinstance(test, Mapping) and {"store", "backbone"} <= set(test) for test in tests)

@@ -14,12 +14,15 @@ lets a few more classes through; the result cannot change. That is the test
 (tests/evaluation/test_faiss_search.py): the same files as the default, with planted near-ties,
 identical prototypes, and candidates that are wrong on purpose.
 
-Cost: faiss's product comes on top of the exact one (it replaces only the ``argpartition``).
-Measured with tools/bench_search.py on 2 shared cores (faiss-cpu 1.15.1, 2,048-d float16
-features, median of 3 CPU seconds): 5,000 images x 21,842 classes 9.85 s against the default's
-5.54 s (1.78x) and 528 MB peak against 360 MB (faiss holds its own copy of the prototypes);
-5,000 x 1,000 1.72 s against 1.17 s. So the exact search stays the default. With ``faiss-gpu``
-installed and a CUDA ``--device``, the index lives on the GPU beside the exact torch search.
+Cost: faiss's product comes on top of the exact one (it replaces only the ``argpartition``), so on
+the CPU it cannot come near the exact search. Measured with ``tools/bench_search.py --mode evaluate
+--repeats 3 --sizes 5000x21842,20000x21842 [--evaluate-args='--search faiss']`` on 2 shared cores
+(load 4-9, faiss-cpu 1.15.1, 2,048-d float16 features, median of 3 CPU seconds, 2026-12-07):
+20,000 images x 21,842 classes 42.7 s against the default's 23.3 s (1.83x) and 565 MB peak
+against 378 MB (1.49x: faiss holds its own copy of the prototypes); 5,000 x 21,842 1.66x and
+1.53x. So the exact search stays the default, and the faster on the CPU; this option is for
+faiss-gpu's index with a CUDA ``--device`` (the index lives on the GPU beside the exact torch
+search), not measured here.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ import logging
 import shutil
 import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +75,7 @@ __all__ = [
     "ExtractConfig",
     "Begun",
     "ExtractResult",
+    "HeldBegun",
     "begin_extraction",
     "load_backbone",
     "merge_run",
@@ -223,15 +224,43 @@ def begin_extraction(cfg: ExtractConfig, replace_other: bool = False) -> Begun:
     return Begun(out, ranks, store, work, setup, weights, record, fresh)
 
 
-def run_extraction(cfg: ExtractConfig, sink: ShardSink | None = None) -> ExtractResult:
+class HeldBegun:
+    """A :class:`Begun` kept by the process that began it, for :func:`run_extraction` to go on
+    from: a fused run begins its extraction when it plans (the features' identity, the planned
+    directory), trains its models, then extracts, and builds the backbone once. ``head_file``: a
+    ``head.npz`` this process wrote from the same backbone (the planned directory's), which the
+    extraction links rather than writing the head again. Pickled (handed to another torchrun
+    rank) it is empty: every process builds the backbone for its own device."""
+
+    def __init__(self, begun: Begun | None = None, head_file: Path | None = None):
+        self._held = (begun, head_file)
+
+    def take(self) -> tuple[Begun | None, Path | None]:
+        """The begun extraction and head file (None, None once taken: the backbone is let go)."""
+        held, self._held = self._held, (None, None)
+        return held
+
+    def __getstate__(self) -> dict:
+        return {"_held": (None, None)}
+
+
+def run_extraction(
+    cfg: ExtractConfig, sink: ShardSink | None = None, held: HeldBegun | None = None
+) -> ExtractResult:
     """Extract features for ``cfg`` in this process (one rank of a torchrun job, or alone). With
     a ``sink`` (the fused path, issue 38 §1) every shard's float16 rows are handed to it and no
     feature file is written: the directory holds labels, ids, the run record and a manifest whose
-    shards carry the feature files' would-be sha256 (``unstored_sha256``)."""
+    shards carry the feature files' would-be sha256 (``unstored_sha256``). With ``held`` (an
+    extraction of ``cfg`` this process began earlier) its store, work list and backbone are
+    used, not made again."""
     deterministic = cfg.mode == "deterministic"
     if deterministic:
         request_deterministic_cublas()  # before this process's first CUDA work
-    begun = begin_extraction(cfg)
+    begun, head_file = held.take() if held is not None else (None, None)
+    if begun is None or begun.setup.cfg != cfg:
+        begun, head_file = begin_extraction(cfg), None
+    else:  # the directory may have changed since it began (a fused run empties a stale one)
+        begun = replace(begun, fresh=check_run(begun.out, begun.record))
     out, ranks, store, setup, record = begun.out, begun.ranks, begun.store, begun.setup, begun.record
 
     result = ExtractResult(out=out)
@@ -246,7 +275,7 @@ def run_extraction(cfg: ExtractConfig, sink: ShardSink | None = None) -> Extract
         forward = prepare_net(setup, result) if pending else None
     if begun.fresh:
         write_run(out, record)
-    ensure_head(out, setup.head)
+    ensure_head(out, setup.head, head_file)
 
     with _log_file(out, ranks.rank) as log_file:
         if forward is not None:

@@ -3,6 +3,7 @@ and the feature manifest's fields but the shards; and ``head.npz``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -170,14 +171,20 @@ def write_run(out: Path, record: dict) -> None:
     atomic_write_json(out / dist.RUN_FILE, record)
 
 
-def ensure_head(out: Path, head: BackboneHead | None) -> None:
+def ensure_head(out: Path, head: BackboneHead | None, written: Path | None = None) -> None:
     """Write ``head.npz`` (after run.json, so a directory holding it is always an extraction
     directory) unless it is there with the same bytes; its sha256 is in the run's manifest and
-    :func:`~imagenet_zsl.features.distributed.merge` checks it. Every rank computes the same bytes."""
+    :func:`~imagenet_zsl.features.distributed.merge` checks it. Every rank computes the same bytes.
+    ``written``: a head file this process wrote from the same ``head`` (a fused run's planned
+    directory), hard-linked when ``out`` has none (written as usual where links fail)."""
     if head is None:
         return
-    data = encode_head(head)
     path = out / HEAD_FILE
+    if written is not None and not path.exists():
+        with contextlib.suppress(OSError):
+            os.link(written, path)
+            return
+    data = encode_head(head)
     if path.is_file() and sha256_file(path) == sha256_bytes(data):
         return
     atomic_write_bytes(path, data)

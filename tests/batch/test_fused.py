@@ -5,6 +5,7 @@ pass to the same bytes, with one process or several (torchrun: each rank scores 
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import json
 import os
@@ -17,9 +18,11 @@ import pytest
 import yaml
 from threadpoolctl import threadpool_limits
 
-from imagenet_zsl.batch import fused
+from imagenet_zsl.batch import commands, fused
+from imagenet_zsl.batch.plan import RunResult
 from imagenet_zsl.batch.runner import run
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.features import extract
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.synthetic_store import make_store
@@ -140,14 +143,24 @@ def _no_test_features(out: Path) -> None:
 
 
 @needs_scored_probe
-def test_fused_run_equals_extract_then_run_and_stores_no_test_feature(tmp_path, inputs):
+def test_fused_run_equals_extract_then_run_and_stores_no_test_feature(tmp_path, inputs, monkeypatch):
+    """The cells of extract-then-run, no test feature on disk, the backbone built once (planning
+    begins the extraction, the fused pass goes on from it) and the head written once (the scored
+    directory's is the planned one's file)."""
     root, train, test_store, recipe = inputs
     test_dir = _extract(test_store, sorted({w for ws in SPLITS.values() for w in ws}), tmp_path / "test")
     stored = run(_recipe(root, recipe, "stored", str(test_dir), train), tmp_path / "stored", progress=False)
+    built, load_backbone = [], extract.load_backbone
+    monkeypatch.setattr(
+        extract, "load_backbone", lambda cfg: built.append(cfg.backbone) or load_backbone(cfg)
+    )
     result = run(
         _recipe(root, recipe, "fused", _store_spec(test_store), train), tmp_path / "fused", progress=False
     )
     assert result.failed == [] and stored.failed == [] and len(result.evaluated) == 4
+    assert built == ["tiny-test"]
+    images = tmp_path / "fused" / "test-images"
+    assert os.path.samefile(images / "planned" / "head.npz", images / "scored" / "head.npz")
     _same_cells(tmp_path / "fused", scored_path(tmp_path / "fused"), tmp_path / "stored", test_dir)
     _no_test_features(tmp_path / "fused")
     scored = FeatureDir(scored_path(tmp_path / "fused"))
@@ -162,6 +175,7 @@ def test_fused_run_equals_extract_then_run_and_stores_no_test_feature(tmp_path, 
         _recipe(root, recipe, "fused", _store_spec(test_store), train), tmp_path / "fused", progress=False
     )
     assert again.evaluated == [] and len(again.skipped) == 4
+    assert built == ["tiny-test"] * 2  # planned again; nothing extracted
     _same_cells(tmp_path / "fused", scored_path(tmp_path / "fused"), tmp_path / "stored", test_dir)
 
 
@@ -297,3 +311,32 @@ def test_a_typo_under_the_test_store_is_one_line(tmp_path, inputs):
     missing = {**_store_spec(test_store), "store": str(tmp_path / "nowhere")}
     with pytest.raises(UserInputError, match="no such image store"):
         run(_recipe(root, recipe, "missing", missing, train), tmp_path / "missing", progress=False)
+
+
+def test_run_tunes_the_process_only_when_its_recipe_extracts(tmp_path, inputs, monkeypatch):
+    """``run``'s handler tunes the process for the image pipeline, as ``extract`` does, before
+    torch loads, for a recipe whose test images are a store (alone or under a backbone's name);
+    not for stored features, nor for a recipe it cannot read (the run says why)."""
+    root, train, test_store, recipe = inputs
+    tuned: list[int] = []
+    monkeypatch.setattr(commands.devices, "tune_process_for_image_pipeline", lambda: tuned.append(1))
+    monkeypatch.setattr(commands, "run_recipe", lambda *a, **k: RunResult(tmp_path, primary=False))
+    recipes = {
+        "fused": _recipe(root, recipe, "fused", _store_spec(test_store), train),
+        "stored": _recipe(root, recipe, "stored", str(train), train),
+        "per-split": _recipe(root, recipe, "per-split", {"a": str(train), "store": str(train)}, train),
+        "missing": tmp_path / "missing.yaml",
+    }
+    named = tmp_path / "named.yaml"
+    named.write_text(
+        yaml.safe_dump({"features": {"r50": {"train": str(train), "test": _store_spec(test_store)}}})
+    )
+    recipes["named"] = named
+    calls = {}
+    for name, path in recipes.items():
+        tuned.clear()
+        args = argparse.Namespace(recipe=str(path), out=str(tmp_path / name), no_progress=True)
+        args.allow_feature_mismatch = False
+        assert commands.run(args) == 0
+        calls[name] = len(tuned)
+    assert calls == {"fused": 1, "stored": 0, "per-split": 0, "missing": 0, "named": 1}
