@@ -21,6 +21,7 @@ from threadpoolctl import threadpool_limits
 from imagenet_zsl.batch import commands, fused
 from imagenet_zsl.batch.plan import RunResult
 from imagenet_zsl.batch.runner import run
+from imagenet_zsl.cli import build_parser
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import extract
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
@@ -340,3 +341,14 @@ def test_run_tunes_the_process_only_when_its_recipe_extracts(tmp_path, inputs, m
         assert commands.run(args) == 0
         calls[name] = len(tuned)
     assert calls == {"fused": 1, "stored": 0, "per-split": 0, "missing": 0, "named": 1}
+    # the one-line run from names: tuned when it extracts from --store, not on stored --features
+    split = tmp_path / "split.txt"
+    split.write_text("".join(f"{w}\n" for w in sorted(FeatureDir(train).classes)[:2]))
+    for flags, expected in (
+        (["--store", str(test_store), "--backbones", "tiny-test", "--weights", "random"], 1),
+        (["--features", str(train)], 0),
+    ):
+        tuned.clear()
+        argv = ["run", "--models", "trivial", "--splits", str(split), *flags, "--out", str(tmp_path / "o")]
+        assert commands.run(build_parser().parse_args(argv)) == 0
+        assert len(tuned) == expected, flags
