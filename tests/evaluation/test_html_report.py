@@ -39,6 +39,9 @@ def test_pair_distances_on_a_hand_graph(graph):
     ]
     assert pair_distances(graph, pairs) == [1, 1, 2, 2, 4, FAR]
     assert pair_distances(graph, pairs, limit=3) == [1, 1, 2, 2, FAR, FAR]
+    # every ordered pair of the graph's nodes against one search per pair (ClassGraph.distance)
+    every = [(a, b) for a in graph.wnids for b in graph.wnids if a != b]
+    assert pair_distances(graph, every) == [int(graph.distance(a, b)) for a, b in every]
 
 
 def _edges(graph, path: Path) -> Path:
