@@ -3,19 +3,20 @@ one run's report.md is :mod:`imagenet_zsl.evaluation.run.run_report`.
 
 Both tables have the columns of :mod:`imagenet_zsl.evaluation.columns` in its one order: the paper
 table by default, ``--columns`` for the rest, every column in the CSV. Rows come from result
-records (:mod:`imagenet_zsl.evaluation.result_records`): ``report`` reads ``evaluate`` run
-directories (made into records), ``run``'s ``results/*.json`` and directories of them, from any
-number of runs and machines, and merges them; each row names its backbone, class vectors and label
-space, with the hit@1 interval of :mod:`imagenet_zsl.evaluation.intervals` (recomputed, paired
-across the given run directories of a split; a record read from JSON keeps its run's). Best value
-per split in bold.
+records, read and merged by :mod:`imagenet_zsl.evaluation.report_inputs` (``evaluate`` run
+directories made into records, ``run``'s ``results/*.json`` and directories of them, from any
+number of runs and machines); each row names its backbone, class vectors and label space, with
+the hit@1 interval of :mod:`imagenet_zsl.evaluation.intervals`. Best value per split in bold.
 
-Trust: ``report`` reads only run directories whose manifest verifies (metrics.json, the table and
-the report by sha256; the top-k lists, which can be gigabytes, by size), puts runs of different
-backbones in one table (each row names its backbone: every run is consistent within itself, since
-``evaluate`` refuses a model scored on another backbone's features) and marks a run whose own
-evaluation was allowed such a mismatch, reports a row given twice once (and refuses one given twice
-with different numbers), and never writes its ``--out`` inside an input.
+``--published`` (:func:`render_tables` with the rows' records): the published rows of the same
+splits beside the user's (:mod:`imagenet_zsl.evaluation.published_compare`), each split's rows
+sorted by hit@1, never bold; their figures as printed; the LaTeX cites each by ``\\cite{key}``
+and the BibTeX entries it cites are written beside it (``.bib``).
+
+Trust: ``report`` reads only run directories whose manifest verifies, marks a run whose own
+evaluation was allowed a feature mismatch, reports a row given twice once (and refuses one given
+twice with different numbers), and never writes its ``--out`` inside an input or over a file it
+did not write.
 """
 
 from __future__ import annotations

@@ -125,6 +125,8 @@ def run_dir_record(run_dir: Path) -> dict[str, Any]:
     try:
         if "flat" not in metrics["zsl"]:  # a run without the headline is not a run
             raise KeyError("zsl.flat")
+        if not metrics["inputs"]["split"]["name"]:  # the row's split
+            raise KeyError("inputs.split.name")
         record = result_record(
             metrics, label_space=cell.get("label_space"), classes=cell.get("classes"), source=str(run_dir)
         )
