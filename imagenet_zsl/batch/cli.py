@@ -52,6 +52,13 @@ def register(tree: CommandTree) -> None:
         "summary.csv always has every column",
     )
     parser.add_argument(
+        "--published",
+        action="store_true",
+        help="put the published rows of the same splits beside the run's in the summary (sorted by "
+        "hit@1, with their source and every protocol difference; 'comparable' only when none is "
+        "material); summary.tex cites them by key from summary.bib",
+    )
+    parser.add_argument(
         "-v",
         "--verbose",
         dest="run_verbose",

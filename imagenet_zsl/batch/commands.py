@@ -17,6 +17,7 @@ from imagenet_zsl.batch.flags import names_given, recipe_from_flags
 from imagenet_zsl.batch.plan import RunResult
 from imagenet_zsl.batch.ranks import PeerFailed
 from imagenet_zsl.batch.runner import run as run_recipe
+from imagenet_zsl.batch.summary import SummaryTable
 from imagenet_zsl.batch.test_images import recipe_extracts
 from imagenet_zsl.errors import UserInputError
 
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
             args.out,
             progress=not args.no_progress,
             allow_feature_mismatch=args.allow_feature_mismatch,
-            columns=getattr(args, "columns", None),
+            table=SummaryTable(getattr(args, "columns", None), getattr(args, "published", False)),
             **_options(args),
         )
     except PeerFailed:  # under torchrun: rank 0 printed the error

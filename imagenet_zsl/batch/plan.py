@@ -102,6 +102,8 @@ class Plan:
     allow_feature_mismatch: bool = False
     #: ``--columns``: the summary's printed columns (None: the paper table; every column in the CSV)
     columns: str | None = None
+    #: ``--published``: the published rows of the same splits beside the run's in the summary
+    published: bool = False
     #: the recipe's name of this plan's feature set (several backbones: one plan each, in
     #: ``OUT/backbones/NAME``); None for a recipe with one feature set
     backbone: str | None = None

@@ -39,7 +39,8 @@ Output directory (``--out DIR``)::
     DIR/cells/NAME__SPLIT.json     the cell's record: status, error, classes, provenance, its
                                    ``label_space`` (name, size, classes without a vector), the key
                                    it was computed with and the sha256 of its manifest
-    DIR/summary.{md,csv,tex}       models x splits table (:mod:`imagenet_zsl.batch.summary`)
+    DIR/summary.{md,csv,tex}       models x splits table (:mod:`imagenet_zsl.batch.summary`); with
+                                   --published the published rows beside it, and summary.bib
     DIR/hit_at_k.png               hit@K per split, one line per model
     DIR/.search-cache/             while the run lasts: each model's searches of the held-out seen
                                    and validation images in the seen and validation label spaces,
@@ -143,6 +144,9 @@ from imagenet_zsl.batch.ranks import Ranks, cell_phases, job_ranks, owner
 from imagenet_zsl.batch.recipe import RUN_TOOL, ModelSpec, Recipe
 from imagenet_zsl.batch.summary import (
     SUMMARY_FILES,
+    SummaryTable,
+    coverage_notes,
+    split_coverage,
     summary_tables,
     write_results,
     write_summary,
@@ -173,14 +177,16 @@ def run(
     *,
     recipe: Recipe | None = None,
     verbose: bool = True,
-    columns: str | None = None,
+    table: SummaryTable | None = None,
 ) -> RunResult:
     """Validate, then train, fix the classes, evaluate and summarise (see the module docstring).
 
     ``recipe``: one built from the command line's flags instead of ``recipe_path`` (written to
     ``OUT/recipe.yaml``). ``verbose``: every stage's line through ``echo``; else only warnings,
-    failures and the table (:mod:`~imagenet_zsl.batch.console`). ``columns``: the summary's printed
-    columns (``--columns``; None: the paper table, :mod:`imagenet_zsl.evaluation.columns`).
+    failures and the table (:mod:`~imagenet_zsl.batch.console`). ``table``: the summary's printed
+    columns (``--columns``; None: the paper table, :mod:`imagenet_zsl.evaluation.columns`) and
+    whether the published rows of the same splits stand beside the run's (``--published``,
+    :mod:`imagenet_zsl.evaluation.published_compare`).
 
     Under torchrun (``WORLD_SIZE`` > 1) every process calls this: rank 0 checks, holds the lock
     and writes the shared files; models and cells are spread over the ranks
@@ -191,8 +197,9 @@ def run(
 
         def prepare() -> tuple[Plan, list[_Prepared]]:
             plan = plan_run(recipe_path, out, allow_feature_mismatch, recipe)
-            select_columns(columns, [], plan.recipe.ks, plan.recipe.gzsl)  # a typo: one line, before any work
-            plan.columns = columns
+            chosen = table or SummaryTable()
+            select_columns(chosen.columns, [], plan.recipe.ks, plan.recipe.gzsl)  # a typo: one line, first
+            plan.columns, plan.published = chosen.columns, chosen.published
             lock.enter_context(run_lock(plan.out))
             write_recipe(plan)
             plans = backbone_plans(plan)
@@ -293,7 +300,12 @@ def _run_prepared(
         legend = prepared.calibration.legend.replace(COUNT, str(classes.n_val))
         legend = legend.replace(FIT, f"{classes.fits} calibration fits")
         records = [cells.records[c] for c in cells.cells]
+        coverage = split_coverage(plan.split_wnids, plan.splits, features.evaluated)
+        for record in records:  # the copy the user holds: the test features' classes of each list
+            held = coverage.get(record["split"])
+            record["coverage"] = None if held is None else {k: v for k, v in held.items() if k != "missing"}
         notes = [classes.note, legend, _label_space_note(plan, records), _override_note(prepared.overrides)]
+        notes += coverage_notes(coverage)
         result.records, result.notes = records, [n for n in notes if n]
         shown = say.echo if show_table else (lambda _: None)
         _summarise(plan, records, result, shown, result.notes, extra=[classes.dropped])
@@ -448,7 +460,8 @@ def _summarise(
 ) -> None:
     rows, results, table_notes = summary_tables(plan.out, records, plan.recipe.ks, plan.recipe.gzsl)
     notes = [*notes, *table_notes]
-    result.table, paths = write_summary(rows, plan.out, plan.recipe.ks, notes, plan.columns)
+    published = results if plan.published else None
+    result.table, paths = write_summary(rows, plan.out, plan.recipe.ks, notes, plan.columns, published)
     paths += write_results(plan.out, records, results)
     _write_manifest(plan, records, notes)
     result.files = [plan.out / MANIFEST_NAME, *paths, *extra]
@@ -467,6 +480,7 @@ def _write_manifest(plan: Plan, records: list[dict[str, Any]], notes: list[str] 
             "config": plan.recipe.as_dict(),
             "allow_feature_mismatch": plan.allow_feature_mismatch,
             "columns": plan.columns,
+            "published": plan.published,
         },
         fields={
             "cells": [

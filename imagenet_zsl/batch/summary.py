@@ -19,12 +19,15 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import math
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.columns import (
     CI_COLUMN,
     NS_COLUMN,
@@ -33,15 +36,7 @@ from imagenet_zsl.evaluation.columns import (
     all_columns,
 )
 from imagenet_zsl.evaluation.intervals import row_intervals
-from imagenet_zsl.evaluation.report import (
-    leakage_notes,
-    record_row,
-    table_columns,
-    table_note,
-    to_csv,
-    to_latex,
-    to_markdown,
-)
+from imagenet_zsl.evaluation.report import leakage_notes, record_row, render_tables
 from imagenet_zsl.evaluation.result_records import (
     RESULT_FORMAT,
     RESULTS_DIR,
@@ -49,11 +44,27 @@ from imagenet_zsl.evaluation.result_records import (
     result_record,
     set_interval,
 )
-from imagenet_zsl.io import atomic_write_json, atomic_write_text
+from imagenet_zsl.evaluation.run.classes import class_image_counts
+from imagenet_zsl.features.feature_dir import FeatureDir
+from imagenet_zsl.images.coverage import coverage_of
+from imagenet_zsl.io import atomic_write_json, atomic_write_text, sha256_file
 from imagenet_zsl.plotting import colormap, line_handle, save_figure, subplots
 
 SUMMARY_FILES = ("summary.md", "summary.csv", "summary.tex", "hit_at_k.png")
+#: the BibTeX entries the published rows cite (``run --published``)
+BIB_FILE = "summary.bib"
 TEX_MARK = "% imagenet-zsl run summary"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SummaryTable:
+    """How ``run`` prints its summary: ``columns`` (``--columns``; None: the paper table) and
+    ``published`` (``--published``: the published rows of the same splits beside the run's)."""
+
+    columns: str | None = None
+    published: bool = False
 
 
 def _backbone(record: dict) -> str:
@@ -119,6 +130,8 @@ def summary_tables(
         # the run's names of the row (a run over several feature sets: the same model per backbone)
         result.update(model=record["model"], split=record["split"])
         result["protocol"]["class_vectors"] = (record.get("provenance") or {}).get("class_vectors") or "–"
+        if record.get("coverage"):  # the whole split list against the test features (split_coverage)
+            result["protocol"]["coverage"] = record["coverage"]
         results.append(result)
         row = record_row(result)
         rows.append({c: row.get(c) for c in all_columns(ks, gzsl)})
@@ -163,17 +176,17 @@ def pretraining_warnings(rows: Sequence[dict]) -> list[str]:
 
 
 def render_summary(
-    rows: Sequence[dict], notes: Sequence[str] = (), columns: str | None = None
+    rows: Sequence[dict],
+    notes: Sequence[str] = (),
+    columns: str | None = None,
+    published: Sequence[dict | None] | None = None,
 ) -> tuple[str, str, str]:
     """(summary.md, summary.csv, summary.tex) of ``rows``: ``columns`` (``--columns``; None: the
-    paper table) printed, every column in the CSV, the legend and ``notes`` under the table."""
-    printed, every = table_columns(rows, columns)
-    note = table_note(rows, printed, every)
-    return (
-        to_markdown(rows, printed, note, notes),
-        to_csv(rows, every),
-        to_latex(rows, printed, note, mark=TEX_MARK),
-    )
+    paper table) printed, every column in the CSV, the legend and ``notes`` under the table;
+    ``published``: the rows' result records (None: a failed cell), to put the published rows of
+    their splits beside them (``run --published``; their BibTeX entries: :func:`write_summary`)."""
+    tables = render_tables(rows, columns, notes, published, tex_mark=TEX_MARK, bib_name=BIB_FILE)
+    return tables.markdown, tables.csv, tables.tex
 
 
 #: the markers of the README's generated demo excerpt (:func:`demo_excerpt`)
@@ -291,13 +304,64 @@ def write_summary(
     ks: Sequence[int],
     notes: Sequence[str] = (),
     columns: str | None = None,
+    published: Sequence[dict | None] | None = None,
 ) -> tuple[str, list[Path]]:
-    """Write summary.md/.csv/.tex and hit_at_k.png into ``out``; returns (Markdown, paths)."""
-    markdown, table_csv, tex = render_summary(rows, notes, columns)
+    """Write summary.md/.csv/.tex and hit_at_k.png into ``out`` (and summary.bib with
+    ``published``: the rows' result records, the published rows beside them); returns (Markdown,
+    paths)."""
+    tables = render_tables(rows, columns, notes, published, tex_mark=TEX_MARK, bib_name=BIB_FILE)
     paths = [
-        atomic_write_text(out / "summary.md", markdown),
-        atomic_write_text(out / "summary.csv", table_csv),
-        atomic_write_text(out / "summary.tex", tex),
+        atomic_write_text(out / "summary.md", tables.markdown),
+        atomic_write_text(out / "summary.csv", tables.csv),
+        atomic_write_text(out / "summary.tex", tables.tex),
         plot_hit_at_k(rows, ks, out / "hit_at_k.png"),
     ]
-    return markdown, paths
+    if tables.bib:
+        paths.append(atomic_write_text(out / BIB_FILE, tables.bib))
+    else:
+        (out / BIB_FILE).unlink(missing_ok=True)  # a run's earlier --published table's
+    return tables.markdown, paths
+
+
+def split_coverage(
+    split_wnids: Mapping[str, Sequence[str]], split_files: Mapping[str, Path], test_dir: Callable[[str], Path]
+) -> dict[str, dict[str, Any]]:
+    """Per split, the classes of its whole list that the test features hold (the user's copy of
+    ImageNet): ``classes``, ``held``, ``images``, ``complete``, ``split_sha256`` (a result record's
+    ``protocol.coverage``) and ``missing`` (wnids, for the note); ``test_dir(split)``: the feature
+    directory its cells evaluate. A split whose features cannot be read is left out (a warning)."""
+    found: dict[str, dict[str, Any]] = {}
+    opened: dict[Path, FeatureDir] = {}
+    for split, wnids in split_wnids.items():
+        try:
+            path = test_dir(split)
+            features = opened.setdefault(path, FeatureDir(path))
+            counts = class_image_counts(features, wnids)
+        except (UserInputError, OSError, KeyError) as err:
+            log.warning("no coverage of %s: %s", split, err)
+            continue
+        held = coverage_of(dict(zip(wnids, counts.tolist(), strict=True)), wnids, reference={})
+        found[split] = {
+            "classes": held["total"],
+            "held": held["held"],
+            "images": held["images_held"],
+            "complete": held["complete"],
+            "split_sha256": sha256_file(split_files[split]),
+            "missing": held["missing"],
+        }
+    return found
+
+
+def coverage_notes(coverage: Mapping[str, dict[str, Any]]) -> list[str]:
+    """One line per split: the classes of its list the test features hold, and their images."""
+    lines = []
+    for split, held in coverage.items():
+        line = f"your copy of {split}: {held['held']:,} of {held['classes']:,} classes held"
+        line += f", {held['images']:,} test images"
+        if not held["complete"]:
+            line += (
+                f"; incomplete, {len(held['missing']):,} classes without an image "
+                f"({preview(held['missing'], 3)}): not the published list, never marked comparable"
+            )
+        lines.append(line)
+    return lines

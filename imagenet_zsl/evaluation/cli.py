@@ -1,6 +1,6 @@
 """``imagenet-zsl evaluate | report | predict``: the flags; the handlers are
-:mod:`imagenet_zsl.evaluation.commands` (``evaluate``, ``report``) and
-:mod:`imagenet_zsl.evaluation.predict` (``predict``).
+:mod:`imagenet_zsl.evaluation.commands` (``evaluate``), :mod:`imagenet_zsl.evaluation.report_command`
+(``report``) and :mod:`imagenet_zsl.evaluation.predict` (``predict``).
 
 Start-up imports nothing of the stage: each command names its handler by dotted target, resolved
 only when the command runs (``predict`` never loads torch for its ``--help``).
@@ -193,10 +193,26 @@ def register(tree: CommandTree) -> None:
     rep.add_argument(
         "--out",
         type=Path,
-        required=True,
-        help="output path, outside every RUN; .md, .csv and .tex files are written beside it",
+        help="output path, outside every RUN; .md, .csv and .tex files are written beside it (and "
+        ".bib with --published)",
     )
-    rep.set_defaults(func="imagenet_zsl.evaluation.commands:report")
+    rep.add_argument(
+        "--published",
+        action="store_true",
+        help="put the published rows of the same splits beside yours (packaged figures of GBU, Chao "
+        "et al., Hascoet et al.), sorted by hit@1, with their source and every protocol difference "
+        "from your rows (a 'comparable' mark only when none is material); the .tex cites them by key "
+        "from the .bib written beside it",
+    )
+    rep.add_argument(
+        "--html",
+        type=Path,
+        metavar="DIR",
+        help="also (or instead of --out) write one static page to DIR: the table (sortable), hit@K "
+        "curves per split, and per class of a picked row its hit@K and the classes it is most often "
+        "taken for, with their WordNet distance (from the stored top-k lists); no server, no network",
+    )
+    rep.set_defaults(func="imagenet_zsl.evaluation.report_command:report")
 
     _register_predict(tree)
 

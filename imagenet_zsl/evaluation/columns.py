@@ -38,8 +38,13 @@ SEEN_COLUMN = "seen in pretraining"
 STATUS_COLUMN = "status"
 #: the text columns after the values, in order
 TRAIL_COLUMNS = (NS_COLUMN, SEEN_COLUMN, STATUS_COLUMN)
+SOURCE_COLUMN = "source"
+COMPARABLE_COLUMN = "comparable"
+DIFFERENCES_COLUMN = "differences"
+#: the columns of a table with the published rows (``--published``), last, in order
+PUBLISHED_COLUMNS = (SOURCE_COLUMN, COMPARABLE_COLUMN, DIFFERENCES_COLUMN)
 #: every column printed as text (the others are fractions, printed in %)
-TEXT_COLUMNS = (*LEAD_COLUMNS, CI_COLUMN, *TRAIL_COLUMNS)
+TEXT_COLUMNS = (*LEAD_COLUMNS, CI_COLUMN, *TRAIL_COLUMNS, *PUBLISHED_COLUMNS)
 #: the paper table's hit@1 cell: the value with its interval (``43.70 [40.12, 47.25]``)
 HIT1_CI = "hit@1 [95% CI]"
 #: the K of the paper table's hit@K columns (the field's: DGP, Hascoet et al.)
@@ -78,9 +83,23 @@ def value_columns(ks: Sequence[int], gzsl: bool) -> list[str]:
     return cols + (gzsl_columns() if gzsl else [])
 
 
-def all_columns(ks: Sequence[int], gzsl: bool) -> list[str]:
-    """Every column of a table (the CSV's), in the one order of ``report`` and ``run``."""
-    return [*LEAD_COLUMNS, *value_columns(ks, gzsl), *TRAIL_COLUMNS]
+def all_columns(ks: Sequence[int], gzsl: bool, published: bool = False) -> list[str]:
+    """Every column of a table (the CSV's), in the one order of ``report`` and ``run``; with
+    ``published`` (the published rows beside the user's) :data:`PUBLISHED_COLUMNS` last."""
+    return [
+        *LEAD_COLUMNS,
+        *value_columns(ks, gzsl),
+        *TRAIL_COLUMNS,
+        *(PUBLISHED_COLUMNS if published else ()),
+    ]
+
+
+def in_table_order(columns: Iterable[str], ks: Sequence[int], gzsl: bool) -> list[str]:
+    """``columns`` (names of :func:`all_columns` with published, or :data:`HIT1_CI`) in the one
+    order, each once."""
+    order = {c: i for i, c in enumerate(all_columns(ks, gzsl, published=True))}
+    order[HIT1_CI] = order.get("hit@1", order[CI_COLUMN])
+    return sorted(set(columns), key=lambda c: (order[c], c != HIT1_CI))
 
 
 def several_backbones(rows: Sequence[dict]) -> bool:
@@ -134,9 +153,7 @@ def select_columns(spec: str | None, rows: Sequence[dict], ks: Sequence[int], gz
                 f"--columns: no column {item!r} in this table; {hint}give names of "
                 f"{', '.join(known)}, or {', '.join(GROUPS)}"
             )
-    order = {c: i for i, c in enumerate(all_columns(ks, gzsl))}
-    order[HIT1_CI] = order.get("hit@1", order[CI_COLUMN])
-    return sorted(chosen, key=lambda c: (order[c], c != HIT1_CI))
+    return in_table_order(chosen, ks, gzsl)
 
 
 def _get(block: Any, *keys: str) -> float | None:
@@ -224,6 +241,28 @@ _LEGEND: tuple[tuple[Any, str], ...] = (
         "a model that ranks the seen classes first everywhere gets γ ≈ 1 and H 0)",
     ),
     (lambda c: c.endswith("(per class)"), "(per class): Xian et al.'s per-class means, at the same γ"),
+    (
+        lambda c: c == SOURCE_COLUMN,
+        "published rows (status 'published', never bold): figures read from the papers of the "
+        "BibTeX file beside the table (data/published_results), each in the column that measures "
+        "what it measures (a per-class top-1 in per-class hit@1, a figure under the strict rule in "
+        "strict hit@K); rows of a split sorted by hit@1 (a row without one by its per-class hit@1); "
+        "source: the paper's BibTeX key and the table or section the figure was read from",
+    ),
+    (
+        lambda c: c == DIFFERENCES_COLUMN,
+        "differences: each way a published row's protocol differs from your rows of the split, "
+        "'theirs vs yours' (label space size, list, the classes your copy holds, averaging, hit "
+        "rule, backbone pretraining, semantic space, images per class)",
+    ),
+    (
+        lambda c: c == COMPARABLE_COLUMN,
+        "comparable: yes only when no difference is material: the same label-space size, the same "
+        "list (an exact match, held completely by your copy), the same averaging, and the same hit "
+        "rule or one that cannot matter (your values are the same under the strict and the "
+        "tie-fair rule); a different backbone, pretraining, semantic space or number of images per "
+        "class is the method's or the sample's, named but not material",
+    ),
 )
 
 

@@ -1,5 +1,6 @@
-"""The handlers of ``imagenet-zsl evaluate`` and ``report`` (flags in :mod:`imagenet_zsl.evaluation.cli`;
-``predict``'s handler is :func:`imagenet_zsl.evaluation.predict.predict_command`).
+"""The handler of ``imagenet-zsl evaluate`` (flags in :mod:`imagenet_zsl.evaluation.cli`; ``report``'s
+handler is :func:`imagenet_zsl.evaluation.report_command.report`, so ``evaluate`` imports none of
+the tables' modules; ``predict``'s is :func:`imagenet_zsl.evaluation.predict.predict_command`).
 
 Each takes the parsed ``argparse.Namespace`` and returns the exit status; imported only when one of
 these commands runs.
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-from imagenet_zsl.evaluation.report import check_report_out, report_rows, write_report_tables
 from imagenet_zsl.evaluation.run import EvaluationConfig
 from imagenet_zsl.evaluation.run import evaluate as run_evaluation
 from imagenet_zsl.scoring import DEFAULT_KS
@@ -79,12 +79,3 @@ def _gzsl_line(gzsl: dict) -> str:
     if cal:
         line += f"; calibrated γ={cal['gamma']:.4g}: H {100 * cal['test']['per_class']['1']['H']:.2f}%"
     return line
-
-
-def report(args: argparse.Namespace) -> int:
-    """``report``: the cross-run table of run directories and result records (Markdown, CSV, LaTeX)."""
-    check_report_out(args.out, args.runs)
-    rows, notes = report_rows(args.runs)
-    for path in write_report_tables(rows, args.out, args.columns, notes):
-        print(f"wrote {path}")
-    return 0

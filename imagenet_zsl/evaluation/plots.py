@@ -208,6 +208,33 @@ def plot_hit_curve(zsl: dict, path: str | Path, title: str = "") -> Path:
     return _save(axes.svg(title or "ZSL hit@K"), Path(path))
 
 
+def hit_curves_svg(curves: Sequence[tuple[str, Sequence[int], Sequence[float | None]]], title: str) -> str:
+    """hit@K (%) against K on a log axis, one line per ``(label, ks, values)`` (fractions; None: a
+    gap, never 0), as SVG text (``report --html``'s curves per split)."""
+    ks = sorted({k for _, keys, _ in curves for k in keys}) or [1]
+    low, high = (ks[0], ks[-1]) if ks[-1] > ks[0] else (ks[0] / 1.5, ks[0] * 1.5)
+    pad = (high / low) ** 0.05
+    axes = _Axes(520, 360, (low / pad, high * pad), (0, 102), log_x=True)
+    axes.frame([(k, str(k)) for k in ks], range(0, 101, 20), "K", "flat hit@K (%)")
+    markers = ("o", "s", "*")
+    for i, (label, keys, values) in enumerate(curves):
+        color, marker = COLORS[i % len(COLORS)], markers[(i // len(COLORS)) % len(markers)]
+        points = [(k, 100 * v) for k, v in zip(keys, values, strict=True) if v is not None]
+        for k, v in points:
+            axes.marker(k, v, color, marker)
+        run: list[tuple[int, float]] = []
+        for k, v in zip(keys, values, strict=True):  # a line through each run of known values
+            if v is None:
+                run = []
+                continue
+            run.append((k, 100 * v))
+            if len(run) > 1:
+                axes.line([p[0] for p in run[-2:]], [p[1] for p in run[-2:]], color)
+        axes.legend.append((label, color, marker, False))
+    axes.add_legend("lower right", 9)
+    return axes.svg(title)
+
+
 def _thin(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if len(x) <= _MAX_CURVE_POINTS:
         return x, y

@@ -402,3 +402,16 @@ def paper_split(paper: str, name: str, directory: str | Path | None = None) -> P
         known = ", ".join(table.references)
         raise UserInputError(f"no published split of paper {paper!r}: known papers are {known}")
     raise UserInputError(f"{paper!r} names no split {name!r}: it names {', '.join(map(repr, names))}")
+
+
+def bibtex_entries(keys: Sequence[str], directory: str | Path | None = None) -> str:
+    """The BibTeX entries of ``keys`` as references.bib writes them (in the order given, each
+    once), for the ``.bib`` file written beside a table that cites them. An unknown key is one
+    error line."""
+    path = (RESULTS_DIR if directory is None else Path(directory)) / "references.bib"
+    text = read_utf8(regular_input_file(path, "BibTeX file"), "not UTF-8 text (byte {byte})")
+    entries = {match.group(2): match.group(0) for match in _BIB_ENTRY.finditer(text)}
+    unknown = [key for key in keys if key not in entries]
+    if unknown:
+        raise UserInputError(f"{path}: no BibTeX entry {', '.join(unknown)}")
+    return "\n\n".join(entries[key] for key in dict.fromkeys(keys)) + "\n"

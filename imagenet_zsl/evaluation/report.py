@@ -3,243 +3,105 @@ one run's report.md is :mod:`imagenet_zsl.evaluation.run.run_report`.
 
 Both tables have the columns of :mod:`imagenet_zsl.evaluation.columns` in its one order: the paper
 table by default, ``--columns`` for the rest, every column in the CSV. Rows come from result
-records (:mod:`imagenet_zsl.evaluation.result_records`): ``report`` reads ``evaluate`` run
-directories (made into records), ``run``'s ``results/*.json`` and directories of them, from any
-number of runs and machines, and merges them; each row names its backbone, class vectors and label
-space, with the hit@1 interval of :mod:`imagenet_zsl.evaluation.intervals` (recomputed, paired
-across the given run directories of a split; a record read from JSON keeps its run's). Best value
-per split in bold.
+records, read and merged by :mod:`imagenet_zsl.evaluation.report_inputs` (``evaluate`` run
+directories made into records, ``run``'s ``results/*.json`` and directories of them, from any
+number of runs and machines); each row names its backbone, class vectors and label space, with
+the hit@1 interval of :mod:`imagenet_zsl.evaluation.intervals`. Best value per split in bold.
 
-Trust: ``report`` reads only run directories whose manifest verifies (metrics.json, the table and
-the report by sha256; the top-k lists, which can be gigabytes, by size), puts runs of different
-backbones in one table (each row names its backbone: every run is consistent within itself, since
-``evaluate`` refuses a model scored on another backbone's features) and marks a run whose own
-evaluation was allowed such a mismatch, reports a row given twice once (and refuses one given twice
-with different numbers), and never writes its ``--out`` inside an input.
+``--published`` (:func:`render_tables` with the rows' records): the published rows of the same
+splits beside the user's (:mod:`imagenet_zsl.evaluation.published_compare`), each split's rows
+sorted by hit@1, never bold; their figures as printed; the LaTeX cites each by ``\\cite{key}``
+and the BibTeX entries it cites are written beside it (``.bib``).
+
+Trust: ``report`` reads only run directories whose manifest verifies, marks a run whose own
+evaluation was allowed a feature mismatch, reports a row given twice once (and refuses one given
+twice with different numbers), and never writes its ``--out`` inside an input or over a file it
+did not write.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import unicodedata
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.columns import (
     CI_COLUMN,
     HIT1_CI,
     LEAD_COLUMNS,
     NS_COLUMN,
-    SEEN_COLUMN,
     STATUS_COLUMN,
     TEXT_COLUMNS,
     all_columns,
     legend,
     select_columns,
 )
-from imagenet_zsl.evaluation.intervals import BOOTSTRAP_NOTE, NS_NOTE, RowInterval, row_intervals
-from imagenet_zsl.evaluation.result_records import (
-    RESULT_FORMAT,
-    RESULTS_DIR,
-    merge_results,
-    read_result,
-    result_record,
+from imagenet_zsl.evaluation.intervals import BOOTSTRAP_NOTE, NS_NOTE
+from imagenet_zsl.evaluation.published import bibtex_entries
+from imagenet_zsl.evaluation.published_compare import (
+    PRINTED,
+    PUBLISHED_STATUS,
+    TEX,
+    Comparison,
+    compare_published,
+)
+from imagenet_zsl.evaluation.report_inputs import (
+    MISMATCH_MARK,
+    ReportTable,
+    aggregate_runs,
+    collect_inputs,
+    hit_ks,
+    leakage_notes,
+    record_row,
+    report_rows,
+    report_table,
+    run_dir_record,
 )
 from imagenet_zsl.evaluation.run.run_report import md_table, pct
-from imagenet_zsl.evaluation.run.verify import METRICS_NAME, load_metrics
 from imagenet_zsl.io import atomic_write_text, check_out_file, check_out_stem
 
-if TYPE_CHECKING:
-    import pandas as pd
+#: the rows' names (:mod:`~imagenet_zsl.evaluation.report_inputs`) are imported from here too
+__all__ = [
+    "BIB_MARK",
+    "MD_MARK",
+    "MISMATCH_MARK",
+    "TEX_MARK",
+    "ReportTable",
+    "Tables",
+    "aggregate_runs",
+    "best_cells",
+    "cell_text",
+    "check_report_out",
+    "collect_inputs",
+    "hit_ks",
+    "is_report_output",
+    "leakage_notes",
+    "record_row",
+    "render_tables",
+    "report_paths",
+    "report_rows",
+    "report_table",
+    "run_dir_record",
+    "table_columns",
+    "table_note",
+    "tex_escape",
+    "to_csv",
+    "to_latex",
+    "to_markdown",
+    "with_published",
+    "write_report_tables",
+]
 
-#: appended to the backbone of a row combined under --allow-feature-mismatch
-MISMATCH_MARK = " [mismatch]"
 #: the first line of report's Markdown and LaTeX tables (``is_report_output``)
 MD_MARK = "<!-- imagenet-zsl report -->"
 TEX_MARK = "% imagenet-zsl report table"
-# ----------------------------------------------------------------------------- rows
-
-
-def hit_ks(columns: Any) -> list[int]:
-    """The K of the ``hit@K`` names among ``columns`` (a row or a metrics dict), sorted."""
-    return sorted(int(c[4:]) for c in columns if c.startswith("hit@") and c[4:].isdigit())
-
-
-def record_row(
-    record: dict,
-    interval: RowInterval | None = None,
-    ks: Sequence[int] | None = None,
-    gzsl: bool | None = None,
-) -> dict[str, Any]:
-    """One table row of a result record: every column of :func:`~.columns.all_columns` (values
-    are fractions, None where missing) for ``ks`` and ``gzsl`` (default: the record's own);
-    ``interval``: the hit@1 interval recomputed for this table (default: the one the record's run
-    computed)."""
-    protocol = record["protocol"]
-    classes = protocol.get("classes") or {}
-    missed = classes.get("count_as_miss") or 0
-    backbone = str(record["backbone"])
-    if protocol.get("features", {}).get("feature_mismatch") and "MISMATCH" not in backbone.upper():
-        backbone += MISMATCH_MARK
-    row: dict[str, Any] = {
-        "backbone": backbone,
-        "model": record["model"],
-        "split": record["split"],
-        "class vectors": str(protocol.get("class_vectors") or "–"),
-        "label space": protocol["label_space"]["text"],
-        "classes": f"{classes.get('evaluated', '–')}/{classes.get('in_split', '–')}"
-        + (f" +{missed} missed" if missed else ""),
-    }
-    ks = ks if ks is not None else (protocol.get("ks") or hit_ks(record["metrics"]))
-    gzsl = gzsl if gzsl is not None else protocol.get("gzsl") is not None
-    stored = record.get("interval") or {}
-    for column in all_columns(ks, gzsl)[len(LEAD_COLUMNS) :]:
-        row[column] = record["metrics"].get(column)
-    if interval is not None:
-        row[CI_COLUMN], row[NS_COLUMN] = interval.text, interval.not_significant
-    else:
-        row[CI_COLUMN] = stored.get("text", "–")
-        row[NS_COLUMN] = stored.get("not_significant_text", "–")
-    seen = (protocol.get("pretraining") or {}).get("test_classes_seen")
-    row[SEEN_COLUMN] = "unknown" if seen is None else str(seen)
-    row[STATUS_COLUMN] = "ok"
-    return row
-
-
-# ----------------------------------------------------------------------------- inputs
-
-
-def _cell_record_beside(run_dir: Path) -> dict:
-    """A ``run`` cell's record (``cells/NAME__SPLIT.json`` beside ``cells/NAME__SPLIT/``), whose
-    label space and classes are the run's own; {} for an ``evaluate`` run directory."""
-    path = run_dir.parent / f"{run_dir.name}.json"
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) and record.get("run", "").endswith(run_dir.name) else {}
-
-
-def run_dir_record(run_dir: Path) -> dict[str, Any]:
-    """The result record of a verified run directory (one line naming the file if its metrics.json
-    is not a complete one of ``evaluate``)."""
-    metrics = load_metrics(run_dir)
-    cell = _cell_record_beside(run_dir)
-    try:
-        if "flat" not in metrics["zsl"]:  # a run without the headline is not a run
-            raise KeyError("zsl.flat")
-        record = result_record(
-            metrics, label_space=cell.get("label_space"), classes=cell.get("classes"), source=str(run_dir)
-        )
-        record_row(record)  # every field a row needs
-    except (KeyError, TypeError, AttributeError, ValueError) as err:
-        raise UserInputError(
-            f"{run_dir / METRICS_NAME}: not a complete metrics file of 'imagenet-zsl evaluate' "
-            f"({type(err).__name__}: {err}); re-run the evaluation"
-        ) from err
-    return record
-
-
-def _records_in(directory: Path) -> list[Path]:
-    """The result record files of a directory: its ``results/`` (a ``run`` directory) or its own
-    ``*.json`` files of the record format."""
-    folder = directory / RESULTS_DIR if (directory / RESULTS_DIR).is_dir() else directory
-    found = []
-    for path in sorted(folder.glob("*.json")):
-        try:
-            head = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(head, dict) and head.get("format") == RESULT_FORMAT:
-            found.append(path)
-    return found
-
-
-def collect_inputs(paths: Sequence[str | Path]) -> list[tuple[str, dict, Path | None]]:
-    """(where, result record, run directory or None) of every input, in the order given: a run
-    directory of ``evaluate`` (its metrics.json), a record file, or a directory of records (a
-    ``run`` directory's ``results/``). A path given twice is read once."""
-    if not paths:
-        raise UserInputError("no run directories or result records given")
-    items: list[tuple[str, dict, Path | None]] = []
-    seen: set[Path] = set()
-    for given in map(Path, paths):
-        if given.resolve() in seen:
-            continue
-        seen.add(given.resolve())
-        if given.is_dir() and not (given / METRICS_NAME).exists():
-            files = _records_in(given)
-            if not files:
-                raise UserInputError(
-                    f"{given}: no metrics.json and no result records ({RESULTS_DIR}/*.json); give "
-                    "'imagenet-zsl evaluate' run directories, 'imagenet-zsl run' directories or their "
-                    "results/*.json"
-                )
-            items += [(str(f), read_result(f), None) for f in files if f.resolve() not in seen]
-            seen.update(f.resolve() for f in files)
-        elif given.suffix == ".json" and not given.is_dir():
-            items.append((str(given), read_result(given), None))
-        else:
-            items.append((str(given), run_dir_record(given), given))
-    return items
-
-
-def report_rows(paths: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The rows of every input (sorted by split, then model, then backbone), each row once, and
-    the legend's notes (rows given twice, the intervals' notes)."""
-    items = collect_inputs(paths)
-    where = {id(record): (place, run) for place, record, run in items}
-    records, notes = merge_results([(place, record) for place, record, _ in items])
-    records.sort(key=lambda r: (str(r["split"]), str(r["model"]), str(r["backbone"])))
-    runs = [where[id(r)][1] for r in records]
-    names = [str(r["model"]) for r in records]
-    if len({r["backbone"] for r in records}) > 1:
-        names = [f"{r['backbone']}/{r['model']}" for r in records]
-    intervals, interval_notes = row_intervals([str(r["split"]) for r in records], runs, names)
-    # one set of columns for every row: the K of any record, GZSL if any has it
-    ks = sorted({int(k) for r in records for k in (r["protocol"].get("ks") or hit_ks(r["metrics"]))})
-    gzsl = any(r["protocol"].get("gzsl") is not None for r in records)
-    rows = [
-        record_row(r, interval if run is not None else None, ks, gzsl)
-        for r, run, interval in zip(records, runs, intervals, strict=True)
-    ]
-    return rows, notes + interval_notes + leakage_notes(rows)
-
-
-def leakage_notes(rows: Sequence[dict]) -> list[str]:
-    """One line per row whose test classes include labels of the backbone's pretraining (its
-    numbers are not zero-shot there), or whose pretraining cannot be known (web data); none for
-    features that record nothing (e.g. SIMULATED ones)."""
-    lines = []
-    for row in rows:
-        seen = str(row.get(SEEN_COLUMN, "–"))
-        where = f"{row['model']} on {row['split']}"
-        if seen.isdigit() and int(seen) > 0:
-            lines.append(
-                f"{where}: {seen} test classes were labels of the backbone's pretraining; "
-                "results on them are not zero-shot"
-            )
-        elif seen not in ("0", "unknown", "–") and not seen.isdigit():
-            lines.append(f"{where}: test classes seen in pretraining: {seen}")
-    return lines
-
-
-def aggregate_runs(run_dirs: Sequence[str | Path]) -> pd.DataFrame:
-    """Table of every run or record (:func:`report_rows`: every column, values as fractions, NaN
-    where a run lacks one), as a pandas DataFrame."""
-    rows, _ = report_rows(run_dirs)
-    # deferred: heavy; only the Python API's DataFrame needs it (the tables are written without)
-    import pandas as pd
-
-    table = pd.DataFrame(rows)
-    values = [c for c in table.columns if c not in TEXT_COLUMNS]
-    table[values] = table[values].astype(float)
-    return table
+#: the first line of the BibTeX file written beside a table with published rows
+BIB_MARK = "% imagenet-zsl references of the published rows"
 
 
 # ----------------------------------------------------------------------------- rendering
@@ -251,6 +113,11 @@ def _is_value(column: str) -> bool:
 
 def _ok(row: dict) -> bool:
     return row.get(STATUS_COLUMN, "ok") == "ok"
+
+
+def _failed(row: dict) -> bool:
+    """A row without results (a failed cell); a published row is not one."""
+    return not _ok(row) and row.get(STATUS_COLUMN) != PUBLISHED_STATUS
 
 
 def _number(value: Any) -> float | None:
@@ -283,6 +150,9 @@ def best_cells(rows: Sequence[dict], columns: Sequence[str]) -> set[tuple[int, s
 def cell_text(row: dict, column: str) -> str:
     """A cell as text: a fraction in % (2 decimals), :data:`HIT1_CI` as the value and its
     interval, text as it is; '–' where missing."""
+    printed = (row.get(PRINTED) or {}).get("hit@1" if column == HIT1_CI else column)
+    if printed is not None:  # a published figure: as the paper prints it
+        return printed
     if column == HIT1_CI:
         interval = str(row.get(CI_COLUMN) or "–")
         value = pct(_number(row.get("hit@1")))
@@ -336,6 +206,7 @@ _TEX_CHARS = {
     "≤": r"$\leq$",
     "×": r"$\times$",
     "±": r"$\pm$",
+    "§": r"\S{}",
     "→": r"$\rightarrow$",
     "…": r"\ldots{}",
     "’": "'",
@@ -359,7 +230,13 @@ def tex_escape(text: str) -> str:
     return "".join(out)
 
 
-def to_latex(rows: Sequence[dict], columns: Sequence[str], note: str, mark: str = TEX_MARK) -> str:
+def to_latex(
+    rows: Sequence[dict],
+    columns: Sequence[str],
+    note: str,
+    mark: str = TEX_MARK,
+    comments: Sequence[str] = (),
+) -> str:
     """The table as a complete ``tabular`` a paper can ``\\input`` (booktabs rules; the first
     lines say which package and give the legend, escaped, as a note for the caption); values in %,
     the best of a split in bold, a failed row's values one 'failed' cell."""
@@ -367,6 +244,7 @@ def to_latex(rows: Sequence[dict], columns: Sequence[str], note: str, mark: str 
     lead = [c for c in columns if not _is_value(c) and c != HIT1_CI]
     lines = [
         f"{mark}: needs \\usepackage{{booktabs}}; \\input it inside a table environment",
+        *(f"% {line}" for line in comments),
         f"% caption note: {tex_escape(note)}.",
         r"\begin{tabular}{" + "".join("l" if c in lead else "r" for c in columns) + "}",
         r"\toprule",
@@ -379,14 +257,15 @@ def to_latex(rows: Sequence[dict], columns: Sequence[str], note: str, mark: str 
             lines.append(r"\midrule")
         previous = row["split"]
         width = _lead_width(columns, lead)
-        if not _ok(row) and width < len(columns):
+        if _failed(row) and width < len(columns):
             cells = [tex_escape(cell_text(row, c)) for c in columns[:width]]
             failed = r"\multicolumn{" + str(len(columns) - width) + "}{c}{failed}"
             lines.append(" & ".join([*cells, failed]) + r" \\")
             continue
         cells = []
         for column in columns:
-            text = tex_escape(cell_text(row, column))
+            raw = (row.get(TEX) or {}).get(column)  # a published row's \\cite
+            text = raw if raw is not None else tex_escape(cell_text(row, column))
             if (i, column) in best:
                 number, _, rest = text.partition(" ")
                 text = rf"\textbf{{{number}}}" + (f" {rest}" if rest else "")
@@ -435,12 +314,12 @@ def table_note(rows: Sequence[dict], columns: Sequence[str], every: Sequence[str
         parts.append(BOOTSTRAP_NOTE)
     if NS_COLUMN in columns:
         parts.append(NS_NOTE)
-    backbones = {str(r.get("backbone")) for r in rows}
+    backbones = {str(r.get("backbone")) for r in rows if r.get(STATUS_COLUMN) != PUBLISHED_STATUS}
     if "backbone" not in columns and len(backbones) == 1:
         parts.append(f"backbone (every row): {backbones.pop()}")
     if "class vectors" not in columns:
         by_source: dict[str, list[str]] = {}
-        for row in rows:
+        for row in (r for r in rows if r.get(STATUS_COLUMN) != PUBLISHED_STATUS):
             models = by_source.setdefault(str(row.get("class vectors") or "–"), [])
             if row["model"] not in models:
                 models.append(row["model"])
@@ -461,14 +340,70 @@ def table_columns(rows: Sequence[dict], spec: str | None) -> tuple[list[str], li
     return select_columns(spec, rows, ks, gzsl), all_columns(ks, gzsl)
 
 
+@dataclass(frozen=True)
+class Tables:
+    """One table as each file holds it: Markdown, CSV, LaTeX, and the BibTeX entries its
+    published rows cite ("" without published rows)."""
+
+    markdown: str
+    csv: str
+    tex: str
+    bib: str = ""
+
+
+def with_published(rows: Sequence[dict], records: Sequence[dict | None], spec: str | None) -> Comparison:
+    """``rows`` (their result ``records``; None: a failed row) and the published rows of their
+    splits (:mod:`~imagenet_zsl.evaluation.published_compare`), for ``--columns spec``."""
+    printed, _ = table_columns(rows, spec)
+    ks = hit_ks(rows[0] if rows else {})
+    return compare_published(rows, records, printed, ks, bool(rows) and "GZSL H" in rows[0])
+
+
+def render_tables(
+    rows: Sequence[dict],
+    spec: str | None = None,
+    notes: Sequence[str] = (),
+    published: Sequence[dict | None] | None = None,
+    *,
+    tex_mark: str = TEX_MARK,
+    bib_name: str = "",
+) -> Tables:
+    """The tables of ``rows`` for ``--columns spec`` with the legend and ``notes`` under them;
+    ``published``: the rows' result records, to put the published rows beside them (the .tex then
+    cites them by key from ``bib_name``, written beside it)."""
+    if published is None:
+        printed, every = table_columns(rows, spec)
+        note = table_note(rows, printed, every)
+        md, tex = to_markdown(rows, printed, note, notes), to_latex(rows, printed, note, tex_mark)
+        return Tables(md, to_csv(rows, every), tex)
+    comparison = with_published(rows, published, spec)
+    note = table_note(comparison.rows, comparison.columns, comparison.every)
+    notes = [*notes, *comparison.notes]
+    cites = (
+        [f"the published rows cite keys of {bib_name}: add it to your \\bibliography"]
+        if comparison.cited
+        else []
+    )
+    bib = f"{BIB_MARK}\n\n" + bibtex_entries(comparison.cited) if comparison.cited else ""
+    return Tables(
+        to_markdown(comparison.rows, comparison.columns, note, notes),
+        to_csv(comparison.rows, comparison.every),
+        to_latex(comparison.rows, comparison.columns, note, tex_mark, cites),
+        bib,
+    )
+
+
 # ----------------------------------------------------------------------------- report --out
 
+#: the suffixes of the files ``report --out`` writes (.bib: with --published)
+REPORT_SUFFIXES = (".md", ".csv", ".tex", ".bib")
 
-def report_paths(out: str | Path) -> list[Path]:
-    """The .md, .csv and .tex files ``report --out`` writes."""
+
+def report_paths(out: str | Path, published: bool = False) -> list[Path]:
+    """The .md, .csv and .tex files ``report --out`` writes, and the .bib with ``published``."""
     out = Path(out)
-    stem = out.with_suffix("") if out.suffix in (".md", ".csv", ".tex") else out
-    return [stem.with_suffix(suffix) for suffix in (".md", ".csv", ".tex")]
+    stem = out.with_suffix("") if out.suffix in REPORT_SUFFIXES else out
+    return [stem.with_suffix(suffix) for suffix in REPORT_SUFFIXES[: 4 if published else 3]]
 
 
 #: how each report file begins (``is_report_output``): today's first lines, and those of the
@@ -485,6 +420,7 @@ _REPORT_STARTS = {
         "split,model,",
     ),
     ".tex": (TEX_MARK, "\\begin{tabular}{"),
+    ".bib": (BIB_MARK,),
 }
 
 
@@ -502,26 +438,34 @@ def is_report_output(path: Path) -> bool:
     return first.startswith(starts)
 
 
-def check_report_out(out: str | Path, run_dirs: Sequence[str | Path]) -> None:
+def check_report_out(out: str | Path, run_dirs: Sequence[str | Path], published: bool = False) -> None:
     """Refuse an ``--out`` whose files would land inside an input (e.g. over a run's own
     report.md), that would replace a file ``report`` did not write, or that cannot be written,
     before reading anything. An ``--out`` that is a directory or a device is refused too: the
     tables would land beside it (``/dev/full`` → ``/dev/full.md``)."""
-    check_out_stem(out, report_paths(out))
-    for path in report_paths(out):
+    check_out_stem(out, report_paths(out, published))
+    for path in report_paths(out, published):
         check_out_file(path, inputs=run_dirs, replaces=is_report_output, what="a report table")
 
 
 def write_report_tables(
-    rows: Sequence[dict], out: str | Path, columns: str | None = None, notes: Sequence[str] = ()
+    rows: Sequence[dict],
+    out: str | Path,
+    columns: str | None = None,
+    notes: Sequence[str] = (),
+    published: Sequence[dict | None] | None = None,
 ) -> list[Path]:
     """Write ``out`` with .md, .csv and .tex suffixes: the printed ``columns`` (``--columns``;
-    None: the paper table) in Markdown and LaTeX, every column in the CSV (values in %)."""
-    md_path, csv_path, tex_path = report_paths(out)
-    printed, every = table_columns(rows, columns)
-    note = table_note(rows, printed, every)
-    return [
-        atomic_write_text(md_path, f"{MD_MARK}\n" + to_markdown(rows, printed, note, notes)),
-        atomic_write_text(csv_path, to_csv(rows, every)),
-        atomic_write_text(tex_path, to_latex(rows, printed, note)),
+    None: the paper table) in Markdown and LaTeX, every column in the CSV (values in %);
+    ``published``: the rows' result records, to put the published rows beside them (and write
+    the .bib their ``\\cite`` keys name)."""
+    paths = report_paths(out, published is not None)
+    tables = render_tables(rows, columns, notes, published, bib_name=paths[-1].name)
+    written = [
+        atomic_write_text(paths[0], f"{MD_MARK}\n" + tables.markdown),
+        atomic_write_text(paths[1], tables.csv),
+        atomic_write_text(paths[2], tables.tex),
     ]
+    if published is not None:
+        written.append(atomic_write_text(paths[3], tables.bib or f"{BIB_MARK}: no published row cited\n"))
+    return written

@@ -97,6 +97,27 @@ def _features_protocol(metrics: dict) -> dict[str, Any]:
     }
 
 
+def coverage_of(metrics: dict) -> dict[str, Any] | None:
+    """A run's coverage of its split (``protocol.coverage``): the split's classes, those with test
+    images (the classes the user's copy of ImageNet holds), its images and the list's sha256, from
+    metrics.json's ``label_space`` block (None when absent). ``run`` records the coverage of the
+    whole split list instead (its cells evaluate the classes every model can represent)."""
+    block = metrics.get("label_space") or {}
+    if "split_classes" not in block or "split_classes_without_test_images" not in block:
+        return None
+    total = int(block["split_classes"])
+    held = total - int(block["split_classes_without_test_images"])
+    split = (metrics.get("inputs") or {}).get("split") or {}
+    images = (metrics.get("zsl") or {}).get("images")
+    return {
+        "classes": total,
+        "held": held,
+        "images": images,
+        "complete": held == total,
+        "split_sha256": split.get("sha256"),
+    }
+
+
 def protocol_block(
     metrics: dict, label_space: dict | None = None, classes: dict | None = None
 ) -> dict[str, Any]:
@@ -125,7 +146,11 @@ def protocol_block(
         "features": _features_protocol(metrics),
         "class_vectors": (metrics.get("provenance") or {}).get("class_vectors"),
         "model": {"name": model.get("name"), "manifest_sha256": model.get("manifest_sha256")},
-        "pretraining": {"test_classes_seen": (metrics.get("pretraining") or {}).get("test_classes_seen")},
+        "coverage": coverage_of(metrics),
+        "pretraining": {
+            "test_classes_seen": (metrics.get("pretraining") or {}).get("test_classes_seen"),
+            "label_sets": (metrics.get("pretraining") or {}).get("label_sets"),
+        },
         "software": metrics.get("software"),
     }
 
@@ -174,8 +199,10 @@ def set_interval(record: dict, interval: Any) -> None:
 
 def row_key(record: dict) -> str:
     """What makes two records the same row: backbone identity, model, split and protocol (the
-    package versions and the record's own source left out: the same row from another machine)."""
-    protocol = {k: v for k, v in record["protocol"].items() if k not in ("software",)}
+    package versions and the record's own source left out: the same row from another machine; the
+    coverage too: a ``run``'s record counts the whole split list, its cell's metrics.json the
+    classes it evaluated)."""
+    protocol = {k: v for k, v in record["protocol"].items() if k not in ("software", "coverage")}
     identity = protocol["features"].get("identity_sha256") or record["backbone"]
     return _digest([identity, record["model"], record["split"], protocol])
 

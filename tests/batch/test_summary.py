@@ -333,3 +333,50 @@ def test_run_prints_the_columns_asked_for_and_refuses_a_typo_before_any_work(
     typo = tmp_path / "typo"
     assert main(["run", str(demo_inputs.recipe), "--out", str(typo), "--columns", "strict hit1"]) == 2
     assert "did you mean 'strict hit@1'" in capsys.readouterr().err and not typo.exists()
+
+
+def test_an_incomplete_published_list_is_marked_in_the_run_table_and_never_comparable(tmp_path: Path):
+    """#48 §3: test features holding 20 of dgp-2hops' 1,549 classes (2 images each): the run
+    counts the copy it holds against the whole list, its row's label space says "20 of 1,549
+    held", a line under the table says so, and no published row of the split is comparable (each
+    names the classes the copy lacks)."""
+    from imagenet_zsl.batch.summary import coverage_notes, split_coverage
+    from imagenet_zsl.splits.named import PUBLISHED_SPLITS, read_published_split
+    from tests.evaluation.evaluation_fixtures import write_feature_dir
+
+    published = PUBLISHED_SPLITS["dgp-2hops"]
+    wnids = read_published_split("dgp-2hops")
+    held = wnids[:20]
+    labels = np.repeat(np.arange(20), 2)
+    features = write_feature_dir(
+        tmp_path / "test", labels, np.eye(20, dtype=np.float32)[labels], classes=held
+    )
+    coverage = split_coverage({"dgp-2hops": wnids}, {"dgp-2hops": published.path}, lambda split: features)
+    found = coverage["dgp-2hops"]
+    assert {k: found[k] for k in ("classes", "held", "images", "complete")} == {
+        "classes": 1549,
+        "held": 20,
+        "images": 40,
+        "complete": False,
+    }
+    assert found["split_sha256"] == published.sha256 and found["missing"] == wnids[20:]
+    (note,) = coverage_notes(coverage)
+    assert note.startswith("your copy of dgp-2hops: 20 of 1,549 classes held, 40 test images; incomplete")
+    record = _cell(tmp_path, "mine", "dgp-2hops", None)
+    record["label_space"] = {"name": "split", "size": 1549, "full": 1549, "without_vector": 0}
+    record["coverage"] = {k: v for k, v in found.items() if k != "missing"}
+    rows, results, notes = summary_tables(tmp_path, [record], [1], gzsl=False)
+    assert rows[0]["label space"] == "split 1,549 (20 of 1,549 held)"
+    assert results[0]["protocol"]["coverage"]["held"] == 20
+    md = render_summary(rows, notes, None, published=results)[0]
+    assert "| mine | dgp-2hops | split 1,549 (20 of 1,549 held) |" in md
+    theirs = [
+        line
+        for line in md.splitlines()
+        if "hascoet2019zero Table 1 (quoting kampffmeyer2018rethinking)" in line
+    ]
+    assert len(theirs) == 2  # GCNZ and ADGPM on the 2-hops list, as Hascoet et al. quote them
+    assert all(
+        "| no |" in line and "your copy holds 20 of 1,549 classes of the list" in line for line in theirs
+    )
+    assert "| yes |" not in md
