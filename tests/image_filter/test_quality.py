@@ -31,6 +31,7 @@ from imagenet_zsl.image_filter.quality import filter_feature_dir
 from imagenet_zsl.images import cli as images_cli
 from imagenet_zsl.io import read_manifest_verified
 from imagenet_zsl.registry import load_target
+from imagenet_zsl.splits import cli as splits_cli
 
 NUM_CLASSES, PER_CLASS, DIM = 20, 60, 32
 FAST = {"min_steps": 150}  # enough AdamW steps for these small, well separated problems
@@ -404,7 +405,7 @@ def test_duplicate_ids_and_non_finite_features_are_refused(tmp_path):
         [wnid(0), wnid(1)],
         ids=["same"] * 2 + [f"i{k}" for k in range(18)],
     )
-    assert_fails_cleanly(dup, tmp_path / "out", "occur more than once")
+    assert_fails_cleanly(dup, tmp_path / "out", "image id 'same' is twice in shard")  # FeatureDir's check
     features[3, 1] = np.inf
     bad = write_feature_dir(tmp_path / "inf", features, labels, [wnid(0), wnid(1)])
     assert_fails_cleanly(bad, tmp_path / "out", "NaN or inf")
@@ -440,6 +441,7 @@ def test_consumer_helpers_refuse_wrong_files(tmp_path):
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="imagenet-zsl")
     tree = CommandTree(top)
+    splits_cli.register(tree)  # the stages register in flow order: images joins the 'splits' group
     images_cli.register(tree)  # the stage that owns the 'images' group creates it first
     filter_cli.register(tree)
     return top

@@ -210,7 +210,8 @@ def _hp_lines(hp: dict | None) -> list[str]:
         return []
     ks = [k for k, _ in _by_k(hp["flat"])]
     rows = [["hP@K", *[pct(hp["flat"][str(k)]) for k in ks]]]
-    rows.append(["mean |H_K|", *[f"{hp['mean_correct_set_size'][str(k)]:.1f}" for k in ks]])
+    sizes = hp["mean_correct_set_size"]  # None (JSON null) when no test class is in the graph
+    rows.append(["mean |H_K|", *["–" if sizes[str(k)] is None else f"{sizes[str(k)]:.1f}" for k in ks]])
     head = ["", *[f"K={k}" for k in ks]]
     left = hp.get("not_in_graph")
     note = (
