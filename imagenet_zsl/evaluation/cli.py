@@ -212,6 +212,7 @@ def register(tree: CommandTree) -> None:
         "curves per split, and per class of a picked row its hit@K and the classes it is most often "
         "taken for, with their WordNet distance (from the stored top-k lists); no server, no network",
     )
+    overwrite_flag(rep)  # --html DIR is a directory the command replaces
     rep.set_defaults(func="imagenet_zsl.evaluation.report_command:report")
 
     _register_predict(tree)
