@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from imagenet_zsl.cli import main
+from tests.browser import chromium, console_messages
 
 #: the packaged figures on hop1's paper splits (GBU's "2 H", Chao et al.'s "2-hop", Hascoet et al.'s
 #: "1-hop") that the demo's table has columns for: 10 GBU per-class top-1, 3 Chao AUSUC at K = 1,
@@ -86,24 +84,14 @@ def test_run_published_puts_the_literature_in_the_summary(demo_inputs, demo_run,
 
 
 # ------------------------------------------------------------------------------- the browser
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        message = "chromium is missing: 'make test' installs it as root, else 'sudo apt-get install chromium'"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
 def _dom(page: Path, tmp_path: Path) -> tuple[str, list[str]]:
     """(the DOM after the page's scripts ran, the console's messages) of a page from disk."""
-    argv = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    argv = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
     argv += ["--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--window-size=1400,1000"]
     argv += [f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", page.as_uri()]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout, [line for line in done.stderr.splitlines() if re.search(r":CONSOLE[:(]", line)]
+    return done.stdout, console_messages(done.stderr)
 
 
 #: appended to a copy of the page: click the hit@1 header twice, noting the models' order each time

@@ -14,13 +14,14 @@ import functools
 import http.server
 import os
 import re
-import shutil
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+
+from tests.browser import chromium, console_messages
 
 REPO = Path(__file__).resolve().parents[2]
 MKDOCS = Path(sys.executable).with_name("mkdocs")
@@ -105,24 +106,9 @@ def test_the_schema_and_model_references_are_complete(site):
 
 
 # ------------------------------------------------------------------------------- the browser
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
-        message = "chromium is missing: 'make test' installs it as root, else 'sudo apt-get install chromium'"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return found
-
-
-def console_messages(stderr: str) -> list[str]:
-    """Chromium's log lines for console output (errors, failed loads, uncaught exceptions)."""
-    return [line for line in stderr.splitlines() if re.search(r":CONSOLE[:(]", line)]
-
-
 def browse(url: str, tmp_path: Path) -> tuple[str, list[str], Path]:
     """(the rendered DOM, console messages, a screenshot) of ``url`` in headless Chromium."""
-    base = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
+    base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
     base += ["--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--window-size=1280,1000"]
     base += [f"--user-data-dir={tmp_path / 'profile'}"]
     dom = subprocess.run([*base, "--dump-dom", url], capture_output=True, text=True, timeout=120)
