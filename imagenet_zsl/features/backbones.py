@@ -36,6 +36,7 @@ from imagenet_zsl.features.hub_weights import (
     WeightsInfo,
     fetch_hub_file,
     hub_weights,
+    quiet_logger,
     state_digest,
     tensor_digest,
     torch_hub_weights,
@@ -365,19 +366,6 @@ def _offline() -> Any:
             os.environ["HF_HUB_OFFLINE"] = old
 
 
-@contextlib.contextmanager
-def _quiet_root_logger() -> Any:
-    """open_clip logs 'initialized randomly' on the root logger; weights are loaded (or recorded
-    as random) by :func:`create_backbone` itself."""
-    root = logging.getLogger()
-    old = root.level
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(old)
-
-
 def _hub_config_dir(spec: BackboneSpec, config: str) -> str:
     """``local-dir:<snapshot>`` of an ``hf-hub:`` repository whose ``config`` file is fetched (or cached)."""
     path, _ = fetch_hub_file(spec.arch[len(HF_HUB) :], (config,), spec.name, what="model config")
@@ -397,12 +385,12 @@ def _build_open_clip(spec: BackboneSpec) -> Any:
 
     if spec.arch.startswith(HF_HUB):
         source = _hub_config_dir(spec, "open_clip_config.json")
-        with _offline(), _quiet_root_logger():
+        with _offline(), quiet_logger(None):
             model = open_clip.create_model(source, load_weights=False)
         tower = model.visual
         tower.preprocess_cfg = dict(getattr(tower, "preprocess_cfg", {}) or {})
         return tower
-    with _offline(), _quiet_root_logger():
+    with _offline(), quiet_logger(None):
         tower = open_clip.create_model(spec.arch, pretrained=None).visual
     tower.preprocess_cfg = dict(getattr(tower, "preprocess_cfg", {}) or {})
     if spec.weights_tag:

@@ -157,15 +157,17 @@ def unreachable(url: str, timeout: float | None = None) -> str | None:
 
 
 @contextlib.contextmanager
-def _quiet_hub() -> Iterator[None]:
-    """The hub client's retry warnings ("Retrying in 8s [Retry 4/5]") off: its outcome is one line."""
-    hub_log = logging.getLogger("huggingface_hub")
-    old = hub_log.level
-    hub_log.setLevel(logging.ERROR)
+def quiet_logger(name: str | None) -> Iterator[None]:
+    """Logger ``name`` (None: the root) at ERROR for the block: a library's chatter whose outcome
+    this module reports in one line (the hub client's "Retrying in 8s [Retry 4/5]", open_clip's
+    "initialized randomly" on the root logger while weights are loaded or recorded as random)."""
+    log_ = logging.getLogger(name)
+    old = log_.level
+    log_.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        hub_log.setLevel(old)
+        log_.setLevel(old)
 
 
 def _cached_file(name: str, filename: str, revision: str | None) -> Path | None:
@@ -228,7 +230,7 @@ def fetch_hub_file(
     why = "not found on the hub"
     for filename in filenames:
         try:
-            with _quiet_hub():
+            with quiet_logger("huggingface_hub"):
                 path = hf_hub_download(
                     name, filename, revision=revision, cache_dir=hub_cache_dir(), local_files_only=False
                 )
