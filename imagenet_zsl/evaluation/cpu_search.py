@@ -17,9 +17,11 @@ from imagenet_zsl.evaluation.products import PRODUCT_ROWS, Product, class_blocks
 from imagenet_zsl.evaluation.search_contract import ClassSide, SearchLists
 from imagenet_zsl.scoring import TieRanks
 
-#: scores per tile on the CPU: bounds the search's working memory to about TILE_ELEMENTS * 12
-#: bytes (100 MB; 384 -> 256 rows at 21,842 classes: every product call has the same fixed shape
-#: anyway, so smaller tiles cost no speed, and peak memory stays near a plain loop's: issue 38)
+#: scores per tile on the CPU: bounds the search's score buffer to TILE_ELEMENTS float32 (32 MB),
+#: or to one chunk of PRODUCT_ROWS rows where the classes are more (45 MB at 21,842 classes): a
+#: tile cut inside a chunk would compute that chunk's padded product once per tile. Every product
+#: call has the same fixed shape anyway, so smaller tiles cost no speed, and peak memory stays
+#: near a plain loop's (issue 38)
 TILE_ELEMENTS = 1 << 23
 #: rows per ``argpartition`` call of :func:`largest`: its (rows, C) int64 temporary stays small
 #: (11 MB at 21,842 classes)
@@ -38,10 +40,10 @@ class NumpyBackend:
         self.blocks = class_blocks(classes.unique)
 
     def tile_rows(self) -> int:
-        """Rows per tile; a multiple of PRODUCT_ROWS when a tile holds that many, so that tiles
-        cut no product chunk (a cut chunk is computed twice, padded)."""
-        rows = max(1, TILE_ELEMENTS // self.classes.num_classes)
-        return rows if rows < PRODUCT_ROWS else rows - rows % PRODUCT_ROWS
+        """Rows per tile: a multiple of PRODUCT_ROWS, at least one, so that tiles cut no product
+        chunk (a cut chunk is computed once per tile, padded)."""
+        rows = max(PRODUCT_ROWS, TILE_ELEMENTS // self.classes.num_classes)
+        return rows - rows % PRODUCT_ROWS
 
     def search_ranked(
         self,

@@ -142,8 +142,8 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     """The CPU search computes each tile's product in single-threaded GEMM calls of one shape,
     (PRODUCT_ROWS, E) x (E, PRODUCT_CLASSES), the last class block and the chunks of queries that
     do not fill one zero-padded (:class:`imagenet_zsl.evaluation.products.Product`), shared among
-    BLAS-many Python threads: the same calls whatever the threads, so lists, scores and tie ranks
-    are the bits of the one-thread search (the promise of issue 35)."""
+    BLAS-many Python threads: the same calls whatever the threads and the blocks, so lists, scores
+    and tie ranks are the bits of the one-thread search of the whole (the promise of issue 35)."""
     from imagenet_zsl.evaluation import cpu_search, products
 
     rng = np.random.default_rng(threads)
@@ -151,9 +151,10 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     prototypes[5] = prototypes[2]  # identical prototypes: scored once, tied
     queries = rng.standard_normal((products.PRODUCT_ROWS + 75, 24)).astype(np.float32)
     labels = rng.integers(-1, len(prototypes), len(queries))
-    # tiles of 100 rows (fewer than a chunk: not rounded to one) and 31: chunks of 100 | 100 |
-    # 56, 44 | 31 rows, each padded to 256 rows at its place in its chunk of the set
+    # room for 100 rows a tile: a tile still holds one whole chunk (fewer rows would compute the
+    # chunk's padded product once per tile)
     monkeypatch.setattr(cpu_search, "TILE_ELEMENTS", len(prototypes) * 100)
+    assert TopKSearcher(prototypes, 7, device="cpu").backend.tile_rows() == products.PRODUCT_ROWS
     shapes = []
     real = products._matmul_into
 
@@ -164,18 +165,23 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     monkeypatch.setattr(products, "_matmul_into", spy)
     monkeypatch.setattr(products, "_blas_threads", lambda: 1)
     expected = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
-    calls = sorted(shapes)
     rows, classes = products.PRODUCT_ROWS, products.PRODUCT_CLASSES
     shape = ((rows, 24), (classes, 24), (rows, classes))
-    assert len(calls) == 5 * 4 and set(calls) == {shape}
+    assert len(shapes) == 2 * 4 and set(shapes) == {shape}  # 2 chunks x 4 class blocks
     shapes.clear()
     monkeypatch.setattr(products, "_blas_threads", lambda: threads)
-    got = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
-    assert sorted(shapes) == calls
-    for a, b in zip(got[:2], expected[:2], strict=True):
+    searcher = TopKSearcher(prototypes, 7, device="cpu")
+    # blocks of 100 rows: chunk 0 cut 6 times, each part padded at its place in the chunk
+    parts = [
+        searcher.search_ranked(queries[s : s + 100], labels[s : s + 100], row_offset=s)
+        for s in range(0, len(queries), 100)
+    ]
+    assert len(shapes) == (6 + 1) * 4 and set(shapes) == {shape}
+    got = [np.concatenate([part[i] for part in parts]) for i in (0, 1)]
+    for a, b in zip(got, expected[:2], strict=True):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(got[2].above, expected[2].above)
-    np.testing.assert_array_equal(got[2].tied, expected[2].tied)
+    np.testing.assert_array_equal(np.concatenate([p[2].above for p in parts]), expected[2].above)
+    np.testing.assert_array_equal(np.concatenate([p[2].tied for p in parts]), expected[2].tied)
     brute = queries.astype(np.float64) @ prototypes.T.astype(np.float64)
     np.testing.assert_allclose(got[0], -np.sort(-brute, axis=1)[:, :7], rtol=1e-5, atol=1e-5)
 
