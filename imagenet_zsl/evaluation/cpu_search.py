@@ -23,9 +23,10 @@ from imagenet_zsl.scoring import TieRanks
 #: call has the same fixed shape anyway, so smaller tiles cost no speed, and peak memory stays
 #: near a plain loop's (issue 38)
 TILE_ELEMENTS = 1 << 23
-#: rows per ``argpartition`` call of :func:`largest`: its (rows, C) int64 temporary stays small
-#: (11 MB at 21,842 classes)
-SELECT_ROWS = 64
+#: scores per ``argpartition`` call of :func:`largest` (whole rows, at least one): its (rows, C)
+#: int64 temporary stays in a core's cache, 512 KB (65 rows at 1,000 classes, 3 at 21,842). 64 rows
+#: at 21,842 classes were an 11 MB temporary per thread, 22 MB more peak memory and 1.3x the CPU
+SELECT_ELEMENTS = 1 << 16
 
 
 class NumpyBackend:
@@ -159,17 +160,18 @@ def largest(
 
     numpy's ``argpartition`` on the rows cut among the product's threads (``in_parallel``:
     :meth:`~imagenet_zsl.evaluation.products.Product.rows_in_parallel`), in groups of
-    ``SELECT_ROWS`` rows: as fast as torch's multi-threaded ``topk`` was (768 x 21,842 on 2
+    ``SELECT_ELEMENTS`` scores: as fast as torch's multi-threaded ``topk`` was (768 x 21,842 on 2
     cores: 49 against 47 ms), without importing torch for a CPU search. Which of several equal
     scores at the cut it keeps is unspecified;
     :meth:`~imagenet_zsl.evaluation.search_contract.ClassSide.finish_topk` repairs exactly those
     rows."""
     n, c = scores.shape
     out = np.empty((n, take), np.int64)
+    group = max(1, SELECT_ELEMENTS // c)
 
     def select(start: int, stop: int) -> None:
-        for row in range(start, stop, SELECT_ROWS):
-            end = min(row + SELECT_ROWS, stop)
+        for row in range(start, stop, group):
+            end = min(row + group, stop)
             out[row:end] = np.argpartition(scores[row:end], c - take, axis=1)[:, c - take :]
 
     if in_parallel is None:
