@@ -38,6 +38,7 @@ flags (``--graph none --no-label-frequency --device cpu --no-plots``: the floor'
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -278,6 +279,22 @@ def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else the platform's) and the kernel family numpy's
+    BLAS runs (OpenBLAS's ``architecture``, e.g. SkylakeX or Haswell, which AMD EPYCs without
+    AVX-512 run): ratios to the BLAS floor depend on both."""
+    import threadpoolctl
+
+    name = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        models = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+        name = models[0] if models else name
+    blas = [info for info in threadpoolctl.threadpool_info() if info["user_api"] == "blas"]
+    kernels = sorted({info["architecture"] for info in blas if info.get("architecture")})
+    return f"{name}; BLAS kernels {', '.join(kernels)}" if kernels else name
+
+
 def _check_same_hits(run_dir: Path, floor: dict) -> None:
     """The command's flat and per-class hit@K (metrics.json) are the floor's: both compute the
     same thing (a floor that computed less would flatter the ratio)."""
@@ -317,7 +334,7 @@ def bench_evaluate(args: argparse.Namespace) -> dict:
         f"imagenet-zsl evaluate --features F --split S --prototypes P --out O {args.evaluate_args}".rstrip()
         + f" (as typed) vs the numpy floor: {len(sizes)} sizes x {args.dim}-d float16 shards, real "
         f"wnids, median of {args.repeats}, {os.cpu_count()} CPUs "
-        f"({platform.processor() or platform.machine()}), load average {_load()}"
+        f"({cpu_name()}), load average {_load()}"
     )
     print(f"  extra line 'flags': the same with {flags}")
     print(
@@ -424,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args(argv)
-    result = {"cpu": platform.processor() or platform.machine()}
+    result = {"cpu": cpu_name()}
     if args.mode in ("search", "both"):
         result["search"] = bench_search(args)
     if args.mode in ("evaluate", "both"):

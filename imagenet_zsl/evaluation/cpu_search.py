@@ -17,13 +17,16 @@ from imagenet_zsl.evaluation.products import PRODUCT_ROWS, Product, class_blocks
 from imagenet_zsl.evaluation.search_contract import ClassSide, SearchLists
 from imagenet_zsl.scoring import TieRanks
 
-#: scores per tile on the CPU: bounds the search's working memory to about TILE_ELEMENTS * 12
-#: bytes (100 MB; 384 -> 256 rows at 21,842 classes: every product call has the same fixed shape
-#: anyway, so smaller tiles cost no speed, and peak memory stays near a plain loop's: issue 38)
+#: scores per tile on the CPU: bounds the search's score buffer to TILE_ELEMENTS float32 (32 MB),
+#: or to one chunk of PRODUCT_ROWS rows where the classes are more (45 MB at 21,842 classes): a
+#: tile cut inside a chunk would compute that chunk's padded product once per tile. Every product
+#: call has the same fixed shape anyway, so smaller tiles cost no speed, and peak memory stays
+#: near a plain loop's (issue 38)
 TILE_ELEMENTS = 1 << 23
-#: rows per ``argpartition`` call of :func:`largest`: its (rows, C) int64 temporary stays small
-#: (11 MB at 21,842 classes)
-SELECT_ROWS = 64
+#: scores per ``argpartition`` call of :func:`largest` (whole rows, at least one): its (rows, C)
+#: int64 temporary stays in a core's cache, 512 KB (65 rows at 1,000 classes, 3 at 21,842). 64 rows
+#: at 21,842 classes were an 11 MB temporary per thread, 22 MB more peak memory and 1.3x the CPU
+SELECT_ELEMENTS = 1 << 16
 
 
 class NumpyBackend:
@@ -38,10 +41,10 @@ class NumpyBackend:
         self.blocks = class_blocks(classes.unique)
 
     def tile_rows(self) -> int:
-        """Rows per tile; a multiple of PRODUCT_ROWS when a tile holds that many, so that tiles
-        cut no product chunk (a cut chunk is computed twice, padded)."""
-        rows = max(1, TILE_ELEMENTS // self.classes.num_classes)
-        return rows if rows < PRODUCT_ROWS else rows - rows % PRODUCT_ROWS
+        """Rows per tile: a multiple of PRODUCT_ROWS, at least one, so that tiles cut no product
+        chunk (a cut chunk is computed once per tile, padded)."""
+        rows = max(PRODUCT_ROWS, TILE_ELEMENTS // self.classes.num_classes)
+        return rows - rows % PRODUCT_ROWS
 
     def search_ranked(
         self,
@@ -157,17 +160,18 @@ def largest(
 
     numpy's ``argpartition`` on the rows cut among the product's threads (``in_parallel``:
     :meth:`~imagenet_zsl.evaluation.products.Product.rows_in_parallel`), in groups of
-    ``SELECT_ROWS`` rows: as fast as torch's multi-threaded ``topk`` was (768 x 21,842 on 2
+    ``SELECT_ELEMENTS`` scores: as fast as torch's multi-threaded ``topk`` was (768 x 21,842 on 2
     cores: 49 against 47 ms), without importing torch for a CPU search. Which of several equal
     scores at the cut it keeps is unspecified;
     :meth:`~imagenet_zsl.evaluation.search_contract.ClassSide.finish_topk` repairs exactly those
     rows."""
     n, c = scores.shape
     out = np.empty((n, take), np.int64)
+    group = max(1, SELECT_ELEMENTS // c)
 
     def select(start: int, stop: int) -> None:
-        for row in range(start, stop, SELECT_ROWS):
-            end = min(row + SELECT_ROWS, stop)
+        for row in range(start, stop, group):
+            end = min(row + group, stop)
             out[row:end] = np.argpartition(scores[row:end], c - take, axis=1)[:, c - take :]
 
     if in_parallel is None:

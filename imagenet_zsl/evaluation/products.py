@@ -35,9 +35,17 @@ def chunk_spans(n: int, offset: int, rows: int) -> list[tuple[int, int, int]]:
 
 
 #: every product is computed in single-threaded GEMM calls of exactly this many queries ...
-PRODUCT_ROWS = 256
-#: ... by this many classes (the last block of classes and of queries zero-padded to it)
-PRODUCT_CLASSES = 256
+PRODUCT_ROWS = 512
+#: ... by this many classes (the last block of classes and of queries zero-padded to it).
+#: Why 512 x 512: each call packs both of its operands, (PRODUCT_ROWS + PRODUCT_CLASSES) x E floats
+#: for PRODUCT_ROWS x PRODUCT_CLASSES x E multiply-adds; at 256 x 256 the packing (OpenBLAS's
+#: sgemm_incopy and sgemm_oncopy) took 36 % of the kernel's time at 1,000 classes (perf), at
+#: 512 x 512 19 %. The search needed 6-13 % less CPU at 1,000 and 21,842 classes and D = 512, 768
+#: and 2,048, with OpenBLAS's SkylakeX kernels and its Haswell ones (which AMD EPYCs without
+#: AVX-512 run) alike; 1,024 x 512 and 512 x 1,024 gained no more, and a 1,024-wide block would pad
+#: a class count such as 1,509 to 2,048. Both kernel families cut a 512-wide side into two blocks
+#: of 256 (their GEMM_P is 320 and 448), a multiple of their kernels' 8 and 16 rows: no ragged edge
+PRODUCT_CLASSES = 512
 
 
 def class_blocks(unique: np.ndarray) -> list[tuple[int, int, np.ndarray]]:

@@ -100,9 +100,19 @@ def check_finite(
 
 
 def squared_row_norms(matrix: np.ndarray) -> np.ndarray:
-    """(n,) float64 squared row norms of a (n, E) float32 matrix, accumulated in float64 without a
-    float64 copy of the matrix (which would cost 8 bytes per entry: 358 MB for 21,842 x 2,048)."""
-    return np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
+    """(n,) float64 squared row norms of a (n, E) float32 matrix, finite exactly when the row is.
+
+    Summed in the matrix's float32 (SIMD: a fifth of the CPU of a float64 sum, 1.7 us per 2,048-d
+    row; relative error at most E * 2^-24, which the overflow check's 34x margin absorbs); the rows
+    whose float32 sum is not finite (NaN or Inf in the row, or squares past float32's range) are
+    summed again in float64, without a float64 copy of the matrix: a float32 squared is at most
+    1.2e77, far from float64's limit, so only NaN or Inf leave those sums not finite."""
+    norms = np.einsum("ij,ij->i", matrix, matrix).astype(np.float64)
+    again = np.flatnonzero(~np.isfinite(norms))
+    if len(again):
+        rows = matrix[again]
+        norms[again] = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+    return norms
 
 
 def max_row_norm(matrix: np.ndarray) -> float:

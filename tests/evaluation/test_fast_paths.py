@@ -14,7 +14,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.cpu_search import true_ranks
 from imagenet_zsl.evaluation.run.table import ClassTable, _spearman
 from imagenet_zsl.evaluation.search import TopKSearcher, prototypes_digest
-from imagenet_zsl.evaluation.search_contract import unique_rows
+from imagenet_zsl.evaluation.search_contract import squared_row_norms, unique_rows
 
 
 def _tricky_table(rng: np.random.Generator, n: int) -> dict:
@@ -142,8 +142,8 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     """The CPU search computes each tile's product in single-threaded GEMM calls of one shape,
     (PRODUCT_ROWS, E) x (E, PRODUCT_CLASSES), the last class block and the chunks of queries that
     do not fill one zero-padded (:class:`imagenet_zsl.evaluation.products.Product`), shared among
-    BLAS-many Python threads: the same calls whatever the threads, so lists, scores and tie ranks
-    are the bits of the one-thread search (the promise of issue 35)."""
+    BLAS-many Python threads: the same calls whatever the threads and the blocks, so lists, scores
+    and tie ranks are the bits of the one-thread search of the whole (the promise of issue 35)."""
     from imagenet_zsl.evaluation import cpu_search, products
 
     rng = np.random.default_rng(threads)
@@ -151,9 +151,10 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     prototypes[5] = prototypes[2]  # identical prototypes: scored once, tied
     queries = rng.standard_normal((products.PRODUCT_ROWS + 75, 24)).astype(np.float32)
     labels = rng.integers(-1, len(prototypes), len(queries))
-    # tiles of 100 rows (fewer than a chunk: not rounded to one) and 31: chunks of 100 | 100 |
-    # 56, 44 | 31 rows, each padded to 256 rows at its place in its chunk of the set
+    # room for 100 rows a tile: a tile still holds one whole chunk (fewer rows would compute the
+    # chunk's padded product once per tile)
     monkeypatch.setattr(cpu_search, "TILE_ELEMENTS", len(prototypes) * 100)
+    assert TopKSearcher(prototypes, 7, device="cpu").backend.tile_rows() == products.PRODUCT_ROWS
     shapes = []
     real = products._matmul_into
 
@@ -164,20 +165,72 @@ def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, mo
     monkeypatch.setattr(products, "_matmul_into", spy)
     monkeypatch.setattr(products, "_blas_threads", lambda: 1)
     expected = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
-    calls = sorted(shapes)
     rows, classes = products.PRODUCT_ROWS, products.PRODUCT_CLASSES
     shape = ((rows, 24), (classes, 24), (rows, classes))
-    assert len(calls) == 5 * 4 and set(calls) == {shape}
+    assert len(shapes) == 2 * 4 and set(shapes) == {shape}  # 2 chunks x 4 class blocks
     shapes.clear()
     monkeypatch.setattr(products, "_blas_threads", lambda: threads)
-    got = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
-    assert sorted(shapes) == calls
-    for a, b in zip(got[:2], expected[:2], strict=True):
+    searcher = TopKSearcher(prototypes, 7, device="cpu")
+    # blocks of 100 rows: chunk 0 cut 6 times, each part padded at its place in the chunk
+    parts = [
+        searcher.search_ranked(queries[s : s + 100], labels[s : s + 100], row_offset=s)
+        for s in range(0, len(queries), 100)
+    ]
+    assert len(shapes) == (6 + 1) * 4 and set(shapes) == {shape}
+    got = [np.concatenate([part[i] for part in parts]) for i in (0, 1)]
+    for a, b in zip(got, expected[:2], strict=True):
         np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(got[2].above, expected[2].above)
-    np.testing.assert_array_equal(got[2].tied, expected[2].tied)
+    np.testing.assert_array_equal(np.concatenate([p[2].above for p in parts]), expected[2].above)
+    np.testing.assert_array_equal(np.concatenate([p[2].tied for p in parts]), expected[2].tied)
     brute = queries.astype(np.float64) @ prototypes.T.astype(np.float64)
     np.testing.assert_allclose(got[0], -np.sort(-brute, axis=1)[:, :7], rtol=1e-5, atol=1e-5)
+
+
+def test_squared_row_norms_are_float32_sums_and_finite_exactly_when_the_row_is():
+    """Ordinary rows are summed in float32 (a fifth of a float64 sum's CPU), then widened; rows whose
+    float32 sum is not finite are summed again in float64: finite rows past float32's range get
+    their finite float64 norm, rows with NaN or Inf stay NaN or Inf (the finiteness check reads
+    the norms alone)."""
+    rng = np.random.default_rng(4)
+    rows = rng.standard_normal((6, 2048)).astype(np.float32)
+    rows[2, :3] = [3e19, -2e19, 1.0]  # finite, but 3e19 squared is past float32's 3.4e38
+    rows[3, 7] = np.nan
+    rows[4, 0] = -np.inf
+    norms = squared_row_norms(rows)
+    assert norms.dtype == np.float64
+    ordinary = [0, 1, 5]
+    np.testing.assert_array_equal(norms[ordinary], np.einsum("ij,ij->i", rows[ordinary], rows[ordinary]))
+    exact = np.einsum("ij,ij->i", rows, rows, dtype=np.float64)
+    np.testing.assert_allclose(norms[ordinary], exact[ordinary], rtol=2048 * 2.0**-24)
+    assert norms[2] == exact[2] and np.isfinite(norms[2]) and norms[2] > 1.3e39
+    assert np.isnan(norms[3]) and norms[4] == np.inf
+
+
+@pytest.mark.parametrize("classes", [7, 300, 5000])
+def test_selection_partitions_a_bounded_number_of_scores_at_a_time(classes, monkeypatch):
+    """``largest`` hands ``argpartition`` whole rows, at most SELECT_ELEMENTS scores a call (one row
+    when a row holds more): its int64 temporary stays in a core's cache (issue 46; 64 rows of 21,842
+    classes were 11 MB a thread). Each row's ``take`` largest are found exactly (distinct scores)."""
+    from imagenet_zsl.evaluation import cpu_search
+
+    monkeypatch.setattr(cpu_search, "SELECT_ELEMENTS", 1000)
+    rng = np.random.default_rng(classes)
+    scores = rng.permutation(40 * classes).reshape(40, classes).astype(np.float32)
+    asked = []
+    real = np.argpartition
+
+    def spy(a, kth, axis):
+        asked.append(a.shape)
+        return real(a, kth, axis=axis)
+
+    monkeypatch.setattr(cpu_search.np, "argpartition", spy)
+    take = min(5, classes)
+    got = cpu_search.largest(scores, take)
+    monkeypatch.undo()
+    rows = max(1, 1000 // classes)
+    assert [shape[0] for shape in asked] == [rows] * (40 // rows) + ([40 % rows] if 40 % rows else [])
+    expected = np.sort(np.argsort(-scores, axis=1)[:, :take], axis=1)
+    np.testing.assert_array_equal(np.sort(got, axis=1), expected)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, None])

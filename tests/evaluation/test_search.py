@@ -265,6 +265,20 @@ def test_bench_evaluate_ratios_are_medians_per_size(tmp_path, monkeypatch):
     assert line["fixed_over_floor"] == pytest.approx(6.0 - 10 * 10 / 30 - 2.0)
 
 
+def test_the_bench_names_the_cpu_and_the_blas_kernels(monkeypatch):
+    """Ratios to the BLAS floor depend on the CPU and on OpenBLAS's kernel family (SkylakeX on an
+    AVX-512 Xeon, Haswell's on an AMD EPYC without AVX-512): the bench's header and JSON name both."""
+    import threadpoolctl
+
+    module = _bench_search_module()
+    blas = [{"user_api": "blas", "architecture": "Haswell"}, {"user_api": "openmp"}]
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: blas)
+    name = module.cpu_name()
+    assert name.endswith("; BLAS kernels Haswell") and len(name) > len("; BLAS kernels Haswell")
+    monkeypatch.setattr(threadpoolctl, "threadpool_info", lambda: [])
+    assert "BLAS" not in module.cpu_name()
+
+
 def test_the_bench_floor_computes_what_evaluate_reports_in_a_fresh_process(tmp_path):
     """The floor script (np.load of the float16 shards, float32 tiles, BLAS, argpartition, exact
     tie counts, tie-fair hit@K), numpy only, over every shard of a directory of real wnids: its

@@ -27,8 +27,10 @@ from imagenet_zsl.io import atomic_write_bytes
 #: shard (the set's offsets are added when the shards are joined, so a shard's entry never depends
 #: on the shards before it: issue 38, every torchrun rank scores its own test shards), and a
 #: scored shard keyed by its features' digests too (``unstored_sha256``); 5: each space's lists
-#: carry their tails (``SPACE.tail``: unlisted classes tied with a list's last score, issue 45)
-CACHE_VERSION = 5
+#: carry their tails (``SPACE.tail``: unlisted classes tied with a list's last score, issue 45); 6:
+#: the CPU products are 512 x 512 GEMM calls (issue 46), whose scores may differ in the last bit
+#: from the 256 x 256 calls' on some BLAS kernels: a resumed run never mixes the two
+CACHE_VERSION = 6
 
 
 class SearchCache:
