@@ -18,10 +18,13 @@ Start-up stays cheap (``imagenet-zsl --help`` well under a second): this module 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import logging
 import sys
-from typing import NoReturn
+import typing
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from imagenet_zsl import __version__
 from imagenet_zsl.cli_types import CommandTree, no_command
@@ -68,24 +71,39 @@ class _UsageError(Exception):
 class ArgumentParser(argparse.ArgumentParser):
     """argparse whose usage errors become one ``error:`` line (exit 2) instead of usage + message.
 
-    Sub-parsers inherit this class, so every stage's flags behave the same way.
+    Sub-parsers inherit this class, so every stage's flags behave the same way. A flag left off
+    the command line is left out of the parsed values (``argument_default=SUPPRESS``): the
+    handler's config then takes its field's default, so a default is written once, in the config.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        kwargs.setdefault("argument_default", self.unset_flag_default)
+        super().__init__(*args, **kwargs)
+
+    unset_flag_default: Any = argparse.SUPPRESS
 
     def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse's hook
         raise _UsageError(message, self.prog)
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _NamespaceArgumentParser(ArgumentParser):
+    """TRANSITION (#49): argparse's own defaults, for the handlers that still take the Namespace."""
+
+    unset_flag_default = None
+
+
+def build_parser(parser_class: type[ArgumentParser] = ArgumentParser) -> argparse.ArgumentParser:
     """The whole command line: every installed entry point's ``register`` adds its commands."""
-    parser = ArgumentParser(
+    parser = parser_class(
         prog="imagenet-zsl",
         description="Zero-shot-learning benchmarks on ImageNet-21K and the attribute datasets.",
     )
     parser.add_argument("--version", action="version", version=f"imagenet-zsl {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", default=False, help="debug logging")
     parser.add_argument(
         "--debug",
         action="store_true",
+        default=False,
         help="show the full traceback of an internal error (a bug: please report it)",
     )
     tree = CommandTree(parser)
@@ -103,6 +121,47 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         register(tree)
     return parser
+
+
+#: the parsed values the command layer consumes itself, never a handler's config: the handler's
+#: target, the command names, logging, tracebacks and ``--overwrite`` (handed to
+#: :func:`imagenet_zsl.errors.allow_overwrite`, which the output checks read)
+LAYER_DESTS = frozenset({"func", "command", "verbose", "debug", "overwrite"})
+
+
+def command_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed flags of a command, by ``dest``: every value except the command layer's own
+    (:data:`LAYER_DESTS` and the ``<group>_command`` names of command groups)."""
+    return {
+        name: value
+        for name, value in vars(args).items()
+        if name not in LAYER_DESTS and not name.endswith("_command")
+    }
+
+
+def handler_config_type(handler: Callable[..., Any]) -> type:
+    """The typed config a handler takes: the annotation of its one parameter."""
+    hints = {name: hint for name, hint in typing.get_type_hints(handler).items() if name != "return"}
+    if len(hints) != 1:
+        raise TypeError(f"bug: the handler {handler.__qualname__} must take one annotated config parameter")
+    return next(iter(hints.values()))
+
+
+def config_fields(config_type: type) -> frozenset[str]:
+    """The field names of a config: a dataclass's fields or a pydantic model's."""
+    if dataclasses.is_dataclass(config_type):
+        return frozenset(field.name for field in dataclasses.fields(config_type))
+    return frozenset(getattr(config_type, "model_fields", {}))
+
+
+def handler_config(handler: Callable[..., Any], args: argparse.Namespace) -> Any:
+    """The handler's config built from the parsed flags (each ``dest`` is a field of that name)."""
+    config_type = handler_config_type(handler)
+    options = command_options(args)
+    unknown = sorted(set(options) - config_fields(config_type))
+    if unknown:
+        raise TypeError(f"bug: {config_type.__qualname__} has no field for the flags {unknown}")
+    return config_type(**options)
 
 
 #: errno → what the user can do about it
@@ -173,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     note_output(None)
     allow_overwrite(getattr(args, "overwrite", False))  # the commands that replace a directory have it
     try:
-        handler = load_target(args.func) if isinstance(args.func, str) else args.func
-        return int(handler(args) or 0)
+        if not isinstance(args.func, str):  # a command group given without its command
+            return int(args.func())
+        handler = load_target(args.func)
+        if handler_config_type(handler) is argparse.Namespace:  # TRANSITION (#49)
+            return int(handler(build_parser(_NamespaceArgumentParser).parse_args(argv)) or 0)
+        return int(handler(handler_config(handler, args)) or 0)
     except UserInputError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)
         return 2

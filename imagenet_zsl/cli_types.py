@@ -201,7 +201,7 @@ class CommandTree:
                 raise ValueError(f"bug: command group {name!r} used before its stage created it")
             parser = self._top.add_parser(name, help=help, description=help)
             self._groups[name] = parser.add_subparsers(dest=f"{name}_command", metavar="COMMAND")
-            parser.set_defaults(func=lambda args, p=parser: no_command(p))
+            parser.set_defaults(func=lambda p=parser: no_command(p))
         return self._groups[name]
 
 

@@ -90,7 +90,7 @@ def register(tree: CommandTree) -> None:
         help="test-class list (one wnid per line), a published split (dgp-2hops, dgp-3hops, dgp-all) "
         "or a committed name (splits/NAME.txt)",
     )
-    ev.add_argument("--label-space", default="split", metavar="split|all|FILE", help=LABEL_SPACE_HELP)
+    ev.add_argument("--label-space", metavar="split|all|FILE", help=LABEL_SPACE_HELP)
     ev.add_argument("--allow-feature-mismatch", action="store_true", help=MISMATCH_HELP)
     source = ev.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", type=Path, help="fitted model directory (imagenet-zsl train)")
@@ -104,9 +104,9 @@ def register(tree: CommandTree) -> None:
     )
     ev.add_argument(
         "--k",
+        dest="ks",
         type=int,
         nargs="+",
-        default=None,  # scoring.DEFAULT_KS, applied by the handler: scoring imports numpy
         metavar="K",
         help="hit@K values (default: 1 2 5 10 20)",  # = DEFAULT_KS, checked in tests/test_cli.py
     )
@@ -135,42 +135,41 @@ def register(tree: CommandTree) -> None:
     ev.add_argument(
         "--val-seen-fraction",
         type=open_fraction,
-        default=0.5,
         help="share of the seen images held out to choose γ, in (0, 1) (default 0.5)",
     )
-    ev.add_argument("--seed", type=seed, default=0, help="seed of the seen-image hold-out")
+    ev.add_argument("--seed", type=seed, help="seed of the seen-image hold-out (default 0)")
     ev.add_argument(
         "--graph",
-        default="auto",
         help="hierarchy for the error breakdown and class properties: wordnet, "
         "imagenet, none, a parent<TAB>child edge file, or auto (default: "
         "WordNet when installed, else none)",
     )
     ev.add_argument(
-        "--no-label-frequency", action="store_true", help="skip the label-frequency column (needs WordNet)"
+        "--no-label-frequency",
+        dest="label_frequency",
+        action="store_false",
+        help="skip the label-frequency column (needs WordNet)",
     )
     ev.add_argument(
         "--kept-images",
         type=Path,
         help="output dir of 'imagenet-zsl images filter': evaluate only kept test images",
     )
-    ev.add_argument("--no-plots", action="store_true")
+    ev.add_argument("--no-plots", dest="plots", action="store_false")
     ev.add_argument(
         "--block-rows",
         type=positive_int,
-        default=32768,
-        help="images read and converted at once (memory bound)",
+        help="images read and converted at once (memory bound; default 32768)",
     )
     ev.add_argument(
         "--search",
         choices=("exact", "faiss"),
-        default="exact",
         help="exact: the fixed-shape BLAS search (default, and the faster on the CPU); faiss: faiss's "
         "IndexFlatIP proposes candidates, the exact scores decide (the same files), for faiss-gpu's "
         "index with a CUDA --device; on the CPU it costs about 1.8x the exact search's CPU and 1.5x "
         "its memory",
     )
-    ev.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
+    ev.add_argument("--device", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     ev.add_argument("--out", type=Path, required=True, help="run directory to write")
     overwrite_flag(ev)
     ev.set_defaults(func="imagenet_zsl.evaluation.commands:evaluate")

@@ -2,54 +2,29 @@
 handler is :func:`imagenet_zsl.evaluation.report_command.report`, so ``evaluate`` imports none of
 the tables' modules; ``predict``'s is :func:`imagenet_zsl.evaluation.predict.predict_command`).
 
-Each takes the parsed ``argparse.Namespace`` and returns the exit status; imported only when one of
+Each takes its validated config (built from the flags by :func:`imagenet_zsl.cli.handler_config`) and
+returns the exit status; imported only when one of
 these commands runs.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 
 from imagenet_zsl.evaluation.run import EvaluationConfig
 from imagenet_zsl.evaluation.run import evaluate as run_evaluation
-from imagenet_zsl.scoring import DEFAULT_KS
 from imagenet_zsl.splits.named import resolve_split
 
 
-def evaluate(args: argparse.Namespace) -> int:
+def evaluate(cfg: EvaluationConfig) -> int:
     """``evaluate``: score the test images of a split, write the run directory and print its headline."""
-    cfg = EvaluationConfig(
-        features=args.features,
-        split=resolve_split(args.split, "splits", "--split"),
-        out=args.out,
-        model=args.model,
-        prototypes=args.prototypes,
-        l2_normalize=args.l2_normalize,
-        ks=list(DEFAULT_KS) if args.k is None else args.k,
-        gzsl=args.gzsl,
-        seen_features=args.seen_features,
-        seen_classes=args.seen_classes,
-        val_split=args.val_split,
-        val_features=args.val_features,
-        val_seen_features=args.val_seen_features,
-        val_seen_fraction=args.val_seen_fraction,
-        seed=args.seed,
-        graph=args.graph,
-        label_frequency=not args.no_label_frequency,
-        plots=not args.no_plots,
-        block_rows=args.block_rows,
-        search=args.search,
-        device=args.device,
-        kept_images=args.kept_images,
-        label_space=args.label_space,
-        allow_feature_mismatch=args.allow_feature_mismatch,
-    )
+    cfg = dataclasses.replace(cfg, split=resolve_split(cfg.split, "splits", "--split"))
     metrics = run_evaluation(cfg)
     print(_zsl_line(metrics["zsl"]))
     gzsl = metrics.get("gzsl")
     if gzsl:
         print(_gzsl_line(gzsl))
-    print(f"wrote {args.out}")
+    print(f"wrote {cfg.out}")
     return 0
 
 
