@@ -64,9 +64,14 @@ def register(tree: CommandTree) -> None:
         "shards (timm/imagenet-22k-wds, -w21-wds, -w21-webp-wds), parquet files (timm/imagenet-w21-p) "
         "or ImageNet-21K-P (train/val/small_classes folders); the layout is detected",
     )
-    parser.add_argument("--classes", help="label space: one wnid per line (labels follow file order)")
+    parser.add_argument(
+        "--classes",
+        dest="classes_file",
+        metavar="CLASSES",
+        help="label space: one wnid per line (labels follow file order)",
+    )
     lazy_help(
-        parser.add_argument("--backbone", default="resnet50"),
+        parser.add_argument("--backbone"),
         "%(backbones)s",
         backbones="imagenet_zsl.features.backbones:describe_backbones",
     )
@@ -78,10 +83,7 @@ def register(tree: CommandTree) -> None:
     )
     parser.add_argument("--per-class", type=positive_int, help="seeded sample of at most N images per class")
     parser.add_argument(
-        "--seed",
-        type=seed,
-        default=0,
-        help="seed of --per-class sampling and of --weights random (default 0)",
+        "--seed", type=seed, help="seed of --per-class sampling and of --weights random (default 0)"
     )
     parser.add_argument(
         "--logits",
@@ -91,12 +93,9 @@ def register(tree: CommandTree) -> None:
     parser.add_argument(
         "--shard-size",
         type=positive_int,
-        default=10_240,
         help="images per shard (default 10240: 40 batches of 256)",
     )
-    parser.add_argument(
-        "--layout", default="auto", choices=["auto", "tars", "tree", "flat", "wds", "parquet", "in21k-p"]
-    )
+    parser.add_argument("--layout", choices=["auto", "tars", "tree", "flat", "wds", "parquet", "in21k-p"])
     parser.add_argument(
         "--val-labels",
         help="labels of a flat store: devkit ground truth "
@@ -110,13 +109,14 @@ def register(tree: CommandTree) -> None:
         help="wnid list the backbone was pretrained on, recorded in the manifest (default: from "
         "the model name's pretrained tag, e.g. .in21k, .in12k, .in22k_ft_in1k)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     parser.add_argument(
         "--merge", metavar="DIR", help="instead of extracting: check DIR's shards and write its manifest"
     )
     parser.add_argument(
         "--no-verify",
-        action="store_true",
+        dest="verify",
+        action="store_false",
         help="with --merge: trust the shards' records instead of re-hashing",
     )
     parser.set_defaults(func="imagenet_zsl.features.commands:extract")
@@ -129,7 +129,7 @@ def register(tree: CommandTree) -> None:
     simulate.add_argument("config", type=Path, help="simulation YAML (configs/simulate.yaml)")
     simulate.add_argument("--out", required=True, type=Path, help="output directory (replaced)")
     overwrite_flag(simulate)
-    simulate.add_argument("--seed", type=seed, default=None, help="override the config's seed")
+    simulate.add_argument("--seed", type=seed, help="override the config's seed")
     simulate.set_defaults(func="imagenet_zsl.features.commands:simulate")
 
     labels = tree.group("labels")
@@ -148,16 +148,16 @@ def register(tree: CommandTree) -> None:
 def pipeline_flags(parser: argparse.ArgumentParser) -> None:
     """Add the flags that define how images become features (decoder, numerics, preprocessing)
     and how they are loaded to ``extract`` and ``validate``: one definition, so that ``validate``
-    checks exactly the pipeline an extraction runs (``features.extract_setup.pipeline_settings``
-    reads them back, :data:`~imagenet_zsl.features.extract_setup.PIPELINE_FIELDS`)."""
+    checks exactly the pipeline an extraction runs (each flag sets the config field of its name,
+    :data:`~imagenet_zsl.features.extract_setup.PIPELINE_FIELDS`, which
+    ``features.extract_setup.extract_config`` hands to the extraction)."""
     parser.add_argument("--batch-size", type=positive_int, help="default 256 on CUDA, 32 on CPU")
-    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
+    parser.add_argument("--device", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     parser.add_argument(
         "--workers", type=non_negative_int, help="decode worker processes (default: from CPUs)"
     )
     parser.add_argument(
         "--decode",
-        default="auto",
         choices=["auto", "pil", "torchvision"],
         help="JPEG decoder: pil (decode and resize in worker processes, exactly torchvision's "
         "PIL pipeline unless --jpeg-draft) or torchvision (io.decode_jpeg on the device, nvJPEG on "
@@ -179,7 +179,6 @@ def pipeline_flags(parser: argparse.ArgumentParser) -> None:
         dest="mode",
         action="store_const",
         const="deterministic",
-        default="deterministic",
         help="the default: reproducible features (two runs give the same shard bytes, and CUDA "
         "features equal CPU ones to fp32 rounding). Computes in fp32 and turns off "
         f"{DETERMINISTIC_COST}. Cost on CUDA: fp32 instead of bf16 tensor cores and no autotuned "
@@ -198,7 +197,6 @@ def pipeline_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--precision",
-        default="auto",
         choices=["auto", "fp32", "bf16", "fp16"],
         help="autocast dtype (auto: fp32; with --fast, bf16 on CUDA). An explicit bf16/fp16 with "
         "--deterministic stays reproducible run to run but no longer equals fp32 (CPU) features",
@@ -265,7 +263,7 @@ def _register_validate(tree: CommandTree) -> None:
         "wnid an ImageNet-1K class",
     )
     lazy_help(
-        parser.add_argument("--backbone", default="resnet50"),
+        parser.add_argument("--backbone"),
         "%(backbones)s",
         backbones="imagenet_zsl.features.backbones:describe_backbones",
     )
@@ -273,10 +271,8 @@ def _register_validate(tree: CommandTree) -> None:
         "--weights", help="weights file; default: by name from the Hugging Face / torch hub cache"
     )
     parser.add_argument("--per-class", type=positive_int, help="seeded sample of at most N images per class")
-    parser.add_argument("--seed", type=seed, default=0, help="seed of --per-class (default 0)")
-    parser.add_argument(
-        "--layout", default="auto", choices=["auto", "tars", "tree", "flat", "wds", "parquet", "in21k-p"]
-    )
+    parser.add_argument("--seed", type=seed, help="seed of --per-class (default 0)")
+    parser.add_argument("--layout", choices=["auto", "tars", "tree", "flat", "wds", "parquet", "in21k-p"])
     parser.add_argument(
         "--val-labels",
         help="labels of a flat store: devkit ground truth (ILSVRC2012_ID per line) or "
@@ -288,5 +284,5 @@ def _register_validate(tree: CommandTree) -> None:
         "--out", help="also write DIR/validate.json, validate.md and manifest.json (replaced)"
     )
     overwrite_flag(parser)
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     parser.set_defaults(func="imagenet_zsl.features.validate:validate")

@@ -9,7 +9,7 @@ the extraction modules without loading it, and ``extract`` sets ``OMP_WAIT_POLIC
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,12 +37,16 @@ PIPELINE_FIELDS = (
     "batch_size", "device", "workers", "decode", "jpeg_draft", "mode", "precision", "compile", "resize",
     "crop", "ten_crop",
 )  # fmt: skip
+#: the backbone of ``extract`` and ``validate`` when ``--backbone`` is left off
+DEFAULT_BACKBONE = "resnet50"
 
 
-def pipeline_settings(args: Any) -> dict[str, Any]:
-    """The :data:`PIPELINE_FIELDS` of a parsed ``extract`` or ``validate`` command line (an
-    ``argparse.Namespace``): the one reading both commands build their extraction from."""
-    return {name: getattr(args, name) for name in PIPELINE_FIELDS}
+def extract_config(options: Any, **given: Any) -> ExtractConfig:
+    """The :class:`ExtractConfig` of a command's options (a dataclass: ``extract``'s, ``validate``'s):
+    each of its fields the options hold under the same name, then ``given``. The one reading both
+    commands build their extraction from, so ``validate`` checks the pipeline ``extract`` runs."""
+    names = {field.name for field in fields(ExtractConfig)} & {field.name for field in fields(options)}
+    return ExtractConfig(**({name: getattr(options, name) for name in names} | given))
 
 
 @dataclass

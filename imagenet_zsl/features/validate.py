@@ -27,7 +27,6 @@ published".
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import io
@@ -46,7 +45,7 @@ from imagenet_zsl.data import data_path, ilsvrc2012_wnids, read_utf8
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import get_spec
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
-from imagenet_zsl.features.extract_setup import pipeline_settings
+from imagenet_zsl.features.extract_setup import DEFAULT_BACKBONE, extract_config
 from imagenet_zsl.features.hub_weights import split_revision
 from imagenet_zsl.features.identity import describe_identity, feature_identity
 from imagenet_zsl.features.scored_shards import ShardOutputs
@@ -77,6 +76,39 @@ ALPHA = 1e-3
 #: images listed one by one (with their top-5) when there are at most this many
 SHOW_IMAGES = 20
 _WNID = re.compile(r"n[0-9]{8}")
+
+
+@dataclass(frozen=True)
+class ValidateOptions:
+    """The flags of ``validate``: the images (``store`` or ``images``), the report's ``out``, and
+    the extraction it runs, whose fields (the :class:`ExtractConfig` fields of the same names,
+    the pipeline's included: ``features.cli.pipeline_flags``) default as ``extract``'s do."""
+
+    #: an image store extract reads (one of ``store`` and ``images``)
+    store: str | None = None
+    #: a file of ``path<TAB>wnid`` lines (paths relative to its folder)
+    images: str | None = None
+    backbone: str = DEFAULT_BACKBONE
+    weights: str | None = ExtractConfig.weights
+    per_class: int | None = ExtractConfig.per_class
+    seed: int = ExtractConfig.seed
+    layout: str = ExtractConfig.layout
+    val_labels: str | None = ExtractConfig.val_labels
+    allow_incomplete: bool = ExtractConfig.allow_incomplete
+    batch_size: int | None = ExtractConfig.batch_size
+    device: str = ExtractConfig.device
+    workers: int | None = ExtractConfig.workers
+    decode: str = ExtractConfig.decode
+    jpeg_draft: bool = ExtractConfig.jpeg_draft
+    mode: str = ExtractConfig.mode
+    precision: str = ExtractConfig.precision
+    compile: bool = ExtractConfig.compile
+    resize: int | None = ExtractConfig.resize
+    crop: int | None = ExtractConfig.crop
+    ten_crop: bool = ExtractConfig.ten_crop
+    #: also write validate.json, validate.md and manifest.json to this directory (replaced)
+    out: str | None = None
+    progress: bool = ExtractConfig.progress
 
 
 @dataclass(frozen=True)
@@ -256,14 +288,14 @@ def verdict(hits: int, n: int, published: Published | None) -> tuple[str, float 
     )
 
 
-def _store_classes(args: argparse.Namespace, store: str) -> tuple[list[str], int]:
+def _store_classes(cfg: ValidateOptions, store: str) -> tuple[list[str], int]:
     """(the store's ILSVRC-2012 classes, sorted; images of other classes, left out)."""
     index = open_store(
         store,
-        args.layout,
-        args.val_labels,
-        progress=not args.no_progress,
-        allow_incomplete=args.allow_incomplete,
+        cfg.layout,
+        cfg.val_labels,
+        progress=cfg.progress,
+        allow_incomplete=cfg.allow_incomplete,
     )
     known = set(ilsvrc2012_wnids())
     classes = sorted(w for w in index.classes if w in known)
@@ -277,42 +309,29 @@ def _store_classes(args: argparse.Namespace, store: str) -> tuple[list[str], int
     return classes, left_out
 
 
-def _extract_config(args: argparse.Namespace, store: str, classes_file: Path, work: Path) -> ExtractConfig:
-    """The extraction ``validate`` runs: extract's own, its pipeline from the same flags
-    (:func:`~imagenet_zsl.features.extract_setup.pipeline_settings`), with the logits the head predicts."""
-    return ExtractConfig(
-        store=store,
-        classes_file=str(classes_file),
-        backbone=args.backbone,
-        out=str(work),
-        weights=args.weights,
-        per_class=args.per_class,
-        seed=args.seed,
-        logits=True,
-        layout=args.layout,
-        val_labels=args.val_labels,
-        allow_incomplete=args.allow_incomplete,
-        progress=not args.no_progress,
-        **pipeline_settings(args),
-    )
+def _extract_config(cfg: ValidateOptions, store: str, classes_file: Path, work: Path) -> ExtractConfig:
+    """The extraction ``validate`` runs: extract's own, built from the same fields
+    (:func:`~imagenet_zsl.features.extract_setup.extract_config`), into ``work``, with the logits
+    the head predicts."""
+    return extract_config(cfg, store=store, classes_file=str(classes_file), out=str(work), logits=True)
 
 
-def _run(args: argparse.Namespace, store: str, work: Path) -> tuple[Tally, dict[str, Any], int, int]:
+def _run(cfg: ValidateOptions, store: str, work: Path) -> tuple[Tally, dict[str, Any], int, int]:
     """Extract with logits into ``work`` (scored, not stored) → (tally, the run's manifest,
     images left out, images that could not be decoded)."""
-    classes, left_out = _store_classes(args, store)
+    classes, left_out = _store_classes(cfg, store)
     classes_file = work / "classes.txt"
     classes_file.write_text("".join(f"{w}\n" for w in classes))
     head_order = {w: i for i, w in enumerate(sorted(ilsvrc2012_wnids()))}
     tally = Tally(np.array([head_order[w] for w in classes], dtype=np.int64))
-    cfg = _extract_config(args, store, classes_file, work / "run")
+    cfg = _extract_config(cfg, store, classes_file, work / "run")
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # extract's summary names the throw-away run
             result = run_extraction(cfg, sink=tally)
     except UserInputError as err:
         if str(err).startswith("--logits:"):  # the backbone has no ImageNet-1K classifier
             raise UserInputError(
-                f"--backbone {args.backbone} has no ImageNet-1K classifier: validate compares the "
+                f"--backbone {cfg.backbone} has no ImageNet-1K classifier: validate compares the "
                 "head's predictions with the images' classes, so it needs a 1K head (torchvision "
                 "ResNets, timm ImageNet-1K models)"
             ) from None
@@ -388,45 +407,45 @@ def report_lines(record: dict[str, Any], tally: Tally, shown_as: dict[str, Path]
     return lines
 
 
-def _inputs_checked(args: argparse.Namespace) -> None:
-    if (args.store is None) == (args.images is None):
+def _inputs_checked(cfg: ValidateOptions) -> None:
+    if (cfg.store is None) == (cfg.images is None):
         raise UserInputError("validate needs --store DIR or --images FILE (one of them)")
-    if args.images is not None and (args.layout != "auto" or args.val_labels):
+    if cfg.images is not None and (cfg.layout != "auto" or cfg.val_labels):
         raise UserInputError("--layout and --val-labels describe a --store; --images FILE names its images")
-    if args.out is not None:
-        check_out_dir(args.out, TOOL, [args.store, args.images], own_files=True)
+    if cfg.out is not None:
+        check_out_dir(cfg.out, TOOL, [cfg.store, cfg.images], own_files=True)
 
 
-def _write_out(args: argparse.Namespace, record: dict[str, Any], lines: list[str]) -> None:
-    inputs = {"images": file_record(args.images)} if args.images else {"store": str(args.store)}
-    parameters = {k: getattr(args, k) for k in ("backbone", "weights", "per_class", "seed", "resize", "crop")}
+def _write_out(cfg: ValidateOptions, record: dict[str, Any], lines: list[str]) -> None:
+    inputs = {"images": file_record(cfg.images)} if cfg.images else {"store": str(cfg.store)}
+    parameters = {k: getattr(cfg, k) for k in ("backbone", "weights", "per_class", "seed", "resize", "crop")}
     # the pipeline flags that change a prediction (not where or how fast it runs)
     parameters |= {
-        k: getattr(args, k) for k in ("jpeg_draft", "decode", "mode", "precision", "ten_crop", "compile")
+        k: getattr(cfg, k) for k in ("jpeg_draft", "decode", "mode", "precision", "ten_crop", "compile")
     }
-    with atomic_directory(args.out, tool=TOOL, inputs=[args.store, args.images]) as tmp:
+    with atomic_directory(cfg.out, tool=TOOL, inputs=[cfg.store, cfg.images]) as tmp:
         atomic_write_json(tmp / "validate.json", record)
         atomic_write_text(tmp / "validate.md", "# Backbone check\n\n" + "".join(f"    {x}\n" for x in lines))
         write_manifest(tmp, format=FORMAT, tool=TOOL, inputs=inputs, parameters=parameters)
 
 
-def validate(args: argparse.Namespace) -> int:
+def validate(cfg: ValidateOptions) -> int:
     """``validate``: print (and with ``--out`` write) the check; exit 1 when FAR BELOW."""
-    _inputs_checked(args)
-    pairs = read_image_list(Path(args.images)) if args.images else None
+    _inputs_checked(cfg)
+    pairs = read_image_list(Path(cfg.images)) if cfg.images else None
     with tempfile.TemporaryDirectory(prefix="imagenet-zsl-validate.") as scratch:
         work = Path(scratch)
         shown_as: dict[str, Path] = {}
-        store = str(args.store)
+        store = str(cfg.store)
         if pairs is not None:
             store = str(work / "images")
             shown_as = link_store(pairs, work / "images")
         with _index_cache(work / "index-cache" if pairs is not None else None):
-            tally, manifest, left_out, skipped = _run(args, store, work)
+            tally, manifest, left_out, skipped = _run(cfg, store, work)
     record = summary(tally, manifest, left_out, skipped)
     lines = report_lines(record, tally, shown_as)
     print("\n".join(lines))
-    if args.out is not None:
-        _write_out(args, record, lines)
-        print(f"wrote {args.out}")
+    if cfg.out is not None:
+        _write_out(cfg, record, lines)
+        print(f"wrote {cfg.out}")
     return 1 if record["verdict"].startswith("FAR BELOW") else 0

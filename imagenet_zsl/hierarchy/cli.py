@@ -25,7 +25,8 @@ def register(tree: CommandTree) -> None:
     )
     setup.add_argument(
         "--no-download",
-        action="store_true",
+        dest="download",
+        action="store_false",
         help="never call nltk's downloader: a missing WordNet is one error line saying what to run",
     )
     setup.set_defaults(func="imagenet_zsl.hierarchy.commands:setup")

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-import argparse
 import os
+from dataclasses import dataclass
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.nouns import cache_path, load_wordnet_nouns
 from imagenet_zsl.hierarchy.wordnet import fetch_wordnet, locate_wordnet, wordnet_source
 
 
-def setup(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class SetupOptions:
+    """The flags of ``imagenet-zsl setup``."""
+
+    #: call nltk's downloader when WordNet is missing (``--no-download``: one error line instead)
+    download: bool = True
+
+
+def setup(cfg: SetupOptions) -> int:
     """Find (or fetch) WordNet 3.0, build the noun-graph cache, and print what was found: the one
     code path of ``make`` (its ``wordnet`` target) and of a researcher's own ``pip install``."""
     try:
         root = locate_wordnet()
     except UserInputError:
-        if args.no_download or os.environ.get("IMAGENET_ZSL_WORDNET_DIR"):
+        if not cfg.download or os.environ.get("IMAGENET_ZSL_WORDNET_DIR"):
             raise  # the error says what to run; a folder the user named is never replaced by a download
         print("WordNet 3.0 not found: fetching it with nltk's downloader (python -m nltk.downloader wordnet)")
         fetch_wordnet()

@@ -41,7 +41,6 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
             "or too few surviving images are dropped, with the reason. Writes kept.csv, "
             "classes.csv, rejected.csv, report.md, class_accuracy.png and manifest.json."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--features",
@@ -51,44 +50,42 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     )
     parser.add_argument("--out", required=True, metavar="DIR", help="output directory")
     overwrite_flag(parser)
-    parser.add_argument("--folds", type=int_at_least(2), default=5, help="cross-fitting folds (per class)")
+    parser.add_argument("--folds", type=int_at_least(2), help="cross-fitting folds (per class) (default: 5)")
     parser.add_argument(
         "--seeds",
         type=positive_int,
-        default=1,
-        help="number of seeds (fold splits); an image must be right under all",
+        help="number of seeds (fold splits); an image must be right under all (default: 1)",
     )
-    parser.add_argument("--seed", type=seed, default=0, help="first seed")
+    parser.add_argument("--seed", type=seed, help="first seed (default: 0)")
     parser.add_argument(
         "--min-class-accuracy",
         type=float,
-        default=0.0,
         metavar="A",
-        help="drop classes whose held-out accuracy is below A",
+        help="drop classes whose held-out accuracy is below A (default: 0.0)",
     )
     parser.add_argument(
         "--min-images",
         type=non_negative_int,
-        default=1,
         metavar="M",
-        help="drop classes left with fewer than M images",
+        help="drop classes left with fewer than M images (default: 1)",
     )
     parser.add_argument(
         "--classifier",
         choices=("softmax", "ridge"),
-        default="softmax",
         help="softmax layer trained with AdamW, or closed-form ridge regression "
-        "(one pass for all folds: much faster on CPU at scale)",
+        "(one pass for all folds: much faster on CPU at scale) (default: softmax)",
     )
-    parser.add_argument("--epochs", type=positive_int, default=10, help="softmax: passes over the data")
-    parser.add_argument("--batch-size", type=positive_int, default=1024, help="softmax: mini-batch rows")
-    parser.add_argument("--lr", type=float, default=1e-3, help="softmax: AdamW learning rate")
-    parser.add_argument("--weight-decay", type=float, default=1e-4, help="softmax: AdamW decay")
+    parser.add_argument("--epochs", type=positive_int, help="softmax: passes over the data (default: 10)")
+    parser.add_argument("--batch-size", type=positive_int, help="softmax: mini-batch rows (default: 1024)")
+    parser.add_argument("--lr", type=float, help="softmax: AdamW learning rate (default: 0.001)")
+    parser.add_argument("--weight-decay", type=float, help="softmax: AdamW decay (default: 0.0001)")
     parser.add_argument(
-        "--ridge-alpha", type=float, default=1e-2, help="ridge: penalty relative to the mean feature variance"
+        "--ridge-alpha",
+        type=float,
+        help="ridge: penalty relative to the mean feature variance (default: 0.01)",
     )
-    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
-    parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    parser.add_argument("--device", metavar="auto|cpu|cuda[:N]", help=f"{DEVICE_HELP} (default: auto)")
+    parser.add_argument("--threads", type=positive_int, help="torch CPU threads (default: None)")
     tune = parser.add_argument_group(
         "fine-tuning (--finetune-last-block)",
         "Judge images by fine-tuning the backbone's last block (ResNet layer4) plus a new head over "
@@ -105,30 +102,29 @@ def _register_filter(subparsers: argparse._SubParsersAction) -> argparse.Argumen
     tune.add_argument(
         "--images",
         metavar="STORE",
-        default=None,
-        help="the image store the features were extracted from (tars, class folders or val folder)",
+        help="the image store the features were extracted from (tars, class folders or val folder) "
+        "(default: None)",
     )
     tune.add_argument(
-        "--backbone", default=None, help="backbone to fine-tune; None: the one the features' manifest records"
+        "--backbone",
+        help="backbone to fine-tune; None: the one the features' manifest records (default: None)",
     )
     tune.add_argument(
         "--weights",
-        default=None,
         metavar="PATH|random",
-        help="its weights; None: as the features' manifest records",
+        help="its weights; None: as the features' manifest records (default: None)",
     )
     tune.add_argument(
-        "--finetune-epochs", type=positive_int, default=3, help="passes over the training folds"
+        "--finetune-epochs", type=positive_int, help="passes over the training folds (default: 3)"
     )
-    tune.add_argument("--finetune-batch-size", type=positive_int, default=64, help="images per step")
-    tune.add_argument("--finetune-lr", type=float, default=1e-3, help="AdamW learning rate of the head")
+    tune.add_argument("--finetune-batch-size", type=positive_int, help="images per step (default: 64)")
+    tune.add_argument("--finetune-lr", type=float, help="AdamW learning rate of the head (default: 0.001)")
     allow_incomplete_flag(tune)
     tune.add_argument(
         "--workers",
         type=non_negative_int,
-        default=None,
-        help="image decoding processes; None: 0 on CPU, 8 on CUDA",
+        help="image decoding processes; None: 0 on CPU, 8 on CUDA (default: None)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
     parser.set_defaults(func="imagenet_zsl.image_filter.commands:filter_images")
     return parser

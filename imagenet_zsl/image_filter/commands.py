@@ -7,7 +7,7 @@ the handler first tunes the process for decoding images in workers
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass, fields
 
 from imagenet_zsl import devices
 from imagenet_zsl.errors import UserInputError
@@ -16,34 +16,77 @@ from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
 
 
-def filter_images(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class FilterImagesOptions:
+    """The flags of ``images filter``: the :class:`FilterParams` fields of the same names, the
+    fine-tuning's (:class:`FinetuneParams`; its epochs, batch size and learning rate as
+    ``finetune_*``) and the run's own. The defaults are the parameters' own."""
+
+    #: the feature directory written by ``extract`` or ``simulate``
+    features: str
+    #: the output directory
+    out: str
+    folds: int = FilterParams.folds
+    seeds: int = FilterParams.seeds
+    seed: int = FilterParams.seed
+    min_class_accuracy: float = FilterParams.min_class_accuracy
+    min_images: int = FilterParams.min_images
+    classifier: str = FilterParams.classifier
+    epochs: int = FilterParams.epochs
+    batch_size: int = FilterParams.batch_size
+    lr: float = FilterParams.lr
+    weight_decay: float = FilterParams.weight_decay
+    ridge_alpha: float = FilterParams.ridge_alpha
+    device: str = FilterParams.device
+    #: torch CPU threads (None: torch's default)
+    threads: int | None = None
+    #: judge images by fine-tuning the backbone's last block on the images (needs ``images``)
+    finetune_last_block: bool = False
+    images: str | None = None
+    backbone: str | None = None
+    weights: str | None = None
+    finetune_epochs: int = FinetuneParams.epochs
+    finetune_batch_size: int = FinetuneParams.batch_size
+    finetune_lr: float = FinetuneParams.lr
+    allow_incomplete: bool = False
+    workers: int | None = None
+    #: show progress bars
+    progress: bool = True
+
+    def filter_params(self) -> FilterParams:
+        """The :class:`FilterParams` these options set (its fields of the same names)."""
+        names = {field.name for field in fields(FilterParams)} & {field.name for field in fields(self)}
+        return FilterParams(**{name: getattr(self, name) for name in names})
+
+
+def filter_images(cfg: FilterImagesOptions) -> int:
     """Handler of ``images filter``: check the flags, run :func:`filter_feature_dir`, print a line."""
     finetune = None
-    if args.finetune_last_block:
+    if cfg.finetune_last_block:
         devices.tune_process_for_image_pipeline()  # it decodes images in workers; torch is not loaded yet
-        if args.images is None:
+        if cfg.images is None:
             raise UserInputError(
                 "--finetune-last-block needs --images STORE: the image store the features were "
                 "extracted from (it trains on the images themselves)"
             )
         finetune = FinetuneParams(
-            images=args.images,
-            backbone=args.backbone,
-            weights=args.weights,
-            epochs=args.finetune_epochs,
-            batch_size=args.finetune_batch_size,
-            lr=args.finetune_lr,
-            workers=args.workers,
-            allow_incomplete=args.allow_incomplete,
+            images=cfg.images,
+            backbone=cfg.backbone,
+            weights=cfg.weights,
+            epochs=cfg.finetune_epochs,
+            batch_size=cfg.finetune_batch_size,
+            lr=cfg.finetune_lr,
+            workers=cfg.workers,
+            allow_incomplete=cfg.allow_incomplete,
         ).validate()
     else:
         given = [
             flag
             for flag, value in (
-                ("--images", args.images),
-                ("--backbone", args.backbone),
-                ("--weights", args.weights),
-                ("--allow-incomplete", args.allow_incomplete or None),
+                ("--images", cfg.images),
+                ("--backbone", cfg.backbone),
+                ("--weights", cfg.weights),
+                ("--allow-incomplete", cfg.allow_incomplete or None),
             )
             if value is not None
         ]
@@ -51,33 +94,19 @@ def filter_images(args: argparse.Namespace) -> int:
             raise UserInputError(
                 f"{', '.join(given)}: only used with --finetune-last-block; add it or drop them"
             )
-    if args.threads is not None:
-        if args.threads < 1:
-            raise UserInputError(f"--threads must be at least 1 (got {args.threads})")
+    if cfg.threads is not None:
+        if cfg.threads < 1:
+            raise UserInputError(f"--threads must be at least 1 (got {cfg.threads})")
         # deferred: this module loads no torch, so the OpenMP tuning above still takes effect
         import torch
 
-        torch.set_num_threads(args.threads)
-    params = FilterParams(
-        folds=args.folds,
-        seeds=args.seeds,
-        seed=args.seed,
-        classifier=args.classifier,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        weight_decay=args.weight_decay,
-        ridge_alpha=args.ridge_alpha,
-        min_class_accuracy=args.min_class_accuracy,
-        min_images=args.min_images,
-        device=args.device,
-    )
+        torch.set_num_threads(cfg.threads)
     summary = filter_feature_dir(
-        args.features, args.out, params, progress=not args.no_progress, finetune=finetune
+        cfg.features, cfg.out, cfg.filter_params(), progress=cfg.progress, finetune=finetune
     )
     print(
         f"kept {summary['images_after']}/{summary['images_before']} images and "
         f"{summary['classes_after']}/{summary['classes_before']} classes "
-        f"(held-out accuracy {summary['heldout_accuracy']:.4f}) -> {args.out}"
+        f"(held-out accuracy {summary['heldout_accuracy']:.4f}) -> {cfg.out}"
     )
     return 0

@@ -46,7 +46,7 @@ def _register_count(sub: argparse._SubParsersAction) -> None:
         help="TSV file to write (default: stdout); never an input, and an existing file only if it "
         "is such a counts table",
     )
-    parser.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES)
+    parser.add_argument("--layout", choices=LAYOUT_CHOICES)
     parser.add_argument(
         "--val-labels",
         help="labels of a flat store: devkit ground truth "
@@ -87,27 +87,21 @@ def _register_coverage(images: argparse._SubParsersAction, splits: argparse._Sub
         help="alias of 'splits coverage' (splits given with --split)",
         description=COVERAGE_DESCRIPTION + " Alias of 'imagenet-zsl splits coverage'.",
     )
-    alias.add_argument(
-        "--split", dest="splits", nargs="+", default=[], metavar="SPLIT", help="split names or wnid files"
-    )
+    alias.add_argument("--split", dest="splits", nargs="+", metavar="SPLIT", help="split names or wnid files")
     _coverage_flags(alias)
 
 
 def _coverage_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", required=True, help=STORE_HELP)
-    parser.add_argument(
-        "--splits-dir", default="splits", help="where committed split names live (default: splits)"
-    )
+    parser.add_argument("--splits-dir", help="where committed split names live (default: splits)")
     parser.add_argument(
         "--out",
         metavar="DIR",
         help="also write coverage.tsv, store_counts.tsv, missing.tsv and manifest.json to DIR",
     )
     overwrite_flag(parser)
-    parser.add_argument("--layout", default="auto", choices=LAYOUT_CHOICES)
+    parser.add_argument("--layout", choices=LAYOUT_CHOICES)
     parser.add_argument("--val-labels", help="labels of a flat store (see 'images count')")
     allow_incomplete_flag(parser)
-    parser.add_argument(
-        "--show", type=non_negative_int, default=10, help="missing classes listed per split (default 10)"
-    )
+    parser.add_argument("--show", type=non_negative_int, help="missing classes listed per split (default 10)")
     parser.set_defaults(func="imagenet_zsl.images.commands:coverage")

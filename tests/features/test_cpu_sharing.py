@@ -10,7 +10,6 @@ page faults of a loop that allocates and frees a 20 MB block.
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from imagenet_zsl import devices
+from imagenet_zsl.cli import handler_config_type
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.synthetic_store import make_store
 
@@ -149,7 +149,7 @@ def test_imagenet_zsl_extract_runs_its_network_with_sleeping_threads(tmp_path, m
         (
             "imagenet_zsl.image_filter.commands",
             "filter_images",
-            {"finetune_last_block": True, "images": None},  # stops at its first check
+            {"features": "f", "out": "o", "finetune_last_block": True},  # stops at its first check
         ),
         (
             "imagenet_zsl.models.commands",
@@ -179,6 +179,7 @@ def test_the_fine_tuning_commands_set_it_first(monkeypatch, module, handler, arg
     calls = []
     # the handlers call it through the module (devices.tune_process_for_image_pipeline): patch it there
     monkeypatch.setattr(devices, "tune_process_for_image_pipeline", lambda: calls.append(1) or {})
+    run = getattr(cli, handler)
     with pytest.raises(UserInputError):
-        getattr(cli, handler)(argparse.Namespace(**args))
+        run(handler_config_type(run)(**args))  # its config, as the command line builds it
     assert calls == [1]
