@@ -18,7 +18,7 @@ import pytest
 import torch
 from PIL import Image
 
-from imagenet_zsl.cli import build_parser
+from imagenet_zsl.cli import ArgumentParser, build_parser, handler_config, main
 from imagenet_zsl.cli_types import CommandTree
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import finetune as module
@@ -172,12 +172,18 @@ def test_same_seed_same_bytes_and_resume(dataset, tmp_path):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="imagenet-zsl")
+    top = ArgumentParser(prog="imagenet-zsl")  # the command line's (a flag left off is absent)
     tree = CommandTree(top)
     splits_cli.register(tree)  # the stages register in flow order: images joins the 'splits' group
     images_cli.register(tree)  # the stage that owns the 'images' group creates it first
     filter_cli.register(tree)
     return top
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """The command's handler on its config built from the parsed flags, as ``imagenet-zsl`` runs it."""
+    handler = load_target(args.func)
+    return handler(handler_config(handler, args))
 
 
 def test_cli_runs_the_finetune_path(dataset, tmp_path, capsys):
@@ -208,7 +214,7 @@ def test_cli_runs_the_finetune_path(dataset, tmp_path, capsys):
             "1",
         ]
     )
-    assert load_target(args.func)(args) == 0
+    assert run_command(args) == 0
     assert "images and" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["inputs"]["images"] == str(dataset["store"])
@@ -230,7 +236,7 @@ def cli_error(dataset, tmp_path, *extra: str) -> str:
         ]
     )
     with pytest.raises(UserInputError) as caught:
-        load_target(args.func)(args)
+        run_command(args)
     assert not (tmp_path / "out").exists() and not (tmp_path / ".out.work").exists()
     message = str(caught.value)
     assert "\n" not in message
@@ -316,12 +322,12 @@ def test_finetune_takes_allow_incomplete_as_extract_does(gapped_wds, tmp_path):
     argv += ["--no-progress", "--threads", "1"]
     args = parser().parse_args([str(a) for a in argv])
     with pytest.raises(UserInputError) as caught:
-        load_target(args.func)(args)
+        run_command(args)
     message = str(caught.value)
     assert "imagenet22k-train-0001.tar is missing" in message and "--allow-incomplete" in message
     assert not (tmp_path / "out").exists()
     args = parser().parse_args([str(a) for a in [*argv, "--allow-incomplete"]])
-    assert load_target(args.func)(args) == 0
+    assert run_command(args) == 0
     finetune = json.loads((tmp_path / "out" / "manifest.json").read_text())["parameters"]["finetune"]
     assert finetune["allow_incomplete"] is True
     (missing,) = finetune["store_ledger"]["incomplete"]
@@ -350,7 +356,6 @@ def test_allow_incomplete_is_one_flag_for_extract_and_both_finetune_commands(mon
     monkeypatch.setattr(model_commands, "run_finetune_dgp", lambda *a, **k: seen.append(a[3]) or {})
     argv = ["finetune-dgp", "m", "--features", "f", "--images", "s", "--out", str(tmp_path / "o")]
     for extra, want in (([], False), (["--allow-incomplete"], True)):
-        args = build_parser().parse_args([*argv, *extra])
         with pytest.raises(KeyError):  # the stand-in returns no manifest: stop after the call
-            load_target(args.func)(args)
+            main(["--debug", *argv, *extra])  # as typed (--debug: the error itself, not its line)
         assert seen.pop().allow_incomplete is want

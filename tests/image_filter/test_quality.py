@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from imagenet_zsl.cli import ArgumentParser, handler_config
 from imagenet_zsl.cli_types import CommandTree
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
@@ -439,12 +440,18 @@ def test_consumer_helpers_refuse_wrong_files(tmp_path):
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="imagenet-zsl")
+    top = ArgumentParser(prog="imagenet-zsl")  # the command line's (a flag left off is absent)
     tree = CommandTree(top)
     splits_cli.register(tree)  # the stages register in flow order: images joins the 'splits' group
     images_cli.register(tree)  # the stage that owns the 'images' group creates it first
     filter_cli.register(tree)
     return top
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command's handler on its config built from the parsed flags, as ``imagenet-zsl`` runs it."""
+    handler = load_target(args.func)
+    return handler(handler_config(handler, args))
 
 
 def test_cli_filters_a_feature_directory(small_dir, tmp_path, capsys):
@@ -468,7 +475,7 @@ def test_cli_filters_a_feature_directory(small_dir, tmp_path, capsys):
             "1",
         ]
     )
-    assert load_target(args.func)(args) == 0
+    assert run(args) == 0
     assert "images and 3/3 classes" in capsys.readouterr().out
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["parameters"]["folds"] == 4 and manifest["parameters"]["classifier"] == "ridge"
@@ -488,7 +495,7 @@ def test_cli_finetune_option_says_what_it_needs(small_dir, tmp_path):
         ]
     )
     with pytest.raises(UserInputError, match="needs --images STORE"):
-        load_target(args.func)(args)
+        run(args)
     assert not (tmp_path / "out").exists()
 
 
