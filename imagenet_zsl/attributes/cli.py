@@ -3,7 +3,8 @@ datasets, GBU protocol, GRAB): the flags; the handlers are :mod:`imagenet_zsl.at
 
 Start-up imports nothing of the stage: each command names its handler by dotted target, and GRAB's
 choices are dotted targets into :mod:`imagenet_zsl.attributes.grab`, read only when their flag is
-given or its help shown.
+given or its help shown. Each flag's ``dest`` is a field of its handler's options
+(``commands.<Command>Options``), which hold the defaults: no flag here states one.
 """
 
 from __future__ import annotations
@@ -46,21 +47,19 @@ def _add_run(group: argparse._SubParsersAction) -> None:
     _dataset_arg(run)
     run.add_argument("--root", required=True, type=Path, help="folder with res101.mat (xlsa17/data)")
     run.add_argument("--model", required=True)
-    run.add_argument("--split", choices=("ps", "ss"), default="ps")
-    run.add_argument("--val-split", type=int, choices=(1, 2, 3), default=1)
+    run.add_argument("--split", choices=("ps", "ss"))
+    run.add_argument("--val-split", type=int, choices=(1, 2, 3))
     run.add_argument("--att-splits", type=_att_splits_path, help="att_splits.mat or split folder (e.g. GRAB)")
     run.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
-    run.add_argument("--seed", type=seed, default=0)
+    run.add_argument("--seed", type=seed)
     run.add_argument(
         "--select",
         choices=("zsl", "gzsl"),
-        default="zsl",
         help="choose hyper-parameters by val ZSL top-1 (GBU) or by val H after calibration (gzsl)",
     )
     run.add_argument(
         "--semantics",
         choices=("attributes", "visual"),
-        default="attributes",
         help="visual: class vectors = mean res101 feature per class (Chao et al.'s idealised G-attr)",
     )
     _add_cross_dataset(run)
@@ -95,14 +94,14 @@ def _add_upper_bound(group: argparse._SubParsersAction) -> None:
     )
     _dataset_arg(bound)
     bound.add_argument("--root", required=True, type=Path, help="folder with res101.mat (xlsa17/data)")
-    bound.add_argument("--split", choices=("ps", "ss"), default="ps")
+    bound.add_argument("--split", choices=("ps", "ss"))
     bound.add_argument(
         "--att-splits", type=_att_splits_path, help="att_splits.mat or split folder (e.g. GRAB)"
     )
     bound.add_argument("--ss-dir", type=Path, help="xlsa17 standard_split/<DATASET> class lists")
-    bound.add_argument("--seed", type=seed, default=0, help="which unseen images train (seeded share)")
-    bound.add_argument("--reg", type=float, default=1e-4, help="L2 weight (standardised features)")
-    bound.add_argument("--max-iter", type=int, default=200, help="L-BFGS iterations")
+    bound.add_argument("--seed", type=seed, help="which unseen images train (seeded share)")
+    bound.add_argument("--reg", type=float, help="L2 weight (standardised features)")
+    bound.add_argument("--max-iter", type=int, help="L-BFGS iterations")
     bound.add_argument("--out", required=True, type=Path)
     overwrite_flag(bound)
     bound.set_defaults(func="imagenet_zsl.attributes.commands:upper_bound")
@@ -128,7 +127,6 @@ def _add_split(group: argparse._SubParsersAction) -> None:
     split.add_argument(
         "--mas-attributes",
         choices=MAS_ATTRIBUTE_CHOICES,
-        default="binary",
         metavar="KIND",
         help="mas: score co-occurrences on binarised attributes (GRAB Eq. 14, default) or on the "
         "continuous ones (GRAB's experiments): %(choices)s",
@@ -140,7 +138,7 @@ def _add_split(group: argparse._SubParsersAction) -> None:
         help="mas/pas: attributes/components kept (default 40 as in GRAB's code, capped at A for mas, "
         "min(A, C-1) for pas)",
     )
-    split.add_argument("--seed", type=seed, default=0)
+    split.add_argument("--seed", type=seed)
     split.add_argument("--out", required=True, type=Path)
     overwrite_flag(split)
     split.set_defaults(func="imagenet_zsl.attributes.commands:split")
@@ -173,7 +171,7 @@ def _add_robustness(group: argparse._SubParsersAction) -> None:
     _dataset_arg(robust)
     robust.add_argument("--root", required=True, type=Path)
     robust.add_argument("--model", required=True)
-    robust.add_argument("--methods", nargs="+", choices=METHOD_CHOICES, default=list(METHOD_CHOICES))
+    robust.add_argument("--methods", nargs="+", choices=METHOD_CHOICES)
     robust.add_argument("--inverse", action="store_true", help="also run gcs/ccs/mas inverses")
     robust.add_argument(
         "--k", type=int, help="mas/pas: attributes/components kept (default 40, capped as in split)"
@@ -181,11 +179,10 @@ def _add_robustness(group: argparse._SubParsersAction) -> None:
     robust.add_argument(
         "--mas-attributes",
         choices=MAS_ATTRIBUTE_CHOICES,
-        default="binary",
         metavar="KIND",
         help="mas: binarised (GRAB Eq. 14, default) or continuous attributes: %(choices)s",
     )
-    robust.add_argument("--seeds", type=int, default=5)
+    robust.add_argument("--seeds", type=int)
     robust.add_argument("--param", action="append", metavar="NAME=VALUE")
     robust.add_argument("--out", required=True, type=Path)
     overwrite_flag(robust)
@@ -203,16 +200,14 @@ def _add_demo(group: argparse._SubParsersAction) -> None:
     demo = group.add_parser("demo", help="GBU table on generated features (real class structure)")
     demo.add_argument("--out", required=True, type=Path)
     overwrite_flag(demo)
-    demo.add_argument(
-        "--datasets", nargs="+", type=str.upper, choices=DATASET_CHOICES, default=["APY", "AWA2"]
-    )
+    demo.add_argument("--datasets", nargs="+", type=str.upper, choices=DATASET_CHOICES)
     demo.add_argument(
         "--models",
         nargs="+",
         help="default: every registered model that runs on attributes (GBU's 13 + ridge)",
     )
-    demo.add_argument("--dim", type=int, default=32, help="dimension of the generated features (>= 1)")
-    demo.add_argument("--val-splits", nargs="+", type=int, choices=(1, 2, 3), default=[1])
+    demo.add_argument("--dim", type=int, help="dimension of the generated features (>= 1)")
+    demo.add_argument("--val-splits", nargs="+", type=int, choices=(1, 2, 3))
     demo.set_defaults(func="imagenet_zsl.attributes.commands:demo")
 
 

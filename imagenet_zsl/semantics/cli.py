@@ -3,7 +3,8 @@
 
 Start-up imports nothing of the stage (word vectors, pandas, a text encoder's torch): each command
 names its handler by dotted target, and help texts that list a stage's names are dotted targets
-too, resolved only when shown.
+too, resolved only when shown. Each flag's ``dest`` is a field of its handler's options
+(``commands.<Command>Options``), which hold the defaults: no flag here states one.
 """
 
 from __future__ import annotations
@@ -51,35 +52,33 @@ def register(tree: CommandTree) -> None:
         "(e.g. sentence:all-MiniLM-L6-v2, or a model folder)",
     )
     lazy_help(
-        encode.add_argument("--template", action="append", default=None),
+        encode.add_argument("--template", action="append"),
         "prompt with {} for the class name; repeatable (default: %(default_template)s)",
         default_template="imagenet_zsl.semantics.prompts:default_template_help",
     )
     lazy_help(
-        encode.add_argument("--templates", default=None, metavar="NAME"),
+        encode.add_argument("--templates", metavar="NAME"),
         "a named template set from open_clip, instead of --template: %(sets)s",
         sets="imagenet_zsl.semantics.prompts:TEMPLATE_SETS",
     )
     encode.add_argument(
         "--prompts",
         type=Path,
-        default=None,
         help="per-class prompts (CuPL-style JSON {wnid: [prompt, ...]}), encoded as they are; the "
         "class vector averages a class's prompts",
     )
     encode.add_argument(
         "--missing-prompts",
         choices=("error", "templates"),
-        default="error",
         help="a class that --prompts does not list: an error (default), or its template texts",
     )
     encode.add_argument("--gloss", action="store_true", help="append the WordNet definition to each text")
-    encode.add_argument("--weights", type=Path, default=None, help="local checkpoint file or model folder")
+    encode.add_argument("--weights", type=Path, help="local checkpoint file or model folder")
     encode.add_argument(
-        "--classes", type=Path, default=None, help="encode only the wnids in this file (default: all 21,842)"
+        "--classes", type=Path, help="encode only the wnids in this file (default: all 21,842)"
     )
-    encode.add_argument("--batch-size", type=int, default=256, help="texts per forward pass (default 256)")
-    encode.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
+    encode.add_argument("--batch-size", type=int, help="texts per forward pass (default 256)")
+    encode.add_argument("--device", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     encode.add_argument("--out", required=True, type=Path, help="output .npz or .parquet file")
     encode.set_defaults(func="imagenet_zsl.semantics.commands:encode")
 
@@ -95,7 +94,6 @@ def register(tree: CommandTree) -> None:
     build.add_argument(
         "--classes",
         type=Path,
-        default=None,
         help="analyse only the wnids in this file (one per line, e.g. a split); default: all",
     )
     build.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
@@ -108,10 +106,15 @@ def register(tree: CommandTree) -> None:
     )
     sense.add_argument("word", help="a label word, e.g. cairn or 'cairn terrier'")
     lazy_help(
-        sense.add_argument("--config", default=None),
+        sense.add_argument("--config"),
         "labels YAML (default: %(default_config)s if present)",
         default_config="imagenet_zsl.semantics.config:DEFAULT_LABEL_CONFIG",
     )
-    sense.add_argument("--all", action="store_true", help="list every noun sense, not only ImageNet classes")
+    sense.add_argument(
+        "--all",
+        dest="all_senses",
+        action="store_true",
+        help="list every noun sense, not only ImageNet classes",
+    )
     sense.add_argument("--trust-pickle", action="store_true", help=TRUST_PICKLE_HELP)
     sense.set_defaults(func="imagenet_zsl.semantics.commands:sense")

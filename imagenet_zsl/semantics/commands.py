@@ -1,13 +1,15 @@
 """The handlers of ``imagenet-zsl labels ...`` (flags in :mod:`imagenet_zsl.semantics.cli`).
 
-Each takes the parsed ``argparse.Namespace`` and returns the exit status; imported only when one of
-these commands runs.
+Each takes its typed options (``<Command>Options``: one field per flag, named by the flag's
+``dest``; the command layer builds them from the parsed flags) and returns the exit status; imported
+only when one of these commands runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -56,12 +58,24 @@ def _check_out(out: Path, inputs: list[Path | None]) -> None:
     check_out_file(out, inputs, VECTOR_SUFFIXES, replaces=is_class_vector_output, what="a class-vector file")
 
 
-def vectors(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class VectorsOptions:
+    """``labels vectors``."""
+
+    #: a labels YAML, or a vector-set name or path
+    config: str
+    #: the output .npz or .parquet file
+    out: Path
+    #: load a pickled word-vector file (it executes any code in it)
+    trust_pickle: bool = False
+
+
+def vectors(options: VectorsOptions) -> int:
     """``labels vectors``: the class-vector matrix from WordNet lemmas and a word-vector set."""
-    cfg = _config(args.config, args.trust_pickle)
-    _check_out(args.out, _vector_inputs(cfg))
+    cfg = _config(options.config, options.trust_pickle)
+    _check_out(options.out, _vector_inputs(cfg))
     built = build_class_vectors(cfg)
-    save_class_vectors(built, args.out)
+    save_class_vectors(built, options.out)
     counts = fall11_counts()
     total = len(universe_wnids())
     fall11_ok = sum(1 for w in built.wnids if w in counts)
@@ -72,69 +86,127 @@ def vectors(args: argparse.Namespace) -> int:
     if built.missing:
         print(
             f"no vector ({len(built.missing):,}): {preview(built.missing)} "
-            f"(listed in {args.out.name}; use pool filter has_vector)"
+            f"(listed in {options.out.name}; use pool filter has_vector)"
         )
-    print(f"wrote {args.out}")
+    print(f"wrote {options.out}")
     return 0
 
 
-def encode(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class EncodeOptions:
+    """``labels encode``."""
+
+    #: clip:ARCH/PRETRAINED or sentence:MODEL (:mod:`imagenet_zsl.semantics.text_encoders`)
+    encoder: str
+    #: the output .npz or .parquet file
+    out: Path
+    #: prompts with {} for the class name (None: the default template, or ``templates``)
+    template: Sequence[str] | None = None
+    #: a named template set (:data:`~imagenet_zsl.semantics.prompts.TEMPLATE_SETS`)
+    templates: str | None = None
+    #: per-class prompts (CuPL-style JSON {wnid: [prompt, ...]})
+    prompts: Path | None = None
+    #: a class ``prompts`` does not list: "error", or "templates" (its template texts)
+    missing_prompts: str = "error"
+    #: append the WordNet definition to each text
+    gloss: bool = False
+    #: a local checkpoint file or model folder
+    weights: Path | None = None
+    #: encode only the wnids in this file (None: all 21,842)
+    classes: Path | None = None
+    #: texts per forward pass
+    batch_size: int = 256
+    #: "auto", "cpu", "cuda" or "cuda:N"
+    device: str = "auto"
+
+
+def encode(options: EncodeOptions) -> int:
     """``labels encode``: class vectors from a text encoder over templates or per-class prompts."""
-    _check_out(args.out, [args.classes, args.weights, args.prompts])
-    if args.batch_size < 1:
-        raise UserInputError(f"--batch-size {args.batch_size}: must be at least 1")
-    prompts = prompt_set(args.template, args.templates, args.prompts, args.missing_prompts)
-    wnids = read_wnid_list(args.classes) if args.classes is not None else list(universe_wnids())
+    _check_out(options.out, [options.classes, options.weights, options.prompts])
+    if options.batch_size < 1:
+        raise UserInputError(f"--batch-size {options.batch_size}: must be at least 1")
+    prompts = prompt_set(options.template, options.templates, options.prompts, options.missing_prompts)
+    wnids = read_wnid_list(options.classes) if options.classes is not None else list(universe_wnids())
     check_wnids(wnids)  # before loading a model
     fallback = prompts.check_covers(wnids)
-    encoder = create_text_encoder(args.encoder, weights=args.weights, device=args.device)
+    encoder = create_text_encoder(options.encoder, weights=options.weights, device=options.device)
     vectors = encode_class_vectors(
-        encoder, wnids, prompts, gloss=args.gloss, batch_size=args.batch_size, progress=True
+        encoder, wnids, prompts, gloss=options.gloss, batch_size=options.batch_size, progress=True
     )
-    save_class_vectors(vectors, args.out)
-    own = f", {len(wnids) - len(fallback):,} with their own prompts" if args.prompts else ""
+    save_class_vectors(vectors, options.out)
+    own = f", {len(wnids) - len(fallback):,} with their own prompts" if options.prompts else ""
     print(
-        f"encoded {len(vectors):,} classes with {args.encoder} ({len(prompts.templates)} template(s)"
-        f"{', + gloss' if args.gloss else ''}{own}), dim {vectors.dim}"
+        f"encoded {len(vectors):,} classes with {options.encoder} ({len(prompts.templates)} template(s)"
+        f"{', + gloss' if options.gloss else ''}{own}), dim {vectors.dim}"
     )
-    print(f"wrote {args.out}")
+    print(f"wrote {options.out}")
     return 0
 
 
-def build(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class BuildOptions:
+    """``labels build``."""
+
+    #: the labels YAML
+    config: str
+    #: the output folder (replaced atomically)
+    out: Path
+    #: analyse only the wnids in this file (None: all)
+    classes: Path | None = None
+    #: load a pickled word-vector file (it executes any code in it)
+    trust_pickle: bool = False
+
+
+def build(options: BuildOptions) -> int:
     """``labels build``: lemma and class tables, exclusion reasons, report and class vectors."""
-    if not str(args.config).endswith((".yaml", ".yml")):
-        raise UserInputError(f"{args.config}: labels build needs a labels YAML config (configs/labels.yaml)")
-    cfg = _config(str(args.config), args.trust_pickle)
-    check_out_dir(args.out, BUILD_TOOL, [*_vector_inputs(cfg), args.classes], own_files=True)
+    if not str(options.config).endswith((".yaml", ".yml")):
+        raise UserInputError(
+            f"{options.config}: labels build needs a labels YAML config (configs/labels.yaml)"
+        )
+    cfg = _config(str(options.config), options.trust_pickle)
+    check_out_dir(options.out, BUILD_TOOL, [*_vector_inputs(cfg), options.classes], own_files=True)
     wnids = None
-    if args.classes is not None:
-        wnids = read_wnid_list(args.classes)
+    if options.classes is not None:
+        wnids = read_wnid_list(options.classes)
     tables = build_label_tables(cfg, wnids)
     inputs = {
-        "config": {"name": Path(args.config).name, "sha256": sha256_file(args.config)},
+        "config": {"name": Path(options.config).name, "sha256": sha256_file(options.config)},
         "vectors": cfg.vectors.identity(),
         "wordnet_sha256": load_wordnet_nouns().digest,
         "frequency": tables.frequency_source,
     }
-    if args.classes is not None:
-        inputs["classes"] = {"name": args.classes.name, "sha256": sha256_file(args.classes)}
-    write_label_outputs(tables, args.out, inputs, sources=[*_vector_inputs(cfg), args.classes])
+    if options.classes is not None:
+        inputs["classes"] = {"name": options.classes.name, "sha256": sha256_file(options.classes)}
+    write_label_outputs(tables, options.out, inputs, sources=[*_vector_inputs(cfg), options.classes])
     print(figures(tables).to_string())
     print(
-        f"wrote {args.out}/lemmas.csv ({len(tables.lemmas):,} rows), classes.csv "
+        f"wrote {options.out}/lemmas.csv ({len(tables.lemmas):,} rows), classes.csv "
         f"({len(tables.classes):,} rows, {int(tables.classes['kept'].sum()):,} kept), report.md"
     )
     return 0
 
 
-def sense(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class SenseOptions:
+    """``labels sense``."""
+
+    #: a label word, e.g. cairn or 'cairn terrier'
+    word: str
+    #: the labels YAML (None: :data:`~imagenet_zsl.semantics.config.DEFAULT_LABEL_CONFIG` if present)
+    config: str | None = None
+    #: list every noun sense, not only the ImageNet classes (``--all``)
+    all_senses: bool = False
+    #: load a pickled word-vector file (it executes any code in it)
+    trust_pickle: bool = False
+
+
+def sense(options: SenseOptions) -> int:
     """``labels sense``: a word's noun senses, the primary one marked, with the evidence for it."""
-    cfg = _config(args.config, args.trust_pickle)
+    cfg = _config(options.config, options.trust_pickle)
     nouns = load_wordnet_nouns()
-    key = word_key(args.word)
+    key = word_key(options.word)
     if key not in nouns.senses:
-        raise UserInputError(f"{args.word!r} is not a WordNet 3.0 noun (try its base form, e.g. 'cairn')")
+        raise UserInputError(f"{options.word!r} is not a WordNet 3.0 noun (try its base form, e.g. 'cairn')")
     vectorizer = vectorizer_for(cfg.vectors)
     model = PrimarySenseModel(vectorizer, nouns, **dict(cfg.sense_params))
     evidence = model.evidence([key])
@@ -157,7 +229,7 @@ def sense(args: argparse.Namespace) -> int:
     )
     print(header)
     for row, imagenet in zip(evidence.itertuples(index=False), in_imagenet, strict=True):
-        if not (imagenet or args.all or row.is_primary):
+        if not (imagenet or options.all_senses or row.is_primary):
             continue
         i = nouns.index[row.wnid]
         images = f"{counts[row.wnid]:,}" if row.wnid in counts else ("yes" if imagenet else "-")

@@ -3,7 +3,8 @@
 
 Start-up imports nothing of the stage (the optimiser loads scipy.optimize): each command names its
 handler by dotted target, and help texts that list a stage's names are dotted targets too, resolved
-only when shown.
+only when shown. Each flag's ``dest`` is a field of its handler's options
+(``commands.<Command>Options``), which hold the defaults: no flag here states one.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def register(tree: CommandTree) -> None:
     build.add_argument("config", help="split config, e.g. configs/default.yaml")
     build.add_argument("--out", required=True, help="output directory (replaced atomically)")
     overwrite_flag(build)
-    build.add_argument("--no-progress", action="store_true", help="hide progress bars")
+    build.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
     build.add_argument(
         "--store-counts",
         metavar="FILE",
@@ -40,7 +41,6 @@ def register(tree: CommandTree) -> None:
     build.add_argument(
         "--store-min-images",
         type=positive_int,
-        default=1,
         metavar="N",
         help="a class is held with at least N images (default 1; with --store-counts)",
     )
@@ -49,7 +49,7 @@ def register(tree: CommandTree) -> None:
     stats = group.add_parser("stats", help="class/image counts, structural ratio and flaws of a wnid list")
     stats.add_argument("file", help="wnid list (one wnid a line)")
     stats.add_argument("--train", help="training wnid list (default: the ILSVRC-2012 1,000)")
-    stats.add_argument("--graph", choices=("wordnet", "imagenet"), default="wordnet")
+    stats.add_argument("--graph", choices=("wordnet", "imagenet"))
     stats.add_argument("--counts", help="'wnid<TAB>count' TSV (default: packaged fall11 counts)")
     stats.add_argument(
         "--pool-config",
@@ -57,7 +57,9 @@ def register(tree: CommandTree) -> None:
         "(default: configs/default.yaml's 'benchmark' pool when the repository has it)",
     )
     stats.add_argument("--split", help="benchmark split of --pool-config (default: its first)")
-    stats.add_argument("--no-optimum", action="store_true", help="skip the optimum R (it takes seconds)")
+    stats.add_argument(
+        "--no-optimum", dest="optimum", action="store_false", help="skip the optimum R (it takes seconds)"
+    )
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     stats.set_defaults(func="imagenet_zsl.splits.commands:stats")
 
@@ -90,7 +92,6 @@ def register(tree: CommandTree) -> None:
     front.add_argument(
         "--shares",
         type=_shares,
-        default=None,
         help="comma-separated max_branch_share values (default: 1.0,0.9,...,0.1)",
     )
     front.set_defaults(func="imagenet_zsl.splits.commands:frontier")
@@ -104,7 +105,7 @@ def register(tree: CommandTree) -> None:
         "committed split (splits/NAME.txt) or wnid file with its count and sha256.",
     )
     show.add_argument("name", help="dgp-2hops, dgp-3hops, dgp-all, a committed split name or a wnid file")
-    show.add_argument("--splits-dir", default="splits", help="where committed names live (default: splits)")
+    show.add_argument("--splits-dir", help="where committed names live (default: splits)")
     show.add_argument("--wnids", action="store_true", help="print the wnids only, one a line")
     show.add_argument("--json", action="store_true", help="print one JSON object")
     show.set_defaults(func="imagenet_zsl.splits.commands:show")

@@ -385,3 +385,17 @@ def test_visual_semantics_are_the_class_mean_features(tmp_path, apy_root):
     text, tables = render(load_results([tmp_path]))
     assert "ridge + visual semantics" in tables["zsl"].index and "ridge" in tables["zsl"].index
     assert list(tables["ranking_zsl"].index) == ["ridge"]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--test-root", "elsewhere"], "error: --test-root needs --test-dataset\n"),
+        (["--test-dataset", "apy"], "error: --test-dataset APY: must differ from --dataset\n"),
+    ],
+)
+def test_run_refuses_a_cross_dataset_flag_alone_before_reading(tmp_path, capsys, extra, message):
+    """``RunOptions`` checks the two cross-dataset flags as it is built: one line, nothing read."""
+    argv = ["attributes", "run", "--dataset", "APY", "--root", str(tmp_path / "absent"), "--model", "ridge"]
+    assert main([*argv, *extra, "--out", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == message and not (tmp_path / "run").exists()

@@ -57,6 +57,17 @@ def test_sense_marks_the_primary_meaning(capsys):
     assert lines[-1].startswith("primary meaning: n07273802 cairn.n.01 (an ImageNet class)")
 
 
+def test_sense_all_lists_the_senses_that_are_no_imagenet_class(capsys):
+    """``--all`` (the options' ``all_senses``) adds the noun senses without an ImageNet class."""
+    argv = ["labels", "sense", "crane", "--config", "configs/labels.yaml"]
+    assert main(argv) == 0
+    classes_only = capsys.readouterr().out
+    assert main([*argv, "--all"]) == 0
+    every_sense = capsys.readouterr().out
+    assert "n10914447" not in classes_only and "n10914447       -" in every_sense  # Stephen Crane
+    assert "n02012849" in classes_only and len(every_sense.splitlines()) == len(classes_only.splitlines()) + 3
+
+
 def test_sense_of_an_unknown_word(capsys):
     assert main(["labels", "sense", "qwzxv"]) == 2
     assert "not a WordNet 3.0 noun" in capsys.readouterr().err

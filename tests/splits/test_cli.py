@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from imagenet_zsl import cli
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.registry import load_target
+from imagenet_zsl.splits import commands
+from imagenet_zsl.splits.frontier import DEFAULT_SHARES
 from imagenet_zsl.splits.io import read_wnid_list
 
 REPO = Path(__file__).resolve().parents[2]
@@ -155,3 +159,20 @@ def test_frontier_on_a_small_pool_writes_sets_table_plot_and_manifest(tmp_path, 
     assert main([*argv[:3], "--out", str(again), *argv[5:]]) == 0
     for name in ("share-0.25.txt", "frontier.csv", "frontier.png", "manifest.json"):
         assert (out / name).read_bytes() == (again / name).read_bytes(), name
+
+
+def test_the_flags_become_the_options():
+    """Each flag lands in its field of the handler's options; a flag left off takes the field's default."""
+
+    def options(*argv: str) -> object:
+        args = cli.build_parser().parse_args(["splits", *argv])
+        return cli.handler_config(load_target(args.func), args)
+
+    built = options("build", "cfg.yaml", "--out", "o", "--no-progress")
+    assert built == commands.BuildOptions(config="cfg.yaml", out="o", progress=False)
+    assert options("build", "cfg.yaml", "--out", "o").progress is True
+    stats = options("stats", "list.txt", "--no-optimum", "--graph", "imagenet")
+    assert stats == commands.StatsOptions(file="list.txt", graph="imagenet", optimum=False)
+    assert options("frontier", "cfg.yaml", "--out", "o").shares == DEFAULT_SHARES
+    assert options("frontier", "cfg.yaml", "--out", "o", "--shares", "1,0.5").shares == (1.0, 0.5)
+    assert options("show", "dgp-2hops") == commands.ShowOptions(name="dgp-2hops", splits_dir="splits")
