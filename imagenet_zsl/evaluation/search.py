@@ -199,6 +199,11 @@ class TopKSearcher:
         self._faiss: Candidates | None = None
 
     @property
+    def prototypes(self) -> np.ndarray:
+        """The (C, E) float32 prototype matrix searched."""
+        return self.classes.prototypes
+
+    @property
     def k(self) -> int:
         """The lists' length."""
         return self.classes.k
@@ -217,7 +222,7 @@ class TopKSearcher:
     def digest(self) -> str:
         """sha256 of the prototypes' bytes, computed once per searcher: hashing a 21,842 x 2,048
         matrix takes about 0.2 s, too much to repeat for every shard key."""
-        return prototypes_digest(self.classes.prototypes)
+        return prototypes_digest(self.prototypes)
 
     @property
     def use_gpu(self) -> bool:
