@@ -210,7 +210,7 @@ def _dynamic_target(node: ast.Call, aliases: dict[str, str], constants: set[str]
 
 def _aliases_and_constants(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
     """Local names of imported functions (``load_target as _load_target``) → their own names, and
-    the module-level names bound to a string constant (``TORCH_BACKEND = "pkg.mod:Name"``)."""
+    the module-level names bound to a string constant (``TORCH_INDEX = "pkg.mod:Name"``)."""
     aliases = {
         alias.asname: alias.name
         for node in ast.walk(tree)
@@ -557,3 +557,31 @@ def test_a_commented_deferred_import_and_an_annotation_are_allowed(tmp_path):
         "    return torch, faiss\n"
     )
     assert imports(_plant(tmp_path, {"splits/pool.py": text})).problems() == []
+
+
+# ----------------------------------------------------------------------------- the search
+
+#: the search's front (issue 49): it, and the evaluation modules it imports (the interface and the
+#: numpy and torch implementations, the torch one by dotted target), are the whole search
+SEARCH_FRONT = "imagenet_zsl.evaluation.search"
+MAX_SEARCH_MODULES = 4
+
+
+def test_the_search_is_at_most_four_modules_with_one_true_rank_function():
+    """The search is at most four modules (a front, one interface, a numpy and a torch
+    implementation), each under the size limit, and the package has exactly one public function
+    named ``true_ranks`` (:func:`imagenet_zsl.scoring.true_ranks`): an implementation's own tie
+    counting goes by another name."""
+    graph = imports().graph
+    search = {SEARCH_FRONT} | {
+        m for m in nx.descendants(graph, SEARCH_FRONT) if m.startswith("imagenet_zsl.evaluation.")
+    }
+    assert len(search) <= MAX_SEARCH_MODULES, f"the search is {len(search)} modules: {sorted(search)}"
+    assert "imagenet_zsl.evaluation.torch_search" in search  # the dotted target is counted
+    found = [
+        f"{module_name(path, PACKAGE)}:{node.name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "true_ranks"
+    ]
+    assert found == ["imagenet_zsl.scoring.ranks:true_ranks"], found

@@ -464,7 +464,7 @@ def bench_device(args: argparse.Namespace, prototypes: np.ndarray, device: str) 
     """
     import torch
 
-    from imagenet_zsl.evaluation.device_search import DEVICE_TILE_ELEMENTS, full_fp32_matmul
+    from imagenet_zsl.evaluation.torch_search import DEVICE_TILE_ELEMENTS, full_fp32_matmul
 
     target = torch.device(device)
     queries = np.random.default_rng(args.seed + 1).standard_normal(

@@ -6,11 +6,10 @@ queries is multiplied by the prototype matrix (``Q @ P.T``; on a GPU with torch)
 and sorted, and the tile's score matrix is overwritten by the next tile's: memory is bounded by
 one tile (``TILE_ELEMENTS`` scores plus their indices), never the full (N, C) matrix. On the CPU
 the product is computed in single-threaded BLAS calls of one fixed shape, shared among as many
-Python threads as BLAS had (:mod:`imagenet_zsl.evaluation.products`), and a CPU search imports no
-torch. ``tools/bench_search.py`` measures the whole ``evaluate`` command against a plain numpy
-floor (np.load, fp32, blocked BLAS, ``argpartition``, exact tie counts) run in a fresh process.
-``--search faiss`` lets faiss's flat index propose the candidates, with the same results
-(:mod:`imagenet_zsl.evaluation.faiss_search`).
+Python threads as BLAS had (:mod:`imagenet_zsl.evaluation.numpy_search`), and a CPU search
+imports no torch. ``tools/bench_search.py`` measures the whole ``evaluate`` command against a
+plain numpy floor (np.load, fp32, blocked BLAS, ``argpartition``, exact tie counts) run in a
+fresh process.
 
 On a GPU the whole tile stays on the device: the product (in full fp32: TF32 is switched off for
 it), the top ``k + 1`` selection and the true classes' tie counts run there, and only the (n,
@@ -19,20 +18,23 @@ not by copying score tiles to the host. The device is the user's ``--device`` (`
 ``cuda``, ``cuda:N``), resolved once by :func:`imagenet_zsl.devices.resolve_device`; on the CPU
 the tiles go through numpy/BLAS. The torch tiles also run on the CPU when asked
 (``torch_kernel=True``), which is how the tests check them against the numpy path. The torch
-path lives in :mod:`imagenet_zsl.evaluation.device_search`: each block is uploaded once (from
-pinned memory, or staged there as float16 by the feature reader:
-:mod:`imagenet_zsl.evaluation.device_staging`), and tiles are pipelined, the
-host finishing tile t while the device computes tile t + 1.
+path (:mod:`imagenet_zsl.evaluation.torch_search`) uploads each block once (from pinned memory,
+or staged there as float16 by the feature reader: :func:`stage_rows`), and pipelines its tiles,
+the host finishing tile t while the device computes tile t + 1.
 
-One contract, two backends (as faiss's CPU and GPU indexes share ``.search(x, k)``):
-:class:`TopKSearcher` is the front. It prepares the class side once
-(:class:`~imagenet_zsl.evaluation.search_contract.ClassSide`: distinct rows, the class → row map,
-the overflow check, the exact top-k finish) and hands every search to a backend of
-:class:`~imagenet_zsl.evaluation.search_contract.SearchBackend`:
-:class:`~imagenet_zsl.evaluation.cpu_search.NumpyBackend` on the CPU, or
-:class:`~imagenet_zsl.evaluation.device_search.TorchBackend` on a torch device, named by the dotted
-target :data:`TORCH_BACKEND` and so imported (with torch) only when a searcher runs there. The
-backends know the contract, not the front nor each other.
+Four modules, as faiss's CPU and GPU indexes share ``.search(x, k)``:
+
+- here, the front: :class:`TopKSearcher` prepares the class side once, picks an implementation
+  (by the device) and, for each search, a candidate proposal (by ``search``: every class, or
+  :class:`FaissCandidates`), and hands both to the implementation's one ``search`` call;
+- :mod:`~imagenet_zsl.evaluation.search_index`: the interface (``SearchIndex.search``, the
+  prepared ``ClassSide``, the ``Candidates`` proposal) and the plain functions of arrays both
+  implementations apply alike (the top-k finish in the tie order, the distinct rows);
+- :mod:`~imagenet_zsl.evaluation.numpy_search` (``NumpyIndex``: numpy/BLAS, never torch) and
+  :mod:`~imagenet_zsl.evaluation.torch_search` (``TorchIndex``: CUDA, or the CPU with
+  ``torch_kernel``; loaded by the dotted target :data:`TORCH_INDEX` only when a searcher runs on
+  a torch device), each owning its tile loop: a tile's data goes one way, from the product to the
+  block's lists.
 
 Same bytes whatever the threads and cuts (issue 35). A GEMM's result for one score may depend on
 the call's shape, on the score's place in the call and on how a multi-threaded BLAS cuts the call
@@ -64,6 +66,29 @@ above and tied with each image's true class, counted over the full score row (se
 :mod:`imagenet_zsl.scoring`), and :meth:`TopKSearcher.search_lists` each list's tail: the classes
 left out of it that score exactly its last score, so that a tie group reaching the end of a list
 is counted whole.
+
+``--search faiss``: faiss's flat inner-product index (``IndexFlatIP``) proposes each image's
+candidate classes (:class:`FaissCandidates`); the lists, scores and tie counts stay the exact
+search's, bit for bit. Why not faiss's own lists: the run's files promise the scores of the
+fixed-shape product, and the exact tie counts of the true class need every class's score under
+those same bits, so the exact product is computed anyway; faiss rounds its own sums differently,
+and where two scores are a few ulps apart its order may differ from ours. So faiss only sets a
+floor: the exact score, under our bits, of the ``take``-th best of its candidates (``take`` =
+k + 1). At least ``take`` classes score at or above it, whatever faiss returned, so the ``take``
+best classes are among those at or above it: they are selected there, sorted by descending score
+and ascending class index (the documented tie order). A faiss candidate list that misses a class,
+or orders near-ties otherwise, only lowers the floor and lets a few more classes through; the
+result cannot change. That is the test (tests/evaluation/test_faiss_search.py): the same files as
+the default, with planted near-ties, identical prototypes, and candidates that are wrong on
+purpose. Cost: faiss's product comes on top of the exact one (it replaces only the
+``argpartition``), so on the CPU it cannot come near the exact search. Measured with
+``tools/bench_search.py --mode evaluate --repeats 3 --sizes 5000x21842,20000x21842
+[--evaluate-args='--search faiss']`` on 2 shared cores (load 4-9, faiss-cpu 1.15.1, 2,048-d
+float16 features, median of 3 CPU seconds, 2026-12-07): 20,000 images x 21,842 classes 42.7 s
+against the default's 23.3 s (1.83x) and 565 MB peak against 378 MB (1.49x: faiss holds its own
+copy of the prototypes); 5,000 x 21,842 1.66x and 1.53x. So the exact search stays the default,
+and the faster on the CPU; this option is for faiss-gpu's index with a CUDA ``--device`` (the
+index lives on the GPU beside the exact torch search), not measured here.
 """
 
 from __future__ import annotations
@@ -72,17 +97,18 @@ import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.cpu_search import NumpyBackend
-from imagenet_zsl.evaluation.faiss_search import FaissCandidates, check_search
-from imagenet_zsl.evaluation.search_contract import (
+from imagenet_zsl.evaluation.numpy_search import NumpyIndex
+from imagenet_zsl.evaluation.search_index import (
+    ALL_CLASSES,
+    Candidates,
     ClassSide,
-    SearchBackend,
+    SearchIndex,
     SearchLists,
     SearchResult,
     as_matrix,
@@ -95,14 +121,21 @@ if TYPE_CHECKING:
 
 #: rows read per block by callers streaming feature shards (memory: block_rows * D * 4 bytes)
 DEFAULT_BLOCK_ROWS = 32768
-#: the torch backend (GPU, or ``torch_kernel``), named by target: its module imports torch, which a
-#: searcher on the CPU never loads (issue 38)
-TORCH_BACKEND = "imagenet_zsl.evaluation.device_search:TorchBackend"
+#: the torch implementation (GPU, or ``torch_kernel``) and its staging of feature blocks, named by
+#: target: its module imports torch, which a searcher on the CPU never loads (issue 38)
+TORCH_INDEX = "imagenet_zsl.evaluation.torch_search:TorchIndex"
+#: the values of ``--search``: the exact search alone (default), or faiss's candidates first
+SEARCHES = ("exact", "faiss")
+Search = Literal["exact", "faiss"]
+#: candidates asked of faiss beyond the ``take`` classes the lists need: near-ties at the cut
+MARGIN = 8
+#: the most neighbours faiss's GPU index returns per query
+GPU_MAX_K = 2048
 
 
 @dataclasses.dataclass(frozen=True)
 class _HostDevice:
-    """The CPU as a searcher's ``device_`` when the caller asked for ``"cpu"`` by name: the numpy
+    """The CPU as a searcher's ``device`` when the caller asked for ``"cpu"`` by name: the numpy
     path then imports no torch (a ``torch.device`` given by the caller is kept as it is)."""
 
     type: str = "cpu"
@@ -135,8 +168,10 @@ class TopKSearcher:
     :class:`~imagenet_zsl.scoring.TieRanks`. ``k`` larger than C is allowed (rows are padded).
     ``device``: "auto" (a CUDA GPU when torch sees one), "cpu", "cuda", "cuda:N" or a
     ``torch.device`` (:func:`imagenet_zsl.devices.resolve_device`). ``torch_kernel``: run the torch
-    tiles (the GPU's) even on the CPU, for tests; otherwise the CPU uses numpy/BLAS. The work is
-    the ``backend``'s (:class:`~imagenet_zsl.evaluation.search_contract.SearchBackend`).
+    tiles (the GPU's) even on the CPU, for tests; otherwise the CPU uses numpy/BLAS. ``classes``:
+    the prepared class side; ``index``: the implementation that searches it
+    (:class:`~imagenet_zsl.evaluation.search_index.SearchIndex`); ``torch_device``: the torch
+    device its tiles run on (None: the numpy/BLAS implementation).
     """
 
     def __init__(
@@ -148,25 +183,40 @@ class TopKSearcher:
         torch_kernel: bool = False,
         maps: int = 1,
     ):
-        #: the prepared class side every backend shares
         self.classes = ClassSide(prototypes, k, maps)
-        self.prototypes = self.classes.prototypes
-        self.k, self.maps = self.classes.k, self.classes.maps
-        #: the prototypes' dimension E, and the queries' (maps * E)
-        self.prototype_dim, self.dim = self.classes.prototype_dim, self.classes.dim
-        self.num_classes = self.classes.num_classes
-        self.unique_, self.group_ = self.classes.unique, self.classes.group
         if isinstance(device, str):
             # "cpu" needs no torch (the numpy path imports none: issue 38)
-            self.device_ = _HOST if device == "cpu" and not torch_kernel else resolve_device(device)
+            self.device = _HOST if device == "cpu" and not torch_kernel else resolve_device(device)
         else:
-            self.device_ = device
-        self._faiss: FaissCandidates | None = None
-        self.backend: SearchBackend
-        if self.device_.type == "cpu" and not torch_kernel:
-            self.backend = NumpyBackend(self.classes)
+            self.device = device
+        self.index: SearchIndex
+        self.torch_device: torch.device | None
+        if self.device.type == "cpu" and not torch_kernel:
+            self.index, self.torch_device = NumpyIndex(self.classes), None
         else:
-            self.backend = load_target(TORCH_BACKEND)(self.classes, self.device_)
+            self.index = load_target(TORCH_INDEX)(self.classes, self.device)
+            self.torch_device = self.device
+        self._faiss: Candidates | None = None
+
+    @property
+    def prototypes(self) -> np.ndarray:
+        """The (C, E) float32 prototype matrix searched."""
+        return self.classes.prototypes
+
+    @property
+    def k(self) -> int:
+        """The lists' length."""
+        return self.classes.k
+
+    @property
+    def dim(self) -> int:
+        """The queries' dimension (maps * E)."""
+        return self.classes.dim
+
+    @property
+    def duplicate_classes(self) -> int:
+        """Classes whose prototype repeats an earlier class's (they tie with it exactly)."""
+        return self.classes.duplicate_classes
 
     @functools.cached_property
     def digest(self) -> str:
@@ -175,28 +225,21 @@ class TopKSearcher:
         return prototypes_digest(self.prototypes)
 
     @property
-    def torch_device(self) -> torch.device | None:
-        """The torch device the tiles run on (a GPU, or the CPU with ``torch_kernel``); None: the
-        CPU's numpy/BLAS path."""
-        return self.backend.torch_device
-
-    def faiss_candidates(self) -> FaissCandidates:
-        """faiss's flat index over the distinct prototypes (``--search faiss``), built on first use:
-        on the searcher's GPU when faiss has GPU support and the search runs on CUDA."""
-        if self._faiss is None:
-            gpu = (self.torch_device.index or 0) if self.use_gpu else None
-            self._faiss = FaissCandidates(self.unique_, self.maps, gpu)
-        return self._faiss
-
-    @property
     def use_gpu(self) -> bool:
         """Whether the search runs on a CUDA GPU."""
         return self.torch_device is not None and self.torch_device.type == "cuda"
 
-    @property
-    def duplicate_classes(self) -> int:
-        """Classes whose prototype repeats an earlier class's (they tie with it exactly)."""
-        return self.classes.duplicate_classes
+    def candidates(self, search: str) -> Candidates:
+        """The candidate proposal of ``search``: every class ("exact"), or faiss's flat index over
+        the distinct prototypes ("faiss"), built on first use: on the searcher's GPU when faiss
+        has GPU support and the search runs on CUDA."""
+        if check_search(search) == "exact":
+            return ALL_CLASSES
+        if self._faiss is None:
+            gpu = (self.torch_device.index or 0) if self.use_gpu else None
+            index = FaissIndex(self.classes.unique, self.classes.maps, gpu)
+            self._faiss = FaissCandidates(self.classes, index)
+        return self._faiss
 
     def search(self, queries: np.ndarray, *, row_offset: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores (n, k) float32, ids (n, k) int64) of each query (``row_offset``: see
@@ -216,14 +259,13 @@ class TopKSearcher:
         """Top-k lists plus, with ``labels`` (n,) (class indices; -1: the true class is not in this
         space), the exact TieRanks of each true class over the full score row (above = C and
         tied = 0 where the label is -1). ``squared_norms`` (n,): the queries' squared norms
-        (:func:`~imagenet_zsl.evaluation.search_contract.squared_row_norms`) when the caller has
+        (:func:`~imagenet_zsl.evaluation.search_index.squared_row_norms`) when the caller has
         them, for the overflow check. ``queries``: numpy, or on a torch device a float32 block
-        already there (:func:`~imagenet_zsl.evaluation.device_staging.device_rows`).
-        ``row_offset``: the queries' first row in the set they are cut from: a score's bits depend
-        on its row modulo the product's chunk (module docstring), so a caller that searches a set
-        block by block passes each block's first row, and gets the bits of one search of the whole.
-        ``search``: "exact", or "faiss" (faiss's candidates set each row's threshold; the same
-        results: :mod:`imagenet_zsl.evaluation.faiss_search`)."""
+        already there (:func:`device_rows`). ``row_offset``: the queries' first row in the set
+        they are cut from: a score's bits depend on its row modulo the product's chunk (module
+        docstring), so a caller that searches a set block by block passes each block's first row,
+        and gets the bits of one search of the whole. ``search``: "exact", or "faiss" (faiss's
+        candidates set each row's floor; the same results: :class:`FaissCandidates`)."""
         scores, ids, ranks, _ = self.search_lists(
             queries, labels, squared_norms, row_offset=row_offset, search=search
         )
@@ -242,8 +284,9 @@ class TopKSearcher:
         that score exactly its last score (0 where the list ends lower or is padded), so that a
         tie group reaching the end of a list is counted whole (the GZSL lists of the other label
         space: :class:`~imagenet_zsl.scoring.GZSLLists`)."""
-        faiss = self.faiss_candidates() if check_search(search) == "faiss" else None
-        return self.backend.search_ranked(queries, labels, squared_norms, row_offset, faiss)
+        return self.index.search(
+            queries, labels, squared_norms, row_offset=row_offset, candidates=self.candidates(search)
+        )
 
 
 def topk_inner_product(
@@ -283,3 +326,110 @@ def topk_inner_product(
         if progress is not None:
             progress(len(block))
     return scores, ids
+
+
+def stage_rows(block: np.ndarray, device: torch.device) -> Any:
+    """Start moving a (n, D) float16 feature block to a torch ``device`` for its search (the
+    reader's background thread calls this): :meth:`~imagenet_zsl.evaluation.torch_search.
+    TorchIndex.stage_rows`, reached by name (only a torch device calls it)."""
+    return load_target(TORCH_INDEX).stage_rows(block, device)
+
+
+def device_rows(staged: Any, device: torch.device) -> tuple[torch.Tensor, np.ndarray]:
+    """A staged block (:func:`stage_rows`) as float32 on the device and its rows' squared norms
+    (n,) float64 on the host: :meth:`~imagenet_zsl.evaluation.torch_search.TorchIndex.
+    device_rows`."""
+    return load_target(TORCH_INDEX).device_rows(staged, device)
+
+
+# ----------------------------------------------------------------------------- --search faiss
+
+
+def check_search(search: str) -> str:
+    """``search`` if it is one of :data:`SEARCHES`, else a one-line error."""
+    if search not in SEARCHES:
+        raise UserInputError(f"--search {search!r}: use one of {', '.join(SEARCHES)}")
+    return search
+
+
+def import_faiss() -> Any:
+    """The faiss module, or a one-line error saying how to install it."""
+    try:
+        import faiss  # deferred: an optional extra, loaded only for --search faiss
+    except ImportError as err:
+        raise UserInputError(
+            "--search faiss: faiss is not installed; pip install faiss-cpu (or faiss-gpu for a GPU index), "
+            "or use the default exact search"
+        ) from err
+    return faiss
+
+
+class FaissCandidates:
+    """The shortlist proposal (:class:`~imagenet_zsl.evaluation.search_index.Candidates`) of
+    ``--search faiss``: ``propose(queries (n, maps * E) numpy, count) -> (n, m)`` int64 distinct-row
+    ids (-1 unused; :class:`FaissIndex`, or a test's wrong lists), asked for ``count`` = k + 1 +
+    MARGIN per query part and turned into class columns (a distinct row's first class)."""
+
+    def __init__(self, classes: ClassSide, propose: Callable[[np.ndarray, int], np.ndarray]):
+        self.propose = propose
+        self.count = min(len(classes.unique), classes.k + 1 + MARGIN)
+        self.first = first_columns(classes.group, classes.num_classes)
+
+    def columns(self, queries: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(columns (n, m) int64, unused (n, m) bool) of each query's distinct candidates; queries
+        on a torch device are copied to the host for faiss."""
+        if not isinstance(queries, np.ndarray):
+            queries = queries.cpu().numpy()
+        return candidate_columns(self.propose(queries, self.count), self.first)
+
+
+class FaissIndex:
+    """faiss's ``IndexFlatIP`` over the distinct prototypes (u, E): ``self(queries (n, maps * E),
+    count) -> (n, maps * count)`` int64 distinct-row ids (-1 where faiss has fewer), the union of
+    each query part's top ``count`` (a class among the ``count`` best by the max over maps is among
+    the ``count`` best of the map that gives its max). ``gpu``: put the index on GPU ``gpu`` when
+    faiss was built with GPU support (``faiss-gpu``); else it stays on the CPU."""
+
+    def __init__(self, unique: np.ndarray, maps: int = 1, gpu: int | None = None):
+        faiss = import_faiss()
+        self.maps, self.dim = maps, int(unique.shape[1])
+        index = faiss.IndexFlatIP(self.dim)
+        index.add(np.ascontiguousarray(unique, dtype=np.float32))
+        self.on_gpu = gpu is not None and faiss_gpus(faiss) > 0
+        if self.on_gpu:
+            self._resources = faiss.StandardGpuResources()
+            index = faiss.index_cpu_to_gpu(self._resources, gpu, index)
+        self.index = index
+
+    def __call__(self, queries: np.ndarray, count: int) -> np.ndarray:
+        if self.on_gpu:  # faiss's GPU k-selection stops at 2,048; fewer candidates only lower
+            count = min(count, GPU_MAX_K)  # the floor (still exact)
+        parts = []
+        for m in range(self.maps):
+            part = np.ascontiguousarray(queries[:, m * self.dim : (m + 1) * self.dim], dtype=np.float32)
+            parts.append(self.index.search(part, count)[1].astype(np.int64, copy=False))
+        return parts[0] if len(parts) == 1 else np.hstack(parts)
+
+
+def faiss_gpus(faiss: Any) -> int:
+    """GPUs faiss can use (0 for a CPU-only build)."""
+    get = getattr(faiss, "get_num_gpus", None)
+    return int(get()) if get is not None else 0
+
+
+def first_columns(group: np.ndarray | None, classes: int) -> np.ndarray:
+    """(u,) the first class of each distinct prototype row (``group``: each class's distinct row,
+    or None when every row is distinct): faiss's candidates are distinct rows."""
+    if group is None:
+        return np.arange(classes)
+    return np.unique(group, return_index=True)[1]
+
+
+def candidate_columns(candidates: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(columns (n, m) int64, unused (n, m) bool) of each row's distinct candidates (``candidates``
+    (n, m) distinct-row ids, -1 unused; ``first``: :func:`first_columns`): a repeated id (the
+    maps' lists overlap) and -1 are unused."""
+    ids = np.sort(candidates, axis=1)
+    unused = ids < 0
+    unused[:, 1:] |= ids[:, 1:] == ids[:, :-1]
+    return first[np.where(unused, 0, ids)], unused

@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation import faiss_search
-from imagenet_zsl.evaluation.search import TopKSearcher
+from imagenet_zsl.evaluation.numpy_search import select_above
+from imagenet_zsl.evaluation.search import (
+    FaissCandidates,
+    FaissIndex,
+    TopKSearcher,
+    candidate_columns,
+    faiss_gpus,
+    first_columns,
+)
+from imagenet_zsl.evaluation.search_index import kth_best
 
 faiss = pytest.importorskip("faiss")
 
@@ -84,8 +92,7 @@ def test_wrong_candidates_cannot_change_the_result(seed):
     queries, prototypes, labels = _planted(seed)
     searcher = TopKSearcher(prototypes, 10, device="cpu")
     exact = searcher.search_ranked(queries, labels)
-    searcher.faiss_candidates()
-    searcher._faiss = _Wrong(len(searcher.unique_), seed)
+    searcher._faiss = FaissCandidates(searcher.classes, _Wrong(len(searcher.classes.unique), seed))
     _assert_same(exact, searcher.search_ranked(queries, labels, search="faiss"))
 
 
@@ -94,7 +101,7 @@ def test_torch_path_with_faiss_equals_its_exact_search():
     queries, prototypes, labels = _planted(4)
     searcher = TopKSearcher(prototypes, 10, device="cpu", torch_kernel=True)
     _assert_same(*_both(searcher, queries, labels))
-    searcher._faiss = _Wrong(len(searcher.unique_), 4)
+    searcher._faiss = FaissCandidates(searcher.classes, _Wrong(len(searcher.classes.unique), 4))
     _assert_same(
         searcher.search_ranked(queries, labels), searcher.search_ranked(queries, labels, search="faiss")
     )
@@ -105,13 +112,18 @@ def test_threshold_and_selection_by_hand():
     3rd best 1; classes >= 1 are 0, 1, 2, 3; the 3 best in tie order: 0, 2 (both 3), then 3."""
     scores = np.array([[3, 1, 3, 2, 0]], np.float32)
     candidates = np.array([[1, 3, 0, 3, -1]])
-    first = faiss_search.first_columns(None, 5)
-    limit = faiss_search.thresholds(scores, candidates, first, 3)
+    first = first_columns(None, 5)
+
+    def thresholds(scores, candidates, first, take):  # the numpy search's floor of each row
+        columns, unused = candidate_columns(candidates, first)
+        return kth_best(np.take_along_axis(scores, columns, axis=1), unused, take)
+
+    limit = thresholds(scores, candidates, first, 3)
     assert limit.tolist() == [1.0]  # the repeated 3 and the -1 are not counted
-    assert faiss_search.select_above(scores, limit, 3).tolist() == [[0, 2, 3]]
+    assert select_above(scores, limit, 3).tolist() == [[0, 2, 3]]
     # duplicate prototypes: class 2 repeats distinct row 0, so its column is class 0's
-    assert faiss_search.first_columns(np.array([0, 1, 0, 2]), 4).tolist() == [0, 1, 3]
-    too_few = faiss_search.thresholds(scores, np.array([[0, -1, -1]]), first, 3)
+    assert first_columns(np.array([0, 1, 0, 2]), 4).tolist() == [0, 1, 3]
+    too_few = thresholds(scores, np.array([[0, -1, -1]]), first, 3)
     assert too_few.tolist() == [-np.inf]  # every class passes: still exact
 
 
@@ -161,7 +173,7 @@ def test_evaluate_with_faiss_writes_the_same_files(tmp_path):
 def test_a_gpu_index_is_asked_for_only_where_faiss_has_gpus():
     """faiss-cpu (no GPU support): a CUDA search's index stays on the CPU and answers the same."""
     unique = np.eye(4, 3, dtype=np.float32)
-    index = faiss_search.FaissCandidates(unique, gpu=0)
-    assert index.on_gpu is (faiss_search._gpus(faiss) > 0)
+    index = FaissIndex(unique, gpu=0)
+    assert index.on_gpu is (faiss_gpus(faiss) > 0)
     if not index.on_gpu:
         assert index(np.array([[0, 0, 1]], np.float32), 2).tolist()[0][0] == 2

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.cpu_search import true_ranks
+from imagenet_zsl.evaluation.numpy_search import tie_counts
 from imagenet_zsl.evaluation.run.table import ClassTable, _spearman
 from imagenet_zsl.evaluation.search import TopKSearcher, prototypes_digest
-from imagenet_zsl.evaluation.search_contract import squared_row_norms, unique_rows
+from imagenet_zsl.evaluation.search_index import squared_row_norms, unique_rows
 
 
 def _tricky_table(rng: np.random.Generator, n: int) -> dict:
@@ -95,7 +95,7 @@ def test_true_ranks_row_by_row_equal_the_whole_tile_counts(seed):
     true = scores[np.arange(n), np.maximum(labels, 0)]
     above = np.where(labels >= 0, (scores > true[:, None]).sum(axis=1), c)
     tied = np.where(labels >= 0, (scores == true[:, None]).sum(axis=1) - 1, 0)
-    got_above, got_tied = true_ranks(scores, labels)
+    got_above, got_tied = tie_counts(scores, labels)
     assert got_above.dtype == np.int64 and got_tied.dtype == np.int64
     np.testing.assert_array_equal(got_above, above)
     np.testing.assert_array_equal(got_tied, tied)
@@ -141,35 +141,35 @@ def test_prototype_digest_is_the_sha256_of_the_bytes_in_any_layout():
 def test_product_is_cut_into_calls_of_one_shape_whatever_the_threads(threads, monkeypatch):
     """The CPU search computes each tile's product in single-threaded GEMM calls of one shape,
     (PRODUCT_ROWS, E) x (E, PRODUCT_CLASSES), the last class block and the chunks of queries that
-    do not fill one zero-padded (:class:`imagenet_zsl.evaluation.products.Product`), shared among
+    do not fill one zero-padded (:class:`imagenet_zsl.evaluation.numpy_search.Product`), shared among
     BLAS-many Python threads: the same calls whatever the threads and the blocks, so lists, scores
     and tie ranks are the bits of the one-thread search of the whole (the promise of issue 35)."""
-    from imagenet_zsl.evaluation import cpu_search, products
+    from imagenet_zsl.evaluation import numpy_search
 
     rng = np.random.default_rng(threads)
-    prototypes = rng.standard_normal((3 * products.PRODUCT_CLASSES + 78, 24)).astype(np.float32)
+    prototypes = rng.standard_normal((3 * numpy_search.PRODUCT_CLASSES + 78, 24)).astype(np.float32)
     prototypes[5] = prototypes[2]  # identical prototypes: scored once, tied
-    queries = rng.standard_normal((products.PRODUCT_ROWS + 75, 24)).astype(np.float32)
+    queries = rng.standard_normal((numpy_search.PRODUCT_ROWS + 75, 24)).astype(np.float32)
     labels = rng.integers(-1, len(prototypes), len(queries))
     # room for 100 rows a tile: a tile still holds one whole chunk (fewer rows would compute the
     # chunk's padded product once per tile)
-    monkeypatch.setattr(cpu_search, "TILE_ELEMENTS", len(prototypes) * 100)
-    assert TopKSearcher(prototypes, 7, device="cpu").backend.tile_rows() == products.PRODUCT_ROWS
+    monkeypatch.setattr(numpy_search, "TILE_ELEMENTS", len(prototypes) * 100)
+    assert TopKSearcher(prototypes, 7, device="cpu").index.tile_rows() == numpy_search.PRODUCT_ROWS
     shapes = []
-    real = products._matmul_into
+    real = numpy_search._matmul_into
 
     def spy(q, p, out):
         shapes.append((q.shape, p.shape, out.shape))
         return real(q, p, out)
 
-    monkeypatch.setattr(products, "_matmul_into", spy)
-    monkeypatch.setattr(products, "_blas_threads", lambda: 1)
+    monkeypatch.setattr(numpy_search, "_matmul_into", spy)
+    monkeypatch.setattr(numpy_search, "_blas_threads", lambda: 1)
     expected = TopKSearcher(prototypes, 7, device="cpu").search_ranked(queries, labels)
-    rows, classes = products.PRODUCT_ROWS, products.PRODUCT_CLASSES
+    rows, classes = numpy_search.PRODUCT_ROWS, numpy_search.PRODUCT_CLASSES
     shape = ((rows, 24), (classes, 24), (rows, classes))
     assert len(shapes) == 2 * 4 and set(shapes) == {shape}  # 2 chunks x 4 class blocks
     shapes.clear()
-    monkeypatch.setattr(products, "_blas_threads", lambda: threads)
+    monkeypatch.setattr(numpy_search, "_blas_threads", lambda: threads)
     searcher = TopKSearcher(prototypes, 7, device="cpu")
     # blocks of 100 rows: chunk 0 cut 6 times, each part padded at its place in the chunk
     parts = [
@@ -211,9 +211,9 @@ def test_selection_partitions_a_bounded_number_of_scores_at_a_time(classes, monk
     """``largest`` hands ``argpartition`` whole rows, at most SELECT_ELEMENTS scores a call (one row
     when a row holds more): its int64 temporary stays in a core's cache (issue 46; 64 rows of 21,842
     classes were 11 MB a thread). Each row's ``take`` largest are found exactly (distinct scores)."""
-    from imagenet_zsl.evaluation import cpu_search
+    from imagenet_zsl.evaluation import numpy_search
 
-    monkeypatch.setattr(cpu_search, "SELECT_ELEMENTS", 1000)
+    monkeypatch.setattr(numpy_search, "SELECT_ELEMENTS", 1000)
     rng = np.random.default_rng(classes)
     scores = rng.permutation(40 * classes).reshape(40, classes).astype(np.float32)
     asked = []
@@ -223,9 +223,9 @@ def test_selection_partitions_a_bounded_number_of_scores_at_a_time(classes, monk
         asked.append(a.shape)
         return real(a, kth, axis=axis)
 
-    monkeypatch.setattr(cpu_search.np, "argpartition", spy)
+    monkeypatch.setattr(numpy_search.np, "argpartition", spy)
     take = min(5, classes)
-    got = cpu_search.largest(scores, take)
+    got = numpy_search.largest(scores, take)
     monkeypatch.undo()
     rows = max(1, 1000 // classes)
     assert [shape[0] for shape in asked] == [rows] * (40 // rows) + ([40 % rows] if 40 % rows else [])
@@ -260,7 +260,7 @@ def test_cpu_blocks_and_tiles_are_bounded_and_change_no_byte(tmp_path, monkeypat
     """Issue 38: on the CPU a block read holds at most HOST_BLOCK_ELEMENTS features whatever
     --block-rows allows, and a tile's rows are a multiple of the product's chunk; the files are
     those of one block and one tile."""
-    from imagenet_zsl.evaluation import cpu_search
+    from imagenet_zsl.evaluation import numpy_search
     from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate, search_sets
     from imagenet_zsl.features.feature_dir import FeatureDir
     from imagenet_zsl.semantics.class_vectors import ClassVectors
@@ -304,9 +304,9 @@ def test_cpu_blocks_and_tiles_are_bounded_and_change_no_byte(tmp_path, monkeypat
     assert set(asked) == {search_sets.HOST_BLOCK_ELEMENTS // 6}  # not the million rows allowed
     asked.clear()
     monkeypatch.setattr(search_sets, "HOST_BLOCK_ELEMENTS", 6 * 25)  # 25 rows a block
-    monkeypatch.setattr(cpu_search, "TILE_ELEMENTS", 40 * 7)  # 7-row tiles
-    monkeypatch.setattr(cpu_search, "PRODUCT_ROWS", 3)
-    assert TopKSearcher(np.eye(40, 6, dtype=np.float32), 2, device="cpu").backend.tile_rows() == 6
+    monkeypatch.setattr(numpy_search, "TILE_ELEMENTS", 40 * 7)  # 7-row tiles
+    monkeypatch.setattr(numpy_search, "PRODUCT_ROWS", 3)
+    assert TopKSearcher(np.eye(40, 6, dtype=np.float32), 2, device="cpu").index.tile_rows() == 6
     assert run("cut") == whole and "topk/test.unseen.ids.npy" in whole
     assert set(asked) == {25}
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation import device_search
+from imagenet_zsl.evaluation import torch_search
 from imagenet_zsl.evaluation.queries import PrototypeFile
 from imagenet_zsl.evaluation.run import search_sets
 from imagenet_zsl.evaluation.run.cache import SearchCache
@@ -165,7 +165,7 @@ def test_the_torch_path_searches_shards_as_the_numpy_path_does(tmp_path, monkeyp
     results = {}
     for torch_kernel in (False, True):
         source, spaces, lookup = _spaces(fd, tmp_path, torch_kernel)
-        monkeypatch.setattr(device_search, "DEVICE_TILE_ELEMENTS", 2 * 8)  # 2 rows per tile
+        monkeypatch.setattr(torch_search, "DEVICE_TILE_ELEMENTS", 2 * 8)  # 2 rows per tile
         if route == "uploaded":
             monkeypatch.setattr(search_sets, "_staging_device", lambda *args: None)
         context = SearchContext(source, SearchCache(None), block_rows, progress=False)

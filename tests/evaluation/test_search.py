@@ -145,7 +145,7 @@ def test_the_device_path_gives_the_numpy_paths_lists_and_ranks_across_tiles(seed
     """The torch path (the GPU's) on the CPU, with tiles of a few rows: top-k lists and tie ranks
     identical to the numpy path's, on integer data (exact scores, ties everywhere; duplicate
     prototypes; labels outside the space)."""
-    from imagenet_zsl.evaluation import device_search
+    from imagenet_zsl.evaluation import torch_search
 
     rng = np.random.default_rng(seed)
     queries = rng.integers(-2, 3, (97, 4)).astype(np.float32)
@@ -153,7 +153,7 @@ def test_the_device_path_gives_the_numpy_paths_lists_and_ranks_across_tiles(seed
     prototypes[30:] = prototypes[:10]
     labels = rng.integers(-1, 40, 97)
     expected = TopKSearcher(prototypes, 6, device="cpu").search_ranked(queries, labels)
-    monkeypatch.setattr(device_search, "DEVICE_TILE_ELEMENTS", 7 * 40)  # 7 rows per tile
+    monkeypatch.setattr(torch_search, "DEVICE_TILE_ELEMENTS", 7 * 40)  # 7 rows per tile
     got = TopKSearcher(prototypes, 6, device="cpu", torch_kernel=True).search_ranked(queries, labels)
     for a, b in zip(got[:2], expected[:2], strict=True):
         np.testing.assert_array_equal(a, b)
@@ -354,19 +354,19 @@ def test_evaluate_as_typed_loads_no_scipy_pandas_matplotlib_nor_wordnet(tmp_path
 def test_the_device_is_resolved_once_with_one_line_errors():
     from imagenet_zsl.devices import cuda_available
 
-    assert TopKSearcher(np.eye(2, dtype=np.float32), 1, device="cpu").device_.type == "cpu"
+    assert TopKSearcher(np.eye(2, dtype=np.float32), 1, device="cpu").device.type == "cpu"
     with pytest.raises(UserInputError, match="--device 'gpu0': use cuda, cuda:N, cpu or auto"):
         TopKSearcher(np.eye(2, dtype=np.float32), 1, device="gpu0")
     if not cuda_available():
         with pytest.raises(UserInputError, match="--device cuda: no CUDA GPU is visible"):
             TopKSearcher(np.eye(2, dtype=np.float32), 1, device="cuda")
-        assert TopKSearcher(np.eye(2, dtype=np.float32), 1).device_.type == "cpu"  # auto
+        assert TopKSearcher(np.eye(2, dtype=np.float32), 1).device.type == "cpu"  # auto
 
 
 def test_unique_rows_groups_equal_rows_and_passes_distinct_ones_through():
     """Distinct rows come back as the same matrix with no groups (the hash pre-pass proves it);
     duplicate rows, -0.0 equal to 0.0, are grouped in first-occurrence order."""
-    from imagenet_zsl.evaluation.search_contract import unique_rows
+    from imagenet_zsl.evaluation.search_index import unique_rows
 
     distinct = np.arange(12, dtype=np.float32).reshape(4, 3)
     same, group = unique_rows(distinct)

@@ -84,15 +84,15 @@ def test_latem_is_ranked_by_the_max_over_its_maps_not_their_sum(problem):
 def test_the_search_takes_the_max_over_maps_exactly(torch_kernel, maps, monkeypatch):
     """Integer data (exact scores, ties everywhere), tiles of a few rows: the searcher's lists
     and tie ranks with ``maps`` are those of the brute-force max over the maps."""
-    from imagenet_zsl.evaluation import cpu_search, device_search
+    from imagenet_zsl.evaluation import numpy_search, torch_search
 
     rng = np.random.default_rng(maps)
     prototypes = rng.integers(-2, 3, (300, 5)).astype(np.float32)
     prototypes[200:] = prototypes[:100]
     queries = rng.integers(-2, 3, (70, maps * 5)).astype(np.float32)
     labels = rng.integers(-1, 300, 70)
-    monkeypatch.setattr(cpu_search, "TILE_ELEMENTS", 300 * 9)
-    monkeypatch.setattr(device_search, "DEVICE_TILE_ELEMENTS", 300 * 9)
+    monkeypatch.setattr(numpy_search, "TILE_ELEMENTS", 300 * 9)
+    monkeypatch.setattr(torch_search, "DEVICE_TILE_ELEMENTS", 300 * 9)
     searcher = TopKSearcher(prototypes, 4, device="cpu", torch_kernel=torch_kernel, maps=maps)
     scores, ids, ranks = searcher.search_ranked(queries, labels)
     full = map_scores(queries, prototypes, maps)

@@ -98,7 +98,7 @@ def test_the_search_gives_the_same_bits_whatever_the_threads_and_the_blocks(thre
     with faiss's candidates too (``--search faiss``, where faiss is installed)."""
     import importlib.util
 
-    from imagenet_zsl.evaluation import products as search
+    from imagenet_zsl.evaluation import numpy_search as search
     from imagenet_zsl.evaluation.search import TopKSearcher
 
     faiss = "faiss" if importlib.util.find_spec("faiss") is not None else "exact"
@@ -129,17 +129,17 @@ def test_the_torch_path_gives_the_same_bits_whatever_the_tiles_and_the_blocks(mo
     """The device's code (run on the CPU): products in calls of DEVICE_PRODUCT_ROWS queries (made
     16 here), aligned to the set's rows; tiles of 7 rows; blocks of 3, 37 or all rows: the bits of
     one search of the whole set (random data: scores that are not exact)."""
-    from imagenet_zsl.evaluation import device_search
+    from imagenet_zsl.evaluation import torch_search
     from imagenet_zsl.evaluation.search import TopKSearcher
 
     rng = np.random.default_rng(7)
     prototypes = rng.standard_normal((90, 19)).astype(np.float32)
     queries = rng.standard_normal((60, 2 * 19)).astype(np.float32)
     labels = rng.integers(-1, 90, 60)
-    monkeypatch.setattr(device_search, "DEVICE_PRODUCT_ROWS", 16)
+    monkeypatch.setattr(torch_search, "DEVICE_PRODUCT_ROWS", 16)
     searcher = TopKSearcher(prototypes, 4, device="cpu", torch_kernel=True, maps=2)
     expected = searcher.search_ranked(queries, labels)
-    monkeypatch.setattr(device_search, "DEVICE_TILE_ELEMENTS", 7 * 90)
+    monkeypatch.setattr(torch_search, "DEVICE_TILE_ELEMENTS", 7 * 90)
     for block in (3, 37, len(queries)):
         parts = [
             searcher.search_ranked(queries[s : s + block], labels[s : s + block], row_offset=s)

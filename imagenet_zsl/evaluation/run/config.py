@@ -52,7 +52,7 @@ class EvaluationConfig:
     plots: bool = True
     block_rows: int = DEFAULT_BLOCK_ROWS
     #: "exact" (the fixed-shape BLAS search) or "faiss" (faiss's flat index proposes candidates, the
-    #: exact scores decide: the same bytes; :mod:`imagenet_zsl.evaluation.faiss_search`)
+    #: exact scores decide: the same bytes; :class:`imagenet_zsl.evaluation.search.FaissCandidates`)
     search: Literal["exact", "faiss"] = "exact"
     #: where the search runs: "auto" (a CUDA GPU when torch sees one), "cpu", "cuda" or "cuda:N"
     #: (:func:`imagenet_zsl.devices.resolve_device`)

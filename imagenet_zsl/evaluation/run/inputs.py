@@ -13,7 +13,6 @@ import numpy as np
 
 from imagenet_zsl.devices import gpu_possible, resolve_device
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.evaluation.faiss_search import import_faiss
 from imagenet_zsl.evaluation.queries import PrototypeFile, QuerySource
 from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs, GZSLSets
 from imagenet_zsl.evaluation.run.classes import (
@@ -31,7 +30,7 @@ from imagenet_zsl.evaluation.run.classes import (
 )
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_paths
 from imagenet_zsl.evaluation.run.provenance import check_feature_identities, pretraining_overlap
-from imagenet_zsl.evaluation.search import TopKSearcher
+from imagenet_zsl.evaluation.search import TopKSearcher, import_faiss
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.image_ids import read_id_set, shared_ids
 from imagenet_zsl.hierarchy.universe import resolve_graph

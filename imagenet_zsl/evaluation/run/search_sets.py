@@ -17,15 +17,13 @@ from tqdm import tqdm
 
 from imagenet_zsl import scoring as M
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.device_staging import device_rows, stage_rows
-from imagenet_zsl.evaluation.faiss_search import Search
 from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.run import cache as cache_module
 from imagenet_zsl.evaluation.run.cache import SearchCache, SetKey
 from imagenet_zsl.evaluation.run.config import OWN_SPACE
 from imagenet_zsl.evaluation.run.prefetch import BlockReader, Opened
-from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, TopKSearcher
-from imagenet_zsl.evaluation.search_contract import squared_row_norms
+from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS, Search, TopKSearcher, device_rows, stage_rows
+from imagenet_zsl.evaluation.search_index import squared_row_norms
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.shard_files import FeatureBlock
 
@@ -59,8 +57,8 @@ class SetResult:
 class SearchContext:
     """What every image set's search shares: the query source, the resumable shard cache, the
     rows read per block, whether to show a progress bar, and the search (``"exact"``, or
-    ``"faiss"``: faiss's candidates first, the same results; :mod:`~imagenet_zsl.evaluation.
-    faiss_search`). The cache's keys leave the search out: both give the same bytes."""
+    ``"faiss"``: faiss's candidates first, the same results; :class:`~imagenet_zsl.evaluation.
+    search.FaissCandidates`). The cache's keys leave the search out: both give the same bytes."""
 
     source: QuerySource
     cache: SearchCache
@@ -395,7 +393,7 @@ def search_shard(
 
 
 #: a block as the reader prepares it: (rows, their float64 squared norms, or None and the rows
-#: staged for the device: :func:`~imagenet_zsl.evaluation.device_staging.stage_rows`)
+#: staged for the device: :func:`~imagenet_zsl.evaluation.search.stage_rows`)
 Prepared = tuple[FeatureBlock, np.ndarray | None, object | None]
 
 

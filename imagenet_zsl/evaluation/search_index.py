@@ -1,36 +1,33 @@
-"""The search's one contract, shared by its two backends as faiss's CPU and GPU indexes share
-``.search(x, k)``: the prepared class side (:class:`ClassSide`) and what a backend answers
-(:class:`SearchBackend`).
+"""The search's interface, in the spirit of faiss's ``Index.search(x, k)``: what an implementation
+is given, what it answers, and the plain functions of arrays that both implementations apply alike.
 
-:class:`~imagenet_zsl.evaluation.search.TopKSearcher` (the front) prepares the prototypes once,
-picks a backend (:class:`~imagenet_zsl.evaluation.cpu_search.NumpyBackend` on the CPU,
-:class:`~imagenet_zsl.evaluation.device_search.TorchBackend` on a torch device) and sends every
-search through :meth:`SearchBackend.search_ranked`. What both backends must do alike lives here as
-public names, so that they give the same lists and tie ranks by construction: the checks of the
-queries and of overflowing scores, and the exact top-k finish (the documented tie order, ties
-straddling the k-th place repaired from the full scores). A backend imports this module, never the
-front nor the other backend.
+An implementation (:class:`SearchIndex`) is built on one :class:`ClassSide` (the prototypes checked
+once, their distinct rows) and answers :meth:`SearchIndex.search` in its own tile loop: the
+product, the overflow check (:data:`SAFE_SCORE_BOUND`), the top ``k + 1`` classes among those a
+:class:`Candidates` proposal lets through, :func:`finish_topk` (the documented tie order) and the
+true classes' tie counts. Two implement it: :class:`~imagenet_zsl.evaluation.numpy_search.
+NumpyIndex` (numpy/BLAS, the CPU's) and :class:`~imagenet_zsl.evaluation.torch_search.TorchIndex`
+(a torch device's). The candidate proposal is a strategy handed to each search: every class
+(:data:`ALL_CLASSES`: the implementation's own exact selection), or faiss's shortlists
+(:class:`~imagenet_zsl.evaluation.search.FaissCandidates`). The front,
+:class:`~imagenet_zsl.evaluation.search.TopKSearcher`, picks both. This module imports neither
+implementation nor the front; the implementations import this module, not each other's search.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.faiss_search import MARGIN, FaissCandidates, first_columns
 from imagenet_zsl.scoring import TieRanks, sort_topk
-
-if TYPE_CHECKING:
-    import torch
 
 #: (scores (n, k) float32, ids (n, k) int64, the true classes' TieRanks or None): one search's answer
 SearchResult = tuple[np.ndarray, np.ndarray, TieRanks | None]
-#: a backend's answer: :data:`SearchResult` and each list's tail (n,) int64, the classes left out
-#: of the list that score exactly its last score (0 where it ends lower or is padded)
+#: an implementation's answer: :data:`SearchResult` and each list's tail (n,) int64, the classes
+#: left out of the list that score exactly its last score (0 where it ends lower or is padded)
 SearchLists = tuple[np.ndarray, np.ndarray, TieRanks | None, np.ndarray]
 #: float32 scores stay finite when |q| * |p| is below this (Cauchy-Schwarz, with rounding margin)
 SAFE_SCORE_BOUND = 1e37
@@ -38,32 +35,54 @@ SAFE_SCORE_BOUND = 1e37
 HEAD_COLUMNS = 8
 
 
-class SearchBackend(Protocol):
-    """What the front asks of a backend: one prepared class side, searched tile by tile.
+class Candidates(Protocol):
+    """A candidate proposal: which classes may hold each query's top ``k + 1``.
 
-    ``torch_device``: the torch device the tiles run on (None: the numpy/BLAS backend).
-    :meth:`search_ranked` takes the queries as the front got them (a numpy matrix, or for the torch
-    backend a float32 tensor already on its device), checks them, and returns the
-    :data:`SearchResult` in the documented tie order (:mod:`imagenet_zsl.evaluation.search`)."""
+    :meth:`columns` gets a tile's queries as the implementation holds them (a numpy matrix, or a
+    torch tensor on its device) and returns the candidates' class columns (n, m) int64 and which
+    of them are unused (n, m) bool, or None: every class is a candidate. The implementation then
+    keeps the classes scoring at least :func:`kth_best` of the candidates' exact scores, so a
+    proposal that misses a class only lets more through: the lists stay the exact ones."""
+
+    def columns(self, queries: Any) -> tuple[np.ndarray, np.ndarray] | None: ...
+
+
+class AllClasses:
+    """The exact search's proposal: every class is a candidate (no shortlist)."""
+
+    def columns(self, queries: Any) -> None:
+        return None
+
+
+#: the default proposal: every class
+ALL_CLASSES = AllClasses()
+
+
+class SearchIndex(Protocol):
+    """What the front asks of an implementation: one prepared class side, searched tile by tile.
+
+    :meth:`search` takes the queries as the front got them (a numpy matrix, or for the torch
+    implementation a float32 tensor already on its device), checks them, and returns the
+    :data:`SearchLists` in the documented tie order (:mod:`imagenet_zsl.evaluation.search`)."""
 
     classes: ClassSide
-    torch_device: torch.device | None
 
     def tile_rows(self) -> int:
         """Rows searched per tile (the working memory's bound)."""
         ...
 
-    def search_ranked(
+    def search(
         self,
         queries: Any,
         labels: np.ndarray | None,
-        squared_norms: np.ndarray | None,
+        squared_norms: np.ndarray | None = None,
+        *,
         row_offset: int = 0,
-        faiss: FaissCandidates | None = None,
+        candidates: Candidates = ALL_CLASSES,
     ) -> SearchLists:
-        """Top-k lists with their tails, and with ``labels`` the exact tie ranks of each true class
-        (``row_offset``: the queries' first row in their set; ``faiss``: its candidates set each
-        row's threshold)."""
+        """Top-k lists with their tails, and with ``labels`` (n,) the exact tie ranks of each true
+        class (``squared_norms``: the queries' when the caller has them; ``row_offset``: the
+        queries' first row in their set; ``candidates``: the proposal of each row's candidates)."""
         ...
 
 
@@ -174,13 +193,30 @@ def unique_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return canonical[first[order]], position[inverse.ravel()].astype(np.int64)
 
 
+def chunk_spans(n: int, offset: int, rows: int) -> list[tuple[int, int, int]]:
+    """(start, real, lead) of each product chunk of ``n`` queries that are rows ``offset`` ..
+    ``offset + n`` of their set: queries ``start .. start + real`` sit at rows ``lead .. lead +
+    real`` of a chunk of ``rows`` rows (zero rows elsewhere), chunks aligned to multiples of
+    ``rows`` of the set. So a query's place in its GEMM call is its row in the set modulo
+    ``rows``, wherever a block or tile starts."""
+    spans = []
+    start = 0
+    while start < n:
+        lead = (offset + start) % rows
+        real = min(rows - lead, n - start)
+        spans.append((start, real, lead))
+        start += real
+    return spans
+
+
 class ClassSide:
-    """The prototypes prepared once for every backend, and the steps both backends share.
+    """The prototypes prepared once for an implementation.
 
     prototypes (C, E) float32, checked (not empty, finite); ``k`` the lists' length (larger than C
     is allowed: rows are padded); ``maps`` the E-d parts of a query (its score for a class is the
     max of their dot products). ``unique`` (u, E) the distinct rows, scored once, and ``group``
-    (C,) each class's row among them (None when all are distinct: :func:`unique_rows`)."""
+    (C,) each class's row among them (None when all are distinct: :func:`unique_rows`);
+    ``max_norm`` the largest prototype norm (the overflow check's)."""
 
     def __init__(self, prototypes: np.ndarray, k: int, maps: int = 1):
         self.prototypes = as_matrix("prototypes", prototypes)
@@ -208,16 +244,6 @@ class ClassSide:
         """Classes whose prototype repeats an earlier class's (they tie with it exactly)."""
         return self.num_classes - len(self.unique)
 
-    @property
-    def candidate_count(self) -> int:
-        """Candidates asked of faiss per query part: the lists' ``k + 1`` and a margin."""
-        return min(len(self.unique), self.k + 1 + MARGIN)
-
-    @functools.cached_property
-    def first_columns(self) -> np.ndarray:
-        """(u,) the first class of each distinct row (faiss's candidates are distinct rows)."""
-        return first_columns(self.group, self.num_classes)
-
     def check_queries(self, queries: np.ndarray) -> np.ndarray:
         """``queries`` as float32 (n, maps * E); a one-line error for another shape."""
         queries = as_matrix("queries", queries)
@@ -229,54 +255,64 @@ class ClassSide:
             )
         return queries
 
-    def check_overflow(
-        self, queries: Any, all_finite: Callable[[], bool], query_norm: float | None = None
-    ) -> None:
-        """Scores of finite inputs overflow only if some |q| * |p| is near float32's limit; only
-        then is ``all_finite()`` (a pass over the scores) asked. ``query_norm``: the queries'
-        largest norm when the caller knows it (else computed here from a numpy ``queries``)."""
-        if query_norm is None:
-            query_norm = max_row_norm(queries)
-        if query_norm * self.max_norm >= SAFE_SCORE_BOUND and not all_finite():
-            raise UserInputError(
-                "scores overflow to inf (queries and prototypes are finite but their products "
-                "are not); rescale the features or prototypes, e.g. with --l2-normalize"
-            )
+    def may_overflow(self, query_norm: float) -> bool:
+        """Whether scores of queries up to ``query_norm`` may overflow float32: only then need the
+        scores be checked for inf (a pass over them)."""
+        return query_norm * self.max_norm >= SAFE_SCORE_BOUND
 
-    def finish_topk(
-        self, values: np.ndarray, part: np.ndarray, full_rows: Callable[[np.ndarray], np.ndarray]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The top-k lists from each row's ``take`` = min(k + 1, C) best candidates (values, column
-        ids (n, take), in any order): sorted in the tie order; where equal scores straddle the
-        k-th place, the smallest class indices among them are kept, found in the rows' full
-        scores (``full_rows(rows) -> (len(rows), C)``, asked for those rows only). Returns (scores
-        (n, k), ids (n, k), tail (n,) int64): the tail counts the classes left out of a list that
-        score exactly its last score, found in the same full rows (only a row whose k-th and
-        (k + 1)-th candidates tie has any), so a tie group reaching the end of a list is counted
-        whole downstream (:class:`~imagenet_zsl.scoring.GZSLLists`)."""
-        k = self.k
-        top, ids = sort_topk(values, part)
-        n, take = top.shape
-        tail = np.zeros(n, np.int64)
-        if take > k:
-            boundary = np.flatnonzero(top[:, k - 1] == top[:, k])
-            if len(boundary):
-                for row, scores in zip(boundary, full_rows(boundary), strict=True):
-                    tail[row] = self._fill_boundary(scores, top[row], ids[row])
-            return top[:, :k], ids[:, :k], tail
-        pad = k - take
-        if pad:
-            top = np.hstack([top, np.full((n, pad), -np.inf, np.float32)])
-            ids = np.hstack([ids, np.full((n, pad), -1, np.int64)])
-        return top, ids, tail
 
-    def _fill_boundary(self, row: np.ndarray, top: np.ndarray, ids: np.ndarray) -> int:
-        """Equal scores straddle the k-th place: keep the smallest class indices among them.
-        Returns how many of them are left out of the k kept."""
-        value = top[self.k - 1]
-        first = int(np.count_nonzero(top[: self.k] > value))
-        equal = np.flatnonzero(row == value)
-        tied = equal[: self.k + 1 - first]
-        top[first : first + len(tied)] = value
-        ids[first : first + len(tied)] = tied
-        return len(equal) - (self.k - first)
+def overflow_error() -> UserInputError:
+    """The one-line error for scores of finite inputs that overflow to inf."""
+    return UserInputError(
+        "scores overflow to inf (queries and prototypes are finite but their products "
+        "are not); rescale the features or prototypes, e.g. with --l2-normalize"
+    )
+
+
+def kth_best(values: np.ndarray, unused: np.ndarray, take: int) -> np.ndarray:
+    """(n,) the ``take``-th largest of each row's used ``values`` (the candidates' exact scores:
+    the floor a row's classes must reach to be selected); -inf where a row has fewer than
+    ``take``. At least ``take`` classes of a row score at or above it, whatever the candidates."""
+    values = np.where(unused, -np.inf, values).astype(np.float32, copy=False)
+    if values.shape[1] < take:
+        return np.full(len(values), -np.inf, np.float32)
+    return -np.partition(-values, take - 1, axis=1)[:, take - 1]
+
+
+def finish_topk(
+    values: np.ndarray, part: np.ndarray, k: int, full_rows: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The top-k lists from each row's ``take`` = min(k + 1, C) best candidates (values, column
+    ids (n, take), in any order): sorted in the tie order; where equal scores straddle the k-th
+    place, the smallest class indices among them are kept, found in the rows' full scores
+    (``full_rows(rows) -> (len(rows), C)`` numpy, asked for those rows only). Returns (scores
+    (n, k), ids (n, k), tail (n,) int64): the tail counts the classes left out of a list that
+    score exactly its last score, found in the same full rows (only a row whose k-th and
+    (k + 1)-th candidates tie has any), so a tie group reaching the end of a list is counted
+    whole downstream (:class:`~imagenet_zsl.scoring.GZSLLists`)."""
+    top, ids = sort_topk(values, part)
+    n, take = top.shape
+    tail = np.zeros(n, np.int64)
+    if take > k:
+        boundary = np.flatnonzero(top[:, k - 1] == top[:, k])
+        if len(boundary):
+            for row, scores in zip(boundary, full_rows(boundary), strict=True):
+                tail[row] = _fill_boundary(scores, top[row], ids[row], k)
+        return top[:, :k], ids[:, :k], tail
+    pad = k - take
+    if pad:
+        top = np.hstack([top, np.full((n, pad), -np.inf, np.float32)])
+        ids = np.hstack([ids, np.full((n, pad), -1, np.int64)])
+    return top, ids, tail
+
+
+def _fill_boundary(row: np.ndarray, top: np.ndarray, ids: np.ndarray, k: int) -> int:
+    """Equal scores straddle the k-th place: keep the smallest class indices among them.
+    Returns how many of them are left out of the k kept."""
+    value = top[k - 1]
+    first = int(np.count_nonzero(top[:k] > value))
+    equal = np.flatnonzero(row == value)
+    tied = equal[: k + 1 - first]
+    top[first : first + len(tied)] = value
+    ids[first : first + len(tied)] = tied
+    return len(equal) - (k - first)
