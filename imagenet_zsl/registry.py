@@ -110,14 +110,12 @@ def import_modules(names: Iterable[str]) -> None:
         importlib.import_module(name)
 
 
-def registered_name(obj: object, hyphens: bool = False) -> str:
-    """The name an object registers under: its ``name`` attribute (a class's), else ``__name__``
-    (with ``hyphens``, a function ``resnet50_v2`` is ``resnet50-v2``, the spelling users type)."""
+def registered_name(obj: object) -> str:
+    """The name an object registers under: its ``name`` attribute (a class's, a spec's), else
+    ``__name__``."""
     name = getattr(obj, "name", None)
     if not isinstance(name, str):
         name = getattr(obj, "__name__", None)
-        if isinstance(name, str) and hyphens:
-            name = name.replace("_", "-")
     if not isinstance(name, str) or not name:
         raise ValueError(f"bug: {obj!r} has neither a 'name' attribute nor a __name__ to register under")
     return name
@@ -130,11 +128,9 @@ class Registry(Generic[T]):
     'eszsl'?"). ``group`` is the entry-point group whose modules are imported on first miss.
     """
 
-    def __init__(self, what: str, group: str | None = None, *, hyphens: bool = False):
+    def __init__(self, what: str, group: str | None = None):
         self.what = what
         self.group = group
-        #: a registered function's ``_`` are ``-`` in its name (backbones: ``resnet50-v2``)
-        self.hyphens = hyphens
         #: the toolkit's own modules that register here, dotted, imported on first use like the
         #: entry-point group's (set where the registry cannot import them: they import it)
         self.modules: tuple[str, ...] = ()
@@ -145,10 +141,10 @@ class Registry(Generic[T]):
     def register(self, obj: T) -> T:
         """Decorator: register the decorated object under its one name (lower-case, unique).
 
-        The name is written once, where the object is defined: a class's ``name`` attribute
-        (``class ESZSL(ZSLModel): name = "eszsl"``), else the function's own name (timm's
-        ``@register_model def resnet50``)."""
-        self.add(registered_name(obj, self.hyphens), obj)
+        The name is written once, where the object is defined: a class's or a spec's ``name``
+        attribute (``class ESZSL(ZSLModel): name = "eszsl"``, ``BackboneSpec("resnet50-v2", ...)``),
+        else the function's own name (timm's ``@register_model def resnet50``)."""
+        self.add(registered_name(obj), obj)
         return obj
 
     def add(self, name: str, obj: T) -> None:

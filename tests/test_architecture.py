@@ -18,7 +18,8 @@ alias included), anywhere but the loaders of :data:`DYNAMIC_IMPORTERS`. A packag
 and its own submodule importing each other are a circle like any other. An import inside a
 function is allowed only for the optional or heavy third-party packages of :data:`DEFERRED`, with a
 ``# deferred: why`` comment; a package module or any other library is imported at module level.
-Each shape is planted in a throw-away package below and must be caught.
+Each shape is planted in a throw-away package below and must be caught. Neither the package nor
+tools/ reads another module's private name (``_name``): the last section checks it, planted too.
 """
 
 from __future__ import annotations
@@ -585,3 +586,137 @@ def test_the_search_is_at_most_four_modules_with_one_true_rank_function():
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "true_ranks"
     ]
     assert found == ["imagenet_zsl.scoring.ranks:true_ranks"], found
+
+
+# ----------------------------------------------------------------------------- private names
+
+#: the trees whose modules may read no other module's private names (``_name``): the package and
+#: the tools. tests/ is not checked: a test may read the private names of the module it tests.
+TOOLS = PACKAGE.parent / "tools"
+#: the calls that read or write an attribute named by a string
+ATTRIBUTE_CALLS = {"getattr", "setattr", "hasattr", "delattr"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _bound_modules(tree: ast.AST, name: str, is_package: bool, modules: set[str]) -> dict[str, str]:
+    """Local name → the package module it is bound to (``import a.b as m``, ``import a.b``,
+    ``from a import b`` where ``a.b`` is a module)."""
+    bound = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in modules:
+                    bound[alias.asname] = alias.name
+                elif not alias.asname and alias.name.split(".")[0] in modules:
+                    bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute_base(node, name, is_package) if node.level else node.module or ""
+            for alias in node.names:
+                if f"{base}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+    return bound
+
+
+def _module_of(node: ast.AST, bound: dict[str, str], modules: set[str]) -> str | None:
+    """The package module a dotted expression (``m``, ``m.sub``) names, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in bound:
+        return None
+    dotted = ".".join([bound[node.id], *reversed(parts)])
+    return dotted if dotted in modules else None
+
+
+def private_reads(*roots: Path) -> list[str]:
+    """Every use of another module's private name in the modules under ``roots``: ``from m import
+    _x``, ``m._x`` (``m`` any alias or dotted path of a module), ``getattr(m, "_x")`` and its kin,
+    and a dotted target ``"pkg.m:_x"``."""
+    paths = {module_name(p, root): p for root in roots for p in root.rglob("*.py")}
+    modules = set(paths)
+    found = []
+    for name, path in sorted(paths.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        is_package = path.name == "__init__.py"
+        bound = _bound_modules(tree, name, is_package, modules)
+        for node in ast.walk(tree):
+            used: list[tuple[str | None, str]] = []
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute_base(node, name, is_package) if node.level else node.module or ""
+                if base.split(".")[0] in {r.name for r in roots}:
+                    used = [(base, a.name) for a in node.names]
+            elif isinstance(node, ast.Attribute):
+                used = [(_module_of(node.value, bound, modules), node.attr)]
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ATTRIBUTE_CALLS:
+                attr = node.args[1] if len(node.args) > 1 else None
+                if isinstance(attr, ast.Constant) and isinstance(attr.value, str):
+                    used = [(_module_of(node.args[0], bound, modules), attr.value)]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ":" in node.value:
+                target = _dotted_target(node, PACKAGE.name)
+                if target is not None:
+                    module, attr = target.split(":", 1)
+                    used = [(module, attr.split(".")[0])]
+            for module, attr in used:
+                if module is not None and module != name and _private(attr):
+                    found.append(f"{name} line {node.lineno}: {module}.{attr}")
+    return sorted(set(found))
+
+
+def test_no_module_reads_another_modules_private_names():
+    """A name another module needs is public (no underscore, a docstring), or its code moves to
+    where it is used: the package and tools/ hold 0 such reads. Tests are exempt: a test may read
+    the private names of the module it tests (its fixtures and doubles reach inside)."""
+    found = private_reads(PACKAGE, TOOLS)
+    assert not found, f"{len(found)} reads of another module's private names:\n" + "\n".join(found)
+
+
+#: case → (modules written into the base package, the private read the checker must report)
+PLANTED_PRIVATE = {
+    "from a module import a private name": (
+        {_POOL: "from imagenet_zsl.splits.build import _helper\n"},
+        "imagenet_zsl.splits.pool line 1: imagenet_zsl.splits.build._helper",
+    ),
+    "a private attribute of an imported module": (
+        {_POOL: "from imagenet_zsl.splits import build\nx = build._helper\n"},
+        "imagenet_zsl.splits.pool line 2: imagenet_zsl.splits.build._helper",
+    ),
+    "a private attribute through an alias": (
+        {_POOL: "import imagenet_zsl.splits.build as b\nx = b._helper\n"},
+        "imagenet_zsl.splits.pool line 2: imagenet_zsl.splits.build._helper",
+    ),
+    "a private attribute through a dotted path": (
+        {_POOL: "import imagenet_zsl.splits.build\nx = imagenet_zsl.splits.build._helper\n"},
+        "imagenet_zsl.splits.pool line 2: imagenet_zsl.splits.build._helper",
+    ),
+    "a private name by getattr": (
+        {_POOL: "from imagenet_zsl.splits import build\nx = getattr(build, '_helper')\n"},
+        "imagenet_zsl.splits.pool line 2: imagenet_zsl.splits.build._helper",
+    ),
+    "a relative import of a private name": (
+        {_POOL: "from .build import _helper\n"},
+        "imagenet_zsl.splits.pool line 1: imagenet_zsl.splits.build._helper",
+    ),
+    "a dotted target to a private name": (
+        {_POOL: "HANDLER = 'imagenet_zsl.splits.build:_helper'\n"},
+        "imagenet_zsl.splits.pool line 1: imagenet_zsl.splits.build._helper",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED_PRIVATE))
+def test_the_checker_catches_a_planted_private_read(tmp_path, case):
+    files, expected = PLANTED_PRIVATE[case]
+    found = private_reads(_plant(tmp_path, files))
+    assert expected in found, f"{case}: not caught; found {found}"
+
+
+def test_a_modules_own_private_names_and_dunders_are_allowed(tmp_path):
+    text = (
+        "from imagenet_zsl.splits import build\n_own = 1\nx = build.__name__, build.public\n"
+        "class A:\n    _x = 1\n    def f(self):\n        return self._x, A._x, _own\n"
+    )
+    assert private_reads(_plant(tmp_path, {_POOL: text})) == []

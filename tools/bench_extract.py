@@ -264,7 +264,7 @@ def bench_device_resize(args: argparse.Namespace, devices: list[str]) -> list[di
     import numpy as np
     import torch
 
-    from imagenet_zsl.features.extract_loop import GROUP_ELEMENTS, _decode_jpegs
+    from imagenet_zsl.features.extract_loop import GROUP_ELEMENTS, decode_jpegs
     from imagenet_zsl.features.loading import Collate, split_raw
     from imagenet_zsl.features.synthetic_store import encode, smooth_image
     from imagenet_zsl.features.transforms import Preprocessing
@@ -289,9 +289,9 @@ def bench_device_resize(args: argparse.Namespace, devices: list[str]) -> list[di
             return time.perf_counter() - start, out
 
         raw = split_raw(batch)
-        timed(lambda raw=raw, dev=dev: _decode_jpegs(raw, dev))  # warm-up (nvJPEG handles, kernels)
-        decode_s = min(timed(lambda raw=raw, dev=dev: _decode_jpegs(raw, dev))[0] for _ in range(3))
-        decoded = _decode_jpegs(raw, dev)
+        timed(lambda raw=raw, dev=dev: decode_jpegs(raw, dev))  # warm-up (nvJPEG handles, kernels)
+        decode_s = min(timed(lambda raw=raw, dev=dev: decode_jpegs(raw, dev))[0] for _ in range(3))
+        decoded = decode_jpegs(raw, dev)
         own, by_size = GROUP_ELEMENTS.get(dev.type, 0), GROUP_ELEMENTS["cuda"]
         variants = {
             "per_image": lambda d=decoded: torch.stack([pre.crop_tensor(i) for i in d]),

@@ -29,7 +29,7 @@ Each (variant, N) runs in a fresh process (``--child``):
   ``evaluation.run.writer`` writes them: ``evaluate --gzsl`` after its search.
 
 Every variant starts from the search cache (one entry per shard of 100,000 images) joined by the
-search's own join (``search_sets._joined_from_cache``, inside the measured process), so the
+search's own join (``search_sets.joined_from_cache``, inside the measured process), so the
 memory of that join is in every figure.
 
 Memory, measured: the peak RSS is the kernel's high-water mark (VmHWM: heap and file-backed pages
@@ -143,7 +143,7 @@ def write_results(directory: Path, n: int, m: int) -> None:
 
 def load_results(directory: Path):  # noqa: ANN201 - lazy types
     """SearchResults as the search returns them, joined from its cache by the search's own join
-    (``search_sets._joined_from_cache``): labels, row numbers and tie ranks on the heap, the
+    (``search_sets.joined_from_cache``): labels, row numbers and tie ranks on the heap, the
     lists memory-mapped .npy files in the cache directory."""
     from imagenet_zsl.evaluation.run import search_sets
     from imagenet_zsl.evaluation.run.cache import SearchCache
@@ -153,8 +153,8 @@ def load_results(directory: Path):  # noqa: ANN201 - lazy types
     cache, sets = SearchCache(directory / "cache"), {}
     for name, _, spaces in _sets():
         searchers = {space: SimpleNamespace(k=record["m"]) for space in spaces}
-        done = [search_sets._Part(*entry) for entry in record["done"][name]]
-        sets[name] = search_sets._joined_from_cache(name, searchers, cache, done)
+        done = [search_sets.CachedPart(*entry) for entry in record["done"][name]]
+        sets[name] = search_sets.joined_from_cache(name, searchers, cache, done)
     return SearchResults(sets["test"], sets["seen"], sets["val"], sets["val_seen"])
 
 
@@ -165,7 +165,7 @@ def write_lists(directory: Path, results: object) -> None:
     topk = directory / "run-topk"
     topk.mkdir(exist_ok=True)
     for name, result in results.sets():
-        writer._save_set(topk, name, result)
+        writer.save_set(topk, name, result)
 
 
 def inputs(graph):  # noqa: ANN001, ANN201 - lazy types

@@ -33,7 +33,7 @@ from imagenet_zsl.semantics.senses import (
     semcor_calibration_words,
     word_key,
 )
-from imagenet_zsl.semantics.word_vectors import _load_npy_parquet, load_word_vectors, packaged_glove_dir
+from imagenet_zsl.semantics.word_vectors import load_npy_parquet, load_word_vectors, packaged_glove_dir
 
 
 def _timed(fn, *args, **kwargs):
@@ -47,7 +47,7 @@ def bench_load() -> None:
     from gensim.models import KeyedVectors
 
     folder = packaged_glove_dir()
-    ours, t_ours = _timed(_load_npy_parquet, folder)
+    ours, t_ours = _timed(load_npy_parquet, folder)
 
     def reference():
         matrix = np.load(next(folder.glob("*.npy")))

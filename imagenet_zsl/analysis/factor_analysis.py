@@ -151,9 +151,7 @@ def _per_class(cell: RunCell, ks: Sequence[int]) -> pd.DataFrame:
 
 def factor_rows(opts: FactorOptions) -> pd.DataFrame:
     """One row per (model, factor, bin, K): x (bin mean of the factor), hit@K and its interval."""
-    ks = sorted({int(k) for k in opts.ks})
-    if not ks or ks[0] < 1:
-        raise UserInputError(f"--k values must be positive integers, got {list(opts.ks)}")
+    ks = M.hit_ks(opts.ks)
     if opts.resamples < 1 or not 0 < opts.level < 1:
         raise UserInputError("--resamples must be >= 1 and --level in (0, 1)")
     rng = np.random.default_rng(opts.seed)
@@ -270,7 +268,7 @@ def run_factor_analysis(opts: FactorOptions) -> pd.DataFrame:
             tool=FACTOR_TOOL,
             inputs={"run_dir": str(opts.run_dir), "splits_dir": opts.splits_dir and str(opts.splits_dir)},
             parameters={
-                "ks": sorted({int(k) for k in opts.ks}),
+                "ks": M.hit_ks(opts.ks),
                 "resamples": opts.resamples,
                 "level": opts.level,
                 "seed": opts.seed,

@@ -152,10 +152,8 @@ class LadderOptions:
         return Path(self.out) if self.out is not None else Path(f"{Path(self.run_dir)}-ladder")
 
 
-def _check_options(opts: LadderOptions) -> list[int]:
-    ks = sorted({int(k) for k in opts.ks})
-    if not ks or ks[0] < 1:
-        raise UserInputError(f"--k values must be positive integers, got {list(opts.ks)}")
+def _check_options(opts: LadderOptions) -> tuple[int, ...]:
+    ks = M.hit_ks(opts.ks)
     if opts.min_images < 0:
         raise UserInputError(f"--min-images must be >= 0, got {opts.min_images}")
     if opts.relation not in RELATIONS:
@@ -195,7 +193,7 @@ def run_ladder(opts: LadderOptions) -> pd.DataFrame:
     return table
 
 
-def _write_ladder(opts: LadderOptions, table: pd.DataFrame, ks: list[int], cells: list[str]) -> None:
+def _write_ladder(opts: LadderOptions, table: pd.DataFrame, ks: Sequence[int], cells: list[str]) -> None:
     """``--out``: ladder.md, ladder.csv, ladder.png, then the manifest (one atomic directory)."""
     overrides = table.attrs["feature_mismatch"]
     inputs = [opts.run_dir, opts.filter_dir, opts.labels_dir]

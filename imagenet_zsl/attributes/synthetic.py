@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
-from imagenet_zsl.attributes.xlsa17 import AttSplits, ClassLists, Res101, _strip_mat_timestamp
+from imagenet_zsl.attributes.xlsa17 import AttSplits, ClassLists, Res101, strip_mat_timestamp
 from imagenet_zsl.io import atomic_write_bytes
 
 
@@ -94,6 +94,6 @@ def save_res101(path: str | Path, images: Res101) -> Path:
     buffer = io.BytesIO()
     scipy.io.savemat(buffer, variables, do_compression=False)
     path = Path(path)
-    atomic_write_bytes(path, _strip_mat_timestamp(buffer.getvalue()))
+    atomic_write_bytes(path, strip_mat_timestamp(buffer.getvalue()))
     images.path = path
     return path

@@ -363,10 +363,10 @@ def save_att_splits(path: str | Path, split: AttSplits) -> Path:
         variables["split_info"] = json.dumps(split.split_info, sort_keys=True)
     buffer = io.BytesIO()
     scipy.io.savemat(buffer, variables, do_compression=True, oned_as="column")
-    return atomic_write_bytes(path, _strip_mat_timestamp(buffer.getvalue()))
+    return atomic_write_bytes(path, strip_mat_timestamp(buffer.getvalue()))
 
 
-def _strip_mat_timestamp(data: bytes) -> bytes:
+def strip_mat_timestamp(data: bytes) -> bytes:
     """scipy puts 'Created on: <date>' into the 116-byte text header; blank it (same bytes)."""
     header = b"MATLAB 5.0 MAT-file Platform: posix, Created by: imagenet-zsl"
     return header.ljust(116, b" ") + data[116:]

@@ -9,12 +9,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from imagenet_zsl.batch.plan import Features, Plan, cell_name, digest, write_classes
+from imagenet_zsl.batch.plan import CALIBRATION_DIR, Features, Plan, cell_name, digest, write_classes
 from imagenet_zsl.batch.recipe import ModelSpec
-from imagenet_zsl.batch.training import CALIBRATION_DIR
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.model_source import ModelDirectory
-from imagenet_zsl.evaluation.run import present_classes
+from imagenet_zsl.evaluation.run import VAL_SEEN_FRACTION, present_classes
 from imagenet_zsl.evaluation.run.calibrate import CarvedCalibration, choose_carved_gamma
 from imagenet_zsl.evaluation.run.classes import head_classes
 from imagenet_zsl.evaluation.run.inputs import TrainingFeatures, check_held_out_seen
@@ -30,9 +29,6 @@ from imagenet_zsl.splits.label_space import TrainingClasses, training_classes
 COUNT = "<N>"
 #: stands for the number of calibration fits in a calibration legend, until they ran
 FIT = "<FIT>"
-#: carved calibration: the seeded share of the held-out seen images that chooses γ (the rest are
-#: the GZSL seen test images)
-VAL_SEEN_FRACTION = 0.5
 
 
 @dataclass

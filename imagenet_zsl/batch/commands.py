@@ -17,8 +17,8 @@ from imagenet_zsl.batch.flags import names_given, recipe_from_flags
 from imagenet_zsl.batch.plan import RunResult
 from imagenet_zsl.batch.ranks import PeerFailed
 from imagenet_zsl.batch.runner import run as run_recipe
+from imagenet_zsl.batch.scored_test_images import recipe_extracts
 from imagenet_zsl.batch.summary import SummaryTable
-from imagenet_zsl.batch.test_images import recipe_extracts
 from imagenet_zsl.errors import UserInputError
 
 

@@ -1,5 +1,5 @@
 """Scoring while extracting (issue 38 §1): a run whose test images are a store and a backbone
-(:mod:`~imagenet_zsl.batch.test_images`) extracts them once, and each shard, as it leaves the
+(:mod:`~imagenet_zsl.batch.scored_test_images`) extracts them once, and each shard, as it leaves the
 backbone (float16, exactly as a feature shard stores it), is searched for every pending cell into
 the cell's resumable search cache (:func:`~imagenet_zsl.evaluation.run.search_sets.cache_shards`,
 the same keys and bytes as a search of the finished directory: a cached shard's row numbers are

@@ -28,7 +28,7 @@ from imagenet_zsl.batch.recipe import (
     feature_sets,
     features_key,
 )
-from imagenet_zsl.batch.test_images import TestImages
+from imagenet_zsl.batch.scored_test_images import TestImages
 from imagenet_zsl.errors import UserInputError, overwriting
 from imagenet_zsl.features.head import HEAD_FILE
 from imagenet_zsl.features.shard_files import write_manifest

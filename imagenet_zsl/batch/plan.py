@@ -31,7 +31,7 @@ from imagenet_zsl.batch.recipe import (
     model_specs,
     split_paths,
 )
-from imagenet_zsl.batch.test_images import TEST_IMAGES_DIR, TestImages
+from imagenet_zsl.batch.scored_test_images import TEST_IMAGES_DIR, TestImages
 from imagenet_zsl.errors import UserInputError, overwriting, preview
 from imagenet_zsl.features.extract import HeldBegun, begin_extraction
 from imagenet_zsl.features.extract_setup import ExtractConfig
@@ -54,6 +54,8 @@ from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
 RECIPE_FILE = "recipe.yaml"
 #: what errors name as the recipe's source when it was built from flags
 COMMAND_LINE = "command line"
+#: the directory of the models that choose the carved GZSL γ (one per trained model)
+CALIBRATION_DIR = "calibration"
 
 
 @dataclass(frozen=True)

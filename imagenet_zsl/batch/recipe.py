@@ -7,7 +7,7 @@ Example (``configs/demo.yaml`` is a complete one)::
                                     # stored with the test features (ConSE, trivial, GCNZ/SGCN/DGP)
       test: feats/test              # one directory, or {split name: directory}, or an image store
                                     # scored while extracted: {store: DIR, backbone: NAME, ...}
-                                    # (batch.test_images: no test feature is stored)
+                                    # (batch.scored_test_images: no test feature is stored)
       seen: feats/ilsvrc_val        # optional: held-out seen images (GZSL)
     # features: {simulate: configs/demo-simulate.yaml}   # ... or SIMULATED ones, written to OUT/features
     semantics: glove-6b-50d         # optional: overrides the models' own (a vector set or a .npz)
@@ -47,7 +47,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from imagenet_zsl.batch.test_images import TestImages, check_test_images
+from imagenet_zsl.batch.scored_test_images import TestImages, check_test_images
 from imagenet_zsl.config import Config, Seed, read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.simulate import load_simulation_config
@@ -75,7 +75,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 class FeatureDirs(Config):
     """Feature directories given by path (the test images may be a store and a backbone instead:
-    :class:`~imagenet_zsl.batch.test_images.TestImages`)."""
+    :class:`~imagenet_zsl.batch.scored_test_images.TestImages`)."""
 
     #: seen-class training features; None: test features only (:mod:`~imagenet_zsl.batch.head_only`:
     #: the models fit on the backbone head stored with them)

@@ -14,14 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from imagenet_zsl.batch.faults import one_line, stop_on_fatal
-from imagenet_zsl.batch.plan import Features, Plan
+from imagenet_zsl.batch.plan import CALIBRATION_DIR, Features, Plan
 from imagenet_zsl.batch.recipe import ModelSpec
 from imagenet_zsl.errors import overwriting
 from imagenet_zsl.io import MANIFEST_NAME, TIMINGS_NAME, atomic_write_json, canonical_json, sha256_file
 from imagenet_zsl.models.training import train
-
-#: the directory of the models that choose the carved GZSL γ (one per trained model)
-CALIBRATION_DIR = "calibration"
 
 
 def ensure_model(spec: ModelSpec, features: Features, root: Path) -> tuple[Path, str, float | None]:

@@ -30,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.evaluation.columns import column_ks
 from imagenet_zsl.evaluation.run.verify import METRICS_NAME, verify_run_directory
 from imagenet_zsl.hierarchy.graph import ClassGraph
 
@@ -74,7 +75,7 @@ def _per_class(path: Path) -> tuple[list[int], list[tuple[str, int, list[float]]
     try:
         reader = csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))
         header = list(reader.fieldnames or [])
-        ks = sorted(int(c[4:]) for c in header if c.startswith("hit@") and c[4:].isdigit())
+        ks = column_ks(header)
         rows = []
         for line in reader:
             if line.get("role", "unseen") != "unseen" or int(line["images"] or 0) <= 0:

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError
+from imagenet_zsl.scoring.ranks import ks_of
 
 #: the text columns that name a row, in table order
 LEAD_COLUMNS = ("backbone", "model", "split", "class vectors", "label space", "classes")
@@ -66,6 +67,12 @@ GROUPS = ("paper", "all", "strict", "gzsl")
 
 def hit_columns(ks: Sequence[int]) -> list[str]:
     return [f"hit@{k}" for k in ks]
+
+
+def column_ks(columns: Iterable[str]) -> list[int]:
+    """The K of the ``hit@K`` names among ``columns`` (a row, a CSV header or a metrics dict),
+    sorted: :func:`hit_columns` read back."""
+    return sorted(int(c[4:]) for c in columns if c.startswith("hit@") and c[4:].isdigit())
 
 
 def gzsl_columns() -> list[str]:
@@ -186,7 +193,7 @@ def metric_columns(metrics: dict, ks: Sequence[int] | None = None, gzsl: bool = 
     (default: the run's own K values); ``gzsl``: add the GZSL columns."""
     zsl = metrics.get("zsl") or {}
     if ks is None:
-        ks = sorted(int(k) for k in zsl.get("flat", {}))
+        ks = ks_of(zsl.get("flat", {}))
     row: dict[str, Any] = {f"hit@{k}": _get(zsl, "flat", str(k)) for k in ks}
     row["per-class hit@1"] = _get(zsl, "per_class", "1")
     for k in ks:

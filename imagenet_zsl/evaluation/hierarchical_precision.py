@@ -37,7 +37,7 @@ import numpy as np
 from imagenet_zsl.hierarchy.graph import expand_rows, sorted_unique
 from imagenet_zsl.scoring import TieRanks, release_pages
 from imagenet_zsl.scoring.hierarchical import hp_credit
-from imagenet_zsl.scoring.ranks import sort_block
+from imagenet_zsl.scoring.ranks import hit_ks, sort_block
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
@@ -155,7 +155,7 @@ def correct_sets(
 ) -> CorrectSets:
     """``H_k`` of each test class (``classes``: indices into ``space_wnids``) for each K; a class
     that is not a node of the graph gets none (``in_graph`` False, size 0)."""
-    ks = sorted({int(k) for k in ks})
+    ks = hit_ks(ks)
     n_space = len(space_wnids)
     space_of = np.full(len(graph), -1, dtype=np.int64)
     nodes = np.array([graph.index.get(w, -1) for w in space_wnids], dtype=np.int64)
@@ -204,7 +204,7 @@ def hierarchical_precision(
     the graph are left out (``not_in_graph``: their classes, wnids and images, with a warning)."""
     scores, ids = lists
     labels = np.asarray(labels, dtype=np.int64)
-    ks = sorted({int(k) for k in ks})
+    ks = hit_ks(ks)
     present = sorted_unique(labels)
     sets = correct_sets(graph, space_wnids, present, ks)
     complete = ids.shape[1] >= len(space_wnids)

@@ -32,7 +32,13 @@ from pathlib import Path
 from imagenet_zsl.data import DATA_DIR
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.class_confusions import graph_name, read_class_view, view_json
-from imagenet_zsl.evaluation.columns import DIFFERENCES_COLUMN, HIT1_CI, STATUS_COLUMN, TEXT_COLUMNS
+from imagenet_zsl.evaluation.columns import (
+    DIFFERENCES_COLUMN,
+    HIT1_CI,
+    STATUS_COLUMN,
+    TEXT_COLUMNS,
+    column_ks,
+)
 from imagenet_zsl.evaluation.plots import hit_curves_svg
 from imagenet_zsl.evaluation.published import published_table
 from imagenet_zsl.evaluation.published_compare import PUBLISHED_STATUS
@@ -125,7 +131,7 @@ def curves(rows: Sequence[dict]) -> list[str]:
         for row in rows:
             if row["split"] != split or row.get(STATUS_COLUMN) != "ok":
                 continue
-            ks = sorted(int(c[4:]) for c in row if c.startswith("hit@") and c[4:].isdigit())
+            ks = column_ks(row)
             label = str(row.get("_series") or row["model"])
             lines.append((label, ks, [row.get(f"hit@{k}") for k in ks]))
         if lines:

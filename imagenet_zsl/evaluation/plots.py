@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.scoring.ranks import ks_of
 
 #: the SUC can have one breakpoint per image; this many points draw it faithfully
 _MAX_CURVE_POINTS = 4000
@@ -194,14 +195,14 @@ def _save(text: str, path: Path) -> Path:
 
 def plot_hit_curve(zsl: dict, path: str | Path, title: str = "") -> Path:
     """hit@K (flat and per-class) against K on a log axis, from metrics.json's ``zsl`` block."""
-    ks = sorted(int(k) for k in zsl["flat"])
+    ks = ks_of(zsl["flat"])
     low, high = (ks[0], ks[-1]) if ks[-1] > ks[0] else (ks[0] / 1.5, ks[0] * 1.5)
     pad = (high / low) ** 0.05
     axes = _Axes(500, 360, (low / pad, high * pad), (0, 102), log_x=True)
     axes.frame([(k, str(k)) for k in ks], range(0, 101, 20), "K", "hit@K (%)")
     series = (("flat", "flat (per image)", "o", False), ("per_class", "per-class mean", "s", True))
     for i, (key, label, marker, dashed) in enumerate(series):
-        keys = sorted(int(k) for k in zsl[key])
+        keys = ks_of(zsl[key])
         axes.line(keys, [100 * zsl[key][str(k)] for k in keys], COLORS[i], marker, dashed)
         axes.legend.append((label, COLORS[i], marker, dashed))
     axes.add_legend("upper left")

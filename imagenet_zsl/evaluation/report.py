@@ -38,6 +38,7 @@ from imagenet_zsl.evaluation.columns import (
     STATUS_COLUMN,
     TEXT_COLUMNS,
     all_columns,
+    column_ks,
     legend,
     select_columns,
 )
@@ -55,7 +56,6 @@ from imagenet_zsl.evaluation.report_inputs import (
     ReportTable,
     aggregate_runs,
     collect_inputs,
-    hit_ks,
     leakage_notes,
     record_row,
     report_rows,
@@ -78,7 +78,6 @@ __all__ = [
     "cell_text",
     "check_report_out",
     "collect_inputs",
-    "hit_ks",
     "is_report_output",
     "leakage_notes",
     "record_row",
@@ -335,7 +334,7 @@ def table_note(rows: Sequence[dict], columns: Sequence[str], every: Sequence[str
 
 def table_columns(rows: Sequence[dict], spec: str | None) -> tuple[list[str], list[str]]:
     """(the printed columns for ``--columns spec``, every column) of ``rows``."""
-    ks = hit_ks(rows[0] if rows else {})
+    ks = column_ks(rows[0] if rows else {})
     gzsl = bool(rows) and "GZSL H" in rows[0]
     return select_columns(spec, rows, ks, gzsl), all_columns(ks, gzsl)
 
@@ -355,7 +354,7 @@ def with_published(rows: Sequence[dict], records: Sequence[dict | None], spec: s
     """``rows`` (their result ``records``; None: a failed row) and the published rows of their
     splits (:mod:`~imagenet_zsl.evaluation.published_compare`), for ``--columns spec``."""
     printed, _ = table_columns(rows, spec)
-    ks = hit_ks(rows[0] if rows else {})
+    ks = column_ks(rows[0] if rows else {})
     return compare_published(rows, records, printed, ks, bool(rows) and "GZSL H" in rows[0])
 
 

@@ -27,6 +27,7 @@ from imagenet_zsl.evaluation.columns import (
     STATUS_COLUMN,
     TEXT_COLUMNS,
     all_columns,
+    column_ks,
 )
 from imagenet_zsl.evaluation.intervals import RowInterval, row_intervals
 from imagenet_zsl.evaluation.result_records import (
@@ -45,11 +46,6 @@ if TYPE_CHECKING:
 #: appended to the backbone of a row combined under --allow-feature-mismatch
 MISMATCH_MARK = " [mismatch]"
 # ----------------------------------------------------------------------------- rows
-
-
-def hit_ks(columns: Any) -> list[int]:
-    """The K of the ``hit@K`` names among ``columns`` (a row or a metrics dict), sorted."""
-    return sorted(int(c[4:]) for c in columns if c.startswith("hit@") and c[4:].isdigit())
 
 
 def record_row(
@@ -77,7 +73,7 @@ def record_row(
         "classes": f"{classes.get('evaluated', '–')}/{classes.get('in_split', '–')}"
         + (f" +{missed} missed" if missed else ""),
     }
-    ks = ks if ks is not None else (protocol.get("ks") or hit_ks(record["metrics"]))
+    ks = ks if ks is not None else (protocol.get("ks") or column_ks(record["metrics"]))
     gzsl = gzsl if gzsl is not None else protocol.get("gzsl") is not None
     stored = record.get("interval") or {}
     for column in all_columns(ks, gzsl)[len(LEAD_COLUMNS) :]:
@@ -220,7 +216,7 @@ def report_table(paths: Sequence[str | Path]) -> ReportTable:
         names = [f"{r['backbone']}/{r['model']}" for r in records]
     intervals, interval_notes = row_intervals([str(r["split"]) for r in records], runs, names)
     # one set of columns for every row: the K of any record, GZSL if any has it
-    ks = sorted({int(k) for r in records for k in (r["protocol"].get("ks") or hit_ks(r["metrics"]))})
+    ks = sorted({int(k) for r in records for k in (r["protocol"].get("ks") or column_ks(r["metrics"]))})
     gzsl = any(r["protocol"].get("gzsl") is not None for r in records)
     rows = [
         record_row(r, interval if run is not None else None, ks, gzsl)

@@ -22,7 +22,6 @@ import logging
 import math
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,67 +61,50 @@ class BackboneSpec:
     summary: str
 
 
-#: every named backbone: a function of its registered name returning its :class:`BackboneSpec`,
-#: registered where it is defined below under the function's own name, ``_`` read as ``-``
-#: (``resnet50_v2`` is "resnet50-v2"); :func:`get_spec` hands each its name, so a name is written
-#: once. ``timm:<model>`` and ``open_clip:...`` names are resolved by :func:`get_spec` without
-#: registering.
-BACKBONES: Registry[Callable[[str], BackboneSpec]] = Registry("backbone", hyphens=True)
-
-
-@BACKBONES.register
-def resnet50(name: str) -> BackboneSpec:
-    return BackboneSpec(
-        name,
+#: every named backbone, as timm keeps its pretrained configurations: one table of specs, each
+#: under the name users type (``resnet50-v2``). ``timm:<model>`` and ``open_clip:...`` names are
+#: resolved by :func:`get_spec` without registering.
+BACKBONE_SPECS: tuple[BackboneSpec, ...] = (
+    BackboneSpec(
+        "resnet50",
         "torchvision",
         "resnet50",
         2048,
         "IMAGENET1K_V1",
         "ResNet-50, torchvision ImageNet-1K V1 weights (the ZSL literature's default)",
-    )
-
-
-@BACKBONES.register
-def resnet50_v2(name: str) -> BackboneSpec:
-    return BackboneSpec(
-        name,
+    ),
+    BackboneSpec(
+        "resnet50-v2",
         "torchvision",
         "resnet50",
         2048,
         "IMAGENET1K_V2",
         "ResNet-50, torchvision ImageNet-1K V2 (improved recipe) weights",
-    )
-
-
-@BACKBONES.register
-def resnet101(name: str) -> BackboneSpec:
-    return BackboneSpec(
-        name,
+    ),
+    BackboneSpec(
+        "resnet101",
         "torchvision",
         "resnet101",
         2048,
         "IMAGENET1K_V1",
         "ResNet-101, torchvision ImageNet-1K V1 weights (xlsa17 used a ResNet-101)",
-    )
-
-
-@BACKBONES.register
-def resnet18(name: str) -> BackboneSpec:
-    return BackboneSpec(
-        name, "torchvision", "resnet18", 512, "IMAGENET1K_V1", "ResNet-18, 512-d: quick experiments"
-    )
-
-
-@BACKBONES.register
-def tiny_test(name: str) -> BackboneSpec:
-    return BackboneSpec(
-        name, "builtin", "tiny", 32, None, "4-layer CNN, 32-d, random weights only: for tests"
-    )
+    ),
+    BackboneSpec(
+        "resnet18", "torchvision", "resnet18", 512, "IMAGENET1K_V1", "ResNet-18, 512-d: quick experiments"
+    ),
+    BackboneSpec(
+        "tiny-test", "builtin", "tiny", 32, None, "4-layer CNN, 32-d, random weights only: for tests"
+    ),
+)
+#: the named backbones' specs by name (the registry matches names case-insensitively)
+BACKBONES: Registry[BackboneSpec] = Registry("backbone")
+for _spec in BACKBONE_SPECS:
+    BACKBONES.register(_spec)  # under its ``name``
 
 
 def describe_backbones() -> str:
     """One line per registered backbone, for --help."""
-    lines = [f"{name}: {spec(name).summary}" for name, spec in BACKBONES.items()]
+    lines = [f"{name}: {spec.summary}" for name, spec in BACKBONES.items()]
     lines.append(
         "timm:<model> (or a plain tagged timm name): any timm model, "
         "e.g. timm:vit_small_patch16_224.augreg_in21k, or timm:hf-hub:<org>/<repo>"
@@ -138,8 +120,7 @@ def get_spec(name: str) -> BackboneSpec:
     """The :class:`BackboneSpec` of a registered name, ``timm:<model>`` (or a plain timm model
     name), or ``open_clip:<arch>[/<pretrained>]``."""
     if name in BACKBONES:
-        key = name.lower()  # the registered name (the registry matches names case-insensitively)
-        return BACKBONES.get(key)(key)
+        return BACKBONES.get(name)  # its name the registered one (lower-case)
     if name.startswith(("timm:" + HF_HUB, "open_clip:" + HF_HUB)):
         library, _, repo = name.partition(":")
         if repo[len(HF_HUB) :].strip("/").count("/") != 1:

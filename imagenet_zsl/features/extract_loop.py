@@ -227,7 +227,7 @@ def _device_decode(
 
     if group_elements is None:
         group_elements = GROUP_ELEMENTS.get(device.type, 0)
-    decoded = _decode_jpegs(raw, device)
+    decoded = decode_jpegs(raw, device)
     good = [k for k, image in enumerate(decoded) if image is not None]
     try:
         crops = [pre.crop_tensors([decoded[k] for k in good], group_elements)] if good else []
@@ -258,7 +258,7 @@ def _device_decode(
     return (torch.cat(crops) if len(crops) > 1 else crops[0]), positions, failed
 
 
-def _decode_jpegs(raw: list, device: torch.device) -> list:
+def decode_jpegs(raw: list, device: torch.device) -> list:
     """uint8 (3, H, W) RGB images on ``device`` (None where decode_jpeg failed) of ``raw``."""
     from torchvision.io import ImageReadMode, decode_jpeg  # deferred: as torch (module docstring)
 
@@ -285,5 +285,5 @@ def device_decodes_jpeg(device: torch.device) -> bool:
 
     buffer = io.BytesIO()
     Image.new("RGB", (16, 8), (200, 100, 50)).save(buffer, "JPEG")
-    (image,) = _decode_jpegs([torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)], device)
+    (image,) = decode_jpegs([torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)], device)
     return image is not None and tuple(image.shape) == (3, 8, 16)

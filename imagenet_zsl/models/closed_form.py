@@ -39,8 +39,12 @@ from imagenet_zsl.semantics.class_vectors import ClassVectors
 POWERS = [10.0**p for p in range(-3, 4)]
 
 
-class _LinearSemanticModel(ZSLModel):
-    """Shared parts: feature preparation, stored semantics, image map x ↦ prep(x) @ map."""
+class LinearSemanticModel(ZSLModel):
+    """The base class of the models that learn a map between prepared image features and the
+    classes' semantic vectors (ESZSL, SAE, ridge, ridge_s2v here; GFZSL, SYNC, CMT and the bilinear
+    ranking models in other modules): feature preparation, the stored semantics, the statistics a grid
+    search shares, and by default the image map x ↦ prep(x) @ map scored against the semantic
+    vectors."""
 
     Params: ClassVar[type[LinearParams]] = LinearParams
 
@@ -79,7 +83,7 @@ class _LinearSemanticModel(ZSLModel):
         return self._semantic(wnids)
 
 
-def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def solve_or_lstsq(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a⁻¹ b, or the minimum-norm least-squares solution when ``a`` is singular (zero regularisation
     with collinear inputs)."""
     try:
@@ -133,7 +137,7 @@ class SylvesterBases:
 
 
 @MODELS.register
-class ESZSL(_LinearSemanticModel):
+class ESZSL(LinearSemanticModel):
     """Embarrassingly simple ZSL: a bilinear map with a closed form (γ: features, λ: semantics)."""
 
     name: ClassVar[str] = "eszsl"
@@ -151,18 +155,18 @@ class ESZSL(_LinearSemanticModel):
 
         def solve_left() -> np.ndarray:  # (XᵀX + γI)⁻¹ XᵀY S, (D, E): shared by every λ of a grid
             xty = 2.0 * sums.T - sums.sum(axis=0)[:, None]  # XᵀY with Y = 2·onehot − 1
-            return _solve(gram + gamma * np.eye(len(gram)), xty @ s)
+            return solve_or_lstsq(gram + gamma * np.eye(len(gram)), xty @ s)
 
         left = self.shared(
             ("eszsl-left", self.params["features"], self.params["semantic_norm"], gamma), solve_left
         )
-        self.map_ = _solve(s.T @ s + lam * np.eye(s.shape[1]), left.T).T  # left (SᵀS + λI)⁻¹
+        self.map_ = solve_or_lstsq(s.T @ s + lam * np.eye(s.shape[1]), left.T).T  # left (SᵀS + λI)⁻¹
         self.fit_info_ = {}
         return self
 
 
 @MODELS.register
-class SAE(_LinearSemanticModel):
+class SAE(LinearSemanticModel):
     """Semantic autoencoder: encoder W (image → semantic) tied to its transpose as decoder."""
 
     name: ClassVar[str] = "sae"
@@ -208,7 +212,7 @@ class SAE(_LinearSemanticModel):
 
 
 @MODELS.register
-class Ridge(_LinearSemanticModel):
+class Ridge(LinearSemanticModel):
     """Ridge regression from image features to the class's semantic vector."""
 
     name: ClassVar[str] = "ridge"
@@ -222,13 +226,13 @@ class Ridge(_LinearSemanticModel):
     def fit(self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None) -> Ridge:
         gram, sums, _, s = self._statistics(data, semantics)
         alpha = float(self.params["alpha"])
-        self.map_ = _solve(gram + alpha * np.eye(len(gram)), sums.T @ s).astype(np.float32)  # XᵀS_y
+        self.map_ = solve_or_lstsq(gram + alpha * np.eye(len(gram)), sums.T @ s).astype(np.float32)  # XᵀS_y
         self.fit_info_ = {}
         return self
 
 
 @MODELS.register
-class RidgeS2V(_LinearSemanticModel):
+class RidgeS2V(LinearSemanticModel):
     """Ridge regression from a class's semantic vector to its images (Euclidean ranking)."""
 
     name: ClassVar[str] = "ridge_s2v"

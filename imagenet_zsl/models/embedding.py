@@ -43,7 +43,7 @@ from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.features.prototypes import add_rows_by_label
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
-from imagenet_zsl.models.closed_form import _LinearSemanticModel
+from imagenet_zsl.models.closed_form import LinearSemanticModel
 from imagenet_zsl.models.common import (
     BLOCK_ROWS,
     FeaturePrep,
@@ -53,13 +53,13 @@ from imagenet_zsl.models.common import (
     seeded_torch,
 )
 from imagenet_zsl.models.params import MinibatchParams, NonNegative, PositiveInt
-from imagenet_zsl.models.ranking import RankingParams, _BilinearRanking
+from imagenet_zsl.models.ranking import BilinearRanking, RankingParams
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 
 # ----------------------------------------------------------------------------- CMT
 @MODELS.register
-class CMT(_LinearSemanticModel):
+class CMT(LinearSemanticModel):
     """CMT: two-layer tanh network from image features to word vectors (Socher et al. 2013)."""
 
     name: ClassVar[str] = "cmt"
@@ -189,7 +189,7 @@ def class_transform(x, prototypes, kind: str):  # noqa: ANN001, ANN201 - numpy a
 
 
 @MODELS.register
-class SSE(_BilinearRanking):
+class SSE(BilinearRanking):
     """SSE: classes and images as mixtures of seen-class proportions (class-dependent image side)."""
 
     name: ClassVar[str] = "sse"

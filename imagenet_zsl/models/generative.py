@@ -22,7 +22,7 @@ import numpy as np
 from imagenet_zsl.features.prototypes import add_rows_by_label
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
-from imagenet_zsl.models.closed_form import POWERS, _LinearSemanticModel, _solve
+from imagenet_zsl.models.closed_form import POWERS, LinearSemanticModel, solve_or_lstsq
 from imagenet_zsl.models.common import BLOCK_ROWS, check_features
 from imagenet_zsl.models.params import FeatureMode, LinearParams, NonNegative
 from imagenet_zsl.semantics.class_vectors import ClassVectors
@@ -49,7 +49,7 @@ def class_moments(
 
 
 @MODELS.register
-class GFZSL(_LinearSemanticModel):
+class GFZSL(LinearSemanticModel):
     """GFZSL: diagonal Gaussians per class, mean and log-variance regressed from semantics."""
 
     name: ClassVar[str] = "gfzsl"
@@ -70,9 +70,9 @@ class GFZSL(_LinearSemanticModel):
         gram = a.T @ a
         ridge = np.eye(len(gram))
         ridge[-1, -1] = 0.0  # the bias is not regularised
-        self.mean_map_ = _solve(gram + float(self.params["lam_mean"]) * ridge, a.T @ means)
+        self.mean_map_ = solve_or_lstsq(gram + float(self.params["lam_mean"]) * ridge, a.T @ means)
         log_var = np.log(np.maximum(variances, floor))
-        self.log_var_map_ = _solve(gram + float(self.params["lam_var"]) * ridge, a.T @ log_var)
+        self.log_var_map_ = solve_or_lstsq(gram + float(self.params["lam_var"]) * ridge, a.T @ log_var)
         self.dim_ = int(features.shape[1])
         self.fit_info_ = {"mean_variance": float(variances.mean())}
         return self

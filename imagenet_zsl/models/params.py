@@ -7,7 +7,7 @@ NaN or infinity): an int is accepted where a float is expected, a bool or a stri
 name the file, the key and the value. Shared groups of parameters (the seen classifier's, the
 mini-batch trainers') are base classes that a model's ``Params`` extends::
 
-    class ESZSL(_LinearSemanticModel):
+    class ESZSL(LinearSemanticModel):
         class Params(LinearParams):
             gamma: NonNegative = 1.0
 

@@ -41,7 +41,7 @@ import numpy as np
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
-from imagenet_zsl.models.closed_form import _LinearSemanticModel
+from imagenet_zsl.models.closed_form import LinearSemanticModel
 from imagenet_zsl.models.common import (
     LossHistory,
     check_features,
@@ -62,7 +62,11 @@ class RankingParams(MinibatchParams):
     margin: NonNegative = 1.0
 
 
-class _BilinearRanking(_LinearSemanticModel):
+class BilinearRanking(LinearSemanticModel):
+    """The base class of the bilinear compatibility models F(x, c) = θ(x)ᵀ W φ(c) trained on a
+    ranking loss (DeViSE, ALE, SJE, LATEM here; SSE in :mod:`imagenet_zsl.models.embedding`):
+    the mini-batch training loop, the losses and the selection grid."""
+
     weighting: ClassVar[str] = "uniform"
     Params: ClassVar[type[RankingParams]] = RankingParams
     #: GBU tune learning rate and epochs of the SGD-trained models; margin and weight decay too
@@ -140,7 +144,7 @@ class _BilinearRanking(_LinearSemanticModel):
 
     def fit(
         self, data: SeenData, semantics: ClassVectors, graph: ClassGraph | None = None
-    ) -> _BilinearRanking:
+    ) -> BilinearRanking:
         import torch  # deferred: listing the models imports this; CPU evaluate must not load torch
 
         x, labels, s = self._prepare(data, semantics)
@@ -185,7 +189,7 @@ class _BilinearRanking(_LinearSemanticModel):
 
 
 @MODELS.register
-class DeViSE(_BilinearRanking):
+class DeViSE(BilinearRanking):
     """DeViSE: linear map of image features into the word-vector space, hinge rank loss."""
 
     name: ClassVar[str] = "devise"
@@ -193,7 +197,7 @@ class DeViSE(_BilinearRanking):
 
 
 @MODELS.register
-class ALE(_BilinearRanking):
+class ALE(BilinearRanking):
     """ALE: bilinear compatibility with the rank-weighted (WARP-style) hinge loss."""
 
     name: ClassVar[str] = "ale"
@@ -201,7 +205,7 @@ class ALE(_BilinearRanking):
 
 
 @MODELS.register
-class SJE(_BilinearRanking):
+class SJE(BilinearRanking):
     """SJE: bilinear compatibility with the structured SVM loss (most violating class only)."""
 
     name: ClassVar[str] = "sje"
@@ -209,7 +213,7 @@ class SJE(_BilinearRanking):
 
 
 @MODELS.register
-class LATEM(_BilinearRanking):
+class LATEM(BilinearRanking):
     """LATEM: K latent bilinear maps, the best-scoring one per pair; one sampled wrong class per image."""
 
     name: ClassVar[str] = "latem"

@@ -39,7 +39,7 @@ import numpy as np
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.models.base import MODELS, SeenData
-from imagenet_zsl.models.closed_form import _LinearSemanticModel
+from imagenet_zsl.models.closed_form import LinearSemanticModel
 from imagenet_zsl.models.common import (
     blocked_loss,
     check_features,
@@ -107,7 +107,7 @@ def struct_loss(scores: torch.Tensor, labels: torch.Tensor, margins: torch.Tenso
 
 
 @MODELS.register
-class SYNC(_LinearSemanticModel):
+class SYNC(LinearSemanticModel):
     """SYNC: each class's classifier is a semantic-similarity mixture of phantom classifiers."""
 
     name: ClassVar[str] = "sync"

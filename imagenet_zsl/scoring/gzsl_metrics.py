@@ -20,6 +20,7 @@ from imagenet_zsl.scoring.ranks import (
     check_scores_finite,
     harmonic_mean,
     hit_at_k,
+    hit_ks,
     sort_topk,
     topk_from_scores,
     true_ranks,
@@ -216,6 +217,6 @@ def metrics_from_scores(
                 ranks, labels, ks, num_classes=scores.shape[1], per_class=True, tie_rule=tie_rule
             )
         return out
-    ks = sorted({int(k) for k in ks})
+    ks = hit_ks(ks)
     gz = gzsl_from_scores(scores, labels, seen_mask, max(ks) + 1)
     return gzsl_metrics(gz, ks, gamma)

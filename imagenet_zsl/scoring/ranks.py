@@ -3,7 +3,7 @@ documented sort order of top-k lists (:func:`sort_topk`). See :mod:`imagenet_zsl
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,11 +104,28 @@ def _complete(topk_ids: np.ndarray, num_classes: int | None) -> bool:
     return bool(topk_ids.shape[1] and (topk_ids[:, -1] < 0).all())
 
 
-def check_ks(ks: Iterable[int], m: int, exact_limit: bool) -> list[int]:
-    """Validated sorted unique K values; with ``exact_limit`` K must be < m (see module doc)."""
-    ks = sorted({int(k) for k in ks})
+def hit_ks(values: Iterable[int | str]) -> tuple[int, ...]:
+    """The K values of hit@K, checked once where they come in (``--k``, a config file, an API
+    call): ints, sorted, each once, at least one, all >= 1; else the one UserInputError."""
+    given = list(values)
+    try:
+        ks = tuple(sorted({int(k) for k in given}))
+    except (TypeError, ValueError):
+        ks = ()
     if not ks or ks[0] < 1:
-        raise UserInputError(f"K values must be positive integers, got {ks}")
+        raise UserInputError(f"K values (--k) must be positive integers, got {given}")
+    return ks
+
+
+def ks_of(block: Mapping[str, Any]) -> tuple[int, ...]:
+    """The K values of a hit@K block as metrics.json stores it (``{"1": ..., "5": ...}``: JSON keys
+    are strings), as ints, sorted: the one reader of those keys (read a value as ``block[str(k)]``)."""
+    return tuple(sorted(int(k) for k in block))
+
+
+def check_ks(ks: Iterable[int], m: int, exact_limit: bool) -> tuple[int, ...]:
+    """:func:`hit_ks` of ``ks``; with ``exact_limit`` K must be < m (see module doc)."""
+    ks = hit_ks(ks)
     limit = m - 1 if exact_limit else m
     if ks[-1] > limit:
         raise UserInputError(
@@ -240,7 +257,7 @@ def hit_at_k(
         labels = check_labels(labels, len(ids), num_classes)
         ranks = true_ranks(labels, topk_ids=ids, topk_scores=topk_scores)
     else:
-        ks = sorted({int(k) for k in ks})
+        ks = hit_ks(ks)
         ranks = _as_tie_ranks(ranks_or_ids)
         labels = np.asarray(labels, dtype=np.int64)
     if not per_class:

@@ -158,13 +158,13 @@ def _freeze(obj: Any) -> Any:
 @functools.lru_cache(maxsize=4)
 def _load_cached(spec: VectorSpec, identity: tuple):  # noqa: ARG001 - identity is the cache key
     if spec.is_named:
-        return _load_npy_parquet(packaged_glove_dir())
+        return load_npy_parquet(packaged_glove_dir())
     path = Path(spec.source).expanduser()
     if path.is_file() and path.stat().st_size == 0:
         raise UserInputError(f"{path}: the word-vector file is empty")
     fmt = detect_format(path) if spec.format == "auto" else spec.format
     if fmt == "npy-parquet":
-        return _load_npy_parquet(path)
+        return load_npy_parquet(path)
     if fmt == "gensim":
         if not spec.trust_pickle:
             raise _pickle_refused(path)
@@ -309,7 +309,7 @@ def _empty_kv(dim: int):
     return KeyedVectors(dim, count=0, dtype=np.float32)
 
 
-def _load_npy_parquet(path: Path):
+def load_npy_parquet(path: Path) -> KeyedVectors:
     """``.npy`` (V, D) + parquet vocabulary: fills KeyedVectors directly (add_vectors loops in Python)."""
     import pandas as pd  # deferred: only an npy-parquet vocabulary needs a table read
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from imagenet_zsl.batch import test_images as scored_spec
+from imagenet_zsl.batch import scored_test_images as scored_spec
 from imagenet_zsl.batch.flags import recipe_from_flags
 from imagenet_zsl.batch.recipe import load_recipe
 from imagenet_zsl.cli import build_parser, main

@@ -60,7 +60,7 @@ import numpy as np
 from imagenet_zsl.evaluation.run.cache import run_cache
 from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs
 from imagenet_zsl.evaluation.run.classes import present_classes, representable_classes
-from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig, input_paths
+from imagenet_zsl.evaluation.run.config import TOOL, VAL_SEEN_FRACTION, EvaluationConfig, input_paths
 from imagenet_zsl.evaluation.run.gzsl import gzsl_metrics, held_calibration_rows
 from imagenet_zsl.evaluation.run.inputs import check_inputs
 from imagenet_zsl.evaluation.run.provenance import provenance, warn_pretraining
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
 
 __all__ = [
+    "VAL_SEEN_FRACTION",
     "EvaluationConfig",
     "EvaluationInputs",
     "check_inputs",

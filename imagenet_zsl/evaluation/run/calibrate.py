@@ -21,7 +21,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run.cache import SearchCache
 from imagenet_zsl.evaluation.run.classes import class_lookup, representable_classes
-from imagenet_zsl.evaluation.run.config import calibration_rows
+from imagenet_zsl.evaluation.run.config import VAL_SEEN_FRACTION, calibration_rows
 from imagenet_zsl.evaluation.run.gzsl import build_gzsl
 from imagenet_zsl.evaluation.run.search_sets import SearchContext, SetResult, search_set
 from imagenet_zsl.evaluation.search import DEFAULT_BLOCK_ROWS
@@ -40,7 +40,7 @@ class CarvedCalibration:
     features: Path
     seen: Sequence[str]
     validation: Sequence[str]
-    fraction: float = 0.5
+    fraction: float = VAL_SEEN_FRACTION
     seed: int = 0
     #: classes kept per image: max(K) + 1 of the run (the γ thresholds need only the top 1)
     m: int = 2

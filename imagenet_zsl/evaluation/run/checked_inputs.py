@@ -44,7 +44,7 @@ class EvaluationInputs:
     space."""
 
     cfg: EvaluationConfig
-    ks: list[int]
+    ks: tuple[int, ...]
     #: classes kept per image and space: max(K) + 1
     m: int
     split_wnids: list[str]

@@ -15,6 +15,9 @@ from imagenet_zsl.scoring import DEFAULT_KS
 TOOL = "imagenet-zsl evaluate"
 #: the label space each image set's true classes live in (its "own" space)
 OWN_SPACE = {"test": "unseen", "seen": "seen", "val": "val_unseen", "val_seen": "seen"}
+#: the seeded share of the held-out seen images that chooses γ, the rest being the GZSL seen test
+#: images (:func:`calibration_rows`): ``evaluate``'s default, ``run``'s carved calibration always
+VAL_SEEN_FRACTION = 0.5
 
 
 @dataclass
@@ -34,7 +37,7 @@ class EvaluationConfig:
     val_split: Path | None = None
     val_features: Path | None = None
     val_seen_features: Path | None = None
-    val_seen_fraction: float = 0.5
+    val_seen_fraction: float = VAL_SEEN_FRACTION
     seed: int = 0
     #: a GZSL calibration γ chosen outside this evaluation (``run``: with the model fitted without
     #: its carved validation classes, Le Cacheux et al.), subtracted as is from this model's

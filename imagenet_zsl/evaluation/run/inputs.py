@@ -37,6 +37,7 @@ from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.image_filter.filtered import kept_image_ids
 from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, regular_input_file, sha256_file
 from imagenet_zsl.registry import load_target
+from imagenet_zsl.scoring.ranks import hit_ks
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
 
 if TYPE_CHECKING:
@@ -45,10 +46,8 @@ if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph
 
 
-def _check_ks(cfg: EvaluationConfig) -> list[int]:
-    ks = sorted({int(k) for k in cfg.ks})
-    if not ks or ks[0] < 1:
-        raise UserInputError(f"--k values must be positive integers, got {list(cfg.ks)}")
+def _check_ks(cfg: EvaluationConfig) -> tuple[int, ...]:
+    ks = hit_ks(cfg.ks)
     if cfg.gzsl and ks[0] != 1:
         raise UserInputError(
             f"--k {' '.join(map(str, ks))}: --gzsl reports H and calibrates γ at hit@1; add 1 to --k"
@@ -347,7 +346,7 @@ def _check_list_files(cfg: EvaluationConfig) -> None:
             regular_input_file(path, what)
 
 
-def _check_cheap(cfg: EvaluationConfig) -> tuple[list[int], torch.device | str]:
+def _check_cheap(cfg: EvaluationConfig) -> tuple[tuple[int, ...], torch.device | str]:
     """The checks that read nothing: K values, one query source, the label-space spec, a given γ,
     the device and ``--out``."""
     ks = _check_ks(cfg)

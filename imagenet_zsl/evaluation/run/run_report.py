@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 
 from imagenet_zsl.errors import preview
+from imagenet_zsl.scoring.ranks import ks_of
 
 #: table columns holding counts, not fractions: printed as integers, never bold, never scaled
 COUNT_COLUMNS = ("seen in pretraining",)
@@ -80,7 +81,7 @@ def _label_space_lines(metrics: dict) -> list[str]:
 
 
 def _by_k(block: dict) -> list[tuple[int, dict | float]]:
-    return sorted(((int(k), v) for k, v in block.items()), key=lambda kv: kv[0])
+    return [(k, block[str(k)]) for k in ks_of(block)]
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -111,7 +112,7 @@ def _header_lines(metrics: dict) -> list[str]:
 
 def _zsl_lines(zsl: dict) -> list[str]:
     """The ZSL hit@K table (flat and per-class, strict twins when recorded) and its plot."""
-    ks = [k for k, _ in _by_k(zsl["flat"])]
+    ks = ks_of(zsl["flat"])
     modes = [("flat (per image)", "flat"), ("per-class mean", "per_class")]
     if "flat_strict" in zsl:
         modes += [("flat, strict ties", "flat_strict"), ("per-class, strict ties", "per_class_strict")]
@@ -208,7 +209,7 @@ def _hp_lines(hp: dict | None) -> list[str]:
     """Hierarchical precision@K (Frome et al. 2013) with its definition and correct-set sizes."""
     if not hp:
         return []
-    ks = [k for k, _ in _by_k(hp["flat"])]
+    ks = ks_of(hp["flat"])
     rows = [["hP@K", *[pct(hp["flat"][str(k)]) for k in ks]]]
     sizes = hp["mean_correct_set_size"]  # None (JSON null) when no test class is in the graph
     rows.append(["mean |H_K|", *["–" if sizes[str(k)] is None else f"{sizes[str(k)]:.1f}" for k in ks]])

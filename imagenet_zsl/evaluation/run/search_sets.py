@@ -85,7 +85,7 @@ def search_set(
     (``n * m * 8`` bytes per space) memory-mapped from the cache directory when there is one.
     """
     parts: list[dict[str, np.ndarray]] = []  # only without a cache directory
-    done: list[_Part] = []
+    done: list[CachedPart] = []
     offset = 0
     set_key = SetKey.of(name, lookup, spaces, context.source, kept_ids)
     with (
@@ -100,16 +100,16 @@ def search_set(
             key, cached, _ = _cached_shard(fd, shard, set_key, lookup, spaces, context, kept_ids)
             if context.cache.root is None:
                 parts.append({**cached, "rows": cached["rows"] + offset})
-            done.append(_Part(shard["name"], key, len(cached["labels"]), offset))
+            done.append(CachedPart(shard["name"], key, len(cached["labels"]), offset))
             offset += int(shard["rows"])
             bar.update(int(shard["rows"]))
     if context.cache.root is not None:
-        return _joined_from_cache(name, spaces, context.cache, done)
+        return joined_from_cache(name, spaces, context.cache, done)
     return _joined(parts, spaces)
 
 
 @dataclass(frozen=True)
-class _Part:
+class CachedPart:
     """One shard's entry in the cache, as a set's search joins it: its (shard name, key), the
     images it holds of the set, and the set's rows before the shard (added to its own row
     numbers)."""
@@ -315,8 +315,8 @@ def _joined(parts: list[dict[str, np.ndarray]], spaces: dict[str, TopKSearcher])
     return _set_result(fields, spaces)
 
 
-def _joined_from_cache(
-    name: str, spaces: dict[str, TopKSearcher], cache: SearchCache, done: list[_Part]
+def joined_from_cache(
+    name: str, spaces: dict[str, TopKSearcher], cache: SearchCache, done: list[CachedPart]
 ) -> SetResult:
     """The set's arrays filled shard by shard from the cache (row numbers shifted by each shard's
     offset); the top-k lists and their tails as memory-mapped .npy files in the cache directory

@@ -48,7 +48,8 @@ class RunOutputs:
     gzsl: GZSLResult | None
 
 
-def _save_set(topk_dir: Path, name: str, result: SetResult | None) -> None:
+def save_set(topk_dir: Path, name: str, result: SetResult | None) -> None:
+    """One set's labels, row numbers, true ranks and top-k lists as .npy files in ``topk_dir``."""
     if result is None:
         return
     atomic_save_npy(topk_dir / f"{name}.labels.npy", result.labels.astype(np.int32))
@@ -90,7 +91,7 @@ def _write_topk(tmp: Path, inp: EvaluationInputs, results: SearchResults, metric
     }
     atomic_write_json(topk_dir / "classes.json", classes)
     for name, result in results.sets():
-        _save_set(topk_dir, name, result)
+        save_set(topk_dir, name, result)
 
 
 def _write_plots(tmp: Path, outputs: RunOutputs) -> None:
