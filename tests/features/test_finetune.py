@@ -18,7 +18,7 @@ import pytest
 import torch
 from PIL import Image
 
-from imagenet_zsl.cli import build_parser
+from imagenet_zsl.cli import build_parser, handler_config
 from imagenet_zsl.cli_types import CommandTree
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import finetune as module
@@ -351,6 +351,7 @@ def test_allow_incomplete_is_one_flag_for_extract_and_both_finetune_commands(mon
     argv = ["finetune-dgp", "m", "--features", "f", "--images", "s", "--out", str(tmp_path / "o")]
     for extra, want in (([], False), (["--allow-incomplete"], True)):
         args = build_parser().parse_args([*argv, *extra])
+        handler = load_target(args.func)
         with pytest.raises(KeyError):  # the stand-in returns no manifest: stop after the call
-            load_target(args.func)(args)
+            handler(handler_config(handler, args))
         assert seen.pop().allow_incomplete is want
