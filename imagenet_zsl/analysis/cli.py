@@ -8,6 +8,7 @@ kept in the analysis modules are dotted targets, read only when a flag is given 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from imagenet_zsl.cli_types import LazyChoices, lazy_help, overwrite_flag, seed
@@ -40,30 +41,34 @@ def _add_ladder(group: argparse._SubParsersAction) -> None:
         "files are verified against their manifests first. Writes "
         "ladder.md, ladder.csv, ladder.png and manifest.json.",
     )
-    ladder.add_argument("run_dir", help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`")
-    ladder.add_argument("--filter", dest="filter_dir", help="--out of `imagenet-zsl images filter` (step 6)")
     ladder.add_argument(
-        "--labels", dest="labels_dir", help="--out of `imagenet-zsl labels build` (default: computed)"
+        "run_dir", type=Path, help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`"
     )
-    ladder.add_argument("--out", help="output directory (default: RUN_DIR-ladder)")
+    ladder.add_argument(
+        "--filter", dest="filter_dir", type=Path, help="--out of `imagenet-zsl images filter` (step 6)"
+    )
+    ladder.add_argument(
+        "--labels",
+        dest="labels_dir",
+        type=Path,
+        help="--out of `imagenet-zsl labels build` (default: computed)",
+    )
+    ladder.add_argument("--out", type=Path, help="output directory (default: RUN_DIR-ladder)")
     overwrite_flag(ladder)
-    ladder.add_argument(
-        "--graph", default="wordnet", help="wordnet, imagenet or a parent<TAB>child edge file"
-    )
+    ladder.add_argument("--graph", help="wordnet, imagenet or a parent<TAB>child edge file")
     ladder.add_argument("--counts", help="'wnid<TAB>count' TSV for step 5 (default: fall11 counts)")
     ladder.add_argument(
         "--relation",
         choices=LazyChoices("imagenet_zsl.analysis.ladder_steps:RELATIONS"),
-        default="parent-child",
         metavar="RELATION",
-        help="what step 2 accepts: %(choices)s (default: %(default)s)",
+        help="what step 2 accepts: %(choices)s (default: parent-child)",
     )
     lazy_help(
-        ladder.add_argument("--min-images", type=int, default=None, metavar="N"),
+        ladder.add_argument("--min-images", type=int, metavar="N"),
         "step 5 keeps classes with >= N (default: %(default_min_images)s)",
         default_min_images="imagenet_zsl.analysis.ladder_steps:DEFAULT_MIN_IMAGES",
     )
-    ladder.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
+    ladder.add_argument("--k", dest="ks", type=int, nargs="+", help="K values (default: 1 5)")
     _mismatch_flag(ladder)
     ladder.set_defaults(func="imagenet_zsl.analysis.commands:ladder")
 
@@ -78,16 +83,16 @@ def _add_factor_analysis(group: argparse._SubParsersAction) -> None:
         "Writes factor.md, factor.csv, factor.png and manifest.json.",
     )
     factor_plot.add_argument(
-        "run_dir", help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`"
+        "run_dir", type=Path, help="--out of `imagenet-zsl run` (cells/*) or of `imagenet-zsl evaluate`"
     )
     factor_plot.add_argument(
-        "--splits", dest="splits_dir", help="the factor-split directory (default: found)"
+        "--splits", dest="splits_dir", type=Path, help="the factor-split directory (default: found)"
     )
-    factor_plot.add_argument("--out", help="output directory (default: RUN_DIR-factor)")
+    factor_plot.add_argument("--out", type=Path, help="output directory (default: RUN_DIR-factor)")
     overwrite_flag(factor_plot)
-    factor_plot.add_argument("--k", type=int, nargs="+", default=[1, 5], help="K values (default: 1 5)")
-    factor_plot.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
-    factor_plot.add_argument("--seed", type=seed, default=0, help="bootstrap seed")
+    factor_plot.add_argument("--k", dest="ks", type=int, nargs="+", help="K values (default: 1 5)")
+    factor_plot.add_argument("--resamples", type=int, help="bootstrap resamples")
+    factor_plot.add_argument("--seed", type=seed, help="bootstrap seed")
     _mismatch_flag(factor_plot)
     factor_plot.set_defaults(func="imagenet_zsl.analysis.commands:factor_plot")
 
@@ -113,8 +118,8 @@ def _add_factor_splits(splits: argparse._SubParsersAction) -> None:
         metavar="FACTOR",
         help="the factor that moves: %(choices)s",
     )
-    factor.add_argument("--bins", type=int, default=5, help="number of splits (meaning: 2)")
-    factor.add_argument("--size", type=int, default=100, help="classes per split")
+    factor.add_argument("--bins", type=int, help="number of splits (meaning: 2)")
+    factor.add_argument("--size", type=int, help="classes per split")
     factor.add_argument("--out", required=True, help="output directory (replaced atomically)")
     overwrite_flag(factor)
     factor.set_defaults(func="imagenet_zsl.analysis.commands:factor_splits")

@@ -143,7 +143,7 @@ class LadderOptions:
     counts: str | None = None
     relation: str = "parent-child"
     min_images: int = DEFAULT_MIN_IMAGES
-    ks: Sequence[int] = field(default_factory=lambda: list(DEFAULT_KS))
+    ks: Sequence[int] = field(default_factory=lambda: [1, 5])
     allow_feature_mismatch: bool = False
 
     @property

@@ -301,15 +301,28 @@ def render_reproduction(rows: Sequence[Row] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class ReproductionOptions:
+    """``python -m imagenet_zsl.analysis.reproduction``: one field per flag."""
+
+    #: also write the table to this file
+    out: str | None = None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """The script: its flags by ``dest`` become :class:`ReproductionOptions`."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], argument_default=argparse.SUPPRESS)
     parser.add_argument("--out", help="also write the table to this file")
-    args = parser.parse_args(argv)
+    return reproduce(ReproductionOptions(**vars(parser.parse_args(argv))))
+
+
+def reproduce(cfg: ReproductionOptions) -> int:
+    """Print the reproduction table (and write it to ``cfg.out``)."""
     text = render_reproduction()
     print(text, end="")
-    if args.out:  # atomic; an existing file is replaced only if it is such a table
+    if cfg.out:  # atomic; an existing file is replaced only if it is such a table
         try:
-            out = check_out_file(args.out, replaces=_is_table, what="a reproduction table")
+            out = check_out_file(cfg.out, replaces=_is_table, what="a reproduction table")
         except UserInputError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

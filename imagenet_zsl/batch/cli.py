@@ -6,6 +6,7 @@ handler by dotted target, resolved only when it runs.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +14,13 @@ from imagenet_zsl.cli_types import allow_incomplete_flag, non_negative_int, posi
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
+
+
+def recipe_path(text: str) -> Path:
+    """``type=`` of the optional RECIPE: a Path. Left off, argparse (3.11) passes the positional's
+    default, ``SUPPRESS``, through ``type``: it stays ``SUPPRESS``, so RECIPE is absent from the
+    parsed flags and ``RunOptions.recipe`` keeps its default (None)."""
+    return text if text is argparse.SUPPRESS else Path(text)
 
 
 def register(tree: CommandTree) -> None:
@@ -31,7 +39,7 @@ def register(tree: CommandTree) -> None:
     )
     parser.add_argument(
         "recipe",
-        type=Path,
+        type=recipe_path,
         nargs="?",
         help="run recipe YAML (configs/demo.yaml documents every key); or leave it out and name "
         "--models, --splits and the test images",
@@ -42,7 +50,9 @@ def register(tree: CommandTree) -> None:
         required=True,
         help="run directory (re-running it resumes: finished cells are skipped)",
     )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (one line per cell)")
+    parser.add_argument(
+        "--no-progress", dest="progress", action="store_false", help="no progress bar (one line per cell)"
+    )
     parser.add_argument(
         "--columns",
         metavar="NAME,...",
@@ -61,7 +71,7 @@ def register(tree: CommandTree) -> None:
     parser.add_argument(
         "-v",
         "--verbose",
-        dest="run_verbose",
+        dest="whole_log",
         action="store_true",
         help="the whole log (every stage's lines); default: a progress bar, warnings, errors and the table",
     )

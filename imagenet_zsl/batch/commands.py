@@ -1,19 +1,20 @@
 """The handler of ``imagenet-zsl run`` (flags in :mod:`imagenet_zsl.batch.cli`).
 
-It takes the parsed ``argparse.Namespace`` and returns the exit status; imported only when the
+It takes :class:`~imagenet_zsl.batch.flags.RunOptions` (one field per flag, built by
+:func:`imagenet_zsl.cli.handler_config`) and returns the exit status; imported only when the
 command runs. Nothing imported here loads torch, so a recipe that extracts its test images tunes
 the process (:func:`imagenet_zsl.devices.tune_process_for_image_pipeline`) before torch loads.
 """
 
 from __future__ import annotations
 
-import argparse
+import logging
 import sys
 from typing import Any
 
 from imagenet_zsl import devices
 from imagenet_zsl.batch.console import bar_echo
-from imagenet_zsl.batch.flags import names_given, recipe_from_flags
+from imagenet_zsl.batch.flags import RunOptions, names_given, recipe_from_flags
 from imagenet_zsl.batch.plan import RunResult
 from imagenet_zsl.batch.ranks import PeerFailed
 from imagenet_zsl.batch.runner import run as run_recipe
@@ -22,26 +23,26 @@ from imagenet_zsl.batch.summary import SummaryTable
 from imagenet_zsl.errors import UserInputError
 
 
-def run(args: argparse.Namespace) -> int:
+def run(cfg: RunOptions) -> int:
     """``run``: train and evaluate every cell of a recipe, then print what was written (rank 0)."""
-    if getattr(args, "store", None) if args.recipe is None else recipe_extracts(args.recipe):
+    if cfg.store if cfg.recipe is None else recipe_extracts(cfg.recipe):
         # test images decoded in workers beside the backbone: tuned as `extract` is, before torch
         # loads (scheduling and memory reuse only; looked up on the module: tests patch it)
         devices.tune_process_for_image_pipeline()
     try:
         result = run_recipe(
-            args.recipe,
-            args.out,
-            progress=not args.no_progress,
-            allow_feature_mismatch=args.allow_feature_mismatch,
-            table=SummaryTable(getattr(args, "columns", None), getattr(args, "published", False)),
-            **_options(args),
+            cfg.recipe,
+            cfg.out,
+            progress=cfg.progress,
+            allow_feature_mismatch=cfg.allow_feature_mismatch,
+            table=SummaryTable(cfg.columns, cfg.published),
+            **_options(cfg),
         )
     except PeerFailed:  # under torchrun: rank 0 printed the error
         return 2
     if not result.primary:  # under torchrun: rank 0 reports for every rank
         return 1 if result.failed else 0
-    _report(result, _verbose(args))
+    _report(result, _verbose(cfg))
     if result.failed:
         first, cause = next(iter(result.errors.items()))
         print(
@@ -52,29 +53,30 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _verbose(args: argparse.Namespace) -> bool:
-    """``run -v`` (or the global ``imagenet-zsl -v``): the whole log."""
-    return bool(getattr(args, "run_verbose", False) or getattr(args, "verbose", False))
+def _verbose(cfg: RunOptions) -> bool:
+    """``run -v`` (or the global ``imagenet-zsl -v``, which the command layer turns into DEBUG
+    logging: read from the root logger's level): the whole log."""
+    return cfg.whole_log or logging.getLogger().isEnabledFor(logging.DEBUG)
 
 
-def _options(args: argparse.Namespace) -> dict[str, Any]:
+def _options(cfg: RunOptions) -> dict[str, Any]:
     """The recipe (a file, or built from the flags: never both), how much to print, and where."""
-    given = names_given(args)
-    if given and args.recipe is not None:
+    given = names_given(cfg)
+    if given and cfg.recipe is not None:
         raise UserInputError(
-            f"give a recipe file ({args.recipe}) or the names ({', '.join(given)}), not both: the "
+            f"give a recipe file ({cfg.recipe}) or the names ({', '.join(given)}), not both: the "
             "recipe's keys say what the flags would"
         )
-    if not given and args.recipe is None:
+    if not given and cfg.recipe is None:
         raise UserInputError(
             "nothing to run: give a recipe YAML (e.g. configs/demo.yaml), or --models, --splits and "
             "--store with --backbones (or --features)"
         )
-    verbose = _verbose(args)
+    verbose = _verbose(cfg)
     return {
-        "recipe": recipe_from_flags(args) if given else None,
+        "recipe": recipe_from_flags(cfg) if given else None,
         "verbose": verbose,
-        "echo": print if verbose or args.no_progress else bar_echo,
+        "echo": print if verbose or not cfg.progress else bar_echo,
     }
 
 

@@ -26,6 +26,9 @@ absolute (``--semantics`` when it names a file; ``--weights random`` stays a nam
 backbone's own head stored with the test features (ConSE, trivial, GCNZ/SGCN/DGP), and a model
 that learns from seen-class images is refused before any work: give it a recipe with
 ``features.train``.
+
+:class:`RunOptions` holds every flag of ``run``, one field each (built by
+:func:`imagenet_zsl.cli.handler_config`); the helpers here read the recipe-building ones from it.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from argparse import Namespace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +49,45 @@ from imagenet_zsl.models.base import MODELS
 from imagenet_zsl.models.training import load_train_config
 from imagenet_zsl.splits.named import PUBLISHED_SPLITS
 
+
+@dataclass(frozen=True)
+class RunOptions:
+    """``imagenet-zsl run``: one field per flag (a recipe file, or the names that build one)."""
+
+    #: run directory (re-running it resumes: finished cells are skipped)
+    out: Path
+    #: run recipe YAML; None: the recipe-building flags below
+    recipe: Path | None = None
+    #: a progress bar (``--no-progress``: one line per cell)
+    progress: bool = True
+    #: the columns of summary.md and summary.tex, comma-separated (None: the paper's)
+    columns: str | None = None
+    #: the published rows of the same splits beside the run's
+    published: bool = False
+    #: ``run -v``: the whole log (every stage's lines); else a bar, warnings, errors and the table
+    whole_log: bool = False
+    allow_feature_mismatch: bool = False
+    # the recipe-building flags (RECIPE_FLAGS): None (False) when not given
+    models: str | None = None
+    splits: str | None = None
+    splits_dir: str | None = None
+    store: str | None = None
+    backbones: str | None = None
+    weights: str | None = None
+    features: str | None = None
+    semantics: str | None = None
+    label_space: str | None = None
+    missing_semantics: str | None = None
+    per_class: int | None = None
+    device: str | None = None
+    batch_size: int | None = None
+    workers: int | None = None
+    allow_incomplete: bool = False
+
+
 #: where a model name's config is looked for (relative to the working directory)
 MODEL_CONFIGS = Path("configs") / "models"
-#: the flags that build a recipe (any of them given: no recipe file), by argparse dest
+#: the flags that build a recipe (any of them given: no recipe file), by dest (a RunOptions field)
 RECIPE_FLAGS = ("models", "splits", "splits_dir", "store", "backbones", "weights", "features", "semantics")
 RECIPE_FLAGS += ("label_space", "missing_semantics", "per_class", "device", "batch_size", "workers")
 RECIPE_FLAGS += ("allow_incomplete",)
@@ -60,14 +99,14 @@ _INLINE_KEYS = ("params", "semantics", "graph", "select")
 _EXTRACT_FLAGS = ("per_class", "device", "workers", "batch_size", "allow_incomplete")
 
 
-def names_given(args: Namespace) -> list[str]:
+def names_given(cfg: RunOptions) -> list[str]:
     """The recipe-building flags the command line gives (``--models`` ...): none for a recipe file."""
-    given = [flag for flag in RECIPE_FLAGS if _given(getattr(args, flag, None))]
+    given = [flag for flag in RECIPE_FLAGS if _given(getattr(cfg, flag))]
     return ["--" + flag.replace("_", "-") for flag in given]
 
 
 def _given(value: Any) -> bool:
-    """A flag's value was given: not its default None, nor False (a store_true flag left out)."""
+    """A flag's value was given: not its field's default None, nor False (a store_true flag left out)."""
     return value is not None and value is not False
 
 
@@ -136,9 +175,9 @@ def _dir_name(backbone: str) -> str:
     return name if re.match(NAME_PATTERN, name) else f"b{name}"
 
 
-def _weights(args: Namespace, backbones: list[str]) -> dict[str, str]:
+def _weights(cfg: RunOptions, backbones: list[str]) -> dict[str, str]:
     """``--weights FILE`` (one backbone) or ``--weights NAME=FILE,...``: backbone -> weights."""
-    items = _items(args.weights)
+    items = _items(cfg.weights)
     if not items:
         return {}
     if len(items) == 1 and "=" not in items[0]:
@@ -159,36 +198,36 @@ def _weights(args: Namespace, backbones: list[str]) -> dict[str, str]:
     return out
 
 
-def _store_features(args: Namespace) -> dict[str, Any]:
+def _store_features(cfg: RunOptions) -> dict[str, Any]:
     """``--store DIR --backbones ...``: per backbone, its test images scored while extracted."""
-    if not args.backbones:
+    if not cfg.backbones:
         raise UserInputError("--store needs --backbones NAME[,NAME] (the networks that extract the images)")
     backbones = []
-    for spec in _items(args.backbones):
+    for spec in _items(cfg.backbones):
         if _is_pattern(spec):
             backbones += expand([spec], BACKBONES.names(), "backbone", "--backbones")
         else:
             get_spec(spec)  # an unknown name is one line before any work
             backbones.append(spec)
-    weights = _weights(args, backbones)
-    settings = {key: getattr(args, key) for key in _EXTRACT_FLAGS if _given(getattr(args, key, None))}
+    weights = _weights(cfg, backbones)
+    settings = {key: getattr(cfg, key) for key in _EXTRACT_FLAGS if _given(getattr(cfg, key))}
     sets = {}
     for backbone in backbones:
-        test = {"store": str(Path(args.store).resolve()), "backbone": backbone, **settings}
+        test = {"store": str(Path(cfg.store).resolve()), "backbone": backbone, **settings}
         if backbone in weights:
             test["weights"] = weights[backbone]
         sets[_dir_name(backbone)] = {"test": test}
     return sets
 
 
-def _stored_features(args: Namespace) -> dict[str, Any]:
+def _stored_features(cfg: RunOptions) -> dict[str, Any]:
     """``--features DIR`` or ``--features NAME=DIR,...``: extracted test features."""
-    if args.backbones or args.weights or getattr(args, "allow_incomplete", False):
+    if cfg.backbones or cfg.weights or cfg.allow_incomplete:
         raise UserInputError(
             "--features gives extracted features: --backbones, --weights and --allow-incomplete go "
             "with --store"
         )
-    items = _items(args.features)
+    items = _items(cfg.features)
     if len(items) == 1 and "=" not in items[0]:
         return {"features": {"test": str(Path(items[0]).resolve())}}
     sets = {}
@@ -223,34 +262,34 @@ def _semantics(spec: str | None) -> str | None:
     return spec
 
 
-def _features(args: Namespace) -> dict[str, Any]:
-    if bool(args.store) == bool(args.features):
+def _features(cfg: RunOptions) -> dict[str, Any]:
+    if bool(cfg.store) == bool(cfg.features):
         raise UserInputError(
             "give the test images: --store DIR with --backbones NAME[,NAME], or --features DIR "
             "(extracted test features)"
         )
-    if args.features:
-        return _stored_features(args)
-    sets = _store_features(args)
+    if cfg.features:
+        return _stored_features(cfg)
+    sets = _store_features(cfg)
     return {"features": next(iter(sets.values())) if len(sets) == 1 else sets}
 
 
-def recipe_from_flags(args: Namespace) -> Recipe:
+def recipe_from_flags(cfg: RunOptions) -> Recipe:
     """The recipe the flags describe, validated as a YAML recipe is (one line naming the flag or
     the key on a mistake)."""
     for flag in ("models", "splits"):
-        if not getattr(args, flag):
+        if not getattr(cfg, flag):
             raise UserInputError(f"without a recipe file, --{flag} is needed (e.g. --models conse,trivial)")
-    splits_dir = Path(args.splits_dir or SPLITS_DIR)
-    data: dict[str, Any] = _features(args)
-    models = expand(_items(args.models), MODELS.names(), "model", "--models")
-    semantics = _semantics(args.semantics)
+    splits_dir = Path(cfg.splits_dir or SPLITS_DIR)
+    data: dict[str, Any] = _features(cfg)
+    models = expand(_items(cfg.models), MODELS.names(), "model", "--models")
+    semantics = _semantics(cfg.semantics)
     data["models"] = {name: _model_entry(name, semantics) for name in models}
-    data["splits"] = split_specs(_items(args.splits), splits_dir)
+    data["splits"] = split_specs(_items(cfg.splits), splits_dir)
     data["splits_dir"] = str(splits_dir.resolve())
     for key in ("label_space", "missing_semantics"):
-        if getattr(args, key, None) is not None:
-            data[key] = getattr(args, key)
-    if args.label_space not in (None, "split", "all"):
-        data["label_space"] = str(Path(args.label_space).resolve())
+        if getattr(cfg, key) is not None:
+            data[key] = getattr(cfg, key)
+    if cfg.label_space not in (None, "split", "all"):
+        data["label_space"] = str(Path(cfg.label_space).resolve())
     return validate_config(data, Recipe, "command line")

@@ -232,14 +232,14 @@ def _register_predict(tree: CommandTree) -> None:
         "--weights",
         help="its weights file, or 'random' (tests only); default: the torch hub / Hugging Face cache",
     )
-    parser.add_argument("--seed", type=seed, default=0, help="seed of --weights random")
-    parser.add_argument("--label-space", default="all", help=PREDICT_LABEL_SPACE_HELP)
+    parser.add_argument("--seed", type=seed, help="seed of --weights random")
+    parser.add_argument("--label-space", help=PREDICT_LABEL_SPACE_HELP)
     parser.add_argument(
         "--split",
         help="the split (needed by --label-space split): a wnid list file, a published list (dgp-2hops) "
         "or a committed name (hop1, looked up in splits/), as evaluate and run resolve it",
     )
-    parser.add_argument("-k", "--top-k", type=positive_int, default=5, help="classes per photo (default 5)")
+    parser.add_argument("-k", "--top-k", type=positive_int, help="classes per photo (default 5)")
     parser.add_argument(
         "--resize", type=positive_int, help="as given to extract (default: the backbone's own)"
     )
@@ -250,5 +250,5 @@ def _register_predict(tree: CommandTree) -> None:
         action="store_true",
         help="score even if the model was fitted on features of another backbone/weights/preprocessing",
     )
-    parser.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
+    parser.add_argument("--device", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     parser.set_defaults(func="imagenet_zsl.evaluation.predict:predict_command")

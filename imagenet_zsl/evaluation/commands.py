@@ -13,6 +13,7 @@ import dataclasses
 
 from imagenet_zsl.evaluation.run import EvaluationConfig
 from imagenet_zsl.evaluation.run import evaluate as run_evaluation
+from imagenet_zsl.scoring import ks_of
 from imagenet_zsl.splits.named import resolve_split
 
 
@@ -30,7 +31,7 @@ def evaluate(cfg: EvaluationConfig) -> int:
 
 def _zsl_line(zsl: dict) -> str:
     """The ZSL headline: images, classes, label space and hit@K (with the strict hit@ of ties)."""
-    ks = sorted(int(k) for k in zsl["flat"])
+    ks = ks_of(zsl["flat"])
     return (
         f"ZSL   {zsl['images']} images of {zsl['classes_with_test_images']} classes, label space "
         f"{zsl['classes_in_label_space']} classes ({zsl['label_space']}): "

@@ -124,17 +124,35 @@ def write_demo(
     return Path(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--test-classes", type=int, default=300)
-    parser.add_argument("--seed", type=seed_type, default=0)
-    overwrite_flag(parser)
-    args = parser.parse_args(argv)
-    allow_overwrite(args.overwrite)
-    write_demo(args.out, DemoSizes(n_test=args.test_classes), seed=args.seed)
-    print(f"wrote {args.out}")
+@dataclass(frozen=True)
+class DemoOptions:
+    """``python -m imagenet_zsl.evaluation.demo``: one field per flag."""
+
+    out: Path
+    #: test classes (``DemoSizes.n_test``)
+    test_classes: int = 300
+    seed: int = 0
+
+
+def demo(cfg: DemoOptions) -> int:
+    """Write the demo directory ``cfg.out`` and say so."""
+    write_demo(cfg.out, DemoSizes(n_test=cfg.test_classes), seed=cfg.seed)
+    print(f"wrote {cfg.out}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The script: its flags by ``dest`` become :class:`DemoOptions` (a flag left off takes the
+    field's default); ``--overwrite`` goes to :func:`imagenet_zsl.errors.allow_overwrite`, as
+    ``imagenet-zsl``'s command layer hands it on."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], argument_default=argparse.SUPPRESS)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--test-classes", type=int)
+    parser.add_argument("--seed", type=seed_type)
+    overwrite_flag(parser)
+    options = vars(parser.parse_args(argv))
+    allow_overwrite(options.pop("overwrite", False))
+    return demo(DemoOptions(**options))
 
 
 if __name__ == "__main__":

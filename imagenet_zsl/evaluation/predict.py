@@ -10,13 +10,13 @@ the prototypes of the label space (:func:`~imagenet_zsl.splits.label_space.resol
 The model's recorded feature identity must match the backbone and weights given, as for
 ``evaluate``.
 
-The flags are registered by :mod:`imagenet_zsl.evaluation.cli`; this module, the handler
-(:func:`predict_command`), is imported only when ``predict`` runs.
+The flags are registered by :mod:`imagenet_zsl.evaluation.cli`, one field of :class:`PredictOptions`
+each; this module, the handler (:func:`predict_command`), is imported only when ``predict`` runs.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,33 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class PredictOptions:
+    """``imagenet-zsl predict``: one field per flag."""
+
+    #: image files (any format PIL reads)
+    photos: list[Path]
+    #: model directory written by ``train``
+    model: Path
+    #: the backbone the model's features came from
+    backbone: str
+    #: its weights file, or 'random' (tests only); None: the torch hub / Hugging Face cache
+    weights: str | None = None
+    #: seed of ``--weights random``
+    seed: int = 0
+    #: 'all', 'split' (the classes of ``split``) or a wnid list FILE
+    label_space: str = "all"
+    #: the split (needed by ``--label-space split``): a wnid list file, a published or a committed name
+    split: str | Path | None = None
+    #: classes per photo
+    top_k: int = 5
+    resize: int | None = None
+    crop: int | None = None
+    ten_crop: bool = False
+    allow_feature_mismatch: bool = False
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
 class Prediction:
     """The top-k of one photo: ``wnids`` (k,), ``scores`` (k,) float32, best first."""
 
@@ -66,13 +93,13 @@ def _check_input_files(photos: list[Path], label_space: str) -> None:
         regular_input_file(space, "label-space file")
 
 
-def _label_space(args: argparse.Namespace, seen: list[str]) -> list[str]:
+def _label_space(cfg: PredictOptions, seen: list[str]) -> list[str]:
     """The label space's wnids (sorted) for ``--label-space`` / ``--split``."""
-    spec = str(args.label_space)  # checked by predict() before any work
-    if spec == "split" and args.split is None:
+    spec = str(cfg.label_space)  # checked by predict() before any work
+    if spec == "split" and cfg.split is None:
         raise UserInputError("--label-space split needs --split FILE (the split's wnid list)")
-    split = read_wnid_list(args.split) if args.split is not None else []
-    return resolve_label_space(spec, split, seen, f"--label-space ({args.split or spec})")
+    split = read_wnid_list(cfg.split) if cfg.split is not None else []
+    return resolve_label_space(spec, split, seen, f"--label-space ({cfg.split or spec})")
 
 
 def excluded_classes(model_seen: list[str] | None, has_head: bool, spec: str) -> Any:
@@ -146,49 +173,49 @@ def embed_photos(
     return as_stored, None if logits is None else logits.to(torch.float16).float().numpy()
 
 
-def predict(args: argparse.Namespace) -> tuple[list[Prediction], dict[str, Any]]:
+def predict(cfg: PredictOptions) -> tuple[list[Prediction], dict[str, Any]]:
     """The top-k of every photo, and what was ranked against (label-space counts, override)."""
-    photos = [Path(p) for p in args.photos]
-    _check_input_files(photos, str(args.label_space))
-    if args.split is not None:  # resolved as evaluate and run resolve it, before any model loads
-        args.split = resolve_split(args.split, "splits", "--split")
-    check_label_space_spec(str(args.label_space), "--label-space")
-    source = ModelDirectory(args.model)
-    cfg = ExtractConfig(
+    photos = [Path(p) for p in cfg.photos]
+    _check_input_files(photos, str(cfg.label_space))
+    if cfg.split is not None:  # resolved as evaluate and run resolve it, before any model loads
+        cfg = dataclasses.replace(cfg, split=resolve_split(cfg.split, "splits", "--split"))
+    check_label_space_spec(str(cfg.label_space), "--label-space")
+    source = ModelDirectory(cfg.model)
+    extract = ExtractConfig(
         store="",
         classes_file="",
-        backbone=args.backbone,
+        backbone=cfg.backbone,
         out="",
-        weights=args.weights,
-        seed=args.seed,
-        resize=args.resize,
-        crop=args.crop,
-        ten_crop=args.ten_crop,
+        weights=cfg.weights,
+        seed=cfg.seed,
+        resize=cfg.resize,
+        crop=cfg.crop,
+        ten_crop=cfg.ten_crop,
     )
-    net, dim, weights, pre = load_backbone(cfg)
+    net, dim, weights, pre = load_backbone(extract)
     net.want_logits = net.num_logits is not None
     pre, identity = recorded_decode(
-        pre, provenance_fields(args.backbone, dim, weights, pre), source.feature_identity
+        pre, provenance_fields(cfg.backbone, dim, weights, pre), source.feature_identity
     )
-    given = f"--backbone {args.backbone}" + (f" --weights {args.weights}" if args.weights else "")
+    given = f"--backbone {cfg.backbone}" + (f" --weights {cfg.weights}" if cfg.weights else "")
     override = check_same_features(
-        source.feature_identity, identity, f"model {args.model}", given, args.allow_feature_mismatch
+        source.feature_identity, identity, f"model {cfg.model}", given, cfg.allow_feature_mismatch
     )
     # the head's classes leave the label space exactly when extract would store the head (head.npz)
     has_head = classifier_head(net, getattr(net.head, "in_features", -1)) is not None
-    seen = excluded_classes(source.seen_wnids(), has_head, str(args.label_space))
-    space = _label_space(args, seen.wnids)
-    features, logits = embed_photos(net, pre, photos, args.device)
+    seen = excluded_classes(source.seen_wnids(), has_head, str(cfg.label_space))
+    space = _label_space(cfg, seen.wnids)
+    features, logits = embed_photos(net, pre, photos, cfg.device)
     queries = source.encode(features, logits)
     kept, without = representable_classes(source, space)
     scores = source.score(queries, source.prototypes(kept))  # the model's own rule (LATEM: max over maps)
-    _, order = topk_from_scores(scores, min(args.top_k, scores.shape[1]))  # ties: lower column first
+    _, order = topk_from_scores(scores, min(cfg.top_k, scores.shape[1]))  # ties: lower column first
     predictions = [
         Prediction(str(photo), [kept[j] for j in row], scores[i, row])
         for i, (photo, row) in enumerate(zip(photos, order, strict=True))
     ]
     info = {
-        "label_space": str(args.label_space),
+        "label_space": str(cfg.label_space),
         "classes": len(kept),
         "without_prototype": without,
         "seen": len(seen),
@@ -223,9 +250,9 @@ def format_predictions(predictions: list[Prediction], info: dict[str, Any]) -> s
     return "\n".join(lines)
 
 
-def predict_command(args: argparse.Namespace) -> int:
+def predict_command(cfg: PredictOptions) -> int:
     """``imagenet-zsl predict`` (flags in :mod:`imagenet_zsl.evaluation.cli`): print the top-k of
     every photo."""
-    predictions, info = predict(args)
+    predictions, info = predict(cfg)
     print(format_predictions(predictions, info), flush=True)
     return 0

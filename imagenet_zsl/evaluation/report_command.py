@@ -2,12 +2,13 @@
 (:mod:`~imagenet_zsl.evaluation.report`), the published rows beside them
 (:mod:`~imagenet_zsl.evaluation.published_compare`) and the page
 (:mod:`~imagenet_zsl.evaluation.html_report`). Apart from ``evaluate``'s handler, so that
-``evaluate`` imports none of them.
+``evaluate`` imports none of them. It takes :class:`ReportOptions`, one field per flag.
 """
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
+from pathlib import Path
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.html_report import REPORT_TOOL, write_html_report
@@ -15,22 +16,38 @@ from imagenet_zsl.evaluation.report import check_report_out, report_table, write
 from imagenet_zsl.io import check_out_dir
 
 
-def report(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class ReportOptions:
+    """``imagenet-zsl report``: one field per flag."""
+
+    #: run directories of ``evaluate``, result records of ``run``, or directories of them
+    runs: list[Path]
+    #: the columns of the Markdown and LaTeX tables, comma-separated (None: the paper's)
+    columns: str | None = None
+    #: the tables' path (.md, .csv and .tex beside it)
+    out: Path | None = None
+    #: the published rows of the same splits beside the runs' (and a .bib)
+    published: bool = False
+    #: the directory of the static page
+    html: Path | None = None
+
+
+def report(cfg: ReportOptions) -> int:
     """``report``: the cross-run table of run directories and result records (Markdown, CSV, LaTeX;
     with ``--published`` the published rows beside them and a .bib), and with ``--html`` a page.
     Every output is checked before any input is read."""
-    if args.out is None and args.html is None:
+    if cfg.out is None and cfg.html is None:
         raise UserInputError("report: give --out OUT (the tables), --html DIR (a page), or both")
-    if args.out is not None:
-        check_report_out(args.out, args.runs, args.published)
-    if args.html is not None:
-        check_out_dir(args.html, REPORT_TOOL, args.runs, own_files=True)
-    table = report_table(args.runs)
-    if args.out is not None:
-        published = table.records if args.published else None
-        for path in write_report_tables(table.rows, args.out, args.columns, table.notes, published):
+    if cfg.out is not None:
+        check_report_out(cfg.out, cfg.runs, cfg.published)
+    if cfg.html is not None:
+        check_out_dir(cfg.html, REPORT_TOOL, cfg.runs, own_files=True)
+    table = report_table(cfg.runs)
+    if cfg.out is not None:
+        published = table.records if cfg.published else None
+        for path in write_report_tables(table.rows, cfg.out, cfg.columns, table.notes, published):
             print(f"wrote {path}")
-    if args.html is not None:
-        page = write_html_report(table, args.html, args.columns, args.published, args.runs)
+    if cfg.html is not None:
+        page = write_html_report(table, cfg.html, cfg.columns, cfg.published, cfg.runs)
         print(f"wrote {page / 'index.html'}")
     return 0

@@ -38,8 +38,8 @@ def register(tree: CommandTree) -> None:
     overwrite_flag(train)
     train.add_argument(
         "--set",
+        dest="overrides",
         action="append",
-        default=[],
         metavar="PARAM=VALUE",
         help="override a hyper-parameter (YAML value, checked against its type and range: "
         "'imagenet-zsl models'), e.g. --set epochs=100 --set lr=1e-3; it wins over the "
@@ -62,23 +62,22 @@ def register(tree: CommandTree) -> None:
     overwrite_flag(dgp)
     dgp.add_argument("--backbone", help="default: the one the feature manifest records")
     dgp.add_argument("--weights", help="default: the ones the feature manifest records")
-    dgp.add_argument("--finetune-epochs", type=int, default=3)
-    dgp.add_argument("--finetune-batch-size", type=int, default=64)
-    dgp.add_argument("--finetune-lr", type=float, default=1e-4, help="SGD lr (reference: 1e-4)")
-    dgp.add_argument("--weight-decay", type=float, default=0.0)
-    dgp.add_argument("--min-steps", type=int, default=0)
-    dgp.add_argument("--workers", type=int, default=None)
+    dgp.add_argument("--finetune-epochs", type=int)
+    dgp.add_argument("--finetune-batch-size", type=int)
+    dgp.add_argument("--finetune-lr", type=float, help="SGD lr (reference: 1e-4)")
+    dgp.add_argument("--weight-decay", type=float)
+    dgp.add_argument("--min-steps", type=int)
+    dgp.add_argument("--workers", type=int)
     allow_incomplete_flag(dgp)
     dgp.add_argument(
         "--scope",
         choices=("last_block", "backbone"),
-        default="last_block",
         help="what is trained: the last block (default: about half the compute per step on CPU, and "
         "BatchNorm statistics stay frozen with small batches) or the whole backbone in train mode "
         "with random resized crops and flips (Kampffmeyer et al.'s reference recipe)",
     )
-    dgp.add_argument("--seed", type=seed, default=0)
-    dgp.add_argument("--device", default="auto", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
+    dgp.add_argument("--seed", type=seed)
+    dgp.add_argument("--device", metavar="auto|cpu|cuda[:N]", help=DEVICE_HELP)
     dgp.set_defaults(func="imagenet_zsl.models.commands:finetune_dgp")
 
     models = tree.command(

@@ -1,15 +1,18 @@
 """The handlers of ``imagenet-zsl train | finetune-dgp | models`` (flags in
 :mod:`imagenet_zsl.models.cli`).
 
-Each takes the parsed ``argparse.Namespace`` and returns the exit status; imported only when one of
-these commands runs. Nothing imported here loads torch at import time: ``finetune-dgp`` must tune
-the process (:func:`imagenet_zsl.devices.tune_process_for_image_pipeline`) before torch loads.
+Each takes its typed config (:class:`TrainOptions`, :class:`FinetuneDgpOptions`,
+:class:`ModelsOptions`: one field per flag, built by :func:`imagenet_zsl.cli.handler_config`) and
+returns the exit status; imported only when one of these commands runs. Nothing imported here
+loads torch at import time: ``finetune-dgp`` must tune the process
+(:func:`imagenet_zsl.devices.tune_process_for_image_pipeline`) before torch loads.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -25,6 +28,49 @@ from imagenet_zsl.models.dgp_finetune import finetune_dgp as run_finetune_dgp
 from imagenet_zsl.models.params import describe_params
 from imagenet_zsl.models.training import load_train_config
 from imagenet_zsl.models.training import train as train_model
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """``imagenet-zsl train``: one field per flag."""
+
+    config: Path
+    features: Path
+    out: Path
+    #: the ``--set PARAM=VALUE`` items as given (read by :func:`parse_overrides`)
+    overrides: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FinetuneDgpOptions:
+    """``imagenet-zsl finetune-dgp``: one field per flag (``backbone``/``weights`` None: as the
+    feature manifest records; ``workers`` None: 0 on CPU, up to 8 on CUDA)."""
+
+    model: Path
+    features: Path
+    images: Path
+    out: Path
+    backbone: str | None = None
+    weights: str | None = None
+    finetune_epochs: int = 3
+    finetune_batch_size: int = 64
+    finetune_lr: float = 1e-4
+    weight_decay: float = 0.0
+    min_steps: int = 0
+    workers: int | None = None
+    allow_incomplete: bool = False
+    #: what is trained: ``last_block`` or ``backbone``
+    scope: str = "last_block"
+    seed: int = 0
+    device: str = "auto"
+
+
+@dataclass(frozen=True)
+class ModelsOptions:
+    """``imagenet-zsl models``."""
+
+    #: machine-readable output
+    json: bool = False
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -45,11 +91,11 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
     return overrides
 
 
-def train(args: argparse.Namespace) -> int:
+def train(cfg: TrainOptions) -> int:
     """``train``: fit a model on the seen classes of a feature directory and save it."""
-    config = load_train_config(args.config)
+    config = load_train_config(cfg.config)
     out = train_model(
-        config, args.features, args.out, config_path=args.config, overrides=parse_overrides(args.set)
+        config, cfg.features, cfg.out, config_path=cfg.config, overrides=parse_overrides(cfg.overrides)
     )
     manifest = json.loads((out / "manifest.json").read_text())
     print(f"saved {manifest['model']} to {out}")
@@ -66,41 +112,41 @@ def train(args: argparse.Namespace) -> int:
     return 0
 
 
-def finetune_dgp(args: argparse.Namespace) -> int:
+def finetune_dgp(cfg: FinetuneDgpOptions) -> int:
     """``finetune-dgp``: DGP's second stage, the backbone under the model's fixed seen classifiers."""
     # it decodes images in workers; torch is not loaded yet (looked up on the module: tests patch it)
     devices.tune_process_for_image_pipeline()
     params = FinetuneParams(
-        images=str(args.images),
-        backbone=args.backbone,
-        weights=args.weights,
-        epochs=args.finetune_epochs,
-        batch_size=args.finetune_batch_size,
-        lr=args.finetune_lr,
-        weight_decay=args.weight_decay,
-        min_steps=args.min_steps,
-        workers=args.workers,
-        allow_incomplete=args.allow_incomplete,
+        images=str(cfg.images),
+        backbone=cfg.backbone,
+        weights=cfg.weights,
+        epochs=cfg.finetune_epochs,
+        batch_size=cfg.finetune_batch_size,
+        lr=cfg.finetune_lr,
+        weight_decay=cfg.weight_decay,
+        min_steps=cfg.min_steps,
+        workers=cfg.workers,
+        allow_incomplete=cfg.allow_incomplete,
     ).validate()
     manifest = run_finetune_dgp(
-        args.model, args.features, args.out, params, seed=args.seed, device=args.device, scope=args.scope
+        cfg.model, cfg.features, cfg.out, params, seed=cfg.seed, device=cfg.device, scope=cfg.scope
     )
     training = manifest["training"]
-    part = "the last block" if args.scope == "last_block" else "the whole backbone"
+    part = "the last block" if cfg.scope == "last_block" else "the whole backbone"
     print(
         f"fine-tuned {part} of {manifest['backbone']} for {training['steps']} steps: "
         f"loss {training['loss_before']:.4f} -> {training['loss_after']:.4f}"
     )
     print(
-        f"wrote {args.out}; re-extract with --backbone {manifest['backbone']} "
-        f"--weights {args.out / CHECKPOINT_NAME}"
+        f"wrote {cfg.out}; re-extract with --backbone {manifest['backbone']} "
+        f"--weights {cfg.out / CHECKPOINT_NAME}"
     )
     return 0
 
 
-def models(args: argparse.Namespace) -> int:
+def models(cfg: ModelsOptions) -> int:
     """``models``: every registered model with its hyper-parameters (type, range, default) and grid."""
-    if args.json:
+    if cfg.json:
         print(
             json.dumps(
                 {

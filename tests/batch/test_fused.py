@@ -5,7 +5,6 @@ pass to the same bytes, with one process or several (torchrun: each rank scores 
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import json
 import os
@@ -19,9 +18,10 @@ import yaml
 from threadpoolctl import threadpool_limits
 
 from imagenet_zsl.batch import commands, fused
+from imagenet_zsl.batch.flags import RunOptions
 from imagenet_zsl.batch.plan import RunResult
 from imagenet_zsl.batch.runner import run
-from imagenet_zsl.cli import build_parser
+from imagenet_zsl.cli import build_parser, handler_config
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import extract
 from imagenet_zsl.features.extract import ExtractConfig, run_extraction
@@ -336,9 +336,7 @@ def test_run_tunes_the_process_only_when_its_recipe_extracts(tmp_path, inputs, m
     calls = {}
     for name, path in recipes.items():
         tuned.clear()
-        args = argparse.Namespace(recipe=str(path), out=str(tmp_path / name), no_progress=True)
-        args.allow_feature_mismatch = False
-        assert commands.run(args) == 0
+        assert commands.run(RunOptions(recipe=Path(path), out=tmp_path / name, progress=False)) == 0
         calls[name] = len(tuned)
     assert calls == {"fused": 1, "stored": 0, "per-split": 0, "missing": 0, "named": 1}
     # the one-line run from names: tuned when it extracts from --store, not on stored --features
@@ -350,5 +348,5 @@ def test_run_tunes_the_process_only_when_its_recipe_extracts(tmp_path, inputs, m
     ):
         tuned.clear()
         argv = ["run", "--models", "trivial", "--splits", str(split), *flags, "--out", str(tmp_path / "o")]
-        assert commands.run(build_parser().parse_args(argv)) == 0
+        assert commands.run(handler_config(commands.run, build_parser().parse_args(argv))) == 0
         assert len(tuned) == expected, flags

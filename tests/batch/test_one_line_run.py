@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from imagenet_zsl.batch import commands
 from imagenet_zsl.batch.flags import expand, split_specs
-from imagenet_zsl.cli import main
+from imagenet_zsl.cli import build_parser, handler_config, main
 from imagenet_zsl.models.base import MODELS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -138,3 +139,17 @@ def test_a_recipe_file_and_names_together_are_refused(tmp_path, cli_error):
     cli_error(["run", recipe, "--models", "conse", "--out", tmp_path / "out"], "(--models), not both")
     cli_error(["run", recipe, "--label-space", "all", "--out", tmp_path / "out"], "(--label-space), not both")
     cli_error(["run", "--out", tmp_path / "out"], "nothing to run")
+
+
+def test_the_flags_become_run_options_and_a_left_off_recipe_is_none():
+    """RECIPE left off is absent from the parsed flags (argparse 3.11 would hand its SUPPRESS
+    default to ``type=``: a path named '==SUPPRESS=='), so ``RunOptions.recipe`` is None; each
+    flag lands in its field, the others keep their defaults."""
+    args = build_parser().parse_args(["run", "--models", "conse", "--splits", "hop1", "--out", "o"])
+    assert "recipe" not in vars(args)
+    cfg = handler_config(commands.run, args)
+    assert (cfg.recipe, cfg.out, cfg.models, cfg.splits) == (None, Path("o"), "conse", "hop1")
+    assert cfg.progress is True and cfg.whole_log is False and cfg.allow_incomplete is False
+    args = build_parser().parse_args(["run", "r.yaml", "--out", "o", "--no-progress", "-v"])
+    cfg = handler_config(commands.run, args)
+    assert (cfg.recipe, cfg.progress, cfg.whole_log, cfg.models) == (Path("r.yaml"), False, True, None)

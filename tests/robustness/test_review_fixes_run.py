@@ -15,8 +15,9 @@ import yaml
 from imagenet_zsl.batch import scored_test_images as scored_spec
 from imagenet_zsl.batch.flags import recipe_from_flags
 from imagenet_zsl.batch.recipe import load_recipe
-from imagenet_zsl.cli import build_parser, main
+from imagenet_zsl.cli import build_parser, handler_config, main
 from imagenet_zsl.features.synthetic_store import make_store
+from imagenet_zsl.registry import load_target
 
 #: hop1 classes with GloVe vectors (never ILSVRC-2012 classes)
 TEST = {"n01322898": 4, "n01323068": 3}
@@ -64,7 +65,8 @@ def test_one_line_run_reads_an_incomplete_store_with_allow_incomplete(gapped, tm
 
 
 def _recipe(argv: list[str]):
-    return recipe_from_flags(build_parser().parse_args(["run", "--out", "o", *argv]))
+    args = build_parser().parse_args(["run", "--out", "o", *argv])
+    return recipe_from_flags(handler_config(load_target(args.func), args))  # as the command layer does
 
 
 def test_allow_incomplete_goes_with_store_and_not_with_a_recipe_file(tmp_path, cli_error):
