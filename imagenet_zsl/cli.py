@@ -77,24 +77,23 @@ class ArgumentParser(argparse.ArgumentParser):
     """
 
     def __init__(self, *args: Any, **kwargs: Any):
-        kwargs.setdefault("argument_default", self.unset_flag_default)
+        kwargs.setdefault("argument_default", argparse.SUPPRESS)
         super().__init__(*args, **kwargs)
 
-    unset_flag_default: Any = argparse.SUPPRESS
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # an optional positional (nargs="?") left off: argparse would pass its SUPPRESS default
+        # through ``type=`` (Path("==SUPPRESS==")); it is left out instead, as an absent flag is
+        if not arg_strings and not action.option_strings and action.default is argparse.SUPPRESS:
+            return argparse.SUPPRESS
+        return super()._get_values(action, arg_strings)
 
     def error(self, message: str) -> NoReturn:  # noqa: D102 - argparse's hook
         raise _UsageError(message, self.prog)
 
 
-class _NamespaceArgumentParser(ArgumentParser):
-    """TRANSITION (#49): argparse's own defaults, for the handlers that still take the Namespace."""
-
-    unset_flag_default = None
-
-
-def build_parser(parser_class: type[ArgumentParser] = ArgumentParser) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     """The whole command line: every installed entry point's ``register`` adds its commands."""
-    parser = parser_class(
+    parser = ArgumentParser(
         prog="imagenet-zsl",
         description="Zero-shot-learning benchmarks on ImageNet-21K and the attribute datasets.",
     )
@@ -235,8 +234,6 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(args.func, str):  # a command group given without its command
             return int(args.func())
         handler = load_target(args.func)
-        if handler_config_type(handler) is argparse.Namespace:  # TRANSITION (#49)
-            return int(handler(build_parser(_NamespaceArgumentParser).parse_args(argv)) or 0)
         return int(handler(handler_config(handler, args)) or 0)
     except UserInputError as err:
         print(f"error: {one_line(str(err))}", file=sys.stderr)

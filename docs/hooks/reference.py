@@ -12,6 +12,7 @@ A page that holds one of the markers below gets it replaced by generated Markdow
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import types
 import typing
@@ -77,20 +78,48 @@ def _commands(parser: argparse.ArgumentParser, words: list[str]) -> list[tuple[l
     return found
 
 
+def _config_defaults(parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """The defaults of a command's flags: its handler's config fields (a flag carries none: an
+    absent flag takes the field's default, ``imagenet_zsl.cli.handler_config``)."""
+    from imagenet_zsl.cli import handler_config_type
+    from imagenet_zsl.registry import load_target
+
+    target = parser.get_default("func")
+    if not isinstance(target, str):
+        return {}
+    config_type = handler_config_type(load_target(target))
+    if dataclasses.is_dataclass(config_type):
+        return {
+            field.name: field.default
+            if field.default_factory is dataclasses.MISSING
+            else field.default_factory()
+            for field in dataclasses.fields(config_type)
+            if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        }
+    return {name: field.default for name, field in getattr(config_type, "model_fields", {}).items()}
+
+
 def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
     rows = []
+    defaults = _config_defaults(parser)
     for action in parser._actions:
         if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
             continue
         name = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest}` (positional)"
-        default = action.default
-        shown = (
-            "" if default in (None, False, argparse.SUPPRESS) or action.required else f"`{_code(default)}`"
-        )
+        default = defaults.get(action.dest)
+        flag = action.nargs == 0  # --gzsl, --no-plots: what the flag does is its help
+        shown = "" if default is None or flag or action.required else f"`{_code(_plain(default))}`"
         choices = f" (one of: {', '.join(map(str, action.choices))})" if action.choices else ""
         help_text = "" if action.help is None else parser._get_formatter()._expand_help(action)
         rows.append(f"| {name} | {_cell(help_text + choices)} | {shown} |")
     return rows
+
+
+def _plain(value: Any) -> Any:
+    """A default as a user types it: a tuple of K values as ``1 2 5``, a path as its text."""
+    if isinstance(value, tuple | list):
+        return " ".join(str(item) for item in value)
+    return str(value) if isinstance(value, Path) else value
 
 
 def cli_reference() -> str:

@@ -6,7 +6,6 @@ handler by dotted target, resolved only when it runs.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,13 +13,6 @@ from imagenet_zsl.cli_types import allow_incomplete_flag, non_negative_int, posi
 
 if TYPE_CHECKING:
     from imagenet_zsl.cli_types import CommandTree
-
-
-def recipe_path(text: str) -> Path:
-    """``type=`` of the optional RECIPE: a Path. Left off, argparse (3.11) passes the positional's
-    default, ``SUPPRESS``, through ``type``: it stays ``SUPPRESS``, so RECIPE is absent from the
-    parsed flags and ``RunOptions.recipe`` keeps its default (None)."""
-    return text if text is argparse.SUPPRESS else Path(text)
 
 
 def register(tree: CommandTree) -> None:
@@ -39,7 +31,7 @@ def register(tree: CommandTree) -> None:
     )
     parser.add_argument(
         "recipe",
-        type=recipe_path,
+        type=Path,
         nargs="?",
         help="run recipe YAML (configs/demo.yaml documents every key); or leave it out and name "
         "--models, --splits and the test images",

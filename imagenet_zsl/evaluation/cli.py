@@ -155,7 +155,7 @@ def register(tree: CommandTree) -> None:
         type=Path,
         help="output dir of 'imagenet-zsl images filter': evaluate only kept test images",
     )
-    ev.add_argument("--no-plots", dest="plots", action="store_false")
+    ev.add_argument("--no-plots", dest="plots", action="store_false", help="write no plots")
     ev.add_argument(
         "--block-rows",
         type=positive_int,

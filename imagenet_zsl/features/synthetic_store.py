@@ -234,30 +234,51 @@ def _write_in21k_p(root: Path, payloads: dict[str, list[tuple[str, bytes]]], see
 _WRITERS = {"wds": _write_wds, "parquet": _write_parquet, "in21k-p": _write_in21k_p}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write a small synthetic image store.")
-    parser.add_argument("out")
-    parser.add_argument("--layout", default="tars", choices=["tars", "tree", "flat", *_WRITERS])
-    parser.add_argument("--classes", type=int, default=4)
-    parser.add_argument("--per-class", type=int, default=12)
-    parser.add_argument("--width", type=int, default=160)
-    parser.add_argument("--height", type=int, default=120)
-    parser.add_argument("--seed", type=seed_type, default=0)
-    args = parser.parse_args(argv)
-    wnids = sorted(ilsvrc2012_wnids())[: args.classes]
+@dataclass(frozen=True)
+class SyntheticStoreOptions:
+    """``python -m imagenet_zsl.features.synthetic_store``: one field per flag."""
+
+    out: Path
+    layout: str = "tars"
+    classes: int = 4
+    per_class: int = 12
+    width: int = 160
+    height: int = 120
+    seed: int = 0
+
+
+def write_synthetic_store(cfg: SyntheticStoreOptions) -> int:
+    """Write the store and its ``classes.txt`` (the first ``cfg.classes`` ILSVRC-2012 wnids)."""
+    wnids = sorted(ilsvrc2012_wnids())[: cfg.classes]
     store = make_store(
-        args.out,
-        args.layout,
-        dict.fromkeys(wnids, args.per_class),
-        size=(args.width, args.height),
-        seed=args.seed,
+        cfg.out,
+        cfg.layout,
+        dict.fromkeys(wnids, cfg.per_class),
+        size=(cfg.width, cfg.height),
+        seed=cfg.seed,
     )
-    (Path(args.out) / "classes.txt").write_text("".join(f"{w}\n" for w in wnids))
+    (cfg.out / "classes.txt").write_text("".join(f"{w}\n" for w in wnids))
     print(
         f"wrote {len(store.ids)} images ({len(store.broken_ids)} broken on purpose) "
-        f"in {args.classes} classes to {store.root}; classes list {Path(args.out) / 'classes.txt'}"
+        f"in {cfg.classes} classes to {store.root}; classes list {cfg.out / 'classes.txt'}"
     )
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The script: its flags by ``dest`` become :class:`SyntheticStoreOptions` (a flag left off
+    takes the field's default)."""
+    parser = argparse.ArgumentParser(
+        description="Write a small synthetic image store.", argument_default=argparse.SUPPRESS
+    )
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--layout", choices=["tars", "tree", "flat", *_WRITERS])
+    parser.add_argument("--classes", type=int)
+    parser.add_argument("--per-class", type=int)
+    parser.add_argument("--width", type=int)
+    parser.add_argument("--height", type=int)
+    parser.add_argument("--seed", type=seed_type)
+    return write_synthetic_store(SyntheticStoreOptions(**vars(parser.parse_args(argv))))
 
 
 if __name__ == "__main__":

@@ -155,7 +155,10 @@ def test_imagenet_zsl_extract_runs_its_network_with_sleeping_threads(tmp_path, m
             "imagenet_zsl.models.commands",
             "finetune_dgp",
             {
+                "model": "m",
+                "features": "f",
                 "images": "x",
+                "out": "o",
                 "backbone": "tiny-test",
                 "weights": None,
                 "finetune_epochs": 0,  # stops at the parameters' validation
