@@ -9,7 +9,7 @@ import pytest
 
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.splits.io import read_wnid_list
 
 REPO = Path(__file__).resolve().parents[2]
