@@ -1,5 +1,5 @@
 """sha256 of bytes and files, and of the files a manifest lists, hashed once while unchanged
-(bottom utility: re-exported by :mod:`imagenet_zsl.io`, which the stages import them from)."""
+(bottom utility: the stages import them from here; :mod:`imagenet_zsl.manifests` records them)."""
 
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ _LISTED_MAX = 65536
 
 
 def listed_sha256(path: str | os.PathLike) -> str:
-    """The sha256 of a file a manifest lists (``io``'s check of an ``--out`` and its verified
-    reader), hashed once per process while the file is unchanged: keyed by its absolute path,
-    device, inode, size, and modification and change times in ns.
+    """The sha256 of a file a manifest lists (``safe_output``'s check of an ``--out``, the verified
+    manifest reader), hashed once per process while the file is unchanged: keyed by its absolute
+    path, device, inode, size, and modification and change times in ns.
 
     Why: re-running ``evaluate`` over its own output checks the listed files (the multi-GB top-k
     lists among them) before any work, when ``atomic_directory`` starts, and just before the swap.

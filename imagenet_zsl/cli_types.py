@@ -82,7 +82,7 @@ OVERWRITE_HELP = (
 
 def overwrite_flag(parser: argparse.ArgumentParser) -> None:
     """Add ``--overwrite`` to a command that writes its --out directory in one rename (``cli.main``
-    hands it to :func:`imagenet_zsl.errors.allow_overwrite`, which ``io.check_out_dir`` reads)."""
+    hands it to :func:`imagenet_zsl.errors.allow_overwrite`, which ``safe_output.check_out_dir`` reads)."""
     parser.add_argument("--overwrite", action="store_true", help=OVERWRITE_HELP)
 
 

@@ -25,7 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 
 C = TypeVar("C", bound="Config")
 

@@ -23,8 +23,8 @@ def preview(items: Iterable[object], limit: int = 8) -> str:
     return shown + more
 
 
-#: the --out most recently checked by ``io.check_out_file``/``check_out_dir``: named by a disk-full error
-#: raised where the operating system gives no file name (a write() to an open file)
+#: the --out most recently checked by ``safe_output.check_out_file``/``check_out_dir``: named by a
+#: disk-full error raised where the operating system gives no file name (a write() to an open file)
 _last_output: Path | None = None
 
 
@@ -39,7 +39,7 @@ def note_output(path: Path | None) -> None:
     _last_output = path
 
 
-#: whether the running command was given ``--overwrite``: ``io.check_out_dir`` then replaces an --out
+#: whether the running command was given ``--overwrite``: ``safe_output.check_out_dir`` then replaces an --out
 #: whose listed files were edited since it was written (the edits are lost, as asked)
 _overwrite = False
 

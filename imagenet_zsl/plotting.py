@@ -14,7 +14,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from imagenet_zsl.io import atomic_write_bytes
+from imagenet_zsl.atomic import atomic_write_bytes
 
 #: the keywords of ``plt.subplots`` that shape the grid; the others describe the figure
 _GRID_KEYWORDS = frozenset(

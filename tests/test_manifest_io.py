@@ -1,4 +1,4 @@
-"""The one manifest writer and its verifying reader (imagenet_zsl.io)."""
+"""The one manifest writer and its verifying reader (imagenet_zsl.manifests)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,8 @@ from importlib import metadata
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import (
-    _VERSIONED_PACKAGES,
-    MANIFEST_KEYS,
-    package_version,
-    read_manifest_verified,
-    software_versions,
-    write_manifest,
-)
+from imagenet_zsl.manifests import MANIFEST_KEYS, read_manifest_verified, write_manifest
+from imagenet_zsl.versions import VERSIONED_PACKAGES, package_version, software_versions
 
 FORMAT = "imagenet-zsl/example-v1"
 
@@ -86,7 +80,7 @@ def test_the_reader_refuses_missing_files_formats_and_escapes(tmp_path):
 def test_stale_temps_are_only_this_outputs(tmp_path):
     """A killed run's ``.NAME.XXXXXXXX[.old].tmp`` leftovers go; a sibling output whose name extends
     this one (``eszsl.v2``, being written by another rank) and glob characters are left alone."""
-    from imagenet_zsl.io import remove_stale_temps
+    from imagenet_zsl.atomic import remove_stale_temps
 
     own = [tmp_path / ".eszsl.k3j2ab_9.tmp", tmp_path / ".eszsl.abcdefgh.old.tmp"]
     others = [tmp_path / ".eszsl.v2.k3j2ab_9.tmp", tmp_path / ".run1.abcdefgh.tmp", tmp_path / ".eszsl.tmp"]
@@ -103,7 +97,7 @@ def test_stale_temps_are_only_this_outputs(tmp_path):
 def test_a_file_browsers_junk_is_not_the_users_data(tmp_path):
     """.DS_Store, Thumbs.db, desktop.ini and Jupyter's checkpoints do not block a re-run; a real
     file beside them still does."""
-    from imagenet_zsl.io import foreign_files
+    from imagenet_zsl.safe_output import foreign_files
 
     manifest = {"files": [{"path": "metrics.json"}]}
     (tmp_path / "metrics.json").write_text("{}")
@@ -119,7 +113,7 @@ def test_a_file_browsers_junk_is_not_the_users_data(tmp_path):
 def test_package_versions_are_importlib_metadatas():
     # the manifests' versions come from each METADATA's Version header: the same strings as
     # importlib.metadata's full parse, for every installed distribution the manifests list
-    installed = [name for name in _VERSIONED_PACKAGES if _installed(name)]
+    installed = [name for name in VERSIONED_PACKAGES if _installed(name)]
     assert "numpy" in installed
     assert {name: package_version(name) for name in installed} == {
         name: metadata.version(name) for name in installed

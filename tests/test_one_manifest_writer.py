@@ -1,6 +1,6 @@
-"""Every output directory's manifest comes from the one writer (``io.write_manifest``).
+"""Every output directory's manifest comes from the one writer (``manifests.write_manifest``).
 
-Static checks over the package: no module but ``io`` writes a ``manifest.json`` itself, and every
+Static checks over the package: no module but ``manifests`` writes a ``manifest.json`` itself, and every
 manifest format string is versioned (``imagenet-zsl/<kind>-v<N>``). The end-to-end tests (the
 reduced demo, ``tests/batch/test_demo_recipe.py``) verify each directory they write with the one
 reader.
@@ -11,13 +11,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from imagenet_zsl.io import FORMAT_PATTERN
+from imagenet_zsl.manifests import FORMAT_PATTERN
 
 PACKAGE = Path(__file__).resolve().parent.parent / "imagenet_zsl"
 #: files whose manifest-shaped dicts are records of another kind, with the reason
 NOT_MANIFESTS = {
     "imagenet_zsl/batch/records.py": "a run's per-cell status record (cells/NAME.json) beside the cell's own "
-    "run directory, whose manifest evaluate writes with io.write_manifest",
+    "run directory, whose manifest evaluate writes with manifests.write_manifest",
 }
 WRITERS = {
     "atomic_write_json",
@@ -36,7 +36,7 @@ def _mentions_manifest(node: ast.AST) -> bool:
 
 def _manifest_writes(tree: ast.AST) -> list[int]:
     """Lines that write a manifest file by hand: a writer called on a path naming the manifest,
-    or a dict literal with the manifest's own keys (``format`` and ``tool``) built outside io."""
+    or a dict literal with the manifest's own keys (``format`` and ``tool``) built outside manifests."""
     lines = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Dict):
@@ -61,11 +61,11 @@ def test_no_module_writes_a_manifest_by_hand():
     found = {
         str(path.relative_to(PACKAGE.parent)): lines
         for path in PACKAGE.rglob("*.py")
-        if path.name != "io.py"
+        if path.name != "manifests.py"
         and str(path.relative_to(PACKAGE.parent)) not in NOT_MANIFESTS
         and (lines := _manifest_writes(ast.parse(path.read_text(encoding="utf-8"))))
     }
-    assert not found, f"manifests written outside io.write_manifest (file: lines): {found}"
+    assert not found, f"manifests written outside manifests.write_manifest (file: lines): {found}"
 
 
 def test_every_manifest_format_is_versioned():

@@ -37,18 +37,13 @@ from imagenet_zsl.analysis.runs import (
     mismatch_note,
     read_cells,
 )
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_directory,
-    atomic_write_text,
-    read_manifest,
-    read_manifest_verified,
-    write_manifest,
-)
+from imagenet_zsl.manifests import MANIFEST_NAME, read_manifest, read_manifest_verified, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
+from imagenet_zsl.safe_output import atomic_directory
 
-#: 2: written by io.write_manifest ("files" for "outputs", settings under "parameters")
+#: 2: written by manifests.write_manifest ("files" for "outputs", settings under "parameters")
 FACTOR_FORMAT = "imagenet-zsl/factor-analysis-v2"
 FACTOR_TOOL = "imagenet-zsl analyze factor"
 

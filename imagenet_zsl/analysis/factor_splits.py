@@ -52,11 +52,14 @@ from imagenet_zsl.analysis.factors import (
     standardized_differences,
 )
 from imagenet_zsl.analysis.properties import label_properties
+from imagenet_zsl.atomic import atomic_write_text
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.config import Config, load_config
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import candidate_wnids, resolve_graph
-from imagenet_zsl.io import atomic_directory, atomic_write_text, file_record, sha256_file, write_manifest
+from imagenet_zsl.manifests import file_record, write_manifest
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.semantics.word_vectors import DEFAULT_VECTORS
 from imagenet_zsl.splits.build import resolve_counts, resolve_train
 from imagenet_zsl.splits.io import write_wnid_list
@@ -65,7 +68,7 @@ from imagenet_zsl.splits.structure import structural_ratio, structural_ratios, s
 
 log = logging.getLogger(__name__)
 
-#: 2: written by io.write_manifest (bins, size and seed under "parameters", the config file under
+#: 2: written by manifests.write_manifest (bins, size and seed under "parameters", the config file under
 #: "inputs", "files"); a reader refuses v1
 FORMAT = "imagenet-zsl/factor-splits-v2"
 TOOL = "imagenet-zsl splits factor"

@@ -35,14 +35,16 @@ from imagenet_zsl.analysis.runs import (
     mismatch_note,
     read_cells,
 )
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.image_filter.filtered import kept_image_ids
-from imagenet_zsl.io import atomic_directory, atomic_write_text, write_manifest
+from imagenet_zsl.manifests import write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.splits.build import resolve_counts
 
-#: 2: written by io.write_manifest ("files" for "outputs", settings under "parameters")
+#: 2: written by manifests.write_manifest ("files" for "outputs", settings under "parameters")
 LADDER_FORMAT = "imagenet-zsl/ladder-v2"
 LADDER_TOOL = "imagenet-zsl analyze ladder"
 

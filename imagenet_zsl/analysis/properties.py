@@ -18,7 +18,7 @@ import pandas as pd
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-from imagenet_zsl.io import MANIFEST_NAME, read_manifest_verified
+from imagenet_zsl.manifests import MANIFEST_NAME, read_manifest_verified
 from imagenet_zsl.semantics.config import LabelConfig, load_label_config
 from imagenet_zsl.semantics.labels import chosen_labels, primary_decisions
 from imagenet_zsl.semantics.lemma_vectors import vectorizer_for

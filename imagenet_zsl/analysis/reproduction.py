@@ -18,13 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from imagenet_zsl.analysis.properties import label_properties
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.data import data_path, fall11_counts
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import candidate_wnids, resolve_graph, training_wnids, universe_wnids
-from imagenet_zsl.io import atomic_write_text, check_out_file
+from imagenet_zsl.safe_output import check_out_file
 from imagenet_zsl.semantics.frequency import DEFAULT_MIN_COUNT, WIKIPEDIA_TOKENS, zipf_from_count
 from imagenet_zsl.semantics.labels import imagenet_classes_by_lemma
 from imagenet_zsl.semantics.senses import word_key

@@ -31,7 +31,7 @@ from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.run.verify import METRICS_NAME, verify_run_directory
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import check_same_features, describe_identity
-from imagenet_zsl.io import MANIFEST_NAME
+from imagenet_zsl.manifests import MANIFEST_NAME
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.config import parse_recipe_yaml, shorten
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import check_out_dir
+from imagenet_zsl.safe_output import check_out_dir
 
 
 def _value(text: str, option: str, item: str) -> Any:

@@ -34,8 +34,9 @@ from imagenet_zsl.attributes.xlsa17 import (
 )
 from imagenet_zsl.data import xlsa17_root
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.io import MANIFEST_NAME, read_manifest_verified, regular_input_file
+from imagenet_zsl.manifests import MANIFEST_NAME, read_manifest_verified
 from imagenet_zsl.models.selection import holdout_images
+from imagenet_zsl.paths import regular_input_file
 
 SPLITS = ("ps", "ss")
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.attributes.dataset import VAL_SPLITS, check_dataset_name, load_dataset, packaged_dir
 from imagenet_zsl.attributes.outputs import DEMO_FORMAT, DEMO_TOOL, load_results, prepare_work, publish
 from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
@@ -28,7 +29,7 @@ from imagenet_zsl.attributes.table import plot_ranking, render
 from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
 from imagenet_zsl.attributes.xlsa17 import load_att_splits, read_class_lists
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_write_text, write_manifest
+from imagenet_zsl.manifests import write_manifest
 from imagenet_zsl.models.base import MODELS
 
 DEFAULT_DATASETS = ("APY", "AWA2")

@@ -144,6 +144,7 @@ from typing import Any
 import numpy as np
 from scipy.spatial.distance import cdist
 
+from imagenet_zsl.atomic import atomic_write_json
 from imagenet_zsl.attributes.dataset import AttributeDataset
 from imagenet_zsl.attributes.outputs import SPLIT_FORMAT, SPLIT_TOOL
 from imagenet_zsl.attributes.xlsa17 import (
@@ -154,8 +155,9 @@ from imagenet_zsl.attributes.xlsa17 import (
     write_class_lists,
 )
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_directory, atomic_write_json, file_record, write_manifest
+from imagenet_zsl.manifests import file_record, write_manifest
 from imagenet_zsl.models.selection import holdout_images
+from imagenet_zsl.safe_output import atomic_directory
 
 METHODS = ("random", "gcs", "ccs", "mas", "pas", "proportion")
 CLASS_METHODS = ("random", "gcs", "ccs", "proportion")

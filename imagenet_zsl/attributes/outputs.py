@@ -1,9 +1,9 @@
 """The output directories of the `attributes` commands: their formats, their readers, and how the
 long ones (``attributes robustness``, ``attributes demo``) publish atomically yet resume.
 
-Every directory is written inside :func:`imagenet_zsl.io.atomic_directory` and ends with a manifest
-from :func:`imagenet_zsl.io.write_manifest` (format ``imagenet-zsl/attribute-<kind>-v1``); every
-reader checks it with :func:`imagenet_zsl.io.read_manifest_verified`.
+Every directory is written inside :func:`imagenet_zsl.safe_output.atomic_directory` and ends with a manifest
+from :func:`imagenet_zsl.manifests.write_manifest` (format ``imagenet-zsl/attribute-<kind>-v1``); every
+reader checks it with :func:`imagenet_zsl.manifests.read_manifest_verified`.
 
 A study of many runs must survive an interruption, yet its ``--out`` may only appear whole. So its
 runs are made in a work directory beside ``--out`` (``.<out>.attributes.work``), which outlives an
@@ -28,15 +28,10 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_json, canonical_json
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_directory,
-    atomic_write_json,
-    canonical_json,
-    check_out_dir,
-    read_manifest_verified,
-)
+from imagenet_zsl.manifests import MANIFEST_NAME, read_manifest_verified
+from imagenet_zsl.safe_output import atomic_directory, check_out_dir
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +139,7 @@ def prepare_work(
     identity: Mapping[str, Any],
     inputs: Iterable[str | Path | None] = (),
 ) -> Path:
-    """Check ``--out`` before anything long runs (see :func:`imagenet_zsl.io.check_out_dir`) and
+    """Check ``--out`` before anything long runs (see :func:`imagenet_zsl.safe_output.check_out_dir`) and
     return the study's work directory.
 
     ``identity`` (JSON values) is what the runs depend on beyond their own configuration (the

@@ -36,18 +36,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from imagenet_zsl.atomic import atomic_write_json, atomic_write_text, canonical_json
 from imagenet_zsl.attributes.dataset import AttributeDataset, Task
 from imagenet_zsl.attributes.outputs import RESULTS_NAME, RUN_FORMAT, RUN_TOOL, finished_results
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.prototypes import mean_vectors
-from imagenet_zsl.io import (
-    atomic_directory,
-    atomic_write_json,
-    atomic_write_text,
-    canonical_json,
-    file_record,
-    write_manifest,
-)
+from imagenet_zsl.manifests import file_record, write_manifest
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.persistence import save_model
 from imagenet_zsl.models.selection import (
@@ -56,6 +50,7 @@ from imagenet_zsl.models.selection import (
     score_images,
     search_hyperparameters,
 )
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.scoring import (
     GZSLTopK,
     gzsl_from_scores,

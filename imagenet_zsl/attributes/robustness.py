@@ -46,12 +46,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from imagenet_zsl.atomic import atomic_write_json, atomic_write_text
 from imagenet_zsl.attributes.dataset import AttributeDataset, load_dataset
 from imagenet_zsl.attributes.grab import INVERTIBLE, METHODS, make_split, write_split_dir
 from imagenet_zsl.attributes.outputs import ROBUSTNESS_FORMAT, ROBUSTNESS_TOOL, prepare_work, publish
 from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_write_json, atomic_write_text, file_record, write_manifest
+from imagenet_zsl.manifests import file_record, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
 
 log = logging.getLogger(__name__)

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import scipy.io
 
+from imagenet_zsl.atomic import atomic_write_bytes
 from imagenet_zsl.attributes.xlsa17 import AttSplits, ClassLists, Res101, strip_mat_timestamp
-from imagenet_zsl.io import atomic_write_bytes
 
 
 def _draw(rng: np.random.Generator, classes: np.ndarray, n: int) -> np.ndarray:

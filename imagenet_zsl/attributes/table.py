@@ -36,10 +36,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.attributes.outputs import RESULTS_NAME, TABLE_FORMAT, TABLE_TOOL
 from imagenet_zsl.attributes.xlsa17 import DATASETS
-from imagenet_zsl.io import atomic_directory, atomic_write_text, file_record, write_manifest
+from imagenet_zsl.manifests import file_record, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
+from imagenet_zsl.safe_output import atomic_directory
 
 #: the ranking matrices drawn as heat maps by ``attributes table --out``
 PLOTTED = ("ranking_zsl", "ranking_gzsl_H", "ranking_gzsl_ts", "ranking_gzsl_tr")

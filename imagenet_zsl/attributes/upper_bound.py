@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_json
 from imagenet_zsl.attributes.dataset import AttributeDataset, Task
 from imagenet_zsl.attributes.outputs import (
     RESULTS_NAME,
@@ -36,9 +37,10 @@ from imagenet_zsl.attributes.outputs import (
     finished_results,
 )
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_directory, atomic_write_json, file_record, write_manifest
+from imagenet_zsl.manifests import file_record, write_manifest
 from imagenet_zsl.models.seen_classifier import augment, train_softmax
 from imagenet_zsl.models.selection import holdout_images
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.scoring import gzsl_from_scores, gzsl_metrics, metrics_from_scores
 
 #: the row name in `attributes table` and the demo's GBU table

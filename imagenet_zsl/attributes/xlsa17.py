@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import scipy.io
 
+from imagenet_zsl.atomic import atomic_write_bytes, atomic_write_text
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.io import atomic_write_bytes, atomic_write_text
 
 DATASETS = ("APY", "AWA1", "AWA2", "CUB", "SUN")
 LOC_FIELDS = ("trainval_loc", "test_seen_loc", "test_unseen_loc")

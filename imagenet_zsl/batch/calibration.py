@@ -9,8 +9,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_json
 from imagenet_zsl.batch.plan import CALIBRATION_DIR, Features, Plan, cell_name, digest, write_classes
 from imagenet_zsl.batch.recipe import ModelSpec
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run import VAL_SEEN_FRACTION, present_classes
@@ -19,7 +21,7 @@ from imagenet_zsl.evaluation.run.classes import head_classes
 from imagenet_zsl.evaluation.run.inputs import TrainingFeatures, check_held_out_seen
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, check_same_features
-from imagenet_zsl.io import MANIFEST_NAME, atomic_write_json, sha256_file
+from imagenet_zsl.manifests import MANIFEST_NAME
 from imagenet_zsl.models.persistence import read_manifest as read_model_manifest
 from imagenet_zsl.models.selection import split_seen_classes
 from imagenet_zsl.splits.io import read_wnid_list

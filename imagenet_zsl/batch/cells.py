@@ -14,17 +14,19 @@ from typing import Any
 
 from tqdm import tqdm
 
+from imagenet_zsl.atomic import atomic_write_json
 from imagenet_zsl.batch.classes import CellClasses
 from imagenet_zsl.batch.faults import one_line, stop_on_fatal
 from imagenet_zsl.batch.plan import Features, Plan, RunResult, cell_name
 from imagenet_zsl.batch.records import cell_key, cell_record, class_vectors, finished_record
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import overwriting
 from imagenet_zsl.evaluation.run import VAL_SEEN_FRACTION, EvaluationConfig, evaluate
 from imagenet_zsl.evaluation.run.verify import METRICS_NAME
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.identity import describe_identity
 from imagenet_zsl.features.shared_blocks import shared_blocks
-from imagenet_zsl.io import MANIFEST_NAME, atomic_write_json, sha256_file
+from imagenet_zsl.manifests import MANIFEST_NAME
 
 
 def cell_config(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_json, atomic_write_text
 from imagenet_zsl.batch.calibration import Calibration, run_training_classes
 from imagenet_zsl.batch.faults import one_line
 from imagenet_zsl.batch.plan import Features, Plan, write_classes
@@ -21,7 +22,6 @@ from imagenet_zsl.evaluation.model_source import ModelDirectory
 from imagenet_zsl.evaluation.run import present_classes
 from imagenet_zsl.evaluation.run.classes import missing_prototypes
 from imagenet_zsl.features.feature_dir import FeatureDir
-from imagenet_zsl.io import atomic_write_json, atomic_write_text
 from imagenet_zsl.splits.label_space import resolve_label_space
 
 DROPPED_FILE = "classes_dropped.csv"

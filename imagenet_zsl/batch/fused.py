@@ -39,7 +39,7 @@ from imagenet_zsl.features.extract import run_extraction
 from imagenet_zsl.features.scored_dir import ShardView
 from imagenet_zsl.features.scored_shards import ShardOutputs, ShardSink
 from imagenet_zsl.features.shard_files import finished_shard
-from imagenet_zsl.io import read_manifest
+from imagenet_zsl.manifests import read_manifest
 
 
 @dataclass

@@ -32,8 +32,9 @@ from imagenet_zsl.batch.scored_test_images import TestImages
 from imagenet_zsl.errors import UserInputError, overwriting
 from imagenet_zsl.features.head import HEAD_FILE
 from imagenet_zsl.features.shard_files import write_manifest
-from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, file_record, read_manifest
+from imagenet_zsl.manifests import MANIFEST_NAME, file_record, read_manifest
 from imagenet_zsl.models.base import MODELS
+from imagenet_zsl.safe_output import atomic_directory
 
 #: under OUT (or OUT/backbones/NAME): the training-feature directory of a run given test features only
 HEAD_ONLY_DIR = "head-only"

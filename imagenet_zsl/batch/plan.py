@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from imagenet_zsl.atomic import atomic_write_json, atomic_write_text, canonical_json
 from imagenet_zsl.batch.head_only import HEAD_ONLY_DIR, check_head_only, write_head_only
 from imagenet_zsl.batch.recipe import (
     RUN_TOOL,
@@ -32,21 +33,15 @@ from imagenet_zsl.batch.recipe import (
     split_paths,
 )
 from imagenet_zsl.batch.scored_test_images import TEST_IMAGES_DIR, TestImages
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError, overwriting, preview
 from imagenet_zsl.features.extract import HeldBegun, begin_extraction
 from imagenet_zsl.features.extract_setup import ExtractConfig
 from imagenet_zsl.features.head import HEAD_FILE
 from imagenet_zsl.features.scored_dir import write_planned
 from imagenet_zsl.features.simulate import load_simulation_config, simulate
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_write_json,
-    atomic_write_text,
-    canonical_json,
-    check_out_dir,
-    read_manifest,
-    sha256_file,
-)
+from imagenet_zsl.manifests import MANIFEST_NAME, read_manifest
+from imagenet_zsl.safe_output import check_out_dir
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
 

@@ -47,12 +47,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from imagenet_zsl.atomic import canonical_json
 from imagenet_zsl.batch.scored_test_images import TestImages, check_test_images
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.config import Config, Seed, read_yaml, validate_config
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.simulate import load_simulation_config
 from imagenet_zsl.hierarchy.universe import GRAPH_SOURCES
-from imagenet_zsl.io import MANIFEST_NAME, canonical_json, sha256_file
+from imagenet_zsl.manifests import MANIFEST_NAME
 from imagenet_zsl.models.base import MODELS
 from imagenet_zsl.models.persistence import read_manifest as read_model_manifest
 from imagenet_zsl.models.training import (

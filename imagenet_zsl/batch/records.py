@@ -12,9 +12,10 @@ from typing import Any
 from imagenet_zsl.batch.classes import CellClasses
 from imagenet_zsl.batch.plan import Features, Plan, cell_name, digest
 from imagenet_zsl.batch.recipe import RUN_TOOL
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.run.verify import verify_run_directory
-from imagenet_zsl.io import MANIFEST_NAME, sha256_file
+from imagenet_zsl.manifests import MANIFEST_NAME
 from imagenet_zsl.models.persistence import read_manifest as read_model_manifest
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES
 

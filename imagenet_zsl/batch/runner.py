@@ -2,7 +2,7 @@
 
 Output directory (``--out DIR``)::
 
-    DIR/manifest.json              format imagenet-zsl/run-v2 (io.write_manifest): the recipe as
+    DIR/manifest.json              format imagenet-zsl/run-v2 (manifests.write_manifest): the recipe as
                                    input, its config and --allow-feature-mismatch as parameters, the
                                    status, classes and provenance of every cell, the legend's notes,
                                    and "files": size and sha256 of every other file under DIR
@@ -62,7 +62,7 @@ the run ends, done or failed (:func:`~imagenet_zsl.batch.plan.run_lock`).
 
 The run directory is a resumable workspace, so it is not replaced in one rename as other outputs
 are (a killed run would lose its finished cells): every part of it is atomic instead (each model
-and cell directory through ``io.atomic_directory``, every file through a temp file and a rename),
+and cell directory through ``safe_output.atomic_directory``, every file through a temp file and a rename),
 and its manifest is written last, once the summary is in place.
 
 Several processes, on one machine or many: ``torchrun --nproc_per_node N [--nnodes M] -m
@@ -156,9 +156,9 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.columns import select_columns
 from imagenet_zsl.evaluation.run.cache import shared_search
 from imagenet_zsl.evaluation.run.verify import verify_run_directory
-from imagenet_zsl.io import MANIFEST_NAME, file_record, read_manifest, write_manifest
+from imagenet_zsl.manifests import MANIFEST_NAME, file_record, read_manifest, write_manifest
 
-#: 2: written by io.write_manifest ("files" for "outputs", "software"; recipe under "inputs",
+#: 2: written by manifests.write_manifest ("files" for "outputs", "software"; recipe under "inputs",
 #: config and allow_feature_mismatch under "parameters")
 RUN_FORMAT = "imagenet-zsl/run-v2"
 #: the run's shared search cache (each model's seen and validation searches, reused by its

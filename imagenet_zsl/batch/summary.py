@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_json, atomic_write_text
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.columns import (
     CI_COLUMN,
@@ -47,7 +49,6 @@ from imagenet_zsl.evaluation.result_records import (
 from imagenet_zsl.evaluation.run.classes import class_image_counts
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.images.coverage import coverage_of
-from imagenet_zsl.io import atomic_write_json, atomic_write_text, sha256_file
 from imagenet_zsl.plotting import colormap, line_handle, save_figure, subplots
 
 SUMMARY_FILES = ("summary.md", "summary.csv", "summary.tex", "hit_at_k.png")

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagenet_zsl.atomic import atomic_write_json, canonical_json
 from imagenet_zsl.batch.faults import one_line, stop_on_fatal
 from imagenet_zsl.batch.plan import CALIBRATION_DIR, Features, Plan
 from imagenet_zsl.batch.recipe import ModelSpec
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import overwriting
-from imagenet_zsl.io import MANIFEST_NAME, TIMINGS_NAME, atomic_write_json, canonical_json, sha256_file
+from imagenet_zsl.manifests import MANIFEST_NAME, TIMINGS_NAME
 from imagenet_zsl.models.training import train
 
 
@@ -102,7 +104,7 @@ def write_timings(out: Path, fit_seconds: dict[str, float]) -> None:
     """Add the seconds of the fits made now to ``OUT/timings.json`` (``{"fit_seconds": {"models/NAME"
     or "calibration/NAME": seconds}}``; a model trained by an earlier run keeps that run's seconds).
     Timings differ from run to run, so they live in this file alone, which no manifest hashes
-    (:data:`imagenet_zsl.io.TIMINGS_NAME`)."""
+    (:data:`imagenet_zsl.manifests.TIMINGS_NAME`)."""
     path = out / TIMINGS_NAME
     try:
         found = json.loads(path.read_text())

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 
 DATA_DIR = Path(__file__).resolve().parent
 _WNID = re.compile(r"n[0-9]{8}")

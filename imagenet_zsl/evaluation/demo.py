@@ -20,13 +20,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.cli_types import overwrite_flag
 from imagenet_zsl.cli_types import seed as seed_type
 from imagenet_zsl.errors import allow_overwrite
 from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
-from imagenet_zsl.io import atomic_directory, atomic_write_text
-from imagenet_zsl.io import write_manifest as write_directory_manifest
+from imagenet_zsl.manifests import write_manifest as write_directory_manifest
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 if TYPE_CHECKING:

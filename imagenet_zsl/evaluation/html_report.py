@@ -46,7 +46,8 @@ from imagenet_zsl.evaluation.report import ReportTable, cell_text, table_columns
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.io import atomic_directory, write_manifest
+from imagenet_zsl.manifests import write_manifest
+from imagenet_zsl.safe_output import atomic_directory
 
 log = logging.getLogger(__name__)
 

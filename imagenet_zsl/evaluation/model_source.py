@@ -11,10 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.queries import QuerySource, class_vectors_text
 from imagenet_zsl.features.identity import MODEL_FEATURES_KEY, MODEL_SEMANTICS_KEY
-from imagenet_zsl.io import MANIFEST_NAME, sha256_file
+from imagenet_zsl.manifests import MANIFEST_NAME
 
 # the model directory's verified readers, looked up here when a source is built (tests stand a model
 # in through ``model_source.load_model``)

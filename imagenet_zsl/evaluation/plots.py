@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.scoring.ranks import ks_of
 
 #: the SUC can have one breakpoint per image; this many points draw it faithfully

@@ -32,7 +32,7 @@ from imagenet_zsl.features.transforms import Preprocessing
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import training_wnids
 from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 from imagenet_zsl.scoring import topk_from_scores
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.label_space import (

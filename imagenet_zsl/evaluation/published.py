@@ -34,7 +34,7 @@ from pathlib import Path
 
 from imagenet_zsl.data import DATA_DIR, read_utf8
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 from imagenet_zsl.splits.named import PUBLISHED_SPLITS
 
 RESULTS_DIR = DATA_DIR / "published_results"

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.search import TopKSearcher
-from imagenet_zsl.io import sha256_file
 from imagenet_zsl.scoring.vectors import l2_normalize, map_scores
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 

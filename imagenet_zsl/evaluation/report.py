@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.evaluation.columns import (
     CI_COLUMN,
     HIT1_CI,
@@ -63,7 +64,7 @@ from imagenet_zsl.evaluation.report_inputs import (
     run_dir_record,
 )
 from imagenet_zsl.evaluation.run.run_report import md_table, pct
-from imagenet_zsl.io import atomic_write_text, check_out_file, check_out_stem
+from imagenet_zsl.safe_output import check_out_file, check_out_stem
 
 #: the rows' names (:mod:`~imagenet_zsl.evaluation.report_inputs`) are imported from here too
 __all__ = [
@@ -425,7 +426,7 @@ _REPORT_STARTS = {
 
 def is_report_output(path: Path) -> bool:
     """True when ``path`` begins as a table that ``report`` writes (its first line), so a re-run may
-    replace it; any other existing file is never overwritten (``io.check_out_file``)."""
+    replace it; any other existing file is never overwritten (``safe_output.check_out_file``)."""
     starts = _REPORT_STARTS.get(path.suffix)
     if starts is None:
         return False

@@ -13,7 +13,7 @@ from pathlib import Path
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.html_report import REPORT_TOOL, write_html_report
 from imagenet_zsl.evaluation.report import check_report_out, report_table, write_report_tables
-from imagenet_zsl.io import check_out_dir
+from imagenet_zsl.safe_output import check_out_dir
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.columns import label_space_text, metric_columns
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 from imagenet_zsl.scoring import bootstrap
 
 RESULT_FORMAT = "imagenet-zsl/result-v1"

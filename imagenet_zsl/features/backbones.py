@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.hub_weights import (
     NO_WEIGHTS_HINT,
@@ -41,7 +42,7 @@ from imagenet_zsl.features.hub_weights import (
     torch_hub_weights,
 )
 from imagenet_zsl.features.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
-from imagenet_zsl.io import regular_input_file, sha256_file
+from imagenet_zsl.paths import regular_input_file
 from imagenet_zsl.registry import Registry
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from imagenet_zsl.features.extract_setup import DEFAULT_BACKBONE, check_out_outs
 from imagenet_zsl.features.prototypes import visual_prototypes as class_prototypes
 from imagenet_zsl.features.simulate import SIMULATION_FORMAT, WARNING, load_simulation_config
 from imagenet_zsl.features.simulate import simulate as simulate_features
-from imagenet_zsl.io import check_out_file, read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
+from imagenet_zsl.safe_output import check_out_file
 from imagenet_zsl.semantics.vector_files import is_class_vector_output
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.scored_shards import UNSTORED_KEY
 from imagenet_zsl.features.shard_files import FORMAT, check_head_file, finished_shard, write_manifest
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 
 RUN_FILE = "run.json"
 RUN_FORMAT = "imagenet-zsl/extract-run-v1"

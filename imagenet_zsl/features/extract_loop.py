@@ -17,6 +17,7 @@ import numpy as np
 from PIL import Image
 from tqdm.auto import tqdm
 
+from imagenet_zsl.atomic import atomic_write_json
 from imagenet_zsl.features import distributed as dist
 from imagenet_zsl.features.extract_compile import autocast
 from imagenet_zsl.features.extract_setup import ExtractionSetup, ExtractResult
@@ -26,7 +27,6 @@ from imagenet_zsl.features.shard_files import shard_name, write_shard
 from imagenet_zsl.features.transforms import Preprocessing
 from imagenet_zsl.images.decode import DecodeFailure, decode_rgb
 from imagenet_zsl.images.store import StoreReader
-from imagenet_zsl.io import atomic_write_json
 
 if TYPE_CHECKING:
     import torch

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_bytes, atomic_write_json, canonical_json
+from imagenet_zsl.checksums import sha256_bytes, sha256_file
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import distributed as dist
 from imagenet_zsl.features.backbones import get_spec
@@ -18,14 +20,7 @@ from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.features.hub_weights import RANDOM
 from imagenet_zsl.features.shard_files import encode_head
 from imagenet_zsl.images.store import ImageStore
-from imagenet_zsl.io import (
-    atomic_write_bytes,
-    atomic_write_json,
-    canonical_json,
-    file_record,
-    sha256_bytes,
-    sha256_file,
-)
+from imagenet_zsl.manifests import file_record
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.pretraining import pretraining_of
 

@@ -20,7 +20,7 @@ from imagenet_zsl.features.head import BackboneHead
 from imagenet_zsl.features.identity import DEFAULT_LAYER
 from imagenet_zsl.features.loading import WorkList
 from imagenet_zsl.features.transforms import Preprocessing
-from imagenet_zsl.io import resolve_path
+from imagenet_zsl.paths import resolve_path
 
 if TYPE_CHECKING:
     import torch

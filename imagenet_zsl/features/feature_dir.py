@@ -26,7 +26,7 @@ from imagenet_zsl.features.shard_checks import (
     unverifiable,
 )
 from imagenet_zsl.features.shard_files import SHARD_FILES, FeatureBlock, check_head_file, shard_file
-from imagenet_zsl.io import MANIFEST_NAME
+from imagenet_zsl.manifests import MANIFEST_NAME
 
 log = logging.getLogger(__name__)
 

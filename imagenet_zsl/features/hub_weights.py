@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import regular_input_file, sha256_file
+from imagenet_zsl.paths import regular_input_file
 
 RANDOM = "random"
 _TRUE = {"1", "on", "yes", "true"}

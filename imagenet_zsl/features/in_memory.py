@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.feature_dir import FeatureDir
-from imagenet_zsl.io import MANIFEST_NAME, file_record
+from imagenet_zsl.manifests import MANIFEST_NAME, file_record
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_save_npy
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.extract import Begun
 from imagenet_zsl.features.extract_record import ensure_head
 from imagenet_zsl.features.scored_shards import UNSTORED_KEY, ShardOutputs, npy_sha256
 from imagenet_zsl.features.shard_files import FeatureBlock, shard_file, write_manifest
-from imagenet_zsl.io import atomic_save_npy, sha256_file
 
 #: the one shard of a planned directory
 PLANNED_SHARD = "planned"

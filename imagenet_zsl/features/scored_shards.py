@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_save_npy, atomic_write_json
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.features.shard_files import shard_file
-from imagenet_zsl.io import atomic_save_npy, atomic_write_json, sha256_file
 
 #: the record key of the digests of the files a scored shard does not store
 UNSTORED_KEY = "unstored_sha256"
@@ -65,7 +66,7 @@ ShardSink = Callable[[ShardOutputs], None]
 
 
 def npy_sha256(array: np.ndarray) -> str:
-    """sha256 of the ``.npy`` file ``io.atomic_save_npy`` would write for ``array`` (in memory)."""
+    """sha256 of the ``.npy`` file ``atomic.atomic_save_npy`` would write for ``array`` (in memory)."""
     buffer = io.BytesIO()
     np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
     return hashlib.sha256(buffer.getbuffer()).hexdigest()

@@ -1,5 +1,5 @@
 """Checks behind :class:`~imagenet_zsl.features.feature_dir.FeatureDir`: the manifest (read with
-:func:`imagenet_zsl.io.read_manifest_verified`, then its feature fields) and each shard file's
+:func:`imagenet_zsl.manifests.read_manifest_verified`, then its feature fields) and each shard file's
 sha256, hashed once per file version."""
 
 from __future__ import annotations
@@ -11,17 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_text
+from imagenet_zsl.checksums import sha256_bytes, sha256_file
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.head import HEAD_FILE
 from imagenet_zsl.features.shard_files import FORMAT, REQUIRED_FILES, RERUN, SHARD_FILES
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_write_text,
-    cache_dir,
-    read_manifest_verified,
-    sha256_bytes,
-    sha256_file,
-)
+from imagenet_zsl.manifests import MANIFEST_NAME, read_manifest_verified
+from imagenet_zsl.paths import cache_dir
 
 #: in-process record of shard files whose sha256 matched the manifest, keyed by
 #: (path, device, inode, size, mtime_ns, ctime_ns): a second read of an unchanged file is free

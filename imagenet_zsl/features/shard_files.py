@@ -17,8 +17,8 @@ Shard names sort in work order (``r{rank:03d}-s{index:06d}``). A shard exists on
 ``.done.json`` is written, so an interrupted run leaves at most temp files that are ignored. The
 directory is written incrementally (resumable, several torchrun ranks), so it is not one
 ``atomic_directory``; its manifest is written last by :func:`write_manifest`
-(:func:`imagenet_zsl.io.write_manifest`, shard sha256s reused) and read by :class:`FeatureDir`
-(:func:`imagenet_zsl.io.read_manifest_verified`: every file's size, small files' sha256; a shard
+(:func:`imagenet_zsl.manifests.write_manifest`, shard sha256s reused) and read by :class:`FeatureDir`
+(:func:`imagenet_zsl.manifests.read_manifest_verified`: every file's size, small files' sha256; a shard
 file's sha256 is checked on its first use).
 
 This module writes it; :mod:`.shard_checks` verifies it, :mod:`.feature_dir` reads it,
@@ -36,11 +36,13 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_save_npy, atomic_write_json
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
-from imagenet_zsl.io import MANIFEST_NAME, atomic_save_npy, atomic_write_json, sha256_file
-from imagenet_zsl.io import write_manifest as write_directory_manifest
+from imagenet_zsl.manifests import MANIFEST_NAME
+from imagenet_zsl.manifests import write_manifest as write_directory_manifest
 
-#: v2: the manifest is the one manifest (io.write_manifest): ``files`` lists every file, ``command``
+#: v2: the manifest is the one manifest (manifests.write_manifest): ``files`` lists every file, ``command``
 FORMAT = "imagenet-zsl/features-v2"
 SHARD_FILES = ("features", "labels", "ids", "logits")
 #: the shard files every shard has (logits are optional)
@@ -162,7 +164,7 @@ def known_digests(fields: Mapping[str, Any]) -> dict[str, str]:
 
 
 def write_manifest(out_dir: str | Path, manifest: dict[str, Any]) -> Path:
-    """Write the feature directory's ``manifest.json`` with :func:`imagenet_zsl.io.write_manifest`
+    """Write the feature directory's ``manifest.json`` with :func:`imagenet_zsl.manifests.write_manifest`
     (call it last). ``manifest`` holds the feature fields (``classes``, ``dim`` and ``shards`` are
     required) and may give ``tool`` (default: ``imagenet-zsl simulate`` for simulated features,
     else ``imagenet-zsl extract``), ``inputs`` and ``parameters``; ``format``, ``command``,

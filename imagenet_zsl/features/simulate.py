@@ -38,15 +38,15 @@ from imagenet_zsl.config import MAX_SEED, Config, Seed, read_yaml, validate_conf
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shard_files import known_digests, shard_name, write_manifest, write_shard
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
-from imagenet_zsl.io import atomic_directory
-from imagenet_zsl.io import write_manifest as write_directory_manifest
+from imagenet_zsl.manifests import write_manifest as write_directory_manifest
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.lemma_vectors import load_class_vectors
 from imagenet_zsl.splits.io import read_wnid_list
 
 log = logging.getLogger(__name__)
 
-#: v2: written by io.write_manifest (``files`` lists every file of every part, ``command``)
+#: v2: written by manifests.write_manifest (``files`` lists every file of every part, ``command``)
 SIMULATION_FORMAT = "imagenet-zsl/simulation-v2"
 TOOL = "imagenet-zsl simulate"
 WARNING = (

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_json, atomic_write_text
 from imagenet_zsl.data import data_path, ilsvrc2012_wnids, read_utf8
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import get_spec
@@ -51,16 +52,9 @@ from imagenet_zsl.features.identity import describe_identity, feature_identity
 from imagenet_zsl.features.scored_shards import ShardOutputs
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.images.store import open_store
-from imagenet_zsl.io import (
-    atomic_directory,
-    atomic_write_json,
-    atomic_write_text,
-    check_out_dir,
-    file_record,
-    read_manifest,
-    regular_input_file,
-    write_manifest,
-)
+from imagenet_zsl.manifests import file_record, read_manifest, write_manifest
+from imagenet_zsl.paths import regular_input_file
+from imagenet_zsl.safe_output import atomic_directory, check_out_dir
 
 TOOL = "imagenet-zsl validate"
 FORMAT = "imagenet-zsl/validate-v1"

@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_bytes
 from imagenet_zsl.data import data_path
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.wordnet import HOW_TO_GET_WORDNET, locate_wordnet, synset_wnid, wordnet_digest
-from imagenet_zsl.io import atomic_write_bytes, cache_dir
+from imagenet_zsl.paths import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The ImageNet-21K class universe and the class graph built over it.
 
 The graph (23,547 nodes) is derived from WordNet 3.0 and the packaged class lists once, then read
-from a small cache file (``class-graph-*.npz`` in :func:`imagenet_zsl.io.cache_dir`, keyed by the
+from a small cache file (``class-graph-*.npz`` in :func:`imagenet_zsl.paths.cache_dir`, keyed by the
 sha256 of the WordNet files and of the packaged lists): a warm ``evaluate`` loads it in
 milliseconds and never parses nor loads the WordNet noun table.
 """
@@ -17,12 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_bytes
 from imagenet_zsl.data import data_path, fall11_counts, ilsvrc2012_wnids, imagenet_isa_edges
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.wordnet import locate_wordnet, wordnet_digest
-from imagenet_zsl.io import atomic_write_bytes, cache_dir
+from imagenet_zsl.paths import cache_dir
 
 log = logging.getLogger(__name__)
 GRAPH_SOURCES = ("wordnet", "imagenet")

@@ -30,7 +30,7 @@ from typing import Any
 
 from imagenet_zsl.data import data_path
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import cache_dir
+from imagenet_zsl.paths import cache_dir
 
 DEBIAN_WORDNET = Path("/usr/share/wordnet")
 #: files nltk's reader opens

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
+from imagenet_zsl.atomic import atomic_save_npy, atomic_write_text, canonical_json
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.image_filter.classifiers import (
@@ -33,7 +34,6 @@ from imagenet_zsl.image_filter.classifiers import (
 )
 from imagenet_zsl.image_filter.folds import fold_moments, stratified_folds
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT, FilterParams
-from imagenet_zsl.io import atomic_save_npy, atomic_write_text, canonical_json
 
 if TYPE_CHECKING:  # torch is imported lazily so that `imagenet-zsl --help` and pool filters stay fast
     import torch

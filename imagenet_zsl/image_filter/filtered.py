@@ -20,7 +20,8 @@ from imagenet_zsl.data import read_utf8
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.shard_checks import class_name_problem
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT
-from imagenet_zsl.io import read_manifest_verified, regular_input_file
+from imagenet_zsl.manifests import read_manifest_verified
+from imagenet_zsl.paths import regular_input_file
 
 #: a value quoted in an error is cut here: a line of a binary file must not flood the terminal
 _SHOWN = 60

@@ -30,7 +30,7 @@ Outputs of ``filter_feature_dir`` (written by :mod:`.outputs`; one directory, wr
 atomically): ``kept.csv`` (image_id, wnid: kept images of kept classes), ``classes.csv`` (wnid,
 images_before, images_after, heldout_accuracy, kept, reason), ``rejected.csv`` (images that
 failed, with the prediction that failed them), ``report.md``, ``class_accuracy.png`` and
-``manifest.json`` (:func:`imagenet_zsl.io.write_manifest`; its readers verify it). Interrupted
+``manifest.json`` (:func:`imagenet_zsl.manifests.write_manifest`; its readers verify it). Interrupted
 runs resume from per-(seed, fold) results kept in a sibling ``.<out>.work`` directory.
 """
 
@@ -54,7 +54,8 @@ from imagenet_zsl.image_filter.outputs import (
     write_tables,
 )
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT, TOOL, FilterParams
-from imagenet_zsl.io import atomic_directory, check_out_dir, read_manifest, write_manifest
+from imagenet_zsl.manifests import read_manifest, write_manifest
+from imagenet_zsl.safe_output import atomic_directory, check_out_dir
 
 
 def _check_output_dir(out: Path, features_dir: Path) -> None:
@@ -69,7 +70,8 @@ def _check_output_dir(out: Path, features_dir: Path) -> None:
             raise UserInputError(
                 f"--out {out}: exists and is not an earlier filter output; choose a new directory"
             )
-    # the rest of io's rule: no overlap, nothing added or edited since (unless --overwrite), a writable parent
+    # the rest of safe_output's rule: no overlap, nothing added or edited since (unless --overwrite),
+    # a writable parent
     check_out_dir(out, TOOL, [features_dir], own_files=True)
 
 

@@ -32,7 +32,7 @@ from imagenet_zsl.images.store import (
     skipped_file_count,
     write_counts_tsv,
 )
-from imagenet_zsl.io import check_out_dir, check_out_file
+from imagenet_zsl.safe_output import check_out_dir, check_out_file
 from imagenet_zsl.splits.io import read_wnid_list
 from imagenet_zsl.splits.named import PUBLISHED_SPLITS, resolve_split
 

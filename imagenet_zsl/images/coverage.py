@@ -19,15 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_text
+from imagenet_zsl.checksums import sha256_bytes
 from imagenet_zsl.data import fall11_counts, read_wnid_counts
 from imagenet_zsl.images.store import ImageStore, write_counts_tsv
-from imagenet_zsl.io import (
-    atomic_directory,
-    atomic_write_text,
-    read_manifest_verified,
-    sha256_bytes,
-    write_manifest,
-)
+from imagenet_zsl.manifests import read_manifest_verified, write_manifest
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.splits.named import PUBLISHED_SPLITS
 
 COVERAGE_TOOL = "imagenet-zsl splits coverage"

@@ -16,10 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm.auto import tqdm
 
+from imagenet_zsl.atomic import canonical_json
+from imagenet_zsl.checksums import sha256_bytes
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.images.layouts import Layout, sample_key
 from imagenet_zsl.images.scan import Scan, source_path
-from imagenet_zsl.io import canonical_json, sha256_bytes
 
 #: 2: problems (damaged tars, skipped entries); 3: wds, parquet, in21k-p, skipped files;
 #: 4: parquet rows without a usable path are ``<file>/row<N>``, ids unique across sources;

@@ -22,12 +22,13 @@ import re
 from pathlib import Path
 from typing import ClassVar, Protocol
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.data import ilsvrc2012_wnids
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.images.parquet_files import ClassNames, scan_parquet
 from imagenet_zsl.images.scan import Scan, is_image_name, scan_folder, scan_tar, source_path
 from imagenet_zsl.images.wds import ClassMap, read_class_index, scan_shard, split_key
-from imagenet_zsl.io import regular_input_file, sha256_file
+from imagenet_zsl.paths import regular_input_file
 
 #: every pattern here is used with ``fullmatch`` (a name ending in a newline matches none)
 WNID_RE = re.compile(r"n[0-9]{8}")

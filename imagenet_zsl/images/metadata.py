@@ -16,7 +16,7 @@ from typing import Any
 
 from imagenet_zsl.config import BudgetedLoader, load_yaml_text
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 
 #: a wnid, matched with ``fullmatch``: ``n`` and eight ASCII digits, nothing before or after (a
 #: trailing newline, which ``^n\d{8}$`` lets through, is not part of a wnid)

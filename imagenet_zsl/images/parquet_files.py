@@ -30,7 +30,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.images.metadata import card_configs, is_wnid, parse_json, read_dataset_card, shown
 from imagenet_zsl.images.scan import Scan, not_regular, source_path
 from imagenet_zsl.images.wds import read_class_index
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 
 IMAGE_COLUMNS = ("image", "jpg", "webp", "png", "img")
 _DECIMAL = frozenset("0123456789")

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_bytes, atomic_write_text
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.images.declared import incomplete_store
 from imagenet_zsl.images.index import StoreIndex, build_index, index_key
@@ -58,7 +59,7 @@ from imagenet_zsl.images.layouts import (
 from imagenet_zsl.images.ledger import ledger_totals, summary_line
 from imagenet_zsl.images.parquet_files import RowReader
 from imagenet_zsl.images.scan import IMAGE_SUFFIXES, is_image_name, source_path
-from imagenet_zsl.io import CACHE_ENV, atomic_write_bytes, atomic_write_text, cache_dir
+from imagenet_zsl.paths import CACHE_ENV, cache_dir
 
 __all__ = [
     "IMAGE_SUFFIXES",

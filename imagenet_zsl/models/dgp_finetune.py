@@ -47,15 +47,16 @@ from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.backbones import last_block
 from imagenet_zsl.features.finetune import FinetuneParams, LastBlockFinetuner
 from imagenet_zsl.features.in_memory import load_features
-from imagenet_zsl.io import MANIFEST_NAME, atomic_directory, file_record, write_manifest
+from imagenet_zsl.manifests import MANIFEST_NAME, file_record, write_manifest
 from imagenet_zsl.models.persistence import load_model
+from imagenet_zsl.safe_output import atomic_directory
 
 if TYPE_CHECKING:
     import torch
 
 log = logging.getLogger(__name__)
 TOOL = "imagenet-zsl finetune-dgp"
-#: the output directory: backbone.pt and the one manifest (v1: written by ``io.write_manifest``)
+#: the output directory: backbone.pt and the one manifest (v1: written by ``manifests.write_manifest``)
 OUTPUT_FORMAT = "imagenet-zsl/finetuned-backbone-v1"
 CHECKPOINT_NAME = "backbone.pt"
 MOMENTUM = 0.9  # train_resnet_fit.py: SGD(resnet_base.parameters(), lr=1e-4, momentum=0.9)

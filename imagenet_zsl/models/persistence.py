@@ -8,7 +8,7 @@ A model directory::
     DIR/weights.npz     every fitted array, keyed by its attribute path
     DIR/training_image_ids.json.gz   (``train``) the image ids of the features it was fitted on
                         (:mod:`imagenet_zsl.features.image_ids`), for GZSL's held-out seen check
-    DIR/manifest.json   the one manifest (:func:`imagenet_zsl.io.write_manifest`, format
+    DIR/manifest.json   the one manifest (:func:`imagenet_zsl.manifests.write_manifest`, format
                         ``imagenet-zsl/model-v2``): format, tool, command, inputs, parameters (the
                         hyper-parameters), software, files (sha256 of each), and the model's own
                         fields: model, class, params, fit, and what ``train`` adds
@@ -34,18 +34,14 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import canonical_json
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.io import (
-    MANIFEST_NAME,
-    atomic_directory,
-    canonical_json,
-    read_manifest_verified,
-    write_manifest,
-)
+from imagenet_zsl.manifests import MANIFEST_NAME, read_manifest_verified, write_manifest
 from imagenet_zsl.models.base import MODELS, ZSLModel, check_is_fitted
 from imagenet_zsl.models.common import FeaturePrep
 from imagenet_zsl.models.seen_classifier import SeenClassifier
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 log = logging.getLogger(__name__)

@@ -57,6 +57,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ConfigDict, Field
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.config import Config, load_config, validate_config
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.features.feature_dir import FeatureDir
@@ -66,15 +67,17 @@ from imagenet_zsl.features.image_ids import TRAINING_IDS_FILE, id_set_bytes
 from imagenet_zsl.features.simulate import resolve_class_vectors
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import resolve_graph
-from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, command_line, file_record, sha256_file
+from imagenet_zsl.manifests import MANIFEST_NAME, file_record
 from imagenet_zsl.models.base import MODELS, SeenData, ZSLModel, create
 from imagenet_zsl.models.common import blas_threads, gram_flops
 from imagenet_zsl.models.params import check_grid, validate_params
 from imagenet_zsl.models.persistence import save_model
 from imagenet_zsl.models.seen_classifier import uses_stored_head
 from imagenet_zsl.models.selection import search_hyperparameters, split_seen_data
+from imagenet_zsl.safe_output import check_out_dir
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.splits.io import read_wnid_list
+from imagenet_zsl.versions import command_line
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_bytes
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.io import atomic_write_bytes, regular_input_file
+from imagenet_zsl.paths import regular_input_file
 
 
 @dataclass

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import universe_wnids
-from imagenet_zsl.io import check_out_dir, check_out_file, sha256_file
+from imagenet_zsl.safe_output import check_out_dir, check_out_file
 from imagenet_zsl.semantics.config import DEFAULT_LABEL_CONFIG, LabelConfig, load_label_config
 from imagenet_zsl.semantics.encode import check_wnids, encode_class_vectors
 from imagenet_zsl.semantics.labels import build_label_tables

@@ -31,7 +31,8 @@ import numpy as np
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import derived_key, universe_wnids, write_cache
-from imagenet_zsl.io import cache_dir, regular_input_file, software_versions
+from imagenet_zsl.paths import cache_dir, regular_input_file
+from imagenet_zsl.versions import software_versions
 
 log = logging.getLogger(__name__)
 

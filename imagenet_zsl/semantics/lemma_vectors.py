@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.sparse as sp
 
+from imagenet_zsl.atomic import canonical_json
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import universe_wnids
 from imagenet_zsl.hierarchy.wordnet import wordnet_digest
-from imagenet_zsl.io import cache_dir, canonical_json
+from imagenet_zsl.paths import cache_dir
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.config import LabelConfig, load_label_config
 from imagenet_zsl.semantics.spec import LEMMA_RULES

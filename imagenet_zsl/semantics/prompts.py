@@ -24,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError, preview
-from imagenet_zsl.io import regular_input_file, sha256_file
+from imagenet_zsl.paths import regular_input_file
 
 DEFAULT_TEMPLATES = ("a photo of a {}.",)
 PLACEHOLDER = "{}"

@@ -9,8 +9,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from imagenet_zsl.io import atomic_directory, atomic_write_text, write_manifest
+from imagenet_zsl.atomic import atomic_write_text
+from imagenet_zsl.manifests import write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.semantics.labels import LEMMA_COLUMNS, REASONS, LabelTables
 
 #: the command that writes a labels folder (its manifest's "tool")

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.devices import resolve_device
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import sha256_file
 from imagenet_zsl.registry import Registry
 
 #: ``KIND`` of ``--encoder KIND:MODEL`` → factory ``(model: str, weights: Path | None, device: torch.device)``

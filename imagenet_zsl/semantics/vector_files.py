@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_bytes
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_write_bytes, regular_input_file
+from imagenet_zsl.paths import regular_input_file
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 
 MISSING_KEY = b"imagenet_zsl.missing"
@@ -71,7 +72,7 @@ def is_class_vector_file(spec: object) -> bool:
 
 def is_class_vector_output(path: str | Path) -> bool:
     """True when ``path`` is a class-vector file as this toolkit writes it, so an ``--out`` there
-    may be replaced (``io.check_out_file``): an ``.npz`` whose members are ``wnids.npy`` and
+    may be replaced (``safe_output.check_out_file``): an ``.npz`` whose members are ``wnids.npy`` and
     ``matrix.npy`` (and optionally ``missing.npy``, ``source.npy``), or a ``.parquet`` with a
     ``wnid`` column and this toolkit's schema metadata. Only the zip directory or the parquet
     schema is read (nothing is unpickled)."""

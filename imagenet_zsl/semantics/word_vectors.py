@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 
 if TYPE_CHECKING:
     from gensim.models import KeyedVectors

@@ -33,20 +33,16 @@ from typing import Any
 
 import numpy as np
 
+from imagenet_zsl.atomic import canonical_json
+from imagenet_zsl.checksums import sha256_bytes
 from imagenet_zsl.config import read_yaml
 from imagenet_zsl.data import fall11_counts, read_wnid_counts
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
 from imagenet_zsl.hierarchy.universe import resolve_graph, training_wnids
-from imagenet_zsl.io import (
-    atomic_directory,
-    canonical_json,
-    check_out_dir,
-    file_record,
-    sha256_bytes,
-    write_manifest,
-)
+from imagenet_zsl.manifests import file_record, write_manifest
+from imagenet_zsl.safe_output import atomic_directory, check_out_dir
 from imagenet_zsl.splits.benchmark import ExactOptions, select_max_ratio, solver_named
 from imagenet_zsl.splits.built import BuiltSplit
 from imagenet_zsl.splits.config import (

@@ -21,10 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_directory, atomic_write_text, file_record, write_manifest
+from imagenet_zsl.manifests import file_record, write_manifest
 from imagenet_zsl.plotting import save_figure, subplots
+from imagenet_zsl.safe_output import atomic_directory
 from imagenet_zsl.splits.build import (
     benchmark_pool,
     config_graph,

@@ -6,10 +6,11 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.data import read_utf8
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.hierarchy.nouns import load_wordnet_nouns
-from imagenet_zsl.io import atomic_write_text, regular_input_file
+from imagenet_zsl.paths import regular_input_file
 
 WNID_RE = re.compile(r"^n\d{8}$")
 #: a wnid inside other text (a second class on the line, or classes joined by commas)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from imagenet_zsl.data import DATA_DIR
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import regular_input_file
+from imagenet_zsl.paths import regular_input_file
 from imagenet_zsl.splits.io import read_wnid_list
 
 PUBLISHED_DIR = DATA_DIR / "published_splits"

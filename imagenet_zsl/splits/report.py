@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from imagenet_zsl.io import atomic_write_text
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.plotting import save_figure, subplots
 
 if TYPE_CHECKING:

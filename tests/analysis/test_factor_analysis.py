@@ -15,7 +15,7 @@ from imagenet_zsl.analysis.factor_splits import FORMAT, TOOL
 from imagenet_zsl.analysis.runs import cell_backbone, features_note
 from imagenet_zsl.cli import main
 from imagenet_zsl.evaluation.run.verify import EVALUATION_FORMAT
-from imagenet_zsl.io import read_manifest_verified, write_manifest
+from imagenet_zsl.manifests import read_manifest_verified, write_manifest
 
 HITS = {"depth_1": [1.0, 1.0, 0.0, 1.0], "depth_2": [0.0, 0.5, 0.0, float("nan")]}
 # per class hit@1 under the strict rule: in depth_2 the 0.5 class is a tie (expected 1/2, strict 0);

@@ -25,7 +25,7 @@ from imagenet_zsl.cli import main
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT as FILTER_FORMAT
 from imagenet_zsl.image_filter.params import TOOL as FILTER_TOOL
-from imagenet_zsl.io import read_manifest_verified, write_manifest
+from imagenet_zsl.manifests import read_manifest_verified, write_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import CLASSES, DIM, TEST, one_hot, write_feature_dir
 from tests.toy import TOY_EDGES

@@ -18,7 +18,7 @@ from imagenet_zsl.analysis.ladder_gzsl import joint_cells
 from imagenet_zsl.analysis.ladder_steps import corrected_bounds, group_credit
 from imagenet_zsl.analysis.runs import GZSLLists, RunCell, read_cell
 from imagenet_zsl.cli import main
-from imagenet_zsl.io import read_manifest, write_manifest
+from imagenet_zsl.manifests import read_manifest, write_manifest
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from tests.evaluation.evaluation_fixtures import write_feature_dir
 

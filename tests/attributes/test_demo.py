@@ -5,7 +5,7 @@ from __future__ import annotations
 from imagenet_zsl.attributes import protocol
 from imagenet_zsl.attributes.demo import DEMO_GRIDS, DEMO_PARAMS, attribute_capable, default_models, run_demo
 from imagenet_zsl.attributes.outputs import DEMO_FORMAT, work_dir
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.models.base import MODELS
 
 #: GBU's 13 inductive methods (Table 3), by registry name

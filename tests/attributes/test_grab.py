@@ -24,9 +24,9 @@ from imagenet_zsl.attributes.grab import (
     write_split_dir,
 )
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import sha256_file
 
 DATASETS = ("APY", "AWA1", "AWA2", "CUB", "SUN")
 

@@ -16,7 +16,7 @@ from imagenet_zsl.attributes.protocol import RunConfig, run_to_directory
 from imagenet_zsl.attributes.table import ranking_matrix, results_frame, zsl_table
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.models.closed_form import Ridge
 from imagenet_zsl.models.persistence import load_model
 from imagenet_zsl.scoring import harmonic_mean

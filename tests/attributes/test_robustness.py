@@ -26,7 +26,7 @@ from imagenet_zsl.attributes.robustness import (
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 
 
 def test_study_summarises_seed_and_split_variance(tmp_path, apy_root, monkeypatch):

@@ -21,8 +21,8 @@ from imagenet_zsl.attributes.xlsa17 import (
     load_res101,
     save_att_splits,
 )
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import sha256_file
 from imagenet_zsl.models.selection import holdout_images
 
 # Proposed Split facts (Xian et al.; data/PROVENANCE.md):

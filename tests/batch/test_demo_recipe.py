@@ -11,7 +11,7 @@ from pathlib import Path
 from imagenet_zsl.batch.recipe import check_model_splits, load_recipe, model_specs
 from imagenet_zsl.cli import main
 from imagenet_zsl.features.simulate import load_simulation_config
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 
 REPO = Path(__file__).resolve().parents[2]
 #: the factor splits that `make demo` writes before the run (configs/demo.yaml reads them)
@@ -109,9 +109,9 @@ def test_demo_leakage_of_a_committed_split(capsys):
 
 def test_every_directory_the_demo_writes_verifies_with_the_one_reader(demo_inputs, demo_run):
     """Each manifest under the demo's outputs (run, cells, models, simulated features, factor
-    splits) comes from io.write_manifest: a versioned format, the standard keys, and every file
+    splits) comes from manifests.write_manifest: a versioned format, the standard keys, and every file
     it lists still matching."""
-    from imagenet_zsl.io import FORMAT_PATTERN, MANIFEST_KEYS
+    from imagenet_zsl.manifests import FORMAT_PATTERN, MANIFEST_KEYS
 
     manifests = sorted({*demo_run.rglob("manifest.json"), *demo_inputs.root.rglob("manifest.json")})
     formats = set()

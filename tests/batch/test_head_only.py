@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.batch.runner import run
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.features.shard_files import encode_head, write_manifest, write_shard
-from imagenet_zsl.io import sha256_file
 from imagenet_zsl.splits.io import read_wnid_list
 
 REPO = Path(__file__).resolve().parents[2]

@@ -45,7 +45,7 @@ def write_feature_dir(
 def write_model_dir(path: Path, **fields) -> Path:
     """A model directory whose manifest verifies (``models.persistence.read_manifest``), for tests
     that stand a model in through ``model_source.load_model``; ``fields`` go beside the model's name."""
-    from imagenet_zsl.io import write_manifest as write_directory_manifest
+    from imagenet_zsl.manifests import write_manifest as write_directory_manifest
     from imagenet_zsl.models.persistence import MODEL_FILES, MODEL_FORMAT
 
     path.mkdir(parents=True)

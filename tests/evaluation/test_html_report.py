@@ -14,7 +14,7 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.evaluation.class_confusions import FAR, pair_distances, read_class_view, top_confusions
 from imagenet_zsl.evaluation.html_report import ASSETS, HTML_FORMAT, PAGE
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from tests.evaluation.test_report import run_cli
 
 

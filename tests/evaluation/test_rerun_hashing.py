@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from imagenet_zsl import checksums, io
+from imagenet_zsl import checksums, manifests
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation import run as run_package
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
@@ -31,7 +31,7 @@ def _config(bench, out: Path) -> EvaluationConfig:
 
 
 def _count_hashes(monkeypatch) -> Counter:
-    """sha256_file calls by (path, inode): io's and the checksums' (the same function)."""
+    """sha256_file calls by (path, inode): the manifests' and the checksums' (the same function)."""
     calls: Counter = Counter()
     real = checksums.sha256_file
 
@@ -40,7 +40,7 @@ def _count_hashes(monkeypatch) -> Counter:
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(checksums, "sha256_file", counted)
-    monkeypatch.setattr(io, "sha256_file", counted)
+    monkeypatch.setattr(manifests, "sha256_file", counted)
     return calls
 
 

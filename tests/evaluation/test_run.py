@@ -18,7 +18,7 @@ from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.evaluation.run import classes as classes_module
 from imagenet_zsl.evaluation.run import search_sets as search_module
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT as FILTER_FORMAT
-from imagenet_zsl.io import write_manifest
+from imagenet_zsl.manifests import write_manifest
 from imagenet_zsl.models.base import ZSLModel
 from imagenet_zsl.scoring import hit_at_k
 from imagenet_zsl.semantics.class_vectors import ClassVectors
@@ -721,7 +721,7 @@ def test_held_out_seen_images_that_are_the_models_training_features_are_refused(
     on (its manifest records their sha256) measured GZSL S on training images. The rule that ``run``
     applies (one function) refuses it, by content: the same directory, a copy at another path, and
     features sharing image ids with the training features; unrelated held-out images pass."""
-    from imagenet_zsl.io import MANIFEST_NAME, file_record
+    from imagenet_zsl.manifests import MANIFEST_NAME, file_record
 
     monkeypatch.setattr(model_source, "load_model", lambda path: ScaledModel())
     seen = bench["seen"]

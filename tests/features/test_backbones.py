@@ -3,10 +3,10 @@ import hashlib
 import pytest
 import torch
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.backbones import create_backbone, get_spec
 from imagenet_zsl.features.hub_weights import tensor_digest
-from imagenet_zsl.io import sha256_file
 
 
 @pytest.fixture

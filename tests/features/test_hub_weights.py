@@ -16,6 +16,7 @@ import json
 import numpy as np
 import pytest
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import hub_weights
@@ -24,7 +25,6 @@ from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.hub_weights import hub_cache_dir, hub_offline
 from imagenet_zsl.features.identity import check_same_features, identity_differences
 from imagenet_zsl.features.synthetic_store import make_store
-from imagenet_zsl.io import sha256_file
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("timm")

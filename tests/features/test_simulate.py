@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.feature_dir import FeatureDir
@@ -20,7 +21,6 @@ from imagenet_zsl.features.simulate import (
 )
 from imagenet_zsl.hierarchy.graph import ClassGraph
 from imagenet_zsl.hierarchy.universe import candidate_wnids, load_class_graph, training_wnids
-from imagenet_zsl.io import sha256_file
 from imagenet_zsl.models.base import create
 from imagenet_zsl.models.training import load_seen_data
 from imagenet_zsl.scoring import hit_at_k

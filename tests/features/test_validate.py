@@ -16,7 +16,7 @@ from imagenet_zsl.data import ilsvrc2012_wnids
 from imagenet_zsl.features import validate
 from imagenet_zsl.features.backbones import BACKBONES, create_backbone, get_spec
 from imagenet_zsl.features.synthetic_store import make_store
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 
 WNIDS = sorted(ilsvrc2012_wnids())[:5]
 

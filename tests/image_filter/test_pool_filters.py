@@ -6,7 +6,7 @@ import pytest
 
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.image_filter.params import OUTPUT_FORMAT, TOOL
-from imagenet_zsl.io import write_manifest
+from imagenet_zsl.manifests import write_manifest
 from imagenet_zsl.splits.pool import PoolContext, run_pool
 
 

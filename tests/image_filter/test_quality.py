@@ -30,7 +30,7 @@ from imagenet_zsl.image_filter.outputs import CLASS_COLUMNS
 from imagenet_zsl.image_filter.params import FilterParams
 from imagenet_zsl.image_filter.quality import filter_feature_dir
 from imagenet_zsl.images import cli as images_cli
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.registry import load_target
 from imagenet_zsl.splits import cli as splits_cli
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from imagenet_zsl.checksums import sha256_bytes
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.head import HEAD_FILE, BackboneHead
 from imagenet_zsl.features.shard_files import encode_head, write_manifest, write_shard
-from imagenet_zsl.io import sha256_bytes
 from imagenet_zsl.models import gcn
 from imagenet_zsl.models.base import SeenData, create
 from imagenet_zsl.models.common import softmax

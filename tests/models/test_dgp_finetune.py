@@ -21,7 +21,7 @@ from imagenet_zsl.features.extract import ExtractConfig, run_extraction
 from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.features.in_memory import load_features
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.models.base import SeenData, create
 from imagenet_zsl.models.dgp_finetune import (
     CHECKPOINT_NAME,

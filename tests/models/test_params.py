@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from imagenet_zsl.batch.recipe import load_recipe, model_specs
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import sha256_file
 from imagenet_zsl.models.base import MODELS, ZSLModel, create
 from imagenet_zsl.models.params import check_grid
 from imagenet_zsl.models.persistence import MODEL_FORMAT, load_model, save_model

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import sha256_file
 from imagenet_zsl.models.base import MODELS, NotFittedError, check_is_fitted, create
 from imagenet_zsl.models.persistence import load_model, save_model
 from imagenet_zsl.semantics.class_vectors import ClassVectors

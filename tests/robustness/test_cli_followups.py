@@ -327,7 +327,7 @@ def test_images_filter_refuses_non_finite_features(tmp_path, cli_error, value, c
 
 # ----------------------------------------------------------------------------- labels build
 def test_labels_build_refuses_a_file_the_user_added_before_loading(tmp_path, cli_error):
-    from imagenet_zsl.io import write_manifest
+    from imagenet_zsl.manifests import write_manifest
     from imagenet_zsl.semantics.report import BUILD_TOOL, LABELS_FORMAT
 
     out = tmp_path / "labels"

@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from imagenet_zsl.atomic import atomic_write_bytes
+from imagenet_zsl.checksums import sha256_bytes, sha256_file
 from imagenet_zsl.cli import main
 from imagenet_zsl.features.head import BackboneHead
 from imagenet_zsl.features.shard_files import encode_head, write_manifest
-from imagenet_zsl.io import atomic_write_bytes, sha256_bytes, sha256_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CLASSES = ["n01440764", "n01443537"]
@@ -665,7 +666,7 @@ def one_run(tmp_path) -> Path:
 
 def test_check_out_stem_refuses_a_directory_or_a_device(tmp_path):
     from imagenet_zsl.errors import UserInputError
-    from imagenet_zsl.io import check_out_stem
+    from imagenet_zsl.safe_output import check_out_stem
 
     written = [tmp_path / "r.md", tmp_path / "r.csv"]
     with pytest.raises(UserInputError, match=r"is a directory; give a file name, e.g. --out .*report"):
@@ -723,7 +724,7 @@ def test_simulate_over_its_own_output_keeps_a_file_the_user_added(sim_inputs, tm
 
 
 def test_foreign_files_lists_what_the_manifest_does_not(tmp_path):
-    from imagenet_zsl.io import foreign_files
+    from imagenet_zsl.safe_output import foreign_files
 
     (tmp_path / "a" / "b").mkdir(parents=True)
     for name in ("manifest.json", "x.csv", "a/b/y.npy", "a/z.txt", "n.txt"):

@@ -23,7 +23,7 @@ from imagenet_zsl.evaluation import model_source
 from imagenet_zsl.evaluation.run import EvaluationConfig, evaluate
 from imagenet_zsl.features.image_ids import TRAINING_IDS_FILE, read_id_set, shared_ids
 from imagenet_zsl.features.shard_files import shard_name, write_manifest, write_shard
-from imagenet_zsl.io import MANIFEST_NAME, file_record
+from imagenet_zsl.manifests import MANIFEST_NAME, file_record
 from imagenet_zsl.models.persistence import load_model
 from imagenet_zsl.models.training import TrainConfig, train
 from imagenet_zsl.semantics.class_vectors import ClassVectors

@@ -1,6 +1,6 @@
 """Issue 44 §3: a FIFO in a weights cache blocked ``extract`` for ever (the hub's own lookup
 returned the path, and hashing it opened the pipe). Every reader of a weights file now goes
-through ``io.regular_input_file`` first: one ``error:`` line naming the entry, exit 2."""
+through ``paths.regular_input_file`` first: one ``error:`` line naming the entry, exit 2."""
 
 from __future__ import annotations
 

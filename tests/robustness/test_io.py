@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from imagenet_zsl import io
+from imagenet_zsl import atomic
+from imagenet_zsl.atomic import atomic_write_text
 from imagenet_zsl.cli import describe_os_error, main, one_line
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import atomic_directory, atomic_write_text, check_out_file
+from imagenet_zsl.safe_output import atomic_directory, check_out_file
 
 
 # ----------------------------------------------------------------------------- check_out_file
@@ -85,7 +86,7 @@ def test_a_recogniser_that_fails_means_not_ours(tmp_path: Path) -> None:
 def test_outputs_honour_the_umask(tmp_path: Path, umask: int, file_mode: int, dir_mode: int) -> None:
     old = os.umask(umask)
     try:
-        assert io.current_umask() == umask
+        assert atomic.current_umask() == umask
         written = atomic_write_text(tmp_path / "a.txt", "x")
         with atomic_directory(tmp_path / "run", tool="imagenet-zsl test") as tmp:
             atomic_write_text(tmp / "inner.txt", "y")
@@ -100,7 +101,7 @@ def test_outputs_honour_the_umask(tmp_path: Path, umask: int, file_mode: int, di
 def test_a_write_error_without_a_file_name_gets_the_file_being_written(tmp_path: Path) -> None:
     """write() raises ENOSPC/EFBIG with no file name; the atomic writer adds the file's path."""
     target = tmp_path / "out.txt"
-    with pytest.raises(OSError) as caught, io._atomic_file(target):  # noqa: SLF001
+    with pytest.raises(OSError) as caught, atomic.atomic_file(target):
         raise OSError(errno.ENOSPC, "No space left on device")
     assert caught.value.filename == str(target)
     assert list(tmp_path.iterdir()) == []  # the temp file is gone, nothing half-written

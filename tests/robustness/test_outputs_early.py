@@ -12,7 +12,7 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.features.shard_files import write_manifest as write_feature_manifest
 from imagenet_zsl.features.shard_files import write_shard
-from imagenet_zsl.io import write_manifest
+from imagenet_zsl.manifests import write_manifest
 from imagenet_zsl.models import training
 from imagenet_zsl.splits import build
 from tests.models.problems import Problem

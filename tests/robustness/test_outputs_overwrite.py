@@ -1,7 +1,8 @@
 """Nothing of the user's lost when a command writes over its own output (issue 44 §4): a file the
 manifest lists that was edited since (``report.md``) is refused, naming it, unless
 ``--overwrite``; a ``--out`` that is a symbolic link is written through, never replaced by a
-directory. The rule lives in ``io.check_out_dir``, so every command that replaces a directory has it."""
+directory. The rule lives in ``safe_output.check_out_dir``, so every command that replaces a
+directory has it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 
 from imagenet_zsl.cli import build_parser, main
 from imagenet_zsl.errors import UserInputError, overwriting
-from imagenet_zsl.io import atomic_directory, check_out_dir, write_manifest
+from imagenet_zsl.manifests import write_manifest
+from imagenet_zsl.safe_output import atomic_directory, check_out_dir
 from tests.robustness.test_evaluate import argv, bench
 
 #: the evaluate bench (tests/robustness/test_evaluate.py), shared with this module

@@ -15,7 +15,7 @@ from imagenet_zsl.batch import plan as plan_module
 from imagenet_zsl.batch.plan import run_lock
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import TIMINGS_NAME, read_manifest_verified
+from imagenet_zsl.manifests import TIMINGS_NAME, read_manifest_verified
 from tests.batch.conftest import demo_inputs
 
 #: the reduced demo's inputs (tests/batch/conftest.py), shared with this module

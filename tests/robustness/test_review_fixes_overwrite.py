@@ -1,7 +1,7 @@
 """``--overwrite`` exists wherever the refusal names it (review of issues #44-#47, item 4).
 
-``io.check_out_dir`` refuses to replace an ``--out`` whose listed files were edited "unless you pass
---overwrite". Every command that writes a directory through ``io``'s safe-output logic
+``safe_output.check_out_dir`` refuses to replace an ``--out`` whose listed files were edited "unless you pass
+--overwrite". Every command that writes a directory through ``safe_output``
 (``check_out_dir(..., own_files=True)`` or ``atomic_directory``) must take that flag: found here by
 reading the package (each call's ``tool`` names its command, followed through the functions that
 pass it on), not by a list someone must keep. ``splits coverage --out`` refuses a file the user
@@ -28,7 +28,7 @@ from imagenet_zsl.images import commands as image_commands
 from tests.models.test_backbone_head import write_features
 
 PACKAGE = Path(__file__).resolve().parents[2] / "imagenet_zsl"
-#: io's safe-output functions -> the position of ``tool`` among their positional arguments
+#: the safe-output functions -> the position of ``tool`` among their positional arguments
 SAFE_OUTPUT = {"check_out_dir": 1, "atomic_directory": None}
 #: commands that write a directory without --overwrite, and why that is right
 EXEMPT = {
@@ -92,7 +92,7 @@ def safe_output_tools() -> dict[str, list[str]]:
     functions = [
         (mod, func)
         for mod, tree in _modules()
-        if mod != "imagenet_zsl.io"  # the safe-output functions themselves
+        if mod != "imagenet_zsl.safe_output"  # the safe-output functions themselves
         for func in ast.walk(tree)
         if isinstance(func, ast.FunctionDef)
     ]

@@ -153,7 +153,7 @@ def _prompt_file(tmp_path, data, name="cupl.json"):
 def test_per_class_prompts_hand_computed_with_template_fallback(tmp_path, nouns):
     """The terrier has its own two prompts (encoded as they are, no lemma, no gloss); the cairn
     (stones) is not in the file and falls back to template × lemma: unit, mean, unit again."""
-    from imagenet_zsl.io import sha256_file
+    from imagenet_zsl.checksums import sha256_file
     from imagenet_zsl.semantics.prompts import prompt_set
 
     table = {

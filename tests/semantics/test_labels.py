@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl.cli import main
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.semantics.class_vectors import ClassVectors
 from imagenet_zsl.semantics.config import load_label_config
 from imagenet_zsl.semantics.labels import LEMMA_COLUMNS, build_label_tables

@@ -10,7 +10,7 @@ import pytest
 from imagenet_zsl import cli
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.registry import load_target
 from imagenet_zsl.splits import commands
 from imagenet_zsl.splits.frontier import DEFAULT_SHARES

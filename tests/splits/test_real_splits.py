@@ -25,7 +25,7 @@ import pytest
 
 from imagenet_zsl.data import fall11_counts
 from imagenet_zsl.hierarchy.universe import training_wnids
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.splits import build as build_module
 from imagenet_zsl.splits.build import (
     SPLITS_FORMAT,

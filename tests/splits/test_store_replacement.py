@@ -18,7 +18,7 @@ import pytest
 from imagenet_zsl.cli import main
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.hierarchy.graph import ClassGraph
-from imagenet_zsl.io import read_manifest_verified
+from imagenet_zsl.manifests import read_manifest_verified
 from imagenet_zsl.splits.build import build_on_store, input_files, store_steps
 from imagenet_zsl.splits.config import (
     BenchmarkSplit,

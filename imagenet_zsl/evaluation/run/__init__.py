@@ -69,7 +69,7 @@ from imagenet_zsl.evaluation.run.search_sets import SearchContext
 from imagenet_zsl.evaluation.run.table import class_table
 from imagenet_zsl.evaluation.run.writer import RunOutputs, write_run
 from imagenet_zsl.evaluation.run.zsl import zsl_metrics
-from imagenet_zsl.io import atomic_directory
+from imagenet_zsl.safe_output import atomic_directory
 
 if TYPE_CHECKING:
     from imagenet_zsl.hierarchy.graph import ClassGraph

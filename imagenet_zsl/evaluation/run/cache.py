@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from imagenet_zsl.atomic import atomic_write_bytes
 from imagenet_zsl.evaluation.queries import QuerySource
 from imagenet_zsl.evaluation.search import TopKSearcher
 from imagenet_zsl.features.scored_shards import UNSTORED_KEY
-from imagenet_zsl.io import atomic_write_bytes
 
 #: 3: scores from fixed-shape products (issue 35) and models scored by their own rule (LATEM
 #: issue 33): results of version 2 have other bits or other lists; 4: row numbers relative to the

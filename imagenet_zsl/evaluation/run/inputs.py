@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.devices import gpu_possible, resolve_device
 from imagenet_zsl.errors import UserInputError, preview
 from imagenet_zsl.evaluation.queries import PrototypeFile, QuerySource
@@ -35,8 +36,10 @@ from imagenet_zsl.features.feature_dir import FeatureDir
 from imagenet_zsl.features.image_ids import read_id_set, shared_ids
 from imagenet_zsl.hierarchy.universe import resolve_graph
 from imagenet_zsl.image_filter.filtered import kept_image_ids
-from imagenet_zsl.io import MANIFEST_NAME, check_out_dir, regular_input_file, sha256_file
+from imagenet_zsl.manifests import MANIFEST_NAME
+from imagenet_zsl.paths import regular_input_file
 from imagenet_zsl.registry import load_target
+from imagenet_zsl.safe_output import check_out_dir
 from imagenet_zsl.scoring.ranks import hit_ks
 from imagenet_zsl.splits.label_space import NAMED_LABEL_SPACES, check_label_space_spec
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from imagenet_zsl import scoring as M
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.evaluation.queries import QuerySource, class_vectors_text
 from imagenet_zsl.evaluation.run.classes import class_vectors_label, log
@@ -20,8 +21,9 @@ from imagenet_zsl.features.identity import (
     numerics,
     numerics_differences,
 )
-from imagenet_zsl.io import MANIFEST_NAME, sha256_file, software_versions
+from imagenet_zsl.manifests import MANIFEST_NAME
 from imagenet_zsl.splits.pretraining import Pretraining
+from imagenet_zsl.versions import software_versions
 
 if TYPE_CHECKING:
     from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs, GZSLSets

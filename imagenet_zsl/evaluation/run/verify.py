@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.io import MANIFEST_NAME, read_manifest_verified
+from imagenet_zsl.manifests import MANIFEST_NAME, read_manifest_verified
 
 METRICS_NAME = "metrics.json"
-#: the manifest format of a run directory (v2: the one manifest of :func:`imagenet_zsl.io.write_manifest`)
+#: the manifest format of a run directory (v2: the one manifest of
+#: :func:`imagenet_zsl.manifests.write_manifest`)
 EVALUATION_FORMAT = "imagenet-zsl/evaluation-v2"
 RERUN = "re-run 'imagenet-zsl evaluate'"
 #: run files checked by size only (large, and not read by ``report``)

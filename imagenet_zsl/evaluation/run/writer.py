@@ -1,5 +1,5 @@
 """Writing a run directory: the top-k lists, metrics.json, per_class.csv, report.md, the plots and,
-last, the manifest (:func:`imagenet_zsl.io.write_manifest`) listing them."""
+last, the manifest (:func:`imagenet_zsl.manifests.write_manifest`) listing them."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl import scoring as M
+from imagenet_zsl.atomic import atomic_save_npy, atomic_write_json, atomic_write_text
 from imagenet_zsl.evaluation import plots
 from imagenet_zsl.evaluation.run.config import TOOL, EvaluationConfig
 from imagenet_zsl.evaluation.run.run_report import render_run_report
 from imagenet_zsl.evaluation.run.verify import EVALUATION_FORMAT, METRICS_NAME
-from imagenet_zsl.io import atomic_save_npy, atomic_write_json, atomic_write_text, write_manifest
+from imagenet_zsl.manifests import write_manifest
 
 if TYPE_CHECKING:
     from imagenet_zsl.evaluation.run.checked_inputs import EvaluationInputs

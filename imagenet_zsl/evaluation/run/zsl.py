@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from imagenet_zsl import scoring as M
+from imagenet_zsl.checksums import sha256_file
 from imagenet_zsl.evaluation.hierarchical_precision import hierarchical_precision
 from imagenet_zsl.evaluation.hierarchy_errors import expected_error_breakdown
-from imagenet_zsl.io import sha256_file
 
 if TYPE_CHECKING:
     from imagenet_zsl.evaluation.hierarchy_errors import ErrorBreakdown
