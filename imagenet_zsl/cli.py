@@ -2,9 +2,15 @@
 
 A stage's ``cli`` module defines ``register(tree: CommandTree)``; it adds top-level commands
 with ``tree.command(...)`` or commands inside a group (``imagenet-zsl splits build``) with
-``tree.group(...)``. Each command names its handler, ``func(args) -> int | None``, by dotted target
+``tree.group(...)``. Each command names its handler by dotted target
 (``set_defaults(func="imagenet_zsl.splits.commands:build")``): the handler's module, which imports
 its stage at module level, is imported only when that command runs.
+
+A handler never sees argparse: it takes one typed config, ``build(options: BuildOptions) -> int``,
+which :func:`handler_config` builds from the parsed flags, each flag's ``dest`` being the config
+field of the same name. A flag carries no default: one left off the command line is absent from the
+parsed values (``argument_default=SUPPRESS``), so the field's default applies. A flag is named once,
+in its stage's ``cli`` module, and its default once, on the config (``tests/test_cli_configs.py``).
 
 The stages' ``cli`` modules are the entry points of the group ``imagenet_zsl.commands``
 (``pyproject.toml``), so this module never imports a stage: installing a package that declares
@@ -122,9 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: the parsed values the command layer consumes itself, never a handler's config: the handler's
-#: target, the command names, logging, tracebacks and ``--overwrite`` (handed to
-#: :func:`imagenet_zsl.errors.allow_overwrite`, which the output checks read)
+#: the parsed values the command layer consumes itself: the handler's target, the command names,
+#: logging, tracebacks and ``--overwrite`` (handed to :func:`imagenet_zsl.errors.allow_overwrite`,
+#: which the output checks read). A config that declares a field of one of these names gets its
+#: value too (``run``'s ``verbose``: the global ``-v`` prints its whole log)
 LAYER_DESTS = frozenset({"func", "command", "verbose", "debug", "overwrite"})
 
 
@@ -156,8 +163,10 @@ def config_fields(config_type: type) -> frozenset[str]:
 def handler_config(handler: Callable[..., Any], args: argparse.Namespace) -> Any:
     """The handler's config built from the parsed flags (each ``dest`` is a field of that name)."""
     config_type = handler_config_type(handler)
+    fields = config_fields(config_type)
     options = command_options(args)
-    unknown = sorted(set(options) - config_fields(config_type))
+    options.update({name: getattr(args, name) for name in LAYER_DESTS & fields if hasattr(args, name)})
+    unknown = sorted(set(options) - fields)
     if unknown:
         raise TypeError(f"bug: {config_type.__qualname__} has no field for the flags {unknown}")
     return config_type(**options)

@@ -574,9 +574,9 @@ MAX_SEARCH_MODULES = 4
 
 def test_the_search_is_at_most_four_modules_with_one_true_rank_function():
     """The search is at most four modules (a front, one interface, a numpy and a torch
-    implementation), each under the size limit, and the package has exactly one public function
-    named ``true_ranks`` (:func:`imagenet_zsl.scoring.true_ranks`): an implementation's own tie
-    counting goes by another name."""
+    implementation), each under the size limit, and the package has exactly one function named
+    ``true_ranks`` (:func:`imagenet_zsl.scoring.true_ranks`), which the numpy implementation calls
+    on each tile rather than counting ranks its own way (the torch one counts on the device)."""
     graph = imports().graph
     search = {SEARCH_FRONT} | {
         m for m in nx.descendants(graph, SEARCH_FRONT) if m.startswith("imagenet_zsl.evaluation.")
@@ -590,6 +590,15 @@ def test_the_search_is_at_most_four_modules_with_one_true_rank_function():
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "true_ranks"
     ]
     assert found == ["imagenet_zsl.scoring.ranks:true_ranks"], found
+    numpy_search = ast.parse((PACKAGE / "evaluation" / "numpy_search.py").read_text(encoding="utf-8"))
+    calls = {
+        node.func.id
+        for node in ast.walk(numpy_search)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    }
+    assert "true_ranks" in calls, "the numpy search counts ranks without scoring.true_ranks"
+    defined = {node.name for node in numpy_search.body if isinstance(node, ast.FunctionDef)}
+    assert not {name for name in defined if "rank" in name or "tie" in name}, defined
 
 
 # ----------------------------------------------------------------------------- private names

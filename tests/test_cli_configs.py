@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,40 @@ def test_no_handler_reads_the_namespace():
         if "Namespace" in text or lines:
             offenders.append(f"{path.relative_to(PACKAGE)}: args. at lines {lines[:5]}")
     assert not offenders, offenders
+
+
+_HELP_DEFAULT = re.compile(r"\(default:? (-?[0-9][0-9., e+-]*)\)")
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(word.replace(",", "")) for word in text.split()]
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_default_written_in_a_help_text_is_the_configs(name):
+    """A help text that states a number as its default ("(default: 5)", "(default 0.5)", "(default:
+    1 2 5 10 20)") states the config field's default: the flag carries none, so such a text is the
+    one place a default is written twice, and this keeps the two equal."""
+    parser = COMMANDS[name]
+    defaults = _field_defaults(cli.handler_config_type(load_target(parser.get_default("func"))))
+    checked = 0
+    for action in parser._actions:
+        match = _HELP_DEFAULT.search(str(action.help or ""))
+        if match is None or action.dest not in defaults or "..." in match.group(1):
+            continue  # no number, or an abbreviated list ("1.0,0.9,...,0.1")
+        value = defaults[action.dest]
+        values = list(value) if isinstance(value, tuple | list) else [value]
+        assert _numbers(match.group(1).rstrip(".,")) == [float(v) for v in values], (name, action.dest)
+        checked += 1
+    if name in ("evaluate", "images filter", "analyze ladder"):
+        assert checked, f"{name}: no default in a help text was checked"
+
+
+def _field_defaults(config_type: type) -> dict[str, object]:
+    if dataclasses.is_dataclass(config_type):
+        return {
+            f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+            for f in dataclasses.fields(config_type)
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        }
+    return {n: f.default for n, f in getattr(config_type, "model_fields", {}).items()}

@@ -105,7 +105,7 @@ def bench_senses() -> None:
     warm = PrimarySenseModel(vectorizer)
     warm.evidence(words)  # fills the lookup memos both sides share
     model = PrimarySenseModel(vectorizer)
-    model._synset_tokens, model._excluded = warm._synset_tokens, warm._excluded
+    model.group_items_memo, model.excluded_memo = warm.group_items_memo, warm.excluded_memo
     frame, t_ours = _timed(model.evidence, words)
     kv = vectorizer.kv
 
@@ -121,12 +121,12 @@ def bench_senses() -> None:
                 sims.append(np.nan)
                 continue
             v = unit(np.mean([unit(kv.vectors[r]) for r in label], axis=0))
-            excluded = warm._excluded_rows(row.word)
+            excluded = warm.excluded_rows(row.word)
             context = np.zeros(kv.vector_size)
             for group in CONTEXT_GROUPS:
                 rows = [
                     t
-                    for item in warm._group_items(warm.inventory.nouns.index[row.wnid], group)
+                    for item in warm.group_items(warm.inventory.nouns.index[row.wnid], group)
                     for t in item
                     if t not in excluded
                 ]

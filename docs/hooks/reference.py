@@ -108,7 +108,8 @@ def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
         name = ", ".join(f"`{o}`" for o in action.option_strings) or f"`{action.dest}` (positional)"
         default = defaults.get(action.dest)
         flag = action.nargs == 0  # --gzsl, --no-plots: what the flag does is its help
-        shown = "" if default is None or flag or action.required else f"`{_code(_plain(default))}`"
+        unset = default is None or (isinstance(default, str | tuple | list) and not default)
+        shown = "" if unset or flag or action.required else f"`{_code(_plain(default))}`"
         choices = f" (one of: {', '.join(map(str, action.choices))})" if action.choices else ""
         help_text = "" if action.help is None else parser._get_formatter()._expand_help(action)
         rows.append(f"| {name} | {_cell(help_text + choices)} | {shown} |")

@@ -68,7 +68,7 @@ def _add_ladder(group: argparse._SubParsersAction) -> None:
         "step 5 keeps classes with >= N (default: %(default_min_images)s)",
         default_min_images="imagenet_zsl.analysis.ladder_steps:DEFAULT_MIN_IMAGES",
     )
-    ladder.add_argument("--k", dest="ks", type=int, nargs="+", help="K values (default: 1 5)")
+    ladder.add_argument("--k", dest="ks", type=int, nargs="+", metavar="K", help="K values (default: 1 5)")
     _mismatch_flag(ladder)
     ladder.set_defaults(func="imagenet_zsl.analysis.commands:ladder")
 
@@ -90,7 +90,9 @@ def _add_factor_analysis(group: argparse._SubParsersAction) -> None:
     )
     factor_plot.add_argument("--out", type=Path, help="output directory (default: RUN_DIR-factor)")
     overwrite_flag(factor_plot)
-    factor_plot.add_argument("--k", dest="ks", type=int, nargs="+", help="K values (default: 1 5)")
+    factor_plot.add_argument(
+        "--k", dest="ks", type=int, nargs="+", metavar="K", help="K values (default: 1 5)"
+    )
     factor_plot.add_argument("--resamples", type=int, help="bootstrap resamples")
     factor_plot.add_argument("--seed", type=seed, help="bootstrap seed")
     _mismatch_flag(factor_plot)

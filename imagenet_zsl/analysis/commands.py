@@ -17,6 +17,7 @@ from imagenet_zsl.analysis.factor_analysis import render_markdown as render_fact
 from imagenet_zsl.analysis.factor_splits import write_factor_splits
 from imagenet_zsl.analysis.ladder import LadderOptions, render_markdown, run_ladder
 from imagenet_zsl.analysis.runs import mismatch_note
+from imagenet_zsl.scoring import hit_ks
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,7 @@ class FactorSplitsOptions:
 def ladder(opts: LadderOptions) -> int:
     """``analyze ladder``: hit@K of a finished run under cumulative corrections."""
     table = run_ladder(opts)
-    print(
-        render_markdown(table, sorted(set(opts.ks))) + mismatch_note(table.attrs["feature_mismatch"]), end=""
-    )
+    print(render_markdown(table, hit_ks(opts.ks)) + mismatch_note(table.attrs["feature_mismatch"]), end="")
     print(f"\nwrote ladder.md, ladder.csv, ladder.png and manifest.json to {opts.out_dir}")
     return 0
 

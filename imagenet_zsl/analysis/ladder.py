@@ -9,7 +9,7 @@ ladder in the GZSL setting: :mod:`imagenet_zsl.analysis.ladder_gzsl`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -145,7 +145,7 @@ class LadderOptions:
     counts: str | None = None
     relation: str = "parent-child"
     min_images: int = DEFAULT_MIN_IMAGES
-    ks: Sequence[int] = field(default_factory=lambda: [1, 5])
+    ks: Sequence[int] = DEFAULT_KS
     allow_feature_mismatch: bool = False
 
     @property

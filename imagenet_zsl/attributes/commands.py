@@ -41,7 +41,7 @@ def _value(text: str, option: str, item: str) -> Any:
         ) from None
 
 
-def _pairs(items: list[str] | None, option: str, many: bool) -> dict[str, Any]:
+def _pairs(items: Sequence[str] | None, option: str, many: bool) -> dict[str, Any]:
     """``k=v`` (or ``k=v1,v2`` with ``many``) options → dict with YAML-typed values."""
     out: dict[str, Any] = {}
     for item in items or []:

@@ -8,7 +8,6 @@ the process (:func:`imagenet_zsl.devices.tune_process_for_image_pipeline`) befor
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Any
 
@@ -54,9 +53,8 @@ def run(cfg: RunOptions) -> int:
 
 
 def _verbose(cfg: RunOptions) -> bool:
-    """``run -v`` (or the global ``imagenet-zsl -v``, which the command layer turns into DEBUG
-    logging: read from the root logger's level): the whole log."""
-    return cfg.whole_log or logging.getLogger().isEnabledFor(logging.DEBUG)
+    """``run -v`` or the global ``imagenet-zsl -v``: the whole log."""
+    return cfg.whole_log or cfg.verbose
 
 
 def _options(cfg: RunOptions) -> dict[str, Any]:

@@ -66,6 +66,8 @@ class RunOptions:
     published: bool = False
     #: ``run -v``: the whole log (every stage's lines); else a bar, warnings, errors and the table
     whole_log: bool = False
+    #: the global ``imagenet-zsl -v`` (handed on by the command layer): the whole log too
+    verbose: bool = False
     allow_feature_mismatch: bool = False
     # the recipe-building flags (RECIPE_FLAGS): None (False) when not given
     models: str | None = None

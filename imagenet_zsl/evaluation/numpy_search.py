@@ -4,8 +4,9 @@ Each tile of queries is scored by the fixed-shape product (:class:`Product`), ch
 overflow, its top ``k + 1`` classes picked with numpy's ``argpartition`` (:func:`largest`; or,
 with a shortlist proposal, above the floor its candidates set: :func:`select_above`), finished in
 the tie order (:func:`~imagenet_zsl.evaluation.search_index.finish_topk`), and the true classes'
-tie counts taken over the full score row (:func:`tie_counts`). It imports no torch: a CPU
-evaluate of stored features never loads it (issue 38).
+ranks counted over the full score rows by the one true-rank function,
+:func:`imagenet_zsl.scoring.true_ranks` (``checked=True``: the tile passed the overflow check).
+It imports no torch: a CPU evaluate of stored features never loads it (issue 38).
 
 Fixed-shape products (issue 35; the promise is stated in :mod:`imagenet_zsl.evaluation.search`).
 A GEMM's result for one score may depend on the call's shape, on the score's place in the call
@@ -35,7 +36,7 @@ from imagenet_zsl.evaluation.search_index import (
     max_row_norm,
     overflow_error,
 )
-from imagenet_zsl.scoring import TieRanks
+from imagenet_zsl.scoring import TieRanks, true_ranks
 
 #: every product is computed in single-threaded GEMM calls of exactly this many queries ...
 PRODUCT_ROWS = 512
@@ -127,36 +128,9 @@ class NumpyIndex:
                     values, part, k, scores.__getitem__
                 )
                 if ranks is not None:
-                    ranks.above[done], ranks.tied[done] = tie_counts(scores, labels[done])
+                    tile_ranks = true_ranks(labels[done], scores=scores, checked=True)
+                    ranks.above[done], ranks.tied[done] = tile_ranks.above, tile_ranks.tied
         return out_scores, out_ids, ranks, out_tail
-
-
-def tie_counts(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(above, tied) (n,) int64: the classes scoring strictly above and exactly as each row's true
-    class, over its full score row (C and 0 for label -1): the search's own count, row by row,
-    of what :func:`imagenet_zsl.scoring.true_ranks` computes from a score matrix.
-
-    Both comparisons of a row run while it sits in the cache, into one reused mask counted by
-    ``count_nonzero``: about 3x faster than comparing the whole tile twice and summing the boolean
-    matrices along rows (8 instead of 27 us per image at 21,842 classes, against about 530 us of
-    CPU for the product itself). Sharing the rows among threads was measured slower (7 -> 12 ms
-    per 768-row tile on 2 cores): the rows' short numpy calls make the threads take turns at the
-    GIL."""
-    labels = np.asarray(labels, dtype=np.int64)
-    n, c = scores.shape
-    above = np.full(n, c, np.int64)
-    tied = np.zeros(n, np.int64)
-    rows = np.flatnonzero(labels >= 0)
-    mask = np.empty(c, bool)
-    greater, equal, count = np.greater, np.equal, np.count_nonzero
-    for i, label in zip(rows.tolist(), labels[rows].tolist(), strict=True):
-        row = scores[i]
-        true = row[label]
-        greater(row, true, out=mask)
-        above[i] = count(mask)
-        equal(row, true, out=mask)
-        tied[i] = count(mask) - 1
-    return above, tied
 
 
 def largest(

@@ -34,7 +34,8 @@ Four modules, as faiss's CPU and GPU indexes share ``.search(x, k)``:
   :mod:`~imagenet_zsl.evaluation.torch_search` (``TorchIndex``: CUDA, or the CPU with
   ``torch_kernel``; loaded by the dotted target :data:`TORCH_INDEX` only when a searcher runs on
   a torch device), each owning its tile loop: a tile's data goes one way, from the product to the
-  block's lists.
+  block's lists, through plain array functions of the interface (``finish_topk`` is handed the
+  tile's row lookup for the rare rows tied at the k-th place).
 
 Same bytes whatever the threads and cuts (issue 35). A GEMM's result for one score may depend on
 the call's shape, on the score's place in the call and on how a multi-threaded BLAS cuts the call

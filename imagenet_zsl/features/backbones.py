@@ -99,8 +99,9 @@ BACKBONE_SPECS: tuple[BackboneSpec, ...] = (
 )
 #: the named backbones' specs by name (the registry matches names case-insensitively)
 BACKBONES: Registry[BackboneSpec] = Registry("backbone")
-for _spec in BACKBONE_SPECS:
-    BACKBONES.register(_spec)  # under its ``name``
+for spec_entry in BACKBONE_SPECS:
+    BACKBONES.register(spec_entry)  # under its ``name``
+del spec_entry
 
 
 def describe_backbones() -> str:

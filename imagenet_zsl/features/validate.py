@@ -318,10 +318,10 @@ def _run(cfg: ValidateOptions, store: str, work: Path) -> tuple[Tally, dict[str,
     classes_file.write_text("".join(f"{w}\n" for w in classes))
     head_order = {w: i for i, w in enumerate(sorted(ilsvrc2012_wnids()))}
     tally = Tally(np.array([head_order[w] for w in classes], dtype=np.int64))
-    cfg = _extract_config(cfg, store, classes_file, work / "run")
+    extraction = _extract_config(cfg, store, classes_file, work / "run")
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # extract's summary names the throw-away run
-            result = run_extraction(cfg, sink=tally)
+            result = run_extraction(extraction, sink=tally)
     except UserInputError as err:
         if str(err).startswith("--logits:"):  # the backbone has no ImageNet-1K classifier
             raise UserInputError(

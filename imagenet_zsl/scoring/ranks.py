@@ -113,7 +113,7 @@ def hit_ks(values: Iterable[int | str]) -> tuple[int, ...]:
     except (TypeError, ValueError):
         ks = ()
     if not ks or ks[0] < 1:
-        raise UserInputError(f"K values (--k) must be positive integers, got {given}")
+        raise UserInputError(f"--k values must be positive integers, got {given}")
     return ks
 
 
@@ -142,11 +142,15 @@ def true_ranks(
     topk_ids: np.ndarray | None = None,
     topk_scores: np.ndarray | None = None,
     tail_ties: np.ndarray | None = None,
+    checked: bool = False,
 ) -> TieRanks:
     """Where each image's true class ranks: the one function for it, from either source.
 
     - ``scores`` (N, C): a full score matrix; the ranks are exact. A NaN true-class score ranks
       last (never a hit); other NaN scores rank below every class; ±inf anywhere is an error.
+      ``checked``: the caller has already checked the scores (the search's overflow check on its
+      tile), so they are not scanned again, and a label may be -1, an image whose class is not
+      among these columns (ranked last: ``above`` = C, ``tied`` = 0).
     - ``topk_ids`` (N, m) with ``topk_scores`` (N, m): top-m lists; ``tail_ties`` (N,) counts
       classes outside the list that tie with its last score (0 when omitted: a tie group reaching
       the end of the list is assumed to end there). Without ``topk_scores`` the list order is the
@@ -157,7 +161,11 @@ def true_ranks(
     if (scores is None) == (topk_ids is None):
         raise ValueError("true_ranks: give either scores or topk_ids")
     if scores is not None:
-        return _ranks_in_matrix(np.asarray(scores), labels)
+        scores = np.asarray(scores)
+        if not checked:
+            labels = check_labels(labels, len(scores), scores.shape[1])
+            check_scores_finite(scores)
+        return _ranks_in_matrix(scores, np.asarray(labels, dtype=np.int64))
     topk_ids = np.asarray(topk_ids)
     if topk_scores is None:
         n, m = topk_ids.shape
@@ -193,14 +201,31 @@ def _ranks_in_lists(
 
 
 def _ranks_in_matrix(scores: np.ndarray, labels: np.ndarray) -> TieRanks:
-    labels = check_labels(labels, len(scores), scores.shape[1])
-    check_scores_finite(scores)
-    true_score = scores[np.arange(len(scores)), labels]
-    nan_true = np.isnan(true_score)
-    above = (scores > true_score[:, None]).sum(axis=1).astype(np.int64)
-    tied = (scores == true_score[:, None]).sum(axis=1).astype(np.int64) - 1
-    c = scores.shape[1]
-    return TieRanks(np.where(nan_true, c, above), np.where(nan_true, 0, tied))
+    """Count, row by row, the classes above and tied with each row's true class (label -1 or a
+    NaN true score: ``above`` = C, ``tied`` = 0).
+
+    Both comparisons of a row run while it sits in the cache, into one reused mask counted by
+    ``count_nonzero``: about 3x faster than comparing the whole matrix twice and summing the
+    boolean matrices along rows (8 instead of 27 us per image at 21,842 classes, against about
+    530 us of CPU for the search's product itself). Sharing the rows among threads was measured
+    slower (7 -> 12 ms per 768-row tile on 2 cores): the rows' short numpy calls make the threads
+    take turns at the GIL."""
+    n, c = scores.shape
+    above = np.full(n, c, np.int64)
+    tied = np.zeros(n, np.int64)
+    rows = np.flatnonzero(labels >= 0)
+    mask = np.empty(c, bool)
+    greater, equal, count = np.greater, np.equal, np.count_nonzero
+    for i, label in zip(rows.tolist(), labels[rows].tolist(), strict=True):
+        row = scores[i]
+        true = row[label]
+        if true != true:  # NaN: never a hit
+            continue
+        greater(row, true, out=mask)
+        above[i] = count(mask)
+        equal(row, true, out=mask)
+        tied[i] = count(mask) - 1
+    return TieRanks(above, tied)
 
 
 def _as_tie_ranks(ranks: TieRanks | np.ndarray) -> TieRanks:

@@ -138,16 +138,16 @@ class PrimarySenseModel:
             nouns = load_wordnet_nouns()
         self.vectorizer = vectorizer
         self.inventory = SenseInventory.from_nouns(nouns)
-        self._synset_tokens: dict[tuple[int, str], list[tuple[int, ...]]] = {}
-        self._excluded: dict[str, set[int]] = {}
+        self.group_items_memo: dict[tuple[int, str], list[tuple[int, ...]]] = {}
+        self.excluded_memo: dict[str, set[int]] = {}
 
     # ------------------------------------------------------------------ context token lists
     def _lemma_rows(self, lemma: str) -> tuple[int, ...]:
         return self.vectorizer.tokens(lemma)[0]
 
-    def _group_items(self, i: int, group: str) -> list[tuple[int, ...]]:
+    def group_items(self, i: int, group: str) -> list[tuple[int, ...]]:
         """Vocabulary rows of each item (a lemma or a gloss word) of one context group of synset i."""
-        hit = self._synset_tokens.get((i, group))
+        hit = self.group_items_memo.get((i, group))
         if hit is not None:
             return hit
         nouns = self.inventory.nouns
@@ -163,12 +163,12 @@ class PrimarySenseModel:
 
             names = [w for w in _GLOSS_WORD.findall(nouns.definitions[i].lower()) if w not in STOPWORDS]
         items = [rows for rows in map(self._lemma_rows, names) if rows]
-        self._synset_tokens[(i, group)] = items
+        self.group_items_memo[(i, group)] = items
         return items
 
-    def _excluded_rows(self, key: str) -> set[int]:
+    def excluded_rows(self, key: str) -> set[int]:
         """Rows left out of every context of ``key``: the word, its words and its collocates."""
-        hit = self._excluded.get(key)
+        hit = self.excluded_memo.get(key)
         if hit is not None:
             return hit
         rows = set(self._lemma_rows(key))
@@ -176,7 +176,7 @@ class PrimarySenseModel:
             row = self.vectorizer.token_index(word)
             if row is not None:
                 rows.add(row)
-        self._excluded[key] = rows
+        self.excluded_memo[key] = rows
         return rows
 
     # ------------------------------------------------------------------ scoring
@@ -241,10 +241,10 @@ class PrimarySenseModel:
             label_rows = self._lemma_rows(key)
             if not label_rows:
                 continue
-            excluded = self._excluded_rows(key)
+            excluded = self.excluded_rows(key)
             i = index[wnids[r]]
             for group in CONTEXT_GROUPS:
-                rows = tuple(t for item in self._group_items(i, group) for t in item if t not in excluded)
+                rows = tuple(t for item in self.group_items(i, group) for t in item if t not in excluded)
                 if rows:
                     context_lists.append(rows)
                     owners.append(r)

@@ -8,6 +8,7 @@ one line naming the closest names."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,18 @@ def test_the_flags_become_run_options_and_a_left_off_recipe_is_none():
     args = build_parser().parse_args(["run", "r.yaml", "--out", "o", "--no-progress", "-v"])
     cfg = handler_config(commands.run, args)
     assert (cfg.recipe, cfg.progress, cfg.whole_log, cfg.models) == (Path("r.yaml"), False, True, None)
+
+
+def test_the_global_verbose_flag_reaches_run_in_process():
+    """``imagenet-zsl -v run``: the command layer hands the global -v to ``RunOptions.verbose``
+    (not read back from the logging level, which ``basicConfig`` leaves alone once a notebook or
+    pytest has configured logging); without it, ``run`` is quiet whatever the logging level."""
+    before = logging.getLogger().level
+    logging.getLogger().setLevel(logging.DEBUG)  # a caller's own logging must not decide
+    try:
+        quiet = handler_config(commands.run, build_parser().parse_args(["run", "r.yaml", "--out", "o"]))
+        loud = handler_config(commands.run, build_parser().parse_args(["-v", "run", "r.yaml", "--out", "o"]))
+    finally:
+        logging.getLogger().setLevel(before)
+    assert (quiet.verbose, loud.verbose) == (False, True)
+    assert not commands._verbose(quiet) and commands._verbose(loud)

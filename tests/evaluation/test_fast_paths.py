@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from imagenet_zsl.errors import UserInputError
-from imagenet_zsl.evaluation.numpy_search import tie_counts
 from imagenet_zsl.evaluation.run.table import ClassTable, _spearman
 from imagenet_zsl.evaluation.search import TopKSearcher, prototypes_digest
 from imagenet_zsl.evaluation.search_index import squared_row_norms, unique_rows
+from imagenet_zsl.scoring import true_ranks
 
 
 def _tricky_table(rng: np.random.Generator, n: int) -> dict:
@@ -88,6 +88,8 @@ def test_spearman_block_equals_the_pandas_one(seed):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_true_ranks_row_by_row_equal_the_whole_tile_counts(seed):
+    """The one true-rank function as the search calls it (labels -1: a class outside the tile's
+    columns) against whole-matrix counts by hand."""
     rng = np.random.default_rng(seed)
     n, c = int(rng.integers(1, 50 if seed % 2 else 400)), int(rng.integers(1, 300))
     scores = rng.integers(-3, 4, (n, c)).astype(np.float32)  # ties everywhere
@@ -95,7 +97,8 @@ def test_true_ranks_row_by_row_equal_the_whole_tile_counts(seed):
     true = scores[np.arange(n), np.maximum(labels, 0)]
     above = np.where(labels >= 0, (scores > true[:, None]).sum(axis=1), c)
     tied = np.where(labels >= 0, (scores == true[:, None]).sum(axis=1) - 1, 0)
-    got_above, got_tied = tie_counts(scores, labels)
+    got = true_ranks(labels, scores=scores, checked=True)  # the search's call, one tile
+    got_above, got_tied = got.above, got.tied
     assert got_above.dtype == np.int64 and got_tied.dtype == np.int64
     np.testing.assert_array_equal(got_above, above)
     np.testing.assert_array_equal(got_tied, tied)
