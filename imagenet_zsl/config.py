@@ -12,6 +12,7 @@ so a typo can never silently build a different benchmark.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import re
@@ -28,6 +29,7 @@ from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.paths import regular_input_file
 
 C = TypeVar("C", bound="Config")
+D = TypeVar("D")
 
 #: the largest seed a recipe or ``--seed`` takes: numpy's legacy RandomState, torch and Python's
 #: random all accept 0 .. 2**32 - 1 (``cli_types.seed`` is the command-line twin)
@@ -47,6 +49,14 @@ class Config(BaseModel):
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able dict of every field (defaults included), for manifests and digests."""
         return self.model_dump(mode="json")
+
+
+def shared_fields(target: type[D], source: Any, **given: Any) -> D:
+    """The dataclass ``target`` built from the fields of the dataclass ``source`` that it shares by
+    name, then ``given`` (which win): how a command's options become the library parameters they
+    hold, each field copied by its name instead of written out once more."""
+    names = {f.name for f in dataclasses.fields(target)} & {f.name for f in dataclasses.fields(source)}
+    return target(**({name: getattr(source, name) for name in names} | given))
 
 
 #: aliases may add at most this many values to a document beyond those written in it: a

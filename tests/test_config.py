@@ -164,3 +164,27 @@ def test_a_validator_message_and_a_key_prefix(tmp_path):
         Params(gama=1.0)
     message = describe_error(info.value, Params, {"gama": 1.0}, "m.yaml", prefix="params.")
     assert message == "unknown key 'gama' (m.yaml: params.gama): did you mean 'gamma'? allowed: gamma"
+
+
+def test_shared_fields_copies_the_fields_of_the_same_name_and_given_wins():
+    from dataclasses import dataclass
+
+    from imagenet_zsl.config import shared_fields
+
+    @dataclass
+    class Options:  # a command's flags: one the target lacks, one of another type
+        seed: int = 3
+        split: str = "ss"
+        out: str = "o"
+        grid: tuple[str, ...] = ("a=1,2",)
+
+    @dataclass
+    class Params:
+        dataset: str
+        seed: int = 0
+        split: str = "ps"
+        grid: dict | None = None
+
+    made = shared_fields(Params, Options(), dataset="CUB", grid={"a": [1, 2]})
+    assert made == Params(dataset="CUB", seed=3, split="ss", grid={"a": [1, 2]})
+    assert shared_fields(Params, Options(seed=7), dataset="SUN").seed == 7

@@ -24,7 +24,7 @@ from imagenet_zsl.attributes.robustness import StudyOptions, study_to_directory
 from imagenet_zsl.attributes.table import render, table_to_directory
 from imagenet_zsl.attributes.upper_bound import UpperBoundConfig, upper_bound_to_directory
 from imagenet_zsl.attributes.xlsa17 import load_att_splits
-from imagenet_zsl.config import parse_recipe_yaml, shorten
+from imagenet_zsl.config import parse_recipe_yaml, shared_fields, shorten
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.safe_output import check_out_dir
 
@@ -109,18 +109,15 @@ def run(options: RunOptions) -> int:
     test_ds = None
     if options.test_dataset is not None:
         test_ds = load_dataset(options.test_dataset, options.test_root or options.root, need_ss=need_ss)
-    config = RunConfig(
+    config = shared_fields(  # split, val_split, seed, select and semantics by name
+        RunConfig,
+        options,
         dataset=ds.name,
         model=options.model.lower(),
-        split=options.split,
-        val_split=options.val_split,
-        seed=options.seed,
         params=params,
         grid=grid,
         att_splits=str(options.att_splits) if options.att_splits else None,
-        select=options.select,
         test_dataset=test_ds.name if test_ds is not None else None,
-        semantics=options.semantics,
     )
     results = run_to_directory(ds, config, options.out, progress=_progress, test_ds=test_ds)
     zsl = results["zsl"]["top1_per_class"] * 100
@@ -169,13 +166,8 @@ class UpperBoundOptions:
 
 def upper_bound(options: UpperBoundOptions) -> int:
     """``attributes upper-bound``: Chao et al.'s classifier trained on every class."""
-    config = UpperBoundConfig(
-        dataset=options.dataset,
-        split=options.split,
-        seed=options.seed,
-        reg=options.reg,
-        max_iter=options.max_iter,
-        att_splits=str(options.att_splits) if options.att_splits else None,
+    config = shared_fields(  # dataset, split, seed, reg and max_iter by name
+        UpperBoundConfig, options, att_splits=str(options.att_splits) if options.att_splits else None
     )
     config.check()  # before the dataset is read
     ds = load_dataset(

@@ -9,10 +9,11 @@ the extraction modules without loading it, and ``extract`` sets ``OMP_WAIT_POLIC
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from imagenet_zsl.config import shared_fields
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features import distributed as dist
 from imagenet_zsl.features.backbones import backbone_preprocessing, create_backbone
@@ -45,8 +46,7 @@ def extract_config(options: Any, **given: Any) -> ExtractConfig:
     """The :class:`ExtractConfig` of a command's options (a dataclass: ``extract``'s, ``validate``'s):
     each of its fields the options hold under the same name, then ``given``. The one reading both
     commands build their extraction from, so ``validate`` checks the pipeline ``extract`` runs."""
-    names = {field.name for field in fields(ExtractConfig)} & {field.name for field in fields(options)}
-    return ExtractConfig(**({name: getattr(options, name) for name in names} | given))
+    return shared_fields(ExtractConfig, options, **given)
 
 
 @dataclass

@@ -7,9 +7,10 @@ the handler first tunes the process for decoding images in workers
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from imagenet_zsl import devices
+from imagenet_zsl.config import shared_fields
 from imagenet_zsl.errors import UserInputError
 from imagenet_zsl.features.finetune import FinetuneParams
 from imagenet_zsl.image_filter.params import FilterParams
@@ -55,8 +56,7 @@ class FilterImagesOptions:
 
     def filter_params(self) -> FilterParams:
         """The :class:`FilterParams` these options set (its fields of the same names)."""
-        names = {field.name for field in fields(FilterParams)} & {field.name for field in fields(self)}
-        return FilterParams(**{name: getattr(self, name) for name in names})
+        return shared_fields(FilterParams, self)
 
 
 def filter_images(cfg: FilterImagesOptions) -> int:
