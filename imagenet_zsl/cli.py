@@ -160,6 +160,19 @@ def config_fields(config_type: type) -> frozenset[str]:
     return frozenset(getattr(config_type, "model_fields", {}))
 
 
+def config_defaults(config_type: type) -> dict[str, Any]:
+    """The defaults of a config's fields (those that have one): what a flag left off takes."""
+    if dataclasses.is_dataclass(config_type):
+        return {
+            field.name: field.default
+            if field.default_factory is dataclasses.MISSING
+            else field.default_factory()
+            for field in dataclasses.fields(config_type)
+            if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
+        }
+    return {name: field.default for name, field in getattr(config_type, "model_fields", {}).items()}
+
+
 def handler_config(handler: Callable[..., Any], args: argparse.Namespace) -> Any:
     """The handler's config built from the parsed flags (each ``dest`` is a field of that name)."""
     config_type = handler_config_type(handler)

@@ -154,7 +154,7 @@ def test_a_default_written_in_a_help_text_is_the_configs(name):
     1 2 5 10 20)") states the config field's default: the flag carries none, so such a text is the
     one place a default is written twice, and this keeps the two equal."""
     parser = COMMANDS[name]
-    defaults = _field_defaults(cli.handler_config_type(load_target(parser.get_default("func"))))
+    defaults = cli.config_defaults(cli.handler_config_type(load_target(parser.get_default("func"))))
     checked = 0
     for action in parser._actions:
         match = _HELP_DEFAULT.search(str(action.help or ""))
@@ -166,13 +166,3 @@ def test_a_default_written_in_a_help_text_is_the_configs(name):
         checked += 1
     if name in ("evaluate", "images filter", "analyze ladder"):
         assert checked, f"{name}: no default in a help text was checked"
-
-
-def _field_defaults(config_type: type) -> dict[str, object]:
-    if dataclasses.is_dataclass(config_type):
-        return {
-            f.name: f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
-            for f in dataclasses.fields(config_type)
-            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-        }
-    return {n: f.default for n, f in getattr(config_type, "model_fields", {}).items()}

@@ -12,7 +12,6 @@ A page that holds one of the markers below gets it replaced by generated Markdow
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import re
 import types
 import typing
@@ -81,22 +80,13 @@ def _commands(parser: argparse.ArgumentParser, words: list[str]) -> list[tuple[l
 def _config_defaults(parser: argparse.ArgumentParser) -> dict[str, Any]:
     """The defaults of a command's flags: its handler's config fields (a flag carries none: an
     absent flag takes the field's default, ``imagenet_zsl.cli.handler_config``)."""
-    from imagenet_zsl.cli import handler_config_type
+    from imagenet_zsl.cli import config_defaults, handler_config_type
     from imagenet_zsl.registry import load_target
 
     target = parser.get_default("func")
     if not isinstance(target, str):
         return {}
-    config_type = handler_config_type(load_target(target))
-    if dataclasses.is_dataclass(config_type):
-        return {
-            field.name: field.default
-            if field.default_factory is dataclasses.MISSING
-            else field.default_factory()
-            for field in dataclasses.fields(config_type)
-            if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
-        }
-    return {name: field.default for name, field in getattr(config_type, "model_fields", {}).items()}
+    return config_defaults(handler_config_type(load_target(target)))
 
 
 def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
